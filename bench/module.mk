@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: MIT
+#
+# bench: the benchmark programs that bench/run.sh runs natively, under NVIDIA
+# MPS and under openmps. Like tests/cuda they link only against the
+# toolkit's stub libcuda and read the kernels' PTX at run time, so the same
+# binaries serve all three columns. `make bench` builds them.
+
+BENCH_NAMES := spin launch copy idle clients
+BENCH_BINS  := $(addprefix $(BUILD)/bench/,$(BENCH_NAMES))
+
+$(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/obj/bench/bench.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64/stubs -lcuda $(LDLIBS)
+
+.PHONY: bench
+bench: $(BENCH_BINS)

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The client library's internal declarations: the connection to the server
+ * (conn.c), the objects behind the CUDA handles a program holds (contexts,
+ * streams, events, modules, functions), and the helpers the API files share.
+ *
+ * Every CUDA handle the library gives out points at one of these structs,
+ * which starts with a magic number, so a handle of the wrong kind — or one
+ * already destroyed — is answered with CUDA_ERROR_INVALID_HANDLE or
+ * INVALID_CONTEXT rather than sent to the server. Each struct carries the
+ * server's 32-bit handle for the object (wire.h).
+ */
+#ifndef MPS_CLIENT_CLIENT_H
+#define MPS_CLIENT_CLIENT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "common/sq.h"
+#include "common/wire.h"
+
+/* ------------------------------------------------------------------ */
+/* Mode and connection (dispatch.c, conn.c) */
+
+enum mps_mode {
+	MPS_MODE_PASSTHROUGH = 1, /* no daemon: every call goes to the real driver */
+	MPS_MODE_SERVER,          /* connected: calls go to the server */
+	MPS_MODE_FAILED,          /* a daemon refused us, or no driver at all */
+};
+
+struct mps_conn {
+	int sock;
+	struct mps_region *region;
+	struct mps_sq_producer sq;
+	pthread_mutex_t sq_lock;    /* one producer at a time; leaf lock */
+	uint32_t slots_free;        /* bitmap of free reply slots (atomic) */
+	uint32_t slot_waiters;      /* threads waiting for a free slot (atomic, futex word) */
+	int dead;                   /* atomic: the server is gone */
+	int forked;                 /* this is a child of the process that connected */
+	uint64_t spin_ns;           /* how long a caller spins before sleeping */
+	pthread_mutex_t fd_lock;    /* serialises calls that receive an fd */
+	struct mps_welcome *welcome;
+	int ndev;
+};
+
+extern struct mps_conn mps_conn;
+extern CUresult mps_failed_result;     /* what every call returns in MPS_MODE_FAILED */
+
+enum mps_mode mps__mode(void);         /* decides on first use */
+
+/* Connects to the daemon. 0 on success; -ENOENT/-ECONNREFUSED when there is
+ * no daemon (pass-through); another negative value with *refusal set when a
+ * daemon or server refused us. */
+int mps__connect(CUresult *refusal);
+
+/* A synchronous call in progress: owns a reply slot until mps__call_end(). */
+struct mps_call {
+	int slot;
+	struct mps_slot *s;
+};
+
+/* Sends a message (hdr followed by len - sizeof(*hdr) bytes, then `extra`)
+ * and waits for the reply. The header's op/len/slot/ctx are filled in here.
+ * Returns the server's CUresult; the slot stays readable until
+ * mps__call_end(). On failure before sending, call->slot is -1. */
+CUresult mps__call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
+		   size_t extra_len, struct mps_call *call);
+void mps__call_end(struct mps_call *call);
+
+/* Sends an asynchronous message. CUDA_SUCCESS, or the connection's error. */
+CUresult mps__post(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
+		   size_t extra_len);
+
+/* For messages built in place (launches): reserves len bytes in the ring,
+ * holding the ring lock, with the header filled in; NULL and *err set if the
+ * connection is unusable. Finish with mps__ring_end(). */
+void *mps__ring_begin(uint16_t op, uint32_t ctx, uint32_t len, uint16_t flags, CUresult *err);
+void mps__ring_end(void);
+
+/* Receives the fd the server sends before answering a host allocation. */
+int mps__recv_fd(uint32_t region, uint64_t *size);
+
+/* Waits until *word leaves `busy`/`sleeping` (the staging handshake):
+ * spins, then sleeps after moving it from busy to sleeping. */
+CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32_t done);
+
+/* ------------------------------------------------------------------ */
+/* Objects */
+
+#define MPS_MAGIC_CTX    0x78744353u
+#define MPS_MAGIC_STREAM 0x6d725453u
+#define MPS_MAGIC_EVENT  0x6e764553u
+#define MPS_MAGIC_MODULE 0x646f4d53u
+#define MPS_MAGIC_FUNC   0x6e754653u
+#define MPS_MAGIC_DEAD   0x64616544u
+
+struct mps_ctx {
+	uint32_t magic;
+	uint32_t handle;       /* the server's; 0 while a primary context is inactive */
+	int device;
+	unsigned int flags;
+	bool primary;
+	int retain;            /* primary: retain count (under ctx_lock) */
+	int api_version;
+	struct mps_ctx *next;  /* created contexts: the list in context.c */
+};
+
+struct mps_stream {
+	uint32_t magic;
+	uint32_t handle;
+	struct mps_ctx *ctx;
+	unsigned int flags;
+	int priority;
+};
+
+struct mps_event {
+	uint32_t magic;
+	uint32_t handle;
+	struct mps_ctx *ctx;
+	unsigned int flags;
+};
+
+struct mps_func;
+
+struct mps_module {
+	uint32_t magic;
+	uint32_t handle;
+	int kind;              /* MPS_MODULE or MPS_LIBRARY */
+	struct mps_ctx *ctx;
+	pthread_mutex_t lock;  /* protects funcs */
+	struct mps_func *funcs;
+};
+
+struct mps_func {
+	uint32_t magic;
+	uint32_t handle;
+	bool is_kernel;        /* a CUkernel of a library */
+	struct mps_module *mod;
+	struct mps_func *next; /* in mod->funcs */
+	struct mps_func *per_ctx;  /* kernels: the functions got for contexts */
+	struct mps_ctx *ctx;   /* functions of kernels: their context */
+	char *name;
+	uint32_t nparams;
+	uint32_t arg_size;
+	int max_threads;
+	uint16_t *param;       /* offset, size pairs */
+};
+
+/* ------------------------------------------------------------------ */
+/* Helpers shared by the API files */
+
+/* The calling thread's current context, or NULL. */
+struct mps_ctx *mps__ctx_cur(void);
+
+/* The server handle of ctx, activating an inactive primary context. */
+CUresult mps__ctx_handle(struct mps_ctx *ctx, uint32_t *handle);
+
+/* The context the server knows by handle, or NULL. */
+struct mps_ctx *mps__ctx_by_handle(uint32_t handle);
+
+/* The current context's server handle (CUDA_ERROR_INVALID_CONTEXT if none). */
+CUresult mps__cur_handle(uint32_t *handle);
+
+/* Resolves a CUstream as passed by the program. per_thread: the call is a
+ * _ptsz/_ptds variant, where 0 means the per-thread default stream. Gives
+ * the server's stream handle and the context handle to send with it. */
+CUresult mps__stream_resolve(CUstream s, bool per_thread, uint32_t *stream, uint32_t *ctx);
+
+/* Checks a handle's magic; NULL if it is not a live object of that kind. */
+void *mps__obj(const void *h, uint32_t magic);
+
+/* Device allocations the client knows of, for telling device pointers from
+ * host pointers (memory.c). */
+void mps__devmem_add(uint64_t base, uint64_t size, struct mps_ctx *ctx, const void *owner);
+void mps__devmem_remove(uint64_t base);
+void mps__devmem_forget(struct mps_ctx *ctx, const void *owner);
+bool mps__devmem_has(uint64_t addr);
+
+/* Pinned host memory: the region holding [p, p + len), or false. */
+bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *offset);
+
+/* Per-thread default stream of ctx (stream.c), made on first use; and
+ * forgetting those of a context that died. */
+CUresult mps__per_thread_stream(struct mps_ctx *ctx, uint32_t *handle);
+void mps__per_thread_forget(struct mps_ctx *ctx);
+
+/* Called when a context dies on the server, to drop what the client kept. */
+void mps__ctx_forget(struct mps_ctx *ctx);
+
+/* Logs, once per name, that a function is not supported in server mode. */
+void mps__unsupported(const char *name);
+
+#endif

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The client's connection to its server: the handshake on the daemon's
+ * socket, then the shared region — submitting messages to the ring (many
+ * threads, one producer at a time under sq_lock) and waiting for replies in
+ * the reply slots (one slot per synchronous call in flight, from a bitmap).
+ *
+ * Waiting spins briefly (a reply to a launch-then-synchronize arrives within
+ * microseconds) and then sleeps on a futex; every sleep is bounded so the
+ * waiter notices a server that died without answering, and then every call
+ * returns CUDA_ERROR_MPS_CONNECTION_FAILED.
+ *
+ * A child made by fork() shares the parent's mapping of the ring but is not
+ * the process the server knows; it must never write there, so after a fork
+ * the child's calls fail as CUDA's do in a forked child.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "common/atomics.h"
+#include "common/clock.h"
+#include "common/futex.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/shm.h"
+#include "common/sock.h"
+
+#define SLEEP_NS (100ull * 1000 * 1000)  /* longest sleep between liveness checks */
+
+struct mps_conn mps_conn = {
+	.sock = -1,
+	.sq_lock = PTHREAD_MUTEX_INITIALIZER,
+	.fd_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static void after_fork_child(void)
+{
+	mps_conn.forked = 1;
+}
+
+static long env_ms(const char *name, long def)
+{
+	const char *v = getenv(name);
+	char *end;
+	long x;
+
+	if (!v || !*v)
+		return def;
+	x = strtol(v, &end, 10);
+	return *end || x < 0 ? def : x;
+}
+
+static void own_comm(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/self/comm", "r");
+
+	buf[0] = 0;
+	if (f) {
+		if (fgets(buf, (int)len, f))
+			buf[strcspn(buf, "\n")] = 0;
+		fclose(f);
+	}
+}
+
+int mps__connect(CUresult *refusal)
+{
+	size_t max = sizeof(struct mps_welcome) + MPS_MAX_DEVICES * sizeof(struct mps_wire_device);
+	struct mps_hello hello;
+	struct mps_welcome *w = NULL;
+	struct mps_region *reg;
+	char path[4096];
+	int fd, rfd = -1, err;
+	long long size;
+	ssize_t n;
+
+	*refusal = CUDA_ERROR_MPS_CONNECTION_FAILED;
+	if (mps_path_join(path, sizeof(path), mps_pipe_dir(), MPS_DAEMON_SOCKET) < 0)
+		return -ENAMETOOLONG;
+	fd = mps_sock_connect(path);
+	if (fd < 0)
+		return fd;   /* no daemon: the caller passes calls through */
+
+	memset(&hello, 0, sizeof(hello));
+	hello.magic = MPS_HELLO_MAGIC;
+	hello.version = MPS_WIRE_VERSION;
+	hello.kind = MPS_HELLO_CLIENT;
+	hello.pid = (uint32_t)getpid();
+	own_comm(hello.comm, sizeof(hello.comm));
+	n = mps_sock_send(fd, &hello, sizeof(hello), -1);
+	if (n < 0) {
+		err = (int)n;
+		goto err_close;
+	}
+	/* The daemon may be starting our server: wait for it, but not forever. */
+	mps_sock_set_timeout(fd, (int)env_ms("OPENMPS_CONNECT_TIMEOUT_MS", 60000));
+	w = malloc(max);
+	if (!w) {
+		err = -ENOMEM;
+		goto err_close;
+	}
+	n = mps_sock_recv(fd, w, max, &rfd);
+	if (n < (ssize_t)sizeof(uint32_t)) {
+		mps_log_warn("openmps: the daemon at %s did not answer (%s)", path,
+			     n < 0 ? strerror((int)-n) : "connection closed");
+		err = -EPROTO;
+		goto err_free;
+	}
+	if (w->magic == MPS_REFUSE_MAGIC && n == sizeof(struct mps_refuse)) {
+		struct mps_refuse *rf = (struct mps_refuse *)w;
+
+		rf->text[sizeof(rf->text) - 1] = 0;
+		mps_log_warn("openmps: refused by the server: %s", rf->text);
+		*refusal = (CUresult)rf->result;
+		err = -EACCES;
+		goto err_free;
+	}
+	if (w->magic != MPS_WELCOME_MAGIC || w->version != MPS_WIRE_VERSION || rfd < 0 ||
+	    w->ndev > MPS_MAX_DEVICES ||
+	    (size_t)n != sizeof(*w) + (size_t)w->ndev * sizeof(struct mps_wire_device) ||
+	    w->region_size != MPS_REGION_SIZE) {
+		mps_log_warn("openmps: unexpected handshake from the server (version %u)", (unsigned)w->version);
+		err = -EPROTO;
+		goto err_free;
+	}
+	size = mps_shm_sealed_size(rfd);
+	if (size != MPS_REGION_SIZE) {
+		err = -EPROTO;
+		goto err_free;
+	}
+	reg = mps_shm_map(rfd, MPS_REGION_SIZE, NULL);
+	if (!reg || reg->magic != MPS_REGION_MAGIC || reg->version != MPS_REGION_VERSION) {
+		if (reg)
+			munmap(reg, MPS_REGION_SIZE);
+		err = -EPROTO;
+		goto err_free;
+	}
+	close(rfd);
+	mps_sock_set_timeout(fd, 0);
+	mps_conn.sock = fd;
+	mps_conn.region = reg;
+	mps_sq_producer_init(&mps_conn.sq, reg);
+	mps_conn.slots_free = MPS_SLOT_COUNT >= 32 ? 0xffffffffu : (1u << MPS_SLOT_COUNT) - 1;
+	mps_conn.welcome = w;
+	mps_conn.ndev = w->ndev;
+	mps_conn.spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_SPIN_US", 50) * 1000;
+	pthread_atfork(NULL, NULL, after_fork_child);
+	return 0;
+
+err_free:
+	free(w);
+	if (rfd >= 0)
+		close(rfd);
+err_close:
+	close(fd);
+	return err;
+}
+
+static CUresult conn_state(void)
+{
+	if (mps_conn.forked)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (mps_load_acquire(&mps_conn.dead))
+		return CUDA_ERROR_MPS_CONNECTION_FAILED;
+	return CUDA_SUCCESS;
+}
+
+/* After a bounded wait: is the server still there? */
+static bool server_gone(void)
+{
+	if (mps_load_acquire(&mps_conn.dead))
+		return true;
+	if (mps_sock_peer_gone(mps_conn.sock)) {
+		if (!mps_xchg(&mps_conn.dead, 1))
+			mps_log_warn("openmps: lost the connection to the server");
+		return true;
+	}
+	return false;
+}
+
+CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32_t done)
+{
+	uint64_t start = mps_now_ns();
+	unsigned int spins = 0;
+
+	for (;;) {
+		uint32_t st = mps_load_acquire(word);
+
+		if (st == done)
+			return CUDA_SUCCESS;
+		if (++spins < 64 || mps_now_ns() - start < mps_conn.spin_ns) {
+			mps_cpu_relax();
+			continue;
+		}
+		if (st == busy) {
+			uint32_t exp = busy;
+
+			if (!mps_cas(word, &exp, sleeping))
+				continue;   /* it changed: look again */
+		}
+		if (mps_futex_wait(word, sleeping, SLEEP_NS) == -ETIMEDOUT && server_gone())
+			return CUDA_ERROR_MPS_CONNECTION_FAILED;
+	}
+}
+
+static int slot_get(void)
+{
+	for (;;) {
+		uint32_t f = mps_load_acquire(&mps_conn.slots_free);
+
+		while (f) {
+			int i = __builtin_ctz(f);
+
+			if (mps_cas(&mps_conn.slots_free, &f, f & ~(1u << i)))
+				return i;
+		}
+		/* Every slot is in use by another thread: wait for one. */
+		mps_futex_wait(&mps_conn.slots_free, 0, 10ull * 1000 * 1000);
+		if (server_gone())
+			return -1;
+	}
+}
+
+static void slot_put(int i)
+{
+	if (mps_fetch_or(&mps_conn.slots_free, 1u << i) == 0)
+		mps_futex_wake(&mps_conn.slots_free, 1);
+}
+
+void *mps__ring_begin(uint16_t op, uint32_t ctx, uint32_t len, uint16_t flags, CUresult *err)
+{
+	struct mps_msg *m;
+	uint64_t start = 0;
+	unsigned int tries = 0;
+
+	*err = conn_state();
+	if (*err != CUDA_SUCCESS)
+		return NULL;
+	len = mps_msg_size(len);
+	if (len > MPS_MSG_MAX) {
+		*err = CUDA_ERROR_INVALID_VALUE;
+		return NULL;
+	}
+	pthread_mutex_lock(&mps_conn.sq_lock);
+	while (!(m = mps_sq_reserve(&mps_conn.sq, len))) {
+		/* The ring is full: the server is behind. Back off gently. */
+		if (++tries < 256) {
+			mps_cpu_relax();
+			continue;
+		}
+		if (!start)
+			start = mps_now_ns();
+		if (tries < 1024) {
+			sched_yield();
+			continue;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 20000 }, NULL);
+		if (mps_now_ns() - start > SLEEP_NS) {
+			start = mps_now_ns();
+			if (server_gone()) {
+				pthread_mutex_unlock(&mps_conn.sq_lock);
+				*err = CUDA_ERROR_MPS_CONNECTION_FAILED;
+				return NULL;
+			}
+		}
+	}
+	m->op = op;
+	m->flags = flags;
+	m->len = len;
+	m->slot = MPS_NO_SLOT;
+	m->ctx = ctx;
+	return m;
+}
+
+void mps__ring_end(void)
+{
+	mps_sq_commit(&mps_conn.sq);
+	pthread_mutex_unlock(&mps_conn.sq_lock);
+}
+
+static CUresult send_msg(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
+			 size_t extra_len, uint32_t slot)
+{
+	struct mps_msg *m;
+	CUresult err;
+
+	m = mps__ring_begin(op, ctx, (uint32_t)(len + extra_len), hdr->flags, &err);
+	if (!m)
+		return err;
+	memcpy((uint8_t *)m + sizeof(*m), (uint8_t *)hdr + sizeof(*m), len - sizeof(*m));
+	if (extra_len)
+		memcpy((uint8_t *)m + len, extra, extra_len);
+	m->slot = slot;
+	mps__ring_end();
+	return CUDA_SUCCESS;
+}
+
+CUresult mps__call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
+		   size_t extra_len, struct mps_call *call)
+{
+	CUresult r;
+
+	call->slot = -1;
+	call->s = NULL;
+	r = conn_state();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (len + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	call->slot = slot_get();
+	if (call->slot < 0)
+		return CUDA_ERROR_MPS_CONNECTION_FAILED;
+	call->s = mps_region_slot(mps_conn.region, (uint32_t)call->slot);
+	call->s->len = 0;
+	mps_store_relaxed(&call->s->state, MPS_SLOT_BUSY);
+	r = send_msg(op, ctx, hdr, len, extra, extra_len, (uint32_t)call->slot);
+	if (r != CUDA_SUCCESS) {
+		slot_put(call->slot);
+		call->slot = -1;
+		return r;
+	}
+	r = mps__wait_word(&call->s->state, MPS_SLOT_BUSY, MPS_SLOT_SLEEPING, MPS_SLOT_DONE);
+	if (r != CUDA_SUCCESS) {
+		/* The server is gone; the slot stays taken. */
+		call->slot = -1;
+		return r;
+	}
+	return (CUresult)call->s->result;
+}
+
+void mps__call_end(struct mps_call *call)
+{
+	if (call->slot >= 0)
+		slot_put(call->slot);
+	call->slot = -1;
+}
+
+CUresult mps__post(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
+		   size_t extra_len)
+{
+	if (len + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	return send_msg(op, ctx, hdr, len, extra, extra_len, MPS_NO_SLOT);
+}
+
+int mps__recv_fd(uint32_t region, uint64_t *size)
+{
+	struct mps_fdmsg fm;
+	int fd = -1;
+	ssize_t n;
+
+	mps_sock_set_timeout(mps_conn.sock, 10000);
+	n = mps_sock_recv(mps_conn.sock, &fm, sizeof(fm), &fd);
+	mps_sock_set_timeout(mps_conn.sock, 0);
+	if (n != sizeof(fm) || fm.magic != MPS_FDMSG_MAGIC || fm.region != region || fd < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -EPROTO;
+	}
+	*size = fm.size;
+	return fd;
+}

@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Copies and memsets. How a copy travels depends on where its host side is:
+ *
+ *   pinned host memory   "offset N of region R": the server's DMA reads or
+ *                        writes the very pages the program uses, truly
+ *                        asynchronously, with no extra copy;
+ *   small pageable       host-to-device bytes ride inside the message;
+ *                        device-to-host bytes come back in the reply slot;
+ *   large pageable       staged through a pinned staging region shared with
+ *                        the server, in chunks, pipelined: the program's
+ *                        bytes are copied into one chunk while the server's
+ *                        DMA drains another (as the real driver does for
+ *                        pageable memory).
+ *
+ * As in CUDA, an asynchronous copy from pageable memory returns once the
+ * bytes are staged, and one to pageable memory returns when they have
+ * arrived; a synchronous copy returns when it is complete.
+ */
+#include <string.h>
+
+#include "client/api.h"
+#include "client/client.h"
+#include "common/atomics.h"
+#include "common/log.h"
+#include "common/shm.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define INLINE_MAX   (16u * 1024u)        /* host-to-device bytes sent in the message */
+#define STAGE_CHUNK  (2u * 1024u * 1024u) /* bytes per staging chunk */
+#define STAGE_COUNT  8u                   /* chunks (<= MPS_STAGE_MAX) */
+
+_Static_assert(STAGE_COUNT <= MPS_STAGE_MAX, "staging chunks fit the region's state words");
+_Static_assert(MPS_SLOT_DATA >= 4096, "small device-to-host copies fit a reply slot");
+
+/* The staging region: one user at a time. */
+static struct {
+	pthread_mutex_t lock;
+	uint32_t handle;
+	uint8_t *base;
+} stage = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static CUresult stage_setup(void)
+{
+	struct mps_msg_host_alloc q = { .size = (uint64_t)STAGE_CHUNK * STAGE_COUNT };
+	struct mps_call call;
+	uint64_t got = 0;
+	uint32_t h = 0;
+	CUresult r;
+	int fd;
+
+	if (stage.base)
+		return CUDA_SUCCESS;
+	mps__cur_handle(&h);
+	pthread_mutex_lock(&mps_conn.fd_lock);
+	r = mps__call(MPS_OP_HOST_ALLOC, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r != CUDA_SUCCESS) {
+		mps__call_end(&call);
+		pthread_mutex_unlock(&mps_conn.fd_lock);
+		return r;
+	}
+	stage.handle = (uint32_t)call.s->val[0];
+	mps__call_end(&call);
+	fd = mps__recv_fd(stage.handle, &got);
+	pthread_mutex_unlock(&mps_conn.fd_lock);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (got == q.size && mps_shm_sealed_size(fd) == (long long)got)
+		stage.base = mps_shm_map(fd, (size_t)got, NULL);
+	close(fd);
+	return stage.base ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Makes chunk k ours again: waits for the server's copy through it and
+ * returns that copy's result. */
+static CUresult chunk_reclaim(unsigned int k)
+{
+	uint32_t *st = &mps_conn.region->stage_state[k];
+	CUresult r;
+
+	if (mps_load_acquire(st) == MPS_STAGE_IDLE)
+		return CUDA_SUCCESS;
+	r = mps__wait_word(st, MPS_STAGE_INFLIGHT, MPS_STAGE_SLEEPING, MPS_STAGE_DONE);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = (CUresult)mps_conn.region->stage_result[k];
+	mps_store_relaxed(st, MPS_STAGE_IDLE);
+	return r;
+}
+
+static CUresult chunk_send(unsigned int k, int kind, uint64_t dev, size_t len, uint32_t stream, uint32_t ctx)
+{
+	struct mps_msg_copy q = {
+		.kind = (uint32_t)kind, .stream = stream, .host_region = stage.handle, .stage = k,
+		.host_offset = (uint64_t)k * STAGE_CHUNK, .size = len,
+	};
+	CUresult r;
+
+	if (kind == MPS_COPY_H2D)
+		q.dst = dev;
+	else
+		q.src = dev;
+	q.hdr.flags = MPS_COPY_STAGE;
+	/* Handed to the server before it can possibly see the message. */
+	mps_store_relaxed(&mps_conn.region->stage_state[k], MPS_STAGE_INFLIGHT);
+	r = mps__post(MPS_OP_COPY, ctx, &q.hdr, sizeof(q), NULL, 0);
+	if (r != CUDA_SUCCESS)
+		mps_store_relaxed(&mps_conn.region->stage_state[k], MPS_STAGE_IDLE);
+	return r;
+}
+
+static CUresult staged_h2d(uint64_t dst, const uint8_t *src, size_t n, uint32_t stream, uint32_t ctx, bool async)
+{
+	CUresult r, first = CUDA_SUCCESS;
+	unsigned int k = 0;
+
+	pthread_mutex_lock(&stage.lock);
+	r = stage_setup();
+	for (size_t off = 0; r == CUDA_SUCCESS && off < n; off += STAGE_CHUNK, k = (k + 1) % STAGE_COUNT) {
+		size_t len = n - off < STAGE_CHUNK ? n - off : STAGE_CHUNK;
+
+		r = chunk_reclaim(k);
+		if (r != CUDA_SUCCESS && r != CUDA_ERROR_MPS_CONNECTION_FAILED) {
+			if (first == CUDA_SUCCESS)
+				first = r;   /* an earlier copy's failure: report it, go on */
+			r = CUDA_SUCCESS;
+		}
+		if (r != CUDA_SUCCESS)
+			break;
+		memcpy(stage.base + (size_t)k * STAGE_CHUNK, src + off, len);
+		r = chunk_send(k, MPS_COPY_H2D, dst + off, len, stream, ctx);
+	}
+	/* A synchronous copy is complete only when every chunk has landed. */
+	for (unsigned int i = 0; !async && i < STAGE_COUNT; i++) {
+		CUresult cr = chunk_reclaim(i);
+
+		if (first == CUDA_SUCCESS)
+			first = cr;
+	}
+	pthread_mutex_unlock(&stage.lock);
+	return r != CUDA_SUCCESS ? r : first;
+}
+
+static CUresult staged_d2h(uint8_t *dst, uint64_t src, size_t n, uint32_t stream, uint32_t ctx)
+{
+	size_t nch = (n + STAGE_CHUNK - 1) / STAGE_CHUNK;
+	CUresult r, first = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&stage.lock);
+	r = stage_setup();
+	/* Chunks still draining an earlier asynchronous upload come back first. */
+	for (unsigned int i = 0; r == CUDA_SUCCESS && i < STAGE_COUNT; i++) {
+		CUresult cr = chunk_reclaim(i);
+
+		if (cr == CUDA_ERROR_MPS_CONNECTION_FAILED)
+			r = cr;
+	}
+	for (size_t i = 0; r == CUDA_SUCCESS && i < nch && i < STAGE_COUNT; i++) {
+		size_t len = n - i * STAGE_CHUNK < STAGE_CHUNK ? n - i * STAGE_CHUNK : STAGE_CHUNK;
+
+		r = chunk_send((unsigned int)i, MPS_COPY_D2H, src + i * STAGE_CHUNK, len, stream, ctx);
+	}
+	for (size_t i = 0; r == CUDA_SUCCESS && i < nch; i++) {
+		unsigned int k = (unsigned int)(i % STAGE_COUNT);
+		size_t len = n - i * STAGE_CHUNK < STAGE_CHUNK ? n - i * STAGE_CHUNK : STAGE_CHUNK;
+		CUresult cr = chunk_reclaim(k);
+
+		if (cr == CUDA_ERROR_MPS_CONNECTION_FAILED) {
+			r = cr;
+			break;
+		}
+		if (cr != CUDA_SUCCESS && first == CUDA_SUCCESS)
+			first = cr;
+		if (cr == CUDA_SUCCESS)
+			memcpy(dst + i * STAGE_CHUNK, stage.base + (size_t)k * STAGE_CHUNK, len);
+		if (i + STAGE_COUNT < nch) {
+			size_t nlen = n - (i + STAGE_COUNT) * STAGE_CHUNK;
+
+			r = chunk_send(k, MPS_COPY_D2H, src + (i + STAGE_COUNT) * STAGE_CHUNK,
+				       nlen < STAGE_CHUNK ? nlen : STAGE_CHUNK, stream, ctx);
+		}
+	}
+	/* On an error, leave no chunk in flight behind us. */
+	for (unsigned int i = 0; r != CUDA_SUCCESS && r != CUDA_ERROR_MPS_CONNECTION_FAILED && i < STAGE_COUNT; i++)
+		chunk_reclaim(i);
+	pthread_mutex_unlock(&stage.lock);
+	return r != CUDA_SUCCESS ? r : first;
+}
+
+/* Sends one MPS_OP_COPY; with async false, waits for its completion. */
+static CUresult copy_msg(struct mps_msg_copy *q, uint32_t ctx, const void *inline_data, size_t inline_len,
+			 bool async, void *slot_dst)
+{
+	struct mps_call call;
+	CUresult r;
+
+	if (async && !slot_dst)
+		return mps__post(MPS_OP_COPY, ctx, &q->hdr, sizeof(*q), inline_data, inline_len);
+	r = mps__call(MPS_OP_COPY, ctx, &q->hdr, sizeof(*q), inline_data, inline_len, &call);
+	if (r == CUDA_SUCCESS && slot_dst) {
+		if (call.s->len == q->size)
+			memcpy(slot_dst, call.s->data, (size_t)q->size);
+		else
+			r = CUDA_ERROR_UNKNOWN;
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult h2d(uint64_t dst, const void *src, size_t n, uint32_t stream, uint32_t ctx, bool async)
+{
+	struct mps_msg_copy q = { .kind = MPS_COPY_H2D, .stream = stream, .dst = dst, .size = n };
+
+	if (!src)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (mps__hostmem_find(src, n, &q.host_region, &q.host_offset))
+		return copy_msg(&q, ctx, NULL, 0, async, NULL);
+	if (n <= INLINE_MAX) {
+		q.host_region = MPS_HOST_INLINE;
+		return copy_msg(&q, ctx, src, n, async, NULL);
+	}
+	return staged_h2d(dst, src, n, stream, ctx, async);
+}
+
+static CUresult d2h(void *dst, uint64_t src, size_t n, uint32_t stream, uint32_t ctx, bool async)
+{
+	struct mps_msg_copy q = { .kind = MPS_COPY_D2H, .stream = stream, .src = src, .size = n };
+
+	if (!dst)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (mps__hostmem_find(dst, n, &q.host_region, &q.host_offset))
+		return copy_msg(&q, ctx, NULL, 0, async, NULL);
+	/* To pageable memory a copy is synchronous, even an "async" one. */
+	if (n <= MPS_SLOT_DATA) {
+		q.host_region = MPS_HOST_SLOT;
+		return copy_msg(&q, ctx, NULL, 0, false, dst);
+	}
+	return staged_d2h(dst, src, n, stream, ctx);
+}
+
+static CUresult d2d(uint64_t dst, uint64_t src, size_t n, uint32_t stream, uint32_t ctx, bool async)
+{
+	struct mps_msg_copy q = { .kind = MPS_COPY_D2D, .stream = stream, .dst = dst, .src = src, .size = n };
+
+	return copy_msg(&q, ctx, NULL, 0, async, NULL);
+}
+
+/* Resolves the stream, then copies in the direction given (or, for the
+ * unified cuMemcpy*, the one the pointers say). */
+enum dir { H2D, D2H, D2D, UNIFIED };
+
+static CUresult copy(enum dir d, uint64_t dst, uint64_t src, size_t n, CUstream s, bool per_thread, bool async)
+{
+	uint32_t stream, ctx;
+	CUresult r;
+
+	r = mps__stream_resolve(s, per_thread, &stream, &ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (d == UNIFIED) {
+		bool ddev = mps__devmem_has(dst), sdev = mps__devmem_has(src);
+
+		if (!ddev && !sdev) {
+			/* Host to host: nothing for the GPU to do. */
+			if (!dst || !src)
+				return CUDA_ERROR_INVALID_VALUE;
+			memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+			return CUDA_SUCCESS;
+		}
+		d = ddev && sdev ? D2D : ddev ? H2D : D2H;
+	}
+	switch (d) {
+	case H2D:
+		return h2d(dst, (const void *)(uintptr_t)src, n, stream, ctx, async);
+	case D2H:
+		return d2h((void *)(uintptr_t)dst, src, n, stream, ctx, async);
+	default:
+		return d2d(dst, src, n, stream, ctx, async);
+	}
+}
+
+#define P(x) ((uint64_t)(uintptr_t)(x))
+
+static CUresult memcpy_htod(CUdeviceptr d, const void *s, size_t n) { return copy(H2D, d, P(s), n, NULL, false, false); }
+static CUresult memcpy_dtoh(void *d, CUdeviceptr s, size_t n) { return copy(D2H, P(d), s, n, NULL, false, false); }
+static CUresult memcpy_dtod(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(D2D, d, s, n, NULL, false, false); }
+static CUresult memcpy_unified(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(UNIFIED, d, s, n, NULL, false, false); }
+static CUresult memcpy_htod_ptds(CUdeviceptr d, const void *s, size_t n) { return copy(H2D, d, P(s), n, NULL, true, false); }
+static CUresult memcpy_dtoh_ptds(void *d, CUdeviceptr s, size_t n) { return copy(D2H, P(d), s, n, NULL, true, false); }
+static CUresult memcpy_dtod_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(D2D, d, s, n, NULL, true, false); }
+static CUresult memcpy_unified_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { return copy(UNIFIED, d, s, n, NULL, true, false); }
+
+static CUresult memcpy_htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st) { return copy(H2D, d, P(s), n, st, false, true); }
+static CUresult memcpy_dtoh_async(void *d, CUdeviceptr s, size_t n, CUstream st) { return copy(D2H, P(d), s, n, st, false, true); }
+static CUresult memcpy_dtod_async(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(D2D, d, s, n, st, false, true); }
+static CUresult memcpy_unified_async(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(UNIFIED, d, s, n, st, false, true); }
+static CUresult memcpy_htod_async_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { return copy(H2D, d, P(s), n, st, true, true); }
+static CUresult memcpy_dtoh_async_ptsz(void *d, CUdeviceptr s, size_t n, CUstream st) { return copy(D2H, P(d), s, n, st, true, true); }
+static CUresult memcpy_dtod_async_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(D2D, d, s, n, st, true, true); }
+static CUresult memcpy_unified_async_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(UNIFIED, d, s, n, st, true, true); }
+
+static CUresult memset_any(CUdeviceptr dst, uint32_t value, unsigned int elem, size_t count, CUstream s,
+			   bool per_thread, bool async)
+{
+	struct mps_msg_memset q = { .elem = elem, .dst = dst, .count = count, .value = value };
+	struct mps_call call;
+	uint32_t ctx;
+	CUresult r;
+
+	r = mps__stream_resolve(s, per_thread, &q.stream, &ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (count == 0)
+		return CUDA_SUCCESS;
+	if (dst % elem)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (async)
+		return mps__post(MPS_OP_MEMSET, ctx, &q.hdr, sizeof(q), NULL, 0);
+	r = mps__call(MPS_OP_MEMSET, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult memset_d8(CUdeviceptr d, unsigned char v, size_t n) { return memset_any(d, v, 1, n, NULL, false, false); }
+static CUresult memset_d16(CUdeviceptr d, unsigned short v, size_t n) { return memset_any(d, v, 2, n, NULL, false, false); }
+static CUresult memset_d32(CUdeviceptr d, unsigned int v, size_t n) { return memset_any(d, v, 4, n, NULL, false, false); }
+static CUresult memset_d8_ptds(CUdeviceptr d, unsigned char v, size_t n) { return memset_any(d, v, 1, n, NULL, true, false); }
+static CUresult memset_d16_ptds(CUdeviceptr d, unsigned short v, size_t n) { return memset_any(d, v, 2, n, NULL, true, false); }
+static CUresult memset_d32_ptds(CUdeviceptr d, unsigned int v, size_t n) { return memset_any(d, v, 4, n, NULL, true, false); }
+static CUresult memset_d8_async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_any(d, v, 1, n, s, false, true); }
+static CUresult memset_d16_async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { return memset_any(d, v, 2, n, s, false, true); }
+static CUresult memset_d32_async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { return memset_any(d, v, 4, n, s, false, true); }
+static CUresult memset_d8_async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_any(d, v, 1, n, s, true, true); }
+static CUresult memset_d16_async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { return memset_any(d, v, 2, n, s, true, true); }
+static CUresult memset_d32_async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { return memset_any(d, v, 4, n, s, true, true); }
+
+const struct mps_impl mps__copy_api[] = {
+	MPS_IMPL(cuMemcpyHtoD_v2, memcpy_htod),
+	MPS_IMPL(cuMemcpyDtoH_v2, memcpy_dtoh),
+	MPS_IMPL(cuMemcpyDtoD_v2, memcpy_dtod),
+	MPS_IMPL(cuMemcpy, memcpy_unified),
+	MPS_IMPL_AS(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, memcpy_htod_ptds),
+	MPS_IMPL_AS(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2, memcpy_dtoh_ptds),
+	MPS_IMPL_AS(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2, memcpy_dtod_ptds),
+	MPS_IMPL_AS(cuMemcpy_ptds, cuMemcpy, memcpy_unified_ptds),
+	MPS_IMPL(cuMemcpyHtoDAsync_v2, memcpy_htod_async),
+	MPS_IMPL(cuMemcpyDtoHAsync_v2, memcpy_dtoh_async),
+	MPS_IMPL(cuMemcpyDtoDAsync_v2, memcpy_dtod_async),
+	MPS_IMPL(cuMemcpyAsync, memcpy_unified_async),
+	MPS_IMPL_AS(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync_v2, memcpy_htod_async_ptsz),
+	MPS_IMPL_AS(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2, memcpy_dtoh_async_ptsz),
+	MPS_IMPL_AS(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2, memcpy_dtod_async_ptsz),
+	MPS_IMPL_AS(cuMemcpyAsync_ptsz, cuMemcpyAsync, memcpy_unified_async_ptsz),
+	MPS_IMPL(cuMemsetD8_v2, memset_d8),
+	MPS_IMPL(cuMemsetD16_v2, memset_d16),
+	MPS_IMPL(cuMemsetD32_v2, memset_d32),
+	MPS_IMPL_AS(cuMemsetD8_v2_ptds, cuMemsetD8_v2, memset_d8_ptds),
+	MPS_IMPL_AS(cuMemsetD16_v2_ptds, cuMemsetD16_v2, memset_d16_ptds),
+	MPS_IMPL_AS(cuMemsetD32_v2_ptds, cuMemsetD32_v2, memset_d32_ptds),
+	MPS_IMPL(cuMemsetD8Async, memset_d8_async),
+	MPS_IMPL(cuMemsetD16Async, memset_d16_async),
+	MPS_IMPL(cuMemsetD32Async, memset_d32_async),
+	MPS_IMPL_AS(cuMemsetD8Async_ptsz, cuMemsetD8Async, memset_d8_async_ptsz),
+	MPS_IMPL_AS(cuMemsetD16Async_ptsz, cuMemsetD16Async, memset_d16_async_ptsz),
+	MPS_IMPL_AS(cuMemsetD32Async_ptsz, cuMemsetD32Async, memset_d32_async_ptsz),
+	MPS_IMPL_END
+};

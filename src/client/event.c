@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Events. Recording and waiting are asynchronous messages; synchronize,
+ * query and elapsed time ask the server, which answers a synchronize only
+ * when the GPU has passed the event's record as it stood at the call.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/api.h"
+#include "client/client.h"
+
+static struct mps_event *event_arg(CUevent e)
+{
+	return mps__obj(e, MPS_MAGIC_EVENT);
+}
+
+static CUresult event_create(CUevent *pe, unsigned int flags)
+{
+	struct mps_msg_event_create q = { .flags = flags };
+	struct mps_ctx *ctx = mps__ctx_cur();
+	struct mps_event *ev;
+	struct mps_call call;
+	uint32_t h;
+	CUresult r;
+
+	if (!pe)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = mps__ctx_handle(ctx, &h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = mps__call(MPS_OP_EVENT_CREATE, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		ev->handle = (uint32_t)call.s->val[0];
+		ev->ctx = ctx;
+		ev->flags = flags;
+		ev->magic = MPS_MAGIC_EVENT;
+		*pe = (CUevent)ev;
+	} else {
+		free(ev);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult event_destroy(CUevent e)
+{
+	struct mps_event *ev = event_arg(e);
+	struct mps_msg_handle q;
+	CUresult r;
+
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	memset(&q, 0, sizeof(q));
+	q.handle = ev->handle;
+	r = mps__post(MPS_OP_EVENT_DESTROY, 0, &q.hdr, sizeof(q), NULL, 0);
+	ev->magic = MPS_MAGIC_DEAD;
+	free(ev);
+	return r;
+}
+
+static CUresult record(CUevent e, CUstream s, unsigned int flags, bool pt)
+{
+	struct mps_event *ev = event_arg(e);
+	struct mps_msg_event_record q = { .flags = flags };
+	uint32_t ctx;
+	CUresult r;
+
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (flags & ~(unsigned int)CU_EVENT_RECORD_EXTERNAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__stream_resolve(s, pt, &q.stream, &ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.event = ev->handle;
+	q.flags = 0;   /* the external-record flag only matters during capture */
+	return mps__post(MPS_OP_EVENT_RECORD, ctx, &q.hdr, sizeof(q), NULL, 0);
+}
+
+static CUresult event_record(CUevent e, CUstream s) { return record(e, s, 0, false); }
+static CUresult event_record_ptsz(CUevent e, CUstream s) { return record(e, s, 0, true); }
+static CUresult event_record_with_flags(CUevent e, CUstream s, unsigned int f) { return record(e, s, f, false); }
+static CUresult event_record_with_flags_ptsz(CUevent e, CUstream s, unsigned int f) { return record(e, s, f, true); }
+
+static CUresult ask(uint16_t op, CUevent e)
+{
+	struct mps_event *ev = event_arg(e);
+	struct mps_msg_handle q;
+	struct mps_call call;
+	CUresult r;
+
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	memset(&q, 0, sizeof(q));
+	q.handle = ev->handle;
+	r = mps__call(op, 0, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult event_synchronize(CUevent e) { return ask(MPS_OP_EVENT_SYNC, e); }
+static CUresult event_query(CUevent e) { return ask(MPS_OP_EVENT_QUERY, e); }
+
+static CUresult event_elapsed_time(float *ms, CUevent a, CUevent b)
+{
+	struct mps_event *ea = event_arg(a), *eb = event_arg(b);
+	struct mps_msg_elapsed q;
+	struct mps_call call;
+	uint32_t bits;
+	CUresult r;
+
+	if (!ms)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!ea || !eb)
+		return CUDA_ERROR_INVALID_HANDLE;
+	memset(&q, 0, sizeof(q));
+	q.start = ea->handle;
+	q.end = eb->handle;
+	r = mps__call(MPS_OP_EVENT_ELAPSED, 0, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		bits = (uint32_t)call.s->val[0];
+		memcpy(ms, &bits, sizeof(*ms));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+const struct mps_impl mps__event_api[] = {
+	MPS_IMPL(cuEventCreate, event_create),
+	MPS_IMPL(cuEventDestroy_v2, event_destroy),
+	MPS_IMPL_AS(cuEventDestroy, cuEventDestroy_v2, event_destroy),
+	MPS_IMPL(cuEventRecord, event_record),
+	MPS_IMPL_AS(cuEventRecord_ptsz, cuEventRecord, event_record_ptsz),
+	MPS_IMPL(cuEventRecordWithFlags, event_record_with_flags),
+	MPS_IMPL_AS(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags, event_record_with_flags_ptsz),
+	MPS_IMPL(cuEventSynchronize, event_synchronize),
+	MPS_IMPL(cuEventQuery, event_query),
+	MPS_IMPL(cuEventElapsedTime_v2, event_elapsed_time),
+	MPS_IMPL(cuEventElapsedTime, event_elapsed_time),
+	MPS_IMPL_END
+};

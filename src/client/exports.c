@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: MIT
+//
+// The private export tables served in server mode (see client/exports.h).
+//
+// A table is an array of pointers; most begin with their own size in bytes
+// in slot 0 (layout per public reverse-engineering notes, ZLUDA dark_api).
+// The sizes here are the ones the real driver 580.159 reports (measured on
+// an H200), which can be larger than the slots anyone is known to call:
+// unknown slots are NULL, as in ZLUDA, which real cudart runs against. Slot
+// signatures are the ones traced on that driver and described by the same
+// notes; a wrong one crashes cudart.
+//
+// The tables are `static const` and the functions in them static, so their
+// addresses are fixed once the library is loaded: the integrity check
+// hashes those addresses and cudart hashes the ones it was handed, and the
+// two must agree every time it asks.
+#include "client/exports.h"
+
+#include <fatbinary_section.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "client/integrity.h"
+#include "common/log.h"
+
+// Slot 0 of a sized table: its size in bytes, stored as a pointer.
+#define TABLE_SIZE(slots) ((const void *)(uintptr_t)((slots) * sizeof(void *)))
+
+// ---------------------------------------------------------------------------
+// CUDART_INTERFACE 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9, 13 slots (104 bytes)
+
+// The wrapper nvcc emits around a fatbin (__fatBinC_Wrapper_t in the
+// toolkit's fatbinary_section.h): magic, version, pointer to the fatbin.
+// Anything without the magic is handed to the loader as is, which accepts
+// a bare fatbin, cubin or PTX and rejects the rest with
+// CUDA_ERROR_INVALID_IMAGE. The version is not checked: versions 1 and 2
+// share the first three fields, and version 2's prelinked fatbins (the
+// fourth) are not loaded here.
+static CUresult load_wrapped(CUmodule *out, const void *wrapper)
+{
+	const __fatBinC_Wrapper_t *w = wrapper;
+
+	if (!out || !wrapper)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((uint32_t)w->magic != (uint32_t)FATBINC_MAGIC)
+		return mps__module_load_image(out, wrapper);
+	if (!w->data)
+		return CUDA_ERROR_INVALID_IMAGE;
+	return mps__module_load_image(out, w->data);
+}
+
+// [1] get_module_from_cubin
+static CUresult cudart_module_from_wrapper(CUmodule *out, const void *wrapper)
+{
+	return load_wrapped(out, wrapper);
+}
+
+// [2] the device's primary context, called once at start-up by PyTorch and
+// CuPy.
+static CUresult cudart_primary_ctx(CUcontext *pctx, CUdevice dev)
+{
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mps__primary_ctx_get(pctx, dev);
+}
+
+// [6] get_module_from_cubin_ext1. The three extra arguments' meaning is
+// unknown; public reverse-engineering notes (ZLUDA) see them NULL/0 and
+// refuse anything else with CUDA_ERROR_NOT_SUPPORTED, and so do we.
+static CUresult cudart_module_from_wrapper_ext1(CUmodule *out, const void *wrapper,
+						 void *arg3, void *arg4, unsigned arg5)
+{
+	if (arg3 || arg4 || arg5)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return load_wrapped(out, wrapper);
+}
+
+// [7] takes a size; nothing observable depends on it.
+static void cudart_slot7(size_t arg)
+{
+	(void)arg;
+}
+
+// [8] get_module_from_cubin_ext2: note the order, the fatbin itself (not a
+// wrapper) first and the module second.
+static CUresult cudart_module_from_fatbin_ext2(const void *fatbin, CUmodule *out,
+						void *arg3, void *arg4, unsigned arg5)
+{
+	if (arg3 || arg4 || arg5)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (!out || !fatbin)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mps__module_load_image(out, fatbin);
+}
+
+// [12] the real driver loads its JIT compilers here; the server has its
+// own, so there is nothing to do and success is all cudart needs.
+static CUresult cudart_load_compilers(void)
+{
+	return CUDA_SUCCESS;
+}
+
+static const void *const cudart_interface[13] = {
+	[0] = TABLE_SIZE(13),
+	[1] = (const void *)cudart_module_from_wrapper,
+	[2] = (const void *)cudart_primary_ctx,
+	[6] = (const void *)cudart_module_from_wrapper_ext1,
+	[7] = (const void *)cudart_slot7,
+	[8] = (const void *)cudart_module_from_fatbin_ext2,
+	[12] = (const void *)cudart_load_compilers,
+};
+
+// ---------------------------------------------------------------------------
+// TOOLS_RUNTIME_CALLBACK_HOOKS a094798c-2e74-2e74-93f2-0800200c0a66,
+// 7 slots (56 bytes)
+//
+// [2] and [6] each hand out a process-wide scratch buffer, once at start-up.
+// Public reverse-engineering notes report sizes 1024 and 14 and back them
+// with that many 32-bit words; whether the caller reads the size as bytes
+// or as words, a buffer of that many 64-bit words is large enough.
+
+#define SCRATCH1_SIZE 1024
+#define SCRATCH2_SIZE 14
+static uint64_t scratch1[SCRATCH1_SIZE] __attribute__((aligned(64)));
+static uint64_t scratch2[SCRATCH2_SIZE] __attribute__((aligned(64)));
+
+static void hooks_scratch1(void **ptr, size_t *size)
+{
+	if (ptr)
+		*ptr = scratch1;
+	if (size)
+		*size = SCRATCH1_SIZE;
+}
+
+static void hooks_scratch2(void **ptr, size_t *size)
+{
+	if (ptr)
+		*ptr = scratch2;
+	if (size)
+		*size = SCRATCH2_SIZE;
+}
+
+static const void *const tools_runtime_callback_hooks[7] = {
+	[0] = TABLE_SIZE(7),
+	[2] = (const void *)hooks_scratch1,
+	[6] = (const void *)hooks_scratch2,
+};
+
+// ---------------------------------------------------------------------------
+// TOOLS_TLS 42d85a81-23f6-cb47-8298-f6e78a3aecdc, 3 slots (24 bytes); no
+// slot has been seen called.
+
+static const void *const tools_tls[3] = {
+	[0] = TABLE_SIZE(3),
+};
+
+// ---------------------------------------------------------------------------
+// CONTEXT_LOCAL_STORAGE_INTERFACE_V0301 c693336e-1121-df11-a8c3-68f355d89593:
+// no size slot, the functions start at [0] (client/cls.h).
+
+static const void *const context_local_storage[4] = {
+	[0] = (const void *)mps__cls_put,
+	[1] = (const void *)mps__cls_delete,
+	[2] = (const void *)mps__cls_get,
+};
+
+// ---------------------------------------------------------------------------
+// CONTEXT_CHECKS 263e8860-7cd2-6143-92f6-bbd5006dfa7e, 15 slots (120 bytes)
+//
+// Per public reverse-engineering notes these test flags that are never
+// observably set: [2] reports 0 through out1 and leaves out2 alone, [3]
+// returns 0.
+
+static CUresult context_check(CUcontext ctx, uint32_t *out1, const void **out2)
+{
+	(void)ctx;
+	(void)out2;
+	if (out1)
+		*out1 = 0;
+	return CUDA_SUCCESS;
+}
+
+static uint32_t context_check_fn3(void)
+{
+	return 0;
+}
+
+static const void *const context_checks[15] = {
+	[0] = TABLE_SIZE(15),
+	[2] = (const void *)context_check,
+	[3] = (const void *)context_check_fn3,
+};
+
+// ---------------------------------------------------------------------------
+// INTEGRITY_CHECK d4082055-bde6-704b-8d34-ba123c66e1f2, 3 slots (24 bytes)
+
+static const void *const integrity_check[3];
+
+// [1] called three times at start-up by cudart. Hashes this library's own
+// table addresses and this function's address, read back from the table so
+// they are exactly what cudart was given.
+static CUresult integrity_check_slot(uint32_t version, uint64_t unix_seconds,
+				     uint64_t result[2])
+{
+	return mps__integrity_check(version, unix_seconds, result, cudart_interface,
+				    integrity_check, integrity_check[1]);
+}
+
+static const void *const integrity_check[3] = {
+	[0] = TABLE_SIZE(3),
+	[1] = (const void *)integrity_check_slot,
+};
+
+// ---------------------------------------------------------------------------
+// Lookup. UUID bytes are in the order of the textual form.
+
+struct export_entry {
+	uint8_t id[16];
+	const void *const *table;
+};
+
+static const struct export_entry exports[] = {
+	{ { 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a,
+	    0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9 }, cudart_interface },
+	{ { 0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74,
+	    0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66 }, tools_runtime_callback_hooks },
+	{ { 0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47,
+	    0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc }, tools_tls },
+	{ { 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11,
+	    0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93 }, context_local_storage },
+	{ { 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43,
+	    0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e }, context_checks },
+	{ { 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b,
+	    0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2 }, integrity_check },
+};
+
+// Unknown ids already reported, so a program that asks in a loop logs once.
+#define MAX_REPORTED 32
+static pthread_mutex_t reported_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t reported[MAX_REPORTED][16];
+static int nreported;
+
+static void report_unknown(const uint8_t id[16])
+{
+	int first = 1, full = 0;
+
+	pthread_mutex_lock(&reported_lock);
+	for (int i = 0; i < nreported; i++)
+		if (!memcmp(reported[i], id, 16))
+			first = 0;
+	if (first) {
+		if (nreported < MAX_REPORTED)
+			memcpy(reported[nreported++], id, 16);
+		else
+			full = 1;
+	}
+	pthread_mutex_unlock(&reported_lock);
+	if (!first || full)
+		return;
+	mps_log_warn("cuGetExportTable: table %02x%02x%02x%02x-%02x%02x-%02x%02x-"
+		     "%02x%02x-%02x%02x%02x%02x%02x%02x is not provided in server mode",
+		     id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8],
+		     id[9], id[10], id[11], id[12], id[13], id[14], id[15]);
+}
+
+CUresult mps__export_table(const void **table, const CUuuid *id)
+{
+	if (!table || !id)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < sizeof(exports) / sizeof(exports[0]); i++) {
+		if (!memcmp(exports[i].id, id->bytes, 16)) {
+			*table = exports[i].table;
+			return CUDA_SUCCESS;
+		}
+	}
+	*table = NULL;
+	// The real driver's code for an unknown id is not documented; public
+	// reverse-engineering notes (ZLUDA) answer CUDA_ERROR_INVALID_VALUE and
+	// real cudart copes with it. tests/gpu/integrity_vs_driver.c prints
+	// what the real driver returns.
+	report_unknown((const uint8_t *)id->bytes);
+	return CUDA_ERROR_INVALID_VALUE;
+}

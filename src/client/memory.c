@@ -1,0 +1,582 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Device memory, pinned host memory and pointer queries.
+ *
+ * The client keeps two small sorted tables, each under a reader-writer lock:
+ * the device allocations it made (so cuMemcpy can tell a device pointer from
+ * a host one without asking), and its pinned host regions (so a copy from or
+ * to pinned memory is sent as "offset N of region R", which the server turns
+ * into real DMA on the same pages). The server keeps its own, authoritative
+ * account; these are only for routing.
+ *
+ * Pinned memory: the server creates and registers a sealed memfd and passes
+ * it over the socket; the client maps it at the server's address when that
+ * address is free here too, so that host pointer, device pointer and server
+ * pointer are one number, as unified addressing promises.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "client/api.h"
+#include "client/client.h"
+#include "common/log.h"
+#include "common/shm.h"
+
+struct devrange {
+	uint64_t base, size;
+	struct mps_ctx *ctx;
+	const void *owner;   /* NULL for allocations; the module for its globals */
+};
+
+struct hostreg {
+	uint8_t *addr;
+	size_t size;
+	uint32_t handle;
+	unsigned int flags;
+	uint64_t devptr;
+};
+
+struct table {
+	pthread_rwlock_t lock;
+	void *v;
+	size_t n, cap, elem;
+};
+
+static struct table devmem = { PTHREAD_RWLOCK_INITIALIZER, NULL, 0, 0, sizeof(struct devrange) };
+static struct table hostmem = { PTHREAD_RWLOCK_INITIALIZER, NULL, 0, 0, sizeof(struct hostreg) };
+
+static uint64_t key(const struct table *t, size_t i)
+{
+	const uint8_t *e = (const uint8_t *)t->v + i * t->elem;
+
+	return t == &devmem ? ((const struct devrange *)e)->base : (uint64_t)(uintptr_t)((const struct hostreg *)e)->addr;
+}
+
+static uint64_t extent(const struct table *t, size_t i)
+{
+	const uint8_t *e = (const uint8_t *)t->v + i * t->elem;
+
+	return t == &devmem ? ((const struct devrange *)e)->size : ((const struct hostreg *)e)->size;
+}
+
+/* Index of the first entry with key > k. Caller holds the lock. */
+static size_t upper(const struct table *t, uint64_t k)
+{
+	size_t lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (key(t, mid) <= k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The entry containing [k, k + len), or -1. Caller holds the lock. */
+static long find(const struct table *t, uint64_t k, uint64_t len)
+{
+	size_t i = upper(t, k);
+
+	if (i == 0)
+		return -1;
+	i--;
+	if (k - key(t, i) >= extent(t, i) || len > extent(t, i) - (k - key(t, i)))
+		return -1;
+	return (long)i;
+}
+
+static int insert(struct table *t, const void *e, uint64_t k)
+{
+	size_t i;
+
+	pthread_rwlock_wrlock(&t->lock);
+	if (t->n == t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 64;
+		void *nv = realloc(t->v, ncap * t->elem);
+
+		if (!nv) {
+			pthread_rwlock_unlock(&t->lock);
+			return -ENOMEM;
+		}
+		t->v = nv;
+		t->cap = ncap;
+	}
+	i = upper(t, k);
+	memmove((uint8_t *)t->v + (i + 1) * t->elem, (uint8_t *)t->v + i * t->elem, (t->n - i) * t->elem);
+	memcpy((uint8_t *)t->v + i * t->elem, e, t->elem);
+	t->n++;
+	pthread_rwlock_unlock(&t->lock);
+	return 0;
+}
+
+static void erase(struct table *t, size_t i)
+{
+	memmove((uint8_t *)t->v + i * t->elem, (uint8_t *)t->v + (i + 1) * t->elem, (t->n - i - 1) * t->elem);
+	t->n--;
+}
+
+void mps__devmem_add(uint64_t base, uint64_t size, struct mps_ctx *ctx, const void *owner)
+{
+	struct devrange d = { .base = base, .size = size, .ctx = ctx, .owner = owner };
+
+	pthread_rwlock_rdlock(&devmem.lock);
+	long have = find(&devmem, base, 1);
+	pthread_rwlock_unlock(&devmem.lock);
+	if (have < 0)
+		insert(&devmem, &d, base);
+}
+
+void mps__devmem_remove(uint64_t base)
+{
+	long i;
+
+	pthread_rwlock_wrlock(&devmem.lock);
+	i = find(&devmem, base, 1);
+	if (i >= 0 && key(&devmem, (size_t)i) == base)
+		erase(&devmem, (size_t)i);
+	pthread_rwlock_unlock(&devmem.lock);
+}
+
+void mps__devmem_forget(struct mps_ctx *ctx, const void *owner)
+{
+	pthread_rwlock_wrlock(&devmem.lock);
+	for (size_t i = devmem.n; i-- > 0;) {
+		struct devrange *d = (struct devrange *)devmem.v + i;
+
+		if ((ctx && d->ctx == ctx && !d->owner) || (owner && d->owner == owner))
+			erase(&devmem, i);
+	}
+	pthread_rwlock_unlock(&devmem.lock);
+}
+
+bool mps__devmem_has(uint64_t addr)
+{
+	long i;
+
+	pthread_rwlock_rdlock(&devmem.lock);
+	i = find(&devmem, addr, 1);
+	pthread_rwlock_unlock(&devmem.lock);
+	return i >= 0;
+}
+
+bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *offset)
+{
+	long i;
+
+	pthread_rwlock_rdlock(&hostmem.lock);
+	i = find(&hostmem, (uint64_t)(uintptr_t)p, len ? len : 1);
+	if (i >= 0) {
+		struct hostreg *h = (struct hostreg *)hostmem.v + i;
+
+		*region = h->handle;
+		*offset = (uint64_t)((const uint8_t *)p - h->addr);
+	}
+	pthread_rwlock_unlock(&hostmem.lock);
+	return i >= 0;
+}
+
+/* A copy of the host region containing p. */
+static bool hostreg_of(const void *p, struct hostreg *out)
+{
+	long i;
+
+	pthread_rwlock_rdlock(&hostmem.lock);
+	i = find(&hostmem, (uint64_t)(uintptr_t)p, 1);
+	if (i >= 0)
+		*out = ((struct hostreg *)hostmem.v)[i];
+	pthread_rwlock_unlock(&hostmem.lock);
+	return i >= 0;
+}
+
+static CUresult alloc(CUdeviceptr *dptr, size_t *pitch, size_t size, size_t width, size_t height,
+		      unsigned int elem)
+{
+	struct mps_msg_mem_alloc q = { .size = size, .width = width, .height = height, .elem = elem };
+	struct mps_ctx *ctx = mps__ctx_cur();
+	struct mps_call call;
+	uint32_t h;
+	CUresult r;
+
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__cur_handle(&h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_MEM_ALLOC, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		*dptr = (CUdeviceptr)call.s->val[0];
+		if (pitch)
+			*pitch = (size_t)call.s->val[1];
+		mps__devmem_add(call.s->val[0], elem ? call.s->val[1] * height : size, ctx, NULL);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult mem_alloc(CUdeviceptr *dptr, size_t size)
+{
+	if (size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	return alloc(dptr, NULL, size, 0, 0, 0);
+}
+
+static CUresult mem_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem)
+{
+	if (!pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16))
+		return CUDA_ERROR_INVALID_VALUE;
+	return alloc(dptr, pitch, 0, width, height, elem);
+}
+
+static CUresult mem_free(CUdeviceptr p)
+{
+	struct mps_msg_ptr q = { .ptr = p };
+	struct mps_call call;
+	uint32_t h = 0;
+	CUresult r;
+
+	if (p == 0)
+		return CUDA_SUCCESS;
+	mps__cur_handle(&h);
+	r = mps__call(MPS_OP_MEM_FREE, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	if (r == CUDA_SUCCESS)
+		mps__devmem_remove(p);
+	return r;
+}
+
+static CUresult mem_get_info(size_t *fr, size_t *total)
+{
+	struct mps_msg q;
+	struct mps_call call;
+	uint32_t h;
+	CUresult r;
+
+	r = mps__cur_handle(&h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	memset(&q, 0, sizeof(q));
+	r = mps__call(MPS_OP_MEM_INFO, h, &q, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		if (fr)
+			*fr = (size_t)call.s->val[0];
+		if (total)
+			*total = (size_t)call.s->val[1];
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult mem_get_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+	struct mps_msg_ptr q = { .ptr = p };
+	struct mps_call call;
+	uint32_t h = 0;
+	CUresult r;
+
+	r = mps__cur_handle(&h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_MEM_RANGE, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		if (base)
+			*base = (CUdeviceptr)call.s->val[0];
+		if (size)
+			*size = (size_t)call.s->val[1];
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult host_alloc(void **pp, size_t size, unsigned int flags)
+{
+	struct mps_msg_host_alloc q = { .size = size, .flags = flags };
+	struct hostreg reg;
+	struct mps_call call;
+	uint64_t got = 0;
+	void *server_addr, *addr;
+	uint32_t h = 0;
+	CUresult r;
+	int fd;
+
+	if (!pp)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (flags & ~(unsigned int)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__cur_handle(&h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&mps_conn.fd_lock);
+	r = mps__call(MPS_OP_HOST_ALLOC, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r != CUDA_SUCCESS) {
+		mps__call_end(&call);
+		pthread_mutex_unlock(&mps_conn.fd_lock);
+		return r;
+	}
+	reg.handle = (uint32_t)call.s->val[0];
+	server_addr = (void *)(uintptr_t)call.s->val[1];
+	reg.size = (size_t)call.s->val[2];
+	reg.devptr = call.s->val[3];
+	reg.flags = flags;
+	mps__call_end(&call);
+	fd = mps__recv_fd(reg.handle, &got);
+	pthread_mutex_unlock(&mps_conn.fd_lock);
+	if (fd < 0 || got != reg.size || mps_shm_sealed_size(fd) != (long long)reg.size) {
+		if (fd >= 0)
+			close(fd);
+		mps_log_warn("openmps: pinned allocation of %zu bytes: bad answer from the server", size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	/* One address for host, device and server, when it is free here. */
+	addr = mps_shm_map(fd, reg.size, server_addr);
+	if (!addr)
+		addr = mps_shm_map(fd, reg.size, NULL);
+	close(fd);
+	if (!addr)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	reg.addr = addr;
+	if (insert(&hostmem, &reg, (uint64_t)(uintptr_t)addr) < 0) {
+		munmap(addr, reg.size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*pp = addr;
+	return CUDA_SUCCESS;
+}
+
+static CUresult mem_alloc_host(void **pp, size_t size)
+{
+	return host_alloc(pp, size, 0);
+}
+
+static CUresult mem_host_alloc(void **pp, size_t size, unsigned int flags)
+{
+	return host_alloc(pp, size, flags);
+}
+
+static CUresult mem_free_host(void *p)
+{
+	struct mps_msg_handle q;
+	struct hostreg reg;
+	struct mps_call call;
+	CUresult r;
+	long i;
+
+	pthread_rwlock_wrlock(&hostmem.lock);
+	i = find(&hostmem, (uint64_t)(uintptr_t)p, 1);
+	if (i < 0 || ((struct hostreg *)hostmem.v)[i].addr != p) {
+		pthread_rwlock_unlock(&hostmem.lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	reg = ((struct hostreg *)hostmem.v)[i];
+	erase(&hostmem, (size_t)i);
+	pthread_rwlock_unlock(&hostmem.lock);
+	memset(&q, 0, sizeof(q));
+	q.handle = reg.handle;
+	r = mps__call(MPS_OP_HOST_FREE, 0, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	munmap(reg.addr, reg.size);
+	return r;
+}
+
+static CUresult mem_host_get_device_pointer(CUdeviceptr *dp, void *p, unsigned int flags)
+{
+	struct hostreg reg;
+
+	if (!dp || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!hostreg_of(p, &reg))
+		return CUDA_ERROR_INVALID_VALUE;
+	*dp = (CUdeviceptr)(reg.devptr + (uint64_t)((uint8_t *)p - reg.addr));
+	return CUDA_SUCCESS;
+}
+
+static CUresult mem_host_get_flags(unsigned int *flags, void *p)
+{
+	struct hostreg reg;
+
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!hostreg_of(p, &reg))
+		return CUDA_ERROR_INVALID_VALUE;
+	*flags = reg.flags;
+	return CUDA_SUCCESS;
+}
+
+/* Bytes the driver writes for each attribute. */
+static size_t attr_size(CUpointer_attribute a)
+{
+	switch (a) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+	case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+	case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+	case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+		return 8;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+	case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+	case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+		return 4;
+	default:
+		return 0;
+	}
+}
+
+static void put_value(void *data, CUpointer_attribute a, uint64_t v)
+{
+	if (attr_size(a) == 8)
+		memcpy(data, &v, 8);
+	else {
+		uint32_t w = (uint32_t)v;
+
+		memcpy(data, &w, 4);
+	}
+}
+
+/* Answers for pinned host memory, which the client knows best. */
+static CUresult host_attr(const struct hostreg *reg, CUdeviceptr ptr, CUpointer_attribute a, uint64_t *v)
+{
+	uint64_t off = (uint64_t)ptr - (uint64_t)(uintptr_t)reg->addr;
+	struct mps_ctx *ctx = mps__ctx_cur();
+
+	switch (a) {
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*v = CU_MEMORYTYPE_HOST;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		*v = (uint64_t)ptr;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		*v = reg->devptr + off;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		*v = (uint64_t)(uintptr_t)ctx;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*v = ctx ? (uint64_t)ctx->device : 0;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		*v = (uint64_t)(uintptr_t)reg->addr;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		*v = reg->size;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+		*v = 1;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+		*v = a == CU_POINTER_ATTRIBUTE_BUFFER_ID ? reg->handle : 0;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+/* Asks for n attributes of ptr; vals/res get each value and result. */
+static CUresult query(unsigned int n, const CUpointer_attribute *attrs, CUdeviceptr ptr, uint64_t *vals, CUresult *res)
+{
+	struct mps_msg_pointer_attr q = { .ptr = ptr, .count = n };
+	struct hostreg reg;
+	struct mps_call call;
+	CUresult r;
+
+	if (hostreg_of((void *)(uintptr_t)ptr, &reg)) {
+		for (unsigned int i = 0; i < n; i++)
+			res[i] = host_attr(&reg, ptr, attrs[i], &vals[i]);
+		return CUDA_SUCCESS;
+	}
+	for (unsigned int i = 0; i < n; i++)
+		q.attr[i] = (uint32_t)attrs[i];
+	r = mps__call(MPS_OP_POINTER_ATTR, 0, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS && call.s->len == n * sizeof(struct mps_attr_value)) {
+		const struct mps_attr_value *v = (const void *)call.s->data;
+
+		for (unsigned int i = 0; i < n; i++) {
+			res[i] = (CUresult)v[i].result;
+			vals[i] = v[i].value;
+			if (attrs[i] == CU_POINTER_ATTRIBUTE_CONTEXT && res[i] == CUDA_SUCCESS)
+				vals[i] = (uint64_t)(uintptr_t)mps__ctx_by_handle((uint32_t)vals[i]);
+		}
+	} else if (r == CUDA_SUCCESS) {
+		r = CUDA_ERROR_INVALID_VALUE;
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult pointer_get_attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr)
+{
+	uint64_t v = 0;
+	CUresult res, r;
+
+	if (!data || !attr_size(a))
+		return CUDA_ERROR_INVALID_VALUE;
+	r = query(1, &a, ptr, &v, &res);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (res == CUDA_SUCCESS)
+		put_value(data, a, v);
+	return res;
+}
+
+static CUresult pointer_get_attributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr)
+{
+	uint64_t vals[MPS_POINTER_ATTRS_MAX];
+	CUresult res[MPS_POINTER_ATTRS_MAX];
+	CUresult r;
+
+	if (!attrs || !data || n == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned int done = 0; done < n; done += MPS_POINTER_ATTRS_MAX) {
+		unsigned int k = n - done < MPS_POINTER_ATTRS_MAX ? n - done : MPS_POINTER_ATTRS_MAX;
+
+		for (unsigned int i = 0; i < k; i++)
+			if (!data[done + i] || !attr_size(attrs[done + i]))
+				return CUDA_ERROR_INVALID_VALUE;
+		r = query(k, attrs + done, ptr, vals, res);
+		if (r != CUDA_SUCCESS)
+			return r;
+		/* Unlike the single query, a pointer CUDA does not know yields
+		 * zeroes here, not an error. */
+		for (unsigned int i = 0; i < k; i++)
+			put_value(data[done + i], attrs[done + i], res[i] == CUDA_SUCCESS ? vals[i] : 0);
+	}
+	return CUDA_SUCCESS;
+}
+
+const struct mps_impl mps__memory_api[] = {
+	MPS_IMPL(cuMemAlloc_v2, mem_alloc),
+	MPS_IMPL(cuMemAllocPitch_v2, mem_alloc_pitch),
+	MPS_IMPL(cuMemFree_v2, mem_free),
+	MPS_IMPL(cuMemGetInfo_v2, mem_get_info),
+	MPS_IMPL(cuMemGetAddressRange_v2, mem_get_address_range),
+	MPS_IMPL(cuMemAllocHost_v2, mem_alloc_host),
+	MPS_IMPL(cuMemHostAlloc, mem_host_alloc),
+	MPS_IMPL(cuMemFreeHost, mem_free_host),
+	MPS_IMPL(cuMemHostGetDevicePointer_v2, mem_host_get_device_pointer),
+	MPS_IMPL(cuMemHostGetFlags, mem_host_get_flags),
+	MPS_IMPL(cuPointerGetAttribute, pointer_get_attribute),
+	MPS_IMPL(cuPointerGetAttributes, pointer_get_attributes),
+	MPS_IMPL_END
+};

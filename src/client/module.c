@@ -1,0 +1,811 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Modules, libraries, kernels and functions. The program hands the driver
+ * an image by pointer only (PTX text, a cubin ELF, a fatbin, or a fatbin
+ * wrapper); its length is read from its own headers here, and the image is
+ * uploaded through the ring in pieces, one upload at a time, then loaded by
+ * the server.
+ *
+ * A function or kernel handle carries the parameter layout the server sent
+ * (offset and size of each parameter), which launch.c uses to pack
+ * arguments. Lookups by name are cached per module, as the driver returns
+ * the same handle for the same name; cuFuncGetParamInfo and
+ * cuKernelGetParamInfo are answered from that layout.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client/api.h"
+#include "client/client.h"
+#include "client/exports.h"
+
+#define FATBIN_MAGIC         0xba55ed50u
+#define FATBIN_WRAPPER_MAGIC 0x466243b1u
+#define UPLOAD_PIECE         (60u * 1024u)
+
+static pthread_mutex_t upload_lock = PTHREAD_MUTEX_INITIALIZER;  /* one upload at a time */
+
+struct fatbin_header {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t header_size;
+	uint64_t fat_size;
+};
+
+struct fatbin_wrapper {
+	uint32_t magic;
+	uint32_t version;
+	const void *data;
+	void *filename_or_fatbins;
+};
+
+/* The bytes an image spans, read from its headers; 0 if unrecognisable. */
+static size_t image_size(const void **image)
+{
+	const uint8_t *p = *image;
+	uint32_t magic;
+
+	memcpy(&magic, p, sizeof(magic));
+	if (magic == FATBIN_WRAPPER_MAGIC) {
+		const struct fatbin_wrapper *w = (const void *)p;
+
+		*image = w->data;
+		p = w->data;
+		if (!p)
+			return 0;
+		memcpy(&magic, p, sizeof(magic));
+	}
+	if (magic == FATBIN_MAGIC) {
+		const struct fatbin_header *h = (const void *)p;
+
+		return (size_t)h->header_size + (size_t)h->fat_size;
+	}
+	if (!memcmp(p, "\177ELF", 4) && p[4] == 2) {
+		uint64_t shoff, phoff, end;
+		uint16_t shentsize, shnum, phentsize, phnum;
+
+		memcpy(&phoff, p + 0x20, 8);
+		memcpy(&shoff, p + 0x28, 8);
+		memcpy(&phentsize, p + 0x36, 2);
+		memcpy(&phnum, p + 0x38, 2);
+		memcpy(&shentsize, p + 0x3a, 2);
+		memcpy(&shnum, p + 0x3c, 2);
+		end = shoff + (uint64_t)shentsize * shnum;
+		if (phoff + (uint64_t)phentsize * phnum > end)
+			end = phoff + (uint64_t)phentsize * phnum;
+		/* Sections' contents normally precede the header table; make sure. */
+		for (uint16_t i = 0; i < shnum && shentsize >= 0x28; i++) {
+			const uint8_t *sh = p + shoff + (uint64_t)i * shentsize;
+			uint32_t type;
+			uint64_t off, size;
+
+			memcpy(&type, sh + 4, 4);
+			memcpy(&off, sh + 0x18, 8);
+			memcpy(&size, sh + 0x20, 8);
+			if (type != 8 /* SHT_NOBITS */ && off + size > end)
+				end = off + size;
+		}
+		return (size_t)end;
+	}
+	/* Otherwise PTX: text up to and including its NUL. */
+	return strlen((const char *)p) + 1;
+}
+
+static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, CUlibrary *out_lib)
+{
+	struct mps_msg_module_load q = { .kind = (uint32_t)kind };
+	struct mps_module *m;
+	struct mps_call call;
+	size_t size;
+	uint32_t h;
+	CUresult r;
+
+	if (!image)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__cur_handle(&h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	size = image_size(&image);
+	if (!size || !image)
+		return CUDA_ERROR_INVALID_IMAGE;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_lock(&upload_lock);
+	for (size_t off = 0; r == CUDA_SUCCESS && (off < size || off == 0); off += UPLOAD_PIECE) {
+		struct mps_msg_blob b = { .total = size };
+		size_t n = size - off < UPLOAD_PIECE ? size - off : UPLOAD_PIECE;
+
+		b.hdr.flags = off == 0 ? MPS_BLOB_RESET : 0;
+		r = mps__post(MPS_OP_BLOB_APPEND, h, &b.hdr, sizeof(b), (const uint8_t *)image + off, n);
+		if (n == 0)
+			break;
+	}
+	q.size = size;
+	if (r == CUDA_SUCCESS)
+		r = mps__call(MPS_OP_MODULE_LOAD, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	else
+		call.slot = -1;
+	pthread_mutex_unlock(&upload_lock);
+	if (r == CUDA_SUCCESS) {
+		m->handle = (uint32_t)call.s->val[0];
+		m->kind = kind;
+		m->ctx = mps__ctx_cur();
+		m->magic = MPS_MAGIC_MODULE;
+		if (out_mod)
+			*out_mod = (CUmodule)m;
+		if (out_lib)
+			*out_lib = (CUlibrary)m;
+	} else {
+		pthread_mutex_destroy(&m->lock);
+		free(m);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__module_load_image(CUmodule *out, const void *image)
+{
+	return upload_and_load(MPS_MODULE, image, out, NULL);
+}
+
+static CUresult module_load_data(CUmodule *mod, const void *image)
+{
+	if (!mod)
+		return CUDA_ERROR_INVALID_VALUE;
+	return upload_and_load(MPS_MODULE, image, mod, NULL);
+}
+
+/* JIT log buffers the program passed: the server's JIT writes nothing into
+ * them, so they say so (empty logs, zero bytes used). */
+static void clear_jit_logs(unsigned int n, CUjit_option *opts, void **vals)
+{
+	for (unsigned int i = 0; opts && vals && i < n; i++) {
+		if ((opts[i] == CU_JIT_INFO_LOG_BUFFER || opts[i] == CU_JIT_ERROR_LOG_BUFFER) && vals[i]) {
+			for (unsigned int j = 0; j < n; j++) {
+				if ((opts[j] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES && opts[i] == CU_JIT_INFO_LOG_BUFFER) ||
+				    (opts[j] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES && opts[i] == CU_JIT_ERROR_LOG_BUFFER)) {
+					if ((uintptr_t)vals[j] > 0)
+						((char *)vals[i])[0] = 0;
+					vals[j] = (void *)0;
+				}
+			}
+		}
+	}
+}
+
+static CUresult module_load_data_ex(CUmodule *mod, const void *image, unsigned int n, CUjit_option *opts, void **vals)
+{
+	if (!mod || (n && (!opts || !vals)))
+		return CUDA_ERROR_INVALID_VALUE;
+	clear_jit_logs(n, opts, vals);
+	return upload_and_load(MPS_MODULE, image, mod, NULL);
+}
+
+static CUresult module_load_fat_binary(CUmodule *mod, const void *image)
+{
+	return module_load_data(mod, image);
+}
+
+static CUresult read_file(const char *path, void **buf)
+{
+	struct stat st;
+	int fd;
+	ssize_t n;
+
+	if (!path)
+		return CUDA_ERROR_INVALID_VALUE;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	if (fstat(fd, &st) < 0 || st.st_size <= 0) {
+		close(fd);
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	*buf = calloc(1, (size_t)st.st_size + 1);   /* a NUL after PTX text */
+	if (!*buf) {
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	n = read(fd, *buf, (size_t)st.st_size);
+	close(fd);
+	if (n != st.st_size) {
+		free(*buf);
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult module_load(CUmodule *mod, const char *path)
+{
+	void *buf;
+	CUresult r;
+
+	if (!mod)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = read_file(path, &buf);
+	if (r == CUDA_SUCCESS) {
+		r = upload_and_load(MPS_MODULE, buf, mod, NULL);
+		free(buf);
+	}
+	return r;
+}
+
+static struct mps_module *module_arg(const void *h, int kind)
+{
+	struct mps_module *m = mps__obj(h, MPS_MAGIC_MODULE);
+
+	return m && m->kind == kind ? m : NULL;
+}
+
+static CUresult unload(struct mps_module *m)
+{
+	struct mps_msg_handle q;
+	struct mps_call call;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.handle = m->handle;
+	r = mps__call(MPS_OP_MODULE_UNLOAD, 0, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	mps__devmem_forget(NULL, m);
+	m->magic = MPS_MAGIC_DEAD;
+	while (m->funcs) {
+		struct mps_func *f = m->funcs;
+
+		m->funcs = f->next;
+		while (f->per_ctx) {
+			struct mps_func *g = f->per_ctx;
+
+			f->per_ctx = g->per_ctx;
+			g->magic = MPS_MAGIC_DEAD;
+			free(g->param);
+			free(g);
+		}
+		f->magic = MPS_MAGIC_DEAD;
+		free(f->name);
+		free(f->param);
+		free(f);
+	}
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+	return r;
+}
+
+static CUresult module_unload(CUmodule mod)
+{
+	struct mps_module *m = module_arg(mod, MPS_MODULE);
+
+	return m ? unload(m) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* Builds a function from a GET_FUNCTION reply. */
+static struct mps_func *func_from_reply(const struct mps_slot *s, struct mps_module *m, bool is_kernel)
+{
+	const struct mps_func_info *info = (const void *)s->data;
+	struct mps_func *f;
+
+	if (s->len < sizeof(*info) || info->nparams > MPS_FUNC_PARAMS_MAX ||
+	    s->len != sizeof(*info) + info->nparams * 4 || info->arg_size > MPS_ARGS_MAX)
+		return NULL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->param = malloc((info->nparams ? info->nparams : 1) * 2 * sizeof(uint16_t));
+	if (!f->param) {
+		free(f);
+		return NULL;
+	}
+	memcpy(f->param, s->data + sizeof(*info), info->nparams * 4);
+	f->nparams = info->nparams;
+	f->arg_size = info->arg_size;
+	f->max_threads = info->max_threads;
+	f->handle = (uint32_t)s->val[0];
+	f->is_kernel = is_kernel;
+	f->mod = m;
+	f->magic = MPS_MAGIC_FUNC;
+	return f;
+}
+
+static CUresult get_symbol(struct mps_module *m, const char *name, int kind, struct mps_func **out)
+{
+	struct mps_msg_get_symbol q = { .kind = (uint32_t)kind, .parent = m->handle };
+	struct mps_call call;
+	struct mps_func *f;
+	uint32_t h = 0;
+	CUresult r;
+
+	if (!name || strlen(name) >= sizeof(q.name))
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&m->lock);
+	for (f = m->funcs; f; f = f->next) {
+		if (!strcmp(f->name, name)) {
+			pthread_mutex_unlock(&m->lock);
+			*out = f;
+			return CUDA_SUCCESS;
+		}
+	}
+	strcpy(q.name, name);
+	if (m->ctx)
+		mps__ctx_handle(m->ctx, &h);
+	else
+		mps__cur_handle(&h);
+	r = mps__call(MPS_OP_GET_FUNCTION, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		f = func_from_reply(call.s, m, kind == MPS_KERNEL_OF_LIBRARY);
+		if (f)
+			f->name = strdup(name);
+		if (!f || !f->name) {
+			if (f) {
+				free(f->param);
+				free(f);
+			}
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		} else {
+			f->next = m->funcs;
+			m->funcs = f;
+			*out = f;
+		}
+	}
+	mps__call_end(&call);
+	pthread_mutex_unlock(&m->lock);
+	return r;
+}
+
+static CUresult module_get_function(CUfunction *pf, CUmodule mod, const char *name)
+{
+	struct mps_module *m = module_arg(mod, MPS_MODULE);
+	struct mps_func *f;
+	CUresult r;
+
+	if (!pf)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!m)
+		return CUDA_ERROR_INVALID_HANDLE;
+	r = get_symbol(m, name, MPS_FUNC_OF_MODULE, &f);
+	if (r == CUDA_SUCCESS)
+		*pf = (CUfunction)f;
+	return r;
+}
+
+static CUresult get_global(struct mps_module *m, int kind, CUdeviceptr *dptr, size_t *bytes, const char *name)
+{
+	struct mps_msg_get_symbol q = { .kind = (uint32_t)kind, .parent = m->handle };
+	struct mps_call call;
+	uint32_t h = 0;
+	CUresult r;
+
+	if (!name || strlen(name) >= sizeof(q.name))
+		return CUDA_ERROR_INVALID_VALUE;
+	strcpy(q.name, name);
+	mps__cur_handle(&h);
+	r = mps__call(MPS_OP_GET_GLOBAL, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		if (dptr)
+			*dptr = (CUdeviceptr)call.s->val[0];
+		if (bytes)
+			*bytes = (size_t)call.s->val[1];
+		if (call.s->val[1])
+			mps__devmem_add(call.s->val[0], call.s->val[1], m->ctx, m);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult module_get_global(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name)
+{
+	struct mps_module *m = module_arg(mod, MPS_MODULE);
+
+	return m ? get_global(m, MPS_GLOBAL_OF_MODULE, dptr, bytes, name) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult module_get_loading_mode(CUmoduleLoadingMode *mode)
+{
+	const char *v = getenv("CUDA_MODULE_LOADING");
+
+	if (!mode)
+		return CUDA_ERROR_INVALID_VALUE;
+	*mode = v && !strcmp(v, "EAGER") ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
+	return CUDA_SUCCESS;
+}
+
+static CUresult library_load_data(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned int njo,
+				  CUlibraryOption *lo, void **lv, unsigned int nlo)
+{
+	if (!lib || (njo && (!jo || !jv)) || (nlo && (!lo || !lv)))
+		return CUDA_ERROR_INVALID_VALUE;
+	clear_jit_logs(njo, jo, jv);
+	return upload_and_load(MPS_LIBRARY, code, NULL, lib);
+}
+
+static CUresult library_load_from_file(CUlibrary *lib, const char *path, CUjit_option *jo, void **jv,
+				       unsigned int njo, CUlibraryOption *lo, void **lv, unsigned int nlo)
+{
+	void *buf;
+	CUresult r;
+
+	if (!lib)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = read_file(path, &buf);
+	if (r == CUDA_SUCCESS) {
+		r = library_load_data(lib, buf, jo, jv, njo, lo, lv, nlo);
+		free(buf);
+	}
+	return r;
+}
+
+static CUresult library_unload(CUlibrary lib)
+{
+	struct mps_module *m = module_arg(lib, MPS_LIBRARY);
+
+	return m ? unload(m) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult library_get_kernel(CUkernel *pk, CUlibrary lib, const char *name)
+{
+	struct mps_module *m = module_arg(lib, MPS_LIBRARY);
+	struct mps_func *f;
+	CUresult r;
+
+	if (!pk)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!m)
+		return CUDA_ERROR_INVALID_HANDLE;
+	r = get_symbol(m, name, MPS_KERNEL_OF_LIBRARY, &f);
+	if (r == CUDA_SUCCESS)
+		*pk = (CUkernel)f;
+	return r;
+}
+
+static CUresult library_get_global(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, const char *name)
+{
+	struct mps_module *m = module_arg(lib, MPS_LIBRARY);
+
+	return m ? get_global(m, MPS_GLOBAL_OF_LIBRARY, dptr, bytes, name) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static struct mps_func *func_arg(const void *h)
+{
+	return mps__obj(h, MPS_MAGIC_FUNC);
+}
+
+static CUresult kernel_get_function(CUfunction *pf, CUkernel kernel)
+{
+	struct mps_func *k = func_arg(kernel), *f;
+	struct mps_msg_get_symbol q = { .kind = MPS_FUNC_OF_KERNEL };
+	struct mps_ctx *ctx = mps__ctx_cur();
+	struct mps_call call;
+	uint32_t h;
+	CUresult r;
+
+	if (!pf)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!k || !k->is_kernel)
+		return CUDA_ERROR_INVALID_HANDLE;
+	r = mps__cur_handle(&h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&k->mod->lock);
+	for (f = k->per_ctx; f; f = f->per_ctx) {
+		if (f->ctx == ctx) {
+			pthread_mutex_unlock(&k->mod->lock);
+			*pf = (CUfunction)f;
+			return CUDA_SUCCESS;
+		}
+	}
+	q.parent = k->handle;
+	strcpy(q.name, k->name);
+	r = mps__call(MPS_OP_GET_FUNCTION, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		f = func_from_reply(call.s, k->mod, false);
+		if (f) {
+			f->ctx = ctx;
+			f->name = NULL;
+			f->per_ctx = k->per_ctx;
+			k->per_ctx = f;
+			*pf = (CUfunction)f;
+		} else {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		}
+	}
+	mps__call_end(&call);
+	pthread_mutex_unlock(&k->mod->lock);
+	return r;
+}
+
+static CUresult attr_call(struct mps_func *f, int kind, int attr, int value, int device, int *out)
+{
+	struct mps_msg_func_attr q = { .kind = (uint32_t)kind, .attr = attr, .value = value, .device = device };
+	struct mps_call call;
+	uint32_t h = 0;
+	CUresult r;
+
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	q.func = f->handle;
+	mps__cur_handle(&h);
+	r = mps__call(MPS_OP_FUNC_ATTR, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS && out)
+		*out = (int)(int64_t)call.s->val[0];
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult func_get_attribute(int *v, CUfunction_attribute a, CUfunction hf)
+{
+	if (!v)
+		return CUDA_ERROR_INVALID_VALUE;
+	return attr_call(func_arg(hf), MPS_FUNC_GET, a, 0, 0, v);
+}
+
+static CUresult func_set_attribute(CUfunction hf, CUfunction_attribute a, int v)
+{
+	return attr_call(func_arg(hf), MPS_FUNC_SET, a, v, 0, NULL);
+}
+
+static CUresult func_set_cache_config(CUfunction hf, CUfunc_cache c)
+{
+	return attr_call(func_arg(hf), MPS_FUNC_CACHE_CONFIG, 0, c, 0, NULL);
+}
+
+static CUresult kernel_get_attribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice dev)
+{
+	if (!v)
+		return CUDA_ERROR_INVALID_VALUE;
+	return attr_call(func_arg(k), MPS_KERNEL_GET, a, 0, dev, v);
+}
+
+static CUresult kernel_set_attribute(CUfunction_attribute a, int v, CUkernel k, CUdevice dev)
+{
+	return attr_call(func_arg(k), MPS_KERNEL_SET, a, v, dev, NULL);
+}
+
+static CUresult kernel_set_cache_config(CUkernel k, CUfunc_cache c, CUdevice dev)
+{
+	return attr_call(func_arg(k), MPS_KERNEL_CACHE_CONFIG, 0, c, dev, NULL);
+}
+
+static CUresult param_info(struct mps_func *f, size_t i, size_t *off, size_t *size)
+{
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (i >= f->nparams)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (off)
+		*off = f->param[2 * i];
+	if (size)
+		*size = f->param[2 * i + 1];
+	return CUDA_SUCCESS;
+}
+
+static CUresult func_get_param_info(CUfunction hf, size_t i, size_t *off, size_t *size)
+{
+	return param_info(func_arg(hf), i, off, size);
+}
+
+static CUresult kernel_get_param_info(CUkernel k, size_t i, size_t *off, size_t *size)
+{
+	return param_info(func_arg(k), i, off, size);
+}
+
+static CUresult name_of(struct mps_func *f, const char **name)
+{
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	/* A function got from a kernel shares the kernel's name. */
+	if (!f->name) {
+		for (struct mps_func *k = f->mod->funcs; k; k = k->next)
+			for (struct mps_func *g = k->per_ctx; g; g = g->per_ctx)
+				if (g == f)
+					f = k;
+	}
+	*name = f->name;
+	return f->name ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult func_get_name(const char **name, CUfunction hf)
+{
+	return name_of(func_arg(hf), name);
+}
+
+static CUresult kernel_get_name(const char **name, CUkernel k)
+{
+	return name_of(func_arg(k), name);
+}
+
+static CUresult func_get_module(CUmodule *mod, CUfunction hf)
+{
+	struct mps_func *f = func_arg(hf);
+
+	if (!mod)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f || f->is_kernel || f->mod->kind != MPS_MODULE)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*mod = (CUmodule)f->mod;
+	return CUDA_SUCCESS;
+}
+
+static CUresult func_is_loaded(CUfunctionLoadingState *state, CUfunction hf)
+{
+	if (!state)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!func_arg(hf))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*state = CU_FUNCTION_LOADING_STATE_LOADED;
+	return CUDA_SUCCESS;
+}
+
+static CUresult func_load(CUfunction hf)
+{
+	return func_arg(hf) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult occupancy(struct mps_msg_occupancy *q, struct mps_func *f, uint64_t *out)
+{
+	struct mps_call call;
+	uint32_t h = 0;
+	CUresult r;
+
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	q->func = f->handle;
+	mps__cur_handle(&h);
+	r = mps__call(MPS_OP_OCCUPANCY, h, &q->hdr, sizeof(*q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS)
+		*out = call.s->val[0];
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult occ_blocks_flags(int *n, CUfunction hf, int block, size_t smem, unsigned int flags)
+{
+	struct mps_msg_occupancy q = { .kind = MPS_OCC_BLOCKS_PER_SM, .block = block, .dyn_smem = smem, .flags = flags };
+	uint64_t v = 0;
+	CUresult r;
+
+	if (!n)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = occupancy(&q, func_arg(hf), &v);
+	if (r == CUDA_SUCCESS)
+		*n = (int)(int64_t)v;
+	return r;
+}
+
+static CUresult occ_blocks(int *n, CUfunction hf, int block, size_t smem)
+{
+	return occ_blocks_flags(n, hf, block, smem, 0);
+}
+
+static CUresult occ_dyn_smem(size_t *size, CUfunction hf, int nblocks, int block)
+{
+	struct mps_msg_occupancy q = { .kind = MPS_OCC_DYN_SMEM, .block = block, .num_blocks = nblocks };
+	uint64_t v = 0;
+	CUresult r;
+
+	if (!size)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = occupancy(&q, func_arg(hf), &v);
+	if (r == CUDA_SUCCESS)
+		*size = (size_t)v;
+	return r;
+}
+
+static CUresult occ_clusters(int *n, CUfunction hf, const CUlaunchConfig *cfg)
+{
+	struct mps_msg_occupancy q = { .kind = MPS_OCC_CLUSTERS };
+	uint64_t v = 0;
+	CUresult r;
+
+	if (!n || !cfg)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.grid[0] = cfg->gridDimX;
+	q.grid[1] = cfg->gridDimY;
+	q.grid[2] = cfg->gridDimZ;
+	q.blockdim[0] = cfg->blockDimX;
+	q.blockdim[1] = cfg->blockDimY;
+	q.blockdim[2] = cfg->blockDimZ;
+	q.dyn_smem = cfg->sharedMemBytes;
+	for (unsigned int i = 0; i < cfg->numAttrs && cfg->attrs; i++) {
+		if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+			q.cluster[0] = cfg->attrs[i].value.clusterDim.x;
+			q.cluster[1] = cfg->attrs[i].value.clusterDim.y;
+			q.cluster[2] = cfg->attrs[i].value.clusterDim.z;
+		}
+	}
+	r = occupancy(&q, func_arg(hf), &v);
+	if (r == CUDA_SUCCESS)
+		*n = (int)(int64_t)v;
+	return r;
+}
+
+/* The occupancy calculator's search, here because its callback is code in
+ * this process: the block size (a multiple of the warp size, up to the
+ * function's and the caller's limit) that keeps the most threads resident. */
+static CUresult occ_potential_flags(int *min_grid, int *block_out, CUfunction hf, CUoccupancyB2DSize cb,
+				    size_t smem, int limit, unsigned int flags)
+{
+	struct mps_func *f = func_arg(hf);
+	struct mps_ctx *ctx = mps__ctx_cur();
+	int warp = 32, sms = 1, best = 0, best_blocks = 0, maxt;
+	CUresult r;
+
+	if (!min_grid || !block_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, ctx->device);
+	cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->device);
+	maxt = f->max_threads > 0 ? f->max_threads : 1024;
+	if (limit > 0 && limit < maxt)
+		maxt = limit;
+	for (int bs = maxt - maxt % warp; bs > 0; bs -= warp) {
+		int n = 0;
+
+		r = occ_blocks_flags(&n, hf, bs, cb ? cb(bs) : smem, flags);
+		if (r != CUDA_SUCCESS)
+			return r;
+		if (n * bs > best * best_blocks || !best) {
+			if (n > 0 || !best) {
+				best = bs;
+				best_blocks = n;
+			}
+		}
+		if (n * bs == maxt - maxt % warp && n * bs >= best * best_blocks)
+			break;   /* full occupancy at the largest size: done */
+	}
+	*block_out = best;
+	*min_grid = best_blocks * sms;
+	return CUDA_SUCCESS;
+}
+
+static CUresult occ_potential(int *min_grid, int *block, CUfunction hf, CUoccupancyB2DSize cb, size_t smem, int limit)
+{
+	return occ_potential_flags(min_grid, block, hf, cb, smem, limit, 0);
+}
+
+const struct mps_impl mps__module_api[] = {
+	MPS_IMPL(cuModuleLoadData, module_load_data),
+	MPS_IMPL(cuModuleLoadDataEx, module_load_data_ex),
+	MPS_IMPL(cuModuleLoadFatBinary, module_load_fat_binary),
+	MPS_IMPL(cuModuleLoad, module_load),
+	MPS_IMPL(cuModuleUnload, module_unload),
+	MPS_IMPL(cuModuleGetFunction, module_get_function),
+	MPS_IMPL(cuModuleGetGlobal_v2, module_get_global),
+	MPS_IMPL(cuModuleGetLoadingMode, module_get_loading_mode),
+	MPS_IMPL(cuLibraryLoadData, library_load_data),
+	MPS_IMPL(cuLibraryLoadFromFile, library_load_from_file),
+	MPS_IMPL(cuLibraryUnload, library_unload),
+	MPS_IMPL(cuLibraryGetKernel, library_get_kernel),
+	MPS_IMPL(cuLibraryGetGlobal, library_get_global),
+	MPS_IMPL(cuKernelGetFunction, kernel_get_function),
+	MPS_IMPL(cuKernelGetAttribute, kernel_get_attribute),
+	MPS_IMPL(cuKernelSetAttribute, kernel_set_attribute),
+	MPS_IMPL(cuKernelSetCacheConfig, kernel_set_cache_config),
+	MPS_IMPL(cuKernelGetParamInfo, kernel_get_param_info),
+	MPS_IMPL(cuKernelGetName, kernel_get_name),
+	MPS_IMPL(cuFuncGetAttribute, func_get_attribute),
+	MPS_IMPL(cuFuncSetAttribute, func_set_attribute),
+	MPS_IMPL(cuFuncSetCacheConfig, func_set_cache_config),
+	MPS_IMPL(cuFuncGetParamInfo, func_get_param_info),
+	MPS_IMPL(cuFuncGetName, func_get_name),
+	MPS_IMPL(cuFuncGetModule, func_get_module),
+	MPS_IMPL(cuFuncIsLoaded, func_is_loaded),
+	MPS_IMPL(cuFuncLoad, func_load),
+	MPS_IMPL(cuOccupancyMaxActiveBlocksPerMultiprocessor, occ_blocks),
+	MPS_IMPL(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, occ_blocks_flags),
+	MPS_IMPL(cuOccupancyAvailableDynamicSMemPerBlock, occ_dyn_smem),
+	MPS_IMPL(cuOccupancyMaxActiveClusters, occ_clusters),
+	MPS_IMPL(cuOccupancyMaxPotentialBlockSize, occ_potential),
+	MPS_IMPL(cuOccupancyMaxPotentialBlockSizeWithFlags, occ_potential_flags),
+	MPS_IMPL_END
+};

@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The wire format between the client library and the server, and nothing
+ * else: the handshake messages sent on the unix socket, and the messages sent
+ * through the submission queue (region.h says how the queue and the reply
+ * slots work).
+ *
+ * Conventions. All fields are fixed-width and naturally aligned; every
+ * message struct begins with struct mps_msg and its size is a multiple of
+ * MPS_MSG_ALIGN (variable data follows the struct, and the sender pads the
+ * total). Handles (contexts, streams, events, modules, functions, host
+ * regions) are 32-bit numbers the server hands out per client; 0 is never a
+ * valid handle, and a stream handle of 0 means the legacy default stream of
+ * the message's context. Device pointers travel as the real device
+ * addresses. A message with a reply slot is synchronous: the server writes a
+ * CUresult and the op's results into the slot. A message without one is
+ * asynchronous: if it fails, the error is kept and returned by the client's
+ * next synchronising call (as CUDA reports asynchronous errors).
+ *
+ * Every size, index and handle here comes from an untrusted process: the
+ * server checks each one against its own tables before use.
+ */
+#ifndef MPS_COMMON_WIRE_H
+#define MPS_COMMON_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/region.h"
+
+#define MPS_WIRE_VERSION        1
+#define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
+#define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
+#define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
+#define MPS_FDMSG_MAGIC         0x4d474446u /* "FDGM" */
+
+#define MPS_MAX_DEVICES         16
+#define MPS_WIRE_ATTRS          192         /* >= CU_DEVICE_ATTRIBUTE_MAX */
+#define MPS_NAME_MAX            256         /* device names, symbol names */
+#define MPS_LAUNCH_ATTRS_MAX    8
+#define MPS_POINTER_ATTRS_MAX   24
+
+/* ------------------------------------------------------------------ */
+/* Handshake, on the unix socket (SOCK_SEQPACKET: one struct a packet). */
+
+enum mps_hello_kind {
+	MPS_HELLO_CLIENT = 1, /* a CUDA process */
+};
+
+/* client -> daemon, first packet on a new connection. */
+struct mps_hello {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t kind;
+	uint32_t pid;
+	uint32_t flags;
+	char comm[64];    /* the client's command name, for logs and listings */
+};
+
+/* daemon or server -> client: the connection is refused; then closed. */
+struct mps_refuse {
+	uint32_t magic;
+	int32_t result;   /* the CUresult the client's calls return */
+	char text[248];
+};
+
+struct mps_wire_device {
+	char name[MPS_NAME_MAX];
+	uint8_t uuid[16];
+	uint64_t total_mem;
+	char pci_bus_id[32];
+	int32_t attr[MPS_WIRE_ATTRS];
+	uint8_t attr_ok[MPS_WIRE_ATTRS / 8]; /* bit set: the driver answered */
+};
+
+/* server -> client, with the region's fd (SCM_RIGHTS). */
+struct mps_welcome {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t ndev;
+	uint32_t server_pid;
+	uint32_t client_id;
+	int32_t driver_version;
+	int32_t prio_least;
+	int32_t prio_greatest;
+	uint32_t region_size;
+	struct mps_wire_device dev[]; /* ndev of them */
+};
+
+/* server -> client, with a host region's fd (SCM_RIGHTS), sent before the
+ * reply to MPS_OP_HOST_ALLOC. */
+struct mps_fdmsg {
+	uint32_t magic;
+	uint32_t region;
+	uint64_t size;
+};
+
+/* ------------------------------------------------------------------ */
+/* Submission-queue messages. */
+
+enum mps_op {
+	MPS_OP_PAD = 0,           /* filler up to the end of the ring */
+	MPS_OP_CTX_CREATE,        /* sync: val[0] = context */
+	MPS_OP_CTX_DESTROY,       /* sync */
+	MPS_OP_CTX_SYNC,          /* sync: all the context's streams */
+	MPS_OP_CTX_LIMIT,         /* sync: get or set a limit; val[0] = value */
+	MPS_OP_MEM_ALLOC,         /* sync: val[0] = dptr, val[1] = pitch */
+	MPS_OP_MEM_FREE,          /* sync */
+	MPS_OP_MEM_INFO,          /* sync: val[0] = free, val[1] = total */
+	MPS_OP_MEM_RANGE,         /* sync: val[0] = base, val[1] = size */
+	MPS_OP_POINTER_ATTR,      /* sync: per attribute, data = struct mps_attr_value */
+	MPS_OP_HOST_ALLOC,        /* sync: val[0] = region, val[1] = server address, val[2] = size */
+	MPS_OP_HOST_FREE,         /* sync */
+	MPS_OP_COPY,              /* async, or sync with a slot */
+	MPS_OP_MEMSET,            /* async, or sync with a slot */
+	MPS_OP_BLOB_APPEND,       /* async: append data to the client's upload buffer */
+	MPS_OP_MODULE_LOAD,       /* sync: load the upload buffer; val[0] = module or library */
+	MPS_OP_MODULE_UNLOAD,     /* sync */
+	MPS_OP_GET_FUNCTION,      /* sync: val[0] = handle; data = param layout (struct mps_func_info) */
+	MPS_OP_GET_GLOBAL,        /* sync: val[0] = dptr, val[1] = size */
+	MPS_OP_FUNC_ATTR,         /* sync: val[0] = value */
+	MPS_OP_OCCUPANCY,         /* sync: val[0] = value */
+	MPS_OP_LAUNCH,            /* async */
+	MPS_OP_STREAM_CREATE,     /* sync: val[0] = stream */
+	MPS_OP_STREAM_DESTROY,    /* async */
+	MPS_OP_STREAM_SYNC,       /* sync */
+	MPS_OP_STREAM_QUERY,      /* sync */
+	MPS_OP_STREAM_WAIT_EVENT, /* async */
+	MPS_OP_EVENT_CREATE,      /* sync: val[0] = event */
+	MPS_OP_EVENT_DESTROY,     /* async */
+	MPS_OP_EVENT_RECORD,      /* async */
+	MPS_OP_EVENT_SYNC,        /* sync */
+	MPS_OP_EVENT_QUERY,       /* sync */
+	MPS_OP_EVENT_ELAPSED,     /* sync: val[0] = milliseconds as float bits */
+	MPS_OP_ERROR_STRING,      /* sync: data = name '\0' description '\0' */
+	MPS_OP_COUNT
+};
+
+/* MPS_OP_CTX_CREATE flags (in the message header). */
+#define MPS_CTX_PRIMARY 0x1
+
+struct mps_msg_ctx_create {
+	struct mps_msg hdr;
+	int32_t device;
+	uint32_t flags;   /* CUctx_flags, kept for the client's queries */
+	uint64_t reserved;
+};
+
+struct mps_msg_ctx_limit {
+	struct mps_msg hdr;
+	uint32_t limit;   /* CUlimit */
+	uint32_t set;
+	uint64_t value;
+};
+
+struct mps_msg_mem_alloc {
+	struct mps_msg hdr;
+	uint64_t size;    /* plain allocation; 0 with pitched */
+	uint64_t width;   /* pitched: bytes per row */
+	uint64_t height;
+	uint32_t elem;    /* pitched: element size 4, 8 or 16; 0 for plain */
+	uint32_t pad;
+};
+
+struct mps_msg_ptr {
+	struct mps_msg hdr;
+	uint64_t ptr;
+};
+
+struct mps_msg_pointer_attr {
+	struct mps_msg hdr;
+	uint64_t ptr;
+	uint32_t count;
+	uint32_t attr[MPS_POINTER_ATTRS_MAX]; /* CUpointer_attribute */
+	uint32_t pad;
+};
+
+struct mps_attr_value {
+	int32_t result;   /* CUresult for this attribute */
+	uint32_t pad;
+	uint64_t value;   /* the value, widened; a context comes back as its handle */
+};
+
+struct mps_msg_host_alloc {
+	struct mps_msg hdr;
+	uint64_t size;
+	uint32_t flags;   /* CU_MEMHOSTALLOC_* */
+	uint32_t pad;
+};
+
+struct mps_msg_handle {
+	struct mps_msg hdr;
+	uint32_t handle;
+	uint32_t pad;
+};
+
+/* Where a copy's host side is. */
+#define MPS_HOST_INLINE  0xffffffffu /* H2D: the bytes follow the message */
+#define MPS_HOST_SLOT    0xfffffffeu /* D2H: into the reply slot's data */
+
+enum mps_copy_kind {
+	MPS_COPY_H2D = 1,
+	MPS_COPY_D2H = 2,
+	MPS_COPY_D2D = 3,
+};
+
+/* MPS_OP_COPY / MPS_OP_MEMSET flags (in the message header). */
+#define MPS_COPY_STAGE 0x1  /* on completion, mark staging chunk `stage` done */
+
+struct mps_msg_copy {
+	struct mps_msg hdr;
+	uint32_t kind;    /* enum mps_copy_kind */
+	uint32_t stream;
+	uint32_t host_region; /* a host region handle, MPS_HOST_INLINE or MPS_HOST_SLOT */
+	uint32_t stage;   /* with MPS_COPY_STAGE */
+	uint64_t host_offset;
+	uint64_t dst;     /* device address (H2D, D2D) */
+	uint64_t src;     /* device address (D2H, D2D) */
+	uint64_t size;
+};
+
+struct mps_msg_memset {
+	struct mps_msg hdr;
+	uint32_t stream;
+	uint32_t elem;    /* 1, 2 or 4 */
+	uint64_t dst;
+	uint64_t count;   /* elements */
+	uint32_t value;
+	uint32_t pad;
+};
+
+/* MPS_OP_BLOB_APPEND flags. */
+#define MPS_BLOB_RESET 0x1
+
+struct mps_msg_blob {
+	struct mps_msg hdr;
+	uint64_t total;   /* with MPS_BLOB_RESET: the whole upload's size */
+};
+
+enum mps_module_kind {
+	MPS_MODULE = 1,   /* cuModuleLoadData */
+	MPS_LIBRARY = 2,  /* cuLibraryLoadData */
+};
+
+struct mps_msg_module_load {
+	struct mps_msg hdr;
+	uint32_t kind;    /* enum mps_module_kind */
+	uint32_t pad;
+	uint64_t size;    /* must equal the upload's size */
+};
+
+enum mps_func_kind {
+	MPS_FUNC_OF_MODULE = 1,  /* cuModuleGetFunction(module, name) */
+	MPS_KERNEL_OF_LIBRARY,   /* cuLibraryGetKernel(library, name) */
+	MPS_FUNC_OF_KERNEL,      /* cuKernelGetFunction(kernel) in the message's context */
+	MPS_GLOBAL_OF_MODULE,    /* cuModuleGetGlobal(module, name) */
+	MPS_GLOBAL_OF_LIBRARY,   /* cuLibraryGetGlobal(library, name) */
+};
+
+struct mps_msg_get_symbol {
+	struct mps_msg hdr;
+	uint32_t kind;    /* enum mps_func_kind */
+	uint32_t parent;  /* module, library or kernel */
+	char name[MPS_NAME_MAX]; /* NUL-terminated */
+};
+
+/* Reply data of MPS_OP_GET_FUNCTION: what a launch needs to pack arguments. */
+struct mps_func_info {
+	uint32_t nparams;
+	uint32_t arg_size;          /* bytes of the packed argument buffer */
+	int32_t max_threads;        /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK */
+	uint32_t pad;
+	struct {
+		uint16_t offset;
+		uint16_t size;
+	} param[];
+};
+
+#define MPS_FUNC_PARAMS_MAX ((MPS_SLOT_DATA - sizeof(struct mps_func_info)) / 4)
+#define MPS_ARGS_MAX        32768u  /* CUDA's limit on kernel parameter bytes */
+
+enum mps_attr_kind {
+	MPS_FUNC_GET = 1,       /* cuFuncGetAttribute */
+	MPS_FUNC_SET,           /* cuFuncSetAttribute */
+	MPS_FUNC_CACHE_CONFIG,  /* cuFuncSetCacheConfig (value = CUfunc_cache) */
+	MPS_KERNEL_GET,         /* cuKernelGetAttribute (device) */
+	MPS_KERNEL_SET,         /* cuKernelSetAttribute (device) */
+	MPS_KERNEL_CACHE_CONFIG,
+};
+
+struct mps_msg_func_attr {
+	struct mps_msg hdr;
+	uint32_t kind;    /* enum mps_attr_kind */
+	uint32_t func;    /* function or kernel handle */
+	int32_t attr;
+	int32_t value;
+	int32_t device;
+	uint32_t pad;
+};
+
+enum mps_occupancy_kind {
+	MPS_OCC_BLOCKS_PER_SM = 1, /* cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags */
+	MPS_OCC_DYN_SMEM,          /* cuOccupancyAvailableDynamicSMemPerBlock */
+	MPS_OCC_CLUSTERS,          /* cuOccupancyMaxActiveClusters */
+};
+
+struct mps_msg_occupancy {
+	struct mps_msg hdr;
+	uint32_t kind;
+	uint32_t func;
+	int32_t block;
+	uint32_t flags;
+	uint64_t dyn_smem;
+	int32_t num_blocks;   /* available dynamic shared memory: blocks per SM */
+	uint32_t grid[3];     /* clusters: the launch configuration */
+	uint32_t blockdim[3];
+	uint32_t cluster[3];  /* 0: no cluster dimension attribute */
+};
+
+/* One launch attribute; the server accepts only ids it knows carry no
+ * pointers or handles. */
+struct mps_launch_attr {
+	uint32_t id;      /* CUlaunchAttributeID */
+	uint32_t pad;
+	uint8_t value[64];
+};
+
+/* MPS_OP_LAUNCH flags. */
+#define MPS_LAUNCH_COOPERATIVE 0x1
+
+struct mps_msg_launch {
+	struct mps_msg hdr;
+	uint32_t func;    /* function or kernel handle */
+	uint32_t stream;
+	uint32_t grid[3];
+	uint32_t block[3];
+	uint32_t shared_mem;
+	uint32_t nattrs;
+	uint32_t arg_size;
+	uint32_t pad;
+	/* then nattrs struct mps_launch_attr, then arg_size bytes of packed arguments */
+};
+
+struct mps_msg_stream_create {
+	struct mps_msg hdr;
+	uint32_t flags;   /* CU_STREAM_* */
+	int32_t priority;
+};
+
+struct mps_msg_stream_wait {
+	struct mps_msg hdr;
+	uint32_t stream;
+	uint32_t event;
+	uint32_t flags;
+	uint32_t pad;
+};
+
+struct mps_msg_event_create {
+	struct mps_msg hdr;
+	uint32_t flags;   /* CU_EVENT_* */
+	uint32_t pad;
+};
+
+struct mps_msg_event_record {
+	struct mps_msg hdr;
+	uint32_t event;
+	uint32_t stream;
+	uint32_t flags;
+	uint32_t pad;
+};
+
+struct mps_msg_elapsed {
+	struct mps_msg hdr;
+	uint32_t start;
+	uint32_t end;
+};
+
+struct mps_msg_error_string {
+	struct mps_msg hdr;
+	int32_t code;
+	uint32_t pad;
+};
+
+/* Rounds a message length up to the ring's alignment. */
+static inline uint32_t mps_msg_size(size_t n)
+{
+	return (uint32_t)((n + MPS_MSG_ALIGN - 1) & ~(size_t)(MPS_MSG_ALIGN - 1));
+}
+
+#define MPS_WIRE_ASSERT_SIZE(t) \
+	_Static_assert(sizeof(struct t) % 8 == 0, #t " keeps 8-byte alignment")
+MPS_WIRE_ASSERT_SIZE(mps_msg_ctx_create);
+MPS_WIRE_ASSERT_SIZE(mps_msg_ctx_limit);
+MPS_WIRE_ASSERT_SIZE(mps_msg_mem_alloc);
+MPS_WIRE_ASSERT_SIZE(mps_msg_ptr);
+MPS_WIRE_ASSERT_SIZE(mps_msg_pointer_attr);
+MPS_WIRE_ASSERT_SIZE(mps_msg_host_alloc);
+MPS_WIRE_ASSERT_SIZE(mps_msg_handle);
+MPS_WIRE_ASSERT_SIZE(mps_msg_copy);
+MPS_WIRE_ASSERT_SIZE(mps_msg_memset);
+MPS_WIRE_ASSERT_SIZE(mps_msg_blob);
+MPS_WIRE_ASSERT_SIZE(mps_msg_module_load);
+MPS_WIRE_ASSERT_SIZE(mps_msg_get_symbol);
+MPS_WIRE_ASSERT_SIZE(mps_msg_func_attr);
+MPS_WIRE_ASSERT_SIZE(mps_msg_occupancy);
+MPS_WIRE_ASSERT_SIZE(mps_msg_launch);
+MPS_WIRE_ASSERT_SIZE(mps_msg_stream_create);
+MPS_WIRE_ASSERT_SIZE(mps_msg_stream_wait);
+MPS_WIRE_ASSERT_SIZE(mps_msg_event_create);
+MPS_WIRE_ASSERT_SIZE(mps_msg_event_record);
+MPS_WIRE_ASSERT_SIZE(mps_msg_elapsed);
+MPS_WIRE_ASSERT_SIZE(mps_msg_error_string);
+_Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
+_Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");
+_Static_assert(offsetof(struct mps_msg_launch, func) == 16, "launch layout");
+_Static_assert(sizeof(struct mps_msg_launch) == 64, "launch header size");
+_Static_assert(sizeof(struct mps_func_info) == 16, "func info header");
+_Static_assert(MPS_WIRE_ATTRS % 8 == 0, "attribute bitmap");
+_Static_assert(sizeof(struct mps_hello) == 80, "hello size");
+_Static_assert(sizeof(struct mps_refuse) == 256, "refuse size");
+_Static_assert(offsetof(struct mps_welcome, dev) == 32, "welcome layout");
+_Static_assert(sizeof(struct mps_wire_device) == 1104, "device record size");
+_Static_assert(sizeof(struct mps_msg_launch) + MPS_LAUNCH_ATTRS_MAX * sizeof(struct mps_launch_attr) +
+	       MPS_ARGS_MAX <= MPS_MSG_MAX, "a launch fits in one message");
+
+#endif

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Client lifetime on the server: creation when the daemon hands over a
+ * connection, the list of live clients, and the two-phase end described in
+ * server.h. References: one for the list (dropped by the worker when its
+ * teardown is done) and one for the main thread's watch on the socket
+ * (dropped when the main thread has seen the hangup). The struct is freed by
+ * whichever drops the last.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/atomics.h"
+#include "common/log.h"
+#include "common/sock.h"
+#include "server/main.h"
+#include "server/server.h"
+
+void mps__refuse(int fd, CUresult r, const char *text)
+{
+	struct mps_refuse rf = { .magic = MPS_REFUSE_MAGIC, .result = (int32_t)r };
+
+	snprintf(rf.text, sizeof(rf.text), "%s", text);
+	mps_sock_send(fd, &rf, sizeof(rf), -1);
+}
+
+struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *comm)
+{
+	struct mps_client *c;
+	pthread_attr_t attr;
+	int r;
+
+	if (uid != getuid() && getuid() != 0) {
+		mps_log_warn("refused client %d of user %u: this server serves user %u", (int)pid, (unsigned)uid,
+			     (unsigned)getuid());
+		mps__refuse(sock, CUDA_ERROR_MPS_CONNECTION_FAILED, "this server belongs to another user");
+		return NULL;
+	}
+	pthread_mutex_lock(&mps_srv.lock);
+	if (mps_srv.nclients >= mps_srv.max_clients) {
+		pthread_mutex_unlock(&mps_srv.lock);
+		mps_log_warn("refused client %d: %d clients already connected", (int)pid, mps_srv.max_clients);
+		mps__refuse(sock, CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, "the server has reached its client limit");
+		return NULL;
+	}
+	pthread_mutex_unlock(&mps_srv.lock);
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->sock = sock;
+	c->pid = pid;
+	c->uid = uid;
+	snprintf(c->comm, sizeof(c->comm), "%s", comm);
+	c->region_fd = -1;
+	c->refs = 2;
+	mps_handles_init(&c->handles);
+	mps_memacct_init(&c->mem);
+
+	pthread_mutex_lock(&mps_srv.lock);
+	c->id = mps_srv.next_client_id++;
+	c->next = mps_srv.clients;
+	mps_srv.clients = c;
+	mps_srv.nclients++;
+	pthread_mutex_unlock(&mps_srv.lock);
+
+	if (mps_main_watch(c) < 0)
+		goto err_unlist;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* Workers need little stack: their big buffer is on the heap. */
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	r = pthread_create(&c->worker, &attr, mps__worker_main, c);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		mps_log_error("cannot start a worker for client %d: %s", (int)pid, strerror(r));
+		mps_main_unwatch(c);
+		goto err_unlist;
+	}
+	c->worker_started = true;
+	return c;
+
+err_unlist:
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client **pp = &mps_srv.clients; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	mps_srv.nclients--;
+	pthread_mutex_unlock(&mps_srv.lock);
+	mps_handles_free(&c->handles);
+	free(c);
+	return NULL;
+}
+
+void mps_client_kill(struct mps_client *c, const char *why)
+{
+	int alive = 0;
+
+	if (!mps_cas(&c->dead, &alive, 1))
+		return;
+	if (why)
+		mps_log_info("client %d: %s", (int)c->pid, why);
+	/* The client sees its connection end; our watch sees the hangup. */
+	shutdown(c->sock, SHUT_RDWR);
+	if (c->region)
+		mps_sq_kick(c->region);
+}
+
+void mps_client_put(struct mps_client *c)
+{
+	if (mps_fetch_sub(&c->refs, 1) != 1)
+		return;
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client **pp = &mps_srv.clients; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	mps_srv.nclients--;
+	pthread_mutex_unlock(&mps_srv.lock);
+	close(c->sock);
+	free(c);
+}
+
+void mps_client_kill_all(void)
+{
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client *c = mps_srv.clients; c; c = c->next)
+		mps_client_kill(c, NULL);
+	pthread_mutex_unlock(&mps_srv.lock);
+}

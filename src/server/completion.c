@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+/*
+ * See completion.h. Lock order: comp.lock is a leaf (nothing else is taken
+ * while it is held, and no driver call is made under it).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "common/atomics.h"
+#include "common/futex.h"
+#include "common/log.h"
+#include "server/driver.h"
+#include "server/server.h"
+
+void mps_comp_stage_done(struct mps_client *c, uint32_t stage, CUresult r)
+{
+	struct mps_region *reg = c->region;
+
+	reg->stage_result[stage] = r;
+	/* Release: the result is visible before the state says DONE. */
+	if (mps_xchg(&reg->stage_state[stage], MPS_STAGE_DONE) == MPS_STAGE_SLEEPING)
+		mps_futex_wake(&reg->stage_state[stage], 1);
+}
+
+static void finish(struct mps_client *c, struct mps_pending *p, CUresult r)
+{
+	if (p->kind == MPS_PEND_REPLY) {
+		if (r == CUDA_SUCCESS && p->deferred_ok)
+			r = mps__take_deferred(c);
+		mps__reply(c, p->index, r);
+	} else {
+		mps_comp_stage_done(c, p->index, r);
+	}
+	if (p->pooled)
+		mps_comp_event_put(c, p->ev, p->device);
+	free(p);
+}
+
+static void *waiter_main(void *arg)
+{
+	struct mps_client *c = arg;
+	struct mps_completions *q = &c->comp;
+	int bound = -1;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		struct mps_pending *p;
+		CUresult r;
+
+		while (!q->wait_head && !q->stop)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (!q->wait_head)
+			break;
+		p = q->wait_head;
+		q->wait_head = p->next;
+		if (!q->wait_head)
+			q->wait_tail = NULL;
+		pthread_mutex_unlock(&q->lock);
+
+		if (bound != p->device) {
+			mps_drv.cuCtxSetCurrent(mps_srv.dev[p->device].primary);
+			bound = p->device;
+		}
+		r = mps_drv.cuEventSynchronize(p->ev);
+		finish(c, p, r);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int mps_comp_init(struct mps_client *c)
+{
+	struct mps_completions *q = &c->comp;
+	int r;
+
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	r = pthread_create(&q->waiter, NULL, waiter_main, c);
+	if (r)
+		return -r;
+	q->waiter_started = true;
+	return 0;
+}
+
+void mps_comp_shutdown(struct mps_client *c)
+{
+	struct mps_completions *q = &c->comp;
+	struct mps_pending *p;
+
+	if (q->waiter_started) {
+		pthread_mutex_lock(&q->lock);
+		q->stop = true;
+		pthread_cond_signal(&q->cond);
+		pthread_mutex_unlock(&q->lock);
+		pthread_join(q->waiter, NULL);
+		q->waiter_started = false;
+	}
+	while ((p = q->head)) {
+		q->head = p->next;
+		mps__bind_device(c, p->device);
+		finish(c, p, mps_drv.cuEventSynchronize(p->ev));
+	}
+	q->tail = NULL;
+	q->count = 0;
+	for (unsigned int i = 0; i < q->pool_n; i++) {
+		mps__bind_device(c, q->pool_dev[i]);
+		mps_drv.cuEventDestroy(q->pool[i]);
+	}
+	free(q->pool);
+	free(q->pool_dev);
+	q->pool = NULL;
+	q->pool_dev = NULL;
+	q->pool_n = q->pool_cap = 0;
+	pthread_cond_destroy(&q->cond);
+	pthread_mutex_destroy(&q->lock);
+}
+
+CUevent mps_comp_event(struct mps_client *c, int device)
+{
+	struct mps_completions *q = &c->comp;
+	CUevent ev = NULL;
+
+	pthread_mutex_lock(&q->lock);
+	for (unsigned int i = q->pool_n; i-- > 0;) {
+		if (q->pool_dev[i] == device) {
+			ev = q->pool[i];
+			q->pool[i] = q->pool[q->pool_n - 1];
+			q->pool_dev[i] = q->pool_dev[q->pool_n - 1];
+			q->pool_n--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	if (ev)
+		return ev;
+	/* Called from the worker, whose current context is device's. */
+	if (mps_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
+		return NULL;
+	return ev;
+}
+
+void mps_comp_event_put(struct mps_client *c, CUevent ev, int device)
+{
+	struct mps_completions *q = &c->comp;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->pool_n == q->pool_cap) {
+		unsigned int ncap = q->pool_cap ? q->pool_cap * 2 : 16;
+		CUevent *np = realloc(q->pool, ncap * sizeof(*np));
+		int *nd = np ? realloc(q->pool_dev, ncap * sizeof(*nd)) : NULL;
+
+		if (np)
+			q->pool = np;
+		if (!nd) {
+			pthread_mutex_unlock(&q->lock);
+			/* Out of memory: drop the event rather than leak the lock. */
+			mps_drv.cuEventDestroy(ev);
+			return;
+		}
+		q->pool_dev = nd;
+		q->pool_cap = ncap;
+	}
+	q->pool[q->pool_n] = ev;
+	q->pool_dev[q->pool_n] = device;
+	q->pool_n++;
+	pthread_mutex_unlock(&q->lock);
+}
+
+static CUresult queue(struct mps_client *c, CUevent ev, bool pooled, int device, int kind, uint32_t index,
+		      bool deferred_ok)
+{
+	struct mps_completions *q = &c->comp;
+	struct mps_pending *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	p->ev = ev;
+	p->pooled = pooled;
+	p->kind = (uint8_t)kind;
+	p->device = device;
+	p->index = index;
+	p->deferred_ok = deferred_ok;
+	if (q->tail)
+		q->tail->next = p;
+	else
+		q->head = p;
+	q->tail = p;
+	q->count++;
+	return CUDA_SUCCESS;
+}
+
+CUresult mps_comp_after(struct mps_client *c, CUstream stream, int device, int kind, uint32_t index,
+			bool deferred_ok)
+{
+	CUevent ev = mps_comp_event(c, device);
+	CUresult r;
+
+	if (!ev)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = mps_drv.cuEventRecord(ev, stream);
+	if (r == CUDA_SUCCESS)
+		r = queue(c, ev, true, device, kind, index, deferred_ok);
+	if (r != CUDA_SUCCESS)
+		mps_comp_event_put(c, ev, device);
+	return r;
+}
+
+CUresult mps_comp_on_event(struct mps_client *c, CUevent ev, int device, int kind, uint32_t index,
+			   bool deferred_ok)
+{
+	return queue(c, ev, false, device, kind, index, deferred_ok);
+}
+
+unsigned int mps_comp_poll(struct mps_client *c)
+{
+	struct mps_completions *q = &c->comp;
+	struct mps_pending **pp = &q->head, *prev = NULL;
+	unsigned int done = 0;
+
+	while (*pp) {
+		struct mps_pending *p = *pp;
+		CUresult r;
+
+		mps__bind_device(c, p->device);
+		r = mps_drv.cuEventQuery(p->ev);
+		if (r == CUDA_ERROR_NOT_READY) {
+			prev = p;
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		if (q->tail == p)
+			q->tail = prev;
+		q->count--;
+		finish(c, p, r);
+		done++;
+	}
+	return done;
+}
+
+void mps_comp_handoff(struct mps_client *c)
+{
+	struct mps_completions *q = &c->comp;
+
+	if (!q->head)
+		return;
+	pthread_mutex_lock(&q->lock);
+	if (q->wait_tail)
+		q->wait_tail->next = q->head;
+	else
+		q->wait_head = q->head;
+	q->wait_tail = q->tail;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	q->head = q->tail = NULL;
+	q->count = 0;
+}

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Completions: work the server must finish once the GPU gets past a point in
+ * a stream — answer a synchronous call (stream or event synchronize, a
+ * synchronous copy), or hand a staging chunk back to the client. Each is an
+ * event recorded at that point plus what to do when it completes.
+ *
+ * The worker polls its completions (cuEventQuery) between messages and while
+ * it spins, which answers short waits within microseconds. When it has been
+ * idle for its spin budget it hands what is left to the client's waiter
+ * thread, which blocks in cuEventSynchronize (events made with
+ * CU_EVENT_BLOCKING_SYNC, so it sleeps rather than spins) and finishes them,
+ * and the worker goes to sleep on the ring. A completion belongs to exactly
+ * one of the two at a time.
+ */
+#ifndef MPS_SERVER_COMPLETION_H
+#define MPS_SERVER_COMPLETION_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+struct mps_client;
+
+enum mps_pend_kind {
+	MPS_PEND_REPLY = 1,   /* write the result into reply slot `index` */
+	MPS_PEND_STAGE,       /* mark staging chunk `index` done */
+};
+
+struct mps_pending {
+	struct mps_pending *next;
+	CUevent ev;
+	bool pooled;          /* ev came from the pool and goes back to it */
+	bool deferred_ok;     /* a success may carry a deferred error instead */
+	uint8_t kind;
+	int device;
+	uint32_t index;
+};
+
+struct mps_completions {
+	struct mps_pending *head, *tail;   /* worker's, in order of creation */
+	unsigned int count;
+
+	pthread_mutex_t lock;              /* protects everything below */
+	pthread_cond_t cond;
+	struct mps_pending *wait_head, *wait_tail;  /* handed to the waiter */
+	bool stop;
+	bool waiter_started;
+	pthread_t waiter;
+	CUevent *pool;                     /* free internal events, per device */
+	int *pool_dev;
+	unsigned int pool_n, pool_cap;
+};
+
+int mps_comp_init(struct mps_client *c);
+
+/* Stops the waiter after it has finished everything handed to it, finishes
+ * what the worker still holds (waiting for the GPU), and frees the pool. */
+void mps_comp_shutdown(struct mps_client *c);
+
+/* An internal event on device (from the pool or new), or NULL. */
+CUevent mps_comp_event(struct mps_client *c, int device);
+void mps_comp_event_put(struct mps_client *c, CUevent ev, int device);
+
+/* Records a pooled event on stream and queues a completion after it.
+ * Returns CUDA_SUCCESS or the failure (nothing queued then). */
+CUresult mps_comp_after(struct mps_client *c, CUstream stream, int device, int kind, uint32_t index,
+			bool deferred_ok);
+
+/* Queues a completion on an event the caller owns (a client's event). */
+CUresult mps_comp_on_event(struct mps_client *c, CUevent ev, int device, int kind, uint32_t index,
+			   bool deferred_ok);
+
+/* Finishes the completions whose events are done. Returns how many. */
+unsigned int mps_comp_poll(struct mps_client *c);
+
+/* Hands staging chunk `stage` (< MPS_STAGE_MAX) back to the client with result r. */
+void mps_comp_stage_done(struct mps_client *c, uint32_t stage, CUresult r);
+
+/* Hands every pending completion to the waiter thread. */
+void mps_comp_handoff(struct mps_client *c);
+
+#endif

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: MIT
+/*
+ * openmps-server: one per user, started by openmps-control. It loads the real
+ * driver (or the library OPENMPS_DRIVER names), makes each GPU's primary
+ * context current-able, and serves clients the daemon hands over on its
+ * channel, each on its own worker thread (worker.c).
+ *
+ * The main thread only waits: on the channel (new clients, quit), on every
+ * client socket (a hangup means the client is gone: start its teardown), and
+ * on SIGTERM/SIGINT (quit). To quit it marks every client dead and keeps
+ * handling hangups until the last client has been torn down.
+ *
+ * Before the driver is initialised the CUDA_MPS_* variables are removed from
+ * our own environment, so NVIDIA's driver in this process never tries to
+ * become a client of an NVIDIA MPS daemon.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "common/atomics.h"
+#include "common/log.h"
+#include "server/control.h"
+#include "server/driver.h"
+#include "server/main.h"
+#include "server/server.h"
+
+struct mps_server mps_srv = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.channel = -1,
+};
+
+static int epfd = -1;
+
+/* epoll tags that are not clients. */
+static char tag_channel, tag_signal;
+
+int mps_main_watch(struct mps_client *c)
+{
+	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLHUP, .data.ptr = c };
+
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, c->sock, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+void mps_main_unwatch(struct mps_client *c)
+{
+	epoll_ctl(epfd, EPOLL_CTL_DEL, c->sock, NULL);
+	mps_client_put(c);
+}
+
+static void scrub_environment(void)
+{
+	extern char **environ;
+
+	for (;;) {
+		char name[256];
+		int found = 0;
+
+		for (char **e = environ; e && *e; e++) {
+			if (!strncmp(*e, "CUDA_MPS_", 9)) {
+				size_t n = strcspn(*e, "=");
+
+				if (n >= sizeof(name))
+					n = sizeof(name) - 1;
+				memcpy(name, *e, n);
+				name[n] = 0;
+				found = 1;
+				break;
+			}
+		}
+		if (!found)
+			break;
+		unsetenv(name);
+	}
+	/* Each client stream gets its own hardware queue where possible, or
+	 * kernels of different clients serialise behind each other. */
+	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+}
+
+static long env_long(const char *name, long def, long lo, long hi)
+{
+	const char *v = getenv(name);
+	char *end;
+	long x;
+
+	if (!v || !*v)
+		return def;
+	x = strtol(v, &end, 10);
+	if (*end || x < lo || x > hi) {
+		mps_log_warn("ignoring %s=%s (want %ld..%ld)", name, v, lo, hi);
+		return def;
+	}
+	return x;
+}
+
+static int init_devices(void)
+{
+	CUresult r;
+	int n;
+
+	r = mps_drv.cuInit(0);
+	if (r != CUDA_SUCCESS) {
+		mps_log_error("cuInit failed: %s", mps_driver_errname(r));
+		return -1;
+	}
+	mps_drv.cuDriverGetVersion(&mps_srv.driver_version);
+	r = mps_drv.cuDeviceGetCount(&n);
+	if (r != CUDA_SUCCESS || n <= 0) {
+		mps_log_error("no CUDA devices (%s)", mps_driver_errname(r));
+		return -1;
+	}
+	if (n > MPS_MAX_DEVICES) {
+		mps_log_warn("serving the first %d of %d devices", MPS_MAX_DEVICES, n);
+		n = MPS_MAX_DEVICES;
+	}
+	for (int i = 0; i < n; i++) {
+		struct mps_device *d = &mps_srv.dev[i];
+		struct mps_wire_device *w = &d->info;
+		size_t total = 0;
+
+		if ((r = mps_drv.cuDeviceGet(&d->dev, i)) != CUDA_SUCCESS ||
+		    (r = mps_drv.cuDeviceGetName(w->name, sizeof(w->name), d->dev)) != CUDA_SUCCESS ||
+		    (r = mps_drv.cuDeviceGetUuid((CUuuid *)w->uuid, d->dev)) != CUDA_SUCCESS ||
+		    (r = mps_drv.cuDeviceTotalMem(&total, d->dev)) != CUDA_SUCCESS ||
+		    (r = mps_drv.cuDeviceGetPCIBusId(w->pci_bus_id, sizeof(w->pci_bus_id), d->dev)) != CUDA_SUCCESS) {
+			mps_log_error("cannot query device %d: %s", i, mps_driver_errname(r));
+			return -1;
+		}
+		w->total_mem = total;
+		for (int a = 0; a < MPS_WIRE_ATTRS; a++) {
+			if (mps_drv.cuDeviceGetAttribute(&w->attr[a], (CUdevice_attribute)a, d->dev) == CUDA_SUCCESS)
+				w->attr_ok[a / 8] |= (uint8_t)(1u << (a % 8));
+			else
+				w->attr[a] = 0;
+		}
+		mps_log_info("Creating server context on device %d (%s)", i, w->name);
+		r = mps_drv.cuDevicePrimaryCtxRetain(&d->primary, d->dev);
+		if (r != CUDA_SUCCESS) {
+			mps_log_error("cannot create the context on device %d: %s", i, mps_driver_errname(r));
+			return -1;
+		}
+		if (i == 0) {
+			mps_drv.cuCtxSetCurrent(d->primary);
+			mps_drv.cuCtxGetStreamPriorityRange(&mps_srv.prio_least, &mps_srv.prio_greatest);
+		}
+	}
+	mps_srv.ndev = n;
+	return 0;
+}
+
+static void release_devices(void)
+{
+	for (int i = 0; i < mps_srv.ndev; i++) {
+		mps_log_info("Destroy server context on device %d (%s)", i, mps_srv.dev[i].info.name);
+		mps_drv.cuDevicePrimaryCtxRelease(mps_srv.dev[i].dev);
+	}
+}
+
+static void report_ready(void)
+{
+	struct mps_chan m;
+	size_t len = 0;
+
+	memset(&m, 0, sizeof(m));
+	m.op = MPS_CHAN_READY;
+	m.value = mps_srv.ndev;
+	for (int i = 0; i < mps_srv.ndev && len < sizeof(m.text) - 1; i++)
+		len += (size_t)snprintf(m.text + len, sizeof(m.text) - len, "%s%d: %s", i ? "; " : "", i,
+					mps_srv.dev[i].info.name);
+	mps_control_send(&m);
+}
+
+static void report_failed(const char *why)
+{
+	struct mps_chan m;
+
+	memset(&m, 0, sizeof(m));
+	m.op = MPS_CHAN_FAILED;
+	snprintf(m.text, sizeof(m.text), "%s", why);
+	mps_control_send(&m);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: openmps-server --channel FD\n"
+		   "Started by openmps-control; not meant to be run by hand.\n");
+}
+
+int main(int argc, char **argv)
+{
+	struct epoll_event ev;
+	sigset_t sigs;
+	int sfd, quitting = 0;
+
+	mps_log_init("Server", 2);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--channel") && i + 1 < argc) {
+			mps_srv.channel = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else {
+			fprintf(stderr, "openmps-server: unknown argument '%s'\n", argv[i]);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (mps_srv.channel < 0) {
+		usage(stderr);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	scrub_environment();
+	mps_srv.spin_ns = (uint64_t)env_long("OPENMPS_SPIN_US", 100, 0, 1000000) * 1000;
+	mps_srv.max_clients = (int)env_long("OPENMPS_MAX_CLIENTS", 1024, 1, 65536);
+
+	if (mps_driver_load() < 0) {
+		report_failed("cannot load the CUDA driver");
+		return 1;
+	}
+	mps_log_info("Server starting on driver %s", mps_drv.path);
+	if (init_devices() < 0) {
+		report_failed("cannot initialise the CUDA devices");
+		return 1;
+	}
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0 || sfd < 0) {
+		report_failed("cannot set up the event loop");
+		return 1;
+	}
+	ev.events = EPOLLIN;
+	ev.data.ptr = &tag_channel;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, mps_srv.channel, &ev);
+	ev.data.ptr = &tag_signal;
+	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
+
+	report_ready();
+	mps_log_info("Server ready: %d device(s), spin %llu us", mps_srv.ndev,
+		     (unsigned long long)(mps_srv.spin_ns / 1000));
+
+	for (;;) {
+		struct epoll_event evs[64];
+		int n;
+
+		if (quitting) {
+			pthread_mutex_lock(&mps_srv.lock);
+			n = mps_srv.nclients;
+			pthread_mutex_unlock(&mps_srv.lock);
+			if (n == 0)
+				break;
+		}
+		n = epoll_wait(epfd, evs, 64, quitting ? 100 : -1);
+		for (int i = 0; i < n; i++) {
+			void *tag = evs[i].data.ptr;
+
+			if (tag == &tag_channel) {
+				if (mps_control_handle(mps_srv.channel) < 0 && !quitting) {
+					quitting = 1;
+					epoll_ctl(epfd, EPOLL_CTL_DEL, mps_srv.channel, NULL);
+					mps_client_kill_all();
+				}
+			} else if (tag == &tag_signal) {
+				struct signalfd_siginfo si;
+
+				while (read(sfd, &si, sizeof(si)) == sizeof(si))
+					mps_log_info("received signal %u", si.ssi_signo);
+				if (!quitting) {
+					quitting = 1;
+					mps_client_kill_all();
+				}
+			} else {
+				struct mps_client *c = tag;
+
+				mps_client_kill(c, NULL);
+				mps_main_unwatch(c);
+			}
+		}
+	}
+	release_devices();
+	mps_log_info("Server exited with status 0");
+	return 0;
+}

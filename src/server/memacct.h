@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The server's account of each client's memory: every device allocation,
+ * module global and pinned host region the client may name by address, kept
+ * sorted so a copy's or memset's range can be checked against what the
+ * client owns (a client must never reach another client's memory through the
+ * server), and the bytes of device memory each client holds per device. This
+ * is the one place device memory is counted, and so where a per-client limit
+ * is enforced: mps_memacct_charge() refuses an allocation that would pass it.
+ * Owned by the client's worker thread: no locking, except the byte counters,
+ * which others may read.
+ */
+#ifndef MPS_SERVER_MEMACCT_H
+#define MPS_SERVER_MEMACCT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/wire.h"
+
+enum mps_mem_kind {
+	MPS_MEM_DEVICE = 1,  /* cuMemAlloc / cuMemAllocPitch: counted */
+	MPS_MEM_GLOBAL,      /* a module global: belongs to the module */
+	MPS_MEM_HOST,        /* pinned host memory, by its device address */
+};
+
+struct mps_mrange {
+	uint64_t base;
+	uint64_t size;
+	uint32_t ctx;        /* the context handle it was allocated in */
+	int16_t device;
+	uint8_t kind;        /* enum mps_mem_kind */
+	uint8_t pad;
+};
+
+struct mps_memacct {
+	struct mps_mrange *r;
+	size_t n, cap;
+	uint64_t bytes[MPS_MAX_DEVICES];   /* device bytes held, read by others */
+	uint64_t limit[MPS_MAX_DEVICES];   /* 0: no limit */
+};
+
+void mps_memacct_init(struct mps_memacct *m);
+void mps_memacct_free(struct mps_memacct *m);
+
+/* Reserves size bytes on device against the limit; 0 or -ENOMEM. Undo with
+ * mps_memacct_uncharge() if the allocation then fails. */
+int mps_memacct_charge(struct mps_memacct *m, int device, uint64_t size);
+void mps_memacct_uncharge(struct mps_memacct *m, int device, uint64_t size);
+
+/* Records a range (already charged if it is device memory). 0 or -errno. */
+int mps_memacct_add(struct mps_memacct *m, uint64_t base, uint64_t size, int kind, int device, uint32_t ctx);
+
+/* Removes the range starting exactly at base of the given kind into *out
+ * (device bytes are uncharged). 0 or -ENOENT. */
+int mps_memacct_remove(struct mps_memacct *m, uint64_t base, int kind, struct mps_mrange *out);
+
+/* The range containing addr, or NULL. */
+const struct mps_mrange *mps_memacct_find(const struct mps_memacct *m, uint64_t addr);
+
+/* 0 if [addr, addr + size) lies inside one of the client's ranges, else -EFAULT. */
+int mps_memacct_check(const struct mps_memacct *m, uint64_t addr, uint64_t size);
+
+#endif

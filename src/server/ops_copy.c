@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Copies and memsets. The host side of a copy is never a raw client address
+ * (the server cannot see the client's memory): it is either inline bytes in
+ * the message (small host-to-device copies), the reply slot (small
+ * device-to-host copies), or an offset in one of the client's pinned host
+ * regions — its own cuMemAllocHost buffers, or the staging region the client
+ * library uses for large pageable copies. The device side must lie inside
+ * memory the client owns. Every copy is queued on the client's stream; a
+ * synchronous one is answered when the GPU has finished it, and a staged one
+ * hands its staging chunk back to the client at that moment.
+ */
+#include "server/driver.h"
+#include "server/server.h"
+#include "server/streams.h"
+
+/* Resolves the host side of a copy to a server address. */
+static void *host_side(struct mps_client *c, const struct mps_msg_copy *q, const struct mps_msg *m, CUresult *err)
+{
+	struct mps_shost *h;
+
+	switch (q->host_region) {
+	case MPS_HOST_INLINE:
+		if (q->kind != MPS_COPY_H2D || q->size > m->len - sizeof(*q))
+			break;
+		return (uint8_t *)q + sizeof(*q);
+	case MPS_HOST_SLOT:
+		if (q->kind != MPS_COPY_D2H || m->slot == MPS_NO_SLOT || q->size > MPS_SLOT_DATA)
+			break;
+		return mps__slot(c, m->slot)->data;
+	default:
+		h = mps__obj(c, q->host_region, MPS_H_HOST);
+		if (!h || q->host_offset > h->size || q->size > h->size - q->host_offset)
+			break;
+		return (uint8_t *)h->addr + q->host_offset;
+	}
+	*err = CUDA_ERROR_INVALID_VALUE;
+	return NULL;
+}
+
+/* What to do once the copy or memset is queued (or failed to be). */
+static void finish(struct mps_client *c, const struct mps_msg *m, struct mps_sstream *st, uint32_t stage,
+		   CUresult r, const char *what)
+{
+	if ((m->flags & MPS_COPY_STAGE) && stage < MPS_STAGE_MAX) {
+		CUresult sr = r;
+
+		if (sr == CUDA_SUCCESS)
+			sr = mps_comp_after(c, st->s, st->ctx->device, MPS_PEND_STAGE, stage, false);
+		if (sr != CUDA_SUCCESS)
+			mps_comp_stage_done(c, stage, sr);   /* hand the chunk back at once */
+	}
+	if (m->slot != MPS_NO_SLOT) {
+		if (r == CUDA_SUCCESS)
+			r = mps_comp_after(c, st->s, st->ctx->device, MPS_PEND_REPLY, m->slot, true);
+		if (r != CUDA_SUCCESS)
+			mps__reply(c, m->slot, r);
+	} else {
+		mps__defer_error(c, r, what);
+	}
+}
+
+void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_copy *q = (const void *)m;
+	struct mps_sstream *st = NULL;
+	CUresult r = CUDA_SUCCESS;
+	void *host = NULL;
+
+	if ((m->flags & MPS_COPY_STAGE) && q->stage >= MPS_STAGE_MAX) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto fail;
+	}
+	if (q->kind == MPS_COPY_H2D || q->kind == MPS_COPY_D2H) {
+		host = host_side(c, q, m, &r);
+		if (!host)
+			goto fail;
+	} else if (q->kind != MPS_COPY_D2D) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto fail;
+	}
+	if (q->size && (((q->kind == MPS_COPY_H2D || q->kind == MPS_COPY_D2D) &&
+			 mps_memacct_check(&c->mem, q->dst, q->size) < 0) ||
+			((q->kind == MPS_COPY_D2H || q->kind == MPS_COPY_D2D) &&
+			 mps_memacct_check(&c->mem, q->src, q->size) < 0))) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto fail;
+	}
+	st = mps_stream_for_work(c, m, q->stream, &r);
+	if (!st)
+		goto fail;
+	if (q->size) {
+		switch (q->kind) {
+		case MPS_COPY_H2D:
+			r = mps_drv.cuMemcpyHtoDAsync((CUdeviceptr)q->dst, host, (size_t)q->size, st->s);
+			break;
+		case MPS_COPY_D2H:
+			r = mps_drv.cuMemcpyDtoHAsync(host, (CUdeviceptr)q->src, (size_t)q->size, st->s);
+			if (q->host_region == MPS_HOST_SLOT)
+				mps__slot(c, m->slot)->len = (uint32_t)q->size;
+			break;
+		default:
+			r = mps_drv.cuMemcpyDtoDAsync((CUdeviceptr)q->dst, (CUdeviceptr)q->src, (size_t)q->size, st->s);
+			break;
+		}
+	}
+	finish(c, m, st, q->stage, r, "cuMemcpyAsync");
+	return;
+
+fail:
+	if ((m->flags & MPS_COPY_STAGE) && q->stage < MPS_STAGE_MAX)
+		mps_comp_stage_done(c, q->stage, r);
+	if (m->slot != MPS_NO_SLOT)
+		mps__reply(c, m->slot, r);
+	else
+		mps__defer_error(c, r, "cuMemcpyAsync");
+}
+
+void mps__op_memset(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_memset *q = (const void *)m;
+	struct mps_sstream *st;
+	CUresult r = CUDA_ERROR_INVALID_VALUE;
+
+	if ((q->elem != 1 && q->elem != 2 && q->elem != 4) || q->count > UINT64_MAX / 4)
+		goto fail;
+	if (q->count && mps_memacct_check(&c->mem, q->dst, q->count * q->elem) < 0)
+		goto fail;
+	st = mps_stream_for_work(c, m, q->stream, &r);
+	if (!st)
+		goto fail;
+	if (q->count) {
+		if (q->elem == 1)
+			r = mps_drv.cuMemsetD8Async((CUdeviceptr)q->dst, (unsigned char)q->value, (size_t)q->count, st->s);
+		else if (q->elem == 2)
+			r = mps_drv.cuMemsetD16Async((CUdeviceptr)q->dst, (unsigned short)q->value, (size_t)q->count, st->s);
+		else
+			r = mps_drv.cuMemsetD32Async((CUdeviceptr)q->dst, q->value, (size_t)q->count, st->s);
+	}
+	finish(c, m, st, MPS_STAGE_MAX, r, "cuMemsetAsync");
+	return;
+fail:
+	if (m->slot != MPS_NO_SLOT)
+		mps__reply(c, m->slot, r);
+	else
+		mps__defer_error(c, r, "cuMemsetAsync");
+}

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Client contexts. A client context is virtual: every context of a client on
+ * device N runs in the server's primary context of device N, and owns only
+ * its streams, events, modules and memory. So its synchronize waits for that
+ * context's own streams, and destroying it frees exactly what was made in it
+ * — never anything of another context or client. Limits are shared by the
+ * whole primary context, so a client may raise a size limit but never lower
+ * one another client relies on; it reads back what it set.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/driver.h"
+#include "server/server.h"
+#include "server/streams.h"
+
+void mps__op_ctx_create(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_ctx_create *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	struct mps_sctx *x;
+
+	if (q->device < 0 || q->device >= mps_srv.ndev) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_DEVICE);
+		return;
+	}
+	x = calloc(1, sizeof(*x));
+	if (!x) {
+		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+		return;
+	}
+	x->device = q->device;
+	x->primary = (m->flags & MPS_CTX_PRIMARY) != 0;
+	x->flags = q->flags;
+	x->handle = mps_handle_new(&c->handles, MPS_H_CTX, x);
+	if (!x->handle) {
+		free(x);
+		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+		return;
+	}
+	s->val[0] = x->handle;
+	mps__reply(c, m->slot, CUDA_SUCCESS);
+}
+
+struct ctx_sweep {
+	struct mps_client *c;
+	struct mps_sctx *x;   /* NULL: every context */
+};
+
+static void drop_event(void *obj, void *arg)
+{
+	struct mps_sevent *e = obj;
+	struct ctx_sweep *w = arg;
+
+	if (w->x && e->ctx != w->x)
+		return;
+	mps__bind_device(w->c, e->ctx->device);
+	mps_drv.cuEventDestroy(e->ev);
+	mps_handle_del(&w->c->handles, e->handle);
+	free(e);
+}
+
+static void drop_stream_handle(void *obj, void *arg)
+{
+	struct mps_sstream *s = obj;
+	struct ctx_sweep *w = arg;
+
+	if (w->x && s->ctx != w->x)
+		return;
+	mps_handle_del(&w->c->handles, s->handle);
+}
+
+/* Waits for a context's work, then frees its events, streams and memory.
+ * Its modules go with it too (modules belong to a context in CUDA). */
+static void ctx_free(struct mps_client *c, struct mps_sctx *x)
+{
+	struct ctx_sweep w = { .c = c, .x = x };
+
+	mps__bind_device(c, x->device);
+	for (struct mps_sstream *t = x->streams; t; t = t->next)
+		mps_drv.cuStreamSynchronize(t->s);
+	if (x->join)
+		mps_drv.cuStreamSynchronize(x->join);
+	mps_handles_foreach(&c->handles, MPS_H_EVENT, drop_event, &w);
+	mps_handles_foreach(&c->handles, MPS_H_STREAM, drop_stream_handle, &w);
+	while (x->streams)
+		mps_stream_free(c, x->streams);
+	if (x->join)
+		mps_drv.cuStreamDestroy(x->join);
+	mps__modules_release_ctx(c, x->handle);
+	for (size_t i = c->mem.n; i-- > 0;) {
+		struct mps_mrange r = c->mem.r[i];
+
+		if (r.kind != MPS_MEM_DEVICE || r.ctx != x->handle)
+			continue;
+		mps_memacct_remove(&c->mem, r.base, r.kind, NULL);
+		mps_drv.cuMemFree((CUdeviceptr)r.base);
+	}
+	mps_handle_del(&c->handles, x->handle);
+	free(x);
+}
+
+void mps__op_ctx_destroy(struct mps_client *c, const struct mps_msg *m)
+{
+	struct mps_sctx *x = mps__msg_ctx(c, m);
+
+	if (!x) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_CONTEXT);
+		return;
+	}
+	ctx_free(c, x);
+	mps__reply(c, m->slot, CUDA_SUCCESS);
+}
+
+static void free_ctx_cb(void *obj, void *arg)
+{
+	ctx_free(arg, obj);
+}
+
+void mps__ctx_release_all(struct mps_client *c)
+{
+	mps_handles_foreach(&c->handles, MPS_H_CTX, free_ctx_cb, c);
+}
+
+void mps__op_ctx_sync(struct mps_client *c, const struct mps_msg *m)
+{
+	struct mps_sctx *x = mps__msg_ctx(c, m);
+	CUresult r;
+
+	if (!x) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_CONTEXT);
+		return;
+	}
+	r = mps_stream_sync_all(c, x, m->slot);
+	if (r != CUDA_SUCCESS)
+		mps__reply(c, m->slot, r);
+}
+
+/* Limits that size shared resources: raising them is safe for everyone. */
+static int is_size_limit(unsigned int limit)
+{
+	return limit == CU_LIMIT_STACK_SIZE || limit == CU_LIMIT_PRINTF_FIFO_SIZE ||
+	       limit == CU_LIMIT_MALLOC_HEAP_SIZE || limit == CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT;
+}
+
+/* A context reads back the value it set. The primary context underneath is
+ * shared, so a size limit is raised there if the new value is larger (and
+ * never lowered under another client), and the other limits, which would
+ * change every client's behaviour, are kept only as this context's value. */
+void mps__op_ctx_limit(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_ctx_limit *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	struct mps_sctx *x = mps__msg_ctx(c, m);
+	size_t cur = 0;
+	CUresult r;
+
+	if (!x) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_CONTEXT);
+		return;
+	}
+	if (q->limit >= CU_LIMIT_MAX) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	r = mps__bind_device(c, x->device);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuCtxGetLimit(&cur, (CUlimit)q->limit);
+	if (r != CUDA_SUCCESS || !q->set) {
+		s->val[0] = (x->limits_set & (1u << q->limit)) ? x->limit[q->limit] : cur;
+		mps__reply(c, m->slot, r);
+		return;
+	}
+	if (is_size_limit(q->limit) && q->value > cur)
+		r = mps_drv.cuCtxSetLimit((CUlimit)q->limit, (size_t)q->value);
+	if (r == CUDA_SUCCESS) {
+		x->limit[q->limit] = q->value;
+		x->limits_set |= 1u << q->limit;
+	}
+	mps__reply(c, m->slot, r);
+}

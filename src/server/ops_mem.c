@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Device memory and pinned host memory. Every device allocation is charged
+ * to the client before it is made (memacct.h: the one place a per-client
+ * limit applies) and recorded, so copies can be checked and whatever the
+ * client leaves behind is freed when it goes.
+ *
+ * Pinned host memory (cuMemAllocHost / cuMemHostAlloc) is a sealed memfd the
+ * server maps and registers with the driver; the client maps the same fd,
+ * preferably at the same address, so the one buffer is the program's host
+ * memory, the server's DMA source or target, and (through unified
+ * addressing) the kernels' zero-copy view, all at once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/shm.h"
+#include "common/sock.h"
+#include "server/driver.h"
+#include "server/server.h"
+
+#define HOST_ALLOC_MAX (1ull << 40)   /* refuse absurd requests outright */
+
+void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_mem_alloc *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	struct mps_sctx *x = mps__msg_ctx(c, m);
+	CUdeviceptr p = 0;
+	size_t pitch = 0;
+	uint64_t bytes;
+	CUresult r;
+
+	if (!x) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_CONTEXT);
+		return;
+	}
+	if (q->elem) {
+		if ((q->elem != 4 && q->elem != 8 && q->elem != 16) || !q->width || !q->height ||
+		    q->height > UINT64_MAX / (q->width + 512)) {
+			mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+			return;
+		}
+		/* Charge the most the pitch can round up to; corrected below. */
+		bytes = (q->width + 511) / 512 * 512 * q->height;
+	} else {
+		bytes = q->size;
+	}
+	if (bytes == 0) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	if (mps_memacct_charge(&c->mem, x->device, bytes) < 0) {
+		mps_log_info("client %d: allocation of %llu bytes refused by its memory limit", (int)c->pid,
+			     (unsigned long long)bytes);
+		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+		return;
+	}
+	r = mps__bind_device(c, x->device);
+	if (r == CUDA_SUCCESS) {
+		if (q->elem)
+			r = mps_drv.cuMemAllocPitch(&p, &pitch, (size_t)q->width, (size_t)q->height, q->elem);
+		else
+			r = mps_drv.cuMemAlloc(&p, (size_t)bytes);
+	}
+	if (r != CUDA_SUCCESS) {
+		mps_memacct_uncharge(&c->mem, x->device, bytes);
+		mps__reply(c, m->slot, r);
+		return;
+	}
+	if (q->elem) {
+		/* Charge what the pitch really came to instead of the estimate. */
+		mps_memacct_uncharge(&c->mem, x->device, bytes);
+		bytes = (uint64_t)pitch * q->height;
+		if (mps_memacct_charge(&c->mem, x->device, bytes) < 0) {
+			mps_drv.cuMemFree(p);
+			mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+			return;
+		}
+	}
+	if (mps_memacct_add(&c->mem, p, bytes, MPS_MEM_DEVICE, x->device, x->handle) < 0) {
+		mps_log_error("client %d: bookkeeping failed for allocation %#llx", (int)c->pid, (unsigned long long)p);
+		mps_drv.cuMemFree(p);
+		mps_memacct_uncharge(&c->mem, x->device, bytes);
+		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+		return;
+	}
+	s->val[0] = p;
+	s->val[1] = pitch;
+	mps__reply(c, m->slot, CUDA_SUCCESS);
+}
+
+void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_ptr *q = (const void *)m;
+	struct mps_mrange r;
+	CUresult cr;
+
+	if (mps_memacct_remove(&c->mem, q->ptr, MPS_MEM_DEVICE, &r) < 0) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	cr = mps__bind_device(c, r.device);
+	if (cr == CUDA_SUCCESS)
+		cr = mps_drv.cuMemFree((CUdeviceptr)r.base);
+	mps__reply(c, m->slot, cr);
+}
+
+void mps__op_mem_info(struct mps_client *c, const struct mps_msg *m)
+{
+	struct mps_slot *s = mps__slot(c, m->slot);
+	struct mps_sctx *x = mps__msg_ctx(c, m);
+	size_t fr = 0, total = 0;
+	CUresult r;
+
+	if (!x) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_CONTEXT);
+		return;
+	}
+	r = mps__bind_device(c, x->device);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuMemGetInfo(&fr, &total);
+	s->val[0] = fr;
+	s->val[1] = total;
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_mem_range(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_ptr *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	const struct mps_mrange *r = mps_memacct_find(&c->mem, q->ptr);
+
+	/* Only the client's own memory is visible to it. */
+	if (!r || r->kind == MPS_MEM_HOST) {
+		mps__reply(c, m->slot, CUDA_ERROR_NOT_FOUND);
+		return;
+	}
+	s->val[0] = r->base;
+	s->val[1] = r->size;
+	mps__reply(c, m->slot, CUDA_SUCCESS);
+}
+
+void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_pointer_attr *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	struct mps_attr_value *out = (struct mps_attr_value *)s->data;
+	const struct mps_mrange *rg = mps_memacct_find(&c->mem, q->ptr);
+	uint32_t n = q->count;
+
+	if (n > MPS_POINTER_ATTRS_MAX) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct mps_attr_value *v = &out[i];
+		uint64_t big = 0;
+
+		memset(v, 0, sizeof(*v));
+		if (!rg) {
+			v->result = CUDA_ERROR_INVALID_VALUE;
+			continue;
+		}
+		switch (q->attr[i]) {
+		case CU_POINTER_ATTRIBUTE_CONTEXT:
+			/* The client knows its contexts by handle. */
+			v->value = rg->kind == MPS_MEM_DEVICE ? rg->ctx : 0;
+			break;
+		case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+			v->value = rg->kind == MPS_MEM_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+			break;
+		case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+			v->value = q->ptr;
+			break;
+		case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+			/* Device memory has none; for host memory the client knows its own address. */
+			v->result = rg->kind == MPS_MEM_HOST ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+			break;
+		case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+			v->value = (uint64_t)rg->device;
+			break;
+		case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+			v->value = rg->base;
+			break;
+		case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+			v->value = rg->size;
+			break;
+		case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+			v->value = 0;
+			break;
+		case CU_POINTER_ATTRIBUTE_MAPPED:
+			v->value = 1;
+			break;
+		case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+		case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+		case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+		case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+		case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+		case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+		case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+		case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+			/* Plain values the driver knows; ask it, for this validated pointer. */
+			v->result = mps__bind_device(c, rg->device);
+			if (v->result == CUDA_SUCCESS)
+				v->result = mps_drv.cuPointerGetAttribute(&big, (CUpointer_attribute)q->attr[i],
+									  (CUdeviceptr)q->ptr);
+			if (q->attr[i] == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE)
+				big = 0;   /* a server-side handle means nothing to the client */
+			v->value = big;
+			break;
+		default:
+			v->result = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
+	}
+	s->len = n * (uint32_t)sizeof(*out);
+	mps__reply(c, m->slot, CUDA_SUCCESS);
+}
+
+void mps__op_host_alloc(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_host_alloc *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC };
+	struct mps_shost *h;
+	CUdeviceptr dp = 0;
+	size_t size;
+	CUresult r;
+	int err;
+
+	if (q->size == 0 || q->size > HOST_ALLOC_MAX) {
+		mps__reply(c, m->slot, q->size ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	size = (size_t)((q->size + 4095) & ~4095ull);
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		goto err_oom;
+	h->fd = mps_shm_create("openmps-host", size);
+	if (h->fd < 0)
+		goto err_free;
+	h->addr = mps_shm_map(h->fd, size, NULL);
+	if (!h->addr)
+		goto err_close;
+	h->size = size;
+	r = mps__bind_device(c, c->cur_dev < 0 ? 0 : c->cur_dev);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuMemHostRegister(h->addr, size,
+					      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+	if (r != CUDA_SUCCESS) {
+		mps_log_warn("client %d: cannot pin %zu bytes of host memory: %s", (int)c->pid, size,
+			     mps_driver_errname(r));
+		goto err_unmap;
+	}
+	if (mps_drv.cuMemHostGetDevicePointer(&dp, h->addr, 0) != CUDA_SUCCESS)
+		dp = (CUdeviceptr)(uintptr_t)h->addr;
+	h->handle = mps_handle_new(&c->handles, MPS_H_HOST, h);
+	if (!h->handle)
+		goto err_unregister;
+	err = mps_memacct_add(&c->mem, dp, size, MPS_MEM_HOST, c->cur_dev, h->handle);
+	if (err < 0)
+		goto err_handle;
+	fm.region = h->handle;
+	fm.size = size;
+	if (mps_sock_send(c->sock, &fm, sizeof(fm), h->fd) < 0)
+		goto err_range;
+	s->val[0] = h->handle;
+	s->val[1] = (uint64_t)(uintptr_t)h->addr;
+	s->val[2] = size;
+	s->val[3] = dp;
+	mps__reply(c, m->slot, CUDA_SUCCESS);
+	return;
+
+err_range:
+	mps_memacct_remove(&c->mem, dp, MPS_MEM_HOST, NULL);
+err_handle:
+	mps_handle_del(&c->handles, h->handle);
+err_unregister:
+	mps_drv.cuMemHostUnregister(h->addr);
+err_unmap:
+	munmap(h->addr, size);
+err_close:
+	close(h->fd);
+err_free:
+	free(h);
+err_oom:
+	mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+static void host_free(struct mps_client *c, struct mps_shost *h)
+{
+	const struct mps_mrange *rg;
+
+	/* Its device address is whatever range carries this handle. */
+	for (size_t i = 0; i < c->mem.n; i++) {
+		rg = &c->mem.r[i];
+		if (rg->kind == MPS_MEM_HOST && rg->ctx == h->handle) {
+			mps_memacct_remove(&c->mem, rg->base, MPS_MEM_HOST, NULL);
+			break;
+		}
+	}
+	mps__bind_device(c, c->cur_dev < 0 ? 0 : c->cur_dev);
+	mps_drv.cuMemHostUnregister(h->addr);
+	munmap(h->addr, h->size);
+	close(h->fd);
+	mps_handle_del(&c->handles, h->handle);
+	free(h);
+}
+
+static void sync_streams(void *obj, void *arg)
+{
+	struct mps_sctx *x = obj;
+	struct mps_client *c = arg;
+
+	mps__bind_device(c, x->device);
+	for (struct mps_sstream *t = x->streams; t; t = t->next)
+		mps_drv.cuStreamSynchronize(t->s);
+}
+
+void mps__op_host_free(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_handle *q = (const void *)m;
+	struct mps_shost *h = mps__obj(c, q->handle, MPS_H_HOST);
+
+	if (!h) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	/* As cuMemFreeHost, wait for the client's work that may still use it. */
+	mps_handles_foreach(&c->handles, MPS_H_CTX, sync_streams, c);
+	host_free(c, h);
+	mps__reply(c, m->slot, CUDA_SUCCESS);
+}
+
+static void host_free_cb(void *obj, void *arg)
+{
+	host_free(arg, obj);
+}
+
+void mps__host_release_all(struct mps_client *c)
+{
+	mps_handles_foreach(&c->handles, MPS_H_HOST, host_free_cb, c);
+}

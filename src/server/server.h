@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The server's shared declarations: the process-wide state (devices and
+ * their primary contexts, the list of clients) and the per-client state the
+ * worker thread owns.
+ *
+ * Threads. The main thread watches the daemon channel and every client's
+ * socket for hangups. Each client has a worker thread, which alone reads its
+ * ring, owns its handle table, objects and memory accounting, and does its
+ * teardown; and a waiter thread, which blocks on completions the worker hands
+ * over when it goes idle. So almost nothing per client needs a lock.
+ *
+ * Lifetime of a client (two phases, so nothing is freed under a live user):
+ *   1. dead: the main thread saw the socket hang up, or the worker found the
+ *      client breaking the protocol. The flag is set and the worker woken.
+ *   2. the worker stops taking messages, stops its waiter, waits for the
+ *      client's GPU work to finish, frees every object and byte it held,
+ *      removes the client from the list and drops the list's reference; the
+ *      last reference frees the struct.
+ */
+#ifndef MPS_SERVER_SERVER_H
+#define MPS_SERVER_SERVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cuda.h>
+
+#include "common/sq.h"
+#include "common/wire.h"
+#include "server/completion.h"
+#include "server/handles.h"
+#include "server/memacct.h"
+
+struct mps_device {
+	CUdevice dev;
+	CUcontext primary;
+	struct mps_wire_device info;
+};
+
+struct mps_server {
+	int ndev;
+	struct mps_device dev[MPS_MAX_DEVICES];
+	int driver_version;
+	int prio_least, prio_greatest;
+	uint64_t spin_ns;          /* how long an idle worker spins before sleeping */
+	int max_clients;
+	int channel;               /* to the daemon */
+
+	pthread_mutex_t lock;      /* protects the list below; never held across a driver call */
+	struct mps_client *clients;
+	int nclients;
+	uint32_t next_client_id;
+};
+
+extern struct mps_server mps_srv;
+
+/* Server-side objects behind client handles. */
+struct mps_sstream;
+
+struct mps_sctx {
+	uint32_t handle;
+	int device;
+	bool primary;
+	unsigned int flags;
+	struct mps_sstream *legacy;     /* emulated legacy default stream, made on first use */
+	struct mps_sstream *streams;    /* every stream of this context, legacy included */
+	uint64_t legacy_gen;            /* bumps with every operation on the legacy stream */
+	uint64_t legacy_ev_gen;         /* legacy_gen when legacy->ev was last recorded */
+	CUstream join;                  /* internal: gathers every stream for a synchronize */
+	uint32_t limits_set;            /* bit per CUlimit this context has set */
+	uint64_t limit[CU_LIMIT_MAX];   /* what it set */
+};
+
+struct mps_sstream {
+	uint32_t handle;                /* 0 for the legacy stream */
+	struct mps_sctx *ctx;
+	struct mps_sstream *next;
+	CUstream s;
+	CUevent ev;                     /* internal, for cross-stream ordering */
+	unsigned int flags;
+	int priority;
+	bool blocking;                  /* orders with the legacy stream */
+	bool dirty;                     /* work since the legacy stream last waited for it */
+	bool busy;                      /* work since the last context synchronize */
+	uint64_t legacy_seen;           /* ctx->legacy_gen this stream last waited for */
+};
+
+struct mps_sevent {
+	uint32_t handle;
+	struct mps_sctx *ctx;
+	CUevent ev;
+	unsigned int flags;
+};
+
+struct mps_sfunc;
+
+struct mps_smodule {
+	uint32_t handle;
+	int kind;                       /* MPS_MODULE or MPS_LIBRARY */
+	int device;                     /* modules: where loaded */
+	uint32_t ctx;                   /* modules: the context loaded in */
+	void *image;                    /* the uploaded image, kept while loaded */
+	CUmodule mod;
+	CUlibrary lib;
+	struct mps_sfunc *funcs;        /* functions and kernels got from it */
+};
+
+struct mps_sfunc {
+	uint32_t handle;
+	bool is_kernel;                 /* a CUkernel (library) rather than a CUfunction */
+	CUfunction f;                   /* or the CUkernel, cast */
+	struct mps_smodule *owner;
+	struct mps_sfunc *next;         /* in owner->funcs */
+	uint32_t nparams;
+	uint32_t arg_size;
+	uint16_t *param;                /* nparams pairs: offset, size */
+};
+
+struct mps_shost {
+	uint32_t handle;
+	int fd;
+	void *addr;
+	size_t size;
+};
+
+struct mps_client {
+	struct mps_client *next;        /* in mps_srv.clients */
+	uint32_t id;
+	pid_t pid;
+	uid_t uid;
+	char comm[64];
+	int sock;
+	int refs;                       /* atomic */
+	int dead;                       /* atomic: phase 1 of teardown */
+
+	int region_fd;
+	struct mps_region *region;
+	struct mps_sq_consumer sq;
+	pthread_t worker;
+	bool worker_started;
+
+	struct mps_handles handles;
+	struct mps_memacct mem;
+	struct mps_completions comp;
+	int deferred;                   /* atomic CUresult: first asynchronous error not yet reported */
+
+	int cur_dev;                    /* device whose primary context is current on the worker */
+	uint8_t *blob;                  /* module upload buffer */
+	size_t blob_len, blob_total;
+	uint8_t *msg;                   /* the message being handled, copied out of the ring */
+	uint64_t ops;                   /* messages handled */
+};
+
+/* client.c */
+struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *comm);
+void mps_client_kill(struct mps_client *c, const char *why);
+void mps_client_put(struct mps_client *c);
+void mps_client_kill_all(void);
+
+/* Tells a connecting client why it is refused (then the caller closes). */
+void mps__refuse(int fd, CUresult r, const char *text);
+
+/* worker.c */
+void *mps__worker_main(void *arg);
+
+/* Makes dev's primary context current on the calling worker thread. */
+CUresult mps__bind_device(struct mps_client *c, int dev);
+
+/* Records an asynchronous failure to be reported at the next synchronising call. */
+void mps__defer_error(struct mps_client *c, CUresult r, const char *what);
+
+/* Takes the pending asynchronous error, if any (CUDA_SUCCESS if none). */
+CUresult mps__take_deferred(struct mps_client *c);
+
+/* Writes a synchronous reply and wakes the client. */
+void mps__reply(struct mps_client *c, uint32_t slot, CUresult r);
+struct mps_slot *mps__slot(struct mps_client *c, uint32_t slot);
+
+/* Looks up a handle of a type for the current message, NULL if invalid. */
+void *mps__obj(struct mps_client *c, uint32_t handle, int type);
+struct mps_sctx *mps__msg_ctx(struct mps_client *c, const struct mps_msg *m);
+
+/* Operation handlers: each takes a validated-length message and either
+ * replies (sync) or records a deferred error (async). ops_*.c */
+typedef void mps_op_fn(struct mps_client *c, const struct mps_msg *m);
+mps_op_fn mps__op_ctx_create, mps__op_ctx_destroy, mps__op_ctx_sync, mps__op_ctx_limit;
+mps_op_fn mps__op_mem_alloc, mps__op_mem_free, mps__op_mem_info, mps__op_mem_range;
+mps_op_fn mps__op_pointer_attr, mps__op_host_alloc, mps__op_host_free;
+mps_op_fn mps__op_copy, mps__op_memset;
+mps_op_fn mps__op_blob_append, mps__op_module_load, mps__op_module_unload;
+mps_op_fn mps__op_get_function, mps__op_get_global, mps__op_func_attr, mps__op_occupancy;
+mps_op_fn mps__op_launch;
+mps_op_fn mps__op_stream_create, mps__op_stream_destroy, mps__op_stream_sync;
+mps_op_fn mps__op_stream_query, mps__op_stream_wait_event;
+mps_op_fn mps__op_event_create, mps__op_event_destroy, mps__op_event_record;
+mps_op_fn mps__op_event_sync, mps__op_event_query, mps__op_event_elapsed;
+mps_op_fn mps__op_error_string;
+
+/* Teardown helpers, used when a client leaves. */
+void mps__ctx_release_all(struct mps_client *c);
+void mps__modules_release_all(struct mps_client *c);
+void mps__modules_release_ctx(struct mps_client *c, uint32_t ctx);
+void mps__host_release_all(struct mps_client *c);
+
+/* Handle types. */
+enum {
+	MPS_H_CTX = 1,
+	MPS_H_STREAM,
+	MPS_H_EVENT,
+	MPS_H_MODULE,
+	MPS_H_FUNC,
+	MPS_H_HOST,
+};
+
+#endif

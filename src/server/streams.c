@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+/*
+ * See streams.h.
+ */
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "server/driver.h"
+#include "server/streams.h"
+
+CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int flags, int priority,
+			struct mps_sstream **out)
+{
+	struct mps_sstream *s;
+	CUresult r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = mps__bind_device(c, ctx->device);
+	if (r != CUDA_SUCCESS)
+		goto err_free;
+	/* Always non-blocking on the server: the client's own legacy-stream
+	 * semantics are rebuilt in mps_stream_before(). */
+	r = mps_drv.cuStreamCreateWithPriority(&s->s, CU_STREAM_NON_BLOCKING, priority);
+	if (r != CUDA_SUCCESS)
+		goto err_free;
+	r = mps_drv.cuEventCreate(&s->ev, CU_EVENT_DISABLE_TIMING);
+	if (r != CUDA_SUCCESS)
+		goto err_stream;
+	s->ctx = ctx;
+	s->flags = flags;
+	s->priority = priority;
+	s->blocking = !(flags & CU_STREAM_NON_BLOCKING);
+	s->legacy_seen = ctx->legacy_gen;
+	s->next = ctx->streams;
+	ctx->streams = s;
+	*out = s;
+	return CUDA_SUCCESS;
+
+err_stream:
+	mps_drv.cuStreamDestroy(s->s);
+err_free:
+	free(s);
+	return r;
+}
+
+CUresult mps_stream_join(struct mps_client *c, struct mps_sctx *ctx, CUstream *join)
+{
+	CUresult r = mps__bind_device(c, ctx->device);
+
+	if (r == CUDA_SUCCESS && !ctx->join) {
+		r = mps_drv.cuStreamCreateWithPriority(&ctx->join, CU_STREAM_NON_BLOCKING, 0);
+		if (r != CUDA_SUCCESS)
+			ctx->join = NULL;
+	}
+	*join = ctx->join;
+	return r;
+}
+
+void mps_stream_free(struct mps_client *c, struct mps_sstream *s)
+{
+	struct mps_sctx *ctx = s->ctx;
+	struct mps_sstream **pp;
+	CUstream join;
+
+	for (pp = &ctx->streams; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	if (ctx->legacy == s)
+		ctx->legacy = NULL;
+	mps__bind_device(c, ctx->device);
+	/* Its queued work still counts: a later context synchronize waits for
+	 * it, and so does later legacy-stream work if it was a blocking stream. */
+	if (s->busy && mps_drv.cuEventRecord(s->ev, s->s) == CUDA_SUCCESS) {
+		if (mps_stream_join(c, ctx, &join) == CUDA_SUCCESS)
+			mps_drv.cuStreamWaitEvent(join, s->ev, 0);
+		if (s->blocking && s->dirty && ctx->legacy)
+			mps_drv.cuStreamWaitEvent(ctx->legacy->s, s->ev, 0);
+	}
+	mps_drv.cuEventDestroy(s->ev);
+	mps_drv.cuStreamDestroy(s->s);
+	free(s);
+}
+
+struct mps_sstream *mps_stream_resolve(struct mps_client *c, struct mps_sctx *ctx, uint32_t handle, CUresult *err)
+{
+	struct mps_sstream *s;
+
+	if (handle == 0) {
+		if (!ctx) {
+			*err = CUDA_ERROR_INVALID_CONTEXT;
+			return NULL;
+		}
+		if (!ctx->legacy) {
+			*err = mps_stream_new(c, ctx, 0, 0, &s);
+			if (*err != CUDA_SUCCESS)
+				return NULL;
+			ctx->legacy = s;
+		}
+		return ctx->legacy;
+	}
+	s = mps__obj(c, handle, MPS_H_STREAM);
+	if (!s) {
+		*err = CUDA_ERROR_INVALID_HANDLE;
+		return NULL;
+	}
+	return s;
+}
+
+CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
+{
+	struct mps_sctx *ctx = s->ctx;
+	CUresult r = CUDA_SUCCESS;
+
+	s->busy = true;
+	if (s == ctx->legacy) {
+		for (struct mps_sstream *t = ctx->streams; t; t = t->next) {
+			if (t == s || !t->blocking || !t->dirty)
+				continue;
+			r = mps_drv.cuEventRecord(t->ev, t->s);
+			if (r == CUDA_SUCCESS)
+				r = mps_drv.cuStreamWaitEvent(s->s, t->ev, 0);
+			if (r != CUDA_SUCCESS)
+				return r;
+			t->dirty = false;
+		}
+		ctx->legacy_gen++;
+		return CUDA_SUCCESS;
+	}
+	if (!s->blocking)
+		return CUDA_SUCCESS;
+	s->dirty = true;
+	if (ctx->legacy && s->legacy_seen != ctx->legacy_gen) {
+		if (ctx->legacy_ev_gen != ctx->legacy_gen) {
+			r = mps_drv.cuEventRecord(ctx->legacy->ev, ctx->legacy->s);
+			if (r != CUDA_SUCCESS)
+				return r;
+			ctx->legacy_ev_gen = ctx->legacy_gen;
+		}
+		r = mps_drv.cuStreamWaitEvent(s->s, ctx->legacy->ev, 0);
+		if (r != CUDA_SUCCESS)
+			return r;
+		s->legacy_seen = ctx->legacy_gen;
+	}
+	return CUDA_SUCCESS;
+}
+
+struct mps_sstream *mps_stream_for_work(struct mps_client *c, const struct mps_msg *m, uint32_t h, CUresult *err)
+{
+	struct mps_sstream *st = mps_stream_resolve(c, h ? NULL : mps__msg_ctx(c, m), h, err);
+
+	if (!st)
+		return NULL;
+	*err = mps__bind_device(c, st->ctx->device);
+	if (*err == CUDA_SUCCESS)
+		*err = mps_stream_before(c, st);
+	return *err == CUDA_SUCCESS ? st : NULL;
+}
+
+CUresult mps_stream_sync_all(struct mps_client *c, struct mps_sctx *ctx, uint32_t slot)
+{
+	CUstream join;
+	CUresult r;
+
+	r = mps_stream_join(c, ctx, &join);
+	if (r != CUDA_SUCCESS)
+		return r;
+	for (struct mps_sstream *t = ctx->streams; t; t = t->next) {
+		if (!t->busy)
+			continue;
+		r = mps_drv.cuEventRecord(t->ev, t->s);
+		if (r == CUDA_SUCCESS)
+			r = mps_drv.cuStreamWaitEvent(join, t->ev, 0);
+		if (r != CUDA_SUCCESS)
+			return r;
+		t->busy = false;
+	}
+	return mps_comp_after(c, join, ctx->device, MPS_PEND_REPLY, slot, true);
+}

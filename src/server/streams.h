@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A client's streams on the server. Every client stream is a private
+ * non-blocking stream of the server's primary context, so no client's work
+ * ever waits on another's. CUDA's legacy default stream is emulated per
+ * client context: it is one more private stream, and the ordering CUDA gives
+ * it ("waits for all blocking streams, and they wait for it") is rebuilt with
+ * events, only when a program actually mixes the two:
+ *   - before work on the legacy stream, it waits for each blocking stream
+ *     that has had work since it last waited for it;
+ *   - before work on a blocking stream, it waits for the legacy stream if
+ *     the legacy stream has had work since this stream last waited for it.
+ * This file is the one place client streams are created, so the per-client
+ * SM limit (a green context per client) plugs in here.
+ */
+#ifndef MPS_SERVER_STREAMS_H
+#define MPS_SERVER_STREAMS_H
+
+#include "server/server.h"
+
+/* Creates a stream of ctx. flags: CU_STREAM_*. Records it in ctx's list. */
+CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int flags, int priority,
+			struct mps_sstream **out);
+
+/* The context's internal join stream, made on first use: work that must
+ * follow every stream of the context (synchronizes) is queued behind it. */
+CUresult mps_stream_join(struct mps_client *c, struct mps_sctx *ctx, CUstream *join);
+
+/* Destroys a stream (its queued work still completes, as with CUDA). */
+void mps_stream_free(struct mps_client *c, struct mps_sstream *s);
+
+/* The stream a wire handle names in ctx (0: the legacy stream, made on
+ * first use). NULL with *err set when the handle is invalid or belongs to
+ * another device. */
+struct mps_sstream *mps_stream_resolve(struct mps_client *c, struct mps_sctx *ctx, uint32_t handle, CUresult *err);
+
+/* Orders s after what CUDA says work queued on it now must follow. Call
+ * before every operation queued on a client stream. */
+CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s);
+
+/* The stream a message names (handle h, or the legacy stream of the
+ * message's context for 0), with its device bound on the worker and ordered
+ * for new work. NULL with *err set on failure. */
+struct mps_sstream *mps_stream_for_work(struct mps_client *c, const struct mps_msg *m, uint32_t h, CUresult *err);
+
+/* Queues a reply to `slot` once every stream of ctx has finished its work. */
+CUresult mps_stream_sync_all(struct mps_client *c, struct mps_sctx *ctx, uint32_t slot);
+
+#endif

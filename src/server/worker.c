@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A client's worker thread: sets up the client's shared region and greets
+ * it, then takes messages off its ring in order and runs them on the GPU,
+ * and finally tears the client down when it has gone.
+ *
+ * The loop: pop a message, check its framing and size against the op's
+ * table entry, run its handler; between messages poll the completions. When
+ * there is nothing to do for the spin budget (mps_srv.spin_ns), hand the
+ * completions still pending to the waiter thread and sleep on the ring until
+ * the client publishes more (or the main thread kicks us because the client
+ * has gone). Spinning first keeps a launch-then-synchronize round trip at a
+ * few microseconds; sleeping afterwards keeps an idle client at zero CPU.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/atomics.h"
+#include "common/clock.h"
+#include "common/futex.h"
+#include "common/log.h"
+#include "common/shm.h"
+#include "common/sock.h"
+#include "server/control.h"
+#include "server/driver.h"
+#include "server/server.h"
+
+#define SLEEP_NS   (200ull * 1000 * 1000) /* re-check for death at least this often */
+#define POLL_EVERY 32                     /* messages between completion polls */
+
+enum op_sync { ASYNC, SYNC, EITHER };
+
+static const struct {
+	mps_op_fn *fn;
+	uint32_t min;      /* smallest valid message */
+	uint8_t sync;
+	const char *name;
+} op_table[MPS_OP_COUNT] = {
+#define OP(code, fn, type, sync) [code] = { fn, sizeof(struct type), sync, #code }
+	OP(MPS_OP_CTX_CREATE, mps__op_ctx_create, mps_msg_ctx_create, SYNC),
+	OP(MPS_OP_CTX_DESTROY, mps__op_ctx_destroy, mps_msg, SYNC),
+	OP(MPS_OP_CTX_SYNC, mps__op_ctx_sync, mps_msg, SYNC),
+	OP(MPS_OP_CTX_LIMIT, mps__op_ctx_limit, mps_msg_ctx_limit, SYNC),
+	OP(MPS_OP_MEM_ALLOC, mps__op_mem_alloc, mps_msg_mem_alloc, SYNC),
+	OP(MPS_OP_MEM_FREE, mps__op_mem_free, mps_msg_ptr, SYNC),
+	OP(MPS_OP_MEM_INFO, mps__op_mem_info, mps_msg, SYNC),
+	OP(MPS_OP_MEM_RANGE, mps__op_mem_range, mps_msg_ptr, SYNC),
+	OP(MPS_OP_POINTER_ATTR, mps__op_pointer_attr, mps_msg_pointer_attr, SYNC),
+	OP(MPS_OP_HOST_ALLOC, mps__op_host_alloc, mps_msg_host_alloc, SYNC),
+	OP(MPS_OP_HOST_FREE, mps__op_host_free, mps_msg_handle, SYNC),
+	OP(MPS_OP_COPY, mps__op_copy, mps_msg_copy, EITHER),
+	OP(MPS_OP_MEMSET, mps__op_memset, mps_msg_memset, EITHER),
+	OP(MPS_OP_BLOB_APPEND, mps__op_blob_append, mps_msg_blob, ASYNC),
+	OP(MPS_OP_MODULE_LOAD, mps__op_module_load, mps_msg_module_load, SYNC),
+	OP(MPS_OP_MODULE_UNLOAD, mps__op_module_unload, mps_msg_handle, SYNC),
+	OP(MPS_OP_GET_FUNCTION, mps__op_get_function, mps_msg_get_symbol, SYNC),
+	OP(MPS_OP_GET_GLOBAL, mps__op_get_global, mps_msg_get_symbol, SYNC),
+	OP(MPS_OP_FUNC_ATTR, mps__op_func_attr, mps_msg_func_attr, SYNC),
+	OP(MPS_OP_OCCUPANCY, mps__op_occupancy, mps_msg_occupancy, SYNC),
+	OP(MPS_OP_LAUNCH, mps__op_launch, mps_msg_launch, ASYNC),
+	OP(MPS_OP_STREAM_CREATE, mps__op_stream_create, mps_msg_stream_create, SYNC),
+	OP(MPS_OP_STREAM_DESTROY, mps__op_stream_destroy, mps_msg_handle, ASYNC),
+	OP(MPS_OP_STREAM_SYNC, mps__op_stream_sync, mps_msg_handle, SYNC),
+	OP(MPS_OP_STREAM_QUERY, mps__op_stream_query, mps_msg_handle, SYNC),
+	OP(MPS_OP_STREAM_WAIT_EVENT, mps__op_stream_wait_event, mps_msg_stream_wait, ASYNC),
+	OP(MPS_OP_EVENT_CREATE, mps__op_event_create, mps_msg_event_create, SYNC),
+	OP(MPS_OP_EVENT_DESTROY, mps__op_event_destroy, mps_msg_handle, ASYNC),
+	OP(MPS_OP_EVENT_RECORD, mps__op_event_record, mps_msg_event_record, ASYNC),
+	OP(MPS_OP_EVENT_SYNC, mps__op_event_sync, mps_msg_handle, SYNC),
+	OP(MPS_OP_EVENT_QUERY, mps__op_event_query, mps_msg_handle, SYNC),
+	OP(MPS_OP_EVENT_ELAPSED, mps__op_event_elapsed, mps_msg_elapsed, SYNC),
+	OP(MPS_OP_ERROR_STRING, mps__op_error_string, mps_msg_error_string, SYNC),
+#undef OP
+};
+
+CUresult mps__bind_device(struct mps_client *c, int dev)
+{
+	CUresult r;
+
+	if (dev == c->cur_dev)
+		return CUDA_SUCCESS;
+	if (dev < 0 || dev >= mps_srv.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	r = mps_drv.cuCtxSetCurrent(mps_srv.dev[dev].primary);
+	if (r == CUDA_SUCCESS)
+		c->cur_dev = dev;
+	return r;
+}
+
+void mps__defer_error(struct mps_client *c, CUresult r, const char *what)
+{
+	int none = CUDA_SUCCESS;
+
+	if (r == CUDA_SUCCESS)
+		return;
+	mps_log_debug("client %d: %s failed asynchronously: %s", (int)c->pid, what, mps_driver_errname(r));
+	/* The first error wins, as CUDA reports the first failure. */
+	mps_cas(&c->deferred, &none, (int)r);
+}
+
+CUresult mps__take_deferred(struct mps_client *c)
+{
+	return (CUresult)mps_xchg(&c->deferred, CUDA_SUCCESS);
+}
+
+struct mps_slot *mps__slot(struct mps_client *c, uint32_t slot)
+{
+	return mps_region_slot(c->region, slot);
+}
+
+void mps__reply(struct mps_client *c, uint32_t slot, CUresult r)
+{
+	struct mps_slot *s = mps__slot(c, slot);
+
+	s->result = (int32_t)r;
+	/* Release: the reply's data and result are visible before DONE. */
+	if (mps_xchg(&s->state, MPS_SLOT_DONE) == MPS_SLOT_SLEEPING)
+		mps_futex_wake(&s->state, 1);
+}
+
+void *mps__obj(struct mps_client *c, uint32_t handle, int type)
+{
+	return mps_handle_get(&c->handles, handle, type);
+}
+
+struct mps_sctx *mps__msg_ctx(struct mps_client *c, const struct mps_msg *m)
+{
+	return mps__obj(c, m->ctx, MPS_H_CTX);
+}
+
+/* Checks a message against the op table and runs it. A message that is
+ * well framed but wrong gets an error reply (if it asked for one) and the
+ * client goes on; the log says what was wrong. */
+static void dispatch(struct mps_client *c, const struct mps_msg *m)
+{
+	const char *why = NULL;
+	uint16_t op = m->op;
+
+	if (m->slot != MPS_NO_SLOT && m->slot >= MPS_SLOT_COUNT) {
+		mps_log_warn("client %d sent a message with reply slot %u (of %u); ignored",
+			     (int)c->pid, m->slot, MPS_SLOT_COUNT);
+		return;
+	}
+	if (op >= MPS_OP_COUNT || !op_table[op].fn)
+		why = "unknown operation";
+	else if (m->len < op_table[op].min)
+		why = "message too short for its operation";
+	else if (op_table[op].sync == SYNC && m->slot == MPS_NO_SLOT)
+		why = "synchronous operation without a reply slot";
+	else if (op_table[op].sync == ASYNC && m->slot != MPS_NO_SLOT)
+		why = "asynchronous operation with a reply slot";
+	if (why) {
+		mps_log_warn("client %d sent a malformed message (op %u, %u bytes): %s",
+			     (int)c->pid, (unsigned int)op, m->len, why);
+		if (m->slot != MPS_NO_SLOT)
+			mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		else
+			mps__defer_error(c, CUDA_ERROR_INVALID_VALUE, "malformed message");
+		return;
+	}
+	op_table[op].fn(c, m);
+	c->ops++;
+}
+
+/* Makes the client's shared region: sealed memfd, mapped here, registered
+ * with the driver so copies into its reply slots are real DMA. */
+static int region_setup(struct mps_client *c)
+{
+	struct mps_region *r;
+	CUresult cr;
+	int err;
+
+	c->region_fd = mps_shm_create("openmps-region", MPS_REGION_SIZE);
+	if (c->region_fd < 0)
+		return c->region_fd;
+	r = mps_shm_map(c->region_fd, MPS_REGION_SIZE, NULL);
+	if (!r) {
+		err = -errno;
+		goto err_close;
+	}
+	r->magic = MPS_REGION_MAGIC;
+	r->version = MPS_REGION_VERSION;
+	r->header_size = MPS_HEADER_SIZE;
+	r->region_size = MPS_REGION_SIZE;
+	r->sq_offset = MPS_SQ_OFFSET;
+	r->sq_size = MPS_SQ_SIZE;
+	r->slot_offset = MPS_SLOT_OFFSET;
+	r->slot_count = MPS_SLOT_COUNT;
+	r->slot_size = MPS_SLOT_SIZE;
+	cr = mps__bind_device(c, 0);
+	if (cr == CUDA_SUCCESS)
+		cr = mps_drv.cuMemHostRegister(r, MPS_REGION_SIZE, CU_MEMHOSTREGISTER_PORTABLE);
+	if (cr != CUDA_SUCCESS) {
+		mps_log_error("client %d: cannot register its shared region: %s", (int)c->pid,
+			      mps_driver_errname(cr));
+		err = -ENOMEM;
+		goto err_unmap;
+	}
+	c->region = r;
+	mps_sq_consumer_init(&c->sq, r);
+	return 0;
+
+err_unmap:
+	munmap(r, MPS_REGION_SIZE);
+err_close:
+	close(c->region_fd);
+	c->region_fd = -1;
+	return err;
+}
+
+static void region_teardown(struct mps_client *c)
+{
+	if (!c->region)
+		return;
+	mps__bind_device(c, 0);
+	mps_drv.cuMemHostUnregister(c->region);
+	munmap(c->region, MPS_REGION_SIZE);
+	c->region = NULL;
+	close(c->region_fd);
+	c->region_fd = -1;
+}
+
+static int send_welcome(struct mps_client *c)
+{
+	size_t len = sizeof(struct mps_welcome) + (size_t)mps_srv.ndev * sizeof(struct mps_wire_device);
+	struct mps_welcome *w = calloc(1, len);
+	ssize_t n;
+
+	if (!w)
+		return -ENOMEM;
+	w->magic = MPS_WELCOME_MAGIC;
+	w->version = MPS_WIRE_VERSION;
+	w->ndev = (uint16_t)mps_srv.ndev;
+	w->server_pid = (uint32_t)getpid();
+	w->client_id = c->id;
+	w->driver_version = mps_srv.driver_version;
+	w->prio_least = mps_srv.prio_least;
+	w->prio_greatest = mps_srv.prio_greatest;
+	w->region_size = MPS_REGION_SIZE;
+	for (int i = 0; i < mps_srv.ndev; i++)
+		w->dev[i] = mps_srv.dev[i].info;
+	n = mps_sock_send(c->sock, w, len, c->region_fd);
+	free(w);
+	return n < 0 ? (int)n : 0;
+}
+
+static void serve(struct mps_client *c)
+{
+	uint64_t idle_since = mps_now_ns();
+	unsigned int since_poll = 0;
+
+	while (!mps_load_acquire(&c->dead)) {
+		int n = mps_sq_pop(&c->sq, c->msg);
+
+		if (n < 0) {
+			mps_client_kill(c, "broke the ring protocol");
+			break;
+		}
+		if (n > 0) {
+			dispatch(c, (const struct mps_msg *)c->msg);
+			if (++since_poll >= POLL_EVERY && c->comp.head) {
+				mps_comp_poll(c);
+				since_poll = 0;
+			}
+			idle_since = mps_now_ns();
+			continue;
+		}
+		since_poll = 0;
+		if (c->comp.head && mps_comp_poll(c))
+			idle_since = mps_now_ns();
+		if (mps_now_ns() - idle_since < mps_srv.spin_ns) {
+			mps_cpu_relax();
+			continue;
+		}
+		mps_comp_handoff(c);
+		if (mps_sq_prepare_sleep(&c->sq)) {
+			mps_sq_sleep(&c->sq, SLEEP_NS);
+			mps_sq_awake(&c->sq);
+		}
+		idle_since = mps_now_ns();
+	}
+}
+
+static void release_obj(void *obj, void *arg)
+{
+	(void)obj;
+	(void)arg;
+}
+
+/* Phase 2 of teardown: the client is gone or going. Wait for its GPU work,
+ * then free everything it held, in dependency order. */
+static void teardown(struct mps_client *c)
+{
+	mps_comp_shutdown(c);
+	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */
+	mps__modules_release_all(c);   /* functions, modules, libraries */
+	mps__host_release_all(c);      /* pinned host regions */
+	/* Device memory: whatever the client did not free. */
+	while (c->mem.n) {
+		struct mps_mrange r = c->mem.r[c->mem.n - 1];
+
+		mps_memacct_remove(&c->mem, r.base, r.kind, NULL);
+		if (r.kind == MPS_MEM_DEVICE && mps__bind_device(c, r.device) == CUDA_SUCCESS)
+			mps_drv.cuMemFree((CUdeviceptr)r.base);
+	}
+	mps_handles_foreach(&c->handles, 0, release_obj, NULL);
+	mps_handles_free(&c->handles);
+	mps_memacct_free(&c->mem);
+	region_teardown(c);
+	free(c->blob);
+	c->blob = NULL;
+}
+
+void *mps__worker_main(void *arg)
+{
+	struct mps_client *c = arg;
+	int err;
+
+	c->cur_dev = -1;
+	c->msg = aligned_alloc(64, MPS_MSG_MAX);
+	if (!c->msg) {
+		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, "the server is out of memory");
+		goto out;
+	}
+	err = region_setup(c);
+	if (err < 0) {
+		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, "the server cannot set up shared memory for this client");
+		goto out;
+	}
+	err = mps_comp_init(c);
+	if (err < 0) {
+		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, "the server cannot start a thread for this client");
+		goto out;
+	}
+	err = send_welcome(c);
+	if (err < 0) {
+		mps_log_warn("client %d left before the handshake finished", (int)c->pid);
+		goto out;
+	}
+	mps_log_info("Client {PID: %d, Context ID: %u} connected", (int)c->pid, c->id);
+	mps_control_client_event(c, MPS_CHAN_CLIENT_UP, 0);
+	serve(c);
+out:
+	teardown(c);
+	mps_log_info("Client {PID: %d, Context ID: %u} disconnected (%llu calls)", (int)c->pid, c->id,
+		     (unsigned long long)c->ops);
+	mps_control_client_event(c, MPS_CHAN_CLIENT_DOWN, 0);
+	free(c->msg);
+	c->msg = NULL;
+	mps_client_put(c);   /* the list's reference, dropped by its worker */
+	return NULL;
+}

@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: MIT
+/*
+ * See common.h. The failure count is atomic because t_threads checks from
+ * eight threads at once; everything else here is either read-only after
+ * t_init or owned by the caller (random states).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define MAX_REPORTED 8          /* differences printed per comparison */
+
+static atomic_int failures;
+static atomic_int seed_shown;
+static uint64_t run_seed;
+static const char *prog = "test";
+static const char *ptx_arg;
+
+static void show_seed(void)
+{
+	if (atomic_exchange(&seed_shown, 1) == 0)
+		fprintf(stderr, "%s: seed %" PRIu64 " (replay with OPENMPS_TEST_SEED=%" PRIu64 ")\n",
+			prog, run_seed, run_seed);
+}
+
+const char *t_errname(CUresult r)
+{
+	const char *s = NULL;
+
+	if (cuGetErrorName(r, &s) != CUDA_SUCCESS || !s)
+		return "unknown CUresult";
+	return s;
+}
+
+void t_fail(const char *file, int line, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	atomic_fetch_add(&failures, 1);
+	show_seed();
+	fprintf(stderr, "%s:%d: FAIL: %s\n", file, line, msg);
+}
+
+void t_fail_cu(const char *file, int line, const char *call, CUresult got, CUresult want)
+{
+	if (want == CUDA_SUCCESS)
+		t_fail(file, line, "%s -> %s (%d)", call, t_errname(got), (int)got);
+	else
+		t_fail(file, line, "%s -> %s (%d), expected %s (%d)", call, t_errname(got), (int)got,
+		       t_errname(want), (int)want);
+}
+
+int t_failures(void)
+{
+	return atomic_load(&failures);
+}
+
+void t_exit_failed(void)
+{
+	fprintf(stderr, "%s: FAIL (stopped at a fatal check, %d failure(s))\n", prog, t_failures());
+	fflush(NULL);
+	exit(T_FAIL);
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void t_init(int argc, char **argv)
+{
+	const char *s = getenv("OPENMPS_TEST_SEED");
+	const char *slash;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 0 && argv[0]) {
+		slash = strrchr(argv[0], '/');
+		prog = slash ? slash + 1 : argv[0];
+	}
+	if (argc > 1)
+		ptx_arg = argv[1];
+	if (s && *s) {
+		run_seed = strtoull(s, NULL, 0);
+	} else {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		run_seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
+	}
+}
+
+CUdevice t_device(void)
+{
+	CUresult r = cuInit(0);
+	CUdevice dev;
+	int n = 0;
+
+	if (r == CUDA_ERROR_NO_DEVICE) {
+		printf("%s: SKIP (cuInit: no CUDA device)\n", prog);
+		exit(T_SKIP);
+	}
+	CHECK(r);
+	CHECK(cuDeviceGetCount(&n));
+	if (n < 1) {
+		printf("%s: SKIP (no CUDA device)\n", prog);
+		exit(T_SKIP);
+	}
+	CHECK(cuDeviceGet(&dev, 0));
+	return dev;
+}
+
+CUcontext t_primary(CUdevice dev)
+{
+	CUcontext ctx;
+
+	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CHECK(cuCtxSetCurrent(ctx));
+	return ctx;
+}
+
+const char *t_ptx_path(void)
+{
+	const char *env = getenv("OPENMPS_TEST_PTX");
+
+	if (env && *env)
+		return env;
+	if (ptx_arg && *ptx_arg)
+		return ptx_arg;
+	return "build/tests/kernels.ptx";
+}
+
+char *t_ptx(void)
+{
+	const char *path = t_ptx_path();
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t len = 0, cap = 0, got;
+
+	if (!f) {
+		fprintf(stderr, "%s: cannot open the kernels' PTX %s: %s (set OPENMPS_TEST_PTX or pass the path)\n",
+			prog, path, strerror(errno));
+		exit(T_FAIL);
+	}
+	do {
+		if (cap - len < 4096) {
+			cap = cap ? cap * 2 : 65536;
+			buf = realloc(buf, cap + 1);
+			REQUIRE(buf, "out of host memory reading %s", path);
+		}
+		got = fread(buf + len, 1, cap - len, f);
+		len += got;
+	} while (got > 0);
+	REQUIRE(!ferror(f), "error reading %s", path);
+	fclose(f);
+	buf[len] = '\0';
+	REQUIRE(strstr(buf, ".entry") != NULL, "%s holds no kernel entry: not PTX?", path);
+	return buf;
+}
+
+CUmodule t_module(void)
+{
+	char *ptx = t_ptx();
+	CUmodule mod;
+
+	CHECK(cuModuleLoadData(&mod, ptx));
+	free(ptx);
+	return mod;
+}
+
+CUfunction t_func(CUmodule mod, const char *name)
+{
+	CUfunction f;
+	CUresult r = cuModuleGetFunction(&f, mod, name);
+
+	if (r != CUDA_SUCCESS) {
+		t_fail_cu(__FILE__, __LINE__, name, r, CUDA_SUCCESS);
+		t_exit_failed();
+	}
+	return f;
+}
+
+CUresult t_launch(CUfunction f, unsigned grid, unsigned block, CUstream s, void **params)
+{
+	return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, params, NULL);
+}
+
+uint64_t t_seed(void)
+{
+	return run_seed;
+}
+
+uint64_t t_rng(unsigned stream)
+{
+	uint64_t x = run_seed + 0x632be59bd9b4e019ull * (stream + 1);
+
+	return splitmix64(&x) | 1;
+}
+
+uint64_t t_rand(uint64_t *state)
+{
+	/* xorshift64*: the state never becomes 0 when it starts non-zero. */
+	uint64_t x = *state;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*state = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+void t_fill_bytes(void *p, size_t n, uint64_t *state)
+{
+	unsigned char *b = p;
+	size_t i = 0;
+
+	while (i < n) {
+		uint64_t r = t_rand(state);
+
+		for (int k = 0; k < 8 && i < n; k++, r >>= 8) {
+			unsigned char v = (unsigned char)r;
+
+			b[i++] = v ? v : 0x5a;
+		}
+	}
+}
+
+void t_fill_u32(uint32_t *p, size_t n, uint64_t *state)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t v = (uint32_t)(t_rand(state) >> 32);
+
+		p[i] = v ? v : 0x9e3779b9u;
+	}
+}
+
+void t_fill_f32_int(float *p, size_t n, uint64_t *state)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t r = t_rand(state);
+		float v = (float)(1 + (r >> 40) % 16);
+
+		p[i] = (r >> 63) ? -v : v;
+	}
+}
+
+void t_fill_f32(float *p, size_t n, uint64_t *state)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t r = t_rand(state);
+		float v = 0.5f + (float)((r >> 40) & 0xffffff) / (float)0x1000000 * 3.5f;
+
+		p[i] = (r & 1) ? -v : v;
+	}
+}
+
+size_t t_cmp_bytes(const char *file, int line, const void *got, const void *want, size_t n, const char *what)
+{
+	const unsigned char *g = got, *w = want;
+	size_t bad = 0;
+
+	if (memcmp(g, w, n) == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (g[i] == w[i])
+			continue;
+		if (bad++ < MAX_REPORTED)
+			t_fail(file, line, "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, n, g[i], w[i]);
+	}
+	if (bad > MAX_REPORTED)
+		t_fail(file, line, "%s: %zu of %zu bytes differ", what, bad, n);
+	return bad;
+}
+
+size_t t_cmp_u32(const char *file, int line, const uint32_t *got, const uint32_t *want, size_t n, const char *what)
+{
+	size_t bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (got[i] == want[i])
+			continue;
+		if (bad++ < MAX_REPORTED)
+			t_fail(file, line, "%s[%zu] = %" PRIu32 " (0x%08" PRIx32 "), expected %" PRIu32 " (0x%08" PRIx32 ")",
+			       what, i, got[i], got[i], want[i], want[i]);
+	}
+	if (bad > MAX_REPORTED)
+		t_fail(file, line, "%s: %zu of %zu elements differ", what, bad, n);
+	return bad;
+}
+
+int t_near(double got, double want, double rel_tol, double abs_tol)
+{
+	return fabs(got - want) <= abs_tol + rel_tol * fabs(want);
+}
+
+size_t t_cmp_f32(const char *file, int line, const float *got, const float *want, size_t n,
+		 float rel_tol, float abs_tol, const char *what)
+{
+	size_t bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (t_near(got[i], want[i], rel_tol, abs_tol))
+			continue;
+		if (bad++ < MAX_REPORTED)
+			t_fail(file, line, "%s[%zu] = %.9g, expected %.9g", what, i, (double)got[i], (double)want[i]);
+	}
+	if (bad > MAX_REPORTED)
+		t_fail(file, line, "%s: %zu of %zu elements differ", what, bad, n);
+	return bad;
+}
+
+size_t t_expect_fill(const char *file, int line, const void *p, size_t n, unsigned char v, const char *what)
+{
+	const unsigned char *b = p;
+	size_t bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (b[i] == v)
+			continue;
+		if (bad++ < MAX_REPORTED)
+			t_fail(file, line, "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, n, b[i], v);
+	}
+	if (bad > MAX_REPORTED)
+		t_fail(file, line, "%s: %zu of %zu bytes differ", what, bad, n);
+	return bad;
+}
+
+double t_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int t_finish(void)
+{
+	int n = t_failures();
+
+	if (n) {
+		fprintf(stderr, "%s: FAIL (%d failure(s), seed %" PRIu64 ")\n", prog, n, run_seed);
+		return T_FAIL;
+	}
+	printf("%s: PASS\n", prog);
+	return T_PASS;
+}

@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Memory: device allocations (plain and pitched), what cuMemGetInfo and
+ * cuMemGetAddressRange say about them, pinned host memory (cuMemAllocHost,
+ * cuMemHostAlloc with each flag), pointer attributes of device, pinned and
+ * unknown pointers, copies in every direction (sync and async, pinned and
+ * pageable, sizes from 1 byte to 64 MiB at unaligned offsets, and the
+ * unified cuMemcpy), memsets of each width at odd offsets and lengths, and
+ * kernels reading and writing pinned host memory through its device
+ * pointer.
+ *
+ * Every destination is poisoned first and its bytes outside the written
+ * range are checked afterwards, so short, long and misplaced copies fail.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define MiB ((size_t)1 << 20)
+#define GUARD 64                /* poisoned bytes kept around each copy */
+
+static CUcontext ctx;
+static CUmodule mod;
+static CUstream stream;
+static uint64_t rng;
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n);
+
+	REQUIRE(p, "malloc(%zu)", n);
+	return p;
+}
+
+static void test_alloc(void)
+{
+	static const size_t sizes[] = { 1, 256, 4099, MiB + 7 };
+	CUdeviceptr d[4], base, dp, bogus;
+	size_t size, pitch = 0;
+	unsigned char *host;
+	int stack_var = 1;
+
+	CHECK_ERR(cuMemAlloc(&dp, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(cuMemAlloc(NULL, 16), CUDA_ERROR_INVALID_VALUE);
+
+	for (int i = 0; i < 4; i++) {
+		d[i] = 0;
+		CHECK(cuMemAlloc(&d[i], sizes[i]));
+		EXPECT(d[i] != 0, "cuMemAlloc(%zu) gave a NULL pointer", sizes[i]);
+		EXPECT(d[i] % 256 == 0, "cuMemAlloc(%zu) gave 0x%llx, not 256-byte aligned", sizes[i],
+		       (unsigned long long)d[i]);
+		for (int j = 0; j < i; j++)
+			EXPECT(d[i] >= d[j] + sizes[j] || d[j] >= d[i] + sizes[i],
+			       "allocations %d and %d overlap", j, i);
+	}
+	for (int i = 0; i < 4; i++) {
+		CUdeviceptr probes[3] = { d[i], d[i] + sizes[i] / 2, d[i] + sizes[i] - 1 };
+
+		for (int k = 0; k < 3; k++) {
+			base = 0;
+			size = 0;
+			CHECK(cuMemGetAddressRange(&base, &size, probes[k]));
+			EXPECT(base == d[i], "range of 0x%llx: base 0x%llx, expected 0x%llx",
+			       (unsigned long long)probes[k], (unsigned long long)base, (unsigned long long)d[i]);
+			EXPECT(size >= sizes[i] && size <= sizes[i] + 2 * MiB, "range of a %zu-byte allocation: %zu bytes",
+			       sizes[i], size);
+		}
+		/* Either output may be NULL. */
+		base = 0;
+		CHECK(cuMemGetAddressRange(&base, NULL, d[i] + sizes[i] / 3));
+		EXPECT(base == d[i], "range base with NULL size: 0x%llx", (unsigned long long)base);
+		size = 0;
+		CHECK(cuMemGetAddressRange(NULL, &size, d[i]));
+		EXPECT(size >= sizes[i], "range size with NULL base: %zu", size);
+	}
+	bogus = (CUdeviceptr)(uintptr_t)&stack_var;
+	CHECK_ERR(cuMemGetAddressRange(&base, &size, bogus), CUDA_ERROR_NOT_FOUND);
+	for (int i = 0; i < 4; i++)
+		CHECK(cuMemFree(d[i]));
+
+	/* Pitched: rows of 1000 bytes, 33 of them, 4-byte elements. */
+	CHECK(cuMemAllocPitch(&dp, &pitch, 1000, 33, 4));
+	EXPECT(pitch >= 1000 && pitch <= 1000 + 4096, "pitch %zu for 1000-byte rows", pitch);
+	EXPECT(pitch % 4 == 0, "pitch %zu is not a multiple of the element size", pitch);
+	EXPECT(dp % 256 == 0, "pitched allocation 0x%llx is not 256-byte aligned", (unsigned long long)dp);
+	base = 0;
+	size = 0;
+	CHECK(cuMemGetAddressRange(&base, &size, dp + pitch * 32 + 999));
+	EXPECT(base == dp && size >= pitch * 33, "range of the last pitched row: base 0x%llx size %zu",
+	       (unsigned long long)base, size);
+	host = xmalloc(pitch * 33);
+	memset(host, 0, pitch * 33);
+	CHECK(cuMemsetD8(dp, 0x6b, pitch * 33));
+	CHECK(cuMemcpyDtoH(host, dp, pitch * 33));
+	EXPECT_FILL(host, pitch * 33, 0x6b, "pitched allocation after memset");
+	free(host);
+	CHECK(cuMemFree(dp));
+}
+
+static void test_meminfo(CUdevice dev)
+{
+	const size_t big = 256 * MiB;
+	size_t free0 = 0, total = 0, free1 = 0, free2 = 0, devtotal = 0, t = 0;
+	CUdeviceptr d;
+
+	CHECK(cuDeviceTotalMem(&devtotal, dev));
+	CHECK(cuMemGetInfo(&free0, &total));
+	EXPECT(total > 0 && total <= devtotal, "cuMemGetInfo total %zu, device total %zu", total, devtotal);
+	EXPECT(free0 > 0 && free0 <= total, "cuMemGetInfo free %zu of %zu", free0, total);
+	if (free0 < 4 * big) {
+		printf("  (only %zu MiB free: skipping the cuMemGetInfo accounting check)\n", free0 / MiB);
+		return;
+	}
+	CHECK(cuMemAlloc(&d, big));
+	CHECK(cuMemsetD8(d, 0x11, big));        /* touch it: backing must exist */
+	CHECK(cuCtxSynchronize());
+	CHECK(cuMemGetInfo(&free1, &t));
+	EXPECT(t == total, "total changed from %zu to %zu", total, t);
+	EXPECT(free1 < free0, "free memory did not drop: %zu then %zu", free0, free1);
+	if (free1 < free0) {
+		size_t drop = free0 - free1;
+
+		printf("  allocating %zu MiB dropped free memory by %.1f MiB\n", big / MiB, (double)drop / (double)MiB);
+		EXPECT(drop >= big - 4 * MiB && drop <= big + 64 * MiB,
+		       "allocating %zu MiB dropped free memory by %zu bytes", big / MiB, drop);
+	}
+	CHECK(cuMemFree(d));
+	CHECK(cuMemGetInfo(&free2, &t));
+	EXPECT(free2 > free1 && free2 - free1 >= big - 64 * MiB,
+	       "freeing %zu MiB raised free memory from %zu to %zu", big / MiB, free1, free2);
+}
+
+static void check_host_alloc(unsigned int flags, const char *what)
+{
+	const size_t n = MiB + 3;
+	unsigned char *h = NULL, *src = xmalloc(n), *back = xmalloc(n);
+	unsigned int got = 0;
+	CUdeviceptr d;
+
+	CHECK(cuMemHostAlloc((void **)&h, n, flags));
+	REQUIRE(h != NULL, "cuMemHostAlloc(%s) gave NULL", what);
+	CHECK(cuMemHostGetFlags(&got, h));
+	EXPECT((got & flags) == flags, "cuMemHostGetFlags on %s memory gave 0x%x", what, got);
+	t_fill_bytes(src, n, &rng);
+	memcpy(h, src, n);
+	memset(back, 0xc3, n);
+	CHECK(cuMemAlloc(&d, n));
+	CHECK(cuMemsetD8(d, 0xa5, n));
+	CHECK(cuMemcpyHtoD(d, h, n));
+	memset(h, 0x3c, n);
+	CHECK(cuMemcpyDtoH(h, d, n));
+	CHECK(cuMemcpyDtoH(back, d, n));
+	CMP_BYTES(back, src, n, what);
+	CMP_BYTES(h, src, n, what);
+	CHECK(cuMemFree(d));
+	CHECK(cuMemFreeHost(h));
+	free(src);
+	free(back);
+}
+
+/* Kernels that read and write pinned host memory through its device pointer. */
+static void test_zero_copy(void)
+{
+	const int n = 100003;
+	CUfunction iota = t_func(mod, "iota_u32"), vadd = t_func(mod, "vadd");
+	uint32_t *hp = NULL, base = (uint32_t)t_rand(&rng) | 1, *want = xmalloc(n * sizeof(uint32_t));
+	float *ha = NULL, *hb = NULL, *c = xmalloc(n * sizeof(float)), *ref = xmalloc(n * sizeof(float));
+	CUdeviceptr dp = 0, da = 0, db = 0, dc;
+	int nn = n;
+	unsigned grid = (unsigned)((n + 255) / 256);
+
+	CHECK(cuMemHostAlloc((void **)&hp, n * sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP));
+	CHECK(cuMemHostGetDevicePointer(&dp, hp, 0));
+	EXPECT(dp != 0, "cuMemHostGetDevicePointer gave NULL");
+	memset(hp, 0xee, n * sizeof(uint32_t));
+	{
+		void *args[] = { &dp, &base, &nn };
+
+		CHECK(t_launch(iota, grid, 256, 0, args));
+	}
+	CHECK(cuCtxSynchronize());
+	for (int i = 0; i < n; i++)
+		want[i] = base + (uint32_t)i;
+	CMP_U32(hp, want, (size_t)n, "iota_u32 written into pinned host memory");
+
+	CHECK(cuMemHostAlloc((void **)&ha, n * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+	CHECK(cuMemHostAlloc((void **)&hb, n * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP));
+	t_fill_f32(ha, (size_t)n, &rng);
+	t_fill_f32(hb, (size_t)n, &rng);
+	for (int i = 0; i < n; i++)
+		ref[i] = ha[i] + hb[i];
+	CHECK(cuMemHostGetDevicePointer(&da, ha, 0));
+	CHECK(cuMemHostGetDevicePointer(&db, hb, 0));
+	CHECK(cuMemAlloc(&dc, n * sizeof(float)));
+	CHECK(cuMemsetD32(dc, 0x7fc00001u, (size_t)n));    /* a NaN: never equals a sum */
+	{
+		void *args[] = { &da, &db, &dc, &nn };
+
+		CHECK(t_launch(vadd, grid, 256, stream, args));
+	}
+	CHECK(cuStreamSynchronize(stream));
+	CHECK(cuMemcpyDtoH(c, dc, n * sizeof(float)));
+	CMP_F32(c, ref, (size_t)n, 0.0f, 0.0f, "vadd reading pinned host memory");
+
+	CHECK(cuMemFree(dc));
+	CHECK(cuMemFreeHost(ha));
+	CHECK(cuMemFreeHost(hb));
+	CHECK(cuMemFreeHost(hp));
+	free(want);
+	free(c);
+	free(ref);
+}
+
+static void test_host_memory(void)
+{
+	void *h = NULL;
+	CUdeviceptr dptr = 0, dptr2 = 0;
+	int local = 0;
+	CUresult r;
+
+	CHECK(cuMemAllocHost(&h, 4 * MiB + 3));
+	REQUIRE(h != NULL, "cuMemAllocHost gave NULL");
+	memset(h, 0x42, 4 * MiB + 3);          /* it must be writable host memory */
+	CHECK(cuMemHostGetDevicePointer(&dptr, h, 0));
+	CHECK(cuMemHostGetDevicePointer(&dptr2, (char *)h + 4096, 0));
+	EXPECT(dptr2 == dptr + 4096, "device pointer of an interior host address: 0x%llx, expected 0x%llx",
+	       (unsigned long long)dptr2, (unsigned long long)(dptr + 4096));
+	CHECK(cuMemFreeHost(h));
+
+	r = cuMemHostGetDevicePointer(&dptr, &local, 0);
+	EXPECT(r != CUDA_SUCCESS, "cuMemHostGetDevicePointer on a stack address succeeded");
+
+	check_host_alloc(0, "cuMemHostAlloc(0)");
+	check_host_alloc(CU_MEMHOSTALLOC_PORTABLE, "cuMemHostAlloc(PORTABLE)");
+	check_host_alloc(CU_MEMHOSTALLOC_DEVICEMAP, "cuMemHostAlloc(DEVICEMAP)");
+	check_host_alloc(CU_MEMHOSTALLOC_WRITECOMBINED, "cuMemHostAlloc(WRITECOMBINED)");
+	check_host_alloc(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP, "cuMemHostAlloc(PORTABLE|DEVICEMAP)");
+	test_zero_copy();
+}
+
+static void test_pointer_attributes(void)
+{
+	CUdeviceptr d, d2, got_dptr = 0, start = 0;
+	void *h = NULL, *got_hptr = NULL;
+	unsigned int type = 0, type2 = 0, managed = 7;
+	CUcontext got_ctx = NULL;
+	int ordinal = -1;
+	size_t range = 0;
+	unsigned long long id1 = 0, id2 = 0;
+	char *unknown = xmalloc(4096);
+	CUpointer_attribute attrs[3] = {
+		CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+	};
+	void *data[3];
+
+	CHECK(cuMemAlloc(&d, MiB));
+	CHECK(cuMemAlloc(&d2, 4096));
+	CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 100));
+	EXPECT(type == CU_MEMORYTYPE_DEVICE, "memory type of device memory: %u", type);
+	CHECK(cuPointerGetAttribute(&got_ctx, CU_POINTER_ATTRIBUTE_CONTEXT, d));
+	EXPECT(got_ctx == ctx, "context of device memory: %p, expected %p", (void *)got_ctx, (void *)ctx);
+	CHECK(cuPointerGetAttribute(&got_dptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, d + 100));
+	EXPECT(got_dptr == d + 100, "device pointer of device memory: 0x%llx", (unsigned long long)got_dptr);
+	CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d));
+	EXPECT(ordinal == 0, "device ordinal of device memory: %d", ordinal);
+	CHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 12345));
+	EXPECT(start == d, "range start of an interior pointer: 0x%llx, expected 0x%llx",
+	       (unsigned long long)start, (unsigned long long)d);
+	CHECK(cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 12345));
+	EXPECT(range >= MiB, "range size of a 1 MiB allocation: %zu", range);
+	CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d));
+	EXPECT(managed == 0, "cuMemAlloc memory reported as managed (%u)", managed);
+	CHECK(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, d));
+	CHECK(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, d2));
+	EXPECT(id1 != id2, "two allocations share buffer id %llu", id1);
+
+	/* The same through cuPointerGetAttributes. */
+	type = 0;
+	got_ctx = NULL;
+	got_dptr = 0;
+	data[0] = &type;
+	data[1] = &got_ctx;
+	data[2] = &got_dptr;
+	CHECK(cuPointerGetAttributes(3, attrs, data, d2 + 8));
+	EXPECT(type == CU_MEMORYTYPE_DEVICE && got_ctx == ctx && got_dptr == d2 + 8,
+	       "cuPointerGetAttributes on device memory: type %u ctx %p dptr 0x%llx", type, (void *)got_ctx,
+	       (unsigned long long)got_dptr);
+
+	/* Pinned host memory. */
+	CHECK(cuMemAllocHost(&h, 64 * 1024));
+	CHECK(cuPointerGetAttribute(&type2, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h));
+	EXPECT(type2 == CU_MEMORYTYPE_HOST, "memory type of pinned host memory: %u", type2);
+	CHECK(cuPointerGetAttribute(&got_hptr, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(uintptr_t)h + 5));
+	EXPECT(got_hptr == (char *)h + 5, "host pointer of pinned memory: %p, expected %p", got_hptr, (void *)((char *)h + 5));
+	got_ctx = NULL;
+	CHECK(cuPointerGetAttribute(&got_ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)(uintptr_t)h));
+	EXPECT(got_ctx == ctx, "context of pinned memory: %p, expected %p", (void *)got_ctx, (void *)ctx);
+	got_dptr = 0;
+	CHECK(cuPointerGetAttribute(&got_dptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (CUdeviceptr)(uintptr_t)h));
+	{
+		CUdeviceptr mapped = 0;
+
+		CHECK(cuMemHostGetDevicePointer(&mapped, h, 0));
+		EXPECT(got_dptr == mapped, "device pointer attribute 0x%llx, cuMemHostGetDevicePointer 0x%llx",
+		       (unsigned long long)got_dptr, (unsigned long long)mapped);
+	}
+
+	/* Memory CUDA does not know: an error from the single query, NULLs from the plural one. */
+	type = 0;
+	CHECK_ERR(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)unknown),
+		  CUDA_ERROR_INVALID_VALUE);
+	type = 0xabc;
+	got_ctx = (CUcontext)(uintptr_t)0x1234;
+	got_dptr = 0x5678;
+	CHECK(cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)unknown));
+	EXPECT(type == 0 && got_ctx == NULL && got_dptr == 0,
+	       "cuPointerGetAttributes on unknown memory: type %u ctx %p dptr 0x%llx", type, (void *)got_ctx,
+	       (unsigned long long)got_dptr);
+
+	CHECK(cuMemFreeHost(h));
+	CHECK(cuMemFree(d));
+	CHECK(cuMemFree(d2));
+	free(unknown);
+}
+
+/* One round trip host -> device A -> device B -> host, each end at its own offset. */
+static void copy_case(size_t n, int async, int pinned, size_t ho, size_t oa, size_t ob, size_t hdo)
+{
+	size_t hs_len = n + ho, hd_len = n + hdo + GUARD, dev_len = n + GUARD + 16;
+	unsigned char *hs, *hd, *check = xmalloc(dev_len);
+	CUdeviceptr da, db;
+	char what[160];
+
+	snprintf(what, sizeof(what), "%zu bytes, %s, %s, offsets host %zu dev %zu/%zu back %zu", n,
+		 async ? "async" : "sync", pinned ? "pinned" : "pageable", ho, oa, ob, hdo);
+	if (pinned) {
+		CHECK(cuMemAllocHost((void **)&hs, hs_len));
+		CHECK(cuMemAllocHost((void **)&hd, hd_len));
+	} else {
+		hs = xmalloc(hs_len);
+		hd = xmalloc(hd_len);
+	}
+	CHECK(cuMemAlloc(&da, dev_len));
+	CHECK(cuMemAlloc(&db, dev_len));
+
+	t_fill_bytes(hs + ho, n, &rng);
+	memset(hd, 0xc3, hd_len);
+	CHECK(cuMemsetD8(da, 0xa5, dev_len));
+	CHECK(cuMemsetD8(db, 0x5a, dev_len));
+
+	if (async) {
+		CHECK(cuMemcpyHtoDAsync(da + oa, hs + ho, n, stream));
+		CHECK(cuMemcpyDtoDAsync(db + ob, da + oa, n, stream));
+		CHECK(cuMemcpyDtoHAsync(hd + hdo, db + ob, n, stream));
+		CHECK(cuStreamSynchronize(stream));
+	} else {
+		CHECK(cuMemcpyHtoD(da + oa, hs + ho, n));
+		CHECK(cuMemcpyDtoD(db + ob, da + oa, n));
+		CHECK(cuMemcpyDtoH(hd + hdo, db + ob, n));
+	}
+	if (CMP_BYTES(hd + hdo, hs + ho, n, what) == 0) {
+		EXPECT_FILL(hd, hdo, 0xc3, "host bytes before the copy-back");
+		EXPECT_FILL(hd + hdo + n, GUARD, 0xc3, "host bytes after the copy-back");
+		/* Nothing outside the written ranges changed on the device. */
+		CHECK(cuMemcpyDtoH(check, da, dev_len));
+		EXPECT_FILL(check, oa, 0xa5, "device A before the copy");
+		EXPECT_FILL(check + oa + n, dev_len - oa - n, 0xa5, "device A after the copy");
+		CHECK(cuMemcpyDtoH(check, db, dev_len));
+		EXPECT_FILL(check, ob, 0x5a, "device B before the copy");
+		EXPECT_FILL(check + ob + n, dev_len - ob - n, 0x5a, "device B after the copy");
+	}
+
+	CHECK(cuMemFree(da));
+	CHECK(cuMemFree(db));
+	if (pinned) {
+		CHECK(cuMemFreeHost(hs));
+		CHECK(cuMemFreeHost(hd));
+	} else {
+		free(hs);
+		free(hd);
+	}
+	free(check);
+}
+
+static void test_copies(void)
+{
+	static const size_t sizes[] = { 1, 4, 4099, 65536 + 5, MiB + 7, 64 * MiB };
+	static const size_t offs[] = { 0, 1, 3, 7, 13, 8, 5, 16 };
+	int k = 0;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		for (int async = 0; async < 2; async++) {
+			for (int pinned = 0; pinned < 2; pinned++, k++) {
+				/* Aligned at every end once per size, unaligned otherwise. */
+				if (async == 0 && pinned == 0)
+					copy_case(sizes[i], async, pinned, 0, 0, 0, 0);
+				copy_case(sizes[i], async, pinned, offs[k % 8], offs[(k + 1) % 8], offs[(k + 3) % 8],
+					  offs[(k + 5) % 8]);
+			}
+		}
+	}
+}
+
+/* cuMemcpy infers the direction from the pointers (unified addressing). */
+static void test_unified_copy(void)
+{
+	const size_t n = 100003;
+	unsigned char *src = xmalloc(n + 8), *dst = xmalloc(n + 8), *pin = NULL, *pin2 = NULL;
+	CUdeviceptr d1, d2;
+
+#define U(p) ((CUdeviceptr)(uintptr_t)(p))
+	CHECK(cuMemAllocHost((void **)&pin, n + 8));
+	CHECK(cuMemAllocHost((void **)&pin2, n + 8));
+	CHECK(cuMemAlloc(&d1, n + 8));
+	CHECK(cuMemAlloc(&d2, n + 8));
+
+	/* pageable -> device -> device -> pageable */
+	t_fill_bytes(src, n + 8, &rng);
+	memset(dst, 0xc3, n + 8);
+	CHECK(cuMemsetD8(d1, 0xa5, n + 8));
+	CHECK(cuMemsetD8(d2, 0x5a, n + 8));
+	CHECK(cuMemcpy(d1 + 1, U(src + 3), n));
+	CHECK(cuMemcpy(d2 + 5, d1 + 1, n));
+	CHECK(cuMemcpy(U(dst + 2), d2 + 5, n));
+	CMP_BYTES(dst + 2, src + 3, n, "cuMemcpy pageable->device->device->pageable");
+	EXPECT_FILL(dst, 2, 0xc3, "bytes before cuMemcpy's destination");
+	EXPECT_FILL(dst + 2 + n, 6, 0xc3, "bytes after cuMemcpy's destination");
+
+	/* pinned -> device -> pinned */
+	t_fill_bytes(pin, n + 8, &rng);
+	memset(pin2, 0xc3, n + 8);
+	CHECK(cuMemcpy(d1, U(pin + 1), n));
+	CHECK(cuMemcpy(U(pin2 + 7), d1, n));
+	CMP_BYTES(pin2 + 7, pin + 1, n, "cuMemcpy pinned->device->pinned");
+
+	/* host -> host, both kinds */
+	memset(dst, 0xc3, n + 8);
+	CHECK(cuMemcpy(U(dst), U(pin), n));
+	CMP_BYTES(dst, pin, n, "cuMemcpy pinned->pageable");
+	t_fill_bytes(src, n + 8, &rng);
+	memset(dst, 0xc3, n + 8);
+	CHECK(cuMemcpy(U(dst + 1), U(src), n));
+	CMP_BYTES(dst + 1, src, n, "cuMemcpy pageable->pageable");
+
+	/* The async form on a stream. */
+	t_fill_bytes(pin, n + 8, &rng);
+	memset(pin2, 0xc3, n + 8);
+	CHECK(cuMemsetD8(d2, 0x5a, n + 8));
+	CHECK(cuMemcpyAsync(d1 + 3, U(pin), n, stream));
+	CHECK(cuMemcpyAsync(d2, d1 + 3, n, stream));
+	CHECK(cuMemcpyAsync(U(pin2), d2, n, stream));
+	CHECK(cuStreamSynchronize(stream));
+	CMP_BYTES(pin2, pin, n, "cuMemcpyAsync pinned->device->device->pinned");
+#undef U
+
+	CHECK(cuMemFree(d1));
+	CHECK(cuMemFree(d2));
+	CHECK(cuMemFreeHost(pin));
+	CHECK(cuMemFreeHost(pin2));
+	free(src);
+	free(dst);
+}
+
+/* Little-endian stores into the host image of the buffer, as the device does them. */
+static void image_set(unsigned char *img, size_t off, size_t count, unsigned width, uint32_t v)
+{
+	for (size_t i = 0; i < count; i++)
+		for (unsigned b = 0; b < width; b++)
+			img[off + i * width + b] = (unsigned char)(v >> (8 * b));
+}
+
+static void test_memset(void)
+{
+	const size_t len = 256 * 1024 + 100;
+	unsigned char *img = xmalloc(len), *got = xmalloc(len);
+	CUdeviceptr d;
+	static const struct {
+		unsigned width;
+		int async;
+		size_t off, count;
+		uint32_t value;
+	} ops[] = {
+		{ 1, 0, 3, 4097, 0x3c },
+		{ 1, 1, 1, 1, 0x81 },
+		{ 1, 0, 0, 65537, 0xf7 },
+		{ 2, 0, 2, 1001, 0xbeef },
+		{ 2, 1, 6, 33333, 0x1357 },
+		{ 4, 0, 4, 777, 0xdeadbeef },
+		{ 4, 1, 12, 12345, 0x01020304 },
+		{ 4, 0, 256, 65000, 0x89abcdef },
+	};
+
+	CHECK(cuMemAlloc(&d, len));
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		char what[96];
+
+		memset(img, 0xee, len);
+		memset(got, 0x11, len);
+		CHECK(cuMemsetD8(d, 0xee, len));
+		image_set(img, ops[k].off, ops[k].count, ops[k].width, ops[k].value);
+		switch (ops[k].width * 2 + ops[k].async) {
+		case 2: CHECK(cuMemsetD8(d + ops[k].off, (unsigned char)ops[k].value, ops[k].count)); break;
+		case 3: CHECK(cuMemsetD8Async(d + ops[k].off, (unsigned char)ops[k].value, ops[k].count, stream)); break;
+		case 4: CHECK(cuMemsetD16(d + ops[k].off, (unsigned short)ops[k].value, ops[k].count)); break;
+		case 5: CHECK(cuMemsetD16Async(d + ops[k].off, (unsigned short)ops[k].value, ops[k].count, stream)); break;
+		case 8: CHECK(cuMemsetD32(d + ops[k].off, ops[k].value, ops[k].count)); break;
+		case 9: CHECK(cuMemsetD32Async(d + ops[k].off, ops[k].value, ops[k].count, stream)); break;
+		}
+		if (ops[k].async)
+			CHECK(cuStreamSynchronize(stream));
+		CHECK(cuMemcpyDtoH(got, d, len));
+		snprintf(what, sizeof(what), "cuMemsetD%u%s(offset %zu, count %zu, 0x%x)", ops[k].width * 8,
+			 ops[k].async ? "Async" : "", ops[k].off, ops[k].count, ops[k].value);
+		CMP_BYTES(got, img, len, what);
+	}
+	CHECK(cuMemFree(d));
+	free(img);
+	free(got);
+}
+
+int main(int argc, char **argv)
+{
+	CUdevice dev;
+
+	t_init(argc, argv);
+	rng = t_rng(0);
+	dev = t_device();
+	ctx = t_primary(dev);
+	mod = t_module();
+	CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+
+	test_alloc();
+	test_meminfo(dev);
+	test_pointer_attributes();
+	test_host_memory();
+	test_copies();
+	test_unified_copy();
+	test_memset();
+
+	CHECK(cuStreamDestroy(stream));
+	CHECK(cuModuleUnload(mod));
+	CHECK(cuDevicePrimaryCtxRelease(dev));
+	return t_finish();
+}

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Modules and libraries: loading the kernels' PTX with cuModuleLoadData,
+ * cuModuleLoadDataEx (with JIT log options, and a broken image that must be
+ * refused) and cuLibraryLoadData; looking up functions, kernels and the
+ * __device__ variable g_counter (its size, and that writes through the
+ * returned address are what bump_global sees); each module owning its own
+ * copy of that variable; function and kernel attributes, read and set;
+ * cuFuncGetParamInfo against the C layout of the parameters; unloading.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+static CUdevice dev;
+static uint64_t rng;
+
+/* Runs vadd from f on n random floats and checks the sums exactly. */
+static void run_vadd(CUfunction f, const char *what)
+{
+	enum { N = 5000 };
+	static float a[N], b[N], c[N], ref[N];
+	CUdeviceptr da, db, dc;
+	int n = N;
+	void *args[] = { &da, &db, &dc, &n };
+
+	t_fill_f32(a, N, &rng);
+	t_fill_f32(b, N, &rng);
+	for (int i = 0; i < N; i++)
+		ref[i] = a[i] + b[i];
+	CHECK(cuMemAlloc(&da, sizeof(a)));
+	CHECK(cuMemAlloc(&db, sizeof(b)));
+	CHECK(cuMemAlloc(&dc, sizeof(c)));
+	CHECK(cuMemcpyHtoD(da, a, sizeof(a)));
+	CHECK(cuMemcpyHtoD(db, b, sizeof(b)));
+	CHECK(cuMemsetD32(dc, 0x7fc00001u, N));
+	CHECK(t_launch(f, (N + 127) / 128, 128, 0, args));
+	CHECK(cuCtxSynchronize());
+	CHECK(cuMemcpyDtoH(c, dc, sizeof(c)));
+	CMP_F32(c, ref, N, 0.0f, 0.0f, what);
+	CHECK(cuMemFree(da));
+	CHECK(cuMemFree(db));
+	CHECK(cuMemFree(dc));
+}
+
+/* Writes `start` to the counter at `addr`, runs bump_global three times
+ * and checks the sum. */
+static void run_bump(CUfunction bump, CUdeviceptr addr, const char *what)
+{
+	uint32_t start = (uint32_t)t_rand(&rng) | 1, by[3], want, got = 0;
+
+	CHECK(cuMemcpyHtoD(addr, &start, 4));
+	want = start;
+	for (int i = 0; i < 3; i++) {
+		void *args[] = { &by[i] };
+
+		by[i] = ((uint32_t)t_rand(&rng) >> 8) | 1;
+		want += by[i];
+		CHECK(t_launch(bump, 1, 32, 0, args));
+	}
+	CHECK(cuCtxSynchronize());
+	CHECK(cuMemcpyDtoH(&got, addr, 4));
+	EXPECT(got == want, "%s: g_counter is %u, expected %u", what, got, want);
+}
+
+static void check_params(CUfunction f, const char *name, int count, const size_t *offsets, const size_t *sizes)
+{
+	for (int i = 0; i < count; i++) {
+		size_t off = 999, size = 999;
+
+		CHECK(cuFuncGetParamInfo(f, (size_t)i, &off, &size));
+		EXPECT(off == offsets[i] && size == sizes[i], "%s parameter %d: offset %zu size %zu, expected %zu/%zu",
+		       name, i, off, size, offsets[i], sizes[i]);
+	}
+	{
+		size_t off = 999;
+
+		CHECK(cuFuncGetParamInfo(f, 0, &off, NULL));    /* the size is optional */
+		EXPECT(off == offsets[0], "%s parameter 0 offset %zu with NULL size", name, off);
+	}
+	CHECK_ERR(cuFuncGetParamInfo(f, (size_t)count, &(size_t){ 0 }, &(size_t){ 0 }), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_module(const char *ptx)
+{
+	CUmodule m1, m2;
+	CUfunction f, bump1, bump2, missing;
+	CUdeviceptr g1 = 0, g2 = 0, g = 0;
+	size_t bytes = 0;
+	uint32_t v2;
+	char info[4096], error[4096];
+	CUjit_option opts[5] = {
+		CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+		CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_OPTIMIZATION_LEVEL,
+	};
+	void *vals[5];
+	CUresult r;
+
+	CHECK(cuModuleLoadData(&m1, ptx));
+	CHECK(cuModuleGetFunction(&f, m1, "vadd"));
+	run_vadd(f, "vadd from cuModuleLoadData");
+	CHECK_ERR(cuModuleGetFunction(&missing, m1, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+
+	memset(info, 0, sizeof(info));
+	memset(error, 0, sizeof(error));
+	vals[0] = info;
+	vals[1] = (void *)(uintptr_t)sizeof(info);
+	vals[2] = error;
+	vals[3] = (void *)(uintptr_t)sizeof(error);
+	vals[4] = (void *)(uintptr_t)3;
+	CHECK(cuModuleLoadDataEx(&m2, ptx, 5, opts, vals));
+	/* The size slots come back holding the bytes written. */
+	EXPECT((uintptr_t)vals[1] <= sizeof(info) && (uintptr_t)vals[3] <= sizeof(error),
+	       "JIT log sizes %zu/%zu exceed the buffers", (size_t)(uintptr_t)vals[1], (size_t)(uintptr_t)vals[3]);
+	EXPECT(memchr(info, '\0', sizeof(info)) && memchr(error, '\0', sizeof(error)), "JIT logs not terminated");
+	CHECK(cuModuleGetFunction(&f, m2, "vadd"));
+	run_vadd(f, "vadd from cuModuleLoadDataEx");
+
+	/* g_counter: one per module. */
+	CHECK(cuModuleGetGlobal(&g1, &bytes, m1, "g_counter"));
+	EXPECT(bytes == 4, "g_counter is %zu bytes, expected 4", bytes);
+	EXPECT(g1 != 0, "g_counter address is NULL");
+	CHECK(cuModuleGetGlobal(&g2, NULL, m2, "g_counter"));   /* either output may be NULL */
+	EXPECT(g2 != 0 && g2 != g1, "the two modules' g_counter at 0x%llx and 0x%llx", (unsigned long long)g1,
+	       (unsigned long long)g2);
+	bytes = 0;
+	CHECK(cuModuleGetGlobal(NULL, &bytes, m2, "g_counter"));
+	EXPECT(bytes == 4, "g_counter size with NULL address: %zu", bytes);
+	CHECK_ERR(cuModuleGetGlobal(&g, &bytes, m1, "no_such_global"), CUDA_ERROR_NOT_FOUND);
+
+	CHECK(cuModuleGetFunction(&bump1, m1, "bump_global"));
+	CHECK(cuModuleGetFunction(&bump2, m2, "bump_global"));
+	v2 = 0x2222u;
+	CHECK(cuMemcpyHtoD(g2, &v2, 4));
+	run_bump(bump1, g1, "module 1");
+	v2 = 0;
+	CHECK(cuMemcpyDtoH(&v2, g2, 4));
+	EXPECT(v2 == 0x2222u, "bumping module 1's counter changed module 2's to 0x%x", v2);
+	run_bump(bump2, g2, "module 2");
+	run_bump(bump1, g1, "module 1 again");
+
+	/* A broken image is refused, not crashed on. */
+	memset(error, 0, sizeof(error));
+	vals[1] = (void *)(uintptr_t)sizeof(info);
+	vals[3] = (void *)(uintptr_t)sizeof(error);
+	{
+		CUmodule bad = NULL;
+
+		r = cuModuleLoadDataEx(&bad, "this is not PTX\n", 5, opts, vals);
+		EXPECT(r != CUDA_SUCCESS, "loading garbage as a module succeeded");
+		if (r == CUDA_SUCCESS)
+			cuModuleUnload(bad);
+	}
+
+	CHECK(cuModuleUnload(m1));
+	CHECK(cuModuleUnload(m2));
+}
+
+static void test_attributes(const char *ptx)
+{
+	CUmodule m;
+	CUfunction vadd, saxpy, mixed, spin;
+	int v = -1, optin = 0, ptxv = 0, binv = 0, regs = -1, smem = -1, local = -1;
+	static const size_t vadd_off[] = { 0, 8, 16, 24 }, vadd_size[] = { 8, 8, 8, 4 };
+	static const size_t saxpy_off[] = { 0, 8, 16, 24 }, saxpy_size[] = { 4, 8, 8, 4 };
+	static const size_t mixed_off[] = { 0, 24 }, mixed_size[] = { 24, 8 };
+	static const size_t spin_off[] = { 0, 8 }, spin_size[] = { 8, 8 };
+
+	CHECK(cuModuleLoadData(&m, ptx));
+	vadd = t_func(m, "vadd");
+	saxpy = t_func(m, "saxpy");
+	mixed = t_func(m, "mixed_arg");
+	spin = t_func(m, "spin");
+
+	CHECK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, vadd));
+	EXPECT(v >= 128 && v <= 1024, "vadd max threads per block %d", v);
+	CHECK(cuFuncGetAttribute(&ptxv, CU_FUNC_ATTRIBUTE_PTX_VERSION, vadd));
+	EXPECT(ptxv >= 50 && ptxv < 1000, "vadd PTX version %d", ptxv);
+	CHECK(cuFuncGetAttribute(&binv, CU_FUNC_ATTRIBUTE_BINARY_VERSION, vadd));
+	EXPECT(binv >= 70 && binv < 1000, "vadd binary version %d", binv);
+	CHECK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd));
+	EXPECT(regs >= 0 && regs <= 255, "vadd uses %d registers", regs);
+	CHECK(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, vadd));
+	EXPECT(smem == 0, "vadd has %d bytes of static shared memory", smem);
+	CHECK(cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, vadd));
+	EXPECT(local >= 0 && local < 4096, "vadd local memory %d", local);
+	printf("  vadd: PTX %d, binary %d, %d registers\n", ptxv, binv, regs);
+
+	CHECK(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+	EXPECT(optin >= 48 * 1024, "opt-in shared memory per block %d", optin);
+	CHECK(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8192));
+	v = -1;
+	CHECK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, vadd));
+	EXPECT(v == 8192, "max dynamic shared memory %d after setting 8192", v);
+	CHECK_ERR(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin + 4096),
+		  CUDA_ERROR_INVALID_VALUE);
+	CHECK(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 50));
+	/* Another function of the module keeps its own value. */
+	v = -1;
+	CHECK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, saxpy));
+	EXPECT(v != 8192 && v >= 0, "saxpy's max dynamic shared memory followed vadd's: %d", v);
+	run_vadd(vadd, "vadd after setting attributes");
+
+	check_params(vadd, "vadd", 4, vadd_off, vadd_size);
+	check_params(saxpy, "saxpy", 4, saxpy_off, saxpy_size);
+	check_params(mixed, "mixed_arg", 2, mixed_off, mixed_size);
+	check_params(spin, "spin", 2, spin_off, spin_size);
+	CHECK(cuModuleUnload(m));
+}
+
+static void test_library(const char *ptx)
+{
+	CUlibrary lib;
+	CUkernel kv, kb, missing;
+	CUfunction fv, fb;
+	CUdeviceptr g = 0;
+	size_t bytes = 0;
+	int v = -1;
+
+	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(cuLibraryGetKernel(&kv, lib, "vadd"));
+	CHECK(cuLibraryGetKernel(&kb, lib, "bump_global"));
+	CHECK_ERR(cuLibraryGetKernel(&missing, lib, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+	CHECK(cuKernelGetFunction(&fv, kv));
+	CHECK(cuKernelGetFunction(&fb, kb));
+	run_vadd(fv, "vadd from a library");
+
+	CHECK(cuLibraryGetGlobal(&g, &bytes, lib, "g_counter"));
+	EXPECT(bytes == 4, "library g_counter is %zu bytes", bytes);
+	run_bump(fb, g, "library");
+	CHECK_ERR(cuLibraryGetGlobal(&g, &bytes, lib, "no_such_global"), CUDA_ERROR_NOT_FOUND);
+
+	CHECK(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kv, dev));
+	EXPECT(v >= 128 && v <= 1024, "kernel max threads per block %d", v);
+	CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4096, kv, dev));
+	v = -1;
+	CHECK(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kv, dev));
+	EXPECT(v == 4096, "kernel max dynamic shared memory %d after setting 4096", v);
+	v = -1;
+	CHECK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fv));
+	EXPECT(v == 4096, "the kernel's function sees max dynamic shared memory %d, expected 4096", v);
+	run_vadd(fv, "vadd from a library after setting attributes");
+
+	CHECK(cuLibraryUnload(lib));
+}
+
+int main(int argc, char **argv)
+{
+	char *ptx;
+
+	t_init(argc, argv);
+	rng = t_rng(1);
+	dev = t_device();
+	t_primary(dev);
+	ptx = t_ptx();
+
+	test_module(ptx);
+	test_attributes(ptx);
+	test_library(ptx);
+
+	free(ptx);
+	CHECK(cuDevicePrimaryCtxRelease(dev));
+	return t_finish();
+}

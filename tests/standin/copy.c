@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Asynchronous copies and memsets, with the real driver's rules for host
+ * memory:
+ *  - from pageable (unregistered) host memory, the source is copied into a
+ *    private staging buffer before the call returns, so the caller may reuse
+ *    it at once;
+ *  - into pageable host memory, the call returns only once the copy has been
+ *    done in stream order;
+ *  - from or to registered host memory (and device memory), the copy is
+ *    truly asynchronous and touches the memory when the stream gets to it.
+ * cuMemcpyAsync works the direction out from the addresses (unified
+ * addressing). A span that starts inside an allocation or registration but
+ * runs past its end, or a device-side span that lies in none, is refused with
+ * CUDA_ERROR_INVALID_VALUE at enqueue.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "standin.h"
+
+enum { NEED_DST = 1, NEED_SRC = 2 };    /* sides that must be device-visible memory */
+
+static CUresult copy_async(CUstream h, void *dst, const void *src, size_t bytes, unsigned need)
+{
+	struct si_context *ctx;
+	struct si_stream *s;
+	struct si_range *r;
+	struct si_op *op;
+	void *staging = NULL;
+	int dk, sk;
+	CUresult rc;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	mps__lock();
+	rc = mps__stream_enter(h, &ctx, &s);
+	if (rc != CUDA_SUCCESS || !bytes)
+		goto out_unlock;
+	sk = mps__range_classify((uintptr_t)src, bytes, &r);
+	if (sk < 0 || (sk == 0 && (need & NEED_SRC))) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out_unlock;
+	}
+	if (sk == 0) {
+		/* Stage the pageable source without holding the lock: it is
+		 * the caller's memory, and may be large. */
+		mps__unlock();
+		staging = malloc(bytes);
+		if (!staging)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		memcpy(staging, src, bytes);
+		mps__lock();
+		rc = mps__stream_enter(h, &ctx, &s);    /* it may have gone meanwhile */
+		if (rc != CUDA_SUCCESS)
+			goto out_free;
+	}
+	dk = mps__range_classify((uintptr_t)dst, bytes, &r);
+	if (dk < 0 || (dk == 0 && (need & NEED_DST))) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out_free;
+	}
+	op = mps__op_new(SI_OP_COPY);
+	if (!op) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out_free;
+	}
+	op->copy.dst = dst;
+	op->copy.src = src;
+	op->copy.bytes = bytes;
+	op->copy.pin_dst = dk == 1;
+	op->copy.pin_src = sk == 1;
+	op->copy.staging = staging;
+	if (dk == 0)
+		rc = mps__submit_wait(ctx, s, op);
+	else
+		rc = mps__submit(ctx, s, op);
+	mps__unlock();
+	return rc;
+
+out_free:
+	free(staging);
+out_unlock:
+	mps__unlock();
+	return rc;
+}
+
+CU_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+				     CUstream hStream)
+{
+	return copy_async(hStream, (void *)(uintptr_t)dstDevice, srcHost, ByteCount, NEED_DST);
+}
+
+CU_API CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+				     CUstream hStream)
+{
+	return copy_async(hStream, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, NEED_SRC);
+}
+
+CU_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+				     CUstream hStream)
+{
+	return copy_async(hStream, (void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice,
+			  ByteCount, NEED_DST | NEED_SRC);
+}
+
+CU_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+	return copy_async(hStream, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, ByteCount, 0);
+}
+
+static CUresult memset_async(CUdeviceptr dst, uint32_t value, unsigned width, size_t count,
+			     CUstream h)
+{
+	struct si_context *ctx;
+	struct si_stream *s;
+	struct si_range *r;
+	struct si_op *op;
+	CUresult rc;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	mps__lock();
+	rc = mps__stream_enter(h, &ctx, &s);
+	if (rc != CUDA_SUCCESS || !count)
+		goto out_unlock;
+	rc = CUDA_ERROR_INVALID_VALUE;
+	if (dst % width || count > (size_t)-1 / width ||
+	    mps__range_classify((uintptr_t)dst, count * width, &r) != 1)
+		goto out_unlock;
+	rc = CUDA_ERROR_OUT_OF_MEMORY;
+	op = mps__op_new(SI_OP_MEMSET);
+	if (!op)
+		goto out_unlock;
+	op->memset.dst = (void *)(uintptr_t)dst;
+	op->memset.count = count;
+	op->memset.width = width;
+	op->memset.value = value;
+	rc = mps__submit(ctx, s, op);
+out_unlock:
+	mps__unlock();
+	return rc;
+}
+
+CU_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+	return memset_async(dstDevice, uc, 1, N, hStream);
+}
+
+CU_API CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+	return memset_async(dstDevice, us, 2, N, hStream);
+}
+
+CU_API CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+	return memset_async(dstDevice, ui, 4, N, hStream);
+}

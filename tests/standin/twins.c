@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The C twins of tests/kernels/kernels.cu: for each kernel, by entry name,
+ * a function that computes exactly what the CUDA code computes, over the
+ * whole grid and block, on the stream thread.
+ *
+ * Every thread of the launch computes its index as the kernel does,
+ * i = blockIdx.x * blockDim.x + threadIdx.x, so the x extent gives the index
+ * range [0, grid.x * block.x) and the y/z extents repeat it; twins loop in
+ * that order. Before touching memory a twin checks (and pins) each span it
+ * will read or write with mps__launch_access, which reports the fault a GPU
+ * would raise for an address outside every allocation of the device — the
+ * sticky CUDA_ERROR_ILLEGAL_ADDRESS — before anything is written.
+ *
+ * A twin is used only when the entry's parameter sizes are the ones it
+ * expects, so a different kernel that happens to share a name is refused
+ * (CUDA_ERROR_NOT_SUPPORTED at launch) instead of misread.
+ */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "standin.h"
+
+/* How many times each index i is computed: the y/z extents of grid and block. */
+static uint64_t repeats(const struct si_launch *l)
+{
+	return (uint64_t)l->grid[1] * l->grid[2] * l->block[1] * l->block[2];
+}
+
+/* Number of indices i < n the launch covers. */
+static size_t covered(const struct si_launch *l, int n)
+{
+	uint64_t x = (uint64_t)l->grid[0] * l->block[0];
+
+	if (n <= 0)
+		return 0;
+	return (size_t)(x < (uint64_t)n ? x : (uint64_t)n);
+}
+
+static uint64_t u64_param(const struct si_launch *l, unsigned i)
+{
+	uint64_t v;
+
+	memcpy(&v, mps__launch_param(l, i), sizeof(v));
+	return v;
+}
+
+static uint32_t u32_param(const struct si_launch *l, unsigned i)
+{
+	uint32_t v;
+
+	memcpy(&v, mps__launch_param(l, i), sizeof(v));
+	return v;
+}
+
+static float f32_param(const struct si_launch *l, unsigned i)
+{
+	float v;
+
+	memcpy(&v, mps__launch_param(l, i), sizeof(v));
+	return v;
+}
+
+/* The spinning kernels busy-wait `cycles` clock cycles; a 2 GHz clock makes
+ * that cycles / 2000 microseconds, slept once per launch. */
+static void spin_for(long long cycles)
+{
+	long long us = cycles > 0 ? cycles / 2000 : 0;
+	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000 };
+
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+#define ACCESS(l, addr, bytes, align, out)                                           \
+	do {                                                                         \
+		CUresult rc_ = mps__launch_access(l, addr, bytes, align, (void **)(out)); \
+		if (rc_ != CUDA_SUCCESS)                                             \
+			return rc_;                                                  \
+	} while (0)
+
+static CUresult vadd(struct si_launch *l)
+{
+	size_t m = covered(l, (int)u32_param(l, 3));
+	const float *a, *b;
+	float *c;
+
+	if (!m)
+		return CUDA_SUCCESS;
+	ACCESS(l, u64_param(l, 0), m * sizeof(float), 4, &a);
+	ACCESS(l, u64_param(l, 1), m * sizeof(float), 4, &b);
+	ACCESS(l, u64_param(l, 2), m * sizeof(float), 4, &c);
+	for (uint64_t r = repeats(l); r; r--)
+		for (size_t i = 0; i < m; i++)
+			c[i] = a[i] + b[i];
+	return CUDA_SUCCESS;
+}
+
+static CUresult saxpy(struct si_launch *l)
+{
+	float a = f32_param(l, 0);
+	size_t m = covered(l, (int)u32_param(l, 3));
+	const float *x;
+	float *y;
+
+	if (!m)
+		return CUDA_SUCCESS;
+	ACCESS(l, u64_param(l, 1), m * sizeof(float), 4, &x);
+	ACCESS(l, u64_param(l, 2), m * sizeof(float), 4, &y);
+	for (uint64_t r = repeats(l); r; r--)
+		for (size_t i = 0; i < m; i++)
+			y[i] = fmaf(a, x[i], y[i]);     /* the PTX is fma.rn.f32 */
+	return CUDA_SUCCESS;
+}
+
+static CUresult iota_u32(struct si_launch *l)
+{
+	uint32_t base = u32_param(l, 1);
+	size_t m = covered(l, (int)u32_param(l, 2));
+	uint32_t *p;
+
+	if (!m)
+		return CUDA_SUCCESS;
+	ACCESS(l, u64_param(l, 0), m * sizeof(uint32_t), 4, &p);
+	for (size_t i = 0; i < m; i++)
+		p[i] = base + (uint32_t)i;
+	return CUDA_SUCCESS;
+}
+
+static CUresult affine_u32(struct si_launch *l)
+{
+	uint32_t mul = u32_param(l, 1), add = u32_param(l, 2);
+	size_t m = covered(l, (int)u32_param(l, 3));
+	uint32_t *p;
+
+	if (!m)
+		return CUDA_SUCCESS;
+	ACCESS(l, u64_param(l, 0), m * sizeof(uint32_t), 4, &p);
+	for (uint64_t r = repeats(l); r; r--)
+		for (size_t i = 0; i < m; i++)
+			p[i] = p[i] * mul + add;
+	return CUDA_SUCCESS;
+}
+
+/* Thread 0 of each block writes the SM it ran on: block b "runs" on SM b % 16. */
+static CUresult spin(struct si_launch *l)
+{
+	int32_t *out;
+
+	ACCESS(l, u64_param(l, 1), (size_t)l->grid[0] * sizeof(int32_t), 4, &out);
+	spin_for((long long)u64_param(l, 0));
+	for (unsigned b = 0; b < l->grid[0]; b++)
+		out[b] = (int32_t)(b % SI_SM_COUNT);
+	return CUDA_SUCCESS;
+}
+
+static CUresult spin_then_store(struct si_launch *l)
+{
+	uint32_t *flag;
+
+	ACCESS(l, u64_param(l, 1), sizeof(uint32_t), 4, &flag);
+	spin_for((long long)u64_param(l, 0));
+	*flag = u32_param(l, 2);
+	return CUDA_SUCCESS;
+}
+
+/* struct mixed { int a; double b; char c[5]; } at PTX offsets 0, 8 and 16. */
+static CUresult mixed_arg(struct si_launch *l)
+{
+	const unsigned char *m = mps__launch_param(l, 0);
+	int32_t a;
+	double b, s;
+	double *out;
+
+	ACCESS(l, u64_param(l, 1), sizeof(double), 8, &out);
+	memcpy(&a, m, sizeof(a));
+	memcpy(&b, m + 8, sizeof(b));
+	s = (double)a + b;
+	for (int k = 0; k < 5; k++)
+		s += (double)(signed char)m[16 + k];
+	*out = s;
+	return CUDA_SUCCESS;
+}
+
+static CUresult reduce_sum(struct si_launch *l)
+{
+	size_t m = covered(l, (int)u32_param(l, 2));
+	const float *x;
+	float *out;
+
+	if (!m)
+		return CUDA_SUCCESS;
+	ACCESS(l, u64_param(l, 0), m * sizeof(float), 4, &x);
+	ACCESS(l, u64_param(l, 1), sizeof(float), 4, &out);
+	for (uint64_t r = repeats(l); r; r--)
+		for (size_t i = 0; i < m; i++)
+			*out += x[i];
+	return CUDA_SUCCESS;
+}
+
+static CUresult bump_global(struct si_launch *l)
+{
+	uint32_t *counter;
+	CUresult rc = mps__launch_global(l, "g_counter", sizeof(uint32_t), (void **)&counter);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	/* Every thread with blockIdx.x == 0 and threadIdx.x == 0 adds. */
+	for (uint64_t r = repeats(l); r; r--)
+		*counter += u32_param(l, 0);
+	return CUDA_SUCCESS;
+}
+
+static CUresult store_at(struct si_launch *l)
+{
+	uint32_t *p;
+
+	ACCESS(l, u64_param(l, 0), sizeof(uint32_t), 4, &p);
+	*p = u32_param(l, 1);
+	return CUDA_SUCCESS;
+}
+
+static CUresult empty(struct si_launch *l)
+{
+	(void)l;
+	return CUDA_SUCCESS;
+}
+
+static const struct si_twin twins[] = {
+	{ "vadd",            4, { 8, 8, 8, 4 }, vadd },
+	{ "saxpy",           4, { 4, 8, 8, 4 }, saxpy },
+	{ "iota_u32",        3, { 8, 4, 4 },    iota_u32 },
+	{ "affine_u32",      4, { 8, 4, 4, 4 }, affine_u32 },
+	{ "spin",            2, { 8, 8 },       spin },
+	{ "spin_then_store", 3, { 8, 8, 4 },    spin_then_store },
+	{ "mixed_arg",       2, { 24, 8 },      mixed_arg },
+	{ "reduce_sum",      3, { 8, 8, 4 },    reduce_sum },
+	{ "bump_global",     1, { 4 },          bump_global },
+	{ "store_at",        2, { 8, 4 },       store_at },
+	{ "empty",           0, { 0 },          empty },
+};
+
+const struct si_twin *mps__twin_find(const struct si_entry *e)
+{
+	for (size_t t = 0; t < sizeof(twins) / sizeof(twins[0]); t++) {
+		const struct si_twin *tw = &twins[t];
+
+		if (strcmp(tw->name, e->name))
+			continue;
+		if (tw->nparams != e->nparams)
+			return NULL;
+		for (unsigned i = 0; i < e->nparams; i++)
+			if (tw->sizes[i] != e->params[i].size)
+				return NULL;
+		return tw;
+	}
+	return NULL;
+}
