@@ -72,3 +72,7 @@ clean:
 	rm -rf build build-address build-thread
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+.PHONY: demo
+demo:
+	scripts/demo.sh

@@ -8,7 +8,7 @@
 #   - TEST_SCRIPTS: system tests, given the build folder.
 include $(wildcard tests/unit/*.mk) $(wildcard tests/cuda/module.mk) $(wildcard tests/system/module.mk)
 
-TEST_DEPS := $(ALL_TARGETS) $(TEST_BINS) $(TESTS_CUDA) $(KERNELS_PTX) $(STANDIN_LIB) $(STANDIN_TEST)
+TEST_DEPS := $(ALL_TARGETS) $(TEST_BINS) $(TESTS_CUDA) $(TEST_DEPS_EXTRA) $(KERNELS_PTX) $(STANDIN_LIB) $(STANDIN_TEST)
 
 .PHONY: test check-build
 check-build: $(TEST_DEPS)

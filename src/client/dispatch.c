@@ -35,6 +35,7 @@
 #include "common/atomics.h"
 #include "common/driver_path.h"
 #include "common/log.h"
+#include "common/paths.h"
 
 void mps__resolve_entry(void);
 void mps__unsupported_entry(void);
@@ -89,13 +90,14 @@ static void fill_failed(void)
 
 static int fill_passthrough(void)
 {
-	char err[512];
+	char err[512], path[512];
 
-	real_driver = mps_driver_open(err, sizeof(err), NULL, 0);
+	real_driver = mps_driver_open(err, sizeof(err), path, sizeof(path));
 	if (!real_driver) {
 		mps_log_warn("openmps: %s", err);
 		return -1;
 	}
+	mps_log_debug("openmps: no daemon in %s; passing every call to the driver %s", mps_pipe_dir(), path);
 	for (int i = 0; i < MPS_NSYMS; i++) {
 		void *fn = dlsym(real_driver, mps__sym_names[i]);
 

@@ -21,6 +21,8 @@
 
 static CUdevice dev;
 static CUmodule mod;
+/* A blocking stream, so the synchronous copies and memsets (legacy default
+ * stream, possibly still in flight when they return) are ordered before it. */
 static CUstream stream;
 static uint64_t rng;
 static int sm_count;
@@ -452,7 +454,7 @@ int main(int argc, char **argv)
 	t_primary(dev);
 	mod = t_module();
 	CHECK(cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-	CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+	CHECK(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
 
 	test_vadd_big();
 	test_saxpy();

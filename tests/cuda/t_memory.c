@@ -23,6 +23,9 @@
 
 static CUcontext ctx;
 static CUmodule mod;
+/* A blocking stream: work queued by the synchronous calls (on the legacy
+ * default stream), which may still be in flight when they return, is
+ * ordered before what this stream runs. */
 static CUstream stream;
 static uint64_t rng;
 
@@ -75,8 +78,15 @@ static void test_alloc(void)
 		CHECK(cuMemGetAddressRange(NULL, &size, d[i]));
 		EXPECT(size >= sizes[i], "range size with NULL base: %zu", size);
 	}
+	/* A host stack address is no allocation. The documentation lists
+	 * NOT_FOUND and INVALID_VALUE; either is accepted, success is not. */
 	bogus = (CUdeviceptr)(uintptr_t)&stack_var;
-	CHECK_ERR(cuMemGetAddressRange(&base, &size, bogus), CUDA_ERROR_NOT_FOUND);
+	{
+		CUresult r = cuMemGetAddressRange(&base, &size, bogus);
+
+		EXPECT(r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_INVALID_VALUE,
+		       "cuMemGetAddressRange on a stack address -> %s", t_errname(r));
+	}
 	for (int i = 0; i < 4; i++)
 		CHECK(cuMemFree(d[i]));
 
@@ -109,7 +119,7 @@ static void test_meminfo(CUdevice dev)
 	CHECK(cuMemGetInfo(&free0, &total));
 	EXPECT(total > 0 && total <= devtotal, "cuMemGetInfo total %zu, device total %zu", total, devtotal);
 	EXPECT(free0 > 0 && free0 <= total, "cuMemGetInfo free %zu of %zu", free0, total);
-	if (free0 < 4 * big) {
+	if (free0 < 2 * big) {
 		printf("  (only %zu MiB free: skipping the cuMemGetInfo accounting check)\n", free0 / MiB);
 		return;
 	}
@@ -529,7 +539,7 @@ int main(int argc, char **argv)
 	dev = t_device();
 	ctx = t_primary(dev);
 	mod = t_module();
-	CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+	CHECK(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
 
 	test_alloc();
 	test_meminfo(dev);

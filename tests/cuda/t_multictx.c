@@ -47,12 +47,14 @@ static void setup(struct side *s, CUdevice dev, const char *name)
 	s->iota = t_func(s->mod, "iota_u32");
 	s->bump = t_func(s->mod, "bump_global");
 	CHECK(cuModuleGetGlobal(&s->counter, &bytes, s->mod, "g_counter"));
-	CHECK(cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
+	/* Blocking: the synchronous copies below are ordered before its work. */
+	CHECK(cuStreamCreate(&s->stream, CU_STREAM_DEFAULT));
 	CHECK(cuMemAlloc(&s->buf, sizeof(s->host)));
 	t_fill_u32(s->host, N, &rng);
 	CHECK(cuMemcpyHtoD(s->buf, s->host, sizeof(s->host)));
 	s->counter_val = (uint32_t)t_rand(&rng) | 1;
 	CHECK(cuMemcpyHtoD(s->counter, &s->counter_val, 4));
+	CHECK(cuCtxSynchronize());
 }
 
 /* Queues p = p * mul + add on the side's stream and updates the expectation. */

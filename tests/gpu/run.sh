@@ -81,12 +81,14 @@ show_tail() {   # file [lines]
 	tail -n "${2:-25}" "$1" | sed 's/^/      | /'
 }
 
-# Runs one program with a time limit; its output goes to a log file. 0 is
-# PASS, 77 SKIP, anything else FAIL (with the end of its output).
-run_check() {   # name log timeout cmd...
+# Runs one program with a time limit in the environment of a column
+# (native, openmps or plain); its output goes to a log file. 0 is PASS, 77
+# SKIP, anything else FAIL (with the end of its output).
+run_check() {   # name log timeout native|openmps|plain cmd...
 	local name=$1 log=$2 limit=$3 rc t0; shift 3
+	col_env "$1"; shift
 	t0=$SECONDS
-	timeout -k 10 "$limit" "$@" >"$log" 2>&1 </dev/null
+	timeout -k 10 "$limit" env "${ENVV[@]}" "$@" >"$log" 2>&1 </dev/null
 	rc=$?
 	case $rc in
 	0) result PASS "$name" "($((SECONDS - t0)) s)" ;;
@@ -100,18 +102,21 @@ run_check() {   # name log timeout cmd...
 # ---------------------------------------------------------------------------
 # Environments
 
-native_env() {
-	env LD_LIBRARY_PATH="$NATIVE_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-		CUDA_MPS_PIPE_DIRECTORY="$EMPTY_PIPE" OPENMPS_TEST_PTX="$PTX" "$@"
-}
-
 OM_PIPE=$WORK/om-pipe
 OM_LOG=$WORK/om-log
 OM_UP=0
 
-openmps_env() {
-	env LD_LIBRARY_PATH="$ROOT/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-		CUDA_MPS_PIPE_DIRECTORY="$OM_PIPE" CUDA_MPS_LOG_DIRECTORY="$OM_LOG" OPENMPS_TEST_PTX="$PTX" "$@"
+# Sets ENVV, the variables a client of that kind runs with (`env "${ENVV[@]}"`):
+# native finds the real driver first and an empty pipe directory, so it can
+# meet no daemon; openmps finds our libcuda.so.1 first and our daemon.
+col_env() {
+	ENVV=("OPENMPS_TEST_PTX=$PTX")
+	case $1 in
+	native) ENVV+=("LD_LIBRARY_PATH=$NATIVE_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		"CUDA_MPS_PIPE_DIRECTORY=$EMPTY_PIPE") ;;
+	openmps) ENVV+=("LD_LIBRARY_PATH=$ROOT/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		"CUDA_MPS_PIPE_DIRECTORY=$OM_PIPE" "CUDA_MPS_LOG_DIRECTORY=$OM_LOG") ;;
+	esac
 }
 
 om_ctl() {
@@ -212,7 +217,7 @@ step_native() {
 	local b any=0
 	for b in $(test_bins); do
 		any=1
-		run_check "$(basename "$b")" "$LOGDIR/native-$(basename "$b").log" "$TEST_TIMEOUT" native_env "$b"
+		run_check "$(basename "$b")" "$LOGDIR/native-$(basename "$b").log" "$TEST_TIMEOUT" native "$b"
 	done
 	[ "$any" = 1 ] || result FAIL "tests/cuda" "no test binaries in $BUILD/tests/cuda (run the build step)"
 }
@@ -227,7 +232,7 @@ step_openmps() {
 			result FAIL "daemon" "not answering before $name: restarting it"
 			om_logs; om_stop; om_start || { result FAIL "daemon" "did not restart"; return; }
 		fi
-		run_check "$name" "$LOGDIR/openmps-$name.log" "$TEST_TIMEOUT" openmps_env "$b"
+		run_check "$name" "$LOGDIR/openmps-$name.log" "$TEST_TIMEOUT" openmps "$b"
 		rc=$?
 		if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
 			om_logs 30
@@ -266,13 +271,13 @@ step_cudart() {
 	for v in static shared; do
 		bin=$GPU_OUT/cudart_$v
 		[ -x "$bin" ] || continue
-		run_check "cudart $v, native" "$LOGDIR/cudart-$v-native.log" 120 native_env "$bin"
+		run_check "cudart $v, native" "$LOGDIR/cudart-$v-native.log" 120 native "$bin"
 	done
 	om_start || { result FAIL "daemon" "did not start"; om_logs; om_stop; return; }
 	for v in static shared; do
 		bin=$GPU_OUT/cudart_$v
 		[ -x "$bin" ] || continue
-		run_check "cudart $v, openmps" "$LOGDIR/cudart-$v-openmps.log" 120 openmps_env "$bin" || om_logs 30
+		run_check "cudart $v, openmps" "$LOGDIR/cudart-$v-openmps.log" 120 openmps "$bin" || om_logs 30
 	done
 	om_stop
 }
@@ -280,11 +285,11 @@ step_cudart() {
 step_frameworks() {
 	local s
 	for s in torch cupy; do
-		run_check "$s native" "$LOGDIR/$s-native.log" 600 native_env "$PYTHON" "tests/gpu/${s}_smoke.py"
+		run_check "$s native" "$LOGDIR/$s-native.log" 600 native "$PYTHON" "tests/gpu/${s}_smoke.py"
 	done
 	om_start || { result FAIL "daemon" "did not start"; om_logs; om_stop; return; }
 	for s in torch cupy; do
-		run_check "$s openmps" "$LOGDIR/$s-openmps.log" 600 openmps_env "$PYTHON" "tests/gpu/${s}_smoke.py" ||
+		run_check "$s openmps" "$LOGDIR/$s-openmps.log" 600 openmps "$PYTHON" "tests/gpu/${s}_smoke.py" ||
 			om_logs 30
 	done
 	om_stop
@@ -294,7 +299,7 @@ step_frameworks() {
 # ("//   cc ... -o NAME ..."), with the output put under build/gpu.
 build_from_header() {   # source name log
 	local src=$1 name=$2 log=$3 cmd
-	cmd=$(sed -n '1,30{s|^//[[:space:]]\{1,\}\(\(gcc\|cc\|clang\) .*\)$|\1|p}' "$src" | head -n 1)
+	cmd=$(sed -n '1,30{s#^//[[:space:]]\{1,\}\(\(gcc\|cc\|clang\) .*\)$#\1#p}' "$src" | head -n 1)
 	if [ -z "$cmd" ] || [[ $cmd != *"$src"* ]] || [[ $cmd != *" -o $name "* ]]; then
 		echo "no build line naming $src and -o $name in its header" >"$log"
 		return 1
@@ -310,7 +315,7 @@ step_integrity() {
 	if [ ! -f "$src" ]; then result SKIP "integrity_vs_driver" "$src does not exist"; return; fi
 	if build_from_header "$src" integrity_vs_driver "$LOGDIR/integrity-build.log"; then
 		result PASS "build integrity_vs_driver"
-		run_check "integrity_vs_driver" "$LOGDIR/integrity.log" 120 \
+		run_check "integrity_vs_driver" "$LOGDIR/integrity.log" 120 plain \
 			"$GPU_OUT/integrity_vs_driver" "$NATIVE_LIB/libcuda.so.1"
 		grep -E '^integrity:' "$LOGDIR/integrity.log" | sed 's/^/      /'
 	else
@@ -323,7 +328,7 @@ step_procaddr() {
 	if [ ! -f "$src" ]; then result SKIP "check-procaddr" "$src does not exist"; return; fi
 	if build_from_header "$src" check-procaddr "$LOGDIR/procaddr-build.log"; then
 		result PASS "build check-procaddr"
-		run_check "check-procaddr" "$LOGDIR/procaddr.log" 300 "$GPU_OUT/check-procaddr" "$NATIVE_LIB/libcuda.so.1"
+		run_check "check-procaddr" "$LOGDIR/procaddr.log" 300 plain "$GPU_OUT/check-procaddr" "$NATIVE_LIB/libcuda.so.1"
 		grep -E '^procaddr:' "$LOGDIR/procaddr.log" | sed 's/^/      /'
 	else
 		result FAIL "build check-procaddr"; show_tail "$LOGDIR/procaddr-build.log"

@@ -72,9 +72,9 @@ static CUresult copy_async(CUstream h, void *dst, const void *src, size_t bytes,
 	op->copy.pin_src = sk == 1;
 	op->copy.staging = staging;
 	if (dk == 0)
-		rc = mps__submit_wait(ctx, s, op);
+		rc = mps__submit_wait(s, op);
 	else
-		rc = mps__submit(ctx, s, op);
+		mps__submit(s, op);
 	mps__unlock();
 	return rc;
 
@@ -136,7 +136,8 @@ static CUresult memset_async(CUdeviceptr dst, uint32_t value, unsigned width, si
 	op->memset.count = count;
 	op->memset.width = width;
 	op->memset.value = value;
-	rc = mps__submit(ctx, s, op);
+	mps__submit(s, op);
+	rc = CUDA_SUCCESS;
 out_unlock:
 	mps__unlock();
 	return rc;

@@ -71,7 +71,8 @@ CUresult mps__event_record(struct si_context *ctx, struct si_stream *s, CUevent 
 	if (e->rec)
 		mps__record_put(e->rec);
 	e->rec = rec;
-	return mps__submit(ctx, s, op);
+	mps__submit(s, op);
+	return CUDA_SUCCESS;
 }
 
 CUresult mps__event_check(CUevent ev, struct si_context *ctx)
@@ -283,7 +284,7 @@ CU_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int
 	/* The record captured now; re-recording the event later changes nothing. */
 	op->rec = e->rec;
 	op->rec->refs++;
-	rc = mps__submit(ctx, s, op);
+	mps__submit(s, op);
 out_unlock:
 	mps__unlock();
 	return rc;

@@ -189,7 +189,7 @@ static CUresult launch(const struct launch *L)
 	op->kernel.params = params;
 	memcpy(op->kernel.grid, L->grid, sizeof(L->grid));
 	memcpy(op->kernel.block, L->block, sizeof(L->block));
-	rc = mps__submit(ctx, s, op);
+	mps__submit(s, op);
 	for (unsigned i = 0; rc == CUDA_SUCCESS && i < L->nevents; i++)
 		rc = mps__event_record(ctx, s, L->events[i]);
 out_unlock:

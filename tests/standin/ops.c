@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * What a stream thread (or a legacy-stream caller) runs: copies, memsets and
- * kernels, each with the stand-in lock dropped.
+ * What a stream thread runs: copies, memsets and kernels, each with the
+ * stand-in lock dropped.
  *
  * Before touching device or registered memory an operation pins the range it
  * lies in (ranges.c), so that a concurrent cuMemFree or cuMemHostUnregister
@@ -46,6 +46,7 @@ void mps__op_free(struct si_op *op)
 			mps__record_put(op->rec);
 		break;
 	case SI_OP_MEMSET:
+	case SI_OP_MARKER:
 		break;
 	}
 	free(op);

@@ -146,7 +146,7 @@ struct si_context {
 	CUresult sticky;                /* CUDA_SUCCESS, or the error that killed it */
 	struct si_list streams;         /* stream threads not yet exited */
 	unsigned nstreams;
-	unsigned inline_ops;            /* legacy-stream operations running in callers */
+	struct si_stream *legacy;       /* the legacy stream, once used; referenced */
 	struct si_list events;
 	struct si_list modules;
 	size_t limits[SI_NLIMITS];
@@ -345,6 +345,7 @@ enum si_op_kind {
 	SI_OP_KERNEL,
 	SI_OP_RECORD,
 	SI_OP_WAIT,
+	SI_OP_MARKER,                   /* does nothing: something to wait for */
 };
 
 struct si_op {
@@ -402,19 +403,15 @@ CUresult mps__op_execute(struct si_op *op, int device);
 bool mps__stream_is_legacy(CUstream h);
 /*
  * Resolves the stream of an enqueueing call: the context its work runs in and
- * the stream (NULL for the legacy stream). A current context is required; a
- * stream may belong to another context. Returns sticky errors too.
+ * the stream (the current context's legacy stream, started on first use, for
+ * the legacy handles). A current context is required; a stream may belong to
+ * another context. Returns sticky errors too.
  */
 CUresult mps__stream_enter(CUstream h, struct si_context **ctx, struct si_stream **s);
-/*
- * Queues op on s, or on the legacy stream (s NULL) runs it in the caller once
- * the context's streams have drained. Takes ownership of op. Under the lock;
- * the legacy path drops it while the operation runs. Returns CUDA_SUCCESS or,
- * for the legacy stream, the error the operation raised.
- */
-CUresult mps__submit(struct si_context *ctx, struct si_stream *s, struct si_op *op);
-/* As mps__submit, then waits for the operation; returns its result. */
-CUresult mps__submit_wait(struct si_context *ctx, struct si_stream *s, struct si_op *op);
+/* Queues op on s. Takes ownership of op. Under the lock. */
+void mps__submit(struct si_stream *s, struct si_op *op);
+/* Queues op on s and waits until it has run; returns its result. Under the lock. */
+CUresult mps__submit_wait(struct si_stream *s, struct si_op *op);
 /* Stops every stream of ctx (reset) and waits for their threads to exit. */
 void mps__streams_kill(struct si_context *ctx);
 void mps__stream_put(struct si_stream *s);
@@ -425,7 +422,7 @@ void mps__record_put(struct si_record *rec);
 void mps__record_complete(struct si_record *rec, CUresult err);
 /* CUDA_SUCCESS when ev is a live event of ctx. Under the lock. */
 CUresult mps__event_check(CUevent ev, struct si_context *ctx);
-/* Records ev on stream s of ctx (NULL: legacy). Under the lock. */
+/* Records ev on stream s of ctx. Under the lock. */
 CUresult mps__event_record(struct si_context *ctx, struct si_stream *s, CUevent ev);
 /* Destroys every event of ctx (reset). */
 void mps__events_drop_context(struct si_context *ctx);

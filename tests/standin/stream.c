@@ -6,17 +6,22 @@
  * concurrently. The thread takes the next operation under the stand-in lock
  * and runs copies and kernels with the lock dropped.
  *
- * The legacy stream (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) has no
- * thread: an operation on it waits until all work submitted to the context's
- * streams so far has completed, then runs in the caller, so it is ordered
- * after everything before it and everything after it is ordered after it.
+ * The legacy stream (0, CU_STREAM_LEGACY, and CU_STREAM_PER_THREAD, which the
+ * stand-in does not tell apart) is a stream of the context like the others,
+ * started on first use, with the real driver's implicit synchronization: an
+ * operation on it waits for all work submitted earlier to the context's
+ * blocking streams (those created without CU_STREAM_NON_BLOCKING), and an
+ * operation on a blocking stream waits for all work submitted earlier to the
+ * legacy stream. Every operation carries a serial number in submission order,
+ * and these waits are always for lower serials, so they cannot deadlock.
  *
- * Lifetime: a stream is referenced by its handle, by its thread and by any
- * caller waiting on it. cuStreamDestroy drops the handle at once; queued work
- * still runs and the thread exits when the queue is empty, as with the real
- * driver. A context reset kills its streams: their queued work is dropped and
- * the reset waits for every thread to exit. Once the context has a sticky
- * error its streams drop their work too, completing it with that error.
+ * Lifetime: a stream is referenced by its handle (the context, for the legacy
+ * stream), by its thread and by any caller waiting on it. cuStreamDestroy
+ * drops the handle at once; queued work still runs and the thread exits when
+ * the queue is empty, as with the real driver. A context reset kills its
+ * streams: their queued work is dropped and the reset waits for every thread
+ * to exit. Once the context has a sticky error its streams drop their work
+ * too, completing it with that error.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -30,35 +35,43 @@ bool mps__stream_is_legacy(CUstream h)
 	return h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
 }
 
-CUresult mps__stream_enter(CUstream h, struct si_context **ctx, struct si_stream **s)
-{
-	struct si_context *cur;
-	struct si_stream *st;
-	CUresult rc = mps__ctx_enter(&cur);
-
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	if (mps__stream_is_legacy(h)) {
-		*ctx = cur;
-		*s = NULL;
-		return CUDA_SUCCESS;
-	}
-	st = mps__handle_get((uintptr_t)h, SI_H_STREAM);
-	if (!st)
-		return CUDA_ERROR_INVALID_HANDLE;
-	if (st->ctx->sticky != CUDA_SUCCESS)
-		return st->ctx->sticky;
-	*ctx = st->ctx;
-	*s = st;
-	return CUDA_SUCCESS;
-}
-
 void mps__stream_put(struct si_stream *s)
 {
 	if (--s->refs)
 		return;
 	pthread_cond_destroy(&s->wake);
 	free(s);
+}
+
+/* Serial of the oldest operation of s not yet completed; UINT64_MAX when idle. */
+static uint64_t oldest(const struct si_stream *s)
+{
+	if (s->running)
+		return s->running->serial;
+	return s->head ? s->head->serial : UINT64_MAX;
+}
+
+static bool blocking(const struct si_stream *s)
+{
+	return !(s->flags & CU_STREAM_NON_BLOCKING) && s != s->ctx->legacy;
+}
+
+/* The legacy stream's implicit synchronization: has every operation that
+ * op must follow, on other streams, completed? */
+static bool barrier_passed(const struct si_stream *s, const struct si_op *op)
+{
+	struct si_context *ctx = s->ctx;
+
+	if (s == ctx->legacy) {
+		for (struct si_list *l = ctx->streams.next; l != &ctx->streams; l = l->next) {
+			struct si_stream *b = si_container_of(l, struct si_stream, link);
+
+			if (blocking(b) && oldest(b) < op->serial)
+				return false;
+		}
+		return true;
+	}
+	return !blocking(s) || !ctx->legacy || oldest(ctx->legacy) > op->serial;
 }
 
 /* Completes an operation: reaches its record, wakes its waiter, frees it. */
@@ -74,6 +87,12 @@ static void finish(struct si_op *op, CUresult res)
 	mps__progress();
 }
 
+/* Why s must drop its work now, or CUDA_SUCCESS. */
+static CUresult dropped(const struct si_stream *s)
+{
+	return s->killed ? CUDA_ERROR_CONTEXT_IS_DESTROYED : s->ctx->sticky;
+}
+
 /* Runs one operation of a stream thread. Under the lock; drops it while a
  * copy or kernel runs. Returns the operation's result. */
 static CUresult dispatch(struct si_stream *s, struct si_op *op)
@@ -81,26 +100,26 @@ static CUresult dispatch(struct si_stream *s, struct si_op *op)
 	struct si_context *ctx = s->ctx;
 	CUresult res;
 
-	if (s->killed)
-		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-	if (ctx->sticky != CUDA_SUCCESS)
-		return ctx->sticky;
-	switch (op->kind) {
-	case SI_OP_RECORD:
-		return CUDA_SUCCESS;
-	case SI_OP_WAIT:
-		while (!op->rec->done && !s->killed && ctx->sticky == CUDA_SUCCESS)
+	while (dropped(s) == CUDA_SUCCESS && !barrier_passed(s, op))
+		mps__wait();
+	if (op->kind == SI_OP_WAIT)
+		while (dropped(s) == CUDA_SUCCESS && !op->rec->done)
 			mps__wait();
-		if (s->killed)
-			return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-		return ctx->sticky;
-	default:
+	res = dropped(s);
+	if (res != CUDA_SUCCESS)
+		return res;
+	switch (op->kind) {
+	case SI_OP_COPY:
+	case SI_OP_MEMSET:
+	case SI_OP_KERNEL:
 		mps__unlock();
 		res = mps__op_execute(op, ctx->device);
 		mps__lock();
 		if (res != CUDA_SUCCESS)
 			mps__ctx_fault(ctx, res);
 		return res;
+	default:                /* RECORD, WAIT, MARKER: reaching them is all */
+		return CUDA_SUCCESS;
 	}
 }
 
@@ -136,40 +155,75 @@ static void *stream_thread(void *arg)
 	return NULL;
 }
 
-/* Runs an operation of the legacy stream in the caller. Under the lock. */
-static CUresult run_inline(struct si_context *ctx, struct si_op *op)
+/* Creates a stream of ctx and starts its thread. refs: the thread's, and
+ * one for the caller. NULL when out of memory or threads. Under the lock. */
+static struct si_stream *stream_new(struct si_context *ctx, unsigned flags, int priority)
 {
-	CUresult res;
+	struct si_stream *s = calloc(1, sizeof(*s));
+	pthread_attr_t attr;
+	pthread_t thread;
+	sigset_t all, old;
+	int err;
 
-	mps__ctx_quiesce(ctx);
-	if (ctx->state != SI_CTX_ACTIVE) {
-		res = CUDA_ERROR_CONTEXT_IS_DESTROYED;
-	} else if (ctx->sticky != CUDA_SUCCESS) {
-		res = ctx->sticky;
-	} else if (op->kind == SI_OP_RECORD) {
-		res = CUDA_SUCCESS;
-	} else if (op->kind == SI_OP_WAIT) {
-		while (!op->rec->done && ctx->sticky == CUDA_SUCCESS && ctx->state == SI_CTX_ACTIVE)
-			mps__wait();
-		res = ctx->state == SI_CTX_ACTIVE ? ctx->sticky : CUDA_ERROR_CONTEXT_IS_DESTROYED;
-	} else {
-		/* Counted so that a reset waits for it before freeing memory. */
-		ctx->inline_ops++;
-		mps__unlock();
-		res = mps__op_execute(op, ctx->device);
-		mps__lock();
-		ctx->inline_ops--;
-		if (res != CUDA_SUCCESS)
-			mps__ctx_fault(ctx, res);
-	}
-	finish(op, res);
-	return res;
+	if (!s)
+		return NULL;
+	if (pthread_cond_init(&s->wake, NULL))
+		goto out_free;
+	s->ctx = ctx;
+	s->flags = flags;
+	s->priority = priority;
+	s->refs = 2;
+	/* The thread takes no signals: they belong to the application's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&thread, &attr, stream_thread, s);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		goto out_cond;
+	si_list_add(&ctx->streams, &s->link);
+	ctx->nstreams++;
+	return s;
+
+out_cond:
+	pthread_cond_destroy(&s->wake);
+out_free:
+	free(s);
+	return NULL;
 }
 
-CUresult mps__submit(struct si_context *ctx, struct si_stream *s, struct si_op *op)
+CUresult mps__stream_enter(CUstream h, struct si_context **ctx, struct si_stream **s)
 {
-	if (!s)
-		return run_inline(ctx, op);
+	struct si_context *cur;
+	struct si_stream *st;
+	CUresult rc = mps__ctx_enter(&cur);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (mps__stream_is_legacy(h)) {
+		if (!cur->legacy) {
+			cur->legacy = stream_new(cur, 0, 0);
+			if (!cur->legacy)
+				return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		*ctx = cur;
+		*s = cur->legacy;
+		return CUDA_SUCCESS;
+	}
+	st = mps__handle_get((uintptr_t)h, SI_H_STREAM);
+	if (!st)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (st->ctx->sticky != CUDA_SUCCESS)
+		return st->ctx->sticky;
+	*ctx = st->ctx;
+	*s = st;
+	return CUDA_SUCCESS;
+}
+
+void mps__submit(struct si_stream *s, struct si_op *op)
+{
 	op->serial = ++serial;
 	op->next = NULL;
 	if (s->tail)
@@ -179,26 +233,17 @@ CUresult mps__submit(struct si_context *ctx, struct si_stream *s, struct si_op *
 	s->tail = op;
 	s->enqueued++;
 	pthread_cond_signal(&s->wake);
-	return CUDA_SUCCESS;
 }
 
-CUresult mps__submit_wait(struct si_context *ctx, struct si_stream *s, struct si_op *op)
+CUresult mps__submit_wait(struct si_stream *s, struct si_op *op)
 {
 	struct si_waiter w = { .done = false, .result = CUDA_SUCCESS };
 
 	op->waiter = &w;
-	mps__submit(ctx, s, op);
+	mps__submit(s, op);
 	while (!w.done)         /* the operation always completes: run or dropped */
 		mps__wait();
 	return w.result;
-}
-
-/* Serial of the oldest operation of s not yet completed; UINT64_MAX when idle. */
-static uint64_t oldest(const struct si_stream *s)
-{
-	if (s->running)
-		return s->running->serial;
-	return s->head ? s->head->serial : UINT64_MAX;
 }
 
 /*
@@ -211,7 +256,7 @@ void mps__ctx_quiesce(struct si_context *ctx)
 	uint64_t target = serial;
 
 	for (;;) {
-		bool busy = ctx->inline_ops > 0;
+		bool busy = false;
 
 		for (struct si_list *l = ctx->streams.next; !busy && l != &ctx->streams; l = l->next)
 			busy = oldest(si_container_of(l, struct si_stream, link)) <= target;
@@ -234,8 +279,12 @@ void mps__streams_kill(struct si_context *ctx)
 		}
 		pthread_cond_signal(&s->wake);
 	}
-	mps__progress();        /* threads waiting for an event */
-	while (ctx->nstreams || ctx->inline_ops)
+	if (ctx->legacy) {
+		mps__stream_put(ctx->legacy);
+		ctx->legacy = NULL;
+	}
+	mps__progress();        /* threads waiting for an event or a barrier */
+	while (ctx->nstreams)
 		mps__wait();
 }
 
@@ -243,11 +292,7 @@ static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
 {
 	struct si_context *ctx;
 	struct si_stream *s;
-	pthread_attr_t attr;
-	pthread_t thread;
-	sigset_t all, old;
 	CUresult rc;
-	int err;
 
 	if (!mps__initialized())
 		return CUDA_ERROR_NOT_INITIALIZED;
@@ -263,40 +308,18 @@ static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
 	if (rc != CUDA_SUCCESS)
 		goto out_unlock;
 	rc = CUDA_ERROR_OUT_OF_MEMORY;
-	s = calloc(1, sizeof(*s));
+	s = stream_new(ctx, flags, priority);
 	if (!s)
 		goto out_unlock;
-	if (pthread_cond_init(&s->wake, NULL))
-		goto out_free;
-	s->ctx = ctx;
-	s->flags = flags;
-	s->priority = priority;
-	s->refs = 2;            /* the handle and the thread */
 	s->handle = mps__handle_add(SI_H_STREAM, s);
-	if (!s->handle)
-		goto out_cond;
-	/* The thread takes no signals: they belong to the application's threads. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	err = pthread_create(&thread, &attr, stream_thread, s);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (err)
-		goto out_handle;
-	si_list_add(&ctx->streams, &s->link);
-	ctx->nstreams++;
+	if (!s->handle) {
+		s->destroyed = true;    /* the thread exits at once */
+		pthread_cond_signal(&s->wake);
+		mps__stream_put(s);
+		goto out_unlock;
+	}
 	*phStream = (CUstream)s->handle;
-	mps__unlock();
-	return CUDA_SUCCESS;
-
-out_handle:
-	mps__handle_remove(s->handle);
-out_cond:
-	pthread_cond_destroy(&s->wake);
-out_free:
-	free(s);
+	rc = CUDA_SUCCESS;
 out_unlock:
 	mps__unlock();
 	return rc;
@@ -338,16 +361,19 @@ CU_API CUresult cuStreamSynchronize(CUstream hStream)
 {
 	struct si_context *ctx;
 	struct si_stream *s;
+	struct si_op *op;
 	CUresult rc;
 
 	if (!mps__initialized())
 		return CUDA_ERROR_NOT_INITIALIZED;
 	mps__lock();
 	if (mps__stream_is_legacy(hStream)) {
-		rc = mps__ctx_current(&ctx);
+		/* A marker on the legacy stream completes after all work the
+		 * legacy stream must follow: exactly what to wait for. */
+		rc = mps__stream_enter(hStream, &ctx, &s);
 		if (rc == CUDA_SUCCESS) {
-			mps__ctx_quiesce(ctx);
-			rc = ctx->state == SI_CTX_ACTIVE ? ctx->sticky : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+			op = mps__op_new(SI_OP_MARKER);
+			rc = op ? mps__submit_wait(s, op) : CUDA_ERROR_OUT_OF_MEMORY;
 		}
 	} else if ((s = mps__handle_get((uintptr_t)hStream, SI_H_STREAM))) {
 		uint64_t target = s->enqueued;
@@ -364,16 +390,6 @@ CU_API CUresult cuStreamSynchronize(CUstream hStream)
 	return rc;
 }
 
-static bool ctx_idle(const struct si_context *ctx)
-{
-	if (ctx->inline_ops)
-		return false;
-	for (const struct si_list *l = ctx->streams.next; l != &ctx->streams; l = l->next)
-		if (oldest(si_container_of(l, struct si_stream, link)) != UINT64_MAX)
-			return false;
-	return true;
-}
-
 CU_API CUresult cuStreamQuery(CUstream hStream)
 {
 	struct si_context *ctx;
@@ -384,10 +400,17 @@ CU_API CUresult cuStreamQuery(CUstream hStream)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	mps__lock();
 	if (mps__stream_is_legacy(hStream)) {
-		/* The legacy stream is done when every stream of the context is. */
+		/* Done when it and the blocking streams it follows are. */
 		rc = mps__ctx_enter(&ctx);
-		if (rc == CUDA_SUCCESS && !ctx_idle(ctx))
-			rc = CUDA_ERROR_NOT_READY;
+		for (struct si_list *l = rc == CUDA_SUCCESS ? ctx->streams.next : NULL;
+		     l && l != &ctx->streams; l = l->next) {
+			struct si_stream *b = si_container_of(l, struct si_stream, link);
+
+			if ((b == ctx->legacy || blocking(b)) && oldest(b) != UINT64_MAX) {
+				rc = CUDA_ERROR_NOT_READY;
+				break;
+			}
+		}
 	} else if ((s = mps__handle_get((uintptr_t)hStream, SI_H_STREAM))) {
 		rc = s->ctx->sticky;
 		if (rc == CUDA_SUCCESS && s->completed != s->enqueued)

@@ -575,6 +575,8 @@ static void test_cross_stream(void)
 	OK(p_cuStreamDestroy_v2(c));
 }
 
+static void test_legacy_stream(CUstream nb, CUdeviceptr d, CUdeviceptr out, uint32_t *back, size_t n);
+
 static void fill(uint32_t *p, size_t n, uint32_t v)
 {
 	for (size_t i = 0; i < n; i++)
@@ -676,17 +678,50 @@ static void test_copy_semantics(void)
 	EXPECT(p_cuMemsetD8Async((CUdeviceptr)back, 0, 4, s), CUDA_ERROR_INVALID_VALUE);
 	OK(p_cuMemcpyHtoDAsync_v2(d, pageable, 0, s));
 
-	/* The legacy stream runs in the caller, after everything before it. */
-	OK(launch_spin(s, 100, out));
-	OK(launch_iota(NULL, d, 77, N));
-	OK(p_cuMemcpyDtoHAsync_v2(back, d, sizeof(back), CU_STREAM_LEGACY));
-	CHECK(all(back, N, 77), "legacy-stream iota gave %u", back[0]);
-	OK(p_cuStreamQuery(s));
+	OK(p_cuStreamSynchronize(s));
+	test_legacy_stream(s, d, out, back, N);
 
 	OK(p_cuMemHostUnregister(pinned));
 	OK(p_cuMemFree_v2(d));
 	OK(p_cuMemFree_v2(out));
 	OK(p_cuStreamDestroy_v2(s));
+}
+
+/*
+ * The legacy stream is asynchronous; its work follows earlier work of the
+ * blocking streams, and later work of blocking streams follows it. Streams
+ * created CU_STREAM_NON_BLOCKING (nb) are not synchronized with it.
+ */
+static void test_legacy_stream(CUstream nb, CUdeviceptr d, CUdeviceptr out, uint32_t *back, size_t n)
+{
+	CUstream bs;
+	double t0;
+
+	OK(p_cuStreamCreate(&bs, 0));
+	t0 = now_ms();
+	OK(launch_spin(bs, 100, out));
+	OK(launch_iota(NULL, d, 77, (int)n));
+	if (now_ms() - t0 < 80)
+		EXPECT(p_cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+	OK(p_cuMemcpyDtoHAsync_v2(back, d, n * sizeof(*back), CU_STREAM_LEGACY));
+	CHECK(all(back, n, 77), "legacy-stream iota gave %u", back[0]);
+	OK(p_cuStreamQuery(bs));        /* the legacy work waited for it */
+	OK(p_cuStreamQuery(NULL));
+
+	OK(p_cuMemsetD32Async(d, 0, 1, NULL));
+	OK(launch_spin_store(NULL, 100, d, 31337));
+	OK(p_cuMemcpyDtoDAsync_v2(d + 64, d, 4, bs));
+	OK(p_cuMemcpyDtoHAsync_v2(back, d + 64, 4, bs));
+	CHECK(back[0] == 31337, "a blocking stream did not wait for the legacy stream (%u)", back[0]);
+
+	t0 = now_ms();
+	OK(launch_spin(nb, 300, out + 32));
+	OK(launch_iota(NULL, d, 5, (int)n));
+	OK(p_cuStreamSynchronize(NULL));
+	if (now_ms() - t0 < 250)
+		EXPECT(p_cuStreamQuery(nb), CUDA_ERROR_NOT_READY);
+	OK(p_cuStreamSynchronize(nb));
+	OK(p_cuStreamDestroy_v2(bs));
 }
 
 static void test_events(void)
@@ -731,8 +766,9 @@ static void test_events(void)
 	OK(p_cuEventElapsedTime_v2(&ms, start, stop));
 	CHECK(ms >= 200, "elapsed %.3f ms across a 200 ms kernel", ms);
 
-	/* Recording on the legacy stream completes at once. */
+	/* The legacy stream records too. */
 	OK(p_cuEventRecord(start, NULL));
+	OK(p_cuEventSynchronize(start));
 	OK(p_cuEventQuery(start));
 
 	OK(p_cuEventDestroy_v2(start));

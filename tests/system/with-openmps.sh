@@ -9,7 +9,7 @@
 #
 #   usage: with-openmps.sh BUILD_DIR PROGRAM [ARGS...]
 
-build=$1; shift
+build=$(cd "$1" && pwd); shift
 dir=$(mktemp -d /tmp/openmps-run.XXXXXX)
 export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
 export OPENMPS_DRIVER=${OPENMPS_DRIVER:-$build/lib/standin/libcuda.so.1}

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A client killed with SIGKILL in the middle of its work: the server must
+ * free everything it held and the other clients must not notice.
+ *
+ * The victim allocates device and pinned memory, queues many spin kernels,
+ * and keeps a thread in a large pageable copy (so staging chunks are in
+ * flight) when it is killed. A survivor runs verified work all along. After
+ * the kill, a fresh client checks that the device's free memory is back to
+ * what it was before the victim started, and that new clients still work.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "../cuda/common.h"
+
+#define VICTIM_BYTES (96u << 20)
+#define COPY_BYTES   (24u << 20)
+#define SLACK        (4ll << 20)   /* a real driver's own bookkeeping may move a little */
+
+/* Device free memory as a fresh client sees it, in a child process (the
+ * parent must not initialise CUDA before it forks). */
+static long long free_memory(void)
+{
+	int fds[2];
+	long long v = -1;
+	pid_t pid;
+
+	if (pipe(fds) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		size_t fr = 0, total = 0;
+
+		close(fds[0]);
+		t_primary(t_device());
+		CHECK(cuMemGetInfo(&fr, &total));
+		v = (long long)fr;
+		if (write(fds[1], &v, sizeof(v)) != sizeof(v))
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	if (read(fds[0], &v, sizeof(v)) != sizeof(v))
+		v = -1;
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+	return v;
+}
+
+static void *copy_forever(void *arg)
+{
+	CUdeviceptr d = *(CUdeviceptr *)arg;
+	uint8_t *buf = malloc(COPY_BYTES);
+
+	memset(buf, 0x5a, COPY_BYTES);
+	for (;;) {
+		cuMemcpyHtoD(d, buf, COPY_BYTES);
+		cuMemcpyDtoH(buf, d, COPY_BYTES);
+	}
+	return NULL;
+}
+
+static int victim(int ready)
+{
+	CUdeviceptr d, out;
+	CUfunction spin;
+	CUstream s;
+	pthread_t th;
+	void *pinned;
+	long long cycles = T_SPIN_1MS;
+
+	t_primary(t_device());
+	spin = t_func(t_module(), "spin");
+	CHECK(cuMemAlloc(&d, VICTIM_BYTES));
+	CHECK(cuMemAlloc(&out, 4096));
+	CHECK(cuMemAllocHost(&pinned, 8u << 20));
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int i = 0; i < 2000; i++) {
+		void *args[] = { &cycles, &out };
+
+		CHECK(t_launch(spin, 1, 32, s, args));
+	}
+	pthread_create(&th, NULL, copy_forever, &d);
+	usleep(100 * 1000);
+	if (write(ready, "r", 1) != 1)
+		return T_FAIL;
+	for (;;)
+		pause();
+}
+
+static int survivor(int stop)
+{
+	uint64_t rng = t_rng(7);
+	uint32_t in[1024], got[1024], want[1024];
+	CUdeviceptr d;
+	CUfunction affine;
+	int n = 1024, rounds = 0;
+	char c;
+
+	t_primary(t_device());
+	affine = t_func(t_module(), "affine_u32");
+	CHECK(cuMemAlloc(&d, sizeof(in)));
+	/* Work until told to stop (non-blocking read: no byte yet). */
+	while (read(stop, &c, 1) != 1) {
+		uint32_t mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
+		void *args[] = { &d, &mul, &add, &n };
+
+		t_fill_u32(in, 1024, &rng);
+		for (int i = 0; i < 1024; i++)
+			want[i] = in[i] * mul + add;
+		CHECK(cuMemcpyHtoD(d, in, sizeof(in)));
+		CHECK(t_launch(affine, 4, 256, NULL, args));
+		CHECK(cuMemcpyDtoH(got, d, sizeof(got)));
+		if (CMP_U32(got, want, 1024, "survivor's result"))
+			return T_FAIL;
+		rounds++;
+	}
+	printf("s_kill: survivor verified %d rounds\n", rounds);
+	return rounds > 0 && !t_failures() ? T_PASS : T_FAIL;
+}
+
+int main(int argc, char **argv)
+{
+	int ready[2], stop[2], st;
+	long long before, after = -1;
+	pid_t v, s;
+	char c;
+
+	t_init(argc, argv);
+	before = free_memory();
+	REQUIRE(before > 0, "cannot read the device's free memory");
+	if (pipe(ready) < 0 || pipe(stop) < 0)
+		return T_FAIL;
+	s = fork();
+	if (s == 0) {
+		fcntl(stop[0], F_SETFL, O_NONBLOCK);
+		_exit(survivor(stop[0]));
+	}
+	v = fork();
+	if (v == 0)
+		_exit(victim(ready[1]));
+	REQUIRE(read(ready[0], &c, 1) == 1, "the victim did not get going");
+	kill(v, SIGKILL);
+	waitpid(v, &st, 0);
+	REQUIRE(WIFSIGNALED(st), "the victim was not killed");
+	usleep(500 * 1000);   /* the survivor keeps working across the teardown */
+	if (write(stop[1], "s", 1) != 1)
+		return T_FAIL;
+	waitpid(s, &st, 0);
+	EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the survivor failed (status %#x)", st);
+
+	/* The server frees the victim's memory once its GPU work has drained. */
+	for (int i = 0; i < 100; i++) {
+		after = free_memory();
+		if (llabs(after - before) <= SLACK)
+			break;
+		usleep(100 * 1000);
+	}
+	EXPECT(llabs(after - before) <= SLACK, "free device memory %lld after the kill, %lld before", after, before);
+	printf("s_kill: free device memory back to %lld bytes\n", after);
+	return t_failures() ? T_FAIL : T_PASS;
+}

@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A hostile client speaking the wire protocol directly (no client library):
+ * wrong operations, short messages, bad handles and devices, copies at
+ * memory it does not own (including another client's), absurd sizes, a bad
+ * image, a reply slot out of range, and finally a broken ring. Each must get
+ * a clear error (or, for the broken ring, the end of its connection), while
+ * the server stays up and another client keeps working throughout.
+ * The daemon socket gets garbage too.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../cuda/common.h"
+#include "common/atomics.h"
+#include "common/clock.h"
+#include "common/paths.h"
+#include "common/shm.h"
+#include "common/sock.h"
+#include "common/sq.h"
+#include "common/wire.h"
+
+static int sock = -1;
+static struct mps_region *region;
+static struct mps_sq_producer sq;
+
+static void connect_raw(void)
+{
+	size_t max = sizeof(struct mps_welcome) + MPS_MAX_DEVICES * sizeof(struct mps_wire_device);
+	struct mps_hello h = { .magic = MPS_HELLO_MAGIC, .version = MPS_WIRE_VERSION, .kind = MPS_HELLO_CLIENT };
+	struct mps_welcome *w = malloc(max);
+	char path[4096];
+	int fd = -1;
+
+	mps_path_join(path, sizeof(path), mps_pipe_dir(), MPS_DAEMON_SOCKET);
+	sock = mps_sock_connect(path);
+	REQUIRE(sock >= 0, "cannot reach the daemon at %s", path);
+	h.pid = (uint32_t)getpid();
+	strcpy(h.comm, "s_malformed");
+	REQUIRE(mps_sock_send(sock, &h, sizeof(h), -1) == sizeof(h), "hello");
+	REQUIRE(mps_sock_recv(sock, w, max, &fd) > 0 && w->magic == MPS_WELCOME_MAGIC && fd >= 0, "no welcome");
+	region = mps_shm_map(fd, MPS_REGION_SIZE, NULL);
+	REQUIRE(region, "cannot map the region");
+	close(fd);
+	free(w);
+	mps_sq_producer_init(&sq, region);
+}
+
+/* Sends len bytes of msg as they are (header included) with the given slot. */
+static void send_raw(void *msg, uint32_t len)
+{
+	void *p;
+	uint64_t t0 = mps_now_ns();
+
+	while (!(p = mps_sq_reserve(&sq, len)))
+		REQUIRE(mps_now_ns() - t0 < 5000000000ull, "the ring stayed full");
+	memcpy(p, msg, len);
+	mps_sq_commit(&sq);
+}
+
+/* Sends a message of op and waits for its reply in slot 0. */
+static CUresult call(uint16_t op, uint32_t ctx, void *msg, uint32_t len, struct mps_slot **out)
+{
+	struct mps_slot *s = mps_region_slot(region, 0);
+	struct mps_msg *m = msg;
+	uint64_t t0 = mps_now_ns();
+
+	m->op = op;
+	m->flags = m->flags;
+	m->len = mps_msg_size(len);
+	m->slot = 0;
+	m->ctx = ctx;
+	mps_store_relaxed(&s->state, MPS_SLOT_BUSY);
+	send_raw(msg, m->len);
+	while (mps_load_acquire(&s->state) != MPS_SLOT_DONE) {
+		if (mps_now_ns() - t0 > 5000000000ull) {
+			t_fail(__FILE__, __LINE__, "no reply to op %u", op);
+			return CUDA_ERROR_UNKNOWN;
+		}
+		usleep(100);
+	}
+	if (out)
+		*out = s;
+	return (CUresult)s->result;
+}
+
+static void post(uint16_t op, uint32_t ctx, void *msg, uint32_t len)
+{
+	struct mps_msg *m = msg;
+
+	m->op = op;
+	m->len = mps_msg_size(len);
+	m->slot = MPS_NO_SLOT;
+	m->ctx = ctx;
+	send_raw(msg, m->len);
+}
+
+/* A well-behaved client in another process: allocates, publishes its
+ * device pointer, then keeps verifying work until killed. */
+static pid_t start_neighbour(uint64_t *its_ptr)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pipe(fds) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		uint64_t rng = t_rng(3);
+		uint32_t in[256], got[256];
+		CUdeviceptr d;
+
+		close(fds[0]);
+		t_primary(t_device());
+		CHECK(cuMemAlloc(&d, sizeof(in)));
+		if (write(fds[1], &d, sizeof(d)) != sizeof(d))
+			_exit(1);
+		for (;;) {
+			t_fill_u32(in, 256, &rng);
+			CHECK(cuMemcpyHtoD(d, in, sizeof(in)));
+			CHECK(cuMemcpyDtoH(got, d, sizeof(got)));
+			if (memcmp(in, got, sizeof(in))) {
+				fprintf(stderr, "s_malformed: the neighbour's data changed\n");
+				_exit(1);
+			}
+		}
+	}
+	close(fds[1]);
+	if (read(fds[0], its_ptr, sizeof(*its_ptr)) != sizeof(*its_ptr))
+		return -1;
+	close(fds[0]);
+	return pid;
+}
+
+static void poke_daemon(void)
+{
+	char path[4096], junk[4000], reply[512];
+	int fd;
+	ssize_t n;
+
+	mps_path_join(path, sizeof(path), mps_pipe_dir(), MPS_DAEMON_SOCKET);
+	/* Too long a command. */
+	fd = mps_sock_connect(path);
+	REQUIRE(fd >= 0, "daemon socket");
+	memset(junk, 'x', sizeof(junk));
+	mps_sock_send(fd, junk, sizeof(junk), -1);
+	mps_sock_set_timeout(fd, 5000);
+	n = mps_sock_recv(fd, reply, sizeof(reply) - 1, NULL);
+	EXPECT(n > 0 && !strncmp(reply, "Error", 5), "an over-long line got no error reply");
+	close(fd);
+	/* Silence, then hang up. */
+	fd = mps_sock_connect(path);
+	REQUIRE(fd >= 0, "daemon socket");
+	close(fd);
+	/* Binary garbage that is not a hello. */
+	fd = mps_sock_connect(path);
+	REQUIRE(fd >= 0, "daemon socket");
+	memset(junk, 0xff, 80);
+	mps_sock_send(fd, junk, 80, -1);
+	mps_sock_set_timeout(fd, 5000);
+	n = mps_sock_recv(fd, reply, sizeof(reply) - 1, NULL);
+	EXPECT(n > 0 && !strncmp(reply, "Error", 5), "garbage on the daemon socket got no error reply");
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	union {
+		struct mps_msg hdr;
+		struct mps_msg_ctx_create cc;
+		struct mps_msg_mem_alloc ma;
+		struct mps_msg_copy cp;
+		struct mps_msg_handle h;
+		struct mps_msg_host_alloc ha;
+		struct mps_msg_blob blob;
+		struct mps_msg_module_load ml;
+		struct mps_msg_launch la;
+		uint8_t raw[256];
+	} m;
+	struct mps_slot *s;
+	uint64_t theirs = 0, mine;
+	uint32_t ctx;
+	pid_t nb;
+	int st;
+	char c;
+
+	if (argc > 1 && !strcmp(argv[1], "--probe")) {
+		size_t fr, total;
+
+		t_primary(t_device());
+		CHECK(cuMemGetInfo(&fr, &total));
+		return T_PASS;
+	}
+	t_init(argc, argv);
+	nb = start_neighbour(&theirs);
+	REQUIRE(nb > 0, "the neighbour did not start");
+	poke_daemon();
+	connect_raw();
+
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(999, 0, &m, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(MPS_OP_MEM_ALLOC, 0, &m, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.cc.device = 99;
+	CHECK_ERR(call(MPS_OP_CTX_CREATE, 0, &m, sizeof(m.cc), NULL), CUDA_ERROR_INVALID_DEVICE);
+	memset(&m, 0, sizeof(m));
+	CHECK(call(MPS_OP_CTX_CREATE, 0, &m, sizeof(m.cc), &s));
+	ctx = (uint32_t)s->val[0];
+	memset(&m, 0, sizeof(m));
+	m.h.handle = 0x12345601;
+	CHECK_ERR(call(MPS_OP_STREAM_SYNC, ctx, &m, sizeof(m.h), NULL), CUDA_ERROR_INVALID_HANDLE);
+	memset(&m, 0, sizeof(m));
+	m.h.handle = ctx;   /* a context handle used as an event */
+	CHECK_ERR(call(MPS_OP_EVENT_QUERY, ctx, &m, sizeof(m.h), NULL), CUDA_ERROR_INVALID_HANDLE);
+
+	memset(&m, 0, sizeof(m));
+	m.ma.size = 4096;
+	CHECK(call(MPS_OP_MEM_ALLOC, ctx, &m, sizeof(m.ma), &s));
+	mine = s->val[0];
+	/* Past the end of our allocation, and someone else's memory. */
+	memset(&m, 0, sizeof(m));
+	m.cp.kind = MPS_COPY_D2H;
+	m.cp.host_region = MPS_HOST_SLOT;
+	m.cp.src = mine + 4094;
+	m.cp.size = 4;
+	CHECK_ERR(call(MPS_OP_COPY, ctx, &m, sizeof(m.cp), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.cp.src = theirs;
+	CHECK_ERR(call(MPS_OP_COPY, ctx, &m, sizeof(m.cp), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.cp.kind = MPS_COPY_D2D;
+	m.cp.host_region = 0;
+	m.cp.dst = theirs;
+	m.cp.src = mine;
+	CHECK_ERR(call(MPS_OP_COPY, ctx, &m, sizeof(m.cp), NULL), CUDA_ERROR_INVALID_VALUE);
+	/* A reply-slot copy larger than a slot, and an inline copy claiming more
+	 * bytes than the message carries. */
+	memset(&m, 0, sizeof(m));
+	m.cp.kind = MPS_COPY_D2H;
+	m.cp.host_region = MPS_HOST_SLOT;
+	m.cp.src = mine;
+	m.cp.size = 1 << 20;
+	CHECK_ERR(call(MPS_OP_COPY, ctx, &m, sizeof(m.cp), NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.cp.kind = MPS_COPY_H2D;
+	m.cp.host_region = MPS_HOST_INLINE;
+	m.cp.dst = mine;
+	m.cp.size = 4000;
+	CHECK_ERR(call(MPS_OP_COPY, ctx, &m, sizeof(m.cp) + 16, NULL), CUDA_ERROR_INVALID_VALUE);
+
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(MPS_OP_HOST_ALLOC, ctx, &m, sizeof(m.ha), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ha.size = 1ull << 50;
+	CHECK_ERR(call(MPS_OP_HOST_ALLOC, ctx, &m, sizeof(m.ha), NULL), CUDA_ERROR_OUT_OF_MEMORY);
+
+	/* An asynchronous failure surfaces at the next synchronize. */
+	memset(&m, 0, sizeof(m));
+	m.la.func = 0x7777701;
+	m.la.grid[0] = m.la.grid[1] = m.la.grid[2] = 1;
+	m.la.block[0] = m.la.block[1] = m.la.block[2] = 1;
+	post(MPS_OP_LAUNCH, ctx, &m, sizeof(m.la));
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL), CUDA_ERROR_INVALID_HANDLE);
+	memset(&m, 0, sizeof(m));
+	CHECK(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL));
+
+	/* An upload far larger than allowed, then a load of it. */
+	memset(&m, 0, sizeof(m));
+	m.blob.hdr.flags = MPS_BLOB_RESET;
+	m.blob.total = 1ull << 40;
+	post(MPS_OP_BLOB_APPEND, ctx, &m, sizeof(m.blob));
+	memset(&m, 0, sizeof(m));
+	m.ml.kind = MPS_MODULE;
+	m.ml.size = 1ull << 40;
+	CHECK_ERR(call(MPS_OP_MODULE_LOAD, ctx, &m, sizeof(m.ml), NULL), CUDA_ERROR_INVALID_IMAGE);
+	/* A small upload of garbage: the driver rejects the image. */
+	memset(&m, 0, sizeof(m));
+	m.blob.hdr.flags = MPS_BLOB_RESET;
+	m.blob.total = 64;
+	memset(m.raw + sizeof(m.blob), 0xa5, 64);
+	post(MPS_OP_BLOB_APPEND, ctx, &m, sizeof(m.blob) + 64);
+	memset(&m, 0, sizeof(m));
+	m.ml.kind = MPS_MODULE;
+	m.ml.size = 64;
+	EXPECT(call(MPS_OP_MODULE_LOAD, ctx, &m, sizeof(m.ml), NULL) != CUDA_SUCCESS, "a garbage image loaded");
+	/* The refused upload was asynchronous: its error comes with the next
+	 * synchronize, once. */
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL), CUDA_ERROR_INVALID_IMAGE);
+	memset(&m, 0, sizeof(m));
+	CHECK(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL));
+
+	/* A reply slot out of range is ignored; the next call still works. */
+	memset(&m, 0, sizeof(m));
+	m.hdr.op = MPS_OP_MEM_INFO;
+	m.hdr.len = 16;
+	m.hdr.slot = 1000;
+	m.hdr.ctx = ctx;
+	send_raw(&m, 16);
+	memset(&m, 0, sizeof(m));
+	CHECK(call(MPS_OP_MEM_INFO, ctx, &m, 16, NULL));
+
+	/* Break the ring: a length that is not a multiple of the alignment.
+	 * The server must hang up on us. */
+	{
+		struct mps_msg *bad = mps_sq_reserve(&sq, 16);
+
+		REQUIRE(bad, "ring full");
+		bad->op = MPS_OP_MEM_INFO;
+		bad->len = 24;
+		bad->slot = MPS_NO_SLOT;
+		mps_sq_commit(&sq);
+		/* Bypass the ring helper's own bookkeeping: publish 32 bytes. */
+		mps_store_release(&region->sq_tail.v, mps_load_acquire(&region->sq_tail.v) + 16);
+		mps_sq_kick(region);
+	}
+	mps_sock_set_timeout(sock, 5000);
+	EXPECT(mps_sock_recv(sock, &c, 1, NULL) == 0, "the server did not hang up on a broken ring");
+
+	/* The neighbour is still fine, and so is a new client. */
+	EXPECT(waitpid(nb, &st, WNOHANG) == 0, "the neighbour died (status %#x)", st);
+	kill(nb, SIGKILL);
+	waitpid(nb, &st, 0);
+	{
+		/* A fresh process (this one has used CUDA, so a fork of it may not). */
+		pid_t p = fork();
+
+		if (p == 0) {
+			execl("/proc/self/exe", argv[0], "--probe", (char *)NULL);
+			_exit(127);
+		}
+		waitpid(p, &st, 0);
+		EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a new client failed after the attack");
+	}
+	munmap(region, MPS_REGION_SIZE);
+	close(sock);
+	printf("s_malformed: %s\n", t_failures() ? "FAIL" : "every bad message got its error; the server survived");
+	return t_failures() ? T_FAIL : T_PASS;
+}
