@@ -41,6 +41,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ -n "$TABLE_FROM" ] && TABLE_FROM=$(realpath -m -- "$TABLE_FROM")
+OUTDIR=$(realpath -m -- "${OUT:-/tmp}")
 cd "$ROOT" || exit 1
 
 COLS=(native mps openmps)
@@ -128,7 +129,6 @@ fi
 # ---------------------------------------------------------------------------
 # Set-up
 
-OUTDIR=${OUT:-/tmp}
 mkdir -p "$OUTDIR"
 LOG=$OUTDIR/bench-log.txt
 TSV=$OUTDIR/bench-results.tsv
@@ -143,8 +143,8 @@ BIN=$ROOT/$BUILD/bench
 PTX=$ROOT/$BUILD/tests/kernels.ptx
 WORK=$(mktemp -d /tmp/openmps-bench.XXXXXX)
 START=$SECONDS
-BUDGET=400              # seconds: no step starts after this
-HARD=450                # seconds: every step's time limit is cut to end by then
+BUDGET=380              # seconds: no step starts after this
+HARD=420                # seconds: every step's time limit is cut to end by then (8 minutes in all)
 
 if [ "$QUICK" = 1 ]; then
 	SPIN_ITERS=500; MAX_CLIENTS=${BENCH_MAX_CLIENTS:-128}; LAUNCH_ARGS=(--quick); COPY_ARGS=(--quick)
@@ -400,7 +400,7 @@ m_keys() {   # col name timeout program args... ; rows are given in KEYMAP
 		if is_num "$v"; then
 			set_cell "$row" "$col" "$v"
 		else
-			set_cell "$row" "$col" fail "$([ "$rc" -ge 124 ] && [ "$rc" -le 137 ] && echo timeout || echo "rc $rc")"
+			set_cell "$row" "$col" fail "$({ [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && echo timeout || echo "rc $rc")"
 		fi
 	done
 	return "$rc"
@@ -419,7 +419,7 @@ m_copy() {
 
 # 8 idle clients: GPU memory used while they wait, minus before, per client.
 m_idle() {
-	local col=$1 dir=$WORK/idle-$1 n=8 i pids=() before during t ready
+	local col=$1 dir=$WORK/idle-$1 n=8 i pids=() before during t ready alive
 	mkdir -p "$dir"
 	before=$(gpu_mem_used)
 	if ! is_num "${before:-x}"; then
@@ -434,6 +434,12 @@ m_idle() {
 	for t in $(seq 1 450); do
 		ready=$(find "$dir" -name 'ready.*' | wc -l)
 		[ "$ready" -ge $n ] && break
+		# Every client that is not ready has exited: none will be.
+		if [ $((t % 10)) -eq 0 ]; then
+			alive=0
+			for i in "${pids[@]}"; do kill -0 "$i" 2>/dev/null && alive=$((alive + 1)); done
+			[ "$alive" -le "$ready" ] && break
+		fi
 		sleep 0.1
 	done
 	sleep 2
@@ -510,9 +516,9 @@ fi
 if [ "$NO_BUILD" = 0 ]; then
 	make -s -j16 all >/dev/null 2>&1 || make -j16 all || echo "make all failed: the openmps column will fail"
 fi
-if [ ! -s "$PTX" ]; then
+if [ "$NO_BUILD" = 0 ] || [ ! -s "$PTX" ]; then
 	make -s "$BUILD/tests/kernels.ptx" >/dev/null 2>&1 ||
-		{ mkdir -p "$(dirname "$PTX")" && "$CUDA_HOME/bin/nvcc" -ptx -o "$PTX" tests/kernels/kernels.cu; }
+		{ mkdir -p "$(dirname "$PTX")" && "$CUDA_HOME/bin/nvcc" -ptx -arch=compute_90 -o "$PTX" tests/kernels/kernels.cu; }
 fi
 for b in spin launch copy idle clients; do
 	[ -x "$BIN/$b" ] || { echo "missing $BIN/$b: cannot benchmark"; exit 1; }

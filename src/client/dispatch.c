@@ -214,8 +214,11 @@ static CUresult get_proc_address(const char *symbol, void **pfn, int version, cu
 	idx = mps__procaddr_lookup(symbol, version, flags, &st);
 	if (status)
 		*status = (CUdriverProcAddressQueryResult)st;
-	if (idx < 0)
+	if (idx < 0) {
+		mps_log_debug("openmps: cuGetProcAddress(\"%s\", %d, %llu) finds nothing (status %d)", symbol,
+			      version, (unsigned long long)flags, st);
 		return CUDA_ERROR_NOT_FOUND;
+	}
 	*pfn = impl[idx] ? impl[idx] : stub_of(idx);
 	if (!*pfn)
 		return CUDA_ERROR_NOT_FOUND;

@@ -6,7 +6,7 @@
 // in slot 0 (layout per public reverse-engineering notes, ZLUDA dark_api).
 // The sizes here are the ones the real driver 580.159 reports (measured on
 // an H200), which can be larger than the slots anyone is known to call:
-// unknown slots are NULL, as in ZLUDA, which real cudart runs against. Slot
+// unknown slots hold stubs that name themselves when called (below). Slot
 // signatures are the ones traced on that driver and described by the same
 // notes; a wrong one crashes cudart.
 //
@@ -26,6 +26,48 @@
 
 // Slot 0 of a sized table: its size in bytes, stored as a pointer.
 #define TABLE_SIZE(slots) ((const void *)(uintptr_t)((slots) * sizeof(void *)))
+
+// Slots nobody is known to call hold a stub that says which slot was called
+// (once) and fails, rather than a NULL that would crash the caller with no
+// clue. The stubs take no arguments: under the x86-64 calling convention a
+// caller's arguments are simply ignored.
+static uint8_t missing_warned[8][16];
+
+static void missing_slot(int table, const char *name, int slot)
+{
+	if (__atomic_exchange_n(&missing_warned[table][slot], 1, __ATOMIC_RELAXED))
+		return;
+	mps_log_warn("openmps: cudart called slot %d of the %s export table, which openmps does not "
+		     "implement; it returns CUDA_ERROR_NOT_SUPPORTED", slot, name);
+}
+
+#define MISSING(t, name, n) \
+	static CUresult missing_##name##_##n(void) \
+	{ \
+		missing_slot(t, #name, n); \
+		return CUDA_ERROR_NOT_SUPPORTED; \
+	}
+#define M(name, n) [n] = (const void *)missing_##name##_##n
+
+MISSING(0, cudart_interface, 3)
+MISSING(0, cudart_interface, 4)
+MISSING(0, cudart_interface, 5)
+MISSING(0, cudart_interface, 9)
+MISSING(0, cudart_interface, 10)
+MISSING(0, cudart_interface, 11)
+MISSING(3, context_local_storage, 3)
+MISSING(4, context_checks, 1)
+MISSING(4, context_checks, 4)
+MISSING(4, context_checks, 5)
+MISSING(4, context_checks, 6)
+MISSING(4, context_checks, 7)
+MISSING(4, context_checks, 8)
+MISSING(4, context_checks, 9)
+MISSING(4, context_checks, 10)
+MISSING(4, context_checks, 11)
+MISSING(4, context_checks, 12)
+MISSING(4, context_checks, 13)
+MISSING(4, context_checks, 14)
 
 // ---------------------------------------------------------------------------
 // CUDART_INTERFACE 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9, 13 slots (104 bytes)
@@ -109,6 +151,8 @@ static const void *const cudart_interface[13] = {
 	[7] = (const void *)cudart_slot7,
 	[8] = (const void *)cudart_module_from_fatbin_ext2,
 	[12] = (const void *)cudart_load_compilers,
+	M(cudart_interface, 3), M(cudart_interface, 4), M(cudart_interface, 5),
+	M(cudart_interface, 9), M(cudart_interface, 10), M(cudart_interface, 11),
 };
 
 // ---------------------------------------------------------------------------
@@ -141,18 +185,75 @@ static void hooks_scratch2(void **ptr, size_t *size)
 		*size = SCRATCH2_SIZE;
 }
 
+// [1], [3], [5]: tool callbacks; with no tool attached there is nothing to
+// do. [4] (in, out) reports 0 through out. Known from public notes of other
+// replacement drivers that run cuBLAS, which call these.
+static CUresult hooks_nothing(void)
+{
+	return CUDA_SUCCESS;
+}
+
+static CUresult hooks_query(const void *in, uint64_t *out)
+{
+	(void)in;
+	if (out)
+		*out = 0;
+	return CUDA_SUCCESS;
+}
+
 static const void *const tools_runtime_callback_hooks[7] = {
 	[0] = TABLE_SIZE(7),
 	[2] = (const void *)hooks_scratch1,
 	[6] = (const void *)hooks_scratch2,
+	[1] = (const void *)hooks_nothing, [3] = (const void *)hooks_nothing,
+	[4] = (const void *)hooks_query, [5] = (const void *)hooks_nothing,
 };
 
 // ---------------------------------------------------------------------------
-// TOOLS_TLS 42d85a81-23f6-cb47-8298-f6e78a3aecdc, 3 slots (24 bytes); no
-// slot has been seen called.
+// TOOLS_TLS 42d85a81-23f6-cb47-8298-f6e78a3aecdc, 3 slots (24 bytes).
+// [2] gives the calling thread's current context (CUcontext *out): cuBLASLt
+// keys its kernel registry on it, and treats a failure as "no kernels"
+// (public notes of other replacement drivers; seen called under PyTorch).
+
+static CUresult tls_nothing(void)
+{
+	return CUDA_SUCCESS;
+}
+
+static CUresult tls_current_context(CUcontext *out)
+{
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	*out = mps__ctx_current();
+	return CUDA_SUCCESS;
+}
 
 static const void *const tools_tls[3] = {
 	[0] = TABLE_SIZE(3),
+	[1] = (const void *)tls_nothing,
+	[2] = (const void *)tls_current_context,
+};
+
+// ---------------------------------------------------------------------------
+// CONTEXT_IDENTITY 21318c60-9714-3248-8ca6-41ff7324c8f2 (the driver's is 93
+// slots). cuBLAS asks it for a context's identity: [4] (CUcontext, unsigned
+// long long *id) is the context's unique id, as cuCtxGetId. Only this verified
+// prefix is served (size 5 slots), so callers do not reach slots we cannot
+// answer; [1]-[3] fail cleanly (public notes of other replacement drivers).
+
+MISSING(6, context_identity, 1)
+MISSING(6, context_identity, 2)
+MISSING(6, context_identity, 3)
+
+static CUresult context_identity_id(CUcontext ctx, unsigned long long *id)
+{
+	return cuCtxGetId(ctx, id);
+}
+
+static const void *const context_identity[5] = {
+	[0] = TABLE_SIZE(5),
+	M(context_identity, 1), M(context_identity, 2), M(context_identity, 3),
+	[4] = (const void *)context_identity_id,
 };
 
 // ---------------------------------------------------------------------------
@@ -163,6 +264,7 @@ static const void *const context_local_storage[4] = {
 	[0] = (const void *)mps__cls_put,
 	[1] = (const void *)mps__cls_delete,
 	[2] = (const void *)mps__cls_get,
+	M(context_local_storage, 3),
 };
 
 // ---------------------------------------------------------------------------
@@ -190,6 +292,9 @@ static const void *const context_checks[15] = {
 	[0] = TABLE_SIZE(15),
 	[2] = (const void *)context_check,
 	[3] = (const void *)context_check_fn3,
+	M(context_checks, 1), M(context_checks, 4), M(context_checks, 5), M(context_checks, 6),
+	M(context_checks, 7), M(context_checks, 8), M(context_checks, 9), M(context_checks, 10),
+	M(context_checks, 11), M(context_checks, 12), M(context_checks, 13), M(context_checks, 14),
 };
 
 // ---------------------------------------------------------------------------
@@ -207,9 +312,18 @@ static CUresult integrity_check_slot(uint32_t version, uint64_t unix_seconds,
 				    integrity_check, integrity_check[1]);
 }
 
+// [2] takes a flag and succeeds (public notes of other replacement drivers:
+// the runtime probes it and expects a function).
+static CUresult integrity_check_probe(int flag)
+{
+	(void)flag;
+	return CUDA_SUCCESS;
+}
+
 static const void *const integrity_check[3] = {
 	[0] = TABLE_SIZE(3),
 	[1] = (const void *)integrity_check_slot,
+	[2] = (const void *)integrity_check_probe,
 };
 
 // ---------------------------------------------------------------------------
@@ -227,6 +341,8 @@ static const struct export_entry exports[] = {
 	    0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66 }, tools_runtime_callback_hooks },
 	{ { 0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47,
 	    0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc }, tools_tls },
+	{ { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+	    0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }, context_identity },
 	{ { 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11,
 	    0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93 }, context_local_storage },
 	{ { 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43,

@@ -29,6 +29,7 @@ struct devrange {
 	uint64_t base, size;
 	struct mps_ctx *ctx;
 	const void *owner;   /* NULL for allocations; the module for its globals */
+	bool reserved;       /* we hold the same addresses here (see reserve()) */
 };
 
 struct hostreg {
@@ -121,6 +122,34 @@ static void erase(struct table *t, size_t i)
 	t->n--;
 }
 
+/* Unified addressing means a device address is never also a host address
+ * of the process. The device's addresses were handed out in the server, so
+ * the client holds the same range here, inaccessible and uncommitted, to keep
+ * its own future mappings (the heap, mmap) out of it. If the range is
+ * already in use here, telling pointers apart is left to luck: say so. */
+static bool reserve(uint64_t base, uint64_t size)
+{
+	void *want = (void *)(uintptr_t)(base & ~4095ull);
+	size_t len = (size_t)(((base + size + 4095) & ~4095ull) - (base & ~4095ull));
+	void *p = mmap(want, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+		       -1, 0);
+
+	if (p == want)
+		return true;
+	if (p != MAP_FAILED)
+		munmap(p, len);
+	mps_log_debug("openmps: device range %#llx+%llu overlaps this process's own memory",
+		      (unsigned long long)base, (unsigned long long)size);
+	return false;
+}
+
+static void unreserve(const struct devrange *d)
+{
+	if (d->reserved)
+		munmap((void *)(uintptr_t)(d->base & ~4095ull),
+		       (size_t)(((d->base + d->size + 4095) & ~4095ull) - (d->base & ~4095ull)));
+}
+
 void mps__devmem_add(uint64_t base, uint64_t size, struct mps_ctx *ctx, const void *owner)
 {
 	struct devrange d = { .base = base, .size = size, .ctx = ctx, .owner = owner };
@@ -128,8 +157,11 @@ void mps__devmem_add(uint64_t base, uint64_t size, struct mps_ctx *ctx, const vo
 	pthread_rwlock_rdlock(&devmem.lock);
 	long have = find(&devmem, base, 1);
 	pthread_rwlock_unlock(&devmem.lock);
-	if (have < 0)
-		insert(&devmem, &d, base);
+	if (have >= 0)
+		return;
+	d.reserved = reserve(base, size);
+	if (insert(&devmem, &d, base) < 0)
+		unreserve(&d);
 }
 
 void mps__devmem_remove(uint64_t base)
@@ -138,8 +170,10 @@ void mps__devmem_remove(uint64_t base)
 
 	pthread_rwlock_wrlock(&devmem.lock);
 	i = find(&devmem, base, 1);
-	if (i >= 0 && key(&devmem, (size_t)i) == base)
+	if (i >= 0 && key(&devmem, (size_t)i) == base) {
+		unreserve((struct devrange *)devmem.v + i);
 		erase(&devmem, (size_t)i);
+	}
 	pthread_rwlock_unlock(&devmem.lock);
 }
 
@@ -149,8 +183,10 @@ void mps__devmem_forget(struct mps_ctx *ctx, const void *owner)
 	for (size_t i = devmem.n; i-- > 0;) {
 		struct devrange *d = (struct devrange *)devmem.v + i;
 
-		if ((ctx && d->ctx == ctx && !d->owner) || (owner && d->owner == owner))
+		if ((ctx && d->ctx == ctx && !d->owner) || (owner && d->owner == owner)) {
+			unreserve(d);
 			erase(&devmem, i);
+		}
 	}
 	pthread_rwlock_unlock(&devmem.lock);
 }
@@ -565,6 +601,34 @@ static CUresult pointer_get_attributes(unsigned int n, CUpointer_attribute *attr
 	return CUDA_SUCCESS;
 }
 
+/* Prefetching moves managed memory; openmps hands out no managed memory, so
+ * there is nothing to move. Libraries (cuBLAS) call it on ordinary device
+ * memory and expect success; the range must still be the client's. */
+static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation loc, unsigned int flags, CUstream s, bool pt)
+{
+	uint32_t stream, ctx;
+	CUresult r;
+
+	(void)loc;
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__stream_resolve(s, pt, &stream, &ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	return count && !mps__devmem_has(p) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult mem_prefetch_async(CUdeviceptr p, size_t count, CUmemLocation loc, unsigned int flags, CUstream s)
+{
+	return prefetch(p, count, loc, flags, s, false);
+}
+
+static CUresult mem_prefetch_async_ptsz(CUdeviceptr p, size_t count, CUmemLocation loc, unsigned int flags,
+				       CUstream s)
+{
+	return prefetch(p, count, loc, flags, s, true);
+}
+
 const struct mps_impl mps__memory_api[] = {
 	MPS_IMPL(cuMemAlloc_v2, mem_alloc),
 	MPS_IMPL(cuMemAllocPitch_v2, mem_alloc_pitch),
@@ -578,5 +642,7 @@ const struct mps_impl mps__memory_api[] = {
 	MPS_IMPL(cuMemHostGetFlags, mem_host_get_flags),
 	MPS_IMPL(cuPointerGetAttribute, pointer_get_attribute),
 	MPS_IMPL(cuPointerGetAttributes, pointer_get_attributes),
+	MPS_IMPL(cuMemPrefetchAsync_v2, mem_prefetch_async),
+	MPS_IMPL_AS(cuMemPrefetchAsync_v2_ptsz, cuMemPrefetchAsync_v2, mem_prefetch_async_ptsz),
 	MPS_IMPL_END
 };

@@ -23,6 +23,7 @@
 #include "client/api.h"
 #include "client/client.h"
 #include "client/exports.h"
+#include "common/log.h"
 
 #define FATBIN_MAGIC         0xba55ed50u
 #define FATBIN_WRAPPER_MAGIC 0x466243b1u
@@ -96,6 +97,30 @@ static size_t image_size(const void **image)
 	return strlen((const char *)p) + 1;
 }
 
+/* For diagnosing images the driver will not take: with OPENMPS_DUMP_IMAGES
+ * set to a folder, every image is written there as it is uploaded. */
+static void dump_image(int kind, const void *image, size_t size)
+{
+	static int seq;
+	const char *dir = getenv("OPENMPS_DUMP_IMAGES");
+	char path[4096];
+	uint32_t magic = 0;
+	FILE *f;
+
+	memcpy(&magic, image, size < 4 ? size : 4);
+	mps_log_debug("openmps: loading a %s image of %zu bytes (magic %#x)", kind == MPS_MODULE ? "module" : "library",
+		      size, magic);
+	if (!dir || !*dir)
+		return;
+	snprintf(path, sizeof(path), "%s/image-%d-%03d.%s", dir, (int)getpid(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED),
+		 kind == MPS_MODULE ? "module" : "library");
+	f = fopen(path, "wb");
+	if (f) {
+		fwrite(image, 1, size, f);
+		fclose(f);
+	}
+}
+
 static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, CUlibrary *out_lib)
 {
 	struct mps_msg_module_load q = { .kind = (uint32_t)kind };
@@ -113,14 +138,15 @@ static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, 
 	size = image_size(&image);
 	if (!size || !image)
 		return CUDA_ERROR_INVALID_IMAGE;
+	dump_image(kind, image, size);
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_lock(&upload_lock);
 	for (size_t off = 0; r == CUDA_SUCCESS && (off < size || off == 0); off += UPLOAD_PIECE) {
-		struct mps_msg_blob b = { .total = size };
 		size_t n = size - off < UPLOAD_PIECE ? size - off : UPLOAD_PIECE;
+		struct mps_msg_blob b = { .total = size, .bytes = (uint32_t)n };
 
 		b.hdr.flags = off == 0 ? MPS_BLOB_RESET : 0;
 		r = mps__post(MPS_OP_BLOB_APPEND, h, &b.hdr, sizeof(b), (const uint8_t *)image + off, n);
@@ -420,6 +446,10 @@ static CUresult library_load_data(CUlibrary *lib, const void *code, CUjit_option
 {
 	if (!lib || (njo && (!jo || !jv)) || (nlo && (!lo || !lv)))
 		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned int i = 0; i < nlo; i++)
+		mps_log_debug("openmps: cuLibraryLoadData library option %d = %p", (int)lo[i], lv[i]);
+	for (unsigned int i = 0; i < njo; i++)
+		mps_log_debug("openmps: cuLibraryLoadData JIT option %d = %p", (int)jo[i], jv[i]);
 	clear_jit_logs(njo, jo, jv);
 	return upload_and_load(MPS_LIBRARY, code, NULL, lib);
 }
@@ -621,6 +651,18 @@ static CUresult kernel_get_name(const char **name, CUkernel k)
 	return name_of(func_arg(k), name);
 }
 
+static CUresult kernel_get_library(CUlibrary *lib, CUkernel k)
+{
+	struct mps_func *f = func_arg(k);
+
+	if (!lib)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!f || !f->is_kernel)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*lib = (CUlibrary)f->mod;
+	return CUDA_SUCCESS;
+}
+
 static CUresult func_get_module(CUmodule *mod, CUfunction hf)
 {
 	struct mps_func *f = func_arg(hf);
@@ -793,6 +835,7 @@ const struct mps_impl mps__module_api[] = {
 	MPS_IMPL(cuKernelSetCacheConfig, kernel_set_cache_config),
 	MPS_IMPL(cuKernelGetParamInfo, kernel_get_param_info),
 	MPS_IMPL(cuKernelGetName, kernel_get_name),
+	MPS_IMPL(cuKernelGetLibrary, kernel_get_library),
 	MPS_IMPL(cuFuncGetAttribute, func_get_attribute),
 	MPS_IMPL(cuFuncSetAttribute, func_set_attribute),
 	MPS_IMPL(cuFuncSetCacheConfig, func_set_cache_config),

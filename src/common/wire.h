@@ -235,6 +235,8 @@ struct mps_msg_memset {
 struct mps_msg_blob {
 	struct mps_msg hdr;
 	uint64_t total;   /* with MPS_BLOB_RESET: the whole upload's size */
+	uint32_t bytes;   /* data bytes following (the message is padded) */
+	uint32_t pad;
 };
 
 enum mps_module_kind {

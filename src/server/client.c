@@ -73,8 +73,9 @@ struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *
 		goto err_unlist;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	/* Workers need little stack: their big buffer is on the heap. */
-	pthread_attr_setstacksize(&attr, 256 * 1024);
+	/* The driver may compile PTX on this thread (deep recursion in its JIT):
+	 * give it a full-size stack; untouched pages cost nothing. */
+	pthread_attr_setstacksize(&attr, 16 * 1024 * 1024);
 	r = pthread_create(&c->worker, &attr, mps__worker_main, c);
 	pthread_attr_destroy(&attr);
 	if (r) {

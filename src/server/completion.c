@@ -9,6 +9,7 @@
 #include "common/atomics.h"
 #include "common/futex.h"
 #include "common/log.h"
+#include "server/crash.h"
 #include "server/driver.h"
 #include "server/server.h"
 
@@ -42,6 +43,7 @@ static void *waiter_main(void *arg)
 	struct mps_completions *q = &c->comp;
 	int bound = -1;
 
+	mps_crash_thread(c->pid);
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
 		struct mps_pending *p;

@@ -26,6 +26,7 @@
 #include "common/atomics.h"
 #include "common/log.h"
 #include "server/control.h"
+#include "server/crash.h"
 #include "server/driver.h"
 #include "server/main.h"
 #include "server/server.h"
@@ -217,6 +218,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	mps_crash_install();
 	scrub_environment();
 	mps_srv.spin_ns = (uint64_t)env_long("OPENMPS_SPIN_US", 100, 0, 1000000) * 1000;
 	mps_srv.max_clients = (int)env_long("OPENMPS_MAX_CLIENTS", 1024, 1, 65536);

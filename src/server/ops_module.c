@@ -22,7 +22,7 @@
 void mps__op_blob_append(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_blob *q = (const void *)m;
-	size_t n = m->len - sizeof(*q);
+	size_t n = q->bytes;
 
 	if (m->flags & MPS_BLOB_RESET) {
 		free(c->blob);
@@ -41,9 +41,15 @@ void mps__op_blob_append(struct mps_client *c, const struct mps_msg *m)
 	}
 	if (!c->blob)
 		return;   /* the upload already failed; the load will say so */
-	/* The message is padded to the ring's alignment: take only what fits. */
-	if (n > c->blob_total - c->blob_len)
-		n = c->blob_total - c->blob_len;
+	if (n > m->len - sizeof(*q) || n > c->blob_total - c->blob_len) {
+		/* More than the message carries, or than announced: drop the
+		 * upload, and the load that follows fails. */
+		mps__defer_error(c, CUDA_ERROR_INVALID_IMAGE, "module upload");
+		free(c->blob);
+		c->blob = NULL;
+		c->blob_len = c->blob_total = 0;
+		return;
+	}
 	memcpy(c->blob + c->blob_len, (const uint8_t *)q + sizeof(*q), n);
 	c->blob_len += n;
 }

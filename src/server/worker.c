@@ -25,6 +25,7 @@
 #include "common/shm.h"
 #include "common/sock.h"
 #include "server/control.h"
+#include "server/crash.h"
 #include "server/driver.h"
 #include "server/server.h"
 
@@ -319,6 +320,7 @@ void *mps__worker_main(void *arg)
 	struct mps_client *c = arg;
 	int err;
 
+	mps_crash_thread(c->pid);
 	c->cur_dev = -1;
 	c->msg = aligned_alloc(64, MPS_MSG_MAX);
 	if (!c->msg) {

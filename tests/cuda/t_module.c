@@ -243,6 +243,29 @@ static void test_library(const char *ptx)
 	CHECK(cuLibraryUnload(lib));
 }
 
+/* An image of several MiB (PTX padded with comment lines), so a loader that
+ * moves images in pieces must put every piece in its place: one wrong byte
+ * and the image does not load or its kernel computes something else. */
+static void test_large_image(const char *ptx)
+{
+	size_t lines = 40000, n = strlen(ptx), at = 0;
+	char *big = malloc(lines * 80 + n + 1);
+	CUmodule m;
+	CUfunction f;
+
+	REQUIRE(big, "out of memory");
+	for (size_t i = 0; i < lines; i++)
+		at += (size_t)sprintf(big + at, "// line %07zu of padding, so the image spans many pieces ........\n", i);
+	memcpy(big + at, ptx, n + 1);
+	CHECK(cuModuleLoadData(&m, big));
+	CHECK(cuModuleGetFunction(&f, m, "vadd"));
+	run_vadd(f, "vadd from a large image");
+	CHECK(cuModuleUnload(m));
+	CHECK(cuLibraryLoadData((CUlibrary *)&m, big, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(cuLibraryUnload((CUlibrary)m));
+	free(big);
+}
+
 int main(int argc, char **argv)
 {
 	char *ptx;
@@ -256,6 +279,7 @@ int main(int argc, char **argv)
 	test_module(ptx);
 	test_attributes(ptx);
 	test_library(ptx);
+	test_large_image(ptx);
 
 	free(ptx);
 	CHECK(cuDevicePrimaryCtxRelease(dev));

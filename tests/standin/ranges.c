@@ -15,10 +15,43 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "standin.h"
 
 #define ALLOC_ALIGN 256
+
+/* Device memory lives in its own window of the address space, as a real
+ * driver's does (it reserves a range for unified addressing): so a device
+ * address never equals a heap address of some other process, and a client
+ * that keeps its own host memory elsewhere can tell the two apart. */
+#define DEVICE_WINDOW 0x200000000000ull
+#define PAGE          4096ull
+
+static uintptr_t window_next = DEVICE_WINDOW;
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+static void *window_map(size_t bytes)
+{
+	size_t len = (bytes + PAGE - 1) & ~(PAGE - 1);
+
+	for (int tries = 0; tries < 64; tries++) {
+		void *p = mmap((void *)window_next, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+		if (p == (void *)window_next) {
+			window_next += len + PAGE;   /* a guard page between blocks */
+			return p;
+		}
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		window_next += 1ull << 30;       /* taken: skip ahead */
+	}
+	return NULL;
+}
 
 static struct si_range **table;
 static size_t nranges, capacity;
@@ -85,7 +118,10 @@ int mps__range_classify(uintptr_t addr, size_t bytes, struct si_range **out)
 
 static void destroy(struct si_range *r)
 {
-	free(r->block);
+	if (r->kind == SI_RANGE_DEVICE || r->kind == SI_RANGE_GLOBAL)
+		munmap(r->block, (r->charged + PAGE - 1) & ~(PAGE - 1));
+	else
+		free(r->block);
 	free(r);
 }
 
@@ -105,12 +141,11 @@ CUresult mps__range_alloc(struct si_context *ctx, size_t bytes, enum si_range_ki
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (posix_memalign(&block, ALLOC_ALIGN, charged)) {
+	block = window_map(charged);   /* zeroed, page-aligned */
+	if (!block) {
 		free(r);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	if (kind == SI_RANGE_GLOBAL)
-		memset(block, 0, charged);
 	r->base = (uintptr_t)block;
 	r->size = bytes;
 	r->kind = kind;

@@ -283,6 +283,7 @@ int main(int argc, char **argv)
 	memset(&m, 0, sizeof(m));
 	m.blob.hdr.flags = MPS_BLOB_RESET;
 	m.blob.total = 64;
+	m.blob.bytes = 64;
 	memset(m.raw + sizeof(m.blob), 0xa5, 64);
 	post(MPS_OP_BLOB_APPEND, ctx, &m, sizeof(m.blob) + 64);
 	memset(&m, 0, sizeof(m));

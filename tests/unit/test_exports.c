@@ -72,6 +72,15 @@ int mps__device_identity(int ordinal, CUuuid *uuid, int *pci_domain, int *pci_bu
 	return 0;
 }
 
+/* The client library's cuCtxGetId, which CONTEXT_IDENTITY[4] answers with. */
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	*id = 0x1d00 + (unsigned long long)(uintptr_t)ctx;
+	return CUDA_SUCCESS;
+}
+
 CUcontext mps__ctx_current(void)
 {
 	return fake_current;
@@ -399,12 +408,21 @@ static void test_integrity_hmac(integrity_fn check)
 	fake_ndevs = 2;
 }
 
+// A slot nobody is known to call: a stub that fails cleanly when called.
+static int missing_stub(const void *slot)
+{
+	typedef CUresult (*stub_fn)(void);
+
+	return slot != NULL && ((stub_fn)(uintptr_t)slot)() == CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static void test_integrity(void)
 {
 	const void *const *t = table(&id_integrity);
 	if (!t)
 		return;
-	CHECK(t[1] != NULL && t[2] == NULL, "INTEGRITY_CHECK slots");
+	typedef CUresult (*probe_fn)(int);
+	CHECK(t[1] != NULL && t[2] != NULL && ((probe_fn)(uintptr_t)t[2])(1) == CUDA_SUCCESS, "INTEGRITY_CHECK slots");
 	integrity_fn check = (integrity_fn)(uintptr_t)t[1];
 	test_integrity_constants(check);
 	test_integrity_hmac(check);
@@ -431,7 +449,7 @@ static void test_cudart_interface(void)
 	const int used[] = { 1, 2, 6, 7, 8, 12 };
 	for (int s = 1, u = 0; s < 13; s++) {
 		int is_used = u < 6 && used[u] == s;
-		CHECK(is_used ? t[s] != NULL : t[s] == NULL, "CUDART_INTERFACE slot %d", s);
+		CHECK(is_used ? t[s] != NULL : missing_stub(t[s]), "CUDART_INTERFACE slot %d", s);
 		u += is_used;
 	}
 
@@ -509,8 +527,20 @@ static void test_hooks_and_checks(void)
 	CHECK(again == p1 && sagain == s1, "scratch buffer 1 not process-wide");
 	for (int s = 1; s < 7; s++)
 		if (s != 2 && s != 6)
-			CHECK(h[s] == NULL, "TOOLS_RUNTIME_CALLBACK_HOOKS slot %d", s);
-	CHECK(tls[1] == NULL && tls[2] == NULL, "TOOLS_TLS has functions");
+			CHECK(h[s] != NULL, "TOOLS_RUNTIME_CALLBACK_HOOKS slot %d", s);
+	{
+		typedef CUresult (*tls_get_fn)(void **);
+		typedef CUresult (*query_fn)(const void *, uint64_t *);
+		void *out = &out;
+		uint64_t q = 77;
+
+		fake_current = (CUcontext)(uintptr_t)0x5150;
+		CHECK(tls[1] && tls[2] && ((tls_get_fn)(uintptr_t)tls[2])(&out) == CUDA_SUCCESS &&
+		      out == (void *)fake_current, "TOOLS_TLS[2] does not give the current context");
+		fake_current = NULL;
+		CHECK(((query_fn)(uintptr_t)h[4])(NULL, &q) == CUDA_SUCCESS && q == 0,
+		      "TOOLS_RUNTIME_CALLBACK_HOOKS[4] does not report 0");
+	}
 
 	uint32_t out1 = 0xdeadbeef;
 	const void *out2 = &out1;
@@ -519,7 +549,7 @@ static void test_hooks_and_checks(void)
 	CHECK(out1 == 0, "CONTEXT_CHECKS[2] out1 = %#x", out1);
 	CHECK(((u32_fn)(uintptr_t)c[3])() == 0, "CONTEXT_CHECKS[3] nonzero");
 	for (int s = 4; s < 15; s++)
-		CHECK(c[s] == NULL, "CONTEXT_CHECKS slot %d", s);
+		CHECK(missing_stub(c[s]), "CONTEXT_CHECKS slot %d", s);
 }
 
 // ---------------------------------------------------------------------------
@@ -710,7 +740,7 @@ static void test_cls(void)
 	cls_put = (cls_put_fn)(uintptr_t)t[0];
 	cls_delete = (cls_delete_fn)(uintptr_t)t[1];
 	cls_get = (cls_get_fn)(uintptr_t)t[2];
-	CHECK(cls_put && cls_delete && cls_get && t[3] == NULL, "CLS slots");
+	CHECK(cls_put && cls_delete && cls_get && missing_stub(t[3]), "CLS slots");
 	if (!cls_put || !cls_delete || !cls_get)
 		return;
 	test_cls_semantics();

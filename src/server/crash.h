@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What the server leaves in server.log if it ever crashes: the signal, the
+ * faulting address, the client whose work the crashing thread was doing,
+ * and a backtrace. Every server thread gets its own signal stack, so even a
+ * stack overflow is reported.
+ */
+#ifndef MPS_SERVER_CRASH_H
+#define MPS_SERVER_CRASH_H
+
+#include <sys/types.h>
+
+/* Installs the handlers (once, in main). */
+void mps_crash_install(void);
+
+/* Gives the calling thread its signal stack and names the client it works
+ * for (0: none). Call at the start of every server thread. */
+void mps_crash_thread(pid_t client);
+
+#endif
