@@ -27,11 +27,13 @@
 // Slot 0 of a sized table: its size in bytes, stored as a pointer.
 #define TABLE_SIZE(slots) ((const void *)(uintptr_t)((slots) * sizeof(void *)))
 
+#define TOOLS_CONTEXT_MAX_SLOTS 96
+
 // Slots nobody is known to call hold a stub that says which slot was called
 // (once) and fails, rather than a NULL that would crash the caller with no
 // clue. The stubs take no arguments: under the x86-64 calling convention a
 // caller's arguments are simply ignored.
-static uint8_t missing_warned[8][16];
+static uint8_t missing_warned[8][TOOLS_CONTEXT_MAX_SLOTS];
 
 static void missing_slot(int table, const char *name, int slot)
 {
@@ -235,26 +237,73 @@ static const void *const tools_tls[3] = {
 };
 
 // ---------------------------------------------------------------------------
-// CONTEXT_IDENTITY 21318c60-9714-3248-8ca6-41ff7324c8f2 (the driver's is 93
-// slots). cuBLAS asks it for a context's identity: [4] (CUcontext, unsigned
-// long long *id) is the context's unique id, as cuCtxGetId. Only this verified
-// prefix is served (size 5 slots), so callers do not reach slots we cannot
-// answer; [1]-[3] fail cleanly (public notes of other replacement drivers).
+// TOOLS_CONTEXT 21318c60-9714-3248-8ca6-41ff7324c8f2, 93 slots (744 bytes, as
+// the real driver reports). cuBLAS and cuFFT use a few slots; the meanings
+// below are from public notes of other replacement drivers that run them:
+//   [4]  (CUcontext, unsigned long long *id): the context's unique id, as
+//        cuCtxGetId;
+//   [39] (x, y, uint64_t *out): reports 0 (taken on cuBLAS's graph-capture
+//        path);
+//   [51] (x, CUstream, void **out): a per-stream tools object; cuBLAS only
+//        needs it to exist, so every stream gets one zeroed object;
+//        UINT64_MAX as the stream is refused as an invalid handle.
+// Callers do not always check the size slot, so every slot holds a function.
 
-MISSING(6, context_identity, 1)
-MISSING(6, context_identity, 2)
-MISSING(6, context_identity, 3)
-
-static CUresult context_identity_id(CUcontext ctx, unsigned long long *id)
+static CUresult tools_context_id(CUcontext ctx, unsigned long long *id)
 {
 	return cuCtxGetId(ctx, id);
 }
 
-static const void *const context_identity[5] = {
-	[0] = TABLE_SIZE(5),
-	M(context_identity, 1), M(context_identity, 2), M(context_identity, 3),
-	[4] = (const void *)context_identity_id,
+static CUresult tools_context_39(uint64_t a, uint64_t b, uint64_t *out)
+{
+	(void)a;
+	if (!b || !out)
+		return CUDA_ERROR_INVALID_VALUE;
+	*out = 0;
+	return CUDA_SUCCESS;
+}
+
+static uint64_t tools_stream_object[64];
+
+static CUresult tools_context_51(uint64_t a, uint64_t stream, void **out)
+{
+	(void)a;
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (stream == UINT64_MAX)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*out = tools_stream_object;
+	return CUDA_SUCCESS;
+}
+
+#define TOOLS_CONTEXT_SLOTS 93
+
+/* Slots 1-92 but 4, 39 and 51: one stub each, naming itself when called. */
+#define TC(n) MISSING(6, tools_context, n)
+TC(1) TC(2) TC(3) TC(5) TC(6) TC(7) TC(8) TC(9) TC(10) TC(11) TC(12) TC(13) TC(14) TC(15) TC(16)
+TC(17) TC(18) TC(19) TC(20) TC(21) TC(22) TC(23) TC(24) TC(25) TC(26) TC(27) TC(28) TC(29) TC(30)
+TC(31) TC(32) TC(33) TC(34) TC(35) TC(36) TC(37) TC(38) TC(40) TC(41) TC(42) TC(43) TC(44) TC(45)
+TC(46) TC(47) TC(48) TC(49) TC(50) TC(52) TC(53) TC(54) TC(55) TC(56) TC(57) TC(58) TC(59) TC(60)
+TC(61) TC(62) TC(63) TC(64) TC(65) TC(66) TC(67) TC(68) TC(69) TC(70) TC(71) TC(72) TC(73) TC(74)
+TC(75) TC(76) TC(77) TC(78) TC(79) TC(80) TC(81) TC(82) TC(83) TC(84) TC(85) TC(86) TC(87) TC(88)
+TC(89) TC(90) TC(91) TC(92)
+#undef TC
+
+#define T(n) M(tools_context, n)
+static const void *const tools_context[TOOLS_CONTEXT_SLOTS] = {
+	[0] = TABLE_SIZE(TOOLS_CONTEXT_SLOTS),
+	[4] = (const void *)tools_context_id,
+	[39] = (const void *)tools_context_39,
+	[51] = (const void *)tools_context_51,
+	T(1), T(2), T(3), T(5), T(6), T(7), T(8), T(9), T(10), T(11), T(12), T(13), T(14), T(15), T(16),
+	T(17), T(18), T(19), T(20), T(21), T(22), T(23), T(24), T(25), T(26), T(27), T(28), T(29), T(30),
+	T(31), T(32), T(33), T(34), T(35), T(36), T(37), T(38), T(40), T(41), T(42), T(43), T(44), T(45),
+	T(46), T(47), T(48), T(49), T(50), T(52), T(53), T(54), T(55), T(56), T(57), T(58), T(59), T(60),
+	T(61), T(62), T(63), T(64), T(65), T(66), T(67), T(68), T(69), T(70), T(71), T(72), T(73), T(74),
+	T(75), T(76), T(77), T(78), T(79), T(80), T(81), T(82), T(83), T(84), T(85), T(86), T(87), T(88),
+	T(89), T(90), T(91), T(92),
 };
+#undef T
 
 // ---------------------------------------------------------------------------
 // CONTEXT_LOCAL_STORAGE_INTERFACE_V0301 c693336e-1121-df11-a8c3-68f355d89593:
@@ -342,7 +391,7 @@ static const struct export_entry exports[] = {
 	{ { 0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47,
 	    0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc }, tools_tls },
 	{ { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
-	    0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }, context_identity },
+	    0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }, tools_context },
 	{ { 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11,
 	    0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93 }, context_local_storage },
 	{ { 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43,

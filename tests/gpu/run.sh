@@ -12,6 +12,7 @@
 #   native      every tests/cuda program on the real driver
 #   openmps     every tests/cuda program under openmps (one daemon with
 #               private directories under /tmp, restarted after a failure)
+#   system      the multi-process tests and pass-through on the real driver
 #   cudart      tests/gpu/cudart_sample.cu built with the static and the
 #               shared cudart, each run natively and under openmps
 #   frameworks  tests/gpu/torch_smoke.py and cupy_smoke.py, natively and
@@ -36,7 +37,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ -n "${OUT:-}" ] && OUT=$(realpath -m -- "$OUT")
 cd "$ROOT" || exit 1
 
-ALL_STEPS=(build native openmps cudart frameworks integrity procaddr bench)
+ALL_STEPS=(build native openmps system cudart frameworks integrity procaddr bench)
 STEPS=("$@")
 [ ${#STEPS[@]} -eq 0 ] && STEPS=("${ALL_STEPS[@]}")
 for s in "${STEPS[@]}"; do
@@ -250,6 +251,23 @@ step_openmps() {
 	fi
 	om_logs 15 >/dev/null
 	om_stop
+}
+
+# The multi-process tests (several clients at once, a client killed mid-stream,
+# a hostile client) and pass-through, on the real driver; each system test
+# brings its own daemon (tests/system/with-openmps.sh).
+step_system() {
+	local t d=$NATIVE_LIB/libcuda.so.1
+	make -s -j16 check-build >>"$LOGDIR/build.log" 2>&1 || { result FAIL "build" "make check-build"; return; }
+	for t in s_clients s_kill s_malformed; do
+		run_check "$t" "$LOGDIR/system-$t.log" "$TEST_TIMEOUT" plain \
+			env OPENMPS_DRIVER="$d" OPENMPS_TEST_PTX="$PTX" tests/system/with-openmps.sh "$BUILD" "$BUILD/tests/system/$t"
+	done
+	run_check "pass-through, same output" "$LOGDIR/system-passthrough.log" 60 plain \
+		bash -c "d=\$(mktemp -d); export CUDA_MPS_PIPE_DIRECTORY=\$d OPENMPS_TEST_PTX=$PTX; \
+			LD_LIBRARY_PATH=$NATIVE_LIB $BUILD/tests/system/s_passthrough >\$d/a 2>&1 && \
+			OPENMPS_LOG_LEVEL=debug LD_LIBRARY_PATH=$ROOT/$BUILD/lib $BUILD/tests/system/s_passthrough >\$d/b 2>\$d/log && \
+			grep -q 'passing every call' \$d/log && diff \$d/a \$d/b && cat \$d/b"
 }
 
 step_cudart() {

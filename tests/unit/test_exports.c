@@ -541,6 +541,30 @@ static void test_hooks_and_checks(void)
 		CHECK(((query_fn)(uintptr_t)h[4])(NULL, &q) == CUDA_SUCCESS && q == 0,
 		      "TOOLS_RUNTIME_CALLBACK_HOOKS[4] does not report 0");
 	}
+	{
+		static const CUuuid id_tools_context = { { 0x21, 0x31, (char)0x8c, 0x60, (char)0x97, 0x14, 0x32, 0x48,
+							  (char)0x8c, (char)0xa6, 0x41, (char)0xff, 0x73, 0x24,
+							  (char)0xc8, (char)0xf2 } };
+		typedef CUresult (*id_fn)(CUcontext, unsigned long long *);
+		typedef CUresult (*out_fn)(uint64_t, uint64_t, void *);
+		const void *const *ci = table(&id_tools_context);
+		unsigned long long id = 0;
+		uint64_t v = 5;
+		void *obj = NULL;
+
+		CHECK(ci && (uintptr_t)ci[0] == 93 * sizeof(void *), "TOOLS_CONTEXT size");
+		if (ci) {
+			for (int i = 1; i < 93; i++)
+				if (i != 4 && i != 39 && i != 51)
+					CHECK(missing_stub(ci[i]), "TOOLS_CONTEXT slot %d", i);
+			CHECK(((out_fn)(uintptr_t)ci[39])(0, 1, &v) == CUDA_SUCCESS && v == 0, "TOOLS_CONTEXT[39]");
+			CHECK(((out_fn)(uintptr_t)ci[51])(0, 0, &obj) == CUDA_SUCCESS && obj, "TOOLS_CONTEXT[51]");
+			CHECK(((out_fn)(uintptr_t)ci[51])(0, UINT64_MAX, &obj) == CUDA_ERROR_INVALID_HANDLE,
+			      "TOOLS_CONTEXT[51] took an invalid stream");
+			CHECK(((id_fn)(uintptr_t)ci[4])((CUcontext)(uintptr_t)7, &id) == CUDA_SUCCESS && id == 0x1d07,
+			      "TOOLS_CONTEXT[4] is not the context's id (%llx)", id);
+		}
+	}
 
 	uint32_t out1 = 0xdeadbeef;
 	const void *out2 = &out1;
