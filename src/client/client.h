@@ -71,6 +71,11 @@ CUresult mps__call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, c
 		   size_t extra_len, struct mps_call *call);
 void mps__call_end(struct mps_call *call);
 
+/* As mps__call, with `in` (at most MPS_SLOT_DATA bytes) placed in the reply
+ * slot's data for the server to read: registered memory it can DMA from. */
+CUresult mps__call_slot_in(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *in,
+			   size_t in_len, struct mps_call *call);
+
 /* Sends an asynchronous message. CUDA_SUCCESS, or the connection's error. */
 CUresult mps__post(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
 		   size_t extra_len);
@@ -190,6 +195,9 @@ void mps__per_thread_forget(struct mps_ctx *ctx);
 
 /* Called when a context dies on the server, to drop what the client kept. */
 void mps__ctx_forget(struct mps_ctx *ctx);
+
+/* memcpy, spread over a few threads when it is large (pcopy.c). */
+void mps__pcopy(void *dst, const void *src, size_t n);
 
 /* Logs, once per name, that a function is not supported in server mode. */
 void mps__unsupported(const char *name);

@@ -302,37 +302,53 @@ static CUresult send_msg(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t 
 	return CUDA_SUCCESS;
 }
 
-CUresult mps__call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
-		   size_t extra_len, struct mps_call *call)
+/* A synchronous call; `in` (if any) is placed in the reply slot's data for
+ * the server to read, `extra` after the message. */
+static CUresult call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
+		     size_t extra_len, const void *in, size_t in_len, struct mps_call *c)
 {
 	CUresult r;
 
-	call->slot = -1;
-	call->s = NULL;
+	c->slot = -1;
+	c->s = NULL;
 	r = conn_state();
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (len + extra_len > MPS_MSG_MAX)
+	if (len + extra_len > MPS_MSG_MAX || in_len > MPS_SLOT_DATA)
 		return CUDA_ERROR_INVALID_VALUE;
-	call->slot = slot_get();
-	if (call->slot < 0)
+	c->slot = slot_get();
+	if (c->slot < 0)
 		return CUDA_ERROR_MPS_CONNECTION_FAILED;
-	call->s = mps_region_slot(mps_conn.region, (uint32_t)call->slot);
-	call->s->len = 0;
-	mps_store_relaxed(&call->s->state, MPS_SLOT_BUSY);
-	r = send_msg(op, ctx, hdr, len, extra, extra_len, (uint32_t)call->slot);
+	c->s = mps_region_slot(mps_conn.region, (uint32_t)c->slot);
+	c->s->len = 0;
+	if (in_len)
+		memcpy(c->s->data, in, in_len);
+	mps_store_relaxed(&c->s->state, MPS_SLOT_BUSY);
+	r = send_msg(op, ctx, hdr, len, extra, extra_len, (uint32_t)c->slot);
 	if (r != CUDA_SUCCESS) {
-		slot_put(call->slot);
-		call->slot = -1;
+		slot_put(c->slot);
+		c->slot = -1;
 		return r;
 	}
-	r = mps__wait_word(&call->s->state, MPS_SLOT_BUSY, MPS_SLOT_SLEEPING, MPS_SLOT_DONE);
+	r = mps__wait_word(&c->s->state, MPS_SLOT_BUSY, MPS_SLOT_SLEEPING, MPS_SLOT_DONE);
 	if (r != CUDA_SUCCESS) {
 		/* The server is gone; the slot stays taken. */
-		call->slot = -1;
+		c->slot = -1;
 		return r;
 	}
-	return (CUresult)call->s->result;
+	return (CUresult)c->s->result;
+}
+
+CUresult mps__call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
+		   size_t extra_len, struct mps_call *c)
+{
+	return call(op, ctx, hdr, len, extra, extra_len, NULL, 0, c);
+}
+
+CUresult mps__call_slot_in(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *in,
+			   size_t in_len, struct mps_call *c)
+{
+	return call(op, ctx, hdr, len, NULL, 0, in, in_len, c);
 }
 
 void mps__call_end(struct mps_call *call)

@@ -129,7 +129,7 @@ static CUresult staged_h2d(uint64_t dst, const uint8_t *src, size_t n, uint32_t 
 		}
 		if (r != CUDA_SUCCESS)
 			break;
-		memcpy(stage.base + (size_t)k * STAGE_CHUNK, src + off, len);
+		mps__pcopy(stage.base + (size_t)k * STAGE_CHUNK, src + off, len);
 		r = chunk_send(k, MPS_COPY_H2D, dst + off, len, stream, ctx);
 	}
 	/* A synchronous copy is complete only when every chunk has landed. */
@@ -174,7 +174,7 @@ static CUresult staged_d2h(uint8_t *dst, uint64_t src, size_t n, uint32_t stream
 		if (cr != CUDA_SUCCESS && first == CUDA_SUCCESS)
 			first = cr;
 		if (cr == CUDA_SUCCESS)
-			memcpy(dst + i * STAGE_CHUNK, stage.base + (size_t)k * STAGE_CHUNK, len);
+			mps__pcopy(dst + i * STAGE_CHUNK, stage.base + (size_t)k * STAGE_CHUNK, len);
 		if (i + STAGE_COUNT < nch) {
 			size_t nlen = n - (i + STAGE_COUNT) * STAGE_CHUNK;
 
@@ -217,6 +217,17 @@ static CUresult h2d(uint64_t dst, const void *src, size_t n, uint32_t stream, ui
 		return CUDA_ERROR_INVALID_VALUE;
 	if (mps__hostmem_find(src, n, &q.host_region, &q.host_offset))
 		return copy_msg(&q, ctx, NULL, 0, async, NULL);
+	if (!async && n <= MPS_SLOT_DATA) {
+		/* Synchronous and small: the bytes go in the reply slot, which the
+		 * server's DMA reads directly (registered memory). */
+		struct mps_call call;
+		CUresult r;
+
+		q.host_region = MPS_HOST_SLOT;
+		r = mps__call_slot_in(MPS_OP_COPY, ctx, &q.hdr, sizeof(q), src, n, &call);
+		mps__call_end(&call);
+		return r;
+	}
 	if (n <= INLINE_MAX) {
 		q.host_region = MPS_HOST_INLINE;
 		return copy_msg(&q, ctx, src, n, async, NULL);

@@ -196,7 +196,7 @@ struct mps_msg_handle {
 
 /* Where a copy's host side is. */
 #define MPS_HOST_INLINE  0xffffffffu /* H2D: the bytes follow the message */
-#define MPS_HOST_SLOT    0xfffffffeu /* D2H: into the reply slot's data */
+#define MPS_HOST_SLOT    0xfffffffeu /* the reply slot's data (synchronous copies) */
 
 enum mps_copy_kind {
 	MPS_COPY_H2D = 1,

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -54,6 +55,7 @@ struct mps_server_rec {
 	int chan;                   /* our end of its channel; -1 once it is gone */
 	enum mps_server_state state;
 	bool force_quit;            /* shutdown_server -f, or quit */
+	bool chan_full;             /* the channel's buffer is full: clients wait in pending */
 	struct mps_pending_client *pending, **pending_tail;
 	struct mps_server_client *clients;
 	char devices[256];
@@ -80,6 +82,7 @@ extern struct mps_daemon mps_daemon;
 /* daemon.c */
 int mps_daemon_run(bool foreground);
 void mps_daemon_watch(int fd, void *tag);
+void mps_daemon_watch_out(int fd, void *tag, bool out);   /* also wait for writability */
 void mps_daemon_unwatch(int fd);
 
 /* servers.c */
@@ -89,7 +92,7 @@ int mps_server_start(uid_t uid, struct mps_server_rec **out);
 /* Takes a CUDA client's connection to its user's server, starting the
  * server if there is none; refuses the client if that cannot be done. */
 void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_hello *h);
-void mps_server_channel_event(struct mps_server_rec *s);
+void mps_server_channel_event(struct mps_server_rec *s, uint32_t events);
 void mps_server_reaped(pid_t pid, int status);
 void mps_server_quit(struct mps_server_rec *s);
 void mps_servers_quit_all(void);

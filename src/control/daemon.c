@@ -48,6 +48,13 @@ void mps_daemon_watch(int fd, void *tag)
 	epoll_ctl(mps_daemon.epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+void mps_daemon_watch_out(int fd, void *tag, bool out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0), .data.ptr = tag };
+
+	epoll_ctl(mps_daemon.epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
 void mps_daemon_unwatch(int fd)
 {
 	epoll_ctl(mps_daemon.epfd, EPOLL_CTL_DEL, fd, NULL);
@@ -330,7 +337,7 @@ int mps_daemon_run(bool foreground)
 					}
 				}
 			} else if (*(int *)tag == MPS_TAG_SERVER) {
-				mps_server_channel_event(tag);
+				mps_server_channel_event(tag, evs[i].events);
 			} else {
 				conn_readable(tag);
 			}

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -127,27 +128,42 @@ int mps_server_start(uid_t uid, struct mps_server_rec **out)
 	s->next = mps_daemon.servers;
 	mps_daemon.servers = s;
 	fcntl(s->chan, F_SETFL, fcntl(s->chan, F_GETFL) | O_NONBLOCK);
+	{
+		int big = 4 << 20;   /* room for a burst of clients arriving at once */
+
+		setsockopt(s->chan, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	}
 	mps_daemon_watch(s->chan, s);
 	mps_log_info("Starting new server %d for user %u", (int)pid, (unsigned)uid);
 	*out = s;
 	return 0;
 }
 
-static void hand_over(struct mps_server_rec *s, int fd, pid_t pid, const char *comm)
+/* Passes a client's connection to the server. Returns 0, or -EAGAIN when the
+ * channel's buffer is full (a burst of clients): the caller keeps the client
+ * pending until the channel drains. Any other failure refuses the client. */
+static int hand_over(struct mps_server_rec *s, int fd, pid_t pid, const char *comm)
 {
 	struct mps_chan m;
+	ssize_t n;
 
 	memset(&m, 0, sizeof(m));
 	m.magic = MPS_CHAN_MAGIC;
 	m.op = MPS_CHAN_NEW_CLIENT;
 	m.pid = (int32_t)pid;
 	snprintf(m.comm, sizeof(m.comm), "%s", comm);
-	if (mps_sock_send(s->chan, &m, sizeof(m), fd) < 0) {
+	n = mps_sock_send(s->chan, &m, sizeof(m), fd);
+	if (n == -EAGAIN || n == -ENOBUFS)
+		return -EAGAIN;
+	if (n < 0) {
 		refuse(fd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the server is not answering");
-		return;
+		return 0;
 	}
 	close(fd);
+	return 0;
 }
+
+static void flush_pending(struct mps_server_rec *s, bool ok, const char *why);
 
 void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_hello *h)
 {
@@ -177,10 +193,8 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 			return;
 		}
 	}
-	if (s->state == MPS_SERVER_ACTIVE) {
-		hand_over(s, fd, cred->pid, h->comm);
+	if (s->state == MPS_SERVER_ACTIVE && !s->chan_full && hand_over(s, fd, cred->pid, h->comm) == 0)
 		return;
-	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		refuse(fd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the control daemon is out of memory");
@@ -191,21 +205,36 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 	snprintf(p->comm, sizeof(p->comm), "%s", h->comm);
 	*s->pending_tail = p;
 	s->pending_tail = &p->next;
+	/* An active server whose channel was full: wait for it to drain. */
+	if (s->state == MPS_SERVER_ACTIVE && !s->chan_full)
+		flush_pending(s, true, NULL);
 }
 
+/* Hands the pending clients over (ok) or refuses them with why. When the
+ * channel fills up, the rest stay pending and the daemon waits for it to
+ * drain (EPOLLOUT), then comes back here. */
 static void flush_pending(struct mps_server_rec *s, bool ok, const char *why)
 {
 	struct mps_pending_client *p;
 
 	while ((p = s->pending)) {
-		s->pending = p->next;
-		if (ok)
-			hand_over(s, p->fd, p->pid, p->comm);
-		else
+		if (ok && hand_over(s, p->fd, p->pid, p->comm) == -EAGAIN) {
+			if (!s->chan_full) {
+				s->chan_full = true;
+				mps_daemon_watch_out(s->chan, s, true);
+			}
+			return;
+		}
+		if (!ok)
 			refuse(p->fd, CUDA_ERROR_MPS_SERVER_NOT_READY, why);
+		s->pending = p->next;
 		free(p);
 	}
 	s->pending_tail = &s->pending;
+	if (s->chan_full && s->chan >= 0) {
+		s->chan_full = false;
+		mps_daemon_watch_out(s->chan, s, false);
+	}
 }
 
 static void client_up(struct mps_server_rec *s, const struct mps_chan *m)
@@ -245,10 +274,15 @@ static void channel_closed(struct mps_server_rec *s)
 	flush_pending(s, false, "the server exited");
 }
 
-void mps_server_channel_event(struct mps_server_rec *s)
+void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 {
 	struct mps_chan m;
 	ssize_t n;
+
+	if ((events & EPOLLOUT) && s->chan_full && s->state == MPS_SERVER_ACTIVE)
+		flush_pending(s, true, NULL);
+	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
+		return;
 
 	for (;;) {
 		n = mps_sock_recv(s->chan, &m, sizeof(m), NULL);

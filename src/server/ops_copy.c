@@ -25,7 +25,9 @@ static void *host_side(struct mps_client *c, const struct mps_msg_copy *q, const
 			break;
 		return (uint8_t *)q + sizeof(*q);
 	case MPS_HOST_SLOT:
-		if (q->kind != MPS_COPY_D2H || m->slot == MPS_NO_SLOT || q->size > MPS_SLOT_DATA)
+		/* The reply slot is registered memory: a synchronous copy of a few
+		 * KiB either way DMAs straight from or into it. */
+		if (m->slot == MPS_NO_SLOT || q->size > MPS_SLOT_DATA)
 			break;
 		return mps__slot(c, m->slot)->data;
 	default:

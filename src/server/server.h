@@ -70,6 +70,7 @@ struct mps_sctx {
 	uint64_t legacy_gen;            /* bumps with every operation on the legacy stream */
 	uint64_t legacy_ev_gen;         /* legacy_gen when legacy->ev was last recorded */
 	CUstream join;                  /* internal: gathers every stream for a synchronize */
+	bool join_busy;                 /* join waits on destroyed streams' work */
 	uint32_t limits_set;            /* bit per CUlimit this context has set */
 	uint64_t limit[CU_LIMIT_MAX];   /* what it set */
 };
