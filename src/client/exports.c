@@ -423,10 +423,12 @@ static void report_unknown(const uint8_t id[16])
 	pthread_mutex_unlock(&reported_lock);
 	if (!first || full)
 		return;
-	mps_log_warn("cuGetExportTable: table %02x%02x%02x%02x-%02x%02x-%02x%02x-"
-		     "%02x%02x-%02x%02x%02x%02x%02x%02x is not provided in server mode",
-		     id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8],
-		     id[9], id[10], id[11], id[12], id[13], id[14], id[15]);
+	/* Debug level: programs run fine without these tables, and this would
+	 * otherwise print on every start of every PyTorch or CuPy program. */
+	mps_log_debug("cuGetExportTable: table %02x%02x%02x%02x-%02x%02x-%02x%02x-"
+		      "%02x%02x-%02x%02x%02x%02x%02x%02x is not provided in server mode",
+		      id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8],
+		      id[9], id[10], id[11], id[12], id[13], id[14], id[15]);
 }
 
 CUresult mps__export_table(const void **table, const CUuuid *id)
