@@ -80,6 +80,11 @@ CUresult mps__call_slot_in(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_
 CUresult mps__post(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
 		   size_t extra_len);
 
+/* The many calls whose only argument is a handle (struct mps_msg_handle),
+ * whose answer is only a result. */
+CUresult mps__call_handle(uint16_t op, uint32_t ctx, uint32_t handle);
+CUresult mps__post_handle(uint16_t op, uint32_t ctx, uint32_t handle);
+
 /* For messages built in place (launches): reserves len bytes in the ring,
  * holding the ring lock, with the header filled in; NULL and *err set if the
  * connection is unusable. Finish with mps__ring_end(). */
@@ -184,6 +189,10 @@ void mps__devmem_add(uint64_t base, uint64_t size, struct mps_ctx *ctx, const vo
 void mps__devmem_remove(uint64_t base);
 void mps__devmem_forget(struct mps_ctx *ctx, const void *owner);
 bool mps__devmem_has(uint64_t addr);
+
+/* A pinned host region for the library's own use (the staging region):
+ * not known to the program, never freed. */
+CUresult mps__host_region(size_t size, uint32_t *handle, void **addr);
 
 /* Pinned host memory: the region holding [p, p + len), or false. */
 bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *offset);

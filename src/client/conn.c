@@ -366,6 +366,24 @@ CUresult mps__post(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, c
 	return send_msg(op, ctx, hdr, len, extra, extra_len, MPS_NO_SLOT);
 }
 
+CUresult mps__call_handle(uint16_t op, uint32_t ctx, uint32_t handle)
+{
+	struct mps_msg_handle q = { .handle = handle };
+	struct mps_call c;
+	CUresult r;
+
+	r = mps__call(op, ctx, &q.hdr, sizeof(q), NULL, 0, &c);
+	mps__call_end(&c);
+	return r;
+}
+
+CUresult mps__post_handle(uint16_t op, uint32_t ctx, uint32_t handle)
+{
+	struct mps_msg_handle q = { .handle = handle };
+
+	return mps__post(op, ctx, &q.hdr, sizeof(q), NULL, 0);
+}
+
 int mps__recv_fd(uint32_t region, uint64_t *size)
 {
 	struct mps_fdmsg fm;

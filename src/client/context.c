@@ -83,17 +83,13 @@ static CUresult server_create(struct mps_ctx *ctx)
 /* Destroys ctx on the server and forgets what the client kept for it. */
 static CUresult server_destroy(struct mps_ctx *ctx)
 {
-	struct mps_msg q;
-	struct mps_call call;
 	uint32_t h = ctx->handle;
 	CUresult r;
 
 	if (!h)
 		return CUDA_SUCCESS;
 	mps__cls_context_destroyed((CUcontext)ctx);
-	memset(&q, 0, sizeof(q));
-	r = mps__call(MPS_OP_CTX_DESTROY, h, &q, sizeof(q), NULL, 0, &call);
-	mps__call_end(&call);
+	r = mps__call_handle(MPS_OP_CTX_DESTROY, h, 0);
 	mps_store_release(&ctx->handle, 0);
 	mps__ctx_forget(ctx);
 	return r;
@@ -316,20 +312,13 @@ static CUresult ctx_get_device_v2(CUdevice *dev, CUcontext c)
 
 static CUresult sync_ctx(struct mps_ctx *ctx)
 {
-	struct mps_msg q;
-	struct mps_call call;
 	uint32_t h;
 	CUresult r;
 
 	if (!ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	r = mps__ctx_handle(ctx, &h);
-	if (r != CUDA_SUCCESS)
-		return r;
-	memset(&q, 0, sizeof(q));
-	r = mps__call(MPS_OP_CTX_SYNC, h, &q, sizeof(q), NULL, 0, &call);
-	mps__call_end(&call);
-	return r;
+	return r == CUDA_SUCCESS ? mps__call_handle(MPS_OP_CTX_SYNC, h, 0) : r;
 }
 
 static CUresult ctx_synchronize(void)

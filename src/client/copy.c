@@ -23,10 +23,6 @@
 #include "client/client.h"
 #include "common/atomics.h"
 #include "common/log.h"
-#include "common/shm.h"
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #define INLINE_MAX   (16u * 1024u)        /* host-to-device bytes sent in the message */
 #define STAGE_CHUNK  (2u * 1024u * 1024u) /* bytes per staging chunk */
@@ -44,33 +40,15 @@ static struct {
 
 static CUresult stage_setup(void)
 {
-	struct mps_msg_host_alloc q = { .size = (uint64_t)STAGE_CHUNK * STAGE_COUNT };
-	struct mps_call call;
-	uint64_t got = 0;
-	uint32_t h = 0;
+	void *base;
 	CUresult r;
-	int fd;
 
 	if (stage.base)
 		return CUDA_SUCCESS;
-	mps__cur_handle(&h);
-	pthread_mutex_lock(&mps_conn.fd_lock);
-	r = mps__call(MPS_OP_HOST_ALLOC, h, &q.hdr, sizeof(q), NULL, 0, &call);
-	if (r != CUDA_SUCCESS) {
-		mps__call_end(&call);
-		pthread_mutex_unlock(&mps_conn.fd_lock);
-		return r;
-	}
-	stage.handle = (uint32_t)call.s->val[0];
-	mps__call_end(&call);
-	fd = mps__recv_fd(stage.handle, &got);
-	pthread_mutex_unlock(&mps_conn.fd_lock);
-	if (fd < 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (got == q.size && mps_shm_sealed_size(fd) == (long long)got)
-		stage.base = mps_shm_map(fd, (size_t)got, NULL);
-	close(fd);
-	return stage.base ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	r = mps__host_region((size_t)STAGE_CHUNK * STAGE_COUNT, &stage.handle, &base);
+	if (r == CUDA_SUCCESS)
+		stage.base = base;
+	return r;
 }
 
 /* Makes chunk k ours again: waits for the server's copy through it and

@@ -51,14 +51,11 @@ static CUresult event_create(CUevent *pe, unsigned int flags)
 static CUresult event_destroy(CUevent e)
 {
 	struct mps_event *ev = event_arg(e);
-	struct mps_msg_handle q;
 	CUresult r;
 
 	if (!ev)
 		return CUDA_ERROR_INVALID_HANDLE;
-	memset(&q, 0, sizeof(q));
-	q.handle = ev->handle;
-	r = mps__post(MPS_OP_EVENT_DESTROY, 0, &q.hdr, sizeof(q), NULL, 0);
+	r = mps__post_handle(MPS_OP_EVENT_DESTROY, 0, ev->handle);
 	ev->magic = MPS_MAGIC_DEAD;
 	free(ev);
 	return r;
@@ -91,17 +88,8 @@ static CUresult event_record_with_flags_ptsz(CUevent e, CUstream s, unsigned int
 static CUresult ask(uint16_t op, CUevent e)
 {
 	struct mps_event *ev = event_arg(e);
-	struct mps_msg_handle q;
-	struct mps_call call;
-	CUresult r;
 
-	if (!ev)
-		return CUDA_ERROR_INVALID_HANDLE;
-	memset(&q, 0, sizeof(q));
-	q.handle = ev->handle;
-	r = mps__call(op, 0, &q.hdr, sizeof(q), NULL, 0, &call);
-	mps__call_end(&call);
-	return r;
+	return ev ? mps__call_handle(op, 0, ev->handle) : CUDA_ERROR_INVALID_HANDLE;
 }
 
 static CUresult event_synchronize(CUevent e) { return ask(MPS_OP_EVENT_SYNC, e); }

@@ -13,25 +13,10 @@
 #include "client/api.h"
 #include "client/client.h"
 
-/* Launch attributes that carry plain values the server may pass on. */
-static int attr_ok(CUlaunchAttributeID id)
-{
-	switch (id) {
-	case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
-	case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-	case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-	case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-	case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
-	case CU_LAUNCH_ATTRIBUTE_PRIORITY:
-	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
-	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
-	case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
-	case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-		return 1;
-	default:
-		return 0;
-	}
-}
+/* wire.h names the attributes that may travel by number. */
+_Static_assert(CU_LAUNCH_ATTRIBUTE_COOPERATIVE == 2 && CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION == 4 &&
+	       CU_LAUNCH_ATTRIBUTE_PRIORITY == 8 && CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN == 10 &&
+	       CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT == 14, "launch attribute numbers");
 
 struct launch {
 	unsigned int grid[3], block[3], shared;
@@ -92,7 +77,7 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 	for (unsigned int i = 0; i < l->nattrs; i++) {
 		if (l->attrs[i].id == CU_LAUNCH_ATTRIBUTE_IGNORE)
 			continue;
-		if (!attr_ok(l->attrs[i].id)) {
+		if (!mps_launch_attr_plain(l->attrs[i].id)) {
 			mps__unsupported("cuLaunchKernelEx with that launch attribute");
 			return CUDA_ERROR_NOT_SUPPORTED;
 		}

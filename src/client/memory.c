@@ -329,26 +329,20 @@ static CUresult mem_get_address_range(CUdeviceptr *base, size_t *size, CUdevicep
 	return r;
 }
 
-static CUresult host_alloc(void **pp, size_t size, unsigned int flags)
+/* A new pinned host region from the server, mapped here at the server's
+ * address when that is free (else anywhere). */
+static CUresult region_new(size_t size, unsigned int flags, struct hostreg *reg)
 {
 	struct mps_msg_host_alloc q = { .size = size, .flags = flags };
-	struct hostreg reg;
 	struct mps_call call;
 	uint64_t got = 0;
-	void *server_addr, *addr;
+	void *server_addr;
 	uint32_t h = 0;
 	CUresult r;
 	int fd;
 
-	if (!pp)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (flags & ~(unsigned int)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
-		return CUDA_ERROR_INVALID_VALUE;
-	if (size == 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = mps__cur_handle(&h);
-	if (r != CUDA_SUCCESS)
-		return r;
+	mps__cur_handle(&h);
+	/* The fd arrives on the socket just before the reply: one at a time. */
 	pthread_mutex_lock(&mps_conn.fd_lock);
 	r = mps__call(MPS_OP_HOST_ALLOC, h, &q.hdr, sizeof(q), NULL, 0, &call);
 	if (r != CUDA_SUCCESS) {
@@ -356,33 +350,60 @@ static CUresult host_alloc(void **pp, size_t size, unsigned int flags)
 		pthread_mutex_unlock(&mps_conn.fd_lock);
 		return r;
 	}
-	reg.handle = (uint32_t)call.s->val[0];
+	reg->handle = (uint32_t)call.s->val[0];
 	server_addr = (void *)(uintptr_t)call.s->val[1];
-	reg.size = (size_t)call.s->val[2];
-	reg.devptr = call.s->val[3];
-	reg.flags = flags;
+	reg->size = (size_t)call.s->val[2];
+	reg->devptr = call.s->val[3];
+	reg->flags = flags;
 	mps__call_end(&call);
-	fd = mps__recv_fd(reg.handle, &got);
+	fd = mps__recv_fd(reg->handle, &got);
 	pthread_mutex_unlock(&mps_conn.fd_lock);
-	if (fd < 0 || got != reg.size || mps_shm_sealed_size(fd) != (long long)reg.size) {
+	if (fd < 0 || got != reg->size || mps_shm_sealed_size(fd) != (long long)reg->size) {
 		if (fd >= 0)
 			close(fd);
 		mps_log_warn("openmps: pinned allocation of %zu bytes: bad answer from the server", size);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	/* One address for host, device and server, when it is free here. */
-	addr = mps_shm_map(fd, reg.size, server_addr);
-	if (!addr)
-		addr = mps_shm_map(fd, reg.size, NULL);
+	reg->addr = mps_shm_map(fd, reg->size, server_addr);
+	if (!reg->addr)
+		reg->addr = mps_shm_map(fd, reg->size, NULL);
 	close(fd);
-	if (!addr)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	reg.addr = addr;
-	if (insert(&hostmem, &reg, (uint64_t)(uintptr_t)addr) < 0) {
-		munmap(addr, reg.size);
+	return reg->addr ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult mps__host_region(size_t size, uint32_t *handle, void **addr)
+{
+	struct hostreg reg;
+	CUresult r = region_new(size, 0, &reg);
+
+	if (r == CUDA_SUCCESS) {
+		*handle = reg.handle;
+		*addr = reg.addr;
+	}
+	return r;
+}
+
+static CUresult host_alloc(void **pp, size_t size, unsigned int flags)
+{
+	struct hostreg reg;
+	CUresult r;
+
+	if (!pp)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (flags & ~(unsigned int)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (size == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps__ctx_cur())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = region_new(size, flags, &reg);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (insert(&hostmem, &reg, (uint64_t)(uintptr_t)reg.addr) < 0) {
+		munmap(reg.addr, reg.size);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	*pp = addr;
+	*pp = reg.addr;
 	return CUDA_SUCCESS;
 }
 

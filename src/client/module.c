@@ -272,14 +272,9 @@ static struct mps_module *module_arg(const void *h, int kind)
 
 static CUresult unload(struct mps_module *m)
 {
-	struct mps_msg_handle q;
-	struct mps_call call;
 	CUresult r;
 
-	memset(&q, 0, sizeof(q));
-	q.handle = m->handle;
-	r = mps__call(MPS_OP_MODULE_UNLOAD, 0, &q.hdr, sizeof(q), NULL, 0, &call);
-	mps__call_end(&call);
+	r = mps__call_handle(MPS_OP_MODULE_UNLOAD, 0, m->handle);
 	mps__devmem_forget(NULL, m);
 	m->magic = MPS_MAGIC_DEAD;
 	while (m->funcs) {

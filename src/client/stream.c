@@ -37,13 +37,9 @@ static void thread_exit(void *arg)
 	struct per_thread *pt = arg;
 
 	for (int i = 0; i < PER_THREAD_MAX; i++) {
-		struct mps_msg_handle q;
-
 		if (!pt[i].stream || pt[i].ctx->handle != pt[i].ctx_handle)
 			continue;
-		memset(&q, 0, sizeof(q));
-		q.handle = pt[i].stream;
-		mps__post(MPS_OP_STREAM_DESTROY, pt[i].ctx_handle, &q.hdr, sizeof(q), NULL, 0);
+		mps__post_handle(MPS_OP_STREAM_DESTROY, pt[i].ctx_handle, pt[i].stream);
 		pt[i].stream = 0;
 	}
 }
@@ -176,16 +172,13 @@ static CUresult stream_create_with_priority(CUstream *ps, unsigned int flags, in
 static CUresult stream_destroy(CUstream s)
 {
 	struct mps_stream *st = mps__obj(s, MPS_MAGIC_STREAM);
-	struct mps_msg_handle q;
 	uint32_t h = 0;
 	CUresult r;
 
 	if (!st)
 		return CUDA_ERROR_INVALID_HANDLE;
-	memset(&q, 0, sizeof(q));
-	q.handle = st->handle;
 	mps__ctx_handle(st->ctx, &h);
-	r = mps__post(MPS_OP_STREAM_DESTROY, h, &q.hdr, sizeof(q), NULL, 0);
+	r = mps__post_handle(MPS_OP_STREAM_DESTROY, h, st->handle);
 	st->magic = MPS_MAGIC_DEAD;
 	free(st);
 	return r;
@@ -193,18 +186,11 @@ static CUresult stream_destroy(CUstream s)
 
 static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 {
-	struct mps_msg_handle q;
-	struct mps_call call;
-	uint32_t ctx;
+	uint32_t stream, ctx;
 	CUresult r;
 
-	memset(&q, 0, sizeof(q));
-	r = mps__stream_resolve(s, pt, &q.handle, &ctx);
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = mps__call(op, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
-	mps__call_end(&call);
-	return r;
+	r = mps__stream_resolve(s, pt, &stream, &ctx);
+	return r == CUDA_SUCCESS ? mps__call_handle(op, ctx, stream) : r;
 }
 
 static CUresult stream_synchronize(CUstream s) { return sync_or_query(MPS_OP_STREAM_SYNC, s, false); }

@@ -319,8 +319,9 @@ struct mps_msg_occupancy {
 	uint32_t cluster[3];  /* 0: no cluster dimension attribute */
 };
 
-/* One launch attribute; the server accepts only ids it knows carry no
- * pointers or handles. */
+/* One launch attribute. Only the ids mps_launch_attr_plain() accepts may
+ * travel: those whose values are plain numbers, never pointers into the
+ * client or handles of its objects. */
 struct mps_launch_attr {
 	uint32_t id;      /* CUlaunchAttributeID */
 	uint32_t pad;
@@ -382,6 +383,27 @@ struct mps_msg_error_string {
 	int32_t code;
 	uint32_t pad;
 };
+
+/* True for the launch attribute ids (CUlaunchAttributeID) that may travel. */
+static inline int mps_launch_attr_plain(uint32_t id)
+{
+	switch (id) {
+	case 0:  /* IGNORE */
+	case 1:  /* ACCESS_POLICY_WINDOW */
+	case 2:  /* COOPERATIVE */
+	case 4:  /* CLUSTER_DIMENSION */
+	case 5:  /* CLUSTER_SCHEDULING_POLICY_PREFERENCE */
+	case 6:  /* PROGRAMMATIC_STREAM_SERIALIZATION */
+	case 8:  /* PRIORITY */
+	case 9:  /* MEM_SYNC_DOMAIN_MAP */
+	case 10: /* MEM_SYNC_DOMAIN */
+	case 11: /* PREFERRED_CLUSTER_DIMENSION */
+	case 14: /* PREFERRED_SHARED_MEMORY_CARVEOUT */
+		return 1;
+	default:
+		return 0;
+	}
+}
 
 /* Rounds a message length up to the ring's alignment. */
 static inline uint32_t mps_msg_size(size_t n)

@@ -13,26 +13,6 @@
 #include "server/server.h"
 #include "server/streams.h"
 
-static int attr_allowed(uint32_t id)
-{
-	switch (id) {
-	case CU_LAUNCH_ATTRIBUTE_IGNORE:
-	case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
-	case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-	case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-	case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-	case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
-	case CU_LAUNCH_ATTRIBUTE_PRIORITY:
-	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
-	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
-	case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
-	case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
 void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_launch *q = (const void *)m;
@@ -73,7 +53,7 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 		CUlaunchConfig cfg;
 
 		for (uint32_t i = 0; i < q->nattrs; i++) {
-			if (!attr_allowed(wa[i].id)) {
+			if (!mps_launch_attr_plain(wa[i].id)) {
 				mps__defer_error(c, CUDA_ERROR_NOT_SUPPORTED, "cuLaunchKernelEx");
 				return;
 			}

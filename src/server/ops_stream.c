@@ -65,18 +65,27 @@ void mps__op_stream_destroy(struct mps_client *c, const struct mps_msg *m)
 	mps_stream_free(c, st);
 }
 
-void mps__op_stream_sync(struct mps_client *c, const struct mps_msg *m)
+/* The stream a synchronize or query names, its device bound. For the legacy
+ * stream the ordering step makes it wait for the blocking streams too, as a
+ * synchronize on it does in CUDA. */
+static struct mps_sstream *stream_to_wait(struct mps_client *c, const struct mps_msg *m, CUresult *r)
 {
 	const struct mps_msg_handle *q = (const void *)m;
 	struct mps_sstream *st;
+
+	st = q->handle ? mps_stream_resolve(c, NULL, q->handle, r) : mps_stream_for_work(c, m, 0, r);
+	if (st)
+		*r = mps__bind_device(c, st->ctx->device);
+	return st && *r == CUDA_SUCCESS ? st : NULL;
+}
+
+void mps__op_stream_sync(struct mps_client *c, const struct mps_msg *m)
+{
+	struct mps_sstream *st;
 	CUresult r;
 
-	/* For the legacy stream, the ordering step makes it wait for the
-	 * blocking streams too, as a synchronize on it does in CUDA. */
-	st = q->handle ? mps_stream_resolve(c, NULL, q->handle, &r) : mps_stream_for_work(c, m, 0, &r);
+	st = stream_to_wait(c, m, &r);
 	if (st)
-		r = mps__bind_device(c, st->ctx->device);
-	if (st && r == CUDA_SUCCESS)
 		r = mps_comp_after(c, st->s, st->ctx->device, MPS_PEND_REPLY, m->slot, true);
 	if (r != CUDA_SUCCESS)
 		mps__reply(c, m->slot, r);
@@ -84,14 +93,11 @@ void mps__op_stream_sync(struct mps_client *c, const struct mps_msg *m)
 
 void mps__op_stream_query(struct mps_client *c, const struct mps_msg *m)
 {
-	const struct mps_msg_handle *q = (const void *)m;
 	struct mps_sstream *st;
 	CUresult r;
 
-	st = q->handle ? mps_stream_resolve(c, NULL, q->handle, &r) : mps_stream_for_work(c, m, 0, &r);
+	st = stream_to_wait(c, m, &r);
 	if (st)
-		r = mps__bind_device(c, st->ctx->device);
-	if (st && r == CUDA_SUCCESS)
 		r = mps_drv.cuStreamQuery(st->s);
 	mps__reply(c, m->slot, r);
 }
