@@ -24,7 +24,17 @@
 #include "common/sq.h"
 #include "common/wire.h"
 
+/* Fewer under ThreadSanitizer, which slows every access tenfold or more. */
+#if defined(__SANITIZE_THREAD__)
+#define MESSAGES 20000
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MESSAGES 20000
+#endif
+#endif
+#ifndef MESSAGES
 #define MESSAGES 200000
+#endif
 
 struct ref {
 	pthread_mutex_t lock;
