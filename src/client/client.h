@@ -40,6 +40,7 @@ struct mps_conn {
 	uint32_t slots_free;        /* bitmap of free reply slots (atomic) */
 	uint32_t slot_waiters;      /* threads waiting for a free slot (atomic, futex word) */
 	int dead;                   /* atomic: the server is gone */
+	int dead_result;            /* atomic: why, if it said (a CUresult), else 0 */
 	int forked;                 /* this is a child of the process that connected */
 	uint64_t spin_ns;           /* how long a caller spins before sleeping */
 	pthread_mutex_t fd_lock;    /* serialises calls that receive an fd */

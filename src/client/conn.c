@@ -107,6 +107,15 @@ int mps__connect(CUresult *refusal)
 		goto err_close;
 	}
 	n = mps_sock_recv(fd, w, max, &rfd);
+	while (n == sizeof(struct mps_refuse) && w->magic == MPS_WAIT_MAGIC) {
+		/* Queued behind another user (exclusive mode): no time limit. */
+		struct mps_refuse *wt = (struct mps_refuse *)w;
+
+		wt->text[sizeof(wt->text) - 1] = 0;
+		mps_log_info("openmps: %s", wt->text);
+		mps_sock_set_timeout(fd, 0);
+		n = mps_sock_recv(fd, w, max, &rfd);
+	}
 	if (n < (ssize_t)sizeof(uint32_t)) {
 		mps_log_warn("openmps: the daemon at %s did not answer (%s)", path,
 			     n < 0 ? strerror((int)-n) : "connection closed");
@@ -163,26 +172,45 @@ err_close:
 	return err;
 }
 
+/* What every call returns once the server is gone: the connection failed,
+ * or the server said why it ended us (terminate_client). */
+static CUresult dead_result(void)
+{
+	int r = mps_load_acquire(&mps_conn.dead_result);
+
+	return r ? (CUresult)r : CUDA_ERROR_MPS_CONNECTION_FAILED;
+}
+
 static CUresult conn_state(void)
 {
 	if (mps_conn.forked)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (mps_load_acquire(&mps_conn.dead))
-		return CUDA_ERROR_MPS_CONNECTION_FAILED;
+		return dead_result();
 	return CUDA_SUCCESS;
 }
 
 /* After a bounded wait: is the server still there? */
 static bool server_gone(void)
 {
+	struct mps_refuse why;
+
 	if (mps_load_acquire(&mps_conn.dead))
 		return true;
-	if (mps_sock_peer_gone(mps_conn.sock)) {
-		if (!mps_xchg(&mps_conn.dead, 1))
-			mps_log_warn("openmps: lost the connection to the server");
+	if (!mps_sock_peer_gone(mps_conn.sock))
+		return false;
+	if (mps_xchg(&mps_conn.dead, 1))
 		return true;
+	/* A server that ends us on purpose says so before it hangs up. */
+	if (mps_sock_recv(mps_conn.sock, &why, sizeof(why), NULL) == sizeof(why) &&
+	    why.magic == MPS_REFUSE_MAGIC && why.result) {
+		why.text[sizeof(why.text) - 1] = 0;
+		mps_store_release(&mps_conn.dead_result, why.result);
+		mps_log_warn("openmps: the server ended this client: %s", why.text);
+	} else {
+		mps_log_warn("openmps: lost the connection to the server");
 	}
-	return false;
+	return true;
 }
 
 CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32_t done)
@@ -206,7 +234,7 @@ CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32
 				continue;   /* it changed: look again */
 		}
 		if (mps_futex_wait(word, sleeping, SLEEP_NS) == -ETIMEDOUT && server_gone())
-			return CUDA_ERROR_MPS_CONNECTION_FAILED;
+			return dead_result();
 	}
 }
 
@@ -266,7 +294,7 @@ void *mps__ring_begin(uint16_t op, uint32_t ctx, uint32_t len, uint16_t flags, C
 			start = mps_now_ns();
 			if (server_gone()) {
 				pthread_mutex_unlock(&mps_conn.sq_lock);
-				*err = CUDA_ERROR_MPS_CONNECTION_FAILED;
+				*err = dead_result();
 				return NULL;
 			}
 		}

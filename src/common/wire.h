@@ -33,6 +33,7 @@
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
 #define MPS_FDMSG_MAGIC         0x4d474446u /* "FDGM" */
+#define MPS_WAIT_MAGIC          0x54494157u /* "WAIT" */
 
 #define MPS_MAX_DEVICES         16
 #define MPS_WIRE_ATTRS          192         /* >= CU_DEVICE_ATTRIBUTE_MAX */
@@ -57,7 +58,11 @@ struct mps_hello {
 	char comm[64];    /* the client's command name, for logs and listings */
 };
 
-/* daemon or server -> client: the connection is refused; then closed. */
+/* daemon or server -> client: the connection is refused; then closed. The
+ * server also sends one (result CUDA_ERROR_MPS_CLIENT_TERMINATED) before it
+ * ends a client on the daemon's orders. With magic MPS_WAIT_MAGIC the same
+ * packet instead says the client is queued (another user has the GPU): the
+ * client then waits for its welcome without a time limit. */
 struct mps_refuse {
 	uint32_t magic;
 	int32_t result;   /* the CUresult the client's calls return */

@@ -1,33 +1,62 @@
 // SPDX-License-Identifier: MIT
 /*
  * The control language, in the words NVIDIA's daemon uses, so scripts
- * written for nvidia-cuda-mps-control keep working. Each command line gets
- * one reply (possibly empty); a malformed one gets an error line and the
- * daemon goes on.
+ * written for nvidia-cuda-mps-control keep working: the command names and
+ * arguments, the replies' forms ("25.0", "10G", server and client PIDs one
+ * a line, "0" from terminate_client), setters that print nothing where
+ * NVIDIA's print nothing. A malformed command gets one "Error: ..." line and
+ * changes nothing.
+ *
+ * Who may run what. Commands that only read are open to every user. Commands
+ * that change what the daemon or a server does are for the administrator:
+ * when the daemon runs as root, only root through the privileged socket (as
+ * NVIDIA's control_privileged); when it runs as a user, that user and root.
+ * A user may also shut down its own server and terminate its own clients.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "control/control.h"
 
-#define ARGS_MAX 8
+#define ARGS_MAX        8
+#define TERMINATE_MS    30000   /* the client's GPU work may take a while to finish */
+#define DEVICES_MS      60000   /* a server's start on a real GPU takes seconds */
 
-static void out(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void out(char *buf, size_t len, const char *fmt, ...)
+static void vout(struct mps_cmd *cmd, const char *fmt, va_list ap)
 {
-	size_t used = strlen(buf);
+	size_t used = strlen(cmd->out);
+
+	if (used < cmd->outlen - 1)
+		vsnprintf(cmd->out + used, cmd->outlen - used, fmt, ap);
+}
+
+void mps_out(struct mps_cmd *cmd, const char *fmt, ...)
+{
 	va_list ap;
 
-	if (used >= len - 1)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(buf + used, len - used, fmt, ap);
+	vout(cmd, fmt, ap);
 	va_end(ap);
 }
+
+/* An error replaces whatever the command had written. */
+void mps_err(struct mps_cmd *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	cmd->out[0] = 0;
+	va_start(ap, fmt);
+	vout(cmd, fmt, ap);
+	va_end(ap);
+}
+
+/* ------------------------------------------------------------------ */
+/* Arguments */
 
 static int parse_pid(const char *s, pid_t *pid)
 {
@@ -36,87 +65,544 @@ static int parse_pid(const char *s, pid_t *pid)
 
 	errno = 0;
 	v = strtol(s, &end, 10);
-	if (errno || *end || v <= 0 || v > 0x7fffffff)
-		return -1;
+	if (errno || end == s || *end || v <= 0 || v > 0x7fffffff)
+		return -EINVAL;
 	*pid = (pid_t)v;
 	return 0;
 }
 
-static void cmd_quit(int argc, char **argv, char *o, size_t ol)
+static int parse_uint(const char *s, unsigned long max, unsigned long *out)
 {
-	if (argc > 1 && !(argc == 3 && !strcmp(argv[1], "-t"))) {
-		out(o, ol, "Error: usage: quit [-t timeout]\n");
-		return;
-	}
-	mps_daemon.quitting = true;
-	mps_servers_quit_all();
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
 }
 
-static void cmd_get_server_list(int argc, char **argv, char *o, size_t ol)
-{
-	(void)argv;
-	if (argc != 1) {
-		out(o, ol, "Error: get_server_list takes no arguments\n");
-		return;
-	}
-	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
-		if (s->state != MPS_SERVER_STOPPING)
-			out(o, ol, "%d\n", (int)s->pid);
-}
-
-static struct mps_server_rec *server_arg(int argc, char **argv, char *o, size_t ol)
+static struct mps_server_rec *server_named(struct mps_cmd *cmd, const char *arg)
 {
 	struct mps_server_rec *s;
 	pid_t pid;
 
-	if (argc != 2 || parse_pid(argv[1], &pid) < 0) {
-		out(o, ol, "Error: usage: %s <server PID>\n", argv[0]);
+	if (parse_pid(arg, &pid) < 0) {
+		mps_err(cmd, "Error: '%s' is not a server PID\n", arg);
 		return NULL;
 	}
 	s = mps_server_by_pid(pid);
 	if (!s)
-		out(o, ol, "Error: no server with PID %d\n", (int)pid);
+		mps_err(cmd, "Error: no server with PID %d\n", (int)pid);
 	return s;
 }
 
-static void cmd_get_server_status(int argc, char **argv, char *o, size_t ol)
+static int device_arg(struct mps_cmd *cmd, const char *arg, char *dev, size_t len)
 {
-	struct mps_server_rec *s = server_arg(argc, argv, o, ol);
-
-	if (s)
-		out(o, ol, "%s\n", mps_server_state_name(s->state));
+	if (mps_parse_device(arg, dev, len) == 0)
+		return 0;
+	if (mps_daemon.devices_known)
+		mps_err(cmd, "Error: '%s' is not a device (an ordinal below %d, or a device UUID)\n", arg,
+			mps_daemon.ndev);
+	else
+		mps_err(cmd, "Error: '%s' is not a device (an ordinal, or a device UUID)\n", arg);
+	return -EINVAL;
 }
 
-static void cmd_get_client_list(int argc, char **argv, char *o, size_t ol)
+static int percentage_arg(struct mps_cmd *cmd, const char *arg, int *hundredths)
 {
-	struct mps_server_rec *s = server_arg(argc, argv, o, ol);
+	if (mps_parse_percentage(arg, hundredths) == 0)
+		return 0;
+	mps_err(cmd, "Error: '%s' is not a percentage (a number above 0 and at most 100)\n", arg);
+	return -EINVAL;
+}
 
+static int mem_arg(struct mps_cmd *cmd, const char *arg, uint64_t *bytes)
+{
+	if (mps_parse_mem_value(arg, bytes) == 0)
+		return 0;
+	mps_err(cmd, "Error: '%s' is not a memory size (an integer followed by M or G, e.g. 512M or 10G)\n", arg);
+	return -EINVAL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Who may run what */
+
+/* May the caller change what the daemon or any server does? */
+static bool admin(const struct mps_cmd *cmd)
+{
+	if (geteuid() == 0)
+		return cmd->privileged;
+	return cmd->uid == geteuid() || cmd->uid == 0;
+}
+
+static void deny(struct mps_cmd *cmd, const char *name)
+{
+	if (geteuid() != 0)
+		mps_err(cmd, "Error: %s may only be run by the daemon's user (uid %u) or root\n", name,
+			(unsigned)geteuid());
+	else if (cmd->uid == 0)
+		mps_err(cmd, "Error: %s is a root-only command; it must come through %s\n", name, MPS_PRIV_SOCKET);
+	else
+		mps_err(cmd, "Error: %s is a root-only command\n", name);
+}
+
+/* Is s a server of the caller's own (not the shared multi-user one)? */
+static bool owns(const struct mps_cmd *cmd, const struct mps_server_rec *s)
+{
+	return !mps_daemon.multiuser && s->uid == cmd->uid;
+}
+
+/* ------------------------------------------------------------------ */
+/* Commands */
+
+#define USAGE(cmd, text) mps_err(cmd, "Error: usage: %s\n", text)
+
+static void cmd_quit(struct mps_cmd *cmd, int argc, char **argv)
+{
+	unsigned long secs = 0;
+
+	if (argc != 1 && !(argc == 3 && !strcmp(argv[1], "-t"))) {
+		USAGE(cmd, "quit [-t <timeout in seconds>]");
+		return;
+	}
+	if (argc == 3 && parse_uint(argv[2], 7 * 24 * 3600, &secs) < 0) {
+		mps_err(cmd, "Error: '%s' is not a timeout in seconds\n", argv[2]);
+		return;
+	}
+	mps_daemon.quitting = true;
+	if (argc == 3 && secs > 0) {
+		mps_daemon.quit_deadline = mps_now_ms() + secs * 1000;
+		mps_servers_stop_all(MPS_STOP_DRAIN);
+	} else {
+		mps_servers_stop_all(MPS_STOP_FORCE);
+	}
+}
+
+static void cmd_get_server_list(struct mps_cmd *cmd, int argc, char **argv)
+{
+	if (argc != 1) {
+		USAGE(cmd, "get_server_list");
+		return;
+	}
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
+		mps_out(cmd, "%d\n", (int)s->pid);
+}
+
+static void cmd_get_server_status(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s;
+
+	if (argc != 2) {
+		USAGE(cmd, "get_server_status <server PID>");
+		return;
+	}
+	s = server_named(cmd, argv[1]);
+	if (s)
+		mps_out(cmd, "%s\n", mps_server_state_name(s->state));
+}
+
+static void cmd_start_server(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s;
+	unsigned long uid;
+	int r;
+
+	if (argc != 3 || strcmp(argv[1], "-uid")) {
+		USAGE(cmd, "start_server -uid <user id>");
+		return;
+	}
+	if (parse_uint(argv[2], 0xfffffffeul, &uid) < 0) {
+		mps_err(cmd, "Error: '%s' is not a user id\n", argv[2]);
+		return;
+	}
+	if (mps_daemon.quitting) {
+		mps_err(cmd, "Error: the control daemon is shutting down\n");
+		return;
+	}
+	if (!mps_daemon.multiuser && geteuid() != 0 && uid != geteuid()) {
+		mps_err(cmd, "Error: this daemon runs as user %u and can start servers only for that user\n",
+			(unsigned)geteuid());
+		return;
+	}
+	s = mps_server_for_uid((uid_t)uid);
+	if (s) {
+		mps_err(cmd, "Error: server %d already serves user %lu\n", (int)s->pid, uid);
+		return;
+	}
+	if (mps_daemon.exclusive && !mps_daemon.multiuser && mps_daemon.servers) {
+		mps_err(cmd, "Error: exclusive mode: server %d of user %u is still running\n",
+			(int)mps_daemon.servers->pid, (unsigned)mps_daemon.servers->uid);
+		return;
+	}
+	r = mps_server_start(mps_daemon.multiuser ? 0 : (uid_t)uid, &s);
+	if (r < 0)
+		mps_err(cmd, "Error: cannot start a server for user %lu: %s\n", uid, strerror(-r));
+}
+
+static void cmd_shutdown_server(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s;
+	bool force = argc == 3 && !strcmp(argv[2], "-f");
+
+	if (argc != 2 && !force) {
+		USAGE(cmd, "shutdown_server <server PID> [-f]");
+		return;
+	}
+	s = server_named(cmd, argv[1]);
+	if (!s)
+		return;
+	if (!admin(cmd) && !owns(cmd, s)) {
+		deny(cmd, "shutdown_server");
+		return;
+	}
+	mps_server_stop(s, force ? MPS_STOP_FORCE : MPS_STOP_DRAIN);
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void cmd_get_client_list(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s;
+	pid_t *pids;
+	size_t n = 0;
+
+	if (argc != 2) {
+		USAGE(cmd, "get_client_list <server PID>");
+		return;
+	}
+	s = server_named(cmd, argv[1]);
 	if (!s)
 		return;
 	for (struct mps_server_client *c = s->clients; c; c = c->next)
-		out(o, ol, "%d\n", (int)c->pid);
+		n++;
+	pids = calloc(n ? n : 1, sizeof(*pids));
+	if (!pids) {
+		mps_err(cmd, "Error: out of memory\n");
+		return;
+	}
+	n = 0;
+	for (struct mps_server_client *c = s->clients; c; c = c->next)
+		pids[n++] = c->pid;
+	qsort(pids, n, sizeof(*pids), by_pid);
+	for (size_t i = 0; i < n; i++)
+		mps_out(cmd, "%d\n", (int)pids[i]);
+	free(pids);
 }
+
+static void cmd_get_device_client_list(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s = NULL;
+
+	if (argc > 2) {
+		USAGE(cmd, "get_device_client_list [<server PID>]");
+		return;
+	}
+	if (argc == 2 && !(s = server_named(cmd, argv[1])))
+		return;
+	mps_list_device_clients(cmd, s);
+}
+
+static void cmd_ps(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s = NULL;
+
+	if (argc != 1 && !(argc == 3 && !strcmp(argv[1], "-p"))) {
+		USAGE(cmd, "ps [-p <server PID>]");
+		return;
+	}
+	if (argc == 3 && !(s = server_named(cmd, argv[2])))
+		return;
+	mps_list_ps(cmd, s);
+}
+
+static void terminate_done(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure)
+{
+	if (!answer)
+		mps_err(cmd, "Error: terminate_client: %s\n", failure);
+	else if (answer->value == 0)
+		mps_out(cmd, "0\n");
+	else if (answer->value == -ESRCH)
+		mps_err(cmd, "Error: server %d has no client %d\n", (int)cmd->wait_server, (int)answer->pid);
+	else if (answer->value == -EALREADY)
+		mps_err(cmd, "Error: client %d is already being terminated\n", (int)answer->pid);
+	else
+		mps_err(cmd, "Error: terminate_client: %s\n", strerror(-answer->value));
+}
+
+static void cmd_terminate_client(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_chan m = { .op = MPS_CHAN_TERMINATE };
+	struct mps_server_client *c;
+	struct mps_server_rec *s;
+	pid_t pid;
+
+	if (argc != 3) {
+		USAGE(cmd, "terminate_client <server PID> <client PID>");
+		return;
+	}
+	s = server_named(cmd, argv[1]);
+	if (!s)
+		return;
+	if (parse_pid(argv[2], &pid) < 0) {
+		mps_err(cmd, "Error: '%s' is not a client PID\n", argv[2]);
+		return;
+	}
+	for (c = s->clients; c && c->pid != pid; c = c->next)
+		;
+	if (!admin(cmd) && !owns(cmd, s) && !(c && c->uid == cmd->uid)) {
+		deny(cmd, "terminate_client");
+		return;
+	}
+	if (s->chan < 0) {
+		mps_err(cmd, "Error: server %d is not running\n", (int)s->pid);
+		return;
+	}
+	m.pid = (int32_t)pid;
+	m.req = mps_daemon.next_req;
+	mps_daemon.next_req = mps_daemon.next_req >= 0x7fffffff ? 1 : mps_daemon.next_req + 1;
+	if (mps_server_send(s, &m) < 0) {
+		mps_err(cmd, "Error: server %d is not answering\n", (int)s->pid);
+		return;
+	}
+	mps_log_info("Terminating client %d of server %d", (int)pid, (int)s->pid);
+	cmd->wait = MPS_WAIT_REPLY;
+	cmd->wait_server = s->pid;
+	cmd->wait_req = m.req;
+	cmd->wait_ms = TERMINATE_MS;
+	cmd->done = terminate_done;
+}
+
+static void show_percentage(struct mps_cmd *cmd, int hundredths)
+{
+	char buf[32];
+
+	mps_format_percentage(buf, sizeof(buf), hundredths);
+	mps_out(cmd, "%s\n", buf);
+}
+
+static void cmd_set_default_atp(struct mps_cmd *cmd, int argc, char **argv)
+{
+	int v;
+
+	if (argc != 2) {
+		USAGE(cmd, "set_default_active_thread_percentage <percentage>");
+		return;
+	}
+	if (percentage_arg(cmd, argv[1], &v) < 0)
+		return;
+	mps_daemon.defaults.thread_pct = v;
+	show_percentage(cmd, v);
+}
+
+static void cmd_get_default_atp(struct mps_cmd *cmd, int argc, char **argv)
+{
+	if (argc != 1) {
+		USAGE(cmd, "get_default_active_thread_percentage");
+		return;
+	}
+	show_percentage(cmd, mps_daemon.defaults.thread_pct);
+}
+
+static void cmd_set_atp(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s;
+	int v;
+
+	if (argc != 3) {
+		USAGE(cmd, "set_active_thread_percentage <server PID> <percentage>");
+		return;
+	}
+	if (!(s = server_named(cmd, argv[1])) || percentage_arg(cmd, argv[2], &v) < 0)
+		return;
+	s->settings.thread_pct = v;
+	mps_settings_send_threads(s);
+	show_percentage(cmd, v);
+}
+
+static void cmd_get_atp(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s;
+
+	if (argc != 2) {
+		USAGE(cmd, "get_active_thread_percentage <server PID>");
+		return;
+	}
+	if ((s = server_named(cmd, argv[1])))
+		show_percentage(cmd, s->settings.thread_pct);
+}
+
+static void show_mem(struct mps_cmd *cmd, uint64_t bytes)
+{
+	char buf[32];
+
+	mps_format_mem_value(buf, sizeof(buf), bytes);
+	mps_out(cmd, "%s\n", buf);
+}
+
+static void cmd_set_default_mem(struct mps_cmd *cmd, int argc, char **argv)
+{
+	char dev[64];
+	uint64_t bytes;
+
+	if (argc != 3) {
+		USAGE(cmd, "set_default_device_pinned_mem_limit <device> <value>");
+		return;
+	}
+	if (device_arg(cmd, argv[1], dev, sizeof(dev)) < 0 || mem_arg(cmd, argv[2], &bytes) < 0)
+		return;
+	if (mps_settings_set_memlimit(&mps_daemon.defaults, dev, bytes) < 0)
+		mps_err(cmd, "Error: too many pinned memory limits (%d at most)\n", MPS_MEMLIMITS_MAX);
+}
+
+static void cmd_get_default_mem(struct mps_cmd *cmd, int argc, char **argv)
+{
+	char dev[64];
+
+	if (argc != 2) {
+		USAGE(cmd, "get_default_device_pinned_mem_limit <device>");
+		return;
+	}
+	if (device_arg(cmd, argv[1], dev, sizeof(dev)) == 0)
+		show_mem(cmd, mps_settings_memlimit(&mps_daemon.defaults, dev));
+}
+
+static void cmd_set_mem(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s;
+	char dev[64];
+	uint64_t bytes;
+
+	if (argc != 4) {
+		USAGE(cmd, "set_device_pinned_mem_limit <server PID> <device> <value>");
+		return;
+	}
+	if (!(s = server_named(cmd, argv[1])) || device_arg(cmd, argv[2], dev, sizeof(dev)) < 0 ||
+	    mem_arg(cmd, argv[3], &bytes) < 0)
+		return;
+	if (mps_settings_set_memlimit(&s->settings, dev, bytes) < 0) {
+		mps_err(cmd, "Error: too many pinned memory limits (%d at most)\n", MPS_MEMLIMITS_MAX);
+		return;
+	}
+	mps_settings_send_memlimit(s, dev, bytes);
+}
+
+static void cmd_get_mem(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s;
+	char dev[64];
+
+	if (argc != 3) {
+		USAGE(cmd, "get_device_pinned_mem_limit <server PID> <device>");
+		return;
+	}
+	if ((s = server_named(cmd, argv[1])) && device_arg(cmd, argv[2], dev, sizeof(dev)) == 0)
+		show_mem(cmd, mps_settings_memlimit(&s->settings, dev));
+}
+
+static void cmd_set_default_prio(struct mps_cmd *cmd, int argc, char **argv)
+{
+	int v;
+
+	if (argc != 2) {
+		USAGE(cmd, "set_default_client_priority <0|1>");
+		return;
+	}
+	if (mps_parse_priority(argv[1], &v) < 0) {
+		mps_err(cmd, "Error: '%s' is not a client priority (0 normal, 1 below normal)\n", argv[1]);
+		return;
+	}
+	mps_daemon.defaults.priority = v;
+}
+
+static void cmd_get_default_prio(struct mps_cmd *cmd, int argc, char **argv)
+{
+	if (argc != 1) {
+		USAGE(cmd, "get_default_client_priority");
+		return;
+	}
+	mps_out(cmd, "%d\n", mps_daemon.defaults.priority);
+}
+
+static void devices_done(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure)
+{
+	(void)answer;
+	if (failure)
+		mps_err(cmd, "Error: cannot list the devices: %s\n", failure);
+	else
+		mps_list_devices(cmd);
+}
+
+static void cmd_device_query(struct mps_cmd *cmd, int argc, char **argv)
+{
+	int r;
+
+	if (argc != 1) {
+		USAGE(cmd, "device_query");
+		return;
+	}
+	if (mps_daemon.devices_known) {
+		mps_list_devices(cmd);
+		return;
+	}
+	/* The daemon never opens the driver: a server tells it the devices. */
+	r = mps_servers_probe_devices();
+	if (r < 0) {
+		mps_err(cmd, "Error: cannot start a server to list the devices: %s\n", strerror(-r));
+		return;
+	}
+	cmd->wait = MPS_WAIT_DEVICES;
+	cmd->wait_ms = DEVICES_MS;
+	cmd->done = devices_done;
+}
+
+enum who { ANYONE, ADMIN, ADMIN_OR_OWNER };
 
 static const struct {
 	const char *name;
-	void (*fn)(int argc, char **argv, char *out, size_t outlen);
+	void (*fn)(struct mps_cmd *cmd, int argc, char **argv);
+	enum who who;
 } commands[] = {
-	{ "quit", cmd_quit },
-	{ "get_server_list", cmd_get_server_list },
-	{ "get_server_status", cmd_get_server_status },
-	{ "get_client_list", cmd_get_client_list },
+	{ "quit", cmd_quit, ADMIN },
+	{ "get_server_list", cmd_get_server_list, ANYONE },
+	{ "get_server_status", cmd_get_server_status, ANYONE },
+	{ "start_server", cmd_start_server, ADMIN },
+	{ "shutdown_server", cmd_shutdown_server, ADMIN_OR_OWNER },
+	{ "get_client_list", cmd_get_client_list, ANYONE },
+	{ "get_device_client_list", cmd_get_device_client_list, ANYONE },
+	{ "ps", cmd_ps, ANYONE },
+	{ "terminate_client", cmd_terminate_client, ADMIN_OR_OWNER },
+	{ "set_default_active_thread_percentage", cmd_set_default_atp, ADMIN },
+	{ "get_default_active_thread_percentage", cmd_get_default_atp, ANYONE },
+	{ "set_active_thread_percentage", cmd_set_atp, ADMIN },
+	{ "get_active_thread_percentage", cmd_get_atp, ANYONE },
+	{ "set_default_device_pinned_mem_limit", cmd_set_default_mem, ADMIN },
+	{ "get_default_device_pinned_mem_limit", cmd_get_default_mem, ANYONE },
+	{ "set_device_pinned_mem_limit", cmd_set_mem, ADMIN },
+	{ "get_device_pinned_mem_limit", cmd_get_mem, ANYONE },
+	{ "set_default_client_priority", cmd_set_default_prio, ADMIN },
+	{ "get_default_client_priority", cmd_get_default_prio, ANYONE },
+	{ "device_query", cmd_device_query, ANYONE },
 };
 
-void mps_command(const char *line, uid_t uid, char *o, size_t ol)
+void mps_command(const char *line, struct mps_cmd *cmd)
 {
 	char buf[MPS_CMD_MAX + 1], *argv[ARGS_MAX + 1], *save = NULL;
 	int argc = 0;
 
-	(void)uid;
 	snprintf(buf, sizeof(buf), "%s", line);
-	for (char *t = strtok_r(buf, " \t\r", &save); t; t = strtok_r(NULL, " \t\r", &save)) {
+	for (char *t = strtok_r(buf, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
 		if (argc == ARGS_MAX) {
-			out(o, ol, "Error: too many arguments\n");
+			mps_err(cmd, "Error: too many arguments\n");
 			return;
 		}
 		argv[argc++] = t;
@@ -125,10 +611,14 @@ void mps_command(const char *line, uid_t uid, char *o, size_t ol)
 	if (argc == 0)
 		return;
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (!strcmp(argv[0], commands[i].name)) {
-			commands[i].fn(argc, argv, o, ol);
+		if (strcmp(argv[0], commands[i].name))
+			continue;
+		if (commands[i].who == ADMIN && !admin(cmd)) {
+			deny(cmd, argv[0]);
 			return;
 		}
+		commands[i].fn(cmd, argc, argv);
+		return;
 	}
-	out(o, ol, "Error: unknown command '%s'\n", argv[0]);
+	mps_err(cmd, "Error: unknown command '%.64s'\n", argv[0]);
 }

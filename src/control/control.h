@@ -1,13 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
  * openmps-control's shared declarations: the daemon's state (its sockets,
- * the servers it started, the settings it hands to new servers) and the
- * functions its files provide each other.
+ * the servers it started, the settings it hands them) and the functions its
+ * files provide each other. The daemon is one thread around one epoll loop;
+ * nothing here is locked.
  *
- * Files: main.c (command line and modes), daemon.c (set-up, the event loop,
- * connections), servers.c (one server per user: start, hand clients over,
- * follow their state), commands.c (the control language), ui.c (the
- * stdin-to-daemon client that `openmps-control` with no flag is).
+ * Files: main.c (command line and modes), daemon.c (set-up, files, the event
+ * loop), conn.c (connections: telling CUDA clients from control UIs, reading
+ * commands, sending replies, replies that wait for a server), servers.c
+ * (server lifecycle: start, follow their state, stop them), routing.c (which
+ * server a client goes to: pending clients, the exclusive and multi-user
+ * modes; routing.h joins the two), settings.c (the values the setters
+ * take: parsing, showing, handing them to servers), commands.c (the control
+ * language and who may use what), listings.c (ps, get_device_client_list,
+ * device_query), ui.c (the stdin-to-daemon client that `openmps-control`
+ * with no flag is).
  */
 #ifndef MPS_CONTROL_CONTROL_H
 #define MPS_CONTROL_CONTROL_H
@@ -21,7 +28,14 @@
 #include "common/channel.h"
 #include "common/wire.h"
 
-#define MPS_CMD_MAX      1024   /* longest command line */
+#define MPS_CMD_MAX         1024        /* longest command line */
+#define MPS_REPLY_MAX       (64 * 1024) /* longest reply */
+#define MPS_PRIV_SOCKET     "openmps-privileged.sock"
+#define MPS_MEMLIMITS_MAX   32          /* pinned memory limits kept per setting set */
+
+/* A reply packet on the daemon's socket is the reply's text; an error's
+ * starts with "Error". An empty reply is one NUL byte: a packet of no bytes
+ * would read as the end of the connection. */
 
 enum mps_server_state {
 	MPS_SERVER_INITIALIZING = 0,
@@ -30,22 +44,52 @@ enum mps_server_state {
 	MPS_SERVER_STOPPING,
 };
 
+/* A CUDA client's connection not yet handed to a server. */
 struct mps_pending_client {
 	struct mps_pending_client *next;
 	int fd;
-	pid_t pid;
-	char comm[64];
-};
-
-struct mps_server_client {
-	struct mps_server_client *next;
 	pid_t pid;
 	uid_t uid;
 	char comm[64];
 };
 
+/* A client a server reported connected. */
+struct mps_server_client {
+	struct mps_server_client *next;
+	pid_t pid;
+	uid_t uid;
+	uint32_t id;                /* its id on the server ("Context ID") */
+	uint64_t devmask;           /* devices it made contexts on */
+	char comm[64];
+};
+
+struct mps_memlimit {
+	char dev[64];               /* ordinal, or a UUID as given (upper-cased prefix) */
+	uint64_t bytes;             /* 0: no limit */
+};
+
+/* What a server hands its new clients. */
+struct mps_settings {
+	int thread_pct;             /* active thread percentage, hundredths (1..10000) */
+	int priority;               /* 0 normal, 1 below normal */
+	int nmem;
+	struct mps_memlimit mem[MPS_MEMLIMITS_MAX];
+};
+
+struct mps_device_info {
+	char uuid[64];
+	char name[256];
+	uint64_t total_mem;
+};
+
 /* What an epoll tag points at: each struct so tagged starts with its kind. */
-enum { MPS_TAG_CONN = 1, MPS_TAG_SERVER };
+enum { MPS_TAG_CONN = 1, MPS_TAG_SERVER, MPS_TAG_OTHER };
+
+enum mps_stop {
+	MPS_STOP_NONE = 0,
+	MPS_STOP_DRAIN,             /* exit once its clients have left */
+	MPS_STOP_FORCE,             /* disconnect everyone now */
+};
 
 struct mps_server_rec {
 	int tag;                    /* MPS_TAG_SERVER */
@@ -54,54 +98,149 @@ struct mps_server_rec {
 	uid_t uid;
 	int chan;                   /* our end of its channel; -1 once it is gone */
 	enum mps_server_state state;
-	bool force_quit;            /* shutdown_server -f, or quit */
+	enum mps_stop stop;         /* how it was asked to stop */
+	bool stop_sent;             /* the DRAIN or QUIT went out */
+	uint64_t kill_at;           /* QUIT sent: SIGKILL if still there then (ms) */
+	bool ready;                 /* it reported READY */
+	bool probe;                 /* started only to learn the devices */
 	bool chan_full;             /* the channel's buffer is full: clients wait in pending */
 	struct mps_pending_client *pending, **pending_tail;
 	struct mps_server_client *clients;
-	char devices[256];
+	struct mps_settings settings;
 };
 
 struct mps_daemon {
 	const char *pipe_dir;
 	const char *log_dir;
 	char sock_path[4096];
+	char priv_path[4096];
 	char pid_path[4096];
 	char lock_path[4096];
 	int lock_fd;
 	int listen_fd;
+	int priv_fd;                /* the privileged socket; -1 unless running as root */
 	int epfd;
+	int spare_fd;               /* given up to accept-and-close when out of fds */
 	bool foreground;
+	bool multiuser;             /* -multiuser-server: one root server for every uid */
+	bool exclusive;             /* one user's server at a time, as NVIDIA's daemon */
 	bool quitting;
-	struct mps_server_rec *servers;
+	uint64_t quit_deadline;     /* quit -t: when to force (ms, monotonic); 0: none */
+	struct mps_server_rec *servers;         /* in start order */
+	struct mps_pending_client *waiting, **waiting_tail; /* exclusive mode: other users */
+	struct mps_settings defaults;
+	bool devices_known;
+	int ndev;
+	struct mps_device_info dev[MPS_MAX_DEVICES];
+	uint32_t next_req;
 	char server_exe[4096];
 	int server_log_fd;          /* server.log, inherited as the servers' stderr */
 };
 
 extern struct mps_daemon mps_daemon;
 
+/* A command being run: who asked, and its reply. A command that must wait
+ * for a server (terminate_client, device_query before any server) sets wait
+ * and done and returns; done() then makes the reply from the server's answer
+ * (answer NULL and failure set when the server went away or took too long). */
+enum mps_wait {
+	MPS_WAIT_NONE = 0,
+	MPS_WAIT_REPLY,             /* a REPLY packet numbered wait_req from wait_server */
+	MPS_WAIT_DEVICES,           /* the device list */
+};
+
+struct mps_cmd {
+	uid_t uid;                  /* the caller, from SO_PEERCRED */
+	bool privileged;            /* came through the privileged socket as root */
+	char *out;                  /* the reply text */
+	size_t outlen;
+	enum mps_wait wait;
+	pid_t wait_server;
+	uint32_t wait_req;
+	uint32_t wait_ms;           /* how long to wait */
+	void (*done)(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure);
+};
+
 /* daemon.c */
 int mps_daemon_run(bool foreground);
-void mps_daemon_watch(int fd, void *tag);
-void mps_daemon_watch_out(int fd, void *tag, bool out);   /* also wait for writability */
+void mps_daemon_watch(int fd, void *tag, uint32_t events);
 void mps_daemon_unwatch(int fd);
+uint64_t mps_now_ms(void);
+
+/* conn.c */
+void mps_conn_accept(int lfd, bool privileged);
+void mps_conn_event(void *conn, uint32_t events);
+/* A server answered request req. */
+void mps_conn_answer(pid_t server, const struct mps_chan *m);
+/* A server is gone: every command waiting on it fails with why. */
+void mps_conn_server_gone(pid_t server, const char *why);
+/* The device list became known (or cannot be: why). */
+void mps_conn_devices(const char *why);
+/* Fails waits past their time; returns ms until the next one is due (-1: none). */
+int mps_conn_tick(void);
+void mps_conn_close_all(void);
+/* Frees the connections closed during this turn of the event loop. */
+void mps_conn_collect(void);
 
 /* servers.c */
 struct mps_server_rec *mps_server_for_uid(uid_t uid);
 struct mps_server_rec *mps_server_by_pid(pid_t pid);
 int mps_server_start(uid_t uid, struct mps_server_rec **out);
 /* Takes a CUDA client's connection to its user's server, starting the
- * server if there is none; refuses the client if that cannot be done. */
+ * server if there is none; queues it while the server starts (or, in
+ * exclusive mode, while another user's server runs); refuses it if none of
+ * that can be done. */
 void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_hello *h);
 void mps_server_channel_event(struct mps_server_rec *s, uint32_t events);
 void mps_server_reaped(pid_t pid, int status);
-void mps_server_quit(struct mps_server_rec *s);
-void mps_servers_quit_all(void);
+/* Frees the servers reaped during this turn of the event loop. */
+void mps_servers_collect(void);
+/* Asks a server to stop: DRAIN (when its clients have left) or FORCE. */
+void mps_server_stop(struct mps_server_rec *s, enum mps_stop how);
+void mps_servers_stop_all(enum mps_stop how);
 int mps_servers_running(void);
 const char *mps_server_state_name(enum mps_server_state st);
+/* Sends one packet to a server. 0 or -errno. */
+int mps_server_send(struct mps_server_rec *s, struct mps_chan *m);
+/* Starts a server only to learn the devices, unless one is on its way. */
+int mps_servers_probe_devices(void);
+/* Called every loop turn: forces the servers at quit -t's deadline, kills
+ * servers that ignored a QUIT. Returns ms until it is next needed (-1: not). */
+int mps_servers_tick(void);
 
-/* commands.c: runs one command line from a user of the given uid; writes the
- * reply (possibly empty) into out. */
-void mps_command(const char *line, uid_t uid, char *out, size_t outlen);
+/* settings.c */
+void mps_settings_init(struct mps_settings *s);
+/* Reads CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+ * into the defaults. Returns 0, or -EINVAL with why filled in. */
+int mps_settings_from_env(struct mps_settings *s, char *why, size_t whylen);
+/* Parsers: 0 or -EINVAL. */
+int mps_parse_percentage(const char *text, int *hundredths);
+int mps_parse_priority(const char *text, int *prio);
+int mps_parse_mem_value(const char *text, uint64_t *bytes);
+/* Checks and normalises a device given as ordinal or UUID into out. */
+int mps_parse_device(const char *text, char *out, size_t outlen);
+void mps_format_percentage(char *buf, size_t len, int hundredths);
+void mps_format_mem_value(char *buf, size_t len, uint64_t bytes);
+/* The limit for a device (0 if none), and setting one. */
+uint64_t mps_settings_memlimit(const struct mps_settings *s, const char *dev);
+int mps_settings_set_memlimit(struct mps_settings *s, const char *dev, uint64_t bytes);
+/* Hands settings to a server: all of them, or one kind. */
+void mps_settings_send_all(struct mps_server_rec *srv);
+void mps_settings_send_threads(struct mps_server_rec *srv);
+void mps_settings_send_priority(struct mps_server_rec *srv);
+void mps_settings_send_memlimit(struct mps_server_rec *srv, const char *dev, uint64_t bytes);
+
+/* commands.c: runs one command line. */
+void mps_command(const char *line, struct mps_cmd *cmd);
+void mps_out(struct mps_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void mps_err(struct mps_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* listings.c */
+void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only);
+void mps_list_device_clients(struct mps_cmd *cmd, struct mps_server_rec *only);
+void mps_list_devices(struct mps_cmd *cmd);
+/* The ordinal a device argument names, from the known device list; -1. */
+int mps_device_ordinal(const char *dev);
 
 /* ui.c */
 int mps_ui_run(void);

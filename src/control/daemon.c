@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
  * The control daemon: sets up the pipe and log directories, makes sure it is
- * the only daemon on its pipe directory (a lock file, as MPS), listens on
- * the socket clients and control UIs connect to, and runs one event loop.
+ * the only daemon on its pipe directory (a lock file, as NVIDIA's daemon),
+ * listens on its sockets, and runs one event loop over the sockets, the
+ * servers' channels, the connections and the signals.
  *
- * A connection says what it is with its first packet: a CUDA client sends a
- * struct mps_hello, and is handed to its user's server (servers.c); anything
- * else is a control UI sending one command line per packet, answered with
- * one packet each (commands.c). Nothing here blocks: a connection that
- * never speaks costs an fd until its peer goes.
+ * Files in the pipe directory: openmps.sock (0666: CUDA clients and control
+ * UIs), openmps-privileged.sock (0755, only when the daemon runs as root:
+ * root's control UI, the only way to run root-only commands, as NVIDIA's
+ * control_privileged), openmps-control.lock (held with flock while the daemon
+ * runs; never removed, so two daemons can never lock different files) and
+ * openmps-control.pid. The socket is not named "control": NVIDIA's client
+ * runtime must never take ours for its daemon.
+ *
+ * Nothing here blocks: connections and channels are non-blocking, a peer
+ * that never speaks or never reads costs only its buffers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,9 +24,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -28,31 +36,34 @@
 #include "common/sock.h"
 #include "control/control.h"
 
-struct mps_daemon mps_daemon = { .lock_fd = -1, .listen_fd = -1, .epfd = -1, .server_log_fd = -1 };
-
-/* epoll tags that are not servers or connections. */
-static char tag_listen, tag_signal;
-
-/* A connection that has not said what it is yet, or a control UI. */
-struct conn {
-	int tag;                    /* MPS_TAG_CONN */
-	int fd;
-	bool is_ui;
-	struct ucred cred;
+struct mps_daemon mps_daemon = {
+	.lock_fd = -1,
+	.listen_fd = -1,
+	.priv_fd = -1,
+	.epfd = -1,
+	.spare_fd = -1,
+	.server_log_fd = -1,
+	.waiting_tail = &mps_daemon.waiting,
+	.next_req = 1,
 };
 
-void mps_daemon_watch(int fd, void *tag)
-{
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = tag };
+/* epoll tags that are not servers or connections. */
+static int tag_listen = MPS_TAG_OTHER, tag_priv = MPS_TAG_OTHER, tag_signal = MPS_TAG_OTHER;
 
-	epoll_ctl(mps_daemon.epfd, EPOLL_CTL_ADD, fd, &ev);
+uint64_t mps_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-void mps_daemon_watch_out(int fd, void *tag, bool out)
+void mps_daemon_watch(int fd, void *tag, uint32_t events)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0), .data.ptr = tag };
+	struct epoll_event ev = { .events = events, .data.ptr = tag };
 
-	epoll_ctl(mps_daemon.epfd, EPOLL_CTL_MOD, fd, &ev);
+	if (epoll_ctl(mps_daemon.epfd, EPOLL_CTL_MOD, fd, &ev) < 0 && errno == ENOENT)
+		epoll_ctl(mps_daemon.epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 void mps_daemon_unwatch(int fd)
@@ -103,42 +114,59 @@ static void find_server_exe(void)
 	snprintf(mps_daemon.server_exe, sizeof(mps_daemon.server_exe), "openmps-server");
 }
 
-/* Directories, log files and the single-instance lock. Prints to stderr:
- * this runs before the daemon detaches. */
-static int setup(void)
+static int open_log(const char *name, int *fd)
 {
 	char path[4096];
+
+	if (mps_path_join(path, sizeof(path), mps_daemon.log_dir, name) < 0)
+		return -ENAMETOOLONG;
+	*fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	return *fd < 0 ? -errno : 0;
+}
+
+/* Directories, settings, log files and the single-instance lock. Prints to
+ * stderr: this runs before the daemon detaches. */
+static int setup(void)
+{
+	char why[512];
 	int fd, r;
 
 	mps_daemon.pipe_dir = mps_pipe_dir();
 	mps_daemon.log_dir = mps_log_dir();
+	mps_settings_init(&mps_daemon.defaults);
+	if (mps_settings_from_env(&mps_daemon.defaults, why, sizeof(why)) < 0) {
+		fprintf(stderr, "openmps-control: %s\n", why);
+		return -1;
+	}
 	r = mkdir_p(mps_daemon.pipe_dir, 0755);
 	if (r < 0) {
-		fprintf(stderr, "openmps-control: cannot create the pipe directory %s: %s\n", mps_daemon.pipe_dir,
-			strerror(-r));
+		fprintf(stderr, "openmps-control: cannot create the pipe directory %s: %s "
+				"(set CUDA_MPS_PIPE_DIRECTORY to a writable directory)\n",
+			mps_daemon.pipe_dir, strerror(-r));
 		return -1;
 	}
 	r = mkdir_p(mps_daemon.log_dir, 0755);
-	if (r < 0 || mps_path_join(path, sizeof(path), mps_daemon.log_dir, "control.log") < 0 ||
-	    (fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+	if (r == 0)
+		r = open_log("control.log", &fd);
+	if (r == 0)
+		r = open_log("server.log", &mps_daemon.server_log_fd);
+	if (r < 0) {
 		fprintf(stderr, "openmps-control: cannot write the log directory %s: %s "
 				"(set CUDA_MPS_LOG_DIRECTORY to a writable directory)\n",
-			mps_daemon.log_dir, strerror(r < 0 ? -r : errno));
+			mps_daemon.log_dir, strerror(-r));
 		return -1;
 	}
 	mps_log_init("Control", fd);
-	if (mps_path_join(path, sizeof(path), mps_daemon.log_dir, "server.log") < 0 ||
-	    (mps_daemon.server_log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
-		fprintf(stderr, "openmps-control: cannot write %s: %s\n", path, strerror(errno));
-		return -1;
-	}
 	if (mps_path_join(mps_daemon.lock_path, sizeof(mps_daemon.lock_path), mps_daemon.pipe_dir,
 			  "openmps-control.lock") < 0 ||
 	    mps_path_join(mps_daemon.pid_path, sizeof(mps_daemon.pid_path), mps_daemon.pipe_dir,
 			  "openmps-control.pid") < 0 ||
+	    mps_path_join(mps_daemon.priv_path, sizeof(mps_daemon.priv_path), mps_daemon.pipe_dir,
+			  MPS_PRIV_SOCKET) < 0 ||
 	    mps_path_join(mps_daemon.sock_path, sizeof(mps_daemon.sock_path), mps_daemon.pipe_dir,
-			  MPS_DAEMON_SOCKET) < 0) {
-		fprintf(stderr, "openmps-control: the pipe directory path is too long\n");
+			  MPS_DAEMON_SOCKET) < 0 ||
+	    strlen(mps_daemon.priv_path) >= 108) {
+		fprintf(stderr, "openmps-control: the pipe directory path %s is too long\n", mps_daemon.pipe_dir);
 		return -1;
 	}
 	mps_daemon.lock_fd = open(mps_daemon.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -171,113 +199,120 @@ static void cleanup(void)
 		close(mps_daemon.listen_fd);
 		unlink(mps_daemon.sock_path);
 	}
+	if (mps_daemon.priv_fd >= 0) {
+		close(mps_daemon.priv_fd);
+		unlink(mps_daemon.priv_path);
+	}
 	unlink(mps_daemon.pid_path);
-	if (mps_daemon.lock_fd >= 0) {
-		unlink(mps_daemon.lock_path);
+	/* The lock file stays: removing it would let a second daemon lock a new
+	 * file while a third still holds the old one. */
+	if (mps_daemon.lock_fd >= 0)
 		close(mps_daemon.lock_fd);
+}
+
+static int open_sockets(void)
+{
+	mps_daemon.listen_fd = mps_sock_listen(mps_daemon.sock_path, 0666);
+	if (mps_daemon.listen_fd < 0) {
+		fprintf(stderr, "openmps-control: cannot listen on %s: %s\n", mps_daemon.sock_path,
+			strerror(-mps_daemon.listen_fd));
+		return -1;
+	}
+	if (geteuid() != 0) {
+		unlink(mps_daemon.priv_path);   /* a root daemon's leftover */
+		return 0;
+	}
+	/* Root-owned and not writable by others: only root can connect. */
+	mps_daemon.priv_fd = mps_sock_listen(mps_daemon.priv_path, 0755);
+	if (mps_daemon.priv_fd < 0) {
+		fprintf(stderr, "openmps-control: cannot listen on %s: %s\n", mps_daemon.priv_path,
+			strerror(-mps_daemon.priv_fd));
+		return -1;
+	}
+	return 0;
+}
+
+static void detach(void)
+{
+	pid_t pid = fork();
+	int devnull;
+
+	if (pid < 0) {
+		perror("openmps-control: fork");
+		cleanup();
+		exit(1);
+	}
+	if (pid > 0)
+		_exit(0);   /* the parent returns to the shell; the lock stays with the child */
+	setsid();
+	if (chdir("/") < 0) {
+		/* Not fatal: we only need it not to pin a mount. */
+	}
+	devnull = open("/dev/null", O_RDWR);
+	if (devnull >= 0) {
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+		if (devnull > 2)
+			close(devnull);
 	}
 }
 
-static void conn_close(struct conn *c)
+/* Each connection and each server costs an fd: take all the system allows. */
+static void raise_fd_limit(void)
 {
-	mps_daemon_unwatch(c->fd);
-	close(c->fd);
-	free(c);
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
-static void ui_command(struct conn *c, const char *line)
+static void on_signals(int sfd)
 {
-	char *out = malloc(64 * 1024);
+	struct signalfd_siginfo si;
 
-	if (!out)
-		return;
-	out[0] = 0;
-	mps_log_info("Cmd:%s", line);
-	mps_command(line, c->cred.uid, out, 64 * 1024);
-	mps_sock_send(c->fd, out, strlen(out), -1);
-	free(out);
-}
+	while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD) {
+			int status;
+			pid_t pid;
 
-/* The first or a later packet on a connection. */
-static void conn_readable(struct conn *c)
-{
-	char buf[MPS_CMD_MAX + sizeof(struct mps_hello)];
-	struct mps_hello h;
-	ssize_t n;
-	int sfd;
-
-	n = mps_sock_recv(c->fd, buf, sizeof(buf) - 1, NULL);
-	if (n == -EAGAIN || n == -EINTR)
-		return;
-	if (n == -EMSGSIZE) {
-		const char *err = "Error: command too long\n";
-
-		mps_sock_send(c->fd, err, strlen(err), -1);
-		return;
+			while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+				mps_server_reaped(pid, status);
+		} else if (!mps_daemon.quitting) {
+			mps_log_info("received signal %u: quitting", si.ssi_signo);
+			mps_daemon.quitting = true;
+			mps_servers_stop_all(MPS_STOP_FORCE);
+		}
 	}
-	if (n <= 0) {
-		conn_close(c);
-		return;
-	}
-	if (!c->is_ui && (size_t)n == sizeof(h) && ((struct mps_hello *)buf)->magic == MPS_HELLO_MAGIC) {
-		/* A CUDA client: its connection goes to its user's server. */
-		memcpy(&h, buf, sizeof(h));
-		h.comm[sizeof(h.comm) - 1] = 0;
-		sfd = c->fd;
-		mps_daemon_unwatch(sfd);
-		mps_server_route_client(sfd, &c->cred, &h);
-		free(c);
-		return;
-	}
-	c->is_ui = true;
-	buf[n] = 0;
-	buf[strcspn(buf, "\n")] = 0;
-	ui_command(c, buf);
 }
 
 int mps_daemon_run(bool foreground)
 {
-	struct epoll_event ev;
 	sigset_t sigs;
 	int sfd;
 
 	if (setup() < 0)
 		return 1;
 	mps_daemon.foreground = foreground;
-	mps_daemon.listen_fd = mps_sock_listen(mps_daemon.sock_path, 0666);
-	if (mps_daemon.listen_fd < 0) {
-		fprintf(stderr, "openmps-control: cannot listen on %s: %s\n", mps_daemon.sock_path,
-			strerror(-mps_daemon.listen_fd));
+	if (open_sockets() < 0) {
 		cleanup();
 		return 1;
 	}
-	if (!foreground) {
-		pid_t pid = fork();
-
-		if (pid < 0) {
-			perror("openmps-control: fork");
-			cleanup();
-			return 1;
-		}
-		if (pid > 0)
-			_exit(0);   /* the parent returns to the shell; the lock stays with the child */
-		setsid();
-		if (chdir("/") < 0) {
-			/* Not fatal: we only need it not to pin a mount. */
-		}
-		int devnull = open("/dev/null", O_RDWR);
-
-		if (devnull >= 0) {
-			dup2(devnull, 0);
-			dup2(devnull, 1);
-			dup2(devnull, 2);
-			if (devnull > 2)
-				close(devnull);
-		}
-	}
+	if (!foreground)
+		detach();
+	raise_fd_limit();
 	write_pid();
-	mps_log_info("Starting control daemon %s (pipe directory %s)", foreground ? "in the foreground" : "",
+	mps_log_info("Starting control daemon using socket %s", mps_daemon.sock_path);
+	mps_log_info("To connect CUDA applications to this daemon, set env CUDA_MPS_PIPE_DIRECTORY=%s",
 		     mps_daemon.pipe_dir);
+	if (mps_daemon.priv_fd >= 0)
+		mps_log_info("Root-only commands are taken on %s", mps_daemon.priv_path);
+	if (mps_daemon.multiuser)
+		mps_log_info("Multi-user mode: one server, running as root, serves every user");
+	else if (mps_daemon.exclusive)
+		mps_log_info("Exclusive mode: one user's server at a time");
 
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&sigs);
@@ -287,62 +322,46 @@ int mps_daemon_run(bool foreground)
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	mps_daemon.epfd = epoll_create1(EPOLL_CLOEXEC);
+	mps_daemon.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (sfd < 0 || mps_daemon.epfd < 0) {
 		mps_log_error("cannot set up the event loop: %s", strerror(errno));
 		cleanup();
 		return 1;
 	}
-	ev.events = EPOLLIN;
-	ev.data.ptr = &tag_listen;
-	epoll_ctl(mps_daemon.epfd, EPOLL_CTL_ADD, mps_daemon.listen_fd, &ev);
-	ev.data.ptr = &tag_signal;
-	epoll_ctl(mps_daemon.epfd, EPOLL_CTL_ADD, sfd, &ev);
+	mps_daemon_watch(mps_daemon.listen_fd, &tag_listen, EPOLLIN);
+	if (mps_daemon.priv_fd >= 0)
+		mps_daemon_watch(mps_daemon.priv_fd, &tag_priv, EPOLLIN);
+	mps_daemon_watch(sfd, &tag_signal, EPOLLIN);
 
 	while (!mps_daemon.quitting || mps_servers_running()) {
 		struct epoll_event evs[64];
-		int n = epoll_wait(mps_daemon.epfd, evs, 64, mps_daemon.quitting ? 100 : -1);
+		int timeout = mps_conn_tick(), t = mps_servers_tick(), n;
 
+		if (t >= 0 && (timeout < 0 || t < timeout))
+			timeout = t;
+		/* Quitting: look at the servers every 100 ms. */
+		if (mps_daemon.quitting && (timeout < 0 || timeout > 100))
+			timeout = 100;
+		n = epoll_wait(mps_daemon.epfd, evs, 64, timeout);
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
 
-			if (tag == &tag_listen) {
-				int fd;
-
-				while ((fd = mps_sock_accept(mps_daemon.listen_fd)) >= 0) {
-					struct conn *c = calloc(1, sizeof(*c));
-
-					if (!c || mps_sock_peercred(fd, &c->cred) < 0) {
-						free(c);
-						close(fd);
-						continue;
-					}
-					c->tag = MPS_TAG_CONN;
-					c->fd = fd;
-					mps_daemon_watch(fd, c);
-				}
-			} else if (tag == &tag_signal) {
-				struct signalfd_siginfo si;
-
-				while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-					if (si.ssi_signo == SIGCHLD) {
-						int status;
-						pid_t pid;
-
-						while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-							mps_server_reaped(pid, status);
-					} else if (!mps_daemon.quitting) {
-						mps_log_info("received signal %u: quitting", si.ssi_signo);
-						mps_daemon.quitting = true;
-						mps_servers_quit_all();
-					}
-				}
-			} else if (*(int *)tag == MPS_TAG_SERVER) {
+			if (tag == &tag_listen)
+				mps_conn_accept(mps_daemon.listen_fd, false);
+			else if (tag == &tag_priv)
+				mps_conn_accept(mps_daemon.priv_fd, true);
+			else if (tag == &tag_signal)
+				on_signals(sfd);
+			else if (*(int *)tag == MPS_TAG_SERVER)
 				mps_server_channel_event(tag, evs[i].events);
-			} else {
-				conn_readable(tag);
-			}
+			else
+				mps_conn_event(tag, evs[i].events);
 		}
+		/* Only now: a later event of this batch may name what went. */
+		mps_conn_collect();
+		mps_servers_collect();
 	}
+	mps_conn_close_all();
 	mps_log_info("Exit");
 	cleanup();
 	return 0;

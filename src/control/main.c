@@ -1,43 +1,88 @@
 // SPDX-License-Identifier: MIT
 /*
  * openmps-control: a drop-in for nvidia-cuda-mps-control.
- *   -d   run as a daemon
- *   -f   run in the foreground
+ *   -d   run as a daemon            -f   run in the foreground
  *   (no flag)  send the commands on standard input to the running daemon
- * The pipe and log directories come from CUDA_MPS_PIPE_DIRECTORY (default
- * /tmp/openmps) and CUDA_MPS_LOG_DIRECTORY (default /var/log/openmps).
+ * With -d or -f:
+ *   -multiuser-server   one server, running as root, serves every user
+ *   --exclusive-users   one user's server at a time, as NVIDIA's daemon
+ *                       (also OPENMPS_EXCLUSIVE_USERS=1)
+ * docs/CONTROL.md describes the commands, files and variables.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/paths.h"
 #include "control/control.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: openmps-control [-d | -f | -h]\n"
-		"  -d   start the control daemon in the background\n"
-		"  -f   start the control daemon in the foreground\n"
-		"  -h   print this help\n"
+		"usage: openmps-control [-d | -f] [-multiuser-server] [--exclusive-users]\n"
+		"       openmps-control            (commands on standard input)\n"
+		"       openmps-control -h\n"
+		"  -d                   start the control daemon in the background\n"
+		"  -f                   start the control daemon in the foreground\n"
+		"  -multiuser-server    one server, running as root, serves every user (needs root)\n"
+		"  --exclusive-users    one user's server at a time: other users' clients wait\n"
+		"                       until its clients have left (NVIDIA's behaviour)\n"
+		"  -h, --help           print this help\n"
 		"With no option, reads control commands from standard input and sends them\n"
 		"to the running daemon, e.g.  echo get_server_list | openmps-control\n"
-		"Environment: CUDA_MPS_PIPE_DIRECTORY (default /tmp/openmps),\n"
-		"             CUDA_MPS_LOG_DIRECTORY (default /var/log/openmps)\n");
+		"Environment: CUDA_MPS_PIPE_DIRECTORY (default %s),\n"
+		"             CUDA_MPS_LOG_DIRECTORY (default %s),\n"
+		"             CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT,\n"
+		"             OPENMPS_EXCLUSIVE_USERS=1, OPENMPS_SERVER (the server program)\n",
+		MPS_DEFAULT_PIPE_DIR, MPS_DEFAULT_LOG_DIR);
+}
+
+static int bad(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "openmps-control: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n");
+	usage(stderr);
+	return 2;
 }
 
 int main(int argc, char **argv)
 {
+	const char *env = getenv("OPENMPS_EXCLUSIVE_USERS");
+	int mode = 0;   /* 'd', 'f' or 0 */
+	bool options = false;
+
 	if (argc == 1)
 		return mps_ui_run();
-	if (argc == 2 && !strcmp(argv[1], "-d"))
-		return mps_daemon_run(false);
-	if (argc == 2 && !strcmp(argv[1], "-f"))
-		return mps_daemon_run(true);
-	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		usage(stdout);
-		return 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "-d") || !strcmp(a, "-f")) {
+			if (mode)
+				return bad("give one of -d and -f, once (got %s again)", a);
+			mode = a[1];
+		} else if (!strcmp(a, "-multiuser-server") || !strcmp(a, "--multiuser-server")) {
+			mps_daemon.multiuser = true;
+			options = true;
+		} else if (!strcmp(a, "--exclusive-users") || !strcmp(a, "-exclusive-users")) {
+			mps_daemon.exclusive = true;
+			options = true;
+		} else {
+			return bad("invalid option '%s'", a);
+		}
 	}
-	fprintf(stderr, "openmps-control: invalid option '%s'\n", argv[1]);
-	usage(stderr);
-	return 2;
+	if (!mode)
+		return bad("%s", options ? "these options go with -d or -f" : "nothing to do");
+	if (env && *env && strcmp(env, "0"))
+		mps_daemon.exclusive = true;
+	if (mps_daemon.multiuser && geteuid() != 0) {
+		fprintf(stderr, "openmps-control: -multiuser-server needs the daemon to run as root "
+				"(its server serves every user)\n");
+		return 1;
+	}
+	return mps_daemon_run(mode == 'f');
 }

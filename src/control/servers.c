@@ -1,18 +1,26 @@
 // SPDX-License-Identifier: MIT
 /*
- * The servers the daemon runs: one per user id, started when that user's
- * first client arrives, running as that user (when the daemon is root), and
- * talking to the daemon over a socketpair channel (common/channel.h).
+ * The servers the daemon runs: started for a user (on that user's first
+ * client, or by start_server), running as that user when the daemon is root,
+ * and talking to the daemon over a socketpair channel (common/channel.h).
+ * This file is their lifecycle; routing.c decides which server a client goes
+ * to.
  *
- * A server starts INITIALIZING; clients that arrive meanwhile wait in its
- * pending list and are handed over when it reports READY (so a client is
- * never refused for arriving early). Servers of different users run side by
- * side. When a server exits, its pending clients are refused with the reason.
+ * States: INITIALIZING until the server reports READY (with its devices),
+ * then ACTIVE; STOPPING once asked to stop; FAULT if it failed to start or
+ * its channel broke while it was serving. A server leaves the list when the
+ * daemon reaps its process. Stopping comes in two kinds: DRAIN (take no new
+ * clients, exit when the last one has left: shutdown_server, quit -t, the
+ * exclusive mode) and FORCE (disconnect everyone now: quit,
+ * shutdown_server -f). A DRAIN is sent only once the server is ready and
+ * every client routed to it has been handed over, so the channel's order
+ * guarantees those clients are served before the server counts its clients.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +34,21 @@
 #include "common/log.h"
 #include "common/sock.h"
 #include "control/control.h"
+#include "control/routing.h"
+
+#define KILL_AFTER_MS 30000   /* from QUIT to SIGKILL: its clients' GPU work had time to end */
+
+static struct mps_server_rec *graveyard;
+
+void mps_servers_collect(void)
+{
+	struct mps_server_rec *s;
+
+	while ((s = graveyard)) {
+		graveyard = s->next;
+		free(s);
+	}
+}
 
 const char *mps_server_state_name(enum mps_server_state st)
 {
@@ -41,14 +64,6 @@ const char *mps_server_state_name(enum mps_server_state st)
 	}
 }
 
-struct mps_server_rec *mps_server_for_uid(uid_t uid)
-{
-	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
-		if (s->uid == uid && s->state != MPS_SERVER_STOPPING && s->state != MPS_SERVER_FAULT)
-			return s;
-	return NULL;
-}
-
 struct mps_server_rec *mps_server_by_pid(pid_t pid)
 {
 	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
@@ -57,13 +72,19 @@ struct mps_server_rec *mps_server_by_pid(pid_t pid)
 	return NULL;
 }
 
-static void refuse(int fd, CUresult r, const char *text)
+int mps_server_send(struct mps_server_rec *s, struct mps_chan *m)
 {
-	struct mps_refuse rf = { .magic = MPS_REFUSE_MAGIC, .result = (int32_t)r };
+	ssize_t n;
 
-	snprintf(rf.text, sizeof(rf.text), "%s", text);
-	mps_sock_send(fd, &rf, sizeof(rf), -1);
-	close(fd);
+	if (s->chan < 0)
+		return -EPIPE;
+	m->magic = MPS_CHAN_MAGIC;
+	n = mps_sock_send(s->chan, m, sizeof(*m), -1);
+	if (n < 0) {
+		mps_log_warn("cannot send to server %d: %s", (int)s->pid, strerror((int)-n));
+		return (int)n;
+	}
+	return 0;
 }
 
 /* In the child: become the user, wire up the channel and log, run the server. */
@@ -77,6 +98,11 @@ static void exec_server(uid_t uid, int chan)
 		dup2(devnull, 0);
 		dup2(devnull, 1);
 	}
+	/* The daemon blocks these for its signalfd; the server wants them. */
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (getuid() == 0 && uid != 0) {
 		struct passwd *pw = getpwuid(uid);
 		gid_t gid = pw ? pw->pw_gid : (gid_t)uid;
@@ -95,8 +121,8 @@ static void exec_server(uid_t uid, int chan)
 
 int mps_server_start(uid_t uid, struct mps_server_rec **out)
 {
-	struct mps_server_rec *s;
-	int sv[2];
+	struct mps_server_rec *s, **tail;
+	int sv[2], big = 4 << 20;   /* room for a burst of clients arriving at once */
 	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -125,116 +151,116 @@ int mps_server_start(uid_t uid, struct mps_server_rec **out)
 	s->chan = sv[0];
 	s->state = MPS_SERVER_INITIALIZING;
 	s->pending_tail = &s->pending;
-	s->next = mps_daemon.servers;
-	mps_daemon.servers = s;
+	s->settings = mps_daemon.defaults;
+	for (tail = &mps_daemon.servers; *tail; tail = &(*tail)->next)
+		;
+	*tail = s;
 	fcntl(s->chan, F_SETFL, fcntl(s->chan, F_GETFL) | O_NONBLOCK);
-	{
-		int big = 4 << 20;   /* room for a burst of clients arriving at once */
-
-		setsockopt(s->chan, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-	}
-	mps_daemon_watch(s->chan, s);
+	setsockopt(s->chan, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	mps_daemon_watch(s->chan, s, EPOLLIN | EPOLLRDHUP);
 	mps_log_info("Starting new server %d for user %u", (int)pid, (unsigned)uid);
+	/* Queued ahead of every client, so the first client gets them too. */
+	mps_settings_send_all(s);
 	*out = s;
 	return 0;
 }
 
-/* Passes a client's connection to the server. Returns 0, or -EAGAIN when the
- * channel's buffer is full (a burst of clients): the caller keeps the client
- * pending until the channel drains. Any other failure refuses the client. */
-static int hand_over(struct mps_server_rec *s, int fd, pid_t pid, const char *comm)
+/* Sends the DRAIN once it can no longer overtake a client's hand-over. */
+void mps__server_maybe_drain(struct mps_server_rec *s)
 {
-	struct mps_chan m;
-	ssize_t n;
+	struct mps_chan m = { .op = MPS_CHAN_DRAIN };
 
-	memset(&m, 0, sizeof(m));
-	m.magic = MPS_CHAN_MAGIC;
-	m.op = MPS_CHAN_NEW_CLIENT;
-	m.pid = (int32_t)pid;
-	snprintf(m.comm, sizeof(m.comm), "%s", comm);
-	n = mps_sock_send(s->chan, &m, sizeof(m), fd);
-	if (n == -EAGAIN || n == -ENOBUFS)
-		return -EAGAIN;
-	if (n < 0) {
-		refuse(fd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the server is not answering");
-		return 0;
-	}
-	close(fd);
-	return 0;
+	if (s->stop != MPS_STOP_DRAIN || s->stop_sent || !s->ready || s->pending || s->chan < 0)
+		return;
+	if (mps_server_send(s, &m) == 0)
+		s->stop_sent = true;
+	else
+		kill(s->pid, SIGTERM);
 }
 
-static void flush_pending(struct mps_server_rec *s, bool ok, const char *why);
-
-void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_hello *h)
+void mps_server_stop(struct mps_server_rec *s, enum mps_stop how)
 {
-	struct mps_server_rec *s = mps_server_for_uid(cred->uid);
-	struct mps_pending_client *p;
+	struct mps_chan m = { .op = MPS_CHAN_QUIT };
+
+	if (s->stop == MPS_STOP_FORCE || (s->stop == how && how == MPS_STOP_DRAIN))
+		return;
+	if (s->state != MPS_SERVER_FAULT)
+		s->state = MPS_SERVER_STOPPING;
+	s->stop = how;
+	if (how == MPS_STOP_DRAIN) {
+		mps_log_info("Server %d will exit when its clients have left", (int)s->pid);
+		mps__server_maybe_drain(s);
+		return;
+	}
+	mps__flush_pending(s, "the server is stopping");
+	if (s->chan < 0 || mps_server_send(s, &m) < 0)
+		kill(s->pid, SIGTERM);
+	s->stop_sent = true;
+	s->kill_at = mps_now_ms() + KILL_AFTER_MS;
+}
+
+void mps_servers_stop_all(enum mps_stop how)
+{
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
+		mps_server_stop(s, how);
+	mps__refuse_waiting("the control daemon is shutting down");
+}
+
+int mps_servers_running(void)
+{
+	int n = 0;
+
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
+		n++;
+	return n;
+}
+
+int mps_servers_tick(void)
+{
+	uint64_t now = mps_now_ms();
+	int soonest = -1;
+
+	if (mps_daemon.quitting && mps_daemon.quit_deadline && now >= mps_daemon.quit_deadline) {
+		mps_daemon.quit_deadline = 0;
+		if (mps_daemon.servers)
+			mps_log_info("quit: the time is up, stopping the servers now");
+		mps_servers_stop_all(MPS_STOP_FORCE);
+	}
+	if (mps_daemon.quit_deadline)
+		soonest = (int)(mps_daemon.quit_deadline - now);
+	/* A server told to quit that does not is stuck (in the driver, say). */
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next) {
+		if (!s->kill_at)
+			continue;
+		if (now >= s->kill_at) {
+			mps_log_warn("Server %d did not quit in %d s: killing it", (int)s->pid, KILL_AFTER_MS / 1000);
+			kill(s->pid, SIGKILL);
+			s->kill_at = 0;
+		} else if (soonest < 0 || s->kill_at - now < (uint64_t)soonest) {
+			soonest = (int)(s->kill_at - now);
+		}
+	}
+	return soonest;
+}
+
+int mps_servers_probe_devices(void)
+{
+	struct mps_server_rec *s;
 	int r;
 
-	mps_log_info("NEW CLIENT %d from user %u: %s", (int)cred->pid, (unsigned)cred->uid,
-		     s && s->state == MPS_SERVER_ACTIVE ? "Server already exists"
-							: "Server is not ready, push client to pending list");
-	if (mps_daemon.quitting) {
-		refuse(fd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the control daemon is shutting down");
-		return;
-	}
-	if (!s) {
-		if (getuid() != 0 && cred->uid != getuid()) {
-			mps_log_warn("refusing client %d: user %u is not the daemon's user %u", (int)cred->pid,
-				     (unsigned)cred->uid, (unsigned)getuid());
-			refuse(fd, CUDA_ERROR_MPS_CONNECTION_FAILED,
-			       "this openmps daemon serves only its own user; start it as root to serve every user");
-			return;
-		}
-		r = mps_server_start(cred->uid, &s);
-		if (r < 0) {
-			mps_log_error("cannot start a server for user %u: %s", (unsigned)cred->uid, strerror(-r));
-			refuse(fd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the control daemon cannot start a server");
-			return;
-		}
-	}
-	if (s->state == MPS_SERVER_ACTIVE && !s->chan_full && hand_over(s, fd, cred->pid, h->comm) == 0)
-		return;
-	p = calloc(1, sizeof(*p));
-	if (!p) {
-		refuse(fd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the control daemon is out of memory");
-		return;
-	}
-	p->fd = fd;
-	p->pid = cred->pid;
-	snprintf(p->comm, sizeof(p->comm), "%s", h->comm);
-	*s->pending_tail = p;
-	s->pending_tail = &p->next;
-	/* An active server whose channel was full: wait for it to drain. */
-	if (s->state == MPS_SERVER_ACTIVE && !s->chan_full)
-		flush_pending(s, true, NULL);
-}
-
-/* Hands the pending clients over (ok) or refuses them with why. When the
- * channel fills up, the rest stay pending and the daemon waits for it to
- * drain (EPOLLOUT), then comes back here. */
-static void flush_pending(struct mps_server_rec *s, bool ok, const char *why)
-{
-	struct mps_pending_client *p;
-
-	while ((p = s->pending)) {
-		if (ok && hand_over(s, p->fd, p->pid, p->comm) == -EAGAIN) {
-			if (!s->chan_full) {
-				s->chan_full = true;
-				mps_daemon_watch_out(s->chan, s, true);
-			}
-			return;
-		}
-		if (!ok)
-			refuse(p->fd, CUDA_ERROR_MPS_SERVER_NOT_READY, why);
-		s->pending = p->next;
-		free(p);
-	}
-	s->pending_tail = &s->pending;
-	if (s->chan_full && s->chan >= 0) {
-		s->chan_full = false;
-		mps_daemon_watch_out(s->chan, s, false);
-	}
+	if (mps_daemon.devices_known)
+		return 0;
+	/* A server on its way will report the devices. */
+	for (s = mps_daemon.servers; s; s = s->next)
+		if (!s->ready && s->state != MPS_SERVER_FAULT && s->chan >= 0)
+			return 0;
+	if (mps_daemon.quitting)
+		return -ESHUTDOWN;
+	r = mps_server_start(mps_daemon.multiuser ? 0 : getuid(), &s);
+	if (r < 0)
+		return r;
+	s->probe = true;
+	return 0;
 }
 
 static void client_up(struct mps_server_rec *s, const struct mps_chan *m)
@@ -245,10 +271,19 @@ static void client_up(struct mps_server_rec *s, const struct mps_chan *m)
 		return;
 	c->pid = m->pid;
 	c->uid = m->uid;
+	c->id = (uint32_t)m->arg;
 	memcpy(c->comm, m->comm, sizeof(c->comm));
 	c->comm[sizeof(c->comm) - 1] = 0;
 	c->next = s->clients;
 	s->clients = c;
+}
+
+static struct mps_server_client *find_client(struct mps_server_rec *s, pid_t pid)
+{
+	for (struct mps_server_client *c = s->clients; c; c = c->next)
+		if (c->pid == pid)
+			return c;
+	return NULL;
 }
 
 static void client_down(struct mps_server_rec *s, const struct mps_chan *m)
@@ -264,57 +299,102 @@ static void client_down(struct mps_server_rec *s, const struct mps_chan *m)
 	}
 }
 
-static void channel_closed(struct mps_server_rec *s)
+/* exited: the process has been reaped (its pid may already be reused, so
+ * it must not be signalled); otherwise a server without its channel can
+ * serve nobody and is told to go. */
+static void channel_closed(struct mps_server_rec *s, bool exited)
 {
 	mps_daemon_unwatch(s->chan);
 	close(s->chan);
 	s->chan = -1;
+	if (!exited)
+		kill(s->pid, SIGTERM);
 	if (s->state != MPS_SERVER_STOPPING)
 		s->state = MPS_SERVER_FAULT;
-	flush_pending(s, false, "the server exited");
+	mps__flush_pending(s, "the server exited");
+	mps_conn_server_gone(s->pid, "the server exited");
+}
+
+static void ready(struct mps_server_rec *s, const struct mps_chan *m)
+{
+	if (s->state == MPS_SERVER_INITIALIZING)
+		s->state = MPS_SERVER_ACTIVE;
+	s->ready = true;
+	mps_log_info("Server %d is ACTIVE for user %u (%s)", (int)s->pid, (unsigned)s->uid, m->text);
+	if (!mps_daemon.devices_known && m->value >= 0 && m->value <= MPS_MAX_DEVICES) {
+		mps_daemon.ndev = m->value;
+		mps_daemon.devices_known = true;
+		mps_conn_devices(NULL);
+	}
+	mps__flush_pending(s, NULL);
+	if (s->probe && !s->clients && !s->pending && s->stop == MPS_STOP_NONE) {
+		mps_log_info("Server %d was started to learn the devices: stopping it", (int)s->pid);
+		mps_server_stop(s, MPS_STOP_DRAIN);
+	}
+	mps__server_maybe_drain(s);
 }
 
 void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 {
+	struct mps_server_client *c;
 	struct mps_chan m;
 	ssize_t n;
 
-	if ((events & EPOLLOUT) && s->chan_full && s->state == MPS_SERVER_ACTIVE)
-		flush_pending(s, true, NULL);
+	if ((events & EPOLLOUT) && s->chan_full)
+		mps__flush_pending(s, NULL);
 	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
 		return;
 
 	for (;;) {
+		if (s->chan < 0)
+			return;
 		n = mps_sock_recv(s->chan, &m, sizeof(m), NULL);
 		if (n == -EAGAIN || n == -EINTR)
 			return;
 		if (n <= 0) {
-			channel_closed(s);
+			channel_closed(s, false);
 			return;
 		}
 		if ((size_t)n != sizeof(m) || m.magic != MPS_CHAN_MAGIC) {
 			mps_log_warn("server %d sent a malformed message; ignored", (int)s->pid);
 			continue;
 		}
+		m.comm[sizeof(m.comm) - 1] = 0;
 		m.text[sizeof(m.text) - 1] = 0;
 		switch (m.op) {
+		case MPS_CHAN_DEVICE:
+			if (!mps_daemon.devices_known && m.value >= 0 && m.value < MPS_MAX_DEVICES) {
+				struct mps_device_info *d = &mps_daemon.dev[m.value];
+
+				snprintf(d->uuid, sizeof(d->uuid), "%s", m.comm);
+				snprintf(d->name, sizeof(d->name), "%s", m.text);
+				d->total_mem = m.arg;
+			}
+			break;
 		case MPS_CHAN_READY:
-			if (s->state == MPS_SERVER_INITIALIZING)
-				s->state = MPS_SERVER_ACTIVE;
-			snprintf(s->devices, sizeof(s->devices), "%s", m.text);
-			mps_log_info("Server %d is ACTIVE for user %u (%s)", (int)s->pid, (unsigned)s->uid, m.text);
-			flush_pending(s, s->state == MPS_SERVER_ACTIVE, "the server is stopping");
+			ready(s, &m);
 			break;
 		case MPS_CHAN_FAILED:
 			mps_log_error("Server %d failed to start: %s", (int)s->pid, m.text);
 			s->state = MPS_SERVER_FAULT;
-			flush_pending(s, false, m.text);
+			mps__flush_pending(s, m.text);
+			mps_conn_server_gone(s->pid, m.text);
+			if (!mps_daemon.devices_known)
+				mps_conn_devices(m.text);
 			break;
 		case MPS_CHAN_CLIENT_UP:
 			client_up(s, &m);
 			break;
+		case MPS_CHAN_CLIENT_DEVICES:
+			c = find_client(s, m.pid);
+			if (c)
+				c->devmask = m.arg;
+			break;
 		case MPS_CHAN_CLIENT_DOWN:
 			client_down(s, &m);
+			break;
+		case MPS_CHAN_REPLY:
+			mps_conn_answer(s->pid, &m);
 			break;
 		default:
 			mps_log_warn("server %d sent unknown message %u", (int)s->pid, m.op);
@@ -335,46 +415,24 @@ void mps_server_reaped(pid_t pid, int status)
 		else
 			mps_log_info("Server %d was killed by signal %d", (int)pid, WTERMSIG(status));
 		if (s->chan >= 0)
-			channel_closed(s);
-		flush_pending(s, false, "the server exited");
+			channel_closed(s, true);
+		mps__flush_pending(s, "the server exited");
+		mps_conn_server_gone(pid, "the server exited");
+		if (!s->ready && !mps_daemon.devices_known)
+			mps_conn_devices("the server exited before it could report the devices");
 		while (s->clients) {
 			struct mps_server_client *c = s->clients;
 
 			s->clients = c->next;
 			free(c);
 		}
+		/* Freed after this turn of the event loop: a later event of the
+		 * same batch may still point at it (its channel is closed, so
+		 * the event does nothing). */
 		*pp = s->next;
-		free(s);
+		s->next = graveyard;
+		graveyard = s;
+		mps__admit_waiting();
 		return;
 	}
-}
-
-void mps_server_quit(struct mps_server_rec *s)
-{
-	struct mps_chan m;
-
-	s->state = MPS_SERVER_STOPPING;
-	flush_pending(s, false, "the server is stopping");
-	if (s->chan < 0)
-		return;
-	memset(&m, 0, sizeof(m));
-	m.magic = MPS_CHAN_MAGIC;
-	m.op = MPS_CHAN_QUIT;
-	if (mps_sock_send(s->chan, &m, sizeof(m), -1) < 0)
-		kill(s->pid, SIGTERM);
-}
-
-void mps_servers_quit_all(void)
-{
-	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
-		mps_server_quit(s);
-}
-
-int mps_servers_running(void)
-{
-	int n = 0;
-
-	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
-		n++;
-	return n;
 }

@@ -18,6 +18,7 @@
 #include "common/atomics.h"
 #include "common/log.h"
 #include "common/sock.h"
+#include "server/control.h"
 #include "server/main.h"
 #include "server/server.h"
 
@@ -61,6 +62,7 @@ struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *
 	c->refs = 2;
 	mps_handles_init(&c->handles);
 	mps_memacct_init(&c->mem);
+	mps_control_apply_settings(c);   /* before the worker can allocate */
 
 	pthread_mutex_lock(&mps_srv.lock);
 	c->id = mps_srv.next_client_id++;
@@ -103,6 +105,7 @@ err_unlist:
 
 void mps_client_kill(struct mps_client *c, const char *why)
 {
+	struct mps_region *region;
 	int alive = 0;
 
 	if (!mps_cas(&c->dead, &alive, 1))
@@ -111,8 +114,11 @@ void mps_client_kill(struct mps_client *c, const char *why)
 		mps_log_info("client %d: %s", (int)c->pid, why);
 	/* The client sees its connection end; our watch sees the hangup. */
 	shutdown(c->sock, SHUT_RDWR);
-	if (c->region)
-		mps_sq_kick(c->region);
+	/* Acquire pairs with the worker's release in region_setup: a region
+	 * seen here is mapped and initialised. */
+	region = mps_load_acquire(&c->region);
+	if (region)
+		mps_sq_kick(region);
 }
 
 void mps_client_put(struct mps_client *c)

@@ -1,12 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
- * See control.h.
+ * See control.h. terminate_client has a two-sided race to close: the daemon's
+ * request is handled on the main thread while the client's worker may be
+ * finishing its teardown. The client's term_req word settles it: the main
+ * thread puts the request number there with a compare-and-swap from 0, the
+ * worker swaps in -1 when it reports the client down and answers whatever
+ * request it found. So exactly one side answers: the worker (the client was
+ * torn down after the request) or the main thread (the client was already
+ * down, or already being terminated).
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/atomics.h"
 #include "common/log.h"
 #include "common/sock.h"
 #include "server/control.h"
@@ -24,17 +35,191 @@ void mps_control_send(struct mps_chan *m)
 	pthread_mutex_unlock(&send_lock);
 }
 
+static void send_reply(uint32_t req, pid_t pid, int value, const char *text)
+{
+	struct mps_chan m;
+
+	memset(&m, 0, sizeof(m));
+	m.op = MPS_CHAN_REPLY;
+	m.req = req;
+	m.pid = (int32_t)pid;
+	m.value = value;
+	snprintf(m.text, sizeof(m.text), "%s", text);
+	mps_control_send(&m);
+}
+
 void mps_control_client_event(struct mps_client *c, enum mps_chan_op op, int value)
 {
 	struct mps_chan m;
+	int req = 0;
 
 	memset(&m, 0, sizeof(m));
 	m.op = op;
 	m.pid = (int32_t)c->pid;
 	m.uid = (uint32_t)c->uid;
 	m.value = value;
+	m.arg = c->id;
 	memcpy(m.comm, c->comm, sizeof(m.comm));
+	if (op == MPS_CHAN_CLIENT_DOWN)
+		req = mps_xchg(&c->term_req, -1);
 	mps_control_send(&m);
+	/* After CLIENT_DOWN, so the daemon's lists no longer show the client
+	 * when it answers terminate_client. */
+	if (req > 0)
+		send_reply((uint32_t)req, c->pid, 0, "terminated");
+}
+
+void mps_control_client_device(struct mps_client *c, int dev)
+{
+	struct mps_chan m;
+
+	if (dev < 0 || dev >= 32 || (c->devmask & (1u << dev)))
+		return;
+	c->devmask |= 1u << dev;
+	memset(&m, 0, sizeof(m));
+	m.op = MPS_CHAN_CLIENT_DEVICES;
+	m.pid = (int32_t)c->pid;
+	m.uid = (uint32_t)c->uid;
+	m.arg = c->devmask;
+	mps_control_send(&m);
+}
+
+void mps_control_apply_settings(struct mps_client *c)
+{
+	c->thread_pct = mps_srv.thread_pct;
+	c->priority = mps_srv.priority;
+	for (int i = 0; i < MPS_MAX_DEVICES; i++)
+		c->mem.limit[i] = mps_srv.mem_limit[i];
+}
+
+static void format_uuid(char *buf, size_t len, const uint8_t *u)
+{
+	snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+void mps_control_report_ready(void)
+{
+	struct mps_chan m;
+	size_t len = 0;
+
+	for (int i = 0; i < mps_srv.ndev; i++) {
+		memset(&m, 0, sizeof(m));
+		m.op = MPS_CHAN_DEVICE;
+		m.value = i;
+		m.arg = mps_srv.dev[i].info.total_mem;
+		format_uuid(m.comm, sizeof(m.comm), mps_srv.dev[i].info.uuid);
+		snprintf(m.text, sizeof(m.text), "%s", mps_srv.dev[i].info.name);
+		mps_control_send(&m);
+	}
+	memset(&m, 0, sizeof(m));
+	m.op = MPS_CHAN_READY;
+	m.value = mps_srv.ndev;
+	for (int i = 0; i < mps_srv.ndev && len < sizeof(m.text) - 1; i++)
+		len += (size_t)snprintf(m.text + len, sizeof(m.text) - len, "%s%d: %s", i ? "; " : "", i,
+					mps_srv.dev[i].info.name);
+	mps_control_send(&m);
+}
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* The device a limit names: an ordinal, or a UUID whose 32 hex digits (after
+ * a "GPU-" or "MIG-" style prefix, dashes ignored) match a device's.
+ * Returns the ordinal or -1. */
+static int find_device(const char *spec)
+{
+	const char *p = spec;
+	char *end;
+	long n;
+
+	n = strtol(spec, &end, 10);
+	if (end != spec && !*end)
+		return n >= 0 && n < mps_srv.ndev ? (int)n : -1;
+	if (strlen(spec) > 4 && spec[3] == '-')
+		p = spec + 4;
+	for (int i = 0; i < mps_srv.ndev; i++) {
+		const uint8_t *u = mps_srv.dev[i].info.uuid;
+		const char *q = p;
+		int k = 0;
+
+		for (; *q && k < 32; q++) {
+			if (*q == '-')
+				continue;
+			if (hexval(*q) != ((u[k / 2] >> (k % 2 ? 0 : 4)) & 0xf))
+				break;
+			k++;
+		}
+		if (k == 32 && !*q)
+			return i;
+	}
+	return -1;
+}
+
+static void set_memlimit(const struct mps_chan *m)
+{
+	char spec[sizeof(m->text)];
+	int dev;
+
+	memcpy(spec, m->text, sizeof(spec));
+	spec[sizeof(spec) - 1] = 0;
+	dev = find_device(spec);
+	if (dev < 0) {
+		mps_log_warn("pinned memory limit for device %s ignored: no such device", spec);
+		return;
+	}
+	mps_srv.mem_limit[dev] = m->arg;
+	if (m->arg)
+		mps_log_info("Device %d pinned memory limit for new clients: %llu MiB", dev,
+			     (unsigned long long)(m->arg >> 20));
+	else
+		mps_log_info("Device %d pinned memory limit for new clients: none", dev);
+}
+
+/* terminate_client: see the comment at the top of this file. */
+static void terminate(const struct mps_chan *m)
+{
+	static const char note[] = "terminated by the control daemon (terminate_client)";
+	struct mps_refuse rf = { .magic = MPS_REFUSE_MAGIC, .result = CUDA_ERROR_MPS_CLIENT_TERMINATED };
+	int answer = -ESRCH;
+
+	if (m->req == 0 || m->req > 0x7fffffffu)
+		return;
+	snprintf(rf.text, sizeof(rf.text), "%s", note);
+	/* Under the list lock the client cannot be freed (its last reference
+	 * is dropped under this lock), so its socket is still open. */
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client *c = mps_srv.clients; c; c = c->next) {
+		int none = 0;
+
+		if (c->pid != m->pid)
+			continue;
+		if (mps_cas(&c->term_req, &none, (int)m->req)) {
+			/* Tell the client why before it sees the hangup; never
+			 * wait for a client that does not read. */
+			if (send(c->sock, &rf, sizeof(rf), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+				/* The hangup says enough. */
+			}
+			mps_client_kill(c, note);
+			answer = 1;   /* answered by its worker when torn down */
+		} else {
+			answer = none < 0 ? 0 : -EALREADY;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&mps_srv.lock);
+	if (answer == -ESRCH)
+		mps_log_warn("terminate_client: no client with PID %d", (int)m->pid);
+	if (answer != 1)
+		send_reply(m->req, m->pid, answer, answer == 0 ? "already gone" : "");
 }
 
 int mps_control_handle(int fd)
@@ -60,6 +245,12 @@ int mps_control_handle(int fd)
 			close(cfd);
 		return 0;
 	}
+	m.comm[sizeof(m.comm) - 1] = 0;
+	m.text[sizeof(m.text) - 1] = 0;
+	if (m.op != MPS_CHAN_NEW_CLIENT && cfd >= 0) {
+		close(cfd);
+		cfd = -1;
+	}
 	switch (m.op) {
 	case MPS_CHAN_NEW_CLIENT:
 		if (cfd < 0) {
@@ -71,18 +262,45 @@ int mps_control_handle(int fd)
 			close(cfd);
 			return 0;
 		}
-		m.comm[sizeof(m.comm) - 1] = 0;
+		if (mps_srv.draining) {
+			mps__refuse(cfd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the server is shutting down");
+			close(cfd);
+			return 0;
+		}
 		if (!mps_client_start(cfd, cred.pid, cred.uid, m.comm))
 			close(cfd);
 		return 0;
 	case MPS_CHAN_QUIT:
-		if (cfd >= 0)
-			close(cfd);
 		mps_log_info("asked to quit by the control daemon");
 		return -1;
+	case MPS_CHAN_DRAIN:
+		if (!mps_srv.draining)
+			mps_log_info("asked to shut down once its clients have left");
+		mps_srv.draining = true;
+		return 0;
+	case MPS_CHAN_TERMINATE:
+		terminate(&m);
+		return 0;
+	case MPS_CHAN_SET_THREADS:
+		if (m.value < 1 || m.value > 10000) {
+			mps_log_warn("active thread percentage %d/100 ignored", m.value);
+			return 0;
+		}
+		mps_srv.thread_pct = m.value;
+		mps_log_info("Active thread percentage for new clients: %d.%d", m.value / 100, m.value % 100 / 10);
+		return 0;
+	case MPS_CHAN_SET_PRIORITY:
+		if (m.value < 0 || m.value > 1) {
+			mps_log_warn("client priority %d ignored", m.value);
+			return 0;
+		}
+		mps_srv.priority = m.value;
+		mps_log_info("Client priority for new clients: %d", m.value);
+		return 0;
+	case MPS_CHAN_SET_MEMLIMIT:
+		set_memlimit(&m);
+		return 0;
 	default:
-		if (cfd >= 0)
-			close(cfd);
 		mps_log_warn("unknown request %u from the control daemon", m.op);
 		return 0;
 	}

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * The server's end of the channel to the control daemon (common/channel.h):
- * receiving client connections and commands, reporting readiness and client
- * arrivals and departures. Messages to the daemon may come from any thread;
- * a mutex keeps each packet whole.
+ * receiving client connections, settings and commands (quit, drain,
+ * terminate a client), reporting the devices, readiness, and clients coming,
+ * going and using devices. Messages to the daemon may come from any thread;
+ * a mutex keeps each packet whole. Packets from the daemon are handled on
+ * the main thread only.
  */
 #ifndef MPS_SERVER_CONTROL_H
 #define MPS_SERVER_CONTROL_H
@@ -13,10 +15,26 @@
 struct mps_client;
 
 void mps_control_send(struct mps_chan *m);
+
+/* CLIENT_UP or CLIENT_DOWN for c. CLIENT_DOWN also answers a pending
+ * terminate_client for c. Worker thread of c. */
 void mps_control_client_event(struct mps_client *c, enum mps_chan_op op, int value);
 
+/* c made a context on device dev: tells the daemon the first time. Worker
+ * thread of c. */
+void mps_control_client_device(struct mps_client *c, int dev);
+
+/* Copies the settings in force (active thread percentage, priority, pinned
+ * memory limits) into a client being started, before its worker runs. Main
+ * thread. */
+void mps_control_apply_settings(struct mps_client *c);
+
+/* Reports each device, then READY. */
+void mps_control_report_ready(void);
+
 /* Reads and acts on one packet from the daemon. Returns 0, or -1 when the
- * daemon is gone or told us to quit. */
+ * daemon is gone or told us to quit. (DRAIN only sets mps_srv.draining: the
+ * main loop ends when the last client has gone.) */
 int mps_control_handle(int fd);
 
 #endif

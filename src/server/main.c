@@ -34,6 +34,7 @@
 struct mps_server mps_srv = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.channel = -1,
+	.thread_pct = 10000,
 };
 
 static int epfd = -1;
@@ -164,20 +165,6 @@ static void release_devices(void)
 	}
 }
 
-static void report_ready(void)
-{
-	struct mps_chan m;
-	size_t len = 0;
-
-	memset(&m, 0, sizeof(m));
-	m.op = MPS_CHAN_READY;
-	m.value = mps_srv.ndev;
-	for (int i = 0; i < mps_srv.ndev && len < sizeof(m.text) - 1; i++)
-		len += (size_t)snprintf(m.text + len, sizeof(m.text) - len, "%s%d: %s", i ? "; " : "", i,
-					mps_srv.dev[i].info.name);
-	mps_control_send(&m);
-}
-
 static void report_failed(const char *why)
 {
 	struct mps_chan m;
@@ -249,7 +236,7 @@ int main(int argc, char **argv)
 	ev.data.ptr = &tag_signal;
 	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
 
-	report_ready();
+	mps_control_report_ready();
 	mps_log_info("Server ready: %d device(s), spin %llu us", mps_srv.ndev,
 		     (unsigned long long)(mps_srv.spin_ns / 1000));
 
@@ -257,14 +244,20 @@ int main(int argc, char **argv)
 		struct epoll_event evs[64];
 		int n;
 
-		if (quitting) {
+		/* Quitting, or draining (shutdown_server): done when the last
+		 * client has been torn down. The count drops on a worker thread,
+		 * so look again every 100 ms rather than wait for an event. */
+		if (quitting || mps_srv.draining) {
 			pthread_mutex_lock(&mps_srv.lock);
 			n = mps_srv.nclients;
 			pthread_mutex_unlock(&mps_srv.lock);
-			if (n == 0)
+			if (n == 0) {
+				if (!quitting)
+					mps_log_info("the last client has left: shutting down");
 				break;
+			}
 		}
-		n = epoll_wait(epfd, evs, 64, quitting ? 100 : -1);
+		n = epoll_wait(epfd, evs, 64, quitting || mps_srv.draining ? 100 : -1);
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/control.h"
 #include "server/driver.h"
 #include "server/server.h"
 #include "server/streams.h"
@@ -41,6 +42,7 @@ void mps__op_ctx_create(struct mps_client *c, const struct mps_msg *m)
 	}
 	s->val[0] = x->handle;
 	mps__reply(c, m->slot, CUDA_SUCCESS);
+	mps_control_client_device(c, x->device);   /* for ps and get_device_client_list */
 }
 
 struct ctx_sweep {

@@ -49,6 +49,14 @@ struct mps_server {
 	int max_clients;
 	int channel;               /* to the daemon */
 
+	/* Settings the daemon hands down for clients that connect later
+	 * (server/control.c). Main thread only: written when the daemon's
+	 * message arrives, read when a client is started. */
+	int thread_pct;            /* active thread percentage, hundredths */
+	int priority;              /* 0 normal, 1 below normal */
+	uint64_t mem_limit[MPS_MAX_DEVICES];   /* pinned device memory limit, 0: none */
+	bool draining;             /* exit once the last client has left */
+
 	pthread_mutex_t lock;      /* protects the list below; never held across a driver call */
 	struct mps_client *clients;
 	int nclients;
@@ -153,6 +161,13 @@ struct mps_client {
 	size_t blob_len, blob_total;
 	uint8_t *msg;                   /* the message being handled, copied out of the ring */
 	uint64_t ops;                   /* messages handled */
+
+	/* Settings in force for this client, fixed when it connected. */
+	int thread_pct;                 /* active thread percentage, hundredths */
+	int priority;
+	uint32_t devmask;               /* worker only: devices it made contexts on */
+	int term_req;                   /* atomic: terminate_client request to answer
+					 * when torn down; -1 once it has been */
 };
 
 /* client.c */

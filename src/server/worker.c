@@ -200,8 +200,8 @@ static int region_setup(struct mps_client *c)
 		err = -ENOMEM;
 		goto err_unmap;
 	}
-	c->region = r;
 	mps_sq_consumer_init(&c->sq, r);
+	mps_store_release(&c->region, r);   /* the main thread may kick it from now on */
 	return 0;
 
 err_unmap:
@@ -214,12 +214,14 @@ err_close:
 
 static void region_teardown(struct mps_client *c)
 {
-	if (!c->region)
+	struct mps_region *r = c->region;
+
+	if (!r)
 		return;
+	mps_store_release(&c->region, NULL);   /* before the unmap: see mps_client_kill */
 	mps__bind_device(c, 0);
-	mps_drv.cuMemHostUnregister(c->region);
-	munmap(c->region, MPS_REGION_SIZE);
-	c->region = NULL;
+	mps_drv.cuMemHostUnregister(r);
+	munmap(r, MPS_REGION_SIZE);
 	close(c->region_fd);
 	c->region_fd = -1;
 }

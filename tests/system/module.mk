@@ -13,3 +13,23 @@ $(SYSTEM_BINS): $(BUILD)/tests/system/%: $(BUILD)/obj/tests/system/%.o $(BUILD)/
 TESTS_CUDA   += $(filter-out %/s_passthrough,$(SYSTEM_BINS))
 TEST_DEPS_EXTRA += $(BUILD)/tests/system/s_passthrough
 TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh
+
+# The control daemon's tests (openmps-control): scripts that start their own
+# daemons, with two helper programs: c_client, a CUDA client driven step by
+# step from the shell, and c_fuzz, hostile peers of the daemon's socket.
+CONTROL_HELPERS := $(BUILD)/tests/system/c_client $(BUILD)/tests/system/c_fuzz
+
+$(BUILD)/tests/system/c_client: $(BUILD)/obj/tests/system/c_client.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64/stubs -lcuda $(LDLIBS)
+
+$(BUILD)/tests/system/c_fuzz: $(BUILD)/obj/tests/system/c_fuzz.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+TEST_DEPS_EXTRA += $(CONTROL_HELPERS)
+TEST_SCRIPTS += tests/system/control_cli.sh tests/system/control_commands.sh \
+                tests/system/control_clients.sh tests/system/control_users.sh \
+                tests/system/control_exclusive.sh tests/system/control_multiuser.sh \
+                tests/system/control_quit.sh tests/system/control_logs.sh \
+                tests/system/control_robust.sh tests/system/control_mps_script.sh

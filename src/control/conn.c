@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Connections to the daemon's sockets. A connection says what it is with
+ * its first packet: a CUDA client sends a struct mps_hello and is handed to
+ * its user's server (routing.c); anything else is a control UI, which sends
+ * one command line per packet and gets one reply packet per command: the
+ * text, or one NUL byte for an empty reply (a packet of no bytes would read
+ * as the end of the connection). Errors start with "Error".
+ *
+ * Nothing waits on a peer. Sockets are non-blocking; a UI that does not read
+ * its replies has one reply parked and is not read from until it takes it;
+ * a command that needs a server's answer (terminate_client, device_query
+ * before any server ran) parks the UI the same way until the answer, the
+ * server's end, or the command's time limit. A UI that says nothing costs an
+ * fd and nothing else. When the process runs out of fds, a connection is
+ * accepted and closed at once (a spare fd is given up for it) rather than
+ * left to make the listening socket ready forever.
+ *
+ * The log shows what NVIDIA's shows: "Accepting connection...", "NEW UI",
+ * "Cmd:<line>", the reply's lines, "UI closed".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/sock.h"
+#include "control/control.h"
+
+#define REPLY_LOG_LINES 32   /* reply lines copied to control.log */
+
+struct conn {
+	int tag;                    /* MPS_TAG_CONN */
+	int fd;                     /* -1 once closed */
+	bool is_ui;
+	bool privileged;            /* accepted on the privileged socket, from root */
+	struct ucred cred;
+	struct conn *next, **pprev; /* all live connections */
+	char *out;                  /* a reply the peer has not taken yet */
+	size_t out_len;
+	bool waiting;               /* cmd waits for a server */
+	uint64_t deadline;          /* when the wait fails (ms, monotonic) */
+	struct mps_cmd cmd;
+};
+
+static struct conn *conns;
+static struct conn *graveyard;   /* closed this turn of the event loop */
+
+static void unlink_conn(struct conn *c)
+{
+	*c->pprev = c->next;
+	if (c->next)
+		c->next->pprev = c->pprev;
+	c->next = graveyard;
+	graveyard = c;
+}
+
+void mps_conn_collect(void)
+{
+	struct conn *c;
+
+	while ((c = graveyard)) {
+		graveyard = c->next;
+		free(c->out);
+		free(c->cmd.out);
+		free(c);
+	}
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->fd < 0)
+		return;
+	if (c->is_ui)
+		mps_log_info("UI closed");
+	mps_daemon_unwatch(c->fd);
+	close(c->fd);
+	c->fd = -1;
+	unlink_conn(c);
+}
+
+void mps_conn_close_all(void)
+{
+	while (conns)
+		conn_close(conns);
+	mps_conn_collect();
+}
+
+static void interest(struct conn *c)
+{
+	uint32_t ev = EPOLLRDHUP;
+
+	if (c->out)
+		ev |= EPOLLOUT;
+	else if (!c->waiting)
+		ev |= EPOLLIN;
+	mps_daemon_watch(c->fd, c, ev);
+}
+
+/* Out of fds: take the connection with the spare fd and drop it, so the
+ * listening socket does not stay ready. */
+static void shed(int lfd)
+{
+	int fd;
+
+	mps_log_warn("out of file descriptors: dropping a connection");
+	if (mps_daemon.spare_fd >= 0) {
+		close(mps_daemon.spare_fd);
+		mps_daemon.spare_fd = -1;
+	}
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	mps_daemon.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+void mps_conn_accept(int lfd, bool privileged)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		struct conn *c;
+
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EMFILE || errno == ENFILE)
+				shed(lfd);
+			return;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c || mps_sock_peercred(fd, &c->cred) < 0) {
+			free(c);
+			close(fd);
+			continue;
+		}
+		mps_log_info("Accepting connection...");
+		c->tag = MPS_TAG_CONN;
+		c->fd = fd;
+		c->privileged = privileged && c->cred.uid == 0;
+		c->next = conns;
+		if (conns)
+			conns->pprev = &c->next;
+		c->pprev = &conns;
+		conns = c;
+		interest(c);
+	}
+}
+
+static void log_reply(const char *text)
+{
+	int lines = 0;
+
+	while (*text) {
+		size_t n = strcspn(text, "\n");
+
+		if (++lines <= REPLY_LOG_LINES)
+			mps_log_info("%.*s", (int)n, text);
+		text += n;
+		if (*text == '\n')
+			text++;
+	}
+	if (lines > REPLY_LOG_LINES)
+		mps_log_info("(%d more lines)", lines - REPLY_LOG_LINES);
+}
+
+/* Sends the command's reply, or parks it until the peer can take it. */
+static void reply(struct conn *c)
+{
+	size_t len = strlen(c->cmd.out);
+	char *pkt = c->cmd.out;
+	ssize_t n;
+
+	log_reply(pkt);
+	c->cmd.out = NULL;
+	memset(&c->cmd, 0, sizeof(c->cmd));
+	if (len == 0)
+		len = 1;   /* the NUL of an empty reply */
+	n = mps_sock_send(c->fd, pkt, len, -1);
+	if (n == -EAGAIN || n == -ENOBUFS) {
+		c->out = pkt;
+		c->out_len = len;
+		interest(c);
+		return;
+	}
+	free(pkt);
+	if (n < 0)
+		conn_close(c);
+	else
+		interest(c);
+}
+
+static void flush_out(struct conn *c)
+{
+	ssize_t n = mps_sock_send(c->fd, c->out, c->out_len, -1);
+
+	if (n == -EAGAIN || n == -ENOBUFS)
+		return;
+	free(c->out);
+	c->out = NULL;
+	if (n < 0)
+		conn_close(c);
+	else
+		interest(c);
+}
+
+/* Is the line fit to log and parse: printable ASCII and tabs only? */
+static bool printable(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 0x20 && s[i] < 0x7f) || s[i] == '\t'))
+			return false;
+	return true;
+}
+
+static void run_command(struct conn *c, char *line, size_t n)
+{
+	memset(&c->cmd, 0, sizeof(c->cmd));
+	c->cmd.uid = c->cred.uid;
+	c->cmd.privileged = c->privileged;
+	c->cmd.outlen = MPS_REPLY_MAX;
+	c->cmd.out = malloc(c->cmd.outlen);
+	if (!c->cmd.out) {
+		conn_close(c);
+		return;
+	}
+	c->cmd.out[0] = 0;
+	if (n > 0 && line[n - 1] == '\n')
+		line[--n] = 0;
+	if (n > 0 && line[n - 1] == '\r')
+		line[--n] = 0;
+	if (n > MPS_CMD_MAX) {
+		mps_log_info("Cmd:<%zu characters>", n);
+		mps_err(&c->cmd, "Error: command too long (at most %d characters)\n", MPS_CMD_MAX);
+	} else if (!printable(line, n)) {
+		mps_log_info("Cmd:<%zu bytes, not printable>", n);
+		mps_err(&c->cmd, "Error: the command has characters that are not printable\n");
+	} else {
+		mps_log_info("Cmd:%s", line);
+		mps_command(line, &c->cmd);
+	}
+	if (c->cmd.wait != MPS_WAIT_NONE) {
+		c->waiting = true;
+		c->deadline = mps_now_ms() + c->cmd.wait_ms;
+		interest(c);
+		return;
+	}
+	reply(c);
+}
+
+/* The first or a later packet on a connection. */
+static void readable(struct conn *c)
+{
+	char buf[MPS_CMD_MAX + 64];
+	struct mps_hello h;
+	ssize_t n;
+	int fd;
+
+	n = mps_sock_recv(c->fd, buf, sizeof(buf) - 1, NULL);
+	if (n == -EAGAIN || n == -EINTR)
+		return;
+	if (n <= 0 && n != -EMSGSIZE) {
+		conn_close(c);
+		return;
+	}
+	if (!c->is_ui && n == (ssize_t)sizeof(h) && ((struct mps_hello *)buf)->magic == MPS_HELLO_MAGIC) {
+		/* A CUDA client: its connection goes to its user's server, which
+		 * uses it blocking. */
+		memcpy(&h, buf, sizeof(h));
+		h.comm[sizeof(h.comm) - 1] = 0;
+		fd = c->fd;
+		mps_daemon_unwatch(fd);
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		c->fd = -1;
+		unlink_conn(c);
+		mps_server_route_client(fd, &c->cred, &h);
+		return;
+	}
+	if (!c->is_ui) {
+		c->is_ui = true;
+		mps_log_info("NEW UI");
+	}
+	if (n == -EMSGSIZE)
+		n = sizeof(buf) - 1;   /* truncated: reported as too long */
+	buf[n] = 0;
+	run_command(c, buf, (size_t)n);
+}
+
+void mps_conn_event(void *conn, uint32_t events)
+{
+	struct conn *c = conn;
+
+	if (c->fd < 0)
+		return;   /* closed earlier in this turn */
+	if ((events & EPOLLOUT) && c->out)
+		flush_out(c);
+	if (c->fd < 0)
+		return;
+	if (c->out || c->waiting) {
+		if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+			conn_close(c);
+		return;
+	}
+	if (events & EPOLLIN)
+		readable(c);
+	else if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+		conn_close(c);
+}
+
+static void finish(struct conn *c, const struct mps_chan *answer, const char *failure)
+{
+	c->waiting = false;
+	c->cmd.wait = MPS_WAIT_NONE;
+	c->cmd.done(&c->cmd, answer, failure);
+	reply(c);
+}
+
+void mps_conn_answer(pid_t server, const struct mps_chan *m)
+{
+	for (struct conn *c = conns, *next; c; c = next) {
+		next = c->next;
+		if (c->waiting && c->cmd.wait == MPS_WAIT_REPLY && c->cmd.wait_server == server &&
+		    c->cmd.wait_req == m->req) {
+			finish(c, m, NULL);
+			return;
+		}
+	}
+}
+
+void mps_conn_server_gone(pid_t server, const char *why)
+{
+	for (struct conn *c = conns, *next; c; c = next) {
+		next = c->next;
+		if (c->waiting && c->cmd.wait == MPS_WAIT_REPLY && c->cmd.wait_server == server)
+			finish(c, NULL, why);
+	}
+}
+
+void mps_conn_devices(const char *why)
+{
+	for (struct conn *c = conns, *next; c; c = next) {
+		next = c->next;
+		if (c->waiting && c->cmd.wait == MPS_WAIT_DEVICES)
+			finish(c, NULL, why);
+	}
+}
+
+int mps_conn_tick(void)
+{
+	uint64_t now = mps_now_ms();
+	int soonest = -1;
+
+	for (struct conn *c = conns, *next; c; c = next) {
+		next = c->next;
+		if (!c->waiting)
+			continue;
+		if (c->deadline <= now) {
+			finish(c, NULL, "no answer in time");
+			continue;
+		}
+		if (soonest < 0 || c->deadline - now < (uint64_t)soonest)
+			soonest = (int)(c->deadline - now);
+	}
+	return soonest;
+}

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The settings a server hands its new clients — active thread percentage,
+ * pinned device memory limits, client priority — as the control commands
+ * and the daemon's environment give them: parsing, showing in NVIDIA's
+ * forms ("25.0", "10G", "512M"), and sending them down a server's channel.
+ *
+ * The daemon keeps one set of defaults (copied into each server it starts)
+ * and one set per server. Memory limits are kept by the device as the user
+ * named it — an ordinal or a UUID — because the daemon itself never opens
+ * the driver and may not know the devices yet; the server resolves the name
+ * against its own devices. Once the daemon has heard the device list from a
+ * server, an ordinal and the matching UUID name the same limit.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "control/control.h"
+
+#define MEM_VALUE_MAX (1ull << 50)   /* 1 PiB: no device has more */
+
+void mps_settings_init(struct mps_settings *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->thread_pct = 10000;
+}
+
+int mps_parse_percentage(const char *text, int *hundredths)
+{
+	char *end;
+	double v;
+
+	if (!*text || isspace((unsigned char)*text))
+		return -EINVAL;
+	errno = 0;
+	v = strtod(text, &end);
+	if (errno || *end || !isfinite(v) || v <= 0.0 || v > 100.0)
+		return -EINVAL;
+	*hundredths = (int)(v * 100.0 + 0.5);
+	if (*hundredths < 1)
+		*hundredths = 1;
+	return 0;
+}
+
+int mps_parse_priority(const char *text, int *prio)
+{
+	if (!strcmp(text, "0") || !strcmp(text, "1")) {
+		*prio = text[0] - '0';
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* An integer followed by M or G (as NVIDIA's daemon takes it); plain 0
+ * means no limit. */
+int mps_parse_mem_value(const char *text, uint64_t *bytes)
+{
+	unsigned long long v = 0;
+	const char *p = text;
+	unsigned shift;
+
+	if (!strcmp(text, "0")) {
+		*bytes = 0;
+		return 0;
+	}
+	if (!isdigit((unsigned char)*p))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*p); p++) {
+		v = v * 10 + (unsigned)(*p - '0');
+		if (v > MEM_VALUE_MAX)
+			return -EINVAL;
+	}
+	switch (*p) {
+	case 'M': case 'm': shift = 20; break;
+	case 'G': case 'g': shift = 30; break;
+	default: return -EINVAL;
+	}
+	if (p[1] || v > (MEM_VALUE_MAX >> shift))
+		return -EINVAL;
+	*bytes = (uint64_t)v << shift;
+	return 0;
+}
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch = (char)tolower((unsigned char)ch);
+	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+int mps_parse_device(const char *text, char *out, size_t outlen)
+{
+	static const int group_end[] = { 8, 12, 16, 20 };
+	char hex[33];
+	size_t n = 0, o;
+	const char *p;
+
+	if (isdigit((unsigned char)text[0])) {
+		char *end;
+		long v = strtol(text, &end, 10);
+
+		if (*end || v < 0 || v >= MPS_MAX_DEVICES || (mps_daemon.devices_known && v >= mps_daemon.ndev))
+			return -EINVAL;
+		snprintf(out, outlen, "%ld", v);
+		return 0;
+	}
+	/* A UUID: three letters, a dash, 32 hex digits with dashes anywhere. */
+	if (strlen(text) < 4 || !isalpha((unsigned char)text[0]) || !isalpha((unsigned char)text[1]) ||
+	    !isalpha((unsigned char)text[2]) || text[3] != '-')
+		return -EINVAL;
+	for (p = text + 4; *p; p++) {
+		if (*p == '-')
+			continue;
+		if (hexval(*p) < 0 || n == 32)
+			return -EINVAL;
+		hex[n++] = (char)tolower((unsigned char)*p);
+	}
+	if (n != 32 || outlen < 4 + 32 + 4 + 1)
+		return -EINVAL;
+	for (o = 0; o < 3; o++)
+		out[o] = (char)toupper((unsigned char)text[o]);
+	out[o++] = '-';
+	for (size_t i = 0, g = 0; i < 32; i++) {
+		if (g < 4 && i == (size_t)group_end[g]) {
+			out[o++] = '-';
+			g++;
+		}
+		out[o++] = hex[i];
+	}
+	out[o] = 0;
+	return 0;
+}
+
+void mps_format_percentage(char *buf, size_t len, int hundredths)
+{
+	int tenths = (hundredths + 5) / 10;
+
+	snprintf(buf, len, "%d.%d", tenths / 10, tenths % 10);
+}
+
+void mps_format_mem_value(char *buf, size_t len, uint64_t bytes)
+{
+	if (bytes && bytes % (1ull << 30) == 0)
+		snprintf(buf, len, "%lluG", (unsigned long long)(bytes >> 30));
+	else
+		snprintf(buf, len, "%lluM", (unsigned long long)((bytes + (1ull << 20) - 1) >> 20));
+}
+
+/* Do two device names name the same device? */
+static bool same_device(const char *a, const char *b)
+{
+	int x, y;
+
+	if (!strcmp(a, b))
+		return true;
+	x = mps_device_ordinal(a);
+	y = mps_device_ordinal(b);
+	return x >= 0 && x == y;
+}
+
+uint64_t mps_settings_memlimit(const struct mps_settings *s, const char *dev)
+{
+	/* The last one set wins, as when the server applies them in order. */
+	for (int i = s->nmem - 1; i >= 0; i--)
+		if (same_device(s->mem[i].dev, dev))
+			return s->mem[i].bytes;
+	return 0;
+}
+
+int mps_settings_set_memlimit(struct mps_settings *s, const char *dev, uint64_t bytes)
+{
+	int n = 0;
+
+	for (int i = 0; i < s->nmem; i++)
+		if (!same_device(s->mem[i].dev, dev))
+			s->mem[n++] = s->mem[i];
+	s->nmem = n;
+	if (n == MPS_MEMLIMITS_MAX)
+		return -ENOSPC;
+	snprintf(s->mem[n].dev, sizeof(s->mem[n].dev), "%s", dev);
+	s->mem[n].bytes = bytes;
+	s->nmem++;
+	return 0;
+}
+
+int mps_settings_from_env(struct mps_settings *s, char *why, size_t whylen)
+{
+	const char *pct = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+	const char *mem = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+	char buf[1024], dev[64];
+
+	if (pct && *pct && mps_parse_percentage(pct, &s->thread_pct) < 0) {
+		snprintf(why, whylen, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s is not a percentage in (0, 100]", pct);
+		return -EINVAL;
+	}
+	if (!mem || !*mem)
+		return 0;
+	if (snprintf(buf, sizeof(buf), "%s", mem) >= (int)sizeof(buf)) {
+		snprintf(why, whylen, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT is too long");
+		return -EINVAL;
+	}
+	for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(item, '=');
+		uint64_t bytes;
+
+		if (!eq)
+			goto bad;
+		*eq = 0;
+		if (mps_parse_device(item, dev, sizeof(dev)) < 0 || mps_parse_mem_value(eq + 1, &bytes) < 0 ||
+		    mps_settings_set_memlimit(s, dev, bytes) < 0)
+			goto bad;
+	}
+	return 0;
+bad:
+	snprintf(why, whylen, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s is not a list like 0=1G,1=512M", mem);
+	return -EINVAL;
+}
+
+void mps_settings_send_threads(struct mps_server_rec *srv)
+{
+	struct mps_chan m = { .op = MPS_CHAN_SET_THREADS, .value = srv->settings.thread_pct };
+
+	mps_server_send(srv, &m);
+}
+
+void mps_settings_send_priority(struct mps_server_rec *srv)
+{
+	struct mps_chan m = { .op = MPS_CHAN_SET_PRIORITY, .value = srv->settings.priority };
+
+	mps_server_send(srv, &m);
+}
+
+void mps_settings_send_memlimit(struct mps_server_rec *srv, const char *dev, uint64_t bytes)
+{
+	struct mps_chan m = { .op = MPS_CHAN_SET_MEMLIMIT, .arg = bytes };
+
+	snprintf(m.text, sizeof(m.text), "%s", dev);
+	mps_server_send(srv, &m);
+}
+
+void mps_settings_send_all(struct mps_server_rec *srv)
+{
+	mps_settings_send_threads(srv);
+	mps_settings_send_priority(srv);
+	for (int i = 0; i < srv->settings.nmem; i++)
+		mps_settings_send_memlimit(srv, srv->settings.mem[i].dev, srv->settings.mem[i].bytes);
+}

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A CUDA client the control tests drive from the shell: it runs the steps
+ * named on its command line, in order, and prints one line per step with
+ * the CUresult's name, so a script can start it, look at the daemon while it
+ * is connected (ps, get_client_list, terminate_client...), let it go on, and
+ * check what its later calls returned.
+ *
+ *   init          cuInit, then device 0's primary context made current
+ *   dev:N         device N's primary context made current
+ *   alloc:MIB     cuMemAlloc of MIB MiB (kept until free)
+ *   free          cuMemFree of everything allocated
+ *   meminfo       cuMemGetInfo: "meminfo RESULT FREE TOTAL" (bytes)
+ *   sync          cuCtxSynchronize
+ *   wait:PATH     prints "waiting PATH", then waits (up to 60 s) for PATH to exist
+ *   sleep:MS      sleeps
+ *
+ * Every line is flushed as it is printed. The exit status is 0 unless a
+ * step could not be understood (2): results are for the script to judge.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#define MAX_ALLOCS 256
+
+static CUdeviceptr allocs[MAX_ALLOCS];
+static int nallocs;
+
+static const char *name(CUresult r)
+{
+	const char *s = NULL;
+
+	if (cuGetErrorName(r, &s) != CUDA_SUCCESS || !s)
+		return "CUDA_ERROR_UNKNOWN_CODE";
+	return s;
+}
+
+static CUresult use_device(int ordinal)
+{
+	CUcontext ctx;
+	CUdevice dev;
+	CUresult r;
+
+	r = cuDeviceGet(&dev, ordinal);
+	if (r == CUDA_SUCCESS)
+		r = cuDevicePrimaryCtxRetain(&ctx, dev);
+	if (r == CUDA_SUCCESS)
+		r = cuCtxSetCurrent(ctx);
+	return r;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		CUresult r;
+
+		if (!strcmp(a, "init")) {
+			r = cuInit(0);
+			if (r == CUDA_SUCCESS)
+				r = use_device(0);
+			printf("init %s\n", name(r));
+		} else if (!strncmp(a, "dev:", 4)) {
+			printf("dev %d %s\n", atoi(a + 4), name(use_device(atoi(a + 4))));
+		} else if (!strncmp(a, "alloc:", 6)) {
+			CUdeviceptr p = 0;
+
+			r = nallocs < MAX_ALLOCS ? cuMemAlloc(&p, (size_t)atol(a + 6) << 20) : CUDA_ERROR_OUT_OF_MEMORY;
+			if (r == CUDA_SUCCESS)
+				allocs[nallocs++] = p;
+			printf("alloc %ld %s\n", atol(a + 6), name(r));
+		} else if (!strcmp(a, "free")) {
+			r = CUDA_SUCCESS;
+			while (nallocs > 0) {
+				CUresult f = cuMemFree(allocs[--nallocs]);
+
+				if (r == CUDA_SUCCESS)
+					r = f;
+			}
+			printf("free %s\n", name(r));
+		} else if (!strcmp(a, "meminfo")) {
+			size_t fr = 0, total = 0;
+
+			r = cuMemGetInfo(&fr, &total);
+			printf("meminfo %s %zu %zu\n", name(r), fr, total);
+		} else if (!strcmp(a, "sync")) {
+			printf("sync %s\n", name(cuCtxSynchronize()));
+		} else if (!strncmp(a, "wait:", 5)) {
+			int waited = 0;
+
+			printf("waiting %s\n", a + 5);
+			while (access(a + 5, F_OK) != 0 && waited < 60000) {
+				sleep_ms(10);
+				waited += 10;
+			}
+			printf("waited %s\n", waited < 60000 ? "ok" : "timeout");
+		} else if (!strncmp(a, "sleep:", 6)) {
+			sleep_ms(atol(a + 6));
+		} else {
+			fprintf(stderr, "c_client: unknown step '%s'\n", a);
+			return 2;
+		}
+	}
+	return 0;
+}
