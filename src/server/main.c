@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "server/control.h"
 #include "server/crash.h"
+#include "server/device.h"
 #include "server/driver.h"
 #include "server/main.h"
 #include "server/server.h"
@@ -102,69 +103,6 @@ static long env_long(const char *name, long def, long lo, long hi)
 	return x;
 }
 
-static int init_devices(void)
-{
-	CUresult r;
-	int n;
-
-	r = mps_drv.cuInit(0);
-	if (r != CUDA_SUCCESS) {
-		mps_log_error("cuInit failed: %s", mps_driver_errname(r));
-		return -1;
-	}
-	mps_drv.cuDriverGetVersion(&mps_srv.driver_version);
-	r = mps_drv.cuDeviceGetCount(&n);
-	if (r != CUDA_SUCCESS || n <= 0) {
-		mps_log_error("no CUDA devices (%s)", mps_driver_errname(r));
-		return -1;
-	}
-	if (n > MPS_MAX_DEVICES) {
-		mps_log_warn("serving the first %d of %d devices", MPS_MAX_DEVICES, n);
-		n = MPS_MAX_DEVICES;
-	}
-	for (int i = 0; i < n; i++) {
-		struct mps_device *d = &mps_srv.dev[i];
-		struct mps_wire_device *w = &d->info;
-		size_t total = 0;
-
-		if ((r = mps_drv.cuDeviceGet(&d->dev, i)) != CUDA_SUCCESS ||
-		    (r = mps_drv.cuDeviceGetName(w->name, sizeof(w->name), d->dev)) != CUDA_SUCCESS ||
-		    (r = mps_drv.cuDeviceGetUuid((CUuuid *)w->uuid, d->dev)) != CUDA_SUCCESS ||
-		    (r = mps_drv.cuDeviceTotalMem(&total, d->dev)) != CUDA_SUCCESS ||
-		    (r = mps_drv.cuDeviceGetPCIBusId(w->pci_bus_id, sizeof(w->pci_bus_id), d->dev)) != CUDA_SUCCESS) {
-			mps_log_error("cannot query device %d: %s", i, mps_driver_errname(r));
-			return -1;
-		}
-		w->total_mem = total;
-		for (int a = 0; a < MPS_WIRE_ATTRS; a++) {
-			if (mps_drv.cuDeviceGetAttribute(&w->attr[a], (CUdevice_attribute)a, d->dev) == CUDA_SUCCESS)
-				w->attr_ok[a / 8] |= (uint8_t)(1u << (a % 8));
-			else
-				w->attr[a] = 0;
-		}
-		mps_log_info("Creating server context on device %d (%s)", i, w->name);
-		r = mps_drv.cuDevicePrimaryCtxRetain(&d->primary, d->dev);
-		if (r != CUDA_SUCCESS) {
-			mps_log_error("cannot create the context on device %d: %s", i, mps_driver_errname(r));
-			return -1;
-		}
-		if (i == 0) {
-			mps_drv.cuCtxSetCurrent(d->primary);
-			mps_drv.cuCtxGetStreamPriorityRange(&mps_srv.prio_least, &mps_srv.prio_greatest);
-		}
-	}
-	mps_srv.ndev = n;
-	return 0;
-}
-
-static void release_devices(void)
-{
-	for (int i = 0; i < mps_srv.ndev; i++) {
-		mps_log_info("Destroy server context on device %d (%s)", i, mps_srv.dev[i].info.name);
-		mps_drv.cuDevicePrimaryCtxRelease(mps_srv.dev[i].dev);
-	}
-}
-
 static void report_failed(const char *why)
 {
 	struct mps_chan m;
@@ -215,7 +153,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	mps_log_info("Server starting on driver %s", mps_drv.path);
-	if (init_devices() < 0) {
+	if (mps_devices_init() < 0) {
 		report_failed("cannot initialise the CUDA devices");
 		return 1;
 	}
@@ -284,7 +222,7 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	release_devices();
+	mps_devices_release();
 	mps_log_info("Server exited with status 0");
 	return 0;
 }

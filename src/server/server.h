@@ -182,6 +182,16 @@ void mps__refuse(int fd, CUresult r, const char *text);
 /* worker.c */
 void *mps__worker_main(void *arg);
 
+/* A client's server-side state (message buffer, shared region, completion
+ * thread): NULL, or why it could not be made. Undone, with everything the
+ * client made since, by mps__client_teardown(). */
+const char *mps__client_setup(struct mps_client *c);
+void mps__client_teardown(struct mps_client *c);
+
+/* Checks one message (copied out of the ring) against the op table and
+ * runs it: the seam the worker loop and the wire fuzzer share. */
+void mps__dispatch(struct mps_client *c, const struct mps_msg *m);
+
 /* Makes dev's primary context current on the calling worker thread. */
 CUresult mps__bind_device(struct mps_client *c, int dev);
 

@@ -135,7 +135,7 @@ struct mps_sctx *mps__msg_ctx(struct mps_client *c, const struct mps_msg *m)
 /* Checks a message against the op table and runs it. A message that is
  * well framed but wrong gets an error reply (if it asked for one) and the
  * client goes on; the log says what was wrong. */
-static void dispatch(struct mps_client *c, const struct mps_msg *m)
+void mps__dispatch(struct mps_client *c, const struct mps_msg *m)
 {
 	const char *why = NULL;
 	uint16_t op = m->op;
@@ -263,7 +263,7 @@ static void serve(struct mps_client *c)
 			break;
 		}
 		if (n > 0) {
-			dispatch(c, (const struct mps_msg *)c->msg);
+			mps__dispatch(c, (const struct mps_msg *)c->msg);
 			if (++since_poll >= POLL_EVERY && c->comp.head) {
 				mps_comp_poll(c);
 				since_poll = 0;
@@ -287,15 +287,22 @@ static void serve(struct mps_client *c)
 	}
 }
 
-static void release_obj(void *obj, void *arg)
+const char *mps__client_setup(struct mps_client *c)
 {
-	(void)obj;
-	(void)arg;
+	c->cur_dev = -1;
+	c->msg = aligned_alloc(64, MPS_MSG_MAX);
+	if (!c->msg)
+		return "the server is out of memory";
+	if (region_setup(c) < 0)
+		return "the server cannot set up shared memory for this client";
+	if (mps_comp_init(c) < 0)
+		return "the server cannot start a thread for this client";
+	return NULL;
 }
 
 /* Phase 2 of teardown: the client is gone or going. Wait for its GPU work,
  * then free everything it held, in dependency order. */
-static void teardown(struct mps_client *c)
+void mps__client_teardown(struct mps_client *c)
 {
 	mps_comp_shutdown(c);
 	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */
@@ -309,38 +316,27 @@ static void teardown(struct mps_client *c)
 		if (r.kind == MPS_MEM_DEVICE && mps__bind_device(c, r.device) == CUDA_SUCCESS)
 			mps_drv.cuMemFree((CUdeviceptr)r.base);
 	}
-	mps_handles_foreach(&c->handles, 0, release_obj, NULL);
 	mps_handles_free(&c->handles);
 	mps_memacct_free(&c->mem);
 	region_teardown(c);
 	free(c->blob);
 	c->blob = NULL;
+	free(c->msg);
+	c->msg = NULL;
 }
 
 void *mps__worker_main(void *arg)
 {
 	struct mps_client *c = arg;
-	int err;
+	const char *why;
 
 	mps_crash_thread(c->pid);
-	c->cur_dev = -1;
-	c->msg = aligned_alloc(64, MPS_MSG_MAX);
-	if (!c->msg) {
-		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, "the server is out of memory");
+	why = mps__client_setup(c);
+	if (why) {
+		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, why);
 		goto out;
 	}
-	err = region_setup(c);
-	if (err < 0) {
-		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, "the server cannot set up shared memory for this client");
-		goto out;
-	}
-	err = mps_comp_init(c);
-	if (err < 0) {
-		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, "the server cannot start a thread for this client");
-		goto out;
-	}
-	err = send_welcome(c);
-	if (err < 0) {
+	if (send_welcome(c) < 0) {
 		mps_log_warn("client %d left before the handshake finished", (int)c->pid);
 		goto out;
 	}
@@ -348,12 +344,10 @@ void *mps__worker_main(void *arg)
 	mps_control_client_event(c, MPS_CHAN_CLIENT_UP, 0);
 	serve(c);
 out:
-	teardown(c);
+	mps__client_teardown(c);
 	mps_log_info("Client {PID: %d, Context ID: %u} disconnected (%llu calls)", (int)c->pid, c->id,
 		     (unsigned long long)c->ops);
 	mps_control_client_event(c, MPS_CHAN_CLIENT_DOWN, 0);
-	free(c->msg);
-	c->msg = NULL;
 	mps_client_put(c);   /* the list's reference, dropped by its worker */
 	return NULL;
 }

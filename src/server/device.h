@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The server's devices (see device.c).
+ */
+#ifndef MPS_SERVER_DEVICE_H
+#define MPS_SERVER_DEVICE_H
+
+/* cuInit, every device's identity and attributes into mps_srv.dev, and each
+ * device's primary context retained. 0, or -1 with the reason logged. */
+int mps_devices_init(void);
+
+/* Releases the primary contexts. */
+void mps_devices_release(void);
+
+#endif
