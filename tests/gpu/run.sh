@@ -13,6 +13,7 @@
 #   openmps     every tests/cuda program under openmps (one daemon with
 #               private directories under /tmp, restarted after a failure)
 #   system      the multi-process tests and pass-through on the real driver
+#   control     the control daemon with real clients: start, list, ps, quit
 #   cudart      tests/gpu/cudart_sample.cu built with the static and the
 #               shared cudart, each run natively and under openmps
 #   frameworks  tests/gpu/torch_smoke.py and cupy_smoke.py, natively and
@@ -37,7 +38,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ -n "${OUT:-}" ] && OUT=$(realpath -m -- "$OUT")
 cd "$ROOT" || exit 1
 
-ALL_STEPS=(build native openmps system cudart frameworks integrity procaddr bench)
+ALL_STEPS=(build native openmps system control cudart frameworks integrity procaddr bench)
 STEPS=("$@")
 [ ${#STEPS[@]} -eq 0 ] && STEPS=("${ALL_STEPS[@]}")
 for s in "${STEPS[@]}"; do
@@ -268,6 +269,45 @@ step_system() {
 			LD_LIBRARY_PATH=$NATIVE_LIB $BUILD/tests/system/s_passthrough >\$d/a 2>&1 && \
 			OPENMPS_LOG_LEVEL=debug LD_LIBRARY_PATH=$ROOT/$BUILD/lib $BUILD/tests/system/s_passthrough >\$d/b 2>\$d/log && \
 			grep -q 'passing every call' \$d/log && diff \$d/a \$d/b && cat \$d/b"
+}
+
+# The control daemon with real clients: an MPS-style start/list/quit
+# sequence while three clients hold contexts and memory on the GPU; ps and
+# get_client_list must show them, then quit must take everything down.
+step_control() {
+	local i out pids srv
+	make -s -j16 check-build >>"$LOGDIR/build.log" 2>&1 || { result FAIL "build" "make check-build"; return; }
+	om_start || { result FAIL "daemon" "did not start"; om_logs; om_stop; return; }
+	pids=
+	for i in 1 2 3; do
+		env "LD_LIBRARY_PATH=$ROOT/$BUILD/lib" "CUDA_MPS_PIPE_DIRECTORY=$OM_PIPE" \
+			"$BUILD/tests/system/c_client" init alloc:64 sync wait:"$WORK/ctl-go" free \
+			>"$LOGDIR/control-client$i.log" 2>&1 &
+		pids="$pids $!"
+	done
+	for i in $(seq 1 100); do
+		[ "$(grep -l '^waiting' "$LOGDIR"/control-client*.log 2>/dev/null | wc -l)" -eq 3 ] && break
+		sleep 0.1
+	done
+	srv=$(echo get_server_list | om_ctl | head -n 1)
+	out=$(printf 'get_server_list\nget_server_status %s\nget_client_list %s\nps\ndevice_query\nget_device_client_list\nset_default_active_thread_percentage 50\nget_default_active_thread_percentage\n' "$srv" "$srv" | om_ctl 2>&1)
+	echo "$out" | sed 's/^/      | /'
+	echo "$out" >"$LOGDIR/control-session.log"
+	if [ "$(echo "$out" | grep -c "$srv")" -ge 2 ] && echo "$out" | grep -q ACTIVE &&
+	   [ "$(echo "$out" | awk 'NR > 1 && $3 == "'"$srv"'"' | wc -l)" -ge 3 ]; then
+		result PASS "start, list, ps with 3 real clients"
+	else
+		result FAIL "start, list, ps with 3 real clients"
+	fi
+	touch "$WORK/ctl-go"
+	for p in $pids; do wait "$p"; done
+	if [ "$(cat "$LOGDIR"/control-client*.log | grep -c '^free CUDA_SUCCESS')" -eq 3 ]; then
+		result PASS "clients finished"
+	else
+		result FAIL "clients finished"; show_tail "$LOGDIR/control-client1.log"
+	fi
+	om_stop
+	if [ -e "$OM_PIPE/openmps-control.pid" ]; then result FAIL "quit" "the daemon is still there"; else result PASS "quit"; fi
 }
 
 step_cudart() {
