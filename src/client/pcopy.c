@@ -36,10 +36,11 @@ static struct {
 	size_t n;
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT };
 
-/* The byte range of slice i of n over t threads, 64-byte aligned cuts. */
+/* The byte range of slice i of n over t threads: cuts 64-byte aligned, and
+ * the slices together cover all n bytes. */
 static void slice(size_t n, int t, int i, size_t *off, size_t *len)
 {
-	size_t per = (n / (size_t)t + 63) & ~(size_t)63;
+	size_t per = ((n + (size_t)t - 1) / (size_t)t + 63) & ~(size_t)63;
 	size_t start = per * (size_t)i;
 
 	*off = start < n ? start : n;
