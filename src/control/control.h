@@ -103,6 +103,7 @@ struct mps_server_rec {
 	uint64_t kill_at;           /* QUIT sent: SIGKILL if still there then (ms) */
 	bool ready;                 /* it reported READY */
 	bool probe;                 /* started only to learn the devices */
+	bool reaped;                /* waitpid() has collected it: its pid may be reused */
 	bool chan_full;             /* the channel's buffer is full: clients wait in pending */
 	struct mps_pending_client *pending, **pending_tail;
 	struct mps_server_client *clients;

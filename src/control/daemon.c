@@ -232,18 +232,33 @@ static int open_sockets(void)
 	return 0;
 }
 
-static void detach(void)
+/* Detaches into the background. The parent returns to the shell only when
+ * the daemon is ready (logs written, pid file there, signals set up) — or
+ * fails if the daemon died first — so a script that runs `openmps-control -d`
+ * and goes on finds it fully started. Returns the fd to signal readiness on. */
+static int detach(void)
 {
-	pid_t pid = fork();
-	int devnull;
+	int ready[2], devnull;
+	pid_t pid;
+	char c;
 
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		perror("openmps-control: pipe");
+		cleanup();
+		exit(1);
+	}
+	pid = fork();
 	if (pid < 0) {
 		perror("openmps-control: fork");
 		cleanup();
 		exit(1);
 	}
-	if (pid > 0)
-		_exit(0);   /* the parent returns to the shell; the lock stays with the child */
+	if (pid > 0) {
+		/* The parent: the lock and the sockets stay with the child. */
+		close(ready[1]);
+		_exit(read(ready[0], &c, 1) == 1 && c == 'r' ? 0 : 1);
+	}
+	close(ready[0]);
 	setsid();
 	if (chdir("/") < 0) {
 		/* Not fatal: we only need it not to pin a mount. */
@@ -256,6 +271,7 @@ static void detach(void)
 		if (devnull > 2)
 			close(devnull);
 	}
+	return ready[1];
 }
 
 /* Each connection and each server costs an fd: take all the system allows. */
@@ -290,8 +306,8 @@ static void on_signals(int sfd)
 
 int mps_daemon_run(bool foreground)
 {
+	int sfd, ready_fd = -1;
 	sigset_t sigs;
-	int sfd;
 
 	if (setup() < 0)
 		return 1;
@@ -301,7 +317,7 @@ int mps_daemon_run(bool foreground)
 		return 1;
 	}
 	if (!foreground)
-		detach();
+		ready_fd = detach();
 	raise_fd_limit();
 	write_pid();
 	mps_log_info("Starting control daemon using socket %s", mps_daemon.sock_path);
@@ -332,6 +348,13 @@ int mps_daemon_run(bool foreground)
 	if (mps_daemon.priv_fd >= 0)
 		mps_daemon_watch(mps_daemon.priv_fd, &tag_priv, EPOLLIN);
 	mps_daemon_watch(sfd, &tag_signal, EPOLLIN);
+	/* Ready: the parent may go back to the shell now. */
+	if (ready_fd >= 0) {
+		if (write(ready_fd, "r", 1) != 1) {
+			/* The parent is gone; nothing to tell. */
+		}
+		close(ready_fd);
+	}
 
 	while (!mps_daemon.quitting || mps_servers_running()) {
 		struct epoll_event evs[64];

@@ -90,7 +90,11 @@ int mps_server_send(struct mps_server_rec *s, struct mps_chan *m)
 /* In the child: become the user, wire up the channel and log, run the server. */
 static void exec_server(uid_t uid, int chan)
 {
-	if (dup2(chan, 3) < 0 || dup2(mps_daemon.server_log_fd, 2) < 0)
+	/* The log first, in case it is fd 3. dup2() onto itself keeps
+	 * FD_CLOEXEC: the channel would vanish at exec whenever the
+	 * socketpair happened to land on fd 3. */
+	if (dup2(mps_daemon.server_log_fd, 2) < 0 ||
+	    (chan == 3 ? fcntl(3, F_SETFD, 0) : dup2(chan, 3)) < 0)
 		_exit(126);
 	int devnull = open("/dev/null", O_RDWR);
 
@@ -307,7 +311,7 @@ static void channel_closed(struct mps_server_rec *s, bool exited)
 	mps_daemon_unwatch(s->chan);
 	close(s->chan);
 	s->chan = -1;
-	if (!exited)
+	if (!exited && !s->reaped)
 		kill(s->pid, SIGTERM);
 	if (s->state != MPS_SERVER_STOPPING)
 		s->state = MPS_SERVER_FAULT;
@@ -337,6 +341,7 @@ static void ready(struct mps_server_rec *s, const struct mps_chan *m)
 void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 {
 	struct mps_server_client *c;
+	bool reset = false;
 	struct mps_chan m;
 	ssize_t n;
 
@@ -351,6 +356,13 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 		n = mps_sock_recv(s->chan, &m, sizeof(m), NULL);
 		if (n == -EAGAIN || n == -EINTR)
 			return;
+		/* A server that exits with messages of ours unread resets the
+		 * channel, and the reset is reported before what it sent last
+		 * (a FAILED, say): reading the error clears it, so read on. */
+		if (n == -ECONNRESET && !reset) {
+			reset = true;
+			continue;
+		}
 		if (n <= 0) {
 			channel_closed(s, false);
 			return;
@@ -410,6 +422,11 @@ void mps_server_reaped(pid_t pid, int status)
 
 		if (s->pid != pid)
 			continue;
+		/* What it said before it went (READY, FAILED, a client leaving)
+		 * may still wait in the channel: hear it out first. */
+		s->reaped = true;
+		if (s->chan >= 0)
+			mps_server_channel_event(s, EPOLLIN);
 		if (WIFEXITED(status))
 			mps_log_info("Server %d exited with status %d", (int)pid, WEXITSTATUS(status));
 		else

@@ -27,12 +27,17 @@ static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void mps_control_send(struct mps_chan *m)
 {
+	ssize_t n;
+
 	if (mps_srv.channel < 0)
 		return;
 	m->magic = MPS_CHAN_MAGIC;
 	pthread_mutex_lock(&send_lock);
-	mps_sock_send(mps_srv.channel, m, sizeof(*m), -1);
+	n = mps_sock_send(mps_srv.channel, m, sizeof(*m), -1);
 	pthread_mutex_unlock(&send_lock);
+	if (n != (ssize_t)sizeof(*m))
+		mps_log_warn("cannot tell the control daemon (message %u): %s", m->op,
+			     n < 0 ? strerror((int)-n) : "short send");
 }
 
 static void send_reply(uint32_t req, pid_t pid, int value, const char *text)
