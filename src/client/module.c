@@ -23,20 +23,12 @@
 #include "client/api.h"
 #include "client/client.h"
 #include "client/exports.h"
+#include "common/image.h"
 #include "common/log.h"
 
-#define FATBIN_MAGIC         0xba55ed50u
-#define FATBIN_WRAPPER_MAGIC 0x466243b1u
 #define UPLOAD_PIECE         (60u * 1024u)
 
 static pthread_mutex_t upload_lock = PTHREAD_MUTEX_INITIALIZER;  /* one upload at a time */
-
-struct fatbin_header {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t header_size;
-	uint64_t fat_size;
-};
 
 struct fatbin_wrapper {
 	uint32_t magic;
@@ -45,56 +37,19 @@ struct fatbin_wrapper {
 	void *filename_or_fatbins;
 };
 
-/* The bytes an image spans, read from its headers; 0 if unrecognisable. */
+/* The bytes an image spans, read from its headers, a wrapper unwrapped
+ * first; 0 if unrecognisable. */
 static size_t image_size(const void **image)
 {
 	const uint8_t *p = *image;
 	uint32_t magic;
 
 	memcpy(&magic, p, sizeof(magic));
-	if (magic == FATBIN_WRAPPER_MAGIC) {
-		const struct fatbin_wrapper *w = (const void *)p;
-
-		*image = w->data;
-		p = w->data;
-		if (!p)
-			return 0;
-		memcpy(&magic, p, sizeof(magic));
+	if (magic == MPS_FATBIN_WRAPPER_MAGIC) {
+		*image = ((const struct fatbin_wrapper *)(const void *)p)->data;
+		p = *image;
 	}
-	if (magic == FATBIN_MAGIC) {
-		const struct fatbin_header *h = (const void *)p;
-
-		return (size_t)h->header_size + (size_t)h->fat_size;
-	}
-	if (!memcmp(p, "\177ELF", 4) && p[4] == 2) {
-		uint64_t shoff, phoff, end;
-		uint16_t shentsize, shnum, phentsize, phnum;
-
-		memcpy(&phoff, p + 0x20, 8);
-		memcpy(&shoff, p + 0x28, 8);
-		memcpy(&phentsize, p + 0x36, 2);
-		memcpy(&phnum, p + 0x38, 2);
-		memcpy(&shentsize, p + 0x3a, 2);
-		memcpy(&shnum, p + 0x3c, 2);
-		end = shoff + (uint64_t)shentsize * shnum;
-		if (phoff + (uint64_t)phentsize * phnum > end)
-			end = phoff + (uint64_t)phentsize * phnum;
-		/* Sections' contents normally precede the header table; make sure. */
-		for (uint16_t i = 0; i < shnum && shentsize >= 0x28; i++) {
-			const uint8_t *sh = p + shoff + (uint64_t)i * shentsize;
-			uint32_t type;
-			uint64_t off, size;
-
-			memcpy(&type, sh + 4, 4);
-			memcpy(&off, sh + 0x18, 8);
-			memcpy(&size, sh + 0x20, 8);
-			if (type != 8 /* SHT_NOBITS */ && off + size > end)
-				end = off + size;
-		}
-		return (size_t)end;
-	}
-	/* Otherwise PTX: text up to and including its NUL. */
-	return strlen((const char *)p) + 1;
+	return mps_image_extent(p, SIZE_MAX);
 }
 
 /* For diagnosing images the driver will not take: with OPENMPS_DUMP_IMAGES

@@ -40,7 +40,7 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 		mps__defer_error(c, r, "cuLaunchKernel");
 		return;
 	}
-	if (!f->is_kernel && f->owner->device != st->ctx->device) {
+	if (!f->is_kernel && f->device != st->ctx->device) {
 		mps__defer_error(c, CUDA_ERROR_INVALID_HANDLE, "cuLaunchKernel");
 		return;
 	}

@@ -10,14 +10,45 @@
  * client can pack a launch's arguments into one buffer itself and launches
  * never need a round trip.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/image.h"
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/server.h"
 
-#define BLOB_MAX (4ull << 30)    /* largest image a client may upload */
+#define BLOB_MAX   (4ull << 30)    /* largest image a client may upload */
+#define BLOB_FIRST (256u << 10)    /* first buffer; it doubles as pieces arrive */
+
+static void drop_upload(struct mps_client *c)
+{
+	free(c->blob);
+	c->blob = NULL;
+	c->blob_len = c->blob_total = c->blob_cap = 0;
+}
+
+/* The buffer grows as pieces arrive, not to the size announced: a client
+ * that announces 4 GiB and sends a few bytes holds a few bytes. */
+static bool make_room(struct mps_client *c, size_t n)
+{
+	size_t want = c->blob_len + n, cap = c->blob_cap ? c->blob_cap : BLOB_FIRST;
+	uint8_t *p;
+
+	if (want <= c->blob_cap)
+		return true;
+	while (cap < want)
+		cap *= 2;
+	if (cap > c->blob_total)
+		cap = c->blob_total;
+	p = realloc(c->blob, cap);
+	if (!p)
+		return false;
+	c->blob = p;
+	c->blob_cap = cap;
+	return true;
+}
 
 void mps__op_blob_append(struct mps_client *c, const struct mps_msg *m)
 {
@@ -25,29 +56,30 @@ void mps__op_blob_append(struct mps_client *c, const struct mps_msg *m)
 	size_t n = q->bytes;
 
 	if (m->flags & MPS_BLOB_RESET) {
-		free(c->blob);
-		c->blob = NULL;
-		c->blob_len = c->blob_total = 0;
+		drop_upload(c);
 		if (q->total == 0 || q->total > BLOB_MAX) {
 			mps__defer_error(c, CUDA_ERROR_INVALID_IMAGE, "module upload");
 			return;
 		}
-		c->blob = malloc((size_t)q->total);
-		if (!c->blob) {
-			mps__defer_error(c, CUDA_ERROR_OUT_OF_MEMORY, "module upload");
-			return;
-		}
 		c->blob_total = (size_t)q->total;
+		c->uploading = true;
 	}
-	if (!c->blob)
+	if (!c->uploading)
 		return;   /* the upload already failed; the load will say so */
 	if (n > m->len - sizeof(*q) || n > c->blob_total - c->blob_len) {
 		/* More than the message carries, or than announced: drop the
 		 * upload, and the load that follows fails. */
 		mps__defer_error(c, CUDA_ERROR_INVALID_IMAGE, "module upload");
-		free(c->blob);
-		c->blob = NULL;
-		c->blob_len = c->blob_total = 0;
+		drop_upload(c);
+		c->uploading = false;
+		return;
+	}
+	if (n == 0)
+		return;
+	if (!make_room(c, n)) {
+		mps__defer_error(c, CUDA_ERROR_OUT_OF_MEMORY, "module upload");
+		drop_upload(c);
+		c->uploading = false;
 		return;
 	}
 	memcpy(c->blob + c->blob_len, (const uint8_t *)q + sizeof(*q), n);
@@ -61,8 +93,10 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 	struct mps_smodule *mod;
 	CUresult r;
 
-	if (!c->blob || c->blob_len != c->blob_total || q->size != c->blob_total ||
-	    (q->kind != MPS_MODULE && q->kind != MPS_LIBRARY)) {
+	if (!c->uploading || c->blob_len != c->blob_total || q->size != c->blob_total ||
+	    (q->kind != MPS_MODULE && q->kind != MPS_LIBRARY) ||
+	    /* The driver finds the image's end itself: it must lie within the upload. */
+	    !mps_image_extent(c->blob, c->blob_len)) {
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_IMAGE);
 		return;
 	}
@@ -92,7 +126,8 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 	}
 	mod->image = c->blob;
 	c->blob = NULL;
-	c->blob_len = c->blob_total = 0;
+	c->blob_len = c->blob_total = c->blob_cap = 0;
+	c->uploading = false;
 	mod->handle = mps_handle_new(&c->handles, MPS_H_MODULE, mod);
 	if (!mod->handle) {
 		if (mod->kind == MPS_MODULE)
@@ -297,6 +332,7 @@ void mps__op_get_function(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	f->owner = mod;
+	f->device = device;
 	f->next = mod->funcs;
 	mod->funcs = f;
 	s->val[0] = f->handle;
@@ -353,7 +389,7 @@ void mps__op_func_attr(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_HANDLE);
 		return;
 	}
-	device = f->is_kernel ? q->device : f->owner->device;
+	device = f->is_kernel ? q->device : f->device;
 	if (device < 0 || device >= mps_srv.ndev) {
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_DEVICE);
 		return;
@@ -407,7 +443,7 @@ void mps__op_occupancy(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_HANDLE);
 		return;
 	}
-	r = mps__bind_device(c, f->is_kernel ? (x ? x->device : 0) : f->owner->device);
+	r = mps__bind_device(c, f->is_kernel ? (x ? x->device : 0) : f->device);
 	if (r != CUDA_SUCCESS) {
 		mps__reply(c, m->slot, r);
 		return;

@@ -122,6 +122,8 @@ struct mps_sfunc {
 	bool is_kernel;                 /* a CUkernel (library) rather than a CUfunction */
 	CUfunction f;                   /* or the CUkernel, cast */
 	struct mps_smodule *owner;
+	int device;                     /* a CUfunction's device: its module's, or the
+	                                 * context's that got it from a kernel */
 	struct mps_sfunc *next;         /* in owner->funcs */
 	uint32_t nparams;
 	uint32_t arg_size;
@@ -158,7 +160,8 @@ struct mps_client {
 
 	int cur_dev;                    /* device whose primary context is current on the worker */
 	uint8_t *blob;                  /* module upload buffer */
-	size_t blob_len, blob_total;
+	size_t blob_len, blob_total, blob_cap;
+	bool uploading;                 /* an upload is under way and intact */
 	uint8_t *msg;                   /* the message being handled, copied out of the ring */
 	uint64_t ops;                   /* messages handled */
 

@@ -243,6 +243,38 @@ static void test_library(const char *ptx)
 	CHECK(cuLibraryUnload(lib));
 }
 
+/* A library is loaded once for every device: a kernel taken from it while
+ * device 0's context is current yields, in device 1's context, a function
+ * of device 1, which runs there on device 1's memory. Skipped with one
+ * device. */
+static void test_library_other_device(const char *ptx)
+{
+	CUcontext other;
+	CUlibrary lib;
+	CUkernel kv;
+	CUfunction f0, f1;
+	CUdevice dev1;
+	int n = 0, v = -1;
+
+	CHECK(cuDeviceGetCount(&n));
+	if (n < 2)
+		return;
+	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(cuLibraryGetKernel(&kv, lib, "vadd"));
+	CHECK(cuKernelGetFunction(&f0, kv));
+	CHECK(cuDeviceGet(&dev1, dev == 0 ? 1 : 0));
+	CHECK(cuDevicePrimaryCtxRetain(&other, dev1));
+	CHECK(cuCtxPushCurrent(other));
+	CHECK(cuKernelGetFunction(&f1, kv));
+	CHECK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f1));
+	EXPECT(v >= 128 && v <= 1024, "the other device's function: max threads per block %d", v);
+	run_vadd(f1, "vadd from a library, on the other device");
+	CHECK(cuCtxPopCurrent(&other));
+	CHECK(cuDevicePrimaryCtxRelease(dev1));
+	run_vadd(f0, "vadd from a library, back on the first device");
+	CHECK(cuLibraryUnload(lib));
+}
+
 /* An image of several MiB (PTX padded with comment lines), so a loader that
  * moves images in pieces must put every piece in its place: one wrong byte
  * and the image does not load or its kernel computes something else. */
@@ -279,6 +311,7 @@ int main(int argc, char **argv)
 	test_module(ptx);
 	test_attributes(ptx);
 	test_library(ptx);
+	test_library_other_device(ptx);
 	test_large_image(ptx);
 
 	free(ptx);

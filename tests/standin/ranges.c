@@ -138,7 +138,7 @@ int mps__range_classify(uintptr_t addr, size_t bytes, struct si_range **out)
 static void destroy(struct si_range *r)
 {
 	if (r->kind == SI_RANGE_DEVICE || r->kind == SI_RANGE_GLOBAL)
-		munmap(r->block, (r->charged + PAGE - 1) & ~(PAGE - 1));
+		munmap(r->block, r->mapped);
 	else
 		free(r->block);
 	free(r);
@@ -171,6 +171,7 @@ CUresult mps__range_alloc(struct si_context *ctx, size_t bytes, enum si_range_ki
 	r->ctx = ctx;
 	r->buffer_id = next_buffer_id++;
 	r->block = block;
+	r->mapped = (charged + PAGE - 1) & ~(PAGE - 1);
 	r->charged = charged;
 	if (insert(r) < 0) {
 		destroy(r);

@@ -182,7 +182,8 @@ struct si_range {
 	struct si_context *ctx;         /* owner */
 	uint64_t buffer_id;
 	void *block;                    /* storage we own (device, global) */
-	size_t charged;                 /* bytes counted against the device */
+	size_t mapped;                  /* its length, for munmap() */
+	size_t charged;                 /* bytes counted against the device; 0 once removed */
 	unsigned pins;                  /* operations running on it */
 	bool removed;                   /* out of the table; freed when unpinned */
 	unsigned flags;                 /* cuMemHostRegister flags */

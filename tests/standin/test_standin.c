@@ -974,6 +974,39 @@ static void test_globals(void)
 	OK(p_cuStreamDestroy_v2(s));
 }
 
+/* Lines of /proc/self/maps: the process's mappings. */
+static int count_mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0, c;
+
+	if (!f)
+		return -1;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/* Freed device memory goes back to the system: 500 allocations of 1 MiB,
+ * each freed, leave no mapping behind (and would exhaust the process's
+ * mappings in long runs if they did). */
+static void test_free_unmaps(void)
+{
+	int before, after;
+	CUdeviceptr d;
+
+	group = "free unmaps";
+	before = count_mappings();
+	for (int i = 0; i < 500; i++) {
+		OK(p_cuMemAlloc_v2(&d, 1 << 20));
+		OK(p_cuMemFree_v2(d));
+	}
+	after = count_mappings();
+	CHECK(before > 0 && after - before < 10, "%d mappings before 500 alloc/free pairs, %d after",
+	      before, after);
+}
+
 static void test_memory(void)
 {
 	size_t free0, total, free1, size = 0, pitch = 0;
@@ -1369,7 +1402,7 @@ int main(int argc, char **argv)
 	void (*const groups[])(void) = {
 		test_before_init, test_configuration, test_devices, test_contexts, test_modules, test_stream_order,
 		test_asynchrony, test_cross_stream, test_copy_semantics, test_events, test_params,
-		test_mixed_arg, test_globals, test_memory, test_handles, test_destroy_pending,
+		test_mixed_arg, test_globals, test_memory, test_free_unmaps, test_handles, test_destroy_pending,
 		test_sticky, test_after_reset, test_concurrency,
 	};
 	int ngroups = (int)(sizeof(groups) / sizeof(groups[0])), failed_groups = 0;

@@ -14,7 +14,10 @@ dir=$(mktemp -d /tmp/openmps-run.XXXXXX)
 export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
 export OPENMPS_DRIVER=${OPENMPS_DRIVER:-$build/lib/standin/libcuda.so.1}
 export OPENMPS_TEST_PTX=${OPENMPS_TEST_PTX:-$build/tests/kernels.ptx}
-# Several copy threads even on a small machine, so the parallel path is tested.
+# Two stand-in devices, so work on a second device is tested (the stand-in
+# alone shows one); several copy threads even on a small machine, so the
+# parallel path is tested.
+export OPENMPS_STANDIN_DEVICES=${OPENMPS_STANDIN_DEVICES:-2}
 export OPENMPS_COPY_THREADS=${OPENMPS_COPY_THREADS:-3}
 
 "$build/bin/openmps-control" -d || { echo "with-openmps: the daemon did not start"; exit 1; }
