@@ -7,6 +7,7 @@
 #     daemon on the software stand-in (tests/system/with-openmps.sh);
 #   - TEST_SCRIPTS: system tests, given the build folder.
 include $(wildcard tests/unit/*.mk) $(wildcard tests/cuda/module.mk) $(wildcard tests/system/module.mk)
+include tests/fuzz/module.mk
 
 TEST_DEPS := $(ALL_TARGETS) $(TEST_BINS) $(TESTS_CUDA) $(TEST_DEPS_EXTRA) $(KERNELS_PTX) $(STANDIN_LIB) $(STANDIN_TEST)
 

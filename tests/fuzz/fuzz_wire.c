@@ -11,7 +11,14 @@
  * L and L bytes (fewer if the input ends first).
  *   byte 0 bit 0: a device memory limit on device 0 of (byte 1 + 1) MiB;
  *          bit 1: hand completions to the waiter thread after every message
- *                 (as an idle worker does) instead of polling them.
+ *                 (as an idle worker does) instead of polling them;
+ *          bit 2: the ring's framing is fuzzed too. Then come two 4-byte
+ *                 numbers, where in the ring the client starts (as if it had
+ *                 been used: so wraps and pads are reachable) and how many
+ *                 bytes it publishes (0: all it wrote), and then the
+ *                 submission queue's contents as they are, taken off by
+ *                 mps_sq_pop() as the worker does until it finds the ring
+ *                 empty or broken.
  * A message is copied into a buffer of exactly its length rounded up to 16
  * bytes, as the ring would deliver it, so reading past the message is an
  * ASan report; hdr.len is set to that length and every other header field
@@ -31,16 +38,21 @@
  *     would otherwise wait forever);
  *   - teardown gives back every byte of device memory the client held;
  *   - no file descriptor outlives the client.
- * Launches the stand-in would take long over (more than 2^22 threads, or a
- * spin kernel asked for more than a millisecond) are skipped: they are slow,
- * not wrong.
+ * Work the stand-in would take long over is skipped: launches of more than
+ * 2^22 threads or of a spin kernel for more than a millisecond, copies and
+ * memsets of more than 64 MiB (pinned host memory can be that large). It is
+ * slow, not wrong. Each input ends with the devices' primary contexts reset, so
+ * the next starts clean (no sticky error, no raised limit).
+ *
+ * FUZZ_WIRE_TRACE=1 prints each message and its answer.
  */
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,11 +73,13 @@
 
 #define OPT_MEM_LIMIT   0x1
 #define OPT_HANDOFF     0x2
+#define OPT_RING        0x4
 
 #define FAKE_TAG        0xddull
 #define RANGES_MAX      256
 #define SPIN_MAX        64
 #define THREADS_MAX     (1ull << 22)
+#define BYTES_MAX       (64ull << 20)  /* OPENMPS_STANDIN_MEMORY */
 #define SPIN_CYCLES_MAX 2000000ll   /* 1 ms at the stand-in's 2 GHz */
 
 /* What openmps-server's main.c provides. */
@@ -101,6 +115,7 @@ struct run {
 
 static uint64_t free_mem[MPS_MAX_DEVICES];
 static int baseline_fds;
+static bool trace;   /* FUZZ_WIRE_TRACE set: each message and its answer on stderr */
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -158,14 +173,23 @@ static bool is_spin(const struct run *r, uint32_t func)
 	return false;
 }
 
-/* A launch the stand-in would spend long on (see the top of the file). */
+/* Work the stand-in would spend long on or need much memory for: a launch of
+ * more than 2^22 threads or of a spin kernel for more than a millisecond, a
+ * copy or memset of more than a device holds (only pinned host memory, up to
+ * a terabyte, can be that large). */
 static bool too_slow(const struct run *r, const struct mps_msg *m)
 {
 	const struct mps_msg_launch *q = (const void *)m;
+	const struct mps_msg_copy *cp = (const void *)m;
+	const struct mps_msg_memset *ms = (const void *)m;
 	unsigned __int128 threads = 1;
 	uint64_t args;
 	long long cycles;
 
+	if (m->op == MPS_OP_COPY && m->len >= sizeof(*cp))
+		return cp->size > BYTES_MAX;
+	if (m->op == MPS_OP_MEMSET && m->len >= sizeof(*ms))
+		return (unsigned __int128)ms->count * (ms->elem <= 4 ? ms->elem : 1) > BYTES_MAX;
 	if (m->op != MPS_OP_LAUNCH || m->len < sizeof(*q))
 		return false;
 	for (int i = 0; i < 3; i++)
@@ -263,9 +287,16 @@ static void one_message(struct run *r, const uint8_t *data, size_t n, unsigned i
 	memcpy(m, data, n);
 	m->len = len;
 	translate(r, m);
-	if (!too_slow(r, m)) {
+	if (too_slow(r, m)) {
+		if (trace)
+			fprintf(stderr, "fuzz_wire: op %u: skipped, too slow\n", m->op);
+	} else {
 		before(r, m);
 		mps__dispatch(r->c, m);
+		if (trace)
+			fprintf(stderr, "fuzz_wire: op %u flags %#x len %u slot %d ctx %#x: %d\n", m->op, m->flags,
+				m->len, (int)m->slot, m->ctx,
+				m->slot < MPS_SLOT_COUNT ? (int)view_slot(r, m->slot)->result : (int)r->c->deferred);
 		after(r, m);
 		drain(r);
 		if (opts & OPT_HANDOFF)
@@ -274,6 +305,38 @@ static void one_message(struct run *r, const uint8_t *data, size_t n, unsigned i
 			mps_comp_poll(r->c);
 	}
 	free(m);
+}
+
+/* The client's side of the ring: the bytes as they are, from the ring
+ * position the input names, published at once; then the worker's side, as
+ * serve() takes messages. A broken ring ends the client, as the worker kills
+ * a client that breaks the protocol. */
+static void ring_messages(struct run *r, const uint8_t *data, size_t n, unsigned int opts)
+{
+	struct mps_client *c = r->c;
+	uint8_t *ring = mps_region_sq(r->view);
+	uint32_t start = 0, published = 0;
+	int len;
+
+	if (n >= 8) {
+		memcpy(&start, data, 4);
+		memcpy(&published, data + 4, 4);
+		data += 8;
+		n -= 8;
+	}
+	start &= ~(MPS_MSG_ALIGN - 1);
+	if (n > MPS_SQ_SIZE)
+		n = MPS_SQ_SIZE;
+	for (size_t i = 0; i < n; i++)
+		ring[(start + i) & (MPS_SQ_SIZE - 1)] = data[i];
+	/* Where the ring would be after `start` bytes: both sides agree. */
+	c->sq.head = start;
+	mps_store_release(&r->view->sq_head.v, start);
+	mps_store_release(&r->view->sq_tail.v, start + (published ? published : mps_msg_size(n)));
+	while ((len = mps_sq_pop(&c->sq, c->msg)) > 0)
+		one_message(r, c->msg, (size_t)len, opts);
+	if (trace && len < 0)
+		fprintf(stderr, "fuzz_wire: the ring is broken: %s\n", strerror(-len));
 }
 
 static void client_start(struct run *r, unsigned int opts, unsigned int limit_mib)
@@ -369,6 +432,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	find_driver();
+	trace = getenv("FUZZ_WIRE_TRACE") != NULL;
 	setenv("OPENMPS_STANDIN_DEVICES", "2", 0);
 	setenv("OPENMPS_STANDIN_MEMORY", "64M", 0);
 	setenv("OPENMPS_LOG_LEVEL", "error", 0);
@@ -395,6 +459,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(&r, 0, sizeof(r));
 	client_start(&r, opts, limit);
+	if (opts & OPT_RING) {
+		ring_messages(&r, data + 2, size > 2 ? size - 2 : 0, opts);
+		client_end(&r);
+		return 0;
+	}
 	for (size_t at = 2; at + 2 <= size;) {
 		size_t n = (size_t)data[at] | (size_t)data[at + 1] << 8;
 

@@ -67,6 +67,21 @@ static void put(struct seq *s, const void *m, size_t n)
 	s->n += n;
 }
 
+/* Appends one message as it lies in the ring: no length before it, padded
+ * to the ring's alignment (for seeds with fuzz_wire's ring option). */
+static void put_raw(struct seq *s, const void *m, size_t n)
+{
+	struct mps_msg h;
+	size_t len = mps_msg_size(n);
+
+	memcpy(s->b + s->n, m, n);
+	memset(s->b + s->n + n, 0, len - n);
+	memcpy(&h, m, sizeof(h));
+	h.len = (uint32_t)len;
+	memcpy(s->b + s->n, &h, sizeof(h));
+	s->n += len;
+}
+
 /* A message struct followed by tail bytes. */
 static void put2(struct seq *s, const void *m, size_t n, const void *tail, size_t tn)
 {
@@ -237,7 +252,8 @@ static void launch(struct seq *s, uint32_t ctx, uint32_t func, uint32_t stream, 
 	size_t at = nattrs * sizeof(*attrs);
 
 	m.hdr.flags = flags;
-	memcpy(tail, attrs, at);
+	if (at)
+		memcpy(tail, attrs, at);
 	memcpy(tail + at, args, arg_size);
 	put2(s, &m, sizeof(m), tail, at + arg_size);
 }
@@ -366,7 +382,18 @@ static void seed_module(struct seq *s)
 	copy_to_slot(s, 1, CTX, 0, FAKE(2, 0), 64);
 	get_symbol(s, MPS_OP_GET_GLOBAL, CTX, MPS_GLOBAL_OF_MODULE, H(2), "g_counter");   /* range 3 */
 	put(s, &fa, sizeof(fa));
+	fa.kind = MPS_FUNC_SET;
+	fa.attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+	fa.value = 1024;
+	put(s, &fa, sizeof(fa));
+	fa.kind = MPS_FUNC_CACHE_CONFIG;
+	fa.value = CU_FUNC_CACHE_PREFER_SHARED;
+	put(s, &fa, sizeof(fa));
+	fa.kind = 99;
+	put(s, &fa, sizeof(fa));
 	put(s, &oc, sizeof(oc));
+	get_symbol(s, MPS_OP_GET_FUNCTION, CTX, MPS_FUNC_OF_MODULE, H(2), "");          /* no name */
+	get_symbol(s, MPS_OP_GET_FUNCTION, CTX, MPS_FUNC_OF_MODULE, H(2), "no_such");
 	get_symbol(s, MPS_OP_GET_FUNCTION, CTX, MPS_FUNC_OF_MODULE, H(2), "bump_global"); /* H(4) */
 	launch(s, CTX, H(4), 0, 1, 1, NULL, 0, 0, &by, sizeof(by));
 	copy_to_slot(s, 4, CTX, 0, FAKE(3, 0), 4);
@@ -404,8 +431,19 @@ static void seed_library(struct seq *s)
 	launch(s, CTX, H(3), 0, 2, 32, &prio, 1, MPS_LAUNCH_COOPERATIVE, args, sizeof(args));
 	launch(s, CTX, H(4), 0, 2, 32, NULL, 0, 0, args, sizeof(args));
 	put(s, &fa, sizeof(fa));
+	fa.kind = MPS_KERNEL_SET;
+	fa.attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+	fa.value = 2048;
+	fa.device = 1;
+	put(s, &fa, sizeof(fa));
+	fa.kind = MPS_KERNEL_CACHE_CONFIG;
+	fa.value = CU_FUNC_CACHE_PREFER_L1;
+	put(s, &fa, sizeof(fa));
+	fa.device = 7;                  /* no such device */
+	put(s, &fa, sizeof(fa));
 	put(s, &oc, sizeof(oc));
 	put(s, &cl, sizeof(cl));
+	get_symbol(s, MPS_OP_GET_FUNCTION, 0, MPS_FUNC_OF_KERNEL, H(3), "");   /* no context */
 	get_symbol(s, MPS_OP_GET_GLOBAL, CTX, MPS_GLOBAL_OF_LIBRARY, H(2), "g_counter");
 	copy_to_slot(s, 5, CTX, 0, FAKE(0, 0), 256);
 	simple(s, MPS_OP_CTX_SYNC, 6, CTX);
@@ -516,6 +554,86 @@ static void seed_limit(struct seq *s)
 	save(s, "limit");
 }
 
+/* Uploads raw bytes as an image and loads it. */
+static void load_raw(struct seq *s, const void *image, size_t n, uint32_t kind)
+{
+	struct mps_msg_blob b = { .hdr = HDR(MPS_OP_BLOB_APPEND, NO, CTX), .total = n, .bytes = (uint32_t)n };
+	struct mps_msg_module_load m = { .hdr = HDR(MPS_OP_MODULE_LOAD, 0, CTX), .kind = kind, .size = n };
+
+	b.hdr.flags = MPS_BLOB_RESET;
+	put2(s, &b, sizeof(b), image, n);
+	put(s, &m, sizeof(m));
+}
+
+/* Regression: images whose end the driver would look for past the upload
+ * (PTX without its NUL, a fatbin or cubin whose headers claim more than was
+ * sent, a one-byte image) and a fatbin wrapper, whose pointer means nothing
+ * in the server. Each must be refused, never read past. */
+static void seed_regress_image(struct seq *s)
+{
+	static const char ptx_head[] = ".version 8.0\n.target sm_90\n.address_size 64\n";
+	uint8_t fatbin[32] = { 0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 0x00, 0x10 };   /* fat_size 4096 */
+	uint8_t wrapper[24] = { 0xb1, 0x43, 0x62, 0x46, 1, 0, 0, 0, 0x00, 0x10, 0, 0, 0, 0x20 };
+	uint8_t elf[64] = { 0x7f, 'E', 'L', 'F', 2, 1, 1 };
+	uint8_t elf32[64] = { 0x7f, 'E', 'L', 'F', 1, 1, 1 };
+	uint16_t shnum = 4, shentsize = 64;
+
+	memcpy(elf + 0x28, &(uint64_t){ 64 }, 8);   /* section headers right after the ELF header */
+	memcpy(elf + 0x3a, &shentsize, 2);
+	memcpy(elf + 0x3c, &shnum, 2);
+	begin(s, 0, 0);
+	ctx_create(s, 0, 0);
+	load_raw(s, ptx_head, sizeof(ptx_head) - 1, MPS_MODULE);
+	load_raw(s, ptx_head, sizeof(ptx_head) - 1, MPS_LIBRARY);
+	load_raw(s, "\x7f", 1, MPS_MODULE);
+	load_raw(s, fatbin, sizeof(fatbin), MPS_MODULE);
+	load_raw(s, wrapper, sizeof(wrapper), MPS_LIBRARY);
+	load_raw(s, elf, sizeof(elf), MPS_MODULE);
+	load_raw(s, elf32, sizeof(elf32), MPS_MODULE);
+	load_raw(s, ptx, ptx_len, MPS_MODULE);   /* and a good one still loads */
+	save(s, "regress-image-unterminated");
+}
+
+/* The ring's contents as they are: good messages, then one whose length
+ * breaks the ring's rules, after which nothing more is taken. */
+static void seed_ring(struct seq *s)
+{
+	struct mps_msg_ctx_create cc = { .hdr = HDR(MPS_OP_CTX_CREATE, 0, 0) };
+	struct mps_msg_mem_alloc ma = { .hdr = HDR(MPS_OP_MEM_ALLOC, 1, CTX), .size = 4096 };
+	struct mps_msg_memset ms = { .hdr = HDR(MPS_OP_MEMSET, NO, CTX), .elem = 4, .dst = FAKE(0, 0), .count = 64 };
+	struct mps_msg sync = HDR(MPS_OP_CTX_SYNC, 2, CTX);
+	struct mps_msg broken = HDR(MPS_OP_CTX_SYNC, 3, CTX);
+
+	begin(s, 4, 0);
+	memset(s->b + s->n, 0, 8);        /* from the ring's start, all of it published */
+	s->n += 8;
+	put_raw(s, &cc, sizeof(cc));
+	put_raw(s, &ma, sizeof(ma));
+	put_raw(s, &ms, sizeof(ms));
+	put_raw(s, &sync, sizeof(sync));
+	memcpy(s->b + s->n, &broken, sizeof(broken));
+	memcpy(s->b + s->n + 4, &(uint32_t){ 8 }, 4);   /* len 8: shorter than a header */
+	s->n += sizeof(broken);
+	put_raw(s, &sync, sizeof(sync));
+	save(s, "ring");
+
+	/* Near the ring's end: a message, a pad to the end, messages from the
+	 * start again. */
+	begin(s, 4, 0);
+	memcpy(s->b + s->n, &(uint32_t){ MPS_SQ_SIZE - 64 }, 4);
+	memset(s->b + s->n + 4, 0, 4);
+	s->n += 8;
+	put_raw(s, &cc, sizeof(cc));
+	memset(&broken, 0, sizeof(broken));
+	broken.len = 32;                  /* op 0: a pad */
+	memcpy(s->b + s->n, &broken, sizeof(broken));
+	memset(s->b + s->n + sizeof(broken), 0, 16);
+	s->n += 32;
+	put_raw(s, &ma, sizeof(ma));
+	put_raw(s, &sync, sizeof(sync));
+	save(s, "ring-wrap");
+}
+
 int main(int argc, char **argv)
 {
 	static struct seq s;
@@ -548,5 +666,7 @@ int main(int argc, char **argv)
 	seed_spin(&s);
 	seed_malformed(&s);
 	seed_limit(&s);
+	seed_regress_image(&s);
+	seed_ring(&s);
 	return failed;
 }
