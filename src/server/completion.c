@@ -63,7 +63,16 @@ static void *waiter_main(void *arg)
 			mps_drv.cuCtxSetCurrent(mps_srv.dev[p->device].primary);
 			bound = p->device;
 		}
-		r = mps_drv.cuEventSynchronize(p->ev);
+		if (p->mirror) {
+			r = mps_drv.cuEventSynchronize(p->mirror);
+			mps_drv.cuEventDestroy(p->mirror);
+			p->mirror = NULL;
+			/* Done by now: this only reads its state. */
+			if (r == CUDA_SUCCESS)
+				r = mps_drv.cuEventSynchronize(p->ev);
+		} else {
+			r = mps_drv.cuEventSynchronize(p->ev);   /* spins: no mirror could be made */
+		}
 		finish(c, p, r);
 		pthread_mutex_lock(&q->lock);
 	}
@@ -90,6 +99,10 @@ void mps_comp_shutdown(struct mps_client *c)
 	struct mps_completions *q = &c->comp;
 	struct mps_pending *p;
 
+	/* What the worker still holds goes to the waiter too, so waiting for
+	 * a dead client's last kernels sleeps rather than spins. */
+	if (q->waiter_started)
+		mps_comp_handoff(c);
 	if (q->waiter_started) {
 		pthread_mutex_lock(&q->lock);
 		q->stop = true;
@@ -105,6 +118,11 @@ void mps_comp_shutdown(struct mps_client *c)
 	}
 	q->tail = NULL;
 	q->count = 0;
+	for (int d = 0; d < MPS_MAX_DEVICES; d++) {
+		if (q->helper[d] && mps__bind_device(c, d) == CUDA_SUCCESS)
+			mps_drv.cuStreamDestroy(q->helper[d]);
+		q->helper[d] = NULL;
+	}
 	for (unsigned int i = 0; i < q->pool_n; i++) {
 		mps__bind_device(c, q->pool_dev[i]);
 		mps_drv.cuEventDestroy(q->pool[i]);
@@ -136,8 +154,9 @@ CUevent mps_comp_event(struct mps_client *c, int device)
 	pthread_mutex_unlock(&q->lock);
 	if (ev)
 		return ev;
-	/* Called from the worker, whose current context is device's. */
-	if (mps_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
+	/* Called from the worker, whose current context is device's. A plain
+	 * event: see completion.h. */
+	if (mps_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
 		return NULL;
 	return ev;
 }
@@ -241,12 +260,39 @@ unsigned int mps_comp_poll(struct mps_client *c)
 	return done;
 }
 
+/* Records p's mirror: a blocking-sync event on the device's helper stream,
+ * behind p's event. Without one the waiter spins on p's event instead. */
+static void mirror(struct mps_client *c, struct mps_pending *p)
+{
+	struct mps_completions *q = &c->comp;
+	CUstream *h = &q->helper[p->device];
+	CUevent m;
+
+	if (mps__bind_device(c, p->device) != CUDA_SUCCESS)
+		return;
+	/* A stream of the server's own that runs no work, only waits; not a
+	 * client's stream, so not made in streams.c. */
+	if (!*h && mps_drv.cuStreamCreateWithPriority(h, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
+		*h = NULL;
+		return;
+	}
+	if (mps_drv.cuEventCreate(&m, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
+		return;
+	if (mps_drv.cuStreamWaitEvent(*h, p->ev, 0) != CUDA_SUCCESS || mps_drv.cuEventRecord(m, *h) != CUDA_SUCCESS) {
+		mps_drv.cuEventDestroy(m);
+		return;
+	}
+	p->mirror = m;
+}
+
 void mps_comp_handoff(struct mps_client *c)
 {
 	struct mps_completions *q = &c->comp;
 
 	if (!q->head)
 		return;
+	for (struct mps_pending *p = q->head; p; p = p->next)
+		mirror(c, p);
 	pthread_mutex_lock(&q->lock);
 	if (q->wait_tail)
 		q->wait_tail->next = q->head;

@@ -6,12 +6,19 @@
  * event recorded at that point plus what to do when it completes.
  *
  * The worker polls its completions (cuEventQuery) between messages and while
- * it spins, which answers short waits within microseconds. When it has been
- * idle for its spin budget it hands what is left to the client's waiter
- * thread, which blocks in cuEventSynchronize (events made with
- * CU_EVENT_BLOCKING_SYNC, so it sleeps rather than spins) and finishes them,
- * and the worker goes to sleep on the ring. A completion belongs to exactly
- * one of the two at a time.
+ * it spins, which answers short waits within microseconds. Those events are
+ * plain ones: an event made with CU_EVENT_BLOCKING_SYNC costs an interrupt
+ * and a wake-up of the driver's event thread each time it completes, which
+ * on the CPU that takes the interrupt stalls whatever spins there — up to
+ * four times the latency of a launch and synchronize.
+ *
+ * When the worker has been idle for its spin budget it hands what is left to
+ * the client's waiter thread and goes to sleep on the ring. For each
+ * completion it first records a blocking-sync "mirror" event on a helper
+ * stream that waits for the completion's event: the waiter sleeps in
+ * cuEventSynchronize on the mirror rather than spinning, and only long waits
+ * pay for the interrupt. A completion belongs to exactly one of the two at a
+ * time.
  */
 #ifndef MPS_SERVER_COMPLETION_H
 #define MPS_SERVER_COMPLETION_H
@@ -21,6 +28,8 @@
 #include <stdint.h>
 
 #include <cuda.h>
+
+#include "common/wire.h"
 
 struct mps_client;
 
@@ -32,6 +41,7 @@ enum mps_pend_kind {
 struct mps_pending {
 	struct mps_pending *next;
 	CUevent ev;
+	CUevent mirror;       /* blocking-sync, completes right after ev; the waiter's */
 	bool pooled;          /* ev came from the pool and goes back to it */
 	bool deferred_ok;     /* a success may carry a deferred error instead */
 	uint8_t kind;
@@ -42,6 +52,7 @@ struct mps_pending {
 struct mps_completions {
 	struct mps_pending *head, *tail;   /* worker's, in order of creation */
 	unsigned int count;
+	CUstream helper[MPS_MAX_DEVICES];  /* worker's: records the mirrors */
 
 	pthread_mutex_t lock;              /* protects everything below */
 	pthread_cond_t cond;
@@ -79,7 +90,7 @@ unsigned int mps_comp_poll(struct mps_client *c);
 /* Hands staging chunk `stage` (< MPS_STAGE_MAX) back to the client with result r. */
 void mps_comp_stage_done(struct mps_client *c, uint32_t stage, CUresult r);
 
-/* Hands every pending completion to the waiter thread. */
+/* Hands every pending completion to the waiter thread (from the worker). */
 void mps_comp_handoff(struct mps_client *c);
 
 #endif
