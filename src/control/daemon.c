@@ -126,6 +126,23 @@ static int open_log(const char *name, int *fd)
 
 /* Directories, settings, log files and the single-instance lock. Prints to
  * stderr: this runs before the daemon detaches. */
+/* Takes the daemon lock. A daemon that was just told to quit removes its pid
+ * file a moment before it lets the lock go, so `quit` followed at once by a
+ * new start must not be refused: while the pid file is absent the holder is
+ * on its way out (or still starting), and the lock is retried for up to two
+ * seconds. With the pid file there, another daemon runs: refuse at once. */
+static int take_lock(void)
+{
+	for (int i = 0; i < 200; i++) {
+		if (flock(mps_daemon.lock_fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK || access(mps_daemon.pid_path, F_OK) == 0)
+			return -1;
+		usleep(10000);
+	}
+	return -1;
+}
+
 static int setup(void)
 {
 	char why[512];
@@ -174,7 +191,7 @@ static int setup(void)
 		fprintf(stderr, "openmps-control: cannot open %s: %s\n", mps_daemon.lock_path, strerror(errno));
 		return -1;
 	}
-	if (flock(mps_daemon.lock_fd, LOCK_EX | LOCK_NB) < 0) {
+	if (take_lock() < 0) {
 		fprintf(stderr, "An instance of this daemon is already running\n");
 		mps_log_warn("An instance of this daemon is already running");
 		return -1;
