@@ -43,6 +43,21 @@ void mps_memacct_uncharge(struct mps_memacct *m, int device, uint64_t size)
 	mps_store_relaxed(&m->bytes[device], mps_load_relaxed(&m->bytes[device]) - size);
 }
 
+void mps_memacct_view(const struct mps_memacct *m, int device, size_t *free_b, size_t *total_b)
+{
+	uint64_t lim, held, left;
+
+	if (device < 0 || device >= MPS_MAX_DEVICES || !m->limit[device])
+		return;
+	lim = m->limit[device];
+	held = mps_load_relaxed(&m->bytes[device]);
+	left = held < lim ? lim - held : 0;
+	if (*total_b > lim)
+		*total_b = lim;
+	if (*free_b > left)
+		*free_b = left;
+}
+
 /* Index of the first range whose base is > addr. */
 static size_t upper(const struct mps_memacct *m, uint64_t addr)
 {

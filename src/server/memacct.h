@@ -48,6 +48,11 @@ void mps_memacct_free(struct mps_memacct *m);
 int mps_memacct_charge(struct mps_memacct *m, int device, uint64_t size);
 void mps_memacct_uncharge(struct mps_memacct *m, int device, uint64_t size);
 
+/* Turns the device's free and total bytes into what the client sees: under
+ * a limit, the limit as the total and what is left of it (or less, if the
+ * device itself is fuller) as free; without one, unchanged. */
+void mps_memacct_view(const struct mps_memacct *m, int device, size_t *free_b, size_t *total_b);
+
 /* Records a range (already charged if it is device memory). 0 or -errno. */
 int mps_memacct_add(struct mps_memacct *m, uint64_t base, uint64_t size, int kind, int device, uint32_t ctx);
 

@@ -124,6 +124,8 @@ void mps__op_mem_info(struct mps_client *c, const struct mps_msg *m)
 	r = mps__bind_device(c, x->device);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuMemGetInfo(&fr, &total);
+	if (r == CUDA_SUCCESS)
+		mps_memacct_view(&c->mem, x->device, &fr, &total);
 	s->val[0] = fr;
 	s->val[1] = total;
 	mps__reply(c, m->slot, r);

@@ -7,8 +7,9 @@
 #     (the server is made slow to start), and the server goes
 #     INITIALIZING -> ACTIVE;
 #   - the pinned memory limit reaches the clients: over it, cuMemAlloc
-#     fails with CUDA_ERROR_OUT_OF_MEMORY; a per-server change applies to
-#     clients that connect later, not to those already there;
+#     fails with CUDA_ERROR_OUT_OF_MEMORY, and cuMemGetInfo shows the limit
+#     as the total and what is left of it as free; a per-server change
+#     applies to clients that connect later, not to those already there;
 #   - get_client_list, ps (PID, ID, SERVER, DEVICE per device used,
 #     NAMESPACE, COMMAND) and get_device_client_list show the clients;
 #   - terminate_client prints 0, the client is gone from the lists at once,
@@ -62,14 +63,15 @@ uuids=$(ui device_query | awk 'NR > 1 { print substr($2, 1, 22) }' | sort | tr '
 [ "$devs" = "$uuids" ] || fail "ps devices '$devs', the devices are '$uuids'"
 [ "$(ui "ps -p $srv")" = "$ps_out" ] || fail "ps -p differs from ps with one server"
 
-# A baseline of free memory, then B with 32M of its own.
-client M0 init meminfo
+# A baseline of free memory on device 1 (no limit there), then B with 32M
+# of its own.
+client M0 init dev:1 meminfo
 wait_for "$dir/M0.out" "^meminfo" || fail "M0 did not report its memory"
 free0=$(awk '/^meminfo/ { print $3 }' "$dir/M0.out")
-client B init alloc:32 "wait:$dir/goB" sync alloc:1
+client B init dev:1 alloc:32 "wait:$dir/goB" sync alloc:1
 wait_for "$dir/B.out" "^waiting" || fail "client B was not served"
 b=$(cpid B)
-client M1 init meminfo
+client M1 init dev:1 meminfo
 wait_for "$dir/M1.out" "^meminfo" || fail "M1 did not report its memory"
 free1=$(awk '/^meminfo/ { print $3 }' "$dir/M1.out")
 [ $((free0 - free1)) -ge $((32 << 20)) ] || fail "B's 32M does not show in the free memory ($free0 -> $free1)"
@@ -78,13 +80,14 @@ u0=$(echo "$uuids" | awk '{ print $1 }')
 out=$(ui get_device_client_list)
 echo "$out" | grep -q "^Device 0 (GPU-.*): $(printf '%s\n%s' "$a" "$b" | sort -n | tr '\n' ' ' | sed 's/ $//')$" ||
 	fail "get_device_client_list, device 0: $out"
-echo "$out" | grep -q "^Device 1 (GPU-.*): $a$" || fail "get_device_client_list, device 1: $out"
+echo "$out" | grep -q "^Device 1 (GPU-.*): $(printf '%s\n%s' "$a" "$b" | sort -n | tr '\n' ' ' | sed 's/ $//')$" ||
+	fail "get_device_client_list, device 1: $out"
 
 # terminate_client B: "0", gone at once, memory back, later calls fail.
 expect "terminate_client $srv $b" "0"
 expect "get_client_list $srv" "$a"
 ui ps | awk -v p="$b" '$1 == p { exit 1 }' || fail "ps still shows the terminated client"
-client M2 init meminfo
+client M2 init dev:1 meminfo
 wait_for "$dir/M2.out" "^meminfo" || fail "M2 did not report its memory"
 free2=$(awk '/^meminfo/ { print $3 }' "$dir/M2.out")
 [ "$free2" = "$free0" ] || fail "the terminated client's memory is not back ($free0 before, $free2 after)"
@@ -100,10 +103,13 @@ expect_err "terminate_client $srv $b" "has no client $b"
 
 # A per-server limit applies to clients that come later, not to A.
 expect "set_device_pinned_mem_limit $srv 0 16M" ""
-client D init alloc:32 alloc:8
-wait_for "$dir/D.out" "^alloc 8 " || fail "client D did not finish"
-[ "$(sed -n 2,3p "$dir/D.out" | tr '\n' ' ')" = "alloc 32 CUDA_ERROR_OUT_OF_MEMORY alloc 8 CUDA_SUCCESS " ] ||
-	fail "the server's 16M limit was not applied to a new client: $(cat "$dir/D.out")"
+client D init meminfo alloc:32 alloc:8 meminfo dev:1 meminfo
+wait_until 10 eval '[ "$(grep -c "^meminfo" "$dir/D.out")" -ge 3 ]' || fail "client D did not finish: $(cat "$dir/D.out")"
+[ "$(sed -n 2,5p "$dir/D.out" | tr '\n' ' ')" = "meminfo CUDA_SUCCESS 16777216 16777216 alloc 32 CUDA_ERROR_OUT_OF_MEMORY alloc 8 CUDA_SUCCESS meminfo CUDA_SUCCESS 8388608 16777216 " ] ||
+	fail "the server's 16M limit was not applied to (or not shown to) a new client: $(cat "$dir/D.out")"
+d1=$(awk '/^meminfo/ { n++; if (n == 3) print $4 }' "$dir/D.out")
+t1=$(awk '/^meminfo/ { print $4 }' "$dir/M0.out")
+[ -n "$d1" ] && [ "$d1" = "$t1" ] || fail "device 1 (no limit) shows $d1 bytes in all to D, $t1 to M0"
 touch "$dir/goA"
 wait_for "$dir/A.out" "^free " || fail "client A did not finish"
 [ "$(sed -n 9,12p "$dir/A.out" | tr '\n' ' ')" = "dev 0 CUDA_SUCCESS alloc 16 CUDA_SUCCESS sync CUDA_SUCCESS free CUDA_SUCCESS " ] ||
