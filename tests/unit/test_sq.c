@@ -55,12 +55,20 @@ static uint64_t next(uint64_t *s)
 	return *s;
 }
 
+static void nap(void)
+{
+	struct timespec ts = { 0, 20000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Message lengths are multiples of 8 (mps_msg_size), so whole words. */
 static void fill(uint8_t *p, uint32_t len, uint64_t seed)
 {
-	for (uint32_t i = 0; i < len; i++) {
-		if (i % 8 == 0)
-			next(&seed);
-		p[i] = (uint8_t)(seed >> (i % 8 * 8));
+	for (uint32_t i = 0; i + 8 <= len; i += 8) {
+		uint64_t w = next(&seed);
+
+		memcpy(p + i, &w, 8);
 	}
 }
 
@@ -80,8 +88,14 @@ static void *producer(void *arg)
 
 		if (r % 64 == 1)
 			len = mps_msg_size(sizeof(struct mps_msg) + (r >> 8) % (MPS_MSG_MAX - 16));
-		while (!(m = mps_sq_reserve(&p, len)))
-			mps_cpu_relax();
+		/* Spin briefly, then nap: on a busy machine with few CPUs a
+		 * spinning producer would burn the time the consumer needs. */
+		for (int spins = 0; !(m = mps_sq_reserve(&p, len)); spins++) {
+			if (spins < 64)
+				mps_cpu_relax();
+			else
+				nap();
+		}
 		fill((uint8_t *)m, len, seed);
 		m->op = 1 + (uint16_t)(i % 100);
 		m->len = len;
@@ -101,7 +115,7 @@ static void *consumer(void *arg)
 	struct mps_sq_consumer c;
 	uint8_t *buf = malloc(MPS_MSG_MAX), *want = malloc(MPS_MSG_MAX);
 	uint64_t idle = 0;
-	int got = 0, sleeps = 0;
+	int got = 0, sleeps = 0, empty = 0;
 
 	(void)arg;
 	mps_sq_consumer_init(&c, region);
@@ -128,10 +142,15 @@ static void *consumer(void *arg)
 				mps_sq_sleep(&c, 100000000ull);
 				mps_sq_awake(&c);
 				sleeps++;
+			} else if (++empty > 64) {
+				nap();
+			} else {
+				mps_cpu_relax();
 			}
 			continue;
 		}
 		idle = 0;
+		empty = 0;
 		pthread_mutex_lock(&ref.lock);
 		len = ref.len[got];
 		seed = ref.seed[got];
