@@ -261,6 +261,20 @@ static CUresult module_unload(CUmodule mod)
 	return m ? unload(m) : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* Sets q's name length. A name too long for one message (64 KiB) names no
+ * symbol that exists: CUDA_ERROR_NOT_FOUND, without asking. */
+static CUresult name_fits(const char *name, struct mps_msg_get_symbol *q)
+{
+	size_t n = strnlen(name, MPS_SYMBOL_MAX + 1);
+
+	if (n == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (n > MPS_SYMBOL_MAX)
+		return CUDA_ERROR_NOT_FOUND;
+	q->name_len = (uint32_t)n;
+	return CUDA_SUCCESS;
+}
+
 /* Builds a function from a GET_FUNCTION reply. */
 static struct mps_func *func_from_reply(const struct mps_slot *s, struct mps_module *m, bool is_kernel)
 {
@@ -297,8 +311,11 @@ static CUresult get_symbol(struct mps_module *m, const char *name, int kind, str
 	uint32_t h = 0;
 	CUresult r;
 
-	if (!name || strlen(name) >= sizeof(q.name))
+	if (!name)
 		return CUDA_ERROR_INVALID_VALUE;
+	r = name_fits(name, &q);
+	if (r != CUDA_SUCCESS)
+		return r;
 	pthread_mutex_lock(&m->lock);
 	for (f = m->funcs; f; f = f->next) {
 		if (!strcmp(f->name, name)) {
@@ -307,12 +324,11 @@ static CUresult get_symbol(struct mps_module *m, const char *name, int kind, str
 			return CUDA_SUCCESS;
 		}
 	}
-	strcpy(q.name, name);
 	if (m->ctx)
 		mps__ctx_handle(m->ctx, &h);
 	else
 		mps__cur_handle(&h);
-	r = mps__call(MPS_OP_GET_FUNCTION, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	r = mps__call(MPS_OP_GET_FUNCTION, h, &q.hdr, sizeof(q), name, q.name_len + 1, &call);
 	if (r == CUDA_SUCCESS) {
 		f = func_from_reply(call.s, m, kind == MPS_KERNEL_OF_LIBRARY);
 		if (f)
@@ -357,11 +373,13 @@ static CUresult get_global(struct mps_module *m, int kind, CUdeviceptr *dptr, si
 	uint32_t h = 0;
 	CUresult r;
 
-	if (!name || strlen(name) >= sizeof(q.name))
+	if (!name)
 		return CUDA_ERROR_INVALID_VALUE;
-	strcpy(q.name, name);
+	r = name_fits(name, &q);
+	if (r != CUDA_SUCCESS)
+		return r;
 	mps__cur_handle(&h);
-	r = mps__call(MPS_OP_GET_GLOBAL, h, &q.hdr, sizeof(q), NULL, 0, &call);
+	r = mps__call(MPS_OP_GET_GLOBAL, h, &q.hdr, sizeof(q), name, q.name_len + 1, &call);
 	if (r == CUDA_SUCCESS) {
 		if (dptr)
 			*dptr = (CUdeviceptr)call.s->val[0];
@@ -480,7 +498,6 @@ static CUresult kernel_get_function(CUfunction *pf, CUkernel kernel)
 		}
 	}
 	q.parent = k->handle;
-	strcpy(q.name, k->name);
 	r = mps__call(MPS_OP_GET_FUNCTION, h, &q.hdr, sizeof(q), NULL, 0, &call);
 	if (r == CUDA_SUCCESS) {
 		f = func_from_reply(call.s, k->mod, false);

@@ -28,7 +28,7 @@
 
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        1
+#define MPS_WIRE_VERSION        2
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -264,12 +264,18 @@ enum mps_func_kind {
 	MPS_GLOBAL_OF_LIBRARY,   /* cuLibraryGetGlobal(library, name) */
 };
 
+/* The symbol's name follows the message: name_len bytes, then a NUL (C++
+ * kernels' mangled names run to kilobytes). MPS_FUNC_OF_KERNEL sends none. */
 struct mps_msg_get_symbol {
 	struct mps_msg hdr;
-	uint32_t kind;    /* enum mps_func_kind */
-	uint32_t parent;  /* module, library or kernel */
-	char name[MPS_NAME_MAX]; /* NUL-terminated */
+	uint32_t kind;     /* enum mps_func_kind */
+	uint32_t parent;   /* module, library or kernel */
+	uint32_t name_len; /* without the NUL */
+	uint32_t pad;
+	char name[];
 };
+
+#define MPS_SYMBOL_MAX (MPS_MSG_MAX - sizeof(struct mps_msg_get_symbol) - 1)
 
 /* Reply data of MPS_OP_GET_FUNCTION: what a launch needs to pack arguments. */
 struct mps_func_info {

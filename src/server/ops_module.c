@@ -258,9 +258,14 @@ static CUresult describe(struct mps_client *c, struct mps_sfunc *f, int device, 
 	return CUDA_SUCCESS;
 }
 
+/* The name must lie inside the message, be non-empty, end in its NUL and
+ * hold no other. */
 static int name_ok(const struct mps_msg_get_symbol *q)
 {
-	return memchr(q->name, 0, sizeof(q->name)) != NULL && q->name[0];
+	uint32_t n = q->name_len;
+
+	return n > 0 && n <= MPS_SYMBOL_MAX && q->hdr.len >= sizeof(*q) + n + 1 && q->name[n] == 0 &&
+	       !memchr(q->name, 0, n);
 }
 
 void mps__op_get_function(struct mps_client *c, const struct mps_msg *m)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "../kernels/long_name.h"
 
 static CUdevice dev;
 static uint64_t rng;
@@ -63,6 +64,79 @@ static void run_bump(CUfunction bump, CUdeviceptr addr, const char *what)
 	CHECK(cuCtxSynchronize());
 	CHECK(cuMemcpyDtoH(&got, addr, 4));
 	EXPECT(got == want, "%s: g_counter is %u, expected %u", what, got, want);
+}
+
+/* Runs an iota kernel over n words (not a multiple of the block) and checks
+ * every word and the one past the end. */
+static void run_iota(CUfunction f, const char *what)
+{
+	enum { N = 3001 };
+	static uint32_t out[N + 1];
+	uint32_t base = (uint32_t)t_rand(&rng) | 1;
+	CUdeviceptr d;
+	int n = N;
+	void *args[] = { &d, &base, &n };
+
+	CHECK(cuMemAlloc(&d, sizeof(out)));
+	CHECK(cuMemsetD32(d, 0xa5a5a5a5u, N + 1));
+	CHECK(t_launch(f, (N + 127) / 128, 128, 0, args));
+	CHECK(cuCtxSynchronize());
+	CHECK(cuMemcpyDtoH(out, d, sizeof(out)));
+	for (int i = 0; i < N; i++) {
+		if (out[i] != base + (uint32_t)i) {
+			EXPECT(0, "%s: word %d is 0x%x, expected 0x%x", what, i, out[i], base + (uint32_t)i);
+			break;
+		}
+	}
+	EXPECT(out[N] == 0xa5a5a5a5u, "%s: wrote past the end (0x%x)", what, out[N]);
+	CHECK(cuMemFree(d));
+}
+
+/* Kernels and globals whose names are over 1 KiB long, as C++ template
+ * kernels' mangled names are: found by module and by library, launched,
+ * their memory reached; a name of 100 KiB that exists nowhere is not found. */
+static void test_long_names(const char *ptx)
+{
+	static const char kname[] = LN_STR(LONG_KERNEL_NAME), gname[] = LN_STR(LONG_GLOBAL_NAME);
+	size_t huge_len = 100 * 1024, bytes = 0;
+	char *huge = malloc(huge_len + 1);
+	uint32_t v = 0x5eed1234u, got = 0;
+	CUmodule m;
+	CUlibrary lib;
+	CUkernel k;
+	CUfunction f;
+	CUdeviceptr g = 0;
+
+	EXPECT(sizeof(kname) > 1024 && sizeof(gname) > 1024, "the long names are %zu and %zu bytes", sizeof(kname),
+	       sizeof(gname));
+	CHECK(cuModuleLoadData(&m, ptx));
+	CHECK(cuModuleGetFunction(&f, m, kname));
+	run_iota(f, "a kernel with a 1 KiB name");
+	CHECK(cuModuleGetGlobal(&g, &bytes, m, gname));
+	EXPECT(g && bytes == 4, "a global with a 1 KiB name: 0x%llx, %zu bytes", (unsigned long long)g, bytes);
+	CHECK(cuMemcpyHtoD(g, &v, 4));
+	CHECK(cuMemcpyDtoH(&got, g, 4));
+	EXPECT(got == v, "the long-named global holds 0x%x after writing 0x%x", got, v);
+	if (huge) {
+		memset(huge, 'k', huge_len);
+		huge[huge_len] = 0;
+		CHECK_ERR(cuModuleGetFunction(&f, m, huge), CUDA_ERROR_NOT_FOUND);
+		CHECK_ERR(cuModuleGetGlobal(&g, &bytes, m, huge), CUDA_ERROR_NOT_FOUND);
+		huge[2000] = 0;
+		CHECK_ERR(cuModuleGetFunction(&f, m, huge), CUDA_ERROR_NOT_FOUND);
+	}
+	CHECK(cuModuleUnload(m));
+
+	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(cuLibraryGetKernel(&k, lib, kname));
+	CHECK(cuKernelGetFunction(&f, k));
+	run_iota(f, "a library kernel with a 1 KiB name");
+	CHECK(cuLibraryGetGlobal(&g, &bytes, lib, gname));
+	EXPECT(g && bytes == 4, "a library global with a 1 KiB name: %zu bytes", bytes);
+	if (huge)
+		CHECK_ERR(cuLibraryGetKernel(&k, lib, huge), CUDA_ERROR_NOT_FOUND);
+	CHECK(cuLibraryUnload(lib));
+	free(huge);
 }
 
 static void check_params(CUfunction f, const char *name, int count, const size_t *offsets, const size_t *sizes)
@@ -312,6 +386,7 @@ int main(int argc, char **argv)
 	test_attributes(ptx);
 	test_library(ptx);
 	test_library_other_device(ptx);
+	test_long_names(ptx);
 	test_large_image(ptx);
 
 	free(ptx);

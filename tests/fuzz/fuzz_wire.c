@@ -257,7 +257,8 @@ static void after(struct run *r, const struct mps_msg *m)
 		if (m->len < sizeof(*g) || r->nspin == SPIN_MAX)
 			break;
 		if ((g->kind == MPS_FUNC_OF_KERNEL && is_spin(r, g->parent)) ||
-		    (g->kind != MPS_FUNC_OF_KERNEL && !strncmp(g->name, "spin", 4)))
+		    (g->kind != MPS_FUNC_OF_KERNEL && g->name_len >= 4 && m->len >= sizeof(*g) + 4 &&
+		     !memcmp(g->name, "spin", 4)))
 			r->spin[r->nspin++] = (uint32_t)s->val[0];
 		break;
 	default:

@@ -234,10 +234,31 @@ static void module_load(struct seq *s, uint32_t ctx, uint32_t kind)
 
 static void get_symbol(struct seq *s, uint16_t op, uint32_t ctx, uint32_t kind, uint32_t parent, const char *name)
 {
-	struct mps_msg_get_symbol m = { .hdr = HDR(op, 0, ctx), .kind = kind, .parent = parent };
+	struct mps_msg_get_symbol m = { .hdr = HDR(op, 0, ctx), .kind = kind, .parent = parent,
+					.name_len = (uint32_t)strlen(name) };
+	uint8_t b[sizeof(m) + 256];
 
-	snprintf(m.name, sizeof(m.name), "%s", name);
-	put(s, &m, sizeof(m));
+	if (m.name_len >= sizeof(b) - sizeof(m))
+		exit(1);
+	memcpy(b, &m, sizeof(m));
+	memcpy(b + sizeof(m), name, m.name_len + 1);
+	put(s, b, sizeof(m) + m.name_len + 1);
+}
+
+/* A GET_FUNCTION whose name_len lies about the bytes that follow: `bytes`
+ * of name are sent as given, with no NUL added. */
+static void get_symbol_raw(struct seq *s, uint32_t ctx, uint32_t parent, const char *bytes, uint32_t nbytes,
+			   uint32_t name_len)
+{
+	struct mps_msg_get_symbol m = { .hdr = HDR(MPS_OP_GET_FUNCTION, 0, ctx), .kind = MPS_FUNC_OF_MODULE,
+					.parent = parent, .name_len = name_len };
+	uint8_t b[sizeof(m) + 64];
+
+	if (nbytes > sizeof(b) - sizeof(m))
+		exit(1);
+	memcpy(b, &m, sizeof(m));
+	memcpy(b + sizeof(m), bytes, nbytes);
+	put(s, b, sizeof(m) + nbytes);
 }
 
 /* A launch with its packed arguments and attributes. */
@@ -393,6 +414,10 @@ static void seed_module(struct seq *s)
 	put(s, &fa, sizeof(fa));
 	put(s, &oc, sizeof(oc));
 	get_symbol(s, MPS_OP_GET_FUNCTION, CTX, MPS_FUNC_OF_MODULE, H(2), "");          /* no name */
+	get_symbol_raw(s, CTX, H(2), "vadd", 4, 4);             /* no NUL after the name */
+	get_symbol_raw(s, CTX, H(2), "vadd\0", 5, 4000);        /* longer than the message */
+	get_symbol_raw(s, CTX, H(2), "va\0dd\0", 6, 5);         /* a NUL inside */
+	get_symbol_raw(s, CTX, H(2), "vadd\0", 5, 0xffffffffu); /* a length that wraps */
 	get_symbol(s, MPS_OP_GET_FUNCTION, CTX, MPS_FUNC_OF_MODULE, H(2), "no_such");
 	get_symbol(s, MPS_OP_GET_FUNCTION, CTX, MPS_FUNC_OF_MODULE, H(2), "bump_global"); /* H(4) */
 	launch(s, CTX, H(4), 0, 1, 1, NULL, 0, 0, &by, sizeof(by));

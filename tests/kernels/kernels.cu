@@ -8,6 +8,8 @@
  */
 #include <stdint.h>
 
+#include "long_name.h"
+
 struct mixed {               /* exercises parameter alignment and packing */
 	int a;
 	double b;
@@ -31,6 +33,16 @@ extern "C" __global__ void saxpy(float a, const float *x, float *y, int n)
 }
 
 extern "C" __global__ void iota_u32(unsigned int *p, unsigned int base, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		p[i] = base + (unsigned int)i;
+}
+
+/* iota_u32 and a word of memory again, under names of over 1 KiB. */
+__device__ unsigned int LONG_GLOBAL_NAME;
+
+extern "C" __global__ void LONG_KERNEL_NAME(unsigned int *p, unsigned int base, int n)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n)

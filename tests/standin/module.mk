@@ -31,7 +31,7 @@ $(STANDIN_LIB): $(STANDIN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(STANDIN_LDFLAGS) -o $@ $^ -lpthread -lm
 
-$(KERNELS_PTX): tests/kernels/kernels.cu
+$(KERNELS_PTX): tests/kernels/kernels.cu tests/kernels/long_name.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -ptx -arch=compute_90 -o $@ $<
 

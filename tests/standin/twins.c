@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "standin.h"
+#include "../kernels/long_name.h"
 
 /* How many times each index i is computed: the y/z extents of grid and block. */
 static uint64_t repeats(const struct si_launch *l)
@@ -231,6 +232,7 @@ static const struct si_twin twins[] = {
 	{ "vadd",            4, { 8, 8, 8, 4 }, vadd },
 	{ "saxpy",           4, { 4, 8, 8, 4 }, saxpy },
 	{ "iota_u32",        3, { 8, 4, 4 },    iota_u32 },
+	{ LN_STR(LONG_KERNEL_NAME), 3, { 8, 4, 4 }, iota_u32 },
 	{ "affine_u32",      4, { 8, 4, 4, 4 }, affine_u32 },
 	{ "spin",            2, { 8, 8 },       spin },
 	{ "spin_then_store", 3, { 8, 8, 4 },    spin_then_store },

@@ -3,11 +3,11 @@
 # and a fatbin nvcc builds from the test kernels, placed next to the test.
 IMAGE_TEST_IMAGES := $(BUILD)/tests/unit/kernels.cubin $(BUILD)/tests/unit/kernels.fatbin
 
-$(BUILD)/tests/unit/kernels.cubin: tests/kernels/kernels.cu
+$(BUILD)/tests/unit/kernels.cubin: tests/kernels/kernels.cu tests/kernels/long_name.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -cubin -arch=sm_90 -o $@ $<
 
-$(BUILD)/tests/unit/kernels.fatbin: tests/kernels/kernels.cu
+$(BUILD)/tests/unit/kernels.fatbin: tests/kernels/kernels.cu tests/kernels/long_name.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -fatbin -gencode arch=compute_90,code=[sm_90,compute_90] -o $@ $<
 
