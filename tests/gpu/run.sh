@@ -17,7 +17,8 @@
 #   cudart      tests/gpu/cudart_sample.cu built with the static and the
 #               shared cudart, each run natively and under openmps
 #   frameworks  tests/gpu/torch_smoke.py and cupy_smoke.py, natively and
-#               under openmps (reported, never stops the run)
+#               under openmps, and torch_limit.py under an openmps memory
+#               limit (reported, never stops the run)
 #   integrity   tests/gpu/integrity_vs_driver.c, if present
 #   procaddr    tools/check-procaddr.c, if present
 #   bench       bench/run.sh (add --quick with BENCH_QUICK=1)
@@ -350,6 +351,13 @@ step_frameworks() {
 		run_check "$s openmps" "$LOGDIR/$s-openmps.log" 600 openmps "$PYTHON" "tests/gpu/${s}_smoke.py" ||
 			om_logs 30
 	done
+	om_stop
+	# A memory limit the client can see: a fresh daemon, the limit set before
+	# its server starts.
+	om_start || { result FAIL "daemon" "did not start"; om_logs; om_stop; return; }
+	om_ctl <<<"set_default_device_pinned_mem_limit 0 2G" >/dev/null
+	run_check "torch under a 2 GiB limit, openmps" "$LOGDIR/torch-limit-openmps.log" 600 openmps \
+		"$PYTHON" tests/gpu/torch_limit.py 2048 || om_logs 30
 	om_stop
 }
 
