@@ -87,9 +87,16 @@ static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, 
 
 	if (!image)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* A module belongs to the current context; a library to none, so it
+	 * loads from a thread that has no context yet (cudart loads its
+	 * kernels lazily from whichever thread first needs them). */
 	r = mps__cur_handle(&h);
-	if (r != CUDA_SUCCESS)
-		return r;
+	if (r != CUDA_SUCCESS) {
+		if (kind == MPS_MODULE)
+			return r;
+		h = 0;
+		r = CUDA_SUCCESS;
+	}
 	size = image_size(&image);
 	if (!size || !image)
 		return CUDA_ERROR_INVALID_IMAGE;
@@ -412,8 +419,22 @@ static CUresult module_get_loading_mode(CUmoduleLoadingMode *mode)
 static CUresult library_load_data(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned int njo,
 				  CUlibraryOption *lo, void **lv, unsigned int nlo)
 {
-	if (!lib || (njo && (!jo || !jv)) || (nlo && (!lo || !lv)))
+	if (!lib || !code)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* cudart passes option counts with NULL arrays; the driver takes that
+	 * as no options, and so do we. */
+	if (!jo || !jv) {
+		if (njo)
+			mps_log_debug("openmps: cuLibraryLoadData: %u JIT options without arrays (%p, %p)", njo,
+				      (void *)jo, (void *)jv);
+		njo = 0;
+	}
+	if (!lo || !lv) {
+		if (nlo)
+			mps_log_debug("openmps: cuLibraryLoadData: %u library options without arrays (%p, %p)", nlo,
+				      (void *)lo, (void *)lv);
+		nlo = 0;
+	}
 	for (unsigned int i = 0; i < nlo; i++)
 		mps_log_debug("openmps: cuLibraryLoadData library option %d = %p", (int)lo[i], lv[i]);
 	for (unsigned int i = 0; i < njo; i++)

@@ -100,7 +100,8 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_IMAGE);
 		return;
 	}
-	if (!x) {
+	/* A library belongs to no context: it may be loaded without one. */
+	if (!x && q->kind == MPS_MODULE) {
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_CONTEXT);
 		return;
 	}
@@ -110,9 +111,9 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	mod->kind = (int)q->kind;
-	mod->device = x->device;
-	mod->ctx = x->handle;
-	r = mps__bind_device(c, x->device);
+	mod->device = x ? x->device : 0;
+	mod->ctx = x ? x->handle : 0;
+	r = mps__bind_device(c, mod->device);
 	if (r == CUDA_SUCCESS) {
 		if (q->kind == MPS_MODULE)
 			r = mps_drv.cuModuleLoadData(&mod->mod, c->blob);

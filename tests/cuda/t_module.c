@@ -8,6 +8,7 @@
  * copy of that variable; function and kernel attributes, read and set;
  * cuFuncGetParamInfo against the C layout of the parameters; unloading.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,59 @@ static void test_long_names(const char *ptx)
 		CHECK_ERR(cuLibraryGetKernel(&k, lib, huge), CUDA_ERROR_NOT_FOUND);
 	CHECK(cuLibraryUnload(lib));
 	free(huge);
+}
+
+/* What a thread with no current context got (cudart loads its kernels
+ * lazily from whichever thread first needs them: PyTorch's autograd thread
+ * has no context when it does). */
+struct no_ctx_run {
+	const char *ptx;
+	CUcontext primary, had;
+	CUresult cur, mod, lib, kern, set, fn;
+	CUlibrary l;
+	CUkernel k;
+	CUfunction f;
+};
+
+static void *no_ctx_thread(void *arg)
+{
+	struct no_ctx_run *t = arg;
+	CUmodule m;
+
+	t->had = (CUcontext)(uintptr_t)1;
+	t->cur = cuCtxGetCurrent(&t->had);
+	t->mod = cuModuleLoadData(&m, t->ptx);
+	t->lib = cuLibraryLoadData(&t->l, t->ptx, NULL, NULL, 0, NULL, NULL, 0);
+	if (t->lib == CUDA_SUCCESS)
+		t->kern = cuLibraryGetKernel(&t->k, t->l, "iota_u32");
+	t->set = cuCtxSetCurrent(t->primary);
+	if (t->lib == CUDA_SUCCESS && t->kern == CUDA_SUCCESS)
+		t->fn = cuKernelGetFunction(&t->f, t->k);
+	return NULL;
+}
+
+/* A library is loaded, and its kernels found, from a thread with no
+ * current context; a module cannot be. Once the thread makes the primary
+ * context current, the kernel's function runs there. */
+static void test_library_without_context(const char *ptx)
+{
+	struct no_ctx_run t = { .ptx = ptx, .kern = CUDA_ERROR_UNKNOWN, .fn = CUDA_ERROR_UNKNOWN };
+	pthread_t th;
+
+	CHECK(cuCtxGetCurrent(&t.primary));
+	EXPECT(pthread_create(&th, NULL, no_ctx_thread, &t) == 0, "pthread_create");
+	pthread_join(th, NULL);
+	EXPECT(t.cur == CUDA_SUCCESS && t.had == NULL, "a new thread's current context: %d, %p", (int)t.cur,
+	       (void *)t.had);
+	EXPECT(t.mod == CUDA_ERROR_INVALID_CONTEXT, "cuModuleLoadData without a context: %d", (int)t.mod);
+	EXPECT(t.lib == CUDA_SUCCESS, "cuLibraryLoadData without a context: %d", (int)t.lib);
+	EXPECT(t.kern == CUDA_SUCCESS, "cuLibraryGetKernel without a context: %d", (int)t.kern);
+	EXPECT(t.set == CUDA_SUCCESS && t.fn == CUDA_SUCCESS, "cuKernelGetFunction once current: %d, %d", (int)t.set,
+	       (int)t.fn);
+	if (t.fn == CUDA_SUCCESS)
+		run_iota(t.f, "a kernel of a library loaded without a context");
+	if (t.lib == CUDA_SUCCESS)
+		CHECK(cuLibraryUnload(t.l));
 }
 
 static void check_params(CUfunction f, const char *name, int count, const size_t *offsets, const size_t *sizes)
@@ -387,6 +441,7 @@ int main(int argc, char **argv)
 	test_library(ptx);
 	test_library_other_device(ptx);
 	test_long_names(ptx);
+	test_library_without_context(ptx);
 	test_large_image(ptx);
 
 	free(ptx);
