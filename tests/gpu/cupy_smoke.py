@@ -2,8 +2,9 @@
 #
 # A short CuPy workload checked against NumPy: arange and a reduction, an
 # elementwise expression and a user ElementwiseKernel (both compiled at run
-# time and loaded through the driver's module API), and a 256x256 matmul
-# (cuBLAS). tests/gpu/run.sh runs it on the real driver and under openmps.
+# time and loaded through the driver's module API), a 256x256 matmul
+# (cuBLAS), integer sums, scans, sorting and unique (CUB and Thrust), a
+# RawKernel, and pinned-memory copies on a stream. tests/gpu/run.sh runs it on the real driver and under openmps.
 # Exits 0 when everything matches, 1 otherwise, 77 when CuPy or a device is
 # missing.
 import sys
@@ -54,6 +55,34 @@ def main():
     m1 = rng.standard_normal((256, 256)).astype(np.float32)
     m2 = rng.standard_normal((256, 256)).astype(np.float32)
     ok &= check("matmul 256x256", cp.asarray(m1) @ cp.asarray(m2), m1 @ m2, rtol=1e-4, atol=1e-3)
+
+    # CUB and Thrust underneath: kernels with long C++ names.
+    xi = rng.integers(-1000, 1000, 3_000_001, dtype=np.int32)
+    xid = cp.asarray(xi)
+    ok &= check("int64 sum", xid.sum(dtype=cp.int64), xi.sum(dtype=np.int64), rtol=0, atol=0)
+    ok &= check("cumsum", cp.cumsum(xid[:100_000], dtype=cp.int64), np.cumsum(xi[:100_000], dtype=np.int64),
+                rtol=0, atol=0)
+    ok &= check("sort", cp.sort(xid[:500_000]), np.sort(xi[:500_000]), rtol=0, atol=0)
+    ok &= check("unique", cp.unique(xid[:100_000]), np.unique(xi[:100_000]), rtol=0, atol=0)
+
+    # A raw kernel from source, and pinned memory copied on a stream.
+    scale = cp.RawKernel(r"""
+    extern "C" __global__ void scale_add(const float *x, float *y, float a, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = a * x[i] + y[i];
+    }""", "scale_add")
+    yd = cp.ones(1 << 20, dtype=cp.float32)
+    scale(((1 << 20) // 256,), (256,), (xd, yd, cp.float32(3.0), cp.int32(1 << 20)))
+    ok &= check("RawKernel", yd, 3.0 * x + 1.0, rtol=1e-6, atol=1e-6)
+    pinned = cp.cuda.alloc_pinned_memory(x.nbytes)
+    host = np.frombuffer(pinned, dtype=np.float32, count=x.size)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        dev_copy = cp.empty_like(xd)
+        dev_copy.set(x, stream=stream)
+        (dev_copy * 4).get(stream=stream, out=host)
+    stream.synchronize()
+    ok &= check("pinned copies on a stream", host, x * 4, rtol=0, atol=0)
 
     cp.cuda.Device(0).synchronize()
     print(f"cupy_smoke: {'PASS' if ok else 'FAIL'}")
