@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include "common/channel.h"
+#include "common/memvalue.h"
 #include "common/wire.h"
 
 #define MPS_CMD_MAX         1024        /* longest command line */
@@ -217,7 +218,6 @@ int mps_settings_from_env(struct mps_settings *s, char *why, size_t whylen);
 /* Parsers: 0 or -EINVAL. */
 int mps_parse_percentage(const char *text, int *hundredths);
 int mps_parse_priority(const char *text, int *prio);
-int mps_parse_mem_value(const char *text, uint64_t *bytes);
 /* Checks and normalises a device given as ordinal or UUID into out. */
 int mps_parse_device(const char *text, char *out, size_t outlen);
 void mps_format_percentage(char *buf, size_t len, int hundredths);

@@ -22,8 +22,6 @@
 #include "common/log.h"
 #include "control/control.h"
 
-#define MEM_VALUE_MAX (1ull << 50)   /* 1 PiB: no device has more */
-
 void mps_settings_init(struct mps_settings *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -54,36 +52,6 @@ int mps_parse_priority(const char *text, int *prio)
 		return 0;
 	}
 	return -EINVAL;
-}
-
-/* An integer followed by M or G (as NVIDIA's daemon takes it); plain 0
- * means no limit. */
-int mps_parse_mem_value(const char *text, uint64_t *bytes)
-{
-	unsigned long long v = 0;
-	const char *p = text;
-	unsigned shift;
-
-	if (!strcmp(text, "0")) {
-		*bytes = 0;
-		return 0;
-	}
-	if (!isdigit((unsigned char)*p))
-		return -EINVAL;
-	for (; isdigit((unsigned char)*p); p++) {
-		v = v * 10 + (unsigned)(*p - '0');
-		if (v > MEM_VALUE_MAX)
-			return -EINVAL;
-	}
-	switch (*p) {
-	case 'M': case 'm': shift = 20; break;
-	case 'G': case 'g': shift = 30; break;
-	default: return -EINVAL;
-	}
-	if (p[1] || v > (MEM_VALUE_MAX >> shift))
-		return -EINVAL;
-	*bytes = (uint64_t)v << shift;
-	return 0;
 }
 
 static int hexval(char ch)

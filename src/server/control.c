@@ -95,6 +95,8 @@ void mps_control_apply_settings(struct mps_client *c)
 	c->priority = mps_srv.priority;
 	for (int i = 0; i < MPS_MAX_DEVICES; i++)
 		c->mem.limit[i] = mps_srv.mem_limit[i];
+	c->mem.host_limit = mps_srv.host_limit;
+	c->mem.pool = &mps_srv.host_pool;
 }
 
 static void format_uuid(char *buf, size_t len, const uint8_t *u)

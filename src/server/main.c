@@ -25,6 +25,7 @@
 
 #include "common/atomics.h"
 #include "common/log.h"
+#include "common/memvalue.h"
 #include "server/control.h"
 #include "server/crash.h"
 #include "server/device.h"
@@ -103,6 +104,57 @@ static long env_long(const char *name, long def, long lo, long hi)
 	return x;
 }
 
+/* The host memory this server may use: physical memory, or less where a
+ * cgroup (v2 or v1) limits it. */
+static uint64_t host_memory(void)
+{
+	static const char *const files[] = { "/sys/fs/cgroup/memory.max",
+					     "/sys/fs/cgroup/memory/memory.limit_in_bytes" };
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		unsigned long long v;
+		FILE *f = fopen(files[i], "r");
+
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &v) == 1 && v > 0 && (!mem || v < mem))
+			mem = v;
+		fclose(f);
+	}
+	return mem;
+}
+
+/* A memory size from the environment in the control daemon's form ("8G",
+ * "512M", "0" for none), else def. */
+static uint64_t env_mem(const char *name, uint64_t def)
+{
+	const char *v = getenv(name);
+	uint64_t x;
+
+	if (!v || !*v)
+		return def;
+	if (mps_parse_mem_value(v, &x) < 0) {
+		mps_log_warn("ignoring %s=%s (want a size such as 512M or 8G, or 0 for no limit)", name, v);
+		return def;
+	}
+	return x;
+}
+
+/* Pinned host memory is allocated by the server for its clients: by
+ * default one client may pin half the host's memory, all together three
+ * quarters. */
+static void host_limits(void)
+{
+	uint64_t mem = host_memory();
+
+	mps_srv.host_limit = env_mem("OPENMPS_PINNED_HOST_LIMIT", mem / 2);
+	mps_srv.host_pool.limit = env_mem("OPENMPS_PINNED_HOST_TOTAL", mem / 4 * 3);
+	mps_log_info("Pinned host memory limit: %llu MiB per client, %llu MiB for all clients (0: none)",
+		     (unsigned long long)(mps_srv.host_limit >> 20), (unsigned long long)(mps_srv.host_pool.limit >> 20));
+}
+
 static void report_failed(const char *why)
 {
 	struct mps_chan m;
@@ -147,6 +199,7 @@ int main(int argc, char **argv)
 	scrub_environment();
 	mps_srv.spin_ns = (uint64_t)env_long("OPENMPS_SPIN_US", 100, 0, 1000000) * 1000;
 	mps_srv.max_clients = (int)env_long("OPENMPS_MAX_CLIENTS", 1024, 1, 65536);
+	host_limits();
 
 	if (mps_driver_load() < 0) {
 		report_failed("cannot load the CUDA driver");

@@ -5,6 +5,7 @@
  * find the range containing an address.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,33 @@ void mps_memacct_uncharge(struct mps_memacct *m, int device, uint64_t size)
 	if (device < 0 || device >= MPS_MAX_DEVICES)
 		return;
 	mps_store_relaxed(&m->bytes[device], mps_load_relaxed(&m->bytes[device]) - size);
+}
+
+int mps_memacct_charge_host(struct mps_memacct *m, uint64_t size)
+{
+	uint64_t held = mps_load_relaxed(&m->host_bytes);
+	struct mps_hostpool *p = m->pool;
+
+	if (m->host_limit && (size > m->host_limit || held > m->host_limit - size))
+		return -ENOMEM;
+	if (p) {
+		uint64_t used = __atomic_load_n(&p->used, __ATOMIC_RELAXED);
+
+		do {
+			if (p->limit && (size > p->limit || used > p->limit - size))
+				return -ENOMEM;
+		} while (!__atomic_compare_exchange_n(&p->used, &used, used + size, false, __ATOMIC_RELAXED,
+						      __ATOMIC_RELAXED));
+	}
+	mps_store_relaxed(&m->host_bytes, held + size);
+	return 0;
+}
+
+void mps_memacct_uncharge_host(struct mps_memacct *m, uint64_t size)
+{
+	mps_store_relaxed(&m->host_bytes, mps_load_relaxed(&m->host_bytes) - size);
+	if (m->pool)
+		__atomic_fetch_sub(&m->pool->used, size, __ATOMIC_RELAXED);
 }
 
 void mps_memacct_view(const struct mps_memacct *m, int device, size_t *free_b, size_t *total_b)

@@ -7,6 +7,10 @@
  * server), and the bytes of device memory each client holds per device. This
  * is the one place device memory is counted, and so where a per-client limit
  * is enforced: mps_memacct_charge() refuses an allocation that would pass it.
+ * Pinned host memory, which the server allocates and pins on a client's
+ * behalf, is counted here too, against a per-client limit and against a
+ * pool shared by all the server's clients, so that no client can pin the
+ * host's memory away from the others (or from the server itself).
  * Owned by the client's worker thread: no locking, except the byte counters,
  * which others may read.
  */
@@ -33,11 +37,20 @@ struct mps_mrange {
 	uint8_t pad;
 };
 
+/* Pinned host memory of all of a server's clients together. */
+struct mps_hostpool {
+	uint64_t used;    /* atomic */
+	uint64_t limit;   /* 0: no limit */
+};
+
 struct mps_memacct {
 	struct mps_mrange *r;
 	size_t n, cap;
 	uint64_t bytes[MPS_MAX_DEVICES];   /* device bytes held, read by others */
 	uint64_t limit[MPS_MAX_DEVICES];   /* 0: no limit */
+	uint64_t host_bytes;               /* pinned host bytes held, read by others */
+	uint64_t host_limit;               /* 0: no limit */
+	struct mps_hostpool *pool;         /* NULL: none */
 };
 
 void mps_memacct_init(struct mps_memacct *m);
@@ -47,6 +60,11 @@ void mps_memacct_free(struct mps_memacct *m);
  * mps_memacct_uncharge() if the allocation then fails. */
 int mps_memacct_charge(struct mps_memacct *m, int device, uint64_t size);
 void mps_memacct_uncharge(struct mps_memacct *m, int device, uint64_t size);
+
+/* Reserves size bytes of pinned host memory against the client's limit and
+ * the pool's; 0 or -ENOMEM. Undo with mps_memacct_uncharge_host(). */
+int mps_memacct_charge_host(struct mps_memacct *m, uint64_t size);
+void mps_memacct_uncharge_host(struct mps_memacct *m, uint64_t size);
 
 /* Turns the device's free and total bytes into what the client sees: under
  * a limit, the limit as the total and what is left of it (or less, if the

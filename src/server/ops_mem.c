@@ -240,6 +240,14 @@ void mps__op_host_alloc(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	size = (size_t)((q->size + 4095) & ~4095ull);
+	if (mps_memacct_charge_host(&c->mem, size) < 0) {
+		mps_log_warn("client %d: refused %zu bytes of pinned host memory: it holds %llu, may hold %llu; "
+			     "all clients hold %llu of %llu", (int)c->pid, size,
+			     (unsigned long long)c->mem.host_bytes, (unsigned long long)c->mem.host_limit,
+			     (unsigned long long)mps_srv.host_pool.used, (unsigned long long)mps_srv.host_pool.limit);
+		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+		return;
+	}
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		goto err_oom;
@@ -291,6 +299,7 @@ err_close:
 err_free:
 	free(h);
 err_oom:
+	mps_memacct_uncharge_host(&c->mem, size);
 	mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 }
 
@@ -310,6 +319,7 @@ static void host_free(struct mps_client *c, struct mps_shost *h)
 	mps_drv.cuMemHostUnregister(h->addr);
 	munmap(h->addr, h->size);
 	close(h->fd);
+	mps_memacct_uncharge_host(&c->mem, h->size);
 	mps_handle_del(&c->handles, h->handle);
 	free(h);
 }

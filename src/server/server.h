@@ -55,6 +55,8 @@ struct mps_server {
 	int thread_pct;            /* active thread percentage, hundredths */
 	int priority;              /* 0 normal, 1 below normal */
 	uint64_t mem_limit[MPS_MAX_DEVICES];   /* pinned device memory limit, 0: none */
+	uint64_t host_limit;       /* pinned host memory per client, 0: none */
+	struct mps_hostpool host_pool;   /* pinned host memory of all clients */
 	bool draining;             /* exit once the last client has left */
 
 	pthread_mutex_t lock;      /* protects the list below; never held across a driver call */

@@ -10,6 +10,9 @@
  *   dev:N         device N's primary context made current
  *   alloc:MIB     cuMemAlloc of MIB MiB (kept until free)
  *   free          cuMemFree of everything allocated
+ *   halloc:MIB    cuMemAllocHost of MIB MiB, every page written and read back
+ *                 (kept until hfree)
+ *   hfree         cuMemFreeHost of everything allocated with halloc
  *   meminfo       cuMemGetInfo: "meminfo RESULT FREE TOTAL" (bytes)
  *   sync          cuCtxSynchronize
  *   wait:PATH     prints "waiting PATH", then waits (up to 60 s) for PATH to exist
@@ -18,6 +21,7 @@
  * Every line is flushed as it is printed. The exit status is 0 unless a
  * step could not be understood (2): results are for the script to judge.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +34,21 @@
 
 static CUdeviceptr allocs[MAX_ALLOCS];
 static int nallocs;
+static void *hallocs[MAX_ALLOCS];
+static int nhallocs;
+
+/* Writes a pattern into every page of a pinned allocation and reads it back. */
+static CUresult touch(void *p, size_t bytes)
+{
+	volatile uint8_t *b = p;
+
+	for (size_t i = 0; i < bytes; i += 4096)
+		b[i] = (uint8_t)(i >> 12 | 1);
+	for (size_t i = 0; i < bytes; i += 4096)
+		if (b[i] != (uint8_t)(i >> 12 | 1))
+			return CUDA_ERROR_UNKNOWN;
+	return CUDA_SUCCESS;
+}
 
 static const char *name(CUresult r)
 {
@@ -91,6 +110,25 @@ int main(int argc, char **argv)
 					r = f;
 			}
 			printf("free %s\n", name(r));
+		} else if (!strncmp(a, "halloc:", 7)) {
+			size_t bytes = (size_t)atol(a + 7) << 20;
+			void *p = NULL;
+
+			r = nhallocs < MAX_ALLOCS ? cuMemAllocHost(&p, bytes) : CUDA_ERROR_OUT_OF_MEMORY;
+			if (r == CUDA_SUCCESS) {
+				hallocs[nhallocs++] = p;
+				r = touch(p, bytes);
+			}
+			printf("halloc %ld %s\n", atol(a + 7), name(r));
+		} else if (!strcmp(a, "hfree")) {
+			r = CUDA_SUCCESS;
+			while (nhallocs > 0) {
+				CUresult f = cuMemFreeHost(hallocs[--nhallocs]);
+
+				if (r == CUDA_SUCCESS)
+					r = f;
+			}
+			printf("hfree %s\n", name(r));
 		} else if (!strcmp(a, "meminfo")) {
 			size_t fr = 0, total = 0;
 

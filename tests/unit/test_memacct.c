@@ -10,9 +10,13 @@
  *     a device range gives its bytes back, globals and host ranges are not
  *     counted;
  *   - the view of cuMemGetInfo a limited client gets: the limit as the
- *     total, what is left of it as free, never more than the device has.
+ *     total, what is left of it as free, never more than the device has;
+ *   - pinned host memory: each client's own limit and the pool all clients
+ *     share, charged from several threads at once without ever passing it.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +46,12 @@ static uint64_t next(void)
 {
 	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
 	return rng;
+}
+
+static uint64_t next_in(uint64_t *s, uint64_t n)
+{
+	*s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+	return *s % n;
 }
 
 static const struct ref *ref_find(uint64_t addr)
@@ -206,10 +216,89 @@ static void test_limit(void)
 	mps_memacct_free(&m);
 }
 
+static void test_host(void)
+{
+	const uint64_t mib = 1 << 20;
+	struct mps_hostpool pool = { .limit = 96 * mib };
+	struct mps_memacct a, b;
+
+	mps_memacct_init(&a);
+	mps_memacct_init(&b);
+	a.host_limit = b.host_limit = 64 * mib;
+	a.pool = b.pool = &pool;
+	CHECK(mps_memacct_charge_host(&a, 48 * mib) == 0, "48 of a's 64");
+	CHECK(mps_memacct_charge_host(&a, 32 * mib) == -ENOMEM, "past a's own limit");
+	CHECK(mps_memacct_charge_host(&a, 16 * mib) == 0, "up to a's limit");
+	CHECK(mps_memacct_charge_host(&b, 48 * mib) == -ENOMEM, "past the pool");
+	CHECK(a.host_bytes == 64 * mib && b.host_bytes == 0 && pool.used == 64 * mib,
+	      "a refused charge leaves no trace: %llu %llu %llu", (unsigned long long)a.host_bytes,
+	      (unsigned long long)b.host_bytes, (unsigned long long)pool.used);
+	CHECK(mps_memacct_charge_host(&b, 32 * mib) == 0, "what is left of the pool");
+	CHECK(mps_memacct_charge_host(&b, UINT64_MAX) == -ENOMEM, "a huge charge");
+	mps_memacct_uncharge_host(&a, 48 * mib);
+	CHECK(pool.used == 48 * mib && a.host_bytes == 16 * mib, "uncharge returns to both");
+	CHECK(mps_memacct_charge_host(&b, 32 * mib) == 0, "b up to its limit");
+	CHECK(mps_memacct_charge_host(&a, 17 * mib) == -ENOMEM, "past the pool (80 of 96 used)");
+	CHECK(mps_memacct_charge_host(&a, 16 * mib) == 0, "the pool exactly full");
+	/* No limits: anything goes. */
+	a.host_limit = 0;
+	a.pool = NULL;
+	CHECK(mps_memacct_charge_host(&a, 1ull << 45) == 0, "no limits");
+	mps_memacct_free(&a);
+	mps_memacct_free(&b);
+}
+
+/* Eight accounts charging and uncharging one pool at once: the pool never
+ * holds more than its limit, and is empty at the end. */
+#define RACERS 8
+
+static struct mps_hostpool race_pool = { .limit = 100 * 4096 };
+static uint64_t race_peak;
+
+static void *racer(void *arg)
+{
+	struct mps_memacct m;
+	uint64_t seed = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
+
+	mps_memacct_init(&m);
+	m.pool = &race_pool;
+	for (int i = 0; i < 200000; i++) {
+		uint64_t size = (1 + next_in(&seed, 20)) * 4096;
+
+		if (mps_memacct_charge_host(&m, size) == 0) {
+			uint64_t used = __atomic_load_n(&race_pool.used, __ATOMIC_RELAXED), peak;
+
+			peak = __atomic_load_n(&race_peak, __ATOMIC_RELAXED);
+			while (used > peak && !__atomic_compare_exchange_n(&race_peak, &peak, used, false,
+									 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+				;
+			mps_memacct_uncharge_host(&m, size);
+		}
+	}
+	mps_memacct_free(&m);
+	return NULL;
+}
+
+static void test_host_race(void)
+{
+	pthread_t t[RACERS];
+
+	for (int i = 0; i < RACERS; i++)
+		CHECK(pthread_create(&t[i], NULL, racer, (void *)(uintptr_t)(i + 1)) == 0, "pthread_create");
+	for (int i = 0; i < RACERS; i++)
+		pthread_join(t[i], NULL);
+	CHECK(race_pool.used == 0, "the pool holds %llu after everything was returned",
+	      (unsigned long long)race_pool.used);
+	CHECK(race_peak <= race_pool.limit && race_peak > 0, "the pool peaked at %llu of %llu",
+	      (unsigned long long)race_peak, (unsigned long long)race_pool.limit);
+}
+
 int main(void)
 {
 	test_ranges();
 	test_limit();
+	test_host();
+	test_host_race();
 	if (failures) {
 		fprintf(stderr, "test_memacct: %d failures\n", failures);
 		return 1;
