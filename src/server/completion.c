@@ -32,6 +32,8 @@ static void finish(struct mps_client *c, struct mps_pending *p, CUresult r)
 	} else {
 		mps_comp_stage_done(c, p->index, r);
 	}
+	if (p->mirror)
+		mps_drv.cuEventDestroy(p->mirror);
 	if (p->pooled)
 		mps_comp_event_put(c, p->ev, p->device);
 	free(p);
@@ -65,8 +67,6 @@ static void *waiter_main(void *arg)
 		}
 		if (p->mirror) {
 			r = mps_drv.cuEventSynchronize(p->mirror);
-			mps_drv.cuEventDestroy(p->mirror);
-			p->mirror = NULL;
 			/* Done by now: this only reads its state. */
 			if (r == CUDA_SUCCESS)
 				r = mps_drv.cuEventSynchronize(p->ev);

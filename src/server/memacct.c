@@ -5,7 +5,6 @@
  * find the range containing an address.
  */
 #include <errno.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,13 +51,12 @@ int mps_memacct_charge_host(struct mps_memacct *m, uint64_t size)
 	if (m->host_limit && (size > m->host_limit || held > m->host_limit - size))
 		return -ENOMEM;
 	if (p) {
-		uint64_t used = __atomic_load_n(&p->used, __ATOMIC_RELAXED);
+		uint64_t used = mps_load_relaxed(&p->used);
 
 		do {
 			if (p->limit && (size > p->limit || used > p->limit - size))
 				return -ENOMEM;
-		} while (!__atomic_compare_exchange_n(&p->used, &used, used + size, false, __ATOMIC_RELAXED,
-						      __ATOMIC_RELAXED));
+		} while (!mps_cas(&p->used, &used, used + size));
 	}
 	mps_store_relaxed(&m->host_bytes, held + size);
 	return 0;
@@ -68,7 +66,7 @@ void mps_memacct_uncharge_host(struct mps_memacct *m, uint64_t size)
 {
 	mps_store_relaxed(&m->host_bytes, mps_load_relaxed(&m->host_bytes) - size);
 	if (m->pool)
-		__atomic_fetch_sub(&m->pool->used, size, __ATOMIC_RELAXED);
+		mps_fetch_sub(&m->pool->used, size);
 }
 
 void mps_memacct_view(const struct mps_memacct *m, int device, size_t *free_b, size_t *total_b)
