@@ -11,8 +11,9 @@
 #   - freeing gives the memory back to everyone, and a client that exits
 #     without freeing gives it back too;
 #   - server.log says why a request was refused, and the limits at start.
-# Without the variables the defaults (half, three quarters of the host's
-# memory) are logged and a small allocation works.
+# Without the variables (or with one that is not a size, which is logged and
+# ignored) the defaults — half, three quarters of the host's memory — are
+# logged and a small allocation works.
 #
 #   usage: control_hostmem.sh BUILD_DIR
 
@@ -55,8 +56,8 @@ grep -q "^halloc 64 CUDA_SUCCESS$" "$dir/D.out" ||
 	fail "the memory of a client that exited without freeing is not back: $(cat "$dir/D.out")"
 stop_daemon
 
-# The defaults.
-start_daemon
+# The defaults, and what a value that is no size gets.
+OPENMPS_PINNED_HOST_LIMIT=lots start_daemon
 client E init halloc:8 hfree
 wait_for "$dir/E.out" "^hfree " || fail "client E did not finish"
 [ "$(sed -n 2,3p "$dir/E.out" | tr '\n' ' ')" = "halloc 8 CUDA_SUCCESS hfree CUDA_SUCCESS " ] ||
@@ -64,6 +65,8 @@ wait_for "$dir/E.out" "^hfree " || fail "client E did not finish"
 mem=$(awk '/^MemTotal:/ { print int($2 / 1024) }' /proc/meminfo)
 grep -Eq "Pinned host memory limit: [1-9][0-9]* MiB per client, [1-9][0-9]* MiB for all clients" "$log" ||
 	fail "server.log does not give the default limits"
+grep -q "ignoring OPENMPS_PINNED_HOST_LIMIT=lots (want a size such as 512M or 8G, or 0 for no limit)" "$log" ||
+	fail "server.log does not say that OPENMPS_PINNED_HOST_LIMIT=lots was ignored"
 per=$(sed -n 's/.*Pinned host memory limit: \([0-9]*\) MiB per client.*/\1/p' "$log" | tail -n 1)
 [ "$per" -le $((mem / 2 + 1)) ] || fail "the default per-client limit $per MiB is over half of $mem MiB"
 stop_daemon

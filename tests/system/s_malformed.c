@@ -3,7 +3,8 @@
  * A hostile client speaking the wire protocol directly (no client library):
  * wrong operations, short messages, bad handles and devices, copies at
  * memory it does not own (including another client's), absurd sizes, a bad
- * image, a reply slot out of range, and finally a broken ring. Each must get
+ * image, symbol names that lie about their length, a reply slot out of
+ * range, and finally a broken ring. Each must get
  * a clear error (or, for the broken ring, the end of its connection), while
  * the server stays up and another client keeps working throughout.
  * The daemon socket gets garbage too.
@@ -100,6 +101,56 @@ static void post(uint16_t op, uint32_t ctx, void *msg, uint32_t len)
 	m->slot = MPS_NO_SLOT;
 	m->ctx = ctx;
 	send_raw(msg, m->len);
+}
+
+/* Uploads the test kernels' PTX and loads it as a module; its handle. */
+static uint32_t load_test_module(uint32_t ctx)
+{
+	char *ptx = t_ptx();
+	size_t len = strlen(ptx) + 1, piece = MPS_MSG_MAX - sizeof(struct mps_msg_blob) - 64;
+	uint8_t *buf = malloc(MPS_MSG_MAX);
+	struct mps_msg_module_load ml;
+	struct mps_slot *s;
+	uint32_t h = 0;
+
+	REQUIRE(buf, "out of memory");
+	for (size_t off = 0; off < len; off += piece) {
+		struct mps_msg_blob *b = (void *)buf;
+		size_t n = len - off < piece ? len - off : piece;
+
+		memset(b, 0, sizeof(*b));
+		b->hdr.flags = off == 0 ? MPS_BLOB_RESET : 0;
+		b->total = len;
+		b->bytes = (uint32_t)n;
+		memcpy(buf + sizeof(*b), ptx + off, n);
+		post(MPS_OP_BLOB_APPEND, ctx, buf, (uint32_t)(sizeof(*b) + n));
+	}
+	memset(&ml, 0, sizeof(ml));
+	ml.kind = MPS_MODULE;
+	ml.size = len;
+	if (call(MPS_OP_MODULE_LOAD, ctx, &ml, sizeof(ml), &s) == CUDA_SUCCESS)
+		h = (uint32_t)s->val[0];
+	free(buf);
+	free(ptx);
+	return h;
+}
+
+/* A GET_FUNCTION (or GET_GLOBAL) naming `bytes` (nbytes of them, sent as
+ * they are) with the length field set to name_len. */
+static CUresult get_symbol(uint16_t op, uint32_t ctx, uint32_t mod, const char *bytes, uint32_t nbytes,
+			   uint32_t name_len)
+{
+	struct {
+		struct mps_msg_get_symbol q;
+		char name[64];
+	} m;
+
+	memset(&m, 0, sizeof(m));
+	m.q.kind = op == MPS_OP_GET_GLOBAL ? MPS_GLOBAL_OF_MODULE : MPS_FUNC_OF_MODULE;
+	m.q.parent = mod;
+	m.q.name_len = name_len;
+	memcpy(m.name, bytes, nbytes);
+	return call(op, ctx, &m, (uint32_t)(sizeof(m.q) + nbytes), NULL);
 }
 
 /* A well-behaved client in another process: allocates, publishes its
@@ -296,6 +347,23 @@ int main(int argc, char **argv)
 	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL), CUDA_ERROR_INVALID_IMAGE);
 	memset(&m, 0, sizeof(m));
 	CHECK(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL));
+
+	/* Symbol names whose length field lies: each refused, the module and
+	 * an honest name still fine. */
+	{
+		uint32_t mod = load_test_module(ctx);
+
+		REQUIRE(mod, "the test module did not load");
+		CHECK(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "vadd", 5, 4));
+		CHECK_ERR(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "nope", 5, 4), CUDA_ERROR_NOT_FOUND);
+		CHECK_ERR(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "vaddXXXX", 8, 4), CUDA_ERROR_INVALID_VALUE);
+		CHECK_ERR(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "vadd", 5, 4000), CUDA_ERROR_INVALID_VALUE);
+		CHECK_ERR(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "va\0dd", 6, 5), CUDA_ERROR_INVALID_VALUE);
+		CHECK_ERR(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "", 1, 0), CUDA_ERROR_INVALID_VALUE);
+		CHECK_ERR(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "vadd", 5, 0xffffffffu), CUDA_ERROR_INVALID_VALUE);
+		CHECK_ERR(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counterXXXXXXX", 16, 9), CUDA_ERROR_INVALID_VALUE);
+		CHECK(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counter", 10, 9));
+	}
 
 	/* A reply slot out of range is ignored; the next call still works. */
 	memset(&m, 0, sizeof(m));
