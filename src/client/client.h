@@ -212,4 +212,10 @@ void mps__pcopy(void *dst, const void *src, size_t n);
 /* Logs, once per name, that a function is not supported in server mode. */
 void mps__unsupported(const char *name);
 
+/* The name of a CUresult ("CUDA_ERROR_INVALID_VALUE"), or "an unknown code". */
+const char *mps__error_name(CUresult r);
+
+/* Whether OPENMPS_TRACE_ERRORS asks for failing calls to be logged (trace.c). */
+bool mps__tracing(void);
+
 #endif

@@ -309,6 +309,13 @@ static const struct errtext *error_text(CUresult code)
 	return NULL;
 }
 
+const char *mps__error_name(CUresult r)
+{
+	const struct errtext *t = error_text(r);
+
+	return t && t->name ? t->name : "an unknown code";
+}
+
 static CUresult get_error_name(CUresult code, const char **s)
 {
 	const struct errtext *t;

@@ -40,6 +40,7 @@
 void mps__resolve_entry(void);
 void mps__unsupported_entry(void);
 void mps__failed_entry(void);
+void mps__trace_entry(void);
 
 /* Read by the stubs; written once, when the mode is decided. */
 __attribute__((visibility("hidden"))) void *mps__dispatch[MPS_NSYMS] = {
@@ -53,7 +54,9 @@ CUresult mps_failed_result = CUDA_ERROR_NO_DEVICE;
 
 static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
 static enum mps_mode mode;
-static void *impl[MPS_NSYMS];
+/* Our implementation of each symbol in server and failed mode (NULL: none);
+ * read by mps__trace_entry. */
+__attribute__((visibility("hidden"))) void *mps__impl[MPS_NSYMS];
 static void *real_driver;
 static void *self_handle;
 static uint8_t warned[(MPS_NSYMS + 7) / 8];
@@ -72,20 +75,21 @@ static void fill_server(void)
 {
 	for (size_t t = 0; t < sizeof(api_tables) / sizeof(api_tables[0]); t++)
 		for (const struct mps_impl *e = api_tables[t]; e->sym >= 0; e++)
-			impl[e->sym] = e->fn;
+			mps__impl[e->sym] = e->fn;
 	for (int i = 0; i < MPS_NSYMS; i++)
-		set_entry(i, impl[i] ? impl[i] : (void *)mps__unsupported_entry);
+		set_entry(i, !mps__impl[i] ? (void *)mps__unsupported_entry :
+			     mps__tracing() ? (void *)mps__trace_entry : mps__impl[i]);
 }
 
 static void fill_failed(void)
 {
 	for (const struct mps_impl *e = mps__dispatch_api; e->sym >= 0; e++)
-		impl[e->sym] = e->fn;
+		mps__impl[e->sym] = e->fn;
 	for (const struct mps_impl *e = mps__device_api; e->sym >= 0; e++)
 		if (e->sym == MPS_SYM_cuGetErrorName || e->sym == MPS_SYM_cuGetErrorString)
-			impl[e->sym] = e->fn;
+			mps__impl[e->sym] = e->fn;
 	for (int i = 0; i < MPS_NSYMS; i++)
-		set_entry(i, impl[i] ? impl[i] : (void *)mps__failed_entry);
+		set_entry(i, mps__impl[i] ? mps__impl[i] : (void *)mps__failed_entry);
 }
 
 static int fill_passthrough(void)
@@ -219,7 +223,8 @@ static CUresult get_proc_address(const char *symbol, void **pfn, int version, cu
 			      version, (unsigned long long)flags, st);
 		return CUDA_ERROR_NOT_FOUND;
 	}
-	*pfn = impl[idx] ? impl[idx] : stub_of(idx);
+	/* Traced calls must come through the stub and the dispatch table. */
+	*pfn = mps__impl[idx] && !mps__tracing() ? mps__impl[idx] : stub_of(idx);
 	if (!*pfn)
 		return CUDA_ERROR_NOT_FOUND;
 	return CUDA_SUCCESS;

@@ -13,6 +13,13 @@
 // server mode, and every function once a daemon has refused us. They never
 // forward the arguments, so they only need the index.
 //
+// mps__trace_entry: every served function when OPENMPS_TRACE_ERRORS is set.
+// Calls mps__impl[index] with the caller's arguments — the six argument
+// registers and the vector registers as they came, and the first 16 stack
+// slots copied (no driver function takes more than 6 + 16 arguments) — then
+// reports a result other than CUDA_SUCCESS to mps__trace_error(index,
+// result) and returns the result.
+//
 // x86-64 System V only.
 
 	.text
@@ -59,6 +66,41 @@ mps__resolve_entry:
 	pop %rdi
 	jmp *%r11
 	.size mps__resolve_entry, .-mps__resolve_entry
+
+	.globl mps__trace_entry
+	.hidden mps__trace_entry
+	.hidden mps__impl
+	.type mps__trace_entry, @function
+mps__trace_entry:
+	push %rbp
+	mov %rsp, %rbp
+	push %rbx
+	push %r12
+	mov %eax, %ebx
+	// 16 slots; with the four pushes above %rsp stays 16-byte aligned.
+	sub $128, %rsp
+	xor %r10d, %r10d
+1:	mov 16(%rbp,%r10,8), %r11
+	mov %r11, (%rsp,%r10,8)
+	inc %r10
+	cmp $16, %r10
+	jb 1b
+	lea mps__impl(%rip), %r11
+	mov (%r11,%rbx,8), %r11
+	call *%r11
+	test %eax, %eax
+	jz 2f
+	mov %eax, %r12d
+	mov %ebx, %edi
+	mov %eax, %esi
+	call mps__trace_error
+	mov %r12d, %eax
+2:	lea -16(%rbp), %rsp
+	pop %r12
+	pop %rbx
+	pop %rbp
+	ret
+	.size mps__trace_entry, .-mps__trace_entry
 
 	.globl mps__unsupported_entry
 	.hidden mps__unsupported_entry

@@ -14,6 +14,8 @@
  *                 (kept until hfree)
  *   hfree         cuMemFreeHost of everything allocated with halloc
  *   meminfo       cuMemGetInfo: "meminfo RESULT FREE TOTAL" (bytes)
+ *   baddev        cuDeviceGet of ordinal 99, called directly and through the
+ *                 pointer cuGetProcAddress gives: "baddev RESULT RESULT"
  *   sync          cuCtxSynchronize
  *   wait:PATH     prints "waiting PATH", then waits (up to 60 s) for PATH to exist
  *   sleep:MS      sleeps
@@ -129,6 +131,16 @@ int main(int argc, char **argv)
 					r = f;
 			}
 			printf("hfree %s\n", name(r));
+		} else if (!strcmp(a, "baddev")) {
+			CUresult (*get)(CUdevice *, int) = NULL;
+			CUdevice d;
+			CUresult r2 = CUDA_ERROR_UNKNOWN;
+
+			r = cuDeviceGet(&d, 99);
+			if (cuGetProcAddress("cuDeviceGet", (void **)&get, 2000, CU_GET_PROC_ADDRESS_DEFAULT, NULL) ==
+				    CUDA_SUCCESS && get)
+				r2 = get(&d, 99);
+			printf("baddev %s %s\n", name(r), name(r2));
 		} else if (!strcmp(a, "meminfo")) {
 			size_t fr = 0, total = 0;
 

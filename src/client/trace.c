@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+/*
+ * OPENMPS_TRACE_ERRORS=1: every driver call served by openmps that returns
+ * something other than CUDA_SUCCESS is logged with its name and result —
+ * the first few of each function as they happen, and a count of all of them
+ * when the program exits — so that a program which fails under openmps but
+ * not on the driver shows which call answered differently (libraries such
+ * as cuBLAS turn a failed driver call into an error of their own).
+ *
+ * Answers that are not failures (CUDA_ERROR_NOT_READY from a query) and the
+ * lookups programs make to probe (cuGetProcAddress, cuGetExportTable) are
+ * counted, not logged one by one. With the variable unset this costs
+ * nothing: the dispatch table points straight at the functions. Set, every
+ * served function is entered through mps__trace_entry (resolve.S).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "client/gen/symbols.h"
+#include "common/atomics.h"
+#include "common/log.h"
+
+#define SHOWN_PER_FUNCTION 5
+
+static uint32_t count[MPS_NSYMS];
+static int32_t last[MPS_NSYMS];
+static const char *last_name[MPS_NSYMS];   /* looked up when it happened: exit asks no one */
+static int tracing = -1;   /* -1: not read yet */
+
+static void summary(void)
+{
+	for (int i = 0; i < MPS_NSYMS; i++) {
+		uint32_t n = mps_load_relaxed(&count[i]);
+		int r = mps_load_relaxed(&last[i]);
+		const char *name = mps_load_relaxed(&last_name[i]);
+
+		if (n)
+			mps_log_warn("openmps: %s returned an error %u time%s (the last %s, %d)", mps__sym_names[i], n,
+				     n == 1 ? "" : "s", name ? name : "?", r);
+	}
+}
+
+bool mps__tracing(void)
+{
+	int t = mps_load_relaxed(&tracing);
+
+	if (t < 0) {
+		const char *v = getenv("OPENMPS_TRACE_ERRORS");
+		int expect = -1;
+
+		t = v && *v && strcmp(v, "0") ? 1 : 0;
+		/* Whoever sets it first registers the summary. */
+		if (mps_cas(&tracing, &expect, t) && t)
+			atexit(summary);
+		t = mps_load_relaxed(&tracing);
+	}
+	return t == 1;
+}
+
+static bool quiet(int idx, CUresult r)
+{
+	return r == CUDA_ERROR_NOT_READY || idx == MPS_SYM_cuGetProcAddress || idx == MPS_SYM_cuGetProcAddress_v2 ||
+	       idx == MPS_SYM_cuGetExportTable;
+}
+
+/* Called by mps__trace_entry with a served function's index and result. */
+__attribute__((visibility("hidden"))) void mps__trace_error(int idx, int result);
+void mps__trace_error(int idx, int result)
+{
+	const char *name;
+	uint32_t n;
+
+	if (idx < 0 || idx >= MPS_NSYMS)
+		return;
+	name = mps__error_name((CUresult)result);
+	n = mps_fetch_add(&count[idx], 1) + 1;
+	mps_store_relaxed(&last[idx], result);
+	mps_store_relaxed(&last_name[idx], name);
+	if (quiet(idx, (CUresult)result) || n > SHOWN_PER_FUNCTION)
+		return;
+	mps_log_warn("openmps: %s returned %s (%d)%s", mps__sym_names[idx], name, result,
+		     n == SHOWN_PER_FUNCTION ? "; further ones are counted and summed up at exit" : "");
+}
