@@ -348,8 +348,16 @@ step_frameworks() {
 	done
 	om_start || { result FAIL "daemon" "did not start"; om_logs; om_stop; return; }
 	for s in torch cupy; do
-		run_check "$s openmps" "$LOGDIR/$s-openmps.log" 600 openmps "$PYTHON" "tests/gpu/${s}_smoke.py" ||
-			om_logs 30
+		run_check "$s openmps" "$LOGDIR/$s-openmps.log" 600 openmps "$PYTHON" "tests/gpu/${s}_smoke.py" &&
+			continue
+		om_logs 30
+		# Again with every failing driver call logged: which one differs.
+		col_env openmps
+		timeout -k 10 600 env "${ENVV[@]}" OPENMPS_TRACE_ERRORS=1 "$PYTHON" "tests/gpu/${s}_smoke.py" \
+			>"$LOGDIR/$s-openmps-traced.log" 2>&1 </dev/null
+		echo "      failing driver calls (OPENMPS_TRACE_ERRORS=1, $LOGDIR/$s-openmps-traced.log):"
+		grep -E "openmps: cu.* returned" "$LOGDIR/$s-openmps-traced.log" | grep -v "finds nothing" | tail -n 25 |
+			sed 's/^/      | /'
 	done
 	om_stop
 	# A memory limit the client can see: a fresh daemon, the limit set before
