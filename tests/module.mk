@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: MIT
 # tests: unit tests (tests/unit), driver-API programs (tests/cuda), system
-# tests (tests/system), each folder adding its own rules. `make test` builds
-# everything and runs it all through tests/run-tests.sh:
+# tests (tests/system), programs on the CUDA runtime (tests/cudart), each
+# folder adding its own rules. `make test` builds everything and runs it all
+# through tests/run-tests.sh:
 #   - TEST_BINS: standalone programs, run as they are;
 #   - TESTS_CUDA: driver-API programs, each run as a client of its own openmps
 #     daemon on the software stand-in (tests/system/with-openmps.sh);
 #   - TEST_SCRIPTS: system tests, given the build folder.
-include $(wildcard tests/unit/*.mk) $(wildcard tests/cuda/module.mk) $(wildcard tests/system/module.mk)
+include $(wildcard tests/unit/*.mk) $(wildcard tests/cuda/module.mk) $(wildcard tests/system/module.mk) \
+        $(wildcard tests/cudart/module.mk)
 include tests/fuzz/module.mk
 
 TEST_DEPS := $(ALL_TARGETS) $(TEST_BINS) $(TESTS_CUDA) $(TEST_DEPS_EXTRA) $(KERNELS_PTX) $(STANDIN_LIB) $(STANDIN_TEST)

@@ -332,11 +332,20 @@ step_cudart() {
 		[ -x "$bin" ] || continue
 		run_check "cudart $v, native" "$LOGDIR/cudart-$v-native.log" 120 native "$bin"
 	done
+	# The CI's cudart programs (PTX only, JIT-compiled here).
+	make -s -j16 check-build >>"$LOGDIR/build.log" 2>&1
+	for bin in "$ROOT/$BUILD"/tests/cudart/r_*; do
+		[ -x "$bin" ] && run_check "$(basename "$bin"), native" "$LOGDIR/$(basename "$bin")-native.log" 120 native "$bin"
+	done
 	om_start || { result FAIL "daemon" "did not start"; om_logs; om_stop; return; }
 	for v in static shared; do
 		bin=$GPU_OUT/cudart_$v
 		[ -x "$bin" ] || continue
 		run_check "cudart $v, openmps" "$LOGDIR/cudart-$v-openmps.log" 120 openmps "$bin" || om_logs 30
+	done
+	for bin in "$ROOT/$BUILD"/tests/cudart/r_*; do
+		[ -x "$bin" ] && { run_check "$(basename "$bin"), openmps" "$LOGDIR/$(basename "$bin")-openmps.log" 120 \
+			openmps "$bin" || om_logs 30; }
 	done
 	om_stop
 }

@@ -51,26 +51,31 @@ CU_API CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_op
 {
 	struct si_library *lib;
 	CUresult rc;
+	char *text;
 	int err;
 
 	if (!mps__initialized())
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
-	    (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+	/* Option counts with NULL arrays are no options: cudart passes them. */
+	if (!library || !code)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (mps__image_is_binary(code))
+	text = mps__image_text(code);
+	if (!text)
 		return CUDA_ERROR_INVALID_IMAGE;
 	lib = calloc(1, sizeof(*lib));
-	if (!lib)
+	if (!lib) {
+		free(text);
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	err = mps__ptx_parse(code, &lib->img);
+	}
+	err = mps__ptx_parse(text, &lib->img);
 	if (err) {
+		free(text);
 		free(lib);
 		return mps__image_error(err);
 	}
 	mps__lock();
 	rc = CUDA_ERROR_OUT_OF_MEMORY;
-	lib->text = strdup(code);
+	lib->text = text;
 	lib->kernels = calloc(lib->img.nentries + 1, sizeof(*lib->kernels));
 	if (!lib->text || !lib->kernels)
 		goto out_free;

@@ -5,8 +5,11 @@
  * each module-scope variable zeroed device memory of its own, per loaded
  * module, so two loads of one image do not share globals.
  *
- * The stand-in cannot run machine code: an ELF cubin or a fatbin is refused
- * with CUDA_ERROR_INVALID_IMAGE, as is anything else that is not PTX text.
+ * The stand-in cannot run machine code: an ELF cubin is refused with
+ * CUDA_ERROR_INVALID_IMAGE, as is anything else that is not PTX text. A
+ * fatbin (what cudart registers) is taken for the PTX it carries, when that
+ * is not compressed (nvcc -Xfatbin -compress=false), so that programs built
+ * with nvcc and cudart run on the stand-in too.
  *
  * A module is referenced by its handle and by each queued launch of one of
  * its kernels (the twin of bump_global reaches the module's g_counter when it
@@ -39,6 +42,60 @@ bool mps__image_is_binary(const void *image)
 	if (b[0] == 0xb1 && b[1] == 0x43 && b[2] == 0x62 && b[3] == 0x46)
 		return true;    /* fatbin wrapper */
 	return false;
+}
+
+/* A fatbin: a 16-byte header (magic, version, header size, size of what
+ * follows), then entries, each a header (kind: 1 PTX, 2 ELF; its own size;
+ * the payload's size; flags, 0x8000 when the payload is compressed) and its
+ * payload. The first uncompressed PTX payload, copied with a NUL, or NULL. */
+static char *fatbin_ptx(const unsigned char *p)
+{
+	uint16_t header_size, kind;
+	uint32_t entry_header;
+	uint64_t fat_size, size, flags, off;
+
+	memcpy(&header_size, p + 6, 2);
+	memcpy(&fat_size, p + 8, 8);
+	for (off = header_size; off + 0x38 <= (uint64_t)header_size + fat_size; off += entry_header + size) {
+		const unsigned char *e = p + off;
+		char *text;
+
+		memcpy(&kind, e, 2);
+		memcpy(&entry_header, e + 4, 4);
+		memcpy(&size, e + 8, 8);
+		memcpy(&flags, e + 0x28, 8);
+		if (entry_header < 0x38 || off + entry_header + size > (uint64_t)header_size + fat_size)
+			return NULL;
+		if (kind != 1 || (flags & 0x8000))
+			continue;
+		text = malloc(size + 1);
+		if (!text)
+			return NULL;
+		memcpy(text, e + entry_header, size);
+		text[size] = 0;
+		return text;
+	}
+	return NULL;
+}
+
+char *mps__image_text(const void *image)
+{
+	const unsigned char *b = image;
+
+	if (b[0] == 0xb1 && b[1] == 0x43 && b[2] == 0x62 && b[3] == 0x46) {
+		const void *data;
+
+		/* The wrapper: magic, version, then a pointer to the fatbin. */
+		memcpy(&data, b + 8, sizeof(data));
+		if (!data)
+			return NULL;
+		b = data;
+	}
+	if (b[0] == 0x50 && b[1] == 0xed && b[2] == 0x55 && b[3] == 0xba)
+		return fatbin_ptx(b);
+	if (mps__image_is_binary(b))
+		return NULL;
+	return strdup((const char *)b);
 }
 
 CUresult mps__image_error(int err)
@@ -221,18 +278,23 @@ CU_API CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned
 	struct si_context *ctx;
 	struct si_module *m;
 	CUresult rc;
+	char *text;
 
 	if (!mps__initialized())
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!module || !image || (numOptions && (!options || !optionValues)))
 		return CUDA_ERROR_INVALID_VALUE;
+	text = mps__image_text(image);
+	if (!text)
+		return CUDA_ERROR_INVALID_IMAGE;
 	mps__lock();
 	rc = mps__ctx_enter(&ctx);
 	if (rc == CUDA_SUCCESS)
-		rc = mps__module_load(ctx, image, NULL, &m);
+		rc = mps__module_load(ctx, text, NULL, &m);
 	if (rc == CUDA_SUCCESS)
 		*module = (CUmodule)m->handle;
 	mps__unlock();
+	free(text);
 	if (numOptions)
 		jit_outputs(numOptions, options, optionValues, rc);
 	return rc;

@@ -302,6 +302,9 @@ struct si_library {
 void mps__fattrs_default(struct si_fattrs *a);
 /* True for an ELF cubin or a fatbin, which the stand-in cannot load. */
 bool mps__image_is_binary(const void *image);
+/* The PTX text of an image — PTX itself, or the uncompressed PTX inside a
+ * fatbin or its wrapper — in memory of its own (free it), or NULL. */
+char *mps__image_text(const void *image);
 /* The CUresult for an error of mps__ptx_parse. */
 CUresult mps__image_error(int err);
 /* Loads PTX into ctx; lib non-NULL when loading a library. CUresult of cuModuleLoadData. */
