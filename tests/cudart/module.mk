@@ -8,6 +8,9 @@
 
 CUDART_NAMES := r_threads
 CUDART_BINS  := $(addprefix $(BUILD)/tests/cudart/,$(CUDART_NAMES))
+# The same program with a per-thread default stream (cudart then calls the
+# driver's _ptsz/_ptds entry points).
+CUDART_PTDS  := $(addsuffix _ptds,$(CUDART_BINS))
 CUDART_CXX   := $(shell command -v g++ 2>/dev/null || command -v c++ 2>/dev/null)
 
 ifneq ($(CUDART_CXX),)
@@ -16,6 +19,11 @@ $(CUDART_BINS): $(BUILD)/tests/cudart/%: tests/cudart/%.cu tests/kernels/kernels
 	$(NVCC) -std=c++17 -ccbin $(CUDART_CXX) -gencode arch=compute_90,code=compute_90 -Xfatbin -compress=false \
 		-o $@ $<
 
-TEST_DEPS_EXTRA += $(CUDART_BINS)
+$(CUDART_PTDS): $(BUILD)/tests/cudart/%_ptds: tests/cudart/%.cu tests/kernels/kernels.cu tests/kernels/long_name.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -ccbin $(CUDART_CXX) -gencode arch=compute_90,code=compute_90 -Xfatbin -compress=false \
+		--default-stream per-thread -o $@ $<
+
+TEST_DEPS_EXTRA += $(CUDART_BINS) $(CUDART_PTDS)
 endif
 TEST_SCRIPTS += tests/cudart/cudart.sh
