@@ -286,6 +286,66 @@ static CUresult mem_free(CUdeviceptr p)
 	return r;
 }
 
+/* Stream-ordered allocation: the server allocates on its stream for ours
+ * and answers with the pointer at once; the free is queued, like a launch. */
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream s, bool per_thread)
+{
+	struct mps_msg_mem_async q = { .value = size };
+	struct mps_call call;
+	uint32_t ctx;
+	CUresult r;
+
+	if (!dptr || !size)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__stream_resolve(s, per_thread, &q.stream, &ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_MEM_ALLOC_ASYNC, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		*dptr = (CUdeviceptr)call.s->val[0];
+		mps__devmem_add(call.s->val[0], size, mps__ctx_by_handle(ctx), NULL);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult free_async(CUdeviceptr p, CUstream s, bool per_thread)
+{
+	struct mps_msg_mem_async q = { .value = p };
+	uint32_t ctx;
+	CUresult r;
+
+	if (p == 0)
+		return CUDA_SUCCESS;
+	r = mps__stream_resolve(s, per_thread, &q.stream, &ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__post(MPS_OP_MEM_FREE_ASYNC, ctx, &q.hdr, sizeof(q), NULL, 0);
+	if (r == CUDA_SUCCESS)
+		mps__devmem_remove(p);
+	return r;
+}
+
+static CUresult mem_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s)
+{
+	return alloc_async(dptr, size, s, false);
+}
+
+static CUresult mem_alloc_async_ptsz(CUdeviceptr *dptr, size_t size, CUstream s)
+{
+	return alloc_async(dptr, size, s, true);
+}
+
+static CUresult mem_free_async(CUdeviceptr p, CUstream s)
+{
+	return free_async(p, s, false);
+}
+
+static CUresult mem_free_async_ptsz(CUdeviceptr p, CUstream s)
+{
+	return free_async(p, s, true);
+}
+
 static CUresult mem_get_info(size_t *fr, size_t *total)
 {
 	struct mps_msg q;
@@ -654,6 +714,10 @@ const struct mps_impl mps__memory_api[] = {
 	MPS_IMPL(cuMemAlloc_v2, mem_alloc),
 	MPS_IMPL(cuMemAllocPitch_v2, mem_alloc_pitch),
 	MPS_IMPL(cuMemFree_v2, mem_free),
+	MPS_IMPL(cuMemAllocAsync, mem_alloc_async),
+	MPS_IMPL_AS(cuMemAllocAsync_ptsz, cuMemAllocAsync, mem_alloc_async_ptsz),
+	MPS_IMPL(cuMemFreeAsync, mem_free_async),
+	MPS_IMPL_AS(cuMemFreeAsync_ptsz, cuMemFreeAsync, mem_free_async_ptsz),
 	MPS_IMPL(cuMemGetInfo_v2, mem_get_info),
 	MPS_IMPL(cuMemGetAddressRange_v2, mem_get_address_range),
 	MPS_IMPL(cuMemAllocHost_v2, mem_alloc_host),

@@ -138,6 +138,8 @@ enum mps_op {
 	MPS_OP_EVENT_QUERY,       /* sync */
 	MPS_OP_EVENT_ELAPSED,     /* sync: val[0] = milliseconds as float bits */
 	MPS_OP_ERROR_STRING,      /* sync: data = name '\0' description '\0' */
+	MPS_OP_MEM_ALLOC_ASYNC,   /* sync: val[0] = dptr, usable in the stream's order */
+	MPS_OP_MEM_FREE_ASYNC,    /* async: freed in the stream's order */
 	MPS_OP_COUNT
 };
 
@@ -170,6 +172,14 @@ struct mps_msg_mem_alloc {
 struct mps_msg_ptr {
 	struct mps_msg hdr;
 	uint64_t ptr;
+};
+
+/* cuMemAllocAsync (size) and cuMemFreeAsync (ptr) on a stream. */
+struct mps_msg_mem_async {
+	struct mps_msg hdr;
+	uint64_t value;   /* size to allocate, or the pointer to free */
+	uint32_t stream;  /* 0: the message context's legacy stream */
+	uint32_t pad;
 };
 
 struct mps_msg_pointer_attr {
@@ -435,6 +445,7 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_copy);
 MPS_WIRE_ASSERT_SIZE(mps_msg_memset);
 MPS_WIRE_ASSERT_SIZE(mps_msg_blob);
 MPS_WIRE_ASSERT_SIZE(mps_msg_module_load);
+MPS_WIRE_ASSERT_SIZE(mps_msg_mem_async);
 MPS_WIRE_ASSERT_SIZE(mps_msg_get_symbol);
 MPS_WIRE_ASSERT_SIZE(mps_msg_func_attr);
 MPS_WIRE_ASSERT_SIZE(mps_msg_occupancy);

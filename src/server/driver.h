@@ -20,6 +20,7 @@
 	X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuCtxGetLimit) X(cuCtxSetLimit) \
 	X(cuCtxGetStreamPriorityRange) \
 	X(cuMemAlloc) X(cuMemAllocPitch) X(cuMemFree) X(cuMemGetInfo) X(cuMemGetAddressRange) \
+	X(cuMemAllocAsync) X(cuMemFreeAsync) \
 	X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) \
 	X(cuPointerGetAttribute) \
 	X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) \

@@ -22,6 +22,7 @@
 #include "common/sock.h"
 #include "server/driver.h"
 #include "server/server.h"
+#include "server/streams.h"
 
 #define HOST_ALLOC_MAX (1ull << 40)   /* refuse absurd requests outright */
 
@@ -108,6 +109,72 @@ void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
 	if (cr == CUDA_SUCCESS)
 		cr = mps_drv.cuMemFree((CUdeviceptr)r.base);
 	mps__reply(c, m->slot, cr);
+}
+
+/* Stream-ordered allocation: the driver's own, on the client's stream. The
+ * memory is the client's (charged, checked, freed with it) from the moment
+ * the pointer is handed out; freeing removes it at once, so no later message
+ * can name it, while work already queued before the free still runs. */
+void mps__op_mem_alloc_async(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_mem_async *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	struct mps_sstream *st;
+	CUdeviceptr p = 0;
+	CUresult r;
+	int dev;
+
+	if (q->value == 0) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	st = mps_stream_for_work(c, m, q->stream, &r);
+	if (!st) {
+		mps__reply(c, m->slot, r);
+		return;
+	}
+	dev = st->ctx->device;
+	if (mps_memacct_charge(&c->mem, dev, q->value) < 0) {
+		mps_log_info("client %d: allocation of %llu bytes refused by its memory limit", (int)c->pid,
+			     (unsigned long long)q->value);
+		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+		return;
+	}
+	r = mps_drv.cuMemAllocAsync(&p, (size_t)q->value, st->s);
+	if (r == CUDA_SUCCESS && mps_memacct_add(&c->mem, p, q->value, MPS_MEM_DEVICE, dev, st->ctx->handle) < 0) {
+		mps_drv.cuMemFreeAsync(p, st->s);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (r != CUDA_SUCCESS) {
+		mps_memacct_uncharge(&c->mem, dev, q->value);
+		p = 0;
+	}
+	s->val[0] = p;
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_mem_free_async(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_mem_async *q = (const void *)m;
+	const struct mps_mrange *rg = mps_memacct_find(&c->mem, q->value);
+	struct mps_sstream *st;
+	struct mps_mrange r;
+	CUresult cr;
+
+	if (!rg || rg->base != q->value || rg->kind != MPS_MEM_DEVICE) {
+		mps__defer_error(c, CUDA_ERROR_INVALID_VALUE, "cuMemFreeAsync");
+		return;
+	}
+	st = mps_stream_for_work(c, m, q->stream, &cr);
+	if (!st) {
+		mps__defer_error(c, cr, "cuMemFreeAsync");
+		return;
+	}
+	mps_memacct_remove(&c->mem, q->value, MPS_MEM_DEVICE, &r);
+	cr = mps__bind_device(c, r.device);
+	if (cr == CUDA_SUCCESS)
+		cr = mps_drv.cuMemFreeAsync((CUdeviceptr)r.base, st->s);
+	mps__defer_error(c, cr, "cuMemFreeAsync");
 }
 
 void mps__op_mem_info(struct mps_client *c, const struct mps_msg *m)

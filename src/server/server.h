@@ -219,6 +219,7 @@ struct mps_sctx *mps__msg_ctx(struct mps_client *c, const struct mps_msg *m);
 typedef void mps_op_fn(struct mps_client *c, const struct mps_msg *m);
 mps_op_fn mps__op_ctx_create, mps__op_ctx_destroy, mps__op_ctx_sync, mps__op_ctx_limit;
 mps_op_fn mps__op_mem_alloc, mps__op_mem_free, mps__op_mem_info, mps__op_mem_range;
+mps_op_fn mps__op_mem_alloc_async, mps__op_mem_free_async;
 mps_op_fn mps__op_pointer_attr, mps__op_host_alloc, mps__op_host_free;
 mps_op_fn mps__op_copy, mps__op_memset;
 mps_op_fn mps__op_blob_append, mps__op_module_load, mps__op_module_unload;

@@ -74,6 +74,8 @@ static const struct {
 	OP(MPS_OP_EVENT_QUERY, mps__op_event_query, mps_msg_handle, SYNC),
 	OP(MPS_OP_EVENT_ELAPSED, mps__op_event_elapsed, mps_msg_elapsed, SYNC),
 	OP(MPS_OP_ERROR_STRING, mps__op_error_string, mps_msg_error_string, SYNC),
+	OP(MPS_OP_MEM_ALLOC_ASYNC, mps__op_mem_alloc_async, mps_msg_mem_async, SYNC),
+	OP(MPS_OP_MEM_FREE_ASYNC, mps__op_mem_free_async, mps_msg_mem_async, ASYNC),
 #undef OP
 };
 

@@ -530,6 +530,53 @@ static void test_memset(void)
 	free(got);
 }
 
+/* Stream-ordered allocation: memory from cuMemAllocAsync is usable in the
+ * stream's order at once (set, copied in and out on the stream, exact),
+ * counts in the free memory while held, and cuMemFreeAsync queued behind
+ * the work gives it back; several in a row on the legacy stream too. */
+static void test_alloc_async(void)
+{
+	enum { WORDS = 70001 };
+	uint32_t *in = xmalloc(WORDS * 4), *out = xmalloc(WORDS * 4);
+	CUdeviceptr d = 0, e[8] = { 0 };
+	size_t fr0, fr1, total;
+
+	for (int i = 0; i < WORDS; i++)
+		in[i] = (uint32_t)t_rand(&rng) | 1;
+	CHECK(cuMemGetInfo(&fr0, &total));
+	CHECK(cuMemAllocAsync(&d, 64 << 20, stream));
+	EXPECT(d != 0, "cuMemAllocAsync gave NULL");
+	CHECK(cuMemsetD32Async(d, 0x5a5a5a5au, 16 << 20, stream));
+	CHECK(cuMemcpyHtoDAsync(d + 4096, in, WORDS * 4, stream));
+	CHECK(cuMemcpyDtoHAsync(out, d + 4096, WORDS * 4, stream));
+	CHECK(cuStreamSynchronize(stream));
+	CMP_BYTES(out, in, WORDS * 4, "a stream-ordered allocation, copied in and out");
+	CHECK(cuMemcpyDtoH(out, d, 4096));
+	for (int i = 0; i < 1024; i++) {
+		if (out[i] != 0x5a5a5a5au) {
+			EXPECT(0, "word %d of a stream-ordered allocation after a memset: 0x%x", i, out[i]);
+			break;
+		}
+	}
+	CHECK(cuMemGetInfo(&fr1, &total));
+	EXPECT(fr1 + (64 << 20) <= fr0 + (16 << 20), "64 MiB allocated in stream order: free %zu -> %zu", fr0, fr1);
+	CHECK(cuMemFreeAsync(d, stream));
+	for (int i = 0; i < 8; i++) {
+		CHECK(cuMemAllocAsync(&e[i], (size_t)(i + 1) << 16, CU_STREAM_LEGACY));
+		CHECK(cuMemsetD8Async(e[i], (unsigned char)(0x10 + i), (size_t)(i + 1) << 16, CU_STREAM_LEGACY));
+	}
+	for (int i = 0; i < 8; i++) {
+		unsigned char b[2] = { 0, 0 };
+
+		CHECK(cuMemcpyDtoH(b, e[i] + ((size_t)(i + 1) << 16) - 2, 2));
+		EXPECT(b[0] == 0x10 + i && b[1] == 0x10 + i, "allocation %d ends in 0x%x 0x%x", i, b[0], b[1]);
+		CHECK(cuMemFreeAsync(e[i], CU_STREAM_LEGACY));
+	}
+	CHECK(cuCtxSynchronize());
+	free(in);
+	free(out);
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -548,6 +595,7 @@ int main(int argc, char **argv)
 	test_copies();
 	test_unified_copy();
 	test_memset();
+	test_alloc_async();
 
 	CHECK(cuStreamDestroy(stream));
 	CHECK(cuModuleUnload(mod));

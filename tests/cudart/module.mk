@@ -6,7 +6,7 @@
 # not only on a GPU. nvcc needs a C++ host compiler; without one the
 # programs are not built and tests/cudart/cudart.sh reports them skipped.
 
-CUDART_NAMES := r_threads
+CUDART_NAMES := r_threads r_runtime
 CUDART_BINS  := $(addprefix $(BUILD)/tests/cudart/,$(CUDART_NAMES))
 # The same program with a per-thread default stream (cudart then calls the
 # driver's _ptsz/_ptds entry points).

@@ -233,6 +233,7 @@ int main(int argc, char **argv)
 		struct mps_msg_blob blob;
 		struct mps_msg_module_load ml;
 		struct mps_msg_launch la;
+		struct mps_msg_mem_async ma2;
 		uint8_t raw[256];
 	} m;
 	struct mps_slot *s;
@@ -345,6 +346,28 @@ int main(int argc, char **argv)
 	 * synchronize, once. */
 	memset(&m, 0, sizeof(m));
 	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL), CUDA_ERROR_INVALID_IMAGE);
+	memset(&m, 0, sizeof(m));
+	CHECK(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL));
+
+	/* Stream-ordered allocation: nothing, on a stream that is not one, and a
+	 * free of what is not ours (its error comes with the next synchronize). */
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(MPS_OP_MEM_ALLOC_ASYNC, ctx, &m, sizeof(m.ma2), NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.ma2.value = 4096;
+	m.ma2.stream = 0x12345601;
+	CHECK_ERR(call(MPS_OP_MEM_ALLOC_ASYNC, ctx, &m, sizeof(m.ma2), NULL), CUDA_ERROR_INVALID_HANDLE);
+	memset(&m, 0, sizeof(m));
+	m.ma2.value = theirs;
+	post(MPS_OP_MEM_FREE_ASYNC, ctx, &m, sizeof(m.ma2));
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.ma2.value = 4096;
+	CHECK(call(MPS_OP_MEM_ALLOC_ASYNC, ctx, &m, sizeof(m.ma2), &s));
+	m.ma2.value = s->val[0];
+	EXPECT(m.ma2.value != 0, "a stream-ordered allocation gave NULL");
+	post(MPS_OP_MEM_FREE_ASYNC, ctx, &m, sizeof(m.ma2));
 	memset(&m, 0, sizeof(m));
 	CHECK(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL));
 

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CUDA runtime calls frameworks make around their kernels, each result
+ * checked: device properties and attributes, memory info, occupancy,
+ * function attributes (a kernel allowed more dynamic shared memory, then
+ * launched with it), cudaLaunchKernelEx, events (query before and after,
+ * elapsed time), stream queries, and four host threads each launching on
+ * a stream of its own at the same time, its memory allocated and freed in
+ * stream order (cudaMallocAsync, cudaFreeAsync), each result exact.
+ * Built like r_threads (PTX only, uncompressed) to run on the stand-in too.
+ */
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "../kernels/kernels.cu"
+
+static int failures;
+
+#define CK(x) do { \
+	cudaError_t e_ = (x); \
+	if (e_ != cudaSuccess) { \
+		std::fprintf(stderr, "r_runtime:%d: %s -> %s\n", __LINE__, #x, cudaGetErrorName(e_)); \
+		failures++; \
+	} \
+} while (0)
+
+#define EXPECT(cond, ...) do { \
+	if (!(cond)) { \
+		std::fprintf(stderr, "r_runtime:%d: ", __LINE__); \
+		std::fprintf(stderr, __VA_ARGS__); \
+		std::fputc('\n', stderr); \
+		failures++; \
+	} \
+} while (0)
+
+enum { N = 4099 };
+
+static bool iota_ok(const unsigned *h, unsigned base, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (h[i] != base + (unsigned)i)
+			return false;
+	return true;
+}
+
+static void properties()
+{
+	cudaDeviceProp p;
+	int dev = -1, count = 0, sms = 0, maxt = 0;
+	size_t fr = 0, total = 0;
+
+	CK(cudaGetDeviceCount(&count));
+	EXPECT(count >= 1, "%d devices", count);
+	CK(cudaGetDevice(&dev));
+	EXPECT(dev == 0, "current device %d", dev);
+	std::memset(&p, 0, sizeof(p));
+	CK(cudaGetDeviceProperties(&p, 0));
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	CK(cudaDeviceGetAttribute(&maxt, cudaDevAttrMaxThreadsPerBlock, 0));
+	EXPECT(p.name[0] && sms > 0 && sms == p.multiProcessorCount && maxt == p.maxThreadsPerBlock,
+	       "properties: '%s', %d SMs (attribute %d), %d threads (attribute %d)", p.name, p.multiProcessorCount, sms,
+	       p.maxThreadsPerBlock, maxt);
+	CK(cudaMemGetInfo(&fr, &total));
+	EXPECT(total > 0 && fr <= total, "memory: %zu free of %zu", fr, total);
+}
+
+static void attributes_and_launch_ex()
+{
+	cudaFuncAttributes a;
+	unsigned *d = nullptr, h[N];
+	int blocks = 0, n = N;
+	unsigned base = 77;
+
+	std::memset(&a, 0, sizeof(a));
+	CK(cudaFuncGetAttributes(&a, iota_u32));
+	EXPECT(a.maxThreadsPerBlock >= 128, "iota_u32: %d threads per block at most", a.maxThreadsPerBlock);
+	CK(cudaFuncSetAttribute(iota_u32, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+	std::memset(&a, 0, sizeof(a));
+	CK(cudaFuncGetAttributes(&a, iota_u32));
+	EXPECT(a.maxDynamicSharedSizeBytes == 64 * 1024, "max dynamic shared memory %d after setting 64 KiB",
+	       a.maxDynamicSharedSizeBytes);
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, iota_u32, 128, 0));
+	EXPECT(blocks > 0, "occupancy: %d blocks per SM", blocks);
+
+	CK(cudaMalloc(&d, sizeof(h)));
+	/* 48 KiB of dynamic shared memory: more than the default allows. */
+	iota_u32<<<(N + 127) / 128, 128, 48 * 1024>>>(d, base, n);
+	CK(cudaGetLastError());
+	CK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+	EXPECT(iota_ok(h, base, N), "iota_u32 with 48 KiB of dynamic shared memory");
+
+	cudaLaunchConfig_t cfg;
+	cudaLaunchAttribute attr[1];
+	std::memset(&cfg, 0, sizeof(cfg));
+	cfg.gridDim = dim3((N + 63) / 64);
+	cfg.blockDim = dim3(64);
+	attr[0].id = cudaLaunchAttributePriority;
+	attr[0].val.priority = 0;
+	cfg.attrs = attr;
+	cfg.numAttrs = 1;
+	base = 4242;
+	CK(cudaLaunchKernelEx(&cfg, iota_u32, d, base, n));
+	CK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+	EXPECT(iota_ok(h, base, N), "iota_u32 through cudaLaunchKernelEx");
+	CK(cudaFree(d));
+}
+
+static void events_and_queries()
+{
+	cudaStream_t s;
+	cudaEvent_t a, b;
+	int *flag = nullptr;
+	float ms = -1;
+
+	CK(cudaStreamCreate(&s));
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	CK(cudaMalloc(&flag, sizeof(int)));
+	CK(cudaEventRecord(a, s));
+	/* About 20 ms of spinning: queries see it unfinished. */
+	spin<<<1, 32, 0, s>>>(40000000LL, flag);
+	CK(cudaEventRecord(b, s));
+	cudaError_t q = cudaStreamQuery(s), e = cudaEventQuery(b);
+	EXPECT(q == cudaErrorNotReady || q == cudaSuccess, "stream query while busy: %s", cudaGetErrorName(q));
+	EXPECT(e == cudaErrorNotReady || e == cudaSuccess, "event query while busy: %s", cudaGetErrorName(e));
+	(void)cudaGetLastError();   /* a NotReady answer is not an error to keep */
+	CK(cudaEventSynchronize(b));
+	CK(cudaStreamQuery(s));
+	CK(cudaEventQuery(b));
+	CK(cudaEventElapsedTime(&ms, a, b));
+	EXPECT(ms > 0 && ms < 60000, "elapsed %f ms", ms);
+	CK(cudaFree(flag));
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	CK(cudaStreamDestroy(s));
+}
+
+static void threads()
+{
+	enum { T = 4 };
+	std::vector<std::thread> ts;
+	static unsigned h[T][N];
+	bool ok[T] = {};
+
+	for (int t = 0; t < T; t++) {
+		ts.emplace_back([t, &ok] {
+			cudaStream_t s;
+			unsigned *d = nullptr, base = 1000u * (unsigned)(t + 1);
+			int n = N;
+
+			CK(cudaSetDevice(0));
+			CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+			CK(cudaMallocAsync(&d, sizeof(h[t]), s));
+			for (int r = 0; r < 20; r++)
+				iota_u32<<<(N + 127) / 128, 128, 0, s>>>(d, base + (unsigned)r, n);
+			CK(cudaGetLastError());
+			CK(cudaMemcpyAsync(h[t], d, sizeof(h[t]), cudaMemcpyDeviceToHost, s));
+			CK(cudaStreamSynchronize(s));
+			ok[t] = iota_ok(h[t], base + 19, N);
+			CK(cudaFreeAsync(d, s));
+			CK(cudaStreamSynchronize(s));
+			CK(cudaStreamDestroy(s));
+		});
+	}
+	for (auto &t : ts)
+		t.join();
+	for (int t = 0; t < T; t++)
+		EXPECT(ok[t], "thread %d's result", t);
+}
+
+int main()
+{
+	properties();
+	attributes_and_launch_ex();
+	events_and_queries();
+	threads();
+	CK(cudaDeviceSynchronize());
+	std::printf("r_runtime: %s\n", failures ? "FAIL" : "PASS");
+	return failures ? 1 : 0;
+}
