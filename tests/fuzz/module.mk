@@ -79,7 +79,8 @@ fuzz: $(FUZZ_DIR)/fuzz_wire $(FUZZ_DIR)/fuzz_control $(FUZZ_STANDIN) \
 
 # New inputs go to work/, the seeds stay as they are; a crash's input goes
 # to artifacts/. -timeout: no input may take this long (a hang).
-FUZZ_RUN = -max_total_time=$(FUZZ_TIME) -timeout=20 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/
+FUZZ_RUN = -max_total_time=$(FUZZ_TIME) -timeout=20 -print_final_stats=1 -print_funcs=0 \
+           -artifact_prefix=$(FUZZ_DIR)/artifacts/
 
 fuzz-smoke: fuzz
 	@rm -rf $(FUZZ_DIR)/work && mkdir -p $(FUZZ_DIR)/work/wire $(FUZZ_DIR)/work/control $(FUZZ_DIR)/artifacts

@@ -142,6 +142,14 @@ static void mem_alloc(struct seq *s, uint32_t ctx, uint64_t size)
 	put(s, &m, sizeof(m));
 }
 
+/* cuMemAllocAsync (slot given) or cuMemFreeAsync (NO) on a stream. */
+static void mem_async(struct seq *s, uint16_t op, uint32_t slot, uint32_t ctx, uint32_t stream, uint64_t value)
+{
+	struct mps_msg_mem_async m = { .hdr = HDR(op, slot, ctx), .value = value, .stream = stream };
+
+	put(s, &m, sizeof(m));
+}
+
 static void copy_inline(struct seq *s, uint32_t ctx, uint32_t stream, uint64_t dst, size_t n)
 {
 	struct mps_msg_copy m = { .hdr = HDR(MPS_OP_COPY, NO, ctx), .kind = MPS_COPY_H2D, .stream = stream,
@@ -349,6 +357,26 @@ static void seed_pitched(struct seq *s)
 	simple(s, MPS_OP_CTX_SYNC, 4, H(2));
 	/* Ends with both contexts and their memory still live: teardown frees them. */
 	save(s, "pitched");
+}
+
+static void seed_alloc_async(struct seq *s)
+{
+	begin(s, 0, 0);
+	ctx_create(s, 0, 0);
+	stream_create(s, CTX, CU_STREAM_NON_BLOCKING, 0);                   /* H(2) */
+	mem_async(s, MPS_OP_MEM_ALLOC_ASYNC, 1, CTX, H(2), 8192);           /* range 0 */
+	memset32(s, NO, CTX, H(2), FAKE(0, 0), 2048, 4);
+	copy_to_slot(s, 2, CTX, H(2), FAKE(0, 64), 128);
+	mem_async(s, MPS_OP_MEM_FREE_ASYNC, NO, CTX, H(2), FAKE(0, 0));
+	mem_async(s, MPS_OP_MEM_FREE_ASYNC, NO, CTX, H(2), FAKE(0, 0));     /* twice */
+	simple(s, MPS_OP_CTX_SYNC, 3, CTX);
+	mem_async(s, MPS_OP_MEM_ALLOC_ASYNC, 4, CTX, 0, 4096);              /* range 1, legacy */
+	mem_async(s, MPS_OP_MEM_FREE_ASYNC, NO, CTX, 0, FAKE(1, 8));        /* not its start */
+	mem_async(s, MPS_OP_MEM_ALLOC_ASYNC, 5, CTX, 0, 0);                 /* nothing */
+	mem_async(s, MPS_OP_MEM_ALLOC_ASYNC, 6, CTX, H(9), 4096);           /* no such stream */
+	simple(s, MPS_OP_CTX_SYNC, 7, CTX);
+	simple(s, MPS_OP_CTX_DESTROY, 8, CTX);
+	save(s, "alloc_async");
 }
 
 static void seed_streams(struct seq *s)
@@ -685,6 +713,7 @@ int main(int argc, char **argv)
 	seed_memory(&s);
 	seed_pitched(&s);
 	seed_streams(&s);
+	seed_alloc_async(&s);
 	seed_module(&s);
 	seed_library(&s);
 	seed_host(&s);
