@@ -17,25 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "../kernels/kernels.cu"
-
-static int failures;
-
-#define CK(x) do { \
-	cudaError_t e_ = (x); \
-	if (e_ != cudaSuccess) { \
-		std::fprintf(stderr, "r_runtime:%d: %s -> %s\n", __LINE__, #x, cudaGetErrorName(e_)); \
-		failures++; \
-	} \
-} while (0)
-
-#define EXPECT(cond, ...) do { \
-	if (!(cond)) { \
-		std::fprintf(stderr, "r_runtime:%d: ", __LINE__); \
-		std::fprintf(stderr, __VA_ARGS__); \
-		std::fputc('\n', stderr); \
-		failures++; \
-	} \
-} while (0)
+#include "check.h"
 
 enum { N = 4099 };
 
@@ -179,6 +161,5 @@ int main()
 	events_and_queries();
 	threads();
 	CK(cudaDeviceSynchronize());
-	std::printf("r_runtime: %s\n", failures ? "FAIL" : "PASS");
-	return failures ? 1 : 0;
+	return finish("r_runtime");
 }
