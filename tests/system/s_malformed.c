@@ -140,17 +140,15 @@ static uint32_t load_test_module(uint32_t ctx)
 static CUresult get_symbol(uint16_t op, uint32_t ctx, uint32_t mod, const char *bytes, uint32_t nbytes,
 			   uint32_t name_len)
 {
-	struct {
-		struct mps_msg_get_symbol q;
-		char name[64];
-	} m;
+	uint64_t buf[(sizeof(struct mps_msg_get_symbol) + 64) / 8];   /* aligned for the header */
+	struct mps_msg_get_symbol *q = (struct mps_msg_get_symbol *)buf;
 
-	memset(&m, 0, sizeof(m));
-	m.q.kind = op == MPS_OP_GET_GLOBAL ? MPS_GLOBAL_OF_MODULE : MPS_FUNC_OF_MODULE;
-	m.q.parent = mod;
-	m.q.name_len = name_len;
-	memcpy(m.name, bytes, nbytes);
-	return call(op, ctx, &m, (uint32_t)(sizeof(m.q) + nbytes), NULL);
+	memset(buf, 0, sizeof(buf));
+	q->kind = op == MPS_OP_GET_GLOBAL ? MPS_GLOBAL_OF_MODULE : MPS_FUNC_OF_MODULE;
+	q->parent = mod;
+	q->name_len = name_len;
+	memcpy(q->name, bytes, nbytes);
+	return call(op, ctx, buf, (uint32_t)(sizeof(*q) + nbytes), NULL);
 }
 
 /* A well-behaved client in another process: allocates, publishes its
