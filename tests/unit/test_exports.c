@@ -22,18 +22,7 @@
 #include "client/exports.h"
 #include "common/log.h"
 #include "client/integrity.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);           \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-			failures++;                                               \
-		}                                                                 \
-	} while (0)
+#include "check.h"
 
 // ---------------------------------------------------------------------------
 // Fake hooks

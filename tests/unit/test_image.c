@@ -15,18 +15,7 @@
 #include <string.h>
 
 #include "common/image.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);           \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-			failures++;                                               \
-		}                                                                 \
-	} while (0)
+#include "check.h"
 
 static uint8_t *slurp(const char *dir, const char *name, size_t *len)
 {

@@ -14,18 +14,7 @@
 #include <string.h>
 
 #include "client/md2.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);           \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-			failures++;                                               \
-		}                                                                 \
-	} while (0)
+#include "check.h"
 
 static void hex(const uint8_t *d, size_t n, char *out)
 {

@@ -23,17 +23,7 @@
 #include <string.h>
 
 #include "server/memacct.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "test_memacct:%d: ", __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-		failures++; \
-	} \
-} while (0)
+#include "check.h"
 
 #define REF_MAX 512
 

@@ -15,24 +15,13 @@
 
 #include "client/gen/symbols.h"
 #include "client/procaddr.h"
+#include "check.h"
 
 #define LEGACY CU_GET_PROC_ADDRESS_LEGACY_STREAM
 #define PTDS CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 #define SUCCESS CU_GET_PROC_ADDRESS_SUCCESS
 #define NOT_FOUND CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
 #define TOO_OLD CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-
-static int failures;
-
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (!(cond)) {                                                  \
-			fprintf(stderr, "test_procaddr:%d: ", __LINE__);        \
-			fprintf(stderr, __VA_ARGS__);                           \
-			fputc('\n', stderr);                                    \
-			failures++;                                             \
-		}                                                               \
-	} while (0)
 
 static const char *sym_name(int sym)
 {
