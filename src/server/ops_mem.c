@@ -12,6 +12,7 @@
  * addressing) the kernels' zero-copy view, all at once.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,6 +26,18 @@
 #include "server/streams.h"
 
 #define HOST_ALLOC_MAX (1ull << 40)   /* refuse absurd requests outright */
+
+/* Charges an allocation to the client; past its limit, logs and answers
+ * the message with CUDA_ERROR_OUT_OF_MEMORY, and returns false. */
+static bool charge(struct mps_client *c, const struct mps_msg *m, int device, uint64_t bytes)
+{
+	if (mps_memacct_charge(&c->mem, device, bytes) == 0)
+		return true;
+	mps_log_info("client %d: allocation of %llu bytes refused by its memory limit", (int)c->pid,
+		     (unsigned long long)bytes);
+	mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+	return false;
+}
 
 void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 {
@@ -55,12 +68,8 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
-	if (mps_memacct_charge(&c->mem, x->device, bytes) < 0) {
-		mps_log_info("client %d: allocation of %llu bytes refused by its memory limit", (int)c->pid,
-			     (unsigned long long)bytes);
-		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+	if (!charge(c, m, x->device, bytes))
 		return;
-	}
 	r = mps__bind_device(c, x->device);
 	if (r == CUDA_SUCCESS) {
 		if (q->elem)
@@ -134,12 +143,8 @@ void mps__op_mem_alloc_async(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	dev = st->ctx->device;
-	if (mps_memacct_charge(&c->mem, dev, q->value) < 0) {
-		mps_log_info("client %d: allocation of %llu bytes refused by its memory limit", (int)c->pid,
-			     (unsigned long long)q->value);
-		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+	if (!charge(c, m, dev, q->value))
 		return;
-	}
 	r = mps_drv.cuMemAllocAsync(&p, (size_t)q->value, st->s);
 	if (r == CUDA_SUCCESS && mps_memacct_add(&c->mem, p, q->value, MPS_MEM_DEVICE, dev, st->ctx->handle) < 0) {
 		mps_drv.cuMemFreeAsync(p, st->s);
