@@ -30,6 +30,8 @@ endif
 ifeq ($(SANITIZE),thread)
 CFLAGS    += -fsanitize=thread
 LDFLAGS   += -fsanitize=thread
+# What ThreadSanitizer cannot see (tests/tsan.supp says why).
+export TSAN_OPTIONS := suppressions=$(CURDIR)/tests/tsan.supp $(TSAN_OPTIONS)
 endif
 
 .PHONY: all test install clean check-cuda
