@@ -36,6 +36,7 @@ struct mps_impl {
 #define MPS_IMPL_END { -1, NULL }
 
 extern const struct mps_impl mps__device_api[], mps__context_api[], mps__memory_api[], mps__copy_api[],
-	mps__module_api[], mps__launch_api[], mps__stream_api[], mps__event_api[], mps__dispatch_api[];
+	mps__module_api[], mps__launch_api[], mps__stream_api[], mps__event_api[], mps__dispatch_api[],
+	mps__forward_api[];
 
 #endif

@@ -133,6 +133,7 @@ struct mps_event {
 	uint32_t handle;
 	struct mps_ctx *ctx;
 	unsigned int flags;
+	struct mps_event *hnext;   /* in event.c's table by handle */
 };
 
 struct mps_func;
@@ -202,6 +203,9 @@ bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *of
  * forgetting those of a context that died. */
 CUresult mps__per_thread_stream(struct mps_ctx *ctx, uint32_t *handle);
 void mps__per_thread_forget(struct mps_ctx *ctx);
+
+/* The live event the server knows by handle, or NULL (event.c). */
+struct mps_event *mps__event_by_handle(uint32_t handle);
 
 /* Called when a context dies on the server, to drop what the client kept. */
 void mps__ctx_forget(struct mps_ctx *ctx);

@@ -10,6 +10,49 @@
 #include "client/api.h"
 #include "client/client.h"
 
+#define EVENT_BUCKETS 1024u
+
+/* Live events by their server handle, for the calls that return an event
+ * the program made (a graph's event nodes). */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mps_event *table[EVENT_BUCKETS];
+
+static uint32_t bucket_of(uint32_t handle)
+{
+	return (handle * 2654435761u) >> 22 & (EVENT_BUCKETS - 1);
+}
+
+static void table_add(struct mps_event *ev)
+{
+	pthread_mutex_lock(&table_lock);
+	ev->hnext = table[bucket_of(ev->handle)];
+	table[bucket_of(ev->handle)] = ev;
+	pthread_mutex_unlock(&table_lock);
+}
+
+static void table_del(struct mps_event *ev)
+{
+	pthread_mutex_lock(&table_lock);
+	for (struct mps_event **pp = &table[bucket_of(ev->handle)]; *pp; pp = &(*pp)->hnext) {
+		if (*pp == ev) {
+			*pp = ev->hnext;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&table_lock);
+}
+
+struct mps_event *mps__event_by_handle(uint32_t handle)
+{
+	struct mps_event *ev;
+
+	pthread_mutex_lock(&table_lock);
+	for (ev = table[bucket_of(handle)]; ev && ev->handle != handle; ev = ev->hnext)
+		;
+	pthread_mutex_unlock(&table_lock);
+	return ev;
+}
+
 static struct mps_event *event_arg(CUevent e)
 {
 	return mps__obj(e, MPS_MAGIC_EVENT);
@@ -40,6 +83,7 @@ static CUresult event_create(CUevent *pe, unsigned int flags)
 		ev->ctx = ctx;
 		ev->flags = flags;
 		ev->magic = MPS_MAGIC_EVENT;
+		table_add(ev);
 		*pe = (CUevent)ev;
 	} else {
 		free(ev);
@@ -56,6 +100,7 @@ static CUresult event_destroy(CUevent e)
 	if (!ev)
 		return CUDA_ERROR_INVALID_HANDLE;
 	r = mps__post_handle(MPS_OP_EVENT_DESTROY, 0, ev->handle);
+	table_del(ev);
 	ev->magic = MPS_MAGIC_DEAD;
 	free(ev);
 	return r;

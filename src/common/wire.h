@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/gen/forward_wire.h"
 #include "common/region.h"
 
 #define MPS_WIRE_VERSION        2
@@ -103,43 +104,64 @@ struct mps_fdmsg {
 /* ------------------------------------------------------------------ */
 /* Submission-queue messages. */
 
+/* Whether an op's message carries a reply slot. */
+enum mps_op_sync {
+	MPS_ASYNC = 0,   /* never: errors wait for the next synchronising call */
+	MPS_SYNC,        /* always */
+	MPS_EITHER,      /* both forms exist (copies and memsets) */
+};
+
+/*
+ * The ops, in one list: X(NAME, handler, message struct, sync). From it come
+ * enum mps_op (MPS_OP_NAME), the server's op table and its handlers'
+ * declarations (mps__op_handler), and the fuzzer's seeds. The struct is the
+ * op's smallest valid message. The ops of the forwarded functions follow,
+ * from their own generated list (gen/forward_wire.h): one per function.
+ */
+#define MPS_HAND_OPS(X) \
+	X(CTX_CREATE, ctx_create, mps_msg_ctx_create, MPS_SYNC)           /* val[0] = context */ \
+	X(CTX_DESTROY, ctx_destroy, mps_msg, MPS_SYNC) \
+	X(CTX_SYNC, ctx_sync, mps_msg, MPS_SYNC)                          /* all the context's streams */ \
+	X(CTX_LIMIT, ctx_limit, mps_msg_ctx_limit, MPS_SYNC)              /* get or set; val[0] = value */ \
+	X(MEM_ALLOC, mem_alloc, mps_msg_mem_alloc, MPS_SYNC)              /* val[0] = dptr, val[1] = pitch */ \
+	X(MEM_FREE, mem_free, mps_msg_ptr, MPS_SYNC) \
+	X(MEM_INFO, mem_info, mps_msg, MPS_SYNC)                          /* val[0] = free, val[1] = total */ \
+	X(MEM_RANGE, mem_range, mps_msg_ptr, MPS_SYNC)                    /* val[0] = base, val[1] = size */ \
+	X(POINTER_ATTR, pointer_attr, mps_msg_pointer_attr, MPS_SYNC)     /* data = struct mps_attr_value each */ \
+	X(HOST_ALLOC, host_alloc, mps_msg_host_alloc, MPS_SYNC)           /* val = region, server address, size */ \
+	X(HOST_FREE, host_free, mps_msg_handle, MPS_SYNC) \
+	X(COPY, copy, mps_msg_copy, MPS_EITHER) \
+	X(MEMSET, memset, mps_msg_memset, MPS_EITHER) \
+	X(BLOB_APPEND, blob_append, mps_msg_blob, MPS_ASYNC)              /* to the client's upload buffer */ \
+	X(MODULE_LOAD, module_load, mps_msg_module_load, MPS_SYNC)        /* the upload; val[0] = module or library */ \
+	X(MODULE_UNLOAD, module_unload, mps_msg_handle, MPS_SYNC) \
+	X(GET_FUNCTION, get_function, mps_msg_get_symbol, MPS_SYNC)       /* val[0]; data = struct mps_func_info */ \
+	X(GET_GLOBAL, get_global, mps_msg_get_symbol, MPS_SYNC)           /* val[0] = dptr, val[1] = size */ \
+	X(FUNC_ATTR, func_attr, mps_msg_func_attr, MPS_SYNC)              /* val[0] = value */ \
+	X(OCCUPANCY, occupancy, mps_msg_occupancy, MPS_SYNC)              /* val[0] = value */ \
+	X(LAUNCH, launch, mps_msg_launch, MPS_ASYNC) \
+	X(STREAM_CREATE, stream_create, mps_msg_stream_create, MPS_SYNC)  /* val[0] = stream */ \
+	X(STREAM_DESTROY, stream_destroy, mps_msg_handle, MPS_ASYNC) \
+	X(STREAM_SYNC, stream_sync, mps_msg_handle, MPS_SYNC) \
+	X(STREAM_QUERY, stream_query, mps_msg_handle, MPS_SYNC) \
+	X(STREAM_WAIT_EVENT, stream_wait_event, mps_msg_stream_wait, MPS_ASYNC) \
+	X(EVENT_CREATE, event_create, mps_msg_event_create, MPS_SYNC)     /* val[0] = event */ \
+	X(EVENT_DESTROY, event_destroy, mps_msg_handle, MPS_ASYNC) \
+	X(EVENT_RECORD, event_record, mps_msg_event_record, MPS_ASYNC) \
+	X(EVENT_SYNC, event_sync, mps_msg_handle, MPS_SYNC) \
+	X(EVENT_QUERY, event_query, mps_msg_handle, MPS_SYNC) \
+	X(EVENT_ELAPSED, event_elapsed, mps_msg_elapsed, MPS_SYNC)        /* val[0] = milliseconds as float bits */ \
+	X(ERROR_STRING, error_string, mps_msg_error_string, MPS_SYNC)     /* data = name '\0' description '\0' */ \
+	X(MEM_ALLOC_ASYNC, mem_alloc_async, mps_msg_mem_async, MPS_SYNC)  /* val[0] = dptr, in the stream's order */ \
+	X(MEM_FREE_ASYNC, mem_free_async, mps_msg_mem_async, MPS_ASYNC)   /* freed in the stream's order */
+
+#define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
+
 enum mps_op {
 	MPS_OP_PAD = 0,           /* filler up to the end of the ring */
-	MPS_OP_CTX_CREATE,        /* sync: val[0] = context */
-	MPS_OP_CTX_DESTROY,       /* sync */
-	MPS_OP_CTX_SYNC,          /* sync: all the context's streams */
-	MPS_OP_CTX_LIMIT,         /* sync: get or set a limit; val[0] = value */
-	MPS_OP_MEM_ALLOC,         /* sync: val[0] = dptr, val[1] = pitch */
-	MPS_OP_MEM_FREE,          /* sync */
-	MPS_OP_MEM_INFO,          /* sync: val[0] = free, val[1] = total */
-	MPS_OP_MEM_RANGE,         /* sync: val[0] = base, val[1] = size */
-	MPS_OP_POINTER_ATTR,      /* sync: per attribute, data = struct mps_attr_value */
-	MPS_OP_HOST_ALLOC,        /* sync: val[0] = region, val[1] = server address, val[2] = size */
-	MPS_OP_HOST_FREE,         /* sync */
-	MPS_OP_COPY,              /* async, or sync with a slot */
-	MPS_OP_MEMSET,            /* async, or sync with a slot */
-	MPS_OP_BLOB_APPEND,       /* async: append data to the client's upload buffer */
-	MPS_OP_MODULE_LOAD,       /* sync: load the upload buffer; val[0] = module or library */
-	MPS_OP_MODULE_UNLOAD,     /* sync */
-	MPS_OP_GET_FUNCTION,      /* sync: val[0] = handle; data = param layout (struct mps_func_info) */
-	MPS_OP_GET_GLOBAL,        /* sync: val[0] = dptr, val[1] = size */
-	MPS_OP_FUNC_ATTR,         /* sync: val[0] = value */
-	MPS_OP_OCCUPANCY,         /* sync: val[0] = value */
-	MPS_OP_LAUNCH,            /* async */
-	MPS_OP_STREAM_CREATE,     /* sync: val[0] = stream */
-	MPS_OP_STREAM_DESTROY,    /* async */
-	MPS_OP_STREAM_SYNC,       /* sync */
-	MPS_OP_STREAM_QUERY,      /* sync */
-	MPS_OP_STREAM_WAIT_EVENT, /* async */
-	MPS_OP_EVENT_CREATE,      /* sync: val[0] = event */
-	MPS_OP_EVENT_DESTROY,     /* async */
-	MPS_OP_EVENT_RECORD,      /* async */
-	MPS_OP_EVENT_SYNC,        /* sync */
-	MPS_OP_EVENT_QUERY,       /* sync */
-	MPS_OP_EVENT_ELAPSED,     /* sync: val[0] = milliseconds as float bits */
-	MPS_OP_ERROR_STRING,      /* sync: data = name '\0' description '\0' */
-	MPS_OP_MEM_ALLOC_ASYNC,   /* sync: val[0] = dptr, usable in the stream's order */
-	MPS_OP_MEM_FREE_ASYNC,    /* async: freed in the stream's order */
+#define MPS_OP_ENUM(name, fn, type, sync) MPS_OP_##name,
+	MPS_OPS(MPS_OP_ENUM)
+#undef MPS_OP_ENUM
 	MPS_OP_COUNT
 };
 

@@ -31,6 +31,11 @@ int mps_driver_load(void)
 	}
 	MPS_DRIVER_API(MPS_DRIVER_LOOKUP)
 #undef MPS_DRIVER_LOOKUP
+#define MPS_DRIVER_LOOKUP_OPT(name) \
+	mps_drv.name = (__typeof__(&name))dlsym(mps_drv.lib, XSTR(name));
+	MPS_DRIVER_OPT(MPS_DRIVER_LOOKUP_OPT)
+	MPS_DRIVER_FWD(MPS_DRIVER_LOOKUP_OPT)
+#undef MPS_DRIVER_LOOKUP_OPT
 	return 0;
 }
 

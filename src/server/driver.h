@@ -12,6 +12,8 @@
 
 #include <cuda.h>
 
+#include "server/gen/forward_driver.h"
+
 #define MPS_DRIVER_API(X) \
 	X(cuInit) X(cuDriverGetVersion) X(cuGetErrorString) X(cuGetErrorName) \
 	X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetUuid) \
@@ -38,12 +40,22 @@
 	X(cuEventCreate) X(cuEventRecord) X(cuEventRecordWithFlags) X(cuEventSynchronize) \
 	X(cuEventQuery) X(cuEventElapsedTime) X(cuEventDestroy)
 
+/* Functions a driver may lack (an older one, or the stand-in): NULL then,
+ * and what needs them answers CUDA_ERROR_NOT_SUPPORTED. The generated
+ * forwarding layer adds the ones it calls (gen/forward_driver.h). */
+#define MPS_DRIVER_OPT(X) \
+	X(cuKernelSetCacheConfig) X(cuMemPoolDestroy) X(cuMemRelease) \
+	X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamIsCapturing) \
+	X(cuStreamGetCaptureInfo_v3) X(cuThreadExchangeStreamCaptureMode)
+
 #define MPS_DRIVER_FIELD(name) __typeof__(&name) name;
 
 struct mps_driver {
 	void *lib;
 	char path[512];
 	MPS_DRIVER_API(MPS_DRIVER_FIELD)
+	MPS_DRIVER_OPT(MPS_DRIVER_FIELD)
+	MPS_DRIVER_FWD(MPS_DRIVER_FIELD)
 };
 
 extern struct mps_driver mps_drv;

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # src/server: openmps-server.
-SERVER_SRCS := $(wildcard src/server/*.c)
+SERVER_SRCS := $(wildcard src/server/*.c) src/server/gen/forward.c
 SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/obj/%.o)
 
 $(BUILD)/bin/openmps-server: $(SERVER_OBJS) $(COMMON_OBJS)

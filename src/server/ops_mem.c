@@ -301,6 +301,8 @@ void mps__op_host_alloc(struct mps_client *c, const struct mps_msg *m)
 	const struct mps_msg_host_alloc *q = (const void *)m;
 	struct mps_slot *s = mps__slot(c, m->slot);
 	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC };
+	struct mps_sctx *x = mps__msg_ctx(c, m);
+	int device = x ? x->device : 0;   /* pinned memory is portable: any device will do */
 	struct mps_shost *h;
 	CUdeviceptr dp = 0;
 	size_t size;
@@ -330,7 +332,7 @@ void mps__op_host_alloc(struct mps_client *c, const struct mps_msg *m)
 	if (!h->addr)
 		goto err_close;
 	h->size = size;
-	r = mps__bind_device(c, c->cur_dev < 0 ? 0 : c->cur_dev);
+	r = mps__bind_device(c, device);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuMemHostRegister(h->addr, size,
 					      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
@@ -344,7 +346,7 @@ void mps__op_host_alloc(struct mps_client *c, const struct mps_msg *m)
 	h->handle = mps_handle_new(&c->handles, MPS_H_HOST, h);
 	if (!h->handle)
 		goto err_unregister;
-	err = mps_memacct_add(&c->mem, dp, size, MPS_MEM_HOST, c->cur_dev, h->handle);
+	err = mps_memacct_add(&c->mem, dp, size, MPS_MEM_HOST, device, h->handle);
 	if (err < 0)
 		goto err_handle;
 	fm.region = h->handle;
@@ -387,7 +389,7 @@ static void host_free(struct mps_client *c, struct mps_shost *h)
 			break;
 		}
 	}
-	mps__bind_device(c, c->cur_dev < 0 ? 0 : c->cur_dev);
+	mps__bind_device(c, mps__cur_device() < 0 ? 0 : mps__cur_device());
 	mps_drv.cuMemHostUnregister(h->addr);
 	munmap(h->addr, h->size);
 	close(h->fd);

@@ -33,6 +33,7 @@
 #include "server/completion.h"
 #include "server/handles.h"
 #include "server/memacct.h"
+#include "server/objects.h"
 
 struct mps_device {
 	CUdevice dev;
@@ -156,11 +157,11 @@ struct mps_client {
 	bool worker_started;
 
 	struct mps_handles handles;
+	struct mps_objindex objindex;   /* driver objects' handles (objects.h) */
 	struct mps_memacct mem;
 	struct mps_completions comp;
 	int deferred;                   /* atomic CUresult: first asynchronous error not yet reported */
 
-	int cur_dev;                    /* device whose primary context is current on the worker */
 	uint8_t *blob;                  /* module upload buffer */
 	size_t blob_len, blob_total, blob_cap;
 	bool uploading;                 /* an upload is under way and intact */
@@ -197,8 +198,12 @@ void mps__client_teardown(struct mps_client *c);
  * runs it: the seam the worker loop and the wire fuzzer share. */
 void mps__dispatch(struct mps_client *c, const struct mps_msg *m);
 
-/* Makes dev's primary context current on the calling worker thread. */
+/* Makes dev's primary context current on the calling thread (remembered
+ * per thread, so binding the same device again costs nothing). */
 CUresult mps__bind_device(struct mps_client *c, int dev);
+
+/* The device bound on the calling thread, or -1. */
+int mps__cur_device(void);
 
 /* Records an asynchronous failure to be reported at the next synchronising call. */
 void mps__defer_error(struct mps_client *c, CUresult r, const char *what);
@@ -217,19 +222,9 @@ struct mps_sctx *mps__msg_ctx(struct mps_client *c, const struct mps_msg *m);
 /* Operation handlers: each takes a validated-length message and either
  * replies (sync) or records a deferred error (async). ops_*.c */
 typedef void mps_op_fn(struct mps_client *c, const struct mps_msg *m);
-mps_op_fn mps__op_ctx_create, mps__op_ctx_destroy, mps__op_ctx_sync, mps__op_ctx_limit;
-mps_op_fn mps__op_mem_alloc, mps__op_mem_free, mps__op_mem_info, mps__op_mem_range;
-mps_op_fn mps__op_mem_alloc_async, mps__op_mem_free_async;
-mps_op_fn mps__op_pointer_attr, mps__op_host_alloc, mps__op_host_free;
-mps_op_fn mps__op_copy, mps__op_memset;
-mps_op_fn mps__op_blob_append, mps__op_module_load, mps__op_module_unload;
-mps_op_fn mps__op_get_function, mps__op_get_global, mps__op_func_attr, mps__op_occupancy;
-mps_op_fn mps__op_launch;
-mps_op_fn mps__op_stream_create, mps__op_stream_destroy, mps__op_stream_sync;
-mps_op_fn mps__op_stream_query, mps__op_stream_wait_event;
-mps_op_fn mps__op_event_create, mps__op_event_destroy, mps__op_event_record;
-mps_op_fn mps__op_event_sync, mps__op_event_query, mps__op_event_elapsed;
-mps_op_fn mps__op_error_string;
+#define MPS_OP_DECLARE(name, fn, type, sync) mps_op_fn mps__op_##fn;
+MPS_OPS(MPS_OP_DECLARE)
+#undef MPS_OP_DECLARE
 
 /* Teardown helpers, used when a client leaves. */
 void mps__ctx_release_all(struct mps_client *c);
@@ -245,6 +240,12 @@ enum {
 	MPS_H_MODULE,
 	MPS_H_FUNC,
 	MPS_H_HOST,
+	MPS_H_GRAPH,      /* objects.h's, from here on */
+	MPS_H_NODE,
+	MPS_H_EXEC,
+	MPS_H_POOL,
+	MPS_H_ALLOC,
+	MPS_H_USEROBJ,
 };
 
 #endif

@@ -32,65 +32,39 @@
 #define SLEEP_NS   (200ull * 1000 * 1000) /* re-check for death at least this often */
 #define POLL_EVERY 32                     /* messages between completion polls */
 
-enum op_sync { ASYNC, SYNC, EITHER };
-
+/* Built from the op list in wire.h. */
 static const struct {
 	mps_op_fn *fn;
 	uint32_t min;      /* smallest valid message */
-	uint8_t sync;
+	uint8_t sync;      /* enum mps_op_sync */
 	const char *name;
 } op_table[MPS_OP_COUNT] = {
-#define OP(code, fn, type, sync) [code] = { fn, sizeof(struct type), sync, #code }
-	OP(MPS_OP_CTX_CREATE, mps__op_ctx_create, mps_msg_ctx_create, SYNC),
-	OP(MPS_OP_CTX_DESTROY, mps__op_ctx_destroy, mps_msg, SYNC),
-	OP(MPS_OP_CTX_SYNC, mps__op_ctx_sync, mps_msg, SYNC),
-	OP(MPS_OP_CTX_LIMIT, mps__op_ctx_limit, mps_msg_ctx_limit, SYNC),
-	OP(MPS_OP_MEM_ALLOC, mps__op_mem_alloc, mps_msg_mem_alloc, SYNC),
-	OP(MPS_OP_MEM_FREE, mps__op_mem_free, mps_msg_ptr, SYNC),
-	OP(MPS_OP_MEM_INFO, mps__op_mem_info, mps_msg, SYNC),
-	OP(MPS_OP_MEM_RANGE, mps__op_mem_range, mps_msg_ptr, SYNC),
-	OP(MPS_OP_POINTER_ATTR, mps__op_pointer_attr, mps_msg_pointer_attr, SYNC),
-	OP(MPS_OP_HOST_ALLOC, mps__op_host_alloc, mps_msg_host_alloc, SYNC),
-	OP(MPS_OP_HOST_FREE, mps__op_host_free, mps_msg_handle, SYNC),
-	OP(MPS_OP_COPY, mps__op_copy, mps_msg_copy, EITHER),
-	OP(MPS_OP_MEMSET, mps__op_memset, mps_msg_memset, EITHER),
-	OP(MPS_OP_BLOB_APPEND, mps__op_blob_append, mps_msg_blob, ASYNC),
-	OP(MPS_OP_MODULE_LOAD, mps__op_module_load, mps_msg_module_load, SYNC),
-	OP(MPS_OP_MODULE_UNLOAD, mps__op_module_unload, mps_msg_handle, SYNC),
-	OP(MPS_OP_GET_FUNCTION, mps__op_get_function, mps_msg_get_symbol, SYNC),
-	OP(MPS_OP_GET_GLOBAL, mps__op_get_global, mps_msg_get_symbol, SYNC),
-	OP(MPS_OP_FUNC_ATTR, mps__op_func_attr, mps_msg_func_attr, SYNC),
-	OP(MPS_OP_OCCUPANCY, mps__op_occupancy, mps_msg_occupancy, SYNC),
-	OP(MPS_OP_LAUNCH, mps__op_launch, mps_msg_launch, ASYNC),
-	OP(MPS_OP_STREAM_CREATE, mps__op_stream_create, mps_msg_stream_create, SYNC),
-	OP(MPS_OP_STREAM_DESTROY, mps__op_stream_destroy, mps_msg_handle, ASYNC),
-	OP(MPS_OP_STREAM_SYNC, mps__op_stream_sync, mps_msg_handle, SYNC),
-	OP(MPS_OP_STREAM_QUERY, mps__op_stream_query, mps_msg_handle, SYNC),
-	OP(MPS_OP_STREAM_WAIT_EVENT, mps__op_stream_wait_event, mps_msg_stream_wait, ASYNC),
-	OP(MPS_OP_EVENT_CREATE, mps__op_event_create, mps_msg_event_create, SYNC),
-	OP(MPS_OP_EVENT_DESTROY, mps__op_event_destroy, mps_msg_handle, ASYNC),
-	OP(MPS_OP_EVENT_RECORD, mps__op_event_record, mps_msg_event_record, ASYNC),
-	OP(MPS_OP_EVENT_SYNC, mps__op_event_sync, mps_msg_handle, SYNC),
-	OP(MPS_OP_EVENT_QUERY, mps__op_event_query, mps_msg_handle, SYNC),
-	OP(MPS_OP_EVENT_ELAPSED, mps__op_event_elapsed, mps_msg_elapsed, SYNC),
-	OP(MPS_OP_ERROR_STRING, mps__op_error_string, mps_msg_error_string, SYNC),
-	OP(MPS_OP_MEM_ALLOC_ASYNC, mps__op_mem_alloc_async, mps_msg_mem_async, SYNC),
-	OP(MPS_OP_MEM_FREE_ASYNC, mps__op_mem_free_async, mps_msg_mem_async, ASYNC),
+#define OP(name, fn, type, sync) [MPS_OP_##name] = { mps__op_##fn, sizeof(struct type), sync, #name },
+	MPS_OPS(OP)
 #undef OP
 };
+
+/* The device whose primary context is current on this thread. */
+static __thread int bound_dev = -1;
 
 CUresult mps__bind_device(struct mps_client *c, int dev)
 {
 	CUresult r;
 
-	if (dev == c->cur_dev)
+	(void)c;
+	if (dev == bound_dev)
 		return CUDA_SUCCESS;
 	if (dev < 0 || dev >= mps_srv.ndev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	r = mps_drv.cuCtxSetCurrent(mps_srv.dev[dev].primary);
 	if (r == CUDA_SUCCESS)
-		c->cur_dev = dev;
+		bound_dev = dev;
 	return r;
+}
+
+int mps__cur_device(void)
+{
+	return bound_dev;
 }
 
 void mps__defer_error(struct mps_client *c, CUresult r, const char *what)
@@ -151,9 +125,9 @@ void mps__dispatch(struct mps_client *c, const struct mps_msg *m)
 		why = "unknown operation";
 	else if (m->len < op_table[op].min)
 		why = "message too short for its operation";
-	else if (op_table[op].sync == SYNC && m->slot == MPS_NO_SLOT)
+	else if (op_table[op].sync == MPS_SYNC && m->slot == MPS_NO_SLOT)
 		why = "synchronous operation without a reply slot";
-	else if (op_table[op].sync == ASYNC && m->slot != MPS_NO_SLOT)
+	else if (op_table[op].sync == MPS_ASYNC && m->slot != MPS_NO_SLOT)
 		why = "asynchronous operation with a reply slot";
 	if (why) {
 		mps_log_warn("client %d sent a malformed message (op %u, %u bytes): %s",
@@ -291,7 +265,6 @@ static void serve(struct mps_client *c)
 
 const char *mps__client_setup(struct mps_client *c)
 {
-	c->cur_dev = -1;
 	c->msg = aligned_alloc(64, MPS_MSG_MAX);
 	if (!c->msg)
 		return "the server is out of memory";
@@ -308,6 +281,7 @@ void mps__client_teardown(struct mps_client *c)
 {
 	mps_comp_shutdown(c);
 	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */
+	mps_obj_release_all(c);        /* executable graphs, graphs, pools, physical allocations */
 	mps__modules_release_all(c);   /* functions, modules, libraries */
 	mps__host_release_all(c);      /* pinned host regions */
 	/* Device memory: whatever the client did not free. */

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The server halves of forwarded functions that need more than the driver
+ * call (forward.def's `hook`): each checks what the driver cannot check for
+ * us — that an address lies in memory the client owns, that an attribute
+ * carries plain values rather than pointers into the client or handles of
+ * someone else's objects — and then calls the driver.
+ */
+#include <string.h>
+
+#include "server/driver.h"
+#include "server/forward.h"
+#include "server/server.h"
+#include "server/streams.h"
+
+/* Stream attributes that hold plain values (the rest are launch attributes,
+ * some of which carry events or pointers). */
+static bool stream_attr_plain(CUstreamAttrID id)
+{
+	switch ((int)id) {
+	case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+	case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+	case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+	case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+CUresult mps__hook_cuStreamSetAttribute(struct mps_client *c, struct mps_sstream *hStream, CUstreamAttrID attr,
+					const CUstreamAttrValue *value)
+{
+	(void)c;
+	if (!stream_attr_plain(attr))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuStreamSetAttribute)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return mps_drv.cuStreamSetAttribute(hStream->s, attr, value);
+}
+
+CUresult mps__hook_cuGraphKernelNodeSetAttribute(struct mps_client *c, CUgraphNode hNode, CUkernelNodeAttrID attr,
+						 const CUkernelNodeAttrValue *value)
+{
+	(void)c;
+	if (!mps_launch_attr_plain((uint32_t)attr))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (!mps_drv.cuGraphKernelNodeSetAttribute)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return mps_drv.cuGraphKernelNodeSetAttribute(hNode, attr, value);
+}
+
+/* 0 if every row a memset node writes lies in the client's memory. */
+static int memset_ok(struct mps_client *c, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+	uint64_t row;
+
+	if (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)
+		return -1;
+	if (!p->width || !p->height)
+		return 0;
+	if (p->width > UINT64_MAX / p->elementSize)
+		return -1;
+	row = (uint64_t)p->width * p->elementSize;
+	if (p->height > 1 && (p->pitch < row || (p->height - 1) > (UINT64_MAX - row) / p->pitch))
+		return -1;
+	return mps_memacct_check(&c->mem, p->dst, (uint64_t)(p->height - 1) * p->pitch + row);
+}
+
+CUresult mps__hook_cuGraphAddMemsetNode(struct mps_client *c, CUgraphNode *phGraphNode, CUgraph hGraph,
+					const CUgraphNode *dependencies, size_t numDependencies,
+					const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+	if (memset_ok(c, memsetParams) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuGraphAddMemsetNode)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return mps_drv.cuGraphAddMemsetNode(phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx);
+}
+
+CUresult mps__hook_cuGraphMemsetNodeSetParams(struct mps_client *c, CUgraphNode hNode,
+					      const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+	if (memset_ok(c, nodeParams) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuGraphMemsetNodeSetParams)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return mps_drv.cuGraphMemsetNodeSetParams(hNode, nodeParams);
+}
+
+CUresult mps__hook_cuGraphExecMemsetNodeSetParams(struct mps_client *c, CUgraphExec hGraphExec, CUgraphNode hNode,
+						  const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+	if (memset_ok(c, memsetParams) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuGraphExecMemsetNodeSetParams)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return mps_drv.cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, memsetParams, ctx);
+}
+
+CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGraphNode, CUgraph hGraph,
+					 const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr)
+{
+	/* Only memory of the client's own may be freed by its graph. */
+	if (!mps_memacct_find(&c->mem, dptr))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuGraphAddMemFreeNode)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return mps_drv.cuGraphAddMemFreeNode(phGraphNode, hGraph, dependencies, numDependencies, dptr);
+}

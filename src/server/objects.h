@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The driver objects a client makes through forwarded functions — graphs,
+ * their nodes, executable graphs, memory pools, physical allocations — kept
+ * the same way for every kind: a small record behind a handle of the client's
+ * table (handles.h), holding the driver's handle, the device it lives on and
+ * the object whose life bounds its own (a node's graph, a child graph's
+ * node). A reverse index finds the handle of a driver object the driver
+ * hands back (the nodes of a graph, a node's child graph), so each object
+ * has one handle however often it is returned.
+ *
+ * Deleting an object deletes what it owns, recursively (a graph its nodes,
+ * a node its child graph and that graph's nodes). Objects the driver frees
+ * with their owner ("borrowed": a child graph, a device's pool) are never
+ * destroyed here. Owned by the thread serving the client: no locking.
+ */
+#ifndef MPS_SERVER_OBJECTS_H
+#define MPS_SERVER_OBJECTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+struct mps_client;
+
+struct mps_sobj {
+	void *real;          /* the driver's handle (allocation handles: the number) */
+	uint32_t handle;
+	uint32_t owner;      /* handle of the object whose life bounds this one; 0: none */
+	uint8_t type;        /* MPS_H_* */
+	bool borrowed;       /* the driver frees it with its owner */
+	int16_t device;      /* where it was made */
+	uint64_t bytes;      /* device memory charged for it (physical allocations) */
+	uint64_t aux;        /* per kind: a graph's capture stream, a pool's device */
+};
+
+/* The reverse index: (type, driver handle) -> our handle. */
+struct mps_objindex {
+	struct mps_objkey {
+		void *real;
+		uint32_t handle;   /* 0: empty */
+		uint8_t type;
+		bool tomb;
+	} *k;
+	uint32_t cap, n;
+};
+
+void mps_objindex_free(struct mps_objindex *x);
+
+/* Registers a driver object: a new record and handle, indexed. Returns the
+ * record, or NULL when out of memory (nothing registered then). */
+struct mps_sobj *mps_obj_add(struct mps_client *c, int type, void *real, int device, uint32_t owner);
+
+/* The record behind a handle of that type, or NULL. */
+struct mps_sobj *mps_obj_get(struct mps_client *c, int type, uint32_t handle);
+
+/* The handle of a registered driver object, or 0. */
+uint32_t mps_obj_find(struct mps_client *c, int type, void *real);
+
+/* Forgets an object and everything it owns, destroying in the driver what is
+ * ours to destroy when `destroy` is set (when the client destroyed the
+ * object itself, the driver already has). */
+void mps_obj_del(struct mps_client *c, uint32_t handle, bool destroy);
+
+/* Destroys every object of the client (teardown): executable graphs first,
+ * then graphs, pools and physical allocations. */
+void mps_obj_release_all(struct mps_client *c);
+
+#endif
