@@ -42,7 +42,8 @@ struct mps_conn {
 	int dead;                   /* atomic: the server is gone */
 	int dead_result;            /* atomic: why, if it said (a CUresult), else 0 */
 	int forked;                 /* this is a child of the process that connected */
-	uint64_t spin_ns;           /* how long a caller spins before sleeping */
+	uint64_t spin_ns;           /* OPENMPS_CLIENT_SPIN_US, when spin_fixed */
+	bool spin_fixed;            /* else the server's advice in the region */
 	pthread_mutex_t fd_lock;    /* serialises calls that receive an fd */
 	struct mps_welcome *welcome;
 	int ndev;

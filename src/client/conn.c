@@ -5,10 +5,13 @@
  * threads, one producer at a time under sq_lock) and waiting for replies in
  * the reply slots (one slot per synchronous call in flight, from a bitmap).
  *
- * Waiting spins briefly (a reply to a launch-then-synchronize arrives within
- * microseconds) and then sleeps on a futex; every sleep is bounded so the
- * waiter notices a server that died without answering, and then every call
- * returns CUDA_ERROR_MPS_CONNECTION_FAILED.
+ * Waiting spins for as long as the server advises in the region (long while
+ * CPUs are free: a reply to a launch-then-synchronize arrives within
+ * microseconds, and a wake-up costs more than that; short when runnable
+ * threads outnumber the CPUs, where spinning would steal the server's CPU)
+ * and then sleeps on a futex; every sleep is bounded so the waiter notices a
+ * server that died without answering, and then every call returns
+ * CUDA_ERROR_MPS_CONNECTION_FAILED.
  *
  * A child made by fork() shares the parent's mapping of the ring but is not
  * the process the server knows; it must never write there, so after a fork
@@ -77,7 +80,7 @@ int mps__connect(CUresult *refusal)
 	struct mps_welcome *w = NULL;
 	struct mps_region *reg;
 	char path[4096];
-	int fd, rfd = -1, err;
+	int fd, rfd = -1, wfd = -1, err;
 	long long size;
 	ssize_t n;
 
@@ -152,13 +155,27 @@ int mps__connect(CUresult *refusal)
 		goto err_free;
 	}
 	close(rfd);
+	rfd = -1;
+	/* The eventfd that wakes the server follows the welcome. */
+	{
+		struct mps_fdmsg fm;
+
+		n = mps_sock_recv(fd, &fm, sizeof(fm), &wfd);
+		if (n != sizeof(fm) || fm.magic != MPS_FDMSG_MAGIC || fm.region != MPS_FD_WAKE || wfd < 0) {
+			munmap(reg, MPS_REGION_SIZE);
+			err = -EPROTO;
+			goto err_free;
+		}
+	}
 	mps_sock_set_timeout(fd, 0);
 	mps_conn.sock = fd;
 	mps_conn.region = reg;
 	mps_sq_producer_init(&mps_conn.sq, reg);
+	mps_conn.sq.wake_fd = wfd;
 	mps_conn.slots_free = MPS_SLOT_COUNT >= 32 ? 0xffffffffu : (1u << MPS_SLOT_COUNT) - 1;
 	mps_conn.welcome = w;
 	mps_conn.ndev = w->ndev;
+	mps_conn.spin_fixed = getenv("OPENMPS_CLIENT_SPIN_US") && *getenv("OPENMPS_CLIENT_SPIN_US");
 	mps_conn.spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_SPIN_US", 50) * 1000;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	return 0;
@@ -167,6 +184,8 @@ err_free:
 	free(w);
 	if (rfd >= 0)
 		close(rfd);
+	if (wfd >= 0)
+		close(wfd);
 err_close:
 	close(fd);
 	return err;
@@ -213,6 +232,16 @@ static bool server_gone(void)
 	return true;
 }
 
+/* How long a wait spins before it sleeps: what the server advises (long
+ * while CPUs are free, short when they are not), unless
+ * OPENMPS_CLIENT_SPIN_US fixed it. */
+static uint64_t spin_budget(void)
+{
+	if (mps_conn.spin_fixed)
+		return mps_conn.spin_ns;
+	return mps_load_relaxed(&mps_conn.region->spin_hint_ns);
+}
+
 CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32_t done)
 {
 	uint64_t start = mps_now_ns();
@@ -223,7 +252,7 @@ CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32
 
 		if (st == done)
 			return CUDA_SUCCESS;
-		if (++spins < 64 || mps_now_ns() - start < mps_conn.spin_ns) {
+		if (++spins < 64 || mps_now_ns() - start < spin_budget()) {
 			mps_cpu_relax();
 			continue;
 		}

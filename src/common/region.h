@@ -26,7 +26,10 @@
  * Wakeups follow the NEED_WAKEUP pattern: a side that is about to sleep sets
  * its flag, issues a full fence, re-checks for work, and only then sleeps; a
  * side that produces work issues a full fence after publishing and wakes the
- * other only if the flag is set.
+ * other only if the flag is set. The client wakes the server by writing the
+ * eventfd it was given at the handshake (the server's threads sleep on many
+ * clients at once); the server wakes a client by a futex wake on the word
+ * the client sleeps on.
  *
  * The client is untrusted: the server copies each message out of the ring
  * before looking at it, checks every index and length it reads here, and
@@ -39,7 +42,7 @@
 #include <stdint.h>
 
 #define MPS_REGION_MAGIC    0x53504d4fu /* "OMPS" little-endian */
-#define MPS_REGION_VERSION  1
+#define MPS_REGION_VERSION  2
 
 #define MPS_SQ_SIZE         (256u * 1024u)     /* power of two */
 #define MPS_MSG_ALIGN       16u
@@ -100,7 +103,12 @@ struct mps_region {
 	 * by both sides as documented at MPS_STAGE_*, and the server's result. */
 	uint32_t stage_state[MPS_STAGE_MAX];
 	int32_t stage_result[MPS_STAGE_MAX];
-	uint8_t pad1[MPS_HEADER_SIZE - 64 - 3 * 64 - MPS_STAGE_MAX * 8];
+
+	/* Written by the server: how long a waiting client thread should spin
+	 * before it sleeps, in nanoseconds (long while CPUs are free, short
+	 * when they are not). Advice only. */
+	uint32_t spin_hint_ns;
+	uint8_t pad1[MPS_HEADER_SIZE - 64 - 3 * 64 - MPS_STAGE_MAX * 8 - 4];
 };
 
 /* Every message starts with this header. */
@@ -134,6 +142,7 @@ _Static_assert(offsetof(struct mps_region, sq_head) == 128, "sq_head offset");
 _Static_assert(offsetof(struct mps_region, sq_need_wakeup) == 192, "sq_need_wakeup offset");
 _Static_assert(offsetof(struct mps_region, stage_state) == 256, "stage_state offset");
 _Static_assert(offsetof(struct mps_region, stage_result) == 256 + 4 * MPS_STAGE_MAX, "stage_result offset");
+_Static_assert(offsetof(struct mps_region, spin_hint_ns) == 256 + 8 * MPS_STAGE_MAX, "spin_hint_ns offset");
 _Static_assert(sizeof(struct mps_msg) == 16, "message header size");
 _Static_assert(sizeof(struct mps_msg) == MPS_MSG_ALIGN, "a pad message is one header");
 _Static_assert(offsetof(struct mps_msg, len) == 4, "len offset");

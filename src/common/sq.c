@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/atomics.h"
 #include "common/futex.h"
@@ -27,6 +28,7 @@ void mps_sq_producer_init(struct mps_sq_producer *p, void *region)
 	p->tail = mps_load_acquire(&p->region->sq_tail.v);
 	p->head_cache = mps_load_acquire(&p->region->sq_head.v);
 	p->pending = 0;
+	p->wake_fd = -1;
 }
 
 void mps_sq_consumer_init(struct mps_sq_consumer *c, void *region)
@@ -72,8 +74,16 @@ void mps_sq_commit(struct mps_sq_producer *p)
 	/* Store tail / load flag: pairs with the fence in mps_sq_prepare_sleep. */
 	mps_fence();
 	if (mps_load_relaxed(&p->region->sq_need_wakeup.v) == MPS_SQ_NEED_WAKEUP &&
-	    mps_xchg(&p->region->sq_need_wakeup.v, MPS_SQ_AWAKE) == MPS_SQ_NEED_WAKEUP)
-		mps_futex_wake(&p->region->sq_need_wakeup.v, 1);
+	    mps_xchg(&p->region->sq_need_wakeup.v, MPS_SQ_AWAKE) == MPS_SQ_NEED_WAKEUP) {
+		uint64_t one = 1;
+
+		/* A failed write means the server is gone; the caller's wait
+		 * finds that out. */
+		if (p->wake_fd < 0)
+			mps_futex_wake(&p->region->sq_need_wakeup.v, 1);
+		else if (write(p->wake_fd, &one, sizeof(one)) < 0)
+			mps_fence();
+	}
 }
 
 bool mps_sq_drained(struct mps_sq_producer *p)

@@ -21,6 +21,7 @@ struct mps_sq_producer {
 	uint32_t tail;       /* private copy of what we published */
 	uint32_t head_cache; /* last head seen; refreshed when the ring looks full */
 	uint32_t pending;    /* bytes reserved and not yet committed */
+	int wake_fd;         /* eventfd that wakes the consumer; -1: a futex wake on the flag */
 };
 
 struct mps_sq_consumer {
@@ -38,7 +39,8 @@ void mps_sq_consumer_init(struct mps_sq_consumer *c, void *region);
  * may be reserved and not committed at a time. */
 void *mps_sq_reserve(struct mps_sq_producer *p, uint32_t len);
 
-/* Publishes the reserved message and wakes the consumer if it sleeps. */
+/* Publishes the reserved message and wakes the consumer if it sleeps: a
+ * write to p->wake_fd, or a futex wake on the flag if there is none. */
 void mps_sq_commit(struct mps_sq_producer *p);
 
 /* True when the consumer has taken everything published so far. */

@@ -29,7 +29,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        2
+#define MPS_WIRE_VERSION        3
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -93,8 +93,12 @@ struct mps_welcome {
 	struct mps_wire_device dev[]; /* ndev of them */
 };
 
-/* server -> client, with a host region's fd (SCM_RIGHTS), sent before the
- * reply to MPS_OP_HOST_ALLOC. */
+/* server -> client, with an fd (SCM_RIGHTS): a host region's, sent before
+ * the reply to MPS_OP_HOST_ALLOC; or, right after the welcome, with region
+ * MPS_FD_WAKE, the eventfd the client writes when its ring says the server
+ * sleeps (region.h). */
+#define MPS_FD_WAKE 0u
+
 struct mps_fdmsg {
 	uint32_t magic;
 	uint32_t region;

@@ -2,8 +2,8 @@
 /*
  * Client lifetime on the server: creation when the daemon hands over a
  * connection, the list of live clients, and the two-phase end described in
- * server.h. References: one for the list (dropped by the worker when its
- * teardown is done) and one for the main thread's watch on the socket
+ * server.h. References: one for the list (dropped by the teardown thread
+ * when its work is done) and one for the main thread's watch on the socket
  * (dropped when the main thread has seen the hangup). The struct is freed by
  * whichever drops the last.
  */
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "common/sock.h"
 #include "server/control.h"
 #include "server/main.h"
+#include "server/sched.h"
 #include "server/server.h"
 
 void mps__refuse(int fd, CUresult r, const char *text)
@@ -33,8 +35,6 @@ void mps__refuse(int fd, CUresult r, const char *text)
 struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *comm)
 {
 	struct mps_client *c;
-	pthread_attr_t attr;
-	int r;
 
 	if (uid != getuid() && getuid() != 0) {
 		mps_log_warn("refused client %d of user %u: this server serves user %u", (int)pid, (unsigned)uid,
@@ -60,9 +60,16 @@ struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *
 	snprintf(c->comm, sizeof(c->comm), "%s", comm);
 	c->region_fd = -1;
 	c->refs = 2;
+	c->run = MPS_RUN_OWNED;
+	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->evfd < 0) {
+		mps_log_error("cannot make an eventfd for client %d: %s", (int)pid, strerror(errno));
+		free(c);
+		return NULL;
+	}
 	mps_handles_init(&c->handles);
 	mps_memacct_init(&c->mem);
-	mps_control_apply_settings(c);   /* before the worker can allocate */
+	mps_control_apply_settings(c);   /* before any thread can allocate for it */
 
 	pthread_mutex_lock(&mps_srv.lock);
 	c->id = mps_srv.next_client_id++;
@@ -73,19 +80,7 @@ struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *
 
 	if (mps_main_watch(c) < 0)
 		goto err_unlist;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	/* The driver may compile PTX on this thread (deep recursion in its JIT):
-	 * give it a full-size stack; untouched pages cost nothing. */
-	pthread_attr_setstacksize(&attr, 16 * 1024 * 1024);
-	r = pthread_create(&c->worker, &attr, mps__worker_main, c);
-	pthread_attr_destroy(&attr);
-	if (r) {
-		mps_log_error("cannot start a worker for client %d: %s", (int)pid, strerror(r));
-		mps_main_unwatch(c);
-		goto err_unlist;
-	}
-	c->worker_started = true;
+	mps_sched_add(c);
 	return c;
 
 err_unlist:
@@ -99,13 +94,13 @@ err_unlist:
 	mps_srv.nclients--;
 	pthread_mutex_unlock(&mps_srv.lock);
 	mps_handles_free(&c->handles);
+	close(c->evfd);
 	free(c);
 	return NULL;
 }
 
 void mps_client_kill(struct mps_client *c, const char *why)
 {
-	struct mps_region *region;
 	int alive = 0;
 
 	if (!mps_cas(&c->dead, &alive, 1))
@@ -114,11 +109,7 @@ void mps_client_kill(struct mps_client *c, const char *why)
 		mps_log_info("client %d: %s", (int)c->pid, why);
 	/* The client sees its connection end; our watch sees the hangup. */
 	shutdown(c->sock, SHUT_RDWR);
-	/* Acquire pairs with the worker's release in region_setup: a region
-	 * seen here is mapped and initialised. */
-	region = mps_load_acquire(&c->region);
-	if (region)
-		mps_sq_kick(region);
+	mps_sched_kick(c);
 }
 
 void mps_client_put(struct mps_client *c)
@@ -135,6 +126,7 @@ void mps_client_put(struct mps_client *c)
 	mps_srv.nclients--;
 	pthread_mutex_unlock(&mps_srv.lock);
 	close(c->sock);
+	close(c->evfd);   /* kicks may come until the main thread's reference goes */
 	free(c);
 }
 

@@ -117,7 +117,7 @@ void mps_comp_shutdown(struct mps_client *c)
 		finish(c, p, mps_drv.cuEventSynchronize(p->ev));
 	}
 	q->tail = NULL;
-	q->count = 0;
+	mps_store_relaxed(&q->count, 0);
 	for (int d = 0; d < MPS_MAX_DEVICES; d++) {
 		if (q->helper[d] && mps__bind_device(c, d) == CUDA_SUCCESS)
 			mps_drv.cuStreamDestroy(q->helper[d]);
@@ -207,7 +207,7 @@ static CUresult queue(struct mps_client *c, CUevent ev, bool pooled, int device,
 	else
 		q->head = p;
 	q->tail = p;
-	q->count++;
+	mps_store_relaxed(&q->count, q->count + 1);
 	return CUDA_SUCCESS;
 }
 
@@ -253,7 +253,7 @@ unsigned int mps_comp_poll(struct mps_client *c)
 		*pp = p->next;
 		if (q->tail == p)
 			q->tail = prev;
-		q->count--;
+		mps_store_relaxed(&q->count, q->count - 1);
 		finish(c, p, r);
 		done++;
 	}
@@ -302,5 +302,5 @@ void mps_comp_handoff(struct mps_client *c)
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	q->head = q->tail = NULL;
-	q->count = 0;
+	mps_store_relaxed(&q->count, 0);
 }

@@ -51,7 +51,7 @@ struct mps_pending {
 
 struct mps_completions {
 	struct mps_pending *head, *tail;   /* worker's, in order of creation */
-	unsigned int count;
+	unsigned int count;                /* owner writes; spinners read (atomic) */
 	CUstream helper[MPS_MAX_DEVICES];  /* worker's: records the mirrors */
 
 	pthread_mutex_t lock;              /* protects everything below */

@@ -99,6 +99,11 @@ void mps_crash_install(void)
 	mps_crash_thread(0);
 }
 
+void mps_crash_client(pid_t client)
+{
+	thread_client = client;
+}
+
 void mps_crash_thread(pid_t client)
 {
 	stack_t ss;

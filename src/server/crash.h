@@ -17,4 +17,8 @@ void mps_crash_install(void);
  * for (0: none). Call at the start of every server thread. */
 void mps_crash_thread(pid_t client);
 
+/* Names the client whose work the calling thread does from now on (a
+ * service thread, each time it takes a client). */
+void mps_crash_client(pid_t client);
+
 #endif

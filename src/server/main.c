@@ -3,7 +3,7 @@
  * openmps-server: one per user, started by openmps-control. It loads the real
  * driver (or the library OPENMPS_DRIVER names), makes each GPU's primary
  * context current-able, and serves clients the daemon hands over on its
- * channel, each on its own worker thread (worker.c).
+ * channel, on a pool of service threads (sched.c).
  *
  * The main thread only waits: on the channel (new clients, quit), on every
  * client socket (a hangup means the client is gone: start its teardown), and
@@ -31,6 +31,7 @@
 #include "server/device.h"
 #include "server/driver.h"
 #include "server/main.h"
+#include "server/sched.h"
 #include "server/server.h"
 
 struct mps_server mps_srv = {
@@ -210,6 +211,10 @@ int main(int argc, char **argv)
 		report_failed("cannot initialise the CUDA devices");
 		return 1;
 	}
+	if (mps_sched_start() < 0) {
+		report_failed("cannot start the service threads");
+		return 1;
+	}
 
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
@@ -236,7 +241,7 @@ int main(int argc, char **argv)
 		int n;
 
 		/* Quitting, or draining (shutdown_server): done when the last
-		 * client has been torn down. The count drops on a worker thread,
+		 * client has been torn down. The count drops on a teardown thread,
 		 * so look again every 100 ms rather than wait for an event. */
 		if (quitting || mps_srv.draining) {
 			pthread_mutex_lock(&mps_srv.lock);

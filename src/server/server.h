@@ -5,18 +5,22 @@
  * worker thread owns.
  *
  * Threads. The main thread watches the daemon channel and every client's
- * socket for hangups. Each client has a worker thread, which alone reads its
- * ring, owns its handle table, objects and memory accounting, and does its
- * teardown; and a waiter thread, which blocks on completions the worker hands
- * over when it goes idle. So almost nothing per client needs a lock.
+ * socket for hangups. A pool of service threads serves the clients
+ * (sched.h): at any moment at most one of them owns a client, and only the
+ * owner reads its ring and touches its handle table, objects and memory
+ * account, so almost nothing per client needs a lock. Each client also has a
+ * waiter thread, which blocks on the completions handed to it when the
+ * client goes idle.
  *
  * Lifetime of a client (two phases, so nothing is freed under a live user):
- *   1. dead: the main thread saw the socket hang up, or the worker found the
- *      client breaking the protocol. The flag is set and the worker woken.
- *   2. the worker stops taking messages, stops its waiter, waits for the
- *      client's GPU work to finish, frees every object and byte it held,
- *      removes the client from the list and drops the list's reference; the
- *      last reference frees the struct.
+ *   1. dead: the main thread saw the socket hang up, or its service thread
+ *      found the client breaking the protocol. The flag is set and the
+ *      client's eventfd written, so a service thread looks at it.
+ *   2. the thread that next owns it retires it from the pool and starts a
+ *      teardown thread, which stops its waiter, waits for the client's GPU
+ *      work to finish, frees every object and byte it held, removes it from
+ *      the list and drops the list's reference; the last reference frees the
+ *      struct.
  */
 #ifndef MPS_SERVER_SERVER_H
 #define MPS_SERVER_SERVER_H
@@ -153,8 +157,12 @@ struct mps_client {
 	int region_fd;
 	struct mps_region *region;
 	struct mps_sq_consumer sq;
-	pthread_t worker;
-	bool worker_started;
+	int evfd;                       /* eventfd the client writes to wake us (sched.c) */
+	int run;                        /* atomic: enum mps_run_state, sched.c's */
+	struct mps_client *rq_next;     /* in the run queue (sched.c) */
+	struct mps_client *id_next;     /* in sched.c's table by id */
+	uint64_t active_ns;             /* atomic: when it last had work */
+	bool ready;                     /* set up and greeted */
 
 	struct mps_handles handles;
 	struct mps_objindex objindex;   /* driver objects' handles (objects.h) */
@@ -185,14 +193,21 @@ void mps_client_kill_all(void);
 /* Tells a connecting client why it is refused (then the caller closes). */
 void mps__refuse(int fd, CUresult r, const char *text);
 
-/* worker.c */
-void *mps__worker_main(void *arg);
+/* service.c */
 
 /* A client's server-side state (message buffer, shared region, completion
  * thread): NULL, or why it could not be made. Undone, with everything the
  * client made since, by mps__client_teardown(). */
 const char *mps__client_setup(struct mps_client *c);
 void mps__client_teardown(struct mps_client *c);
+
+/* Sets a new client up and sends it its welcome (first thing a service
+ * thread does with it). 0, or -1 if the client cannot be served. */
+int mps__client_greet(struct mps_client *c);
+
+/* Tears a retired client down, reports it gone and drops the list's
+ * reference (on a thread of its own: it waits for the GPU). */
+void mps__client_finish(struct mps_client *c);
 
 /* Checks one message (copied out of the ring) against the op table and
  * runs it: the seam the worker loop and the wire fuzzer share. */

@@ -52,6 +52,14 @@ static void connect_raw(void)
 	close(fd);
 	free(w);
 	mps_sq_producer_init(&sq, region);
+	{
+		struct mps_fdmsg fm;
+
+		fd = -1;
+		REQUIRE(mps_sock_recv(sock, &fm, sizeof(fm), &fd) == sizeof(fm) && fm.magic == MPS_FDMSG_MAGIC &&
+				fm.region == MPS_FD_WAKE && fd >= 0, "no wake-up eventfd after the welcome");
+		sq.wake_fd = fd;
+	}
 }
 
 /* Sends len bytes of msg as they are (header included) with the given slot. */

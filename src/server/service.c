@@ -1,16 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * A client's worker thread: sets up the client's shared region and greets
- * it, then takes messages off its ring in order and runs them on the GPU,
- * and finally tears the client down when it has gone.
- *
- * The loop: pop a message, check its framing and size against the op's
- * table entry, run its handler; between messages poll the completions. When
- * there is nothing to do for the spin budget (mps_srv.spin_ns), hand the
- * completions still pending to the waiter thread and sleep on the ring until
- * the client publishes more (or the main thread kicks us because the client
- * has gone). Spinning first keeps a launch-then-synchronize round trip at a
- * few microseconds; sleeping afterwards keeps an idle client at zero CPU.
+ * What serving one client is, whichever service thread does it (sched.c
+ * decides): setting the client up (its shared region, registered with the
+ * driver, and the welcome with every device's properties), checking each
+ * message against the op table and running its handler, and at the end
+ * tearing the client down — waiting for its GPU work and freeing, in
+ * dependency order, everything it made.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,8 +24,6 @@
 #include "server/driver.h"
 #include "server/server.h"
 
-#define SLEEP_NS   (200ull * 1000 * 1000) /* re-check for death at least this often */
-#define POLL_EVERY 32                     /* messages between completion polls */
 
 /* Built from the op list in wire.h. */
 static const struct {
@@ -223,44 +216,13 @@ static int send_welcome(struct mps_client *c)
 		w->dev[i] = mps_srv.dev[i].info;
 	n = mps_sock_send(c->sock, w, len, c->region_fd);
 	free(w);
-	return n < 0 ? (int)n : 0;
-}
+	if (n >= 0) {
+		/* Then the eventfd its ring wakes us through. */
+		struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_WAKE };
 
-static void serve(struct mps_client *c)
-{
-	uint64_t idle_since = mps_now_ns();
-	unsigned int since_poll = 0;
-
-	while (!mps_load_acquire(&c->dead)) {
-		int n = mps_sq_pop(&c->sq, c->msg);
-
-		if (n < 0) {
-			mps_client_kill(c, "broke the ring protocol");
-			break;
-		}
-		if (n > 0) {
-			mps__dispatch(c, (const struct mps_msg *)c->msg);
-			if (++since_poll >= POLL_EVERY && c->comp.head) {
-				mps_comp_poll(c);
-				since_poll = 0;
-			}
-			idle_since = mps_now_ns();
-			continue;
-		}
-		since_poll = 0;
-		if (c->comp.head && mps_comp_poll(c))
-			idle_since = mps_now_ns();
-		if (mps_now_ns() - idle_since < mps_srv.spin_ns) {
-			mps_cpu_relax();
-			continue;
-		}
-		mps_comp_handoff(c);
-		if (mps_sq_prepare_sleep(&c->sq)) {
-			mps_sq_sleep(&c->sq, SLEEP_NS);
-			mps_sq_awake(&c->sq);
-		}
-		idle_since = mps_now_ns();
+		n = mps_sock_send(c->sock, &fm, sizeof(fm), c->evfd);
 	}
+	return n < 0 ? (int)n : 0;
 }
 
 const char *mps__client_setup(struct mps_client *c)
@@ -301,29 +263,29 @@ void mps__client_teardown(struct mps_client *c)
 	c->msg = NULL;
 }
 
-void *mps__worker_main(void *arg)
+int mps__client_greet(struct mps_client *c)
 {
-	struct mps_client *c = arg;
-	const char *why;
+	const char *why = mps__client_setup(c);
 
-	mps_crash_thread(c->pid);
-	why = mps__client_setup(c);
+	c->ready = true;
 	if (why) {
 		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, why);
-		goto out;
+		return -1;
 	}
 	if (send_welcome(c) < 0) {
 		mps_log_warn("client %d left before the handshake finished", (int)c->pid);
-		goto out;
+		return -1;
 	}
 	mps_log_info("Client {PID: %d, Context ID: %u} connected", (int)c->pid, c->id);
 	mps_control_client_event(c, MPS_CHAN_CLIENT_UP, 0);
-	serve(c);
-out:
+	return 0;
+}
+
+void mps__client_finish(struct mps_client *c)
+{
 	mps__client_teardown(c);
 	mps_log_info("Client {PID: %d, Context ID: %u} disconnected (%llu calls)", (int)c->pid, c->id,
 		     (unsigned long long)c->ops);
 	mps_control_client_event(c, MPS_CHAN_CLIENT_DOWN, 0);
-	mps_client_put(c);   /* the list's reference, dropped by its worker */
-	return NULL;
+	mps_client_put(c);   /* the list's reference */
 }

@@ -1,0 +1,731 @@
+// SPDX-License-Identifier: MIT
+/*
+ * See sched.h. Locking: sched.lock protects the run queue, the hot list,
+ * the id table and the spinner count; it is a leaf (no driver call, no other
+ * lock taken under it) and is never held while a client is served. Client
+ * state moves by CAS (taking) or release store (handing back).
+ *
+ * Wake-ups: an idle thread sleeps in epoll_wait on one epoll set holding
+ * every client's eventfd and the pool's own kick eventfd, all edge-triggered
+ * (each write is one event; nothing is ever read back). epoll wakes one
+ * sleeper per event.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/atomics.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/sq.h"
+#include "server/control.h"
+#include "server/crash.h"
+#include "server/sched.h"
+#include "server/server.h"
+
+#define ID_BUCKETS     1024u
+#define SAMPLE_NS      (1000ull * 1000)       /* CPU pressure is read at most this often */
+#define SLEEP_MS       1000                   /* an idle thread looks around at least this often */
+
+/* Set in mps_client.run by an eventfd event that found the client owned:
+ * its owner must look at the ring again before it lets the client go. */
+#define RUN_WAKE       0x100
+
+/* CPU pressure levels, and what each allows. */
+enum { FREE, BUSY, OVER };
+
+static struct {
+	pthread_mutex_t lock;
+	struct mps_client *rq_head, *rq_tail;   /* run queue (rq_next) */
+	unsigned int rq_len;                    /* atomic reads outside the lock */
+	struct mps_client **hot;                /* the hot list */
+	unsigned int nhot, hot_cap;
+	unsigned int hot_next;                  /* where the next scan starts: each gets its turn */
+	struct mps_client *ids[ID_BUCKETS];     /* clients by id (id_next), for epoll events */
+	unsigned int spinners;                  /* threads committed to watching the hot list */
+	unsigned int sleeping;                  /* atomic: threads in epoll_wait */
+	unsigned int scanning;                  /* atomic: spinners with nothing to serve */
+
+	int epfd, kickfd;
+	unsigned int nthreads, ncpu;
+
+	/* CPU pressure (the sampler's; read relaxed by everyone). */
+	int level;
+	pthread_mutex_t sample_lock;            /* the sampler's (trylock: one at a time) */
+	uint64_t sampled_ns;                    /* atomic: when it last sampled */
+	uint64_t psi_total_us, psi_at_ns;
+	uint64_t rose_ns, hold_ns;              /* hysteresis: when pressure last rose, how long it holds */
+	int psi_fd;
+	uint32_t client_spin_ns;
+	uint64_t spin_free_ns;                  /* OPENMPS_SPIN_US: a spinner's window with free CPUs */
+	uint32_t client_free_ns;                /* OPENMPS_CLIENT_SPIN_US */
+} sched = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.sample_lock = PTHREAD_MUTEX_INITIALIZER,
+	.epfd = -1,
+	.kickfd = -1,
+	.psi_fd = -1,
+	.hold_ns = 10000000ull,
+};
+
+/* ------------------------------------------------------------------ */
+/* CPU pressure */
+
+/* The total CPU stall time in microseconds (PSI "some"), or -1. */
+static int64_t psi_total(void)
+{
+	char buf[256];
+	ssize_t n;
+	char *t;
+
+	if (sched.psi_fd < 0)
+		return -1;
+	n = pread(sched.psi_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	t = strstr(buf, "total=");
+	return t ? strtoll(t + 6, NULL, 10) : -1;
+}
+
+/* Runnable threads now, from /proc/loadavg ("0.1 0.2 0.3 R/T pid"), or -1. */
+static int runnable(void)
+{
+	char buf[128];
+	int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC), r = -1;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n > 0) {
+		double a, b, c;
+
+		buf[n] = 0;
+		if (sscanf(buf, "%lf %lf %lf %d/", &a, &b, &c, &r) != 4)
+			r = -1;
+	}
+	return r;
+}
+
+/* Clients spin while CPUs are free; else they sleep at once (a spinning
+ * client would take the CPU the server needs to answer it). */
+static uint32_t client_spin_for(int level)
+{
+	return level == FREE ? sched.client_free_ns : 0;
+}
+
+/* Tells every client how long to spin now. */
+static void publish_client_spin(uint32_t ns)
+{
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client *c = mps_srv.clients; c; c = c->next) {
+		struct mps_region *r = mps_load_acquire(&c->region);
+
+		if (r)
+			mps_store_relaxed(&r->spin_hint_ns, ns);
+	}
+	pthread_mutex_unlock(&mps_srv.lock);
+}
+
+/* What the CPUs look like now: FREE, BUSY or OVER. */
+static int measure(uint64_t now)
+{
+	int64_t total = psi_total();
+	int level = FREE;
+
+	if (total >= 0) {
+		/* The share of the last interval in which some runnable thread
+		 * waited for a CPU. */
+		uint64_t dt = now - sched.psi_at_ns;
+		uint64_t stall_ns = (uint64_t)(total - (int64_t)sched.psi_total_us) * 1000;
+
+		if (sched.psi_at_ns && dt) {
+			if (stall_ns * 5 > dt)          /* over 20% */
+				level = OVER;
+			else if (stall_ns * 50 > dt)    /* over 2% */
+				level = BUSY;
+		}
+		sched.psi_total_us = (uint64_t)total;
+		sched.psi_at_ns = now;
+	} else {
+		int r = runnable();
+
+		if (r > (int)sched.ncpu)
+			level = OVER;
+		else if (r >= 0 && (unsigned int)r * 4 > sched.ncpu * 3)
+			level = BUSY;
+	}
+	return level;
+}
+
+/* Reads the CPU pressure if the last reading is older than SAMPLE_NS
+ * (one thread at a time) and sets the level. Spinning is itself a load, so
+ * a level that rises because we spin would fall again once we stop, and
+ * rise again: the level rises at once but falls one step at a time, only
+ * after it has held for hold_ns, which doubles (up to a second) each time
+ * it rises again soon after falling, and starts over after a quiet spell. */
+static void sample(uint64_t now)
+{
+	int level = mps_load_relaxed(&sched.level), m;
+
+	if (now - mps_load_relaxed(&sched.sampled_ns) < SAMPLE_NS || pthread_mutex_trylock(&sched.sample_lock))
+		return;
+	if (now - mps_load_relaxed(&sched.sampled_ns) < SAMPLE_NS) {
+		pthread_mutex_unlock(&sched.sample_lock);
+		return;
+	}
+	mps_store_relaxed(&sched.sampled_ns, now);
+	m = measure(now);
+	if (m > level) {
+		if (now - sched.rose_ns < 2 * sched.hold_ns)
+			sched.hold_ns = sched.hold_ns * 2 > 1000000000ull ? 1000000000ull : sched.hold_ns * 2;
+		else
+			sched.hold_ns = 10000000ull;
+		sched.rose_ns = now;
+		level = m;
+	} else if (m < level && now - sched.rose_ns > sched.hold_ns) {
+		sched.rose_ns = now;
+		level--;
+	} else {
+		pthread_mutex_unlock(&sched.sample_lock);
+		return;
+	}
+	mps_log_debug("CPU pressure: %s", level == FREE ? "free" : level == BUSY ? "busy" : "over");
+	mps_store_relaxed(&sched.level, level);
+	mps_store_relaxed(&sched.client_spin_ns, client_spin_for(level));
+	pthread_mutex_unlock(&sched.sample_lock);
+	publish_client_spin(client_spin_for(level));
+}
+
+uint32_t mps_sched_client_spin_ns(void)
+{
+	return mps_load_relaxed(&sched.client_spin_ns);
+}
+
+/* How many threads may spin at this level, and for how long. One always
+ * may: a spinning thread that finds work saves every client a wake-up, and
+ * the window is short when CPUs are scarce. */
+static unsigned int spin_max(void)
+{
+	if (!sched.spin_free_ns)
+		return 0;
+	return mps_load_relaxed(&sched.level) == FREE && sched.ncpu >= 8 ? sched.ncpu / 4 : 1;
+}
+
+static uint64_t spin_window(void)
+{
+	uint64_t w = sched.spin_free_ns;
+
+	if (mps_load_relaxed(&sched.level) == OVER && w > 10000)
+		w = 10000;
+	return w;
+}
+
+/* ------------------------------------------------------------------ */
+/* The client table, the run queue and the hot list (under sched.lock) */
+
+static unsigned int id_bucket(uint32_t id)
+{
+	return id & (ID_BUCKETS - 1);
+}
+
+static void id_add(struct mps_client *c)
+{
+	c->id_next = sched.ids[id_bucket(c->id)];
+	sched.ids[id_bucket(c->id)] = c;
+}
+
+static void id_del(struct mps_client *c)
+{
+	for (struct mps_client **pp = &sched.ids[id_bucket(c->id)]; *pp; pp = &(*pp)->id_next) {
+		if (*pp == c) {
+			*pp = c->id_next;
+			return;
+		}
+	}
+}
+
+static void kick(void)
+{
+	uint64_t one = 1;
+
+	if (write(sched.kickfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		mps_log_warn("cannot wake a service thread: %s", strerror(errno));
+}
+
+/* Queues a client its thread hands back with work left (or a new one). */
+static void rq_push(struct mps_client *c)
+{
+	bool wake;
+
+	/* Queued clients are served anyway: a pending WAKE may go. */
+	mps_store_release(&c->run, MPS_RUN_QUEUED);
+	pthread_mutex_lock(&sched.lock);
+	c->rq_next = NULL;
+	if (sched.rq_tail)
+		sched.rq_tail->rq_next = c;
+	else
+		sched.rq_head = c;
+	sched.rq_tail = c;
+	mps_store_relaxed(&sched.rq_len, sched.rq_len + 1);
+	/* More queued than idle threads awake to take it: wake a sleeper. */
+	wake = sched.rq_len > mps_load_relaxed(&sched.scanning) && mps_load_acquire(&sched.sleeping) > 0;
+	pthread_mutex_unlock(&sched.lock);
+	if (wake)
+		kick();
+}
+
+static struct mps_client *rq_pop(void)
+{
+	struct mps_client *c;
+
+	if (!mps_load_relaxed(&sched.rq_len))
+		return NULL;
+	pthread_mutex_lock(&sched.lock);
+	c = sched.rq_head;
+	if (c) {
+		sched.rq_head = c->rq_next;
+		if (!sched.rq_head)
+			sched.rq_tail = NULL;
+		mps_store_relaxed(&sched.rq_len, sched.rq_len - 1);
+	}
+	pthread_mutex_unlock(&sched.lock);
+	if (c)
+		mps_store_relaxed(&c->run, MPS_RUN_OWNED);
+	return c;
+}
+
+/* Caller holds the lock. */
+static int hot_add(struct mps_client *c)
+{
+	if (sched.nhot == sched.hot_cap) {
+		unsigned int ncap = sched.hot_cap ? sched.hot_cap * 2 : 64;
+		struct mps_client **nh = realloc(sched.hot, ncap * sizeof(*nh));
+
+		if (!nh)
+			return -ENOMEM;
+		sched.hot = nh;
+		sched.hot_cap = ncap;
+	}
+	sched.hot[sched.nhot++] = c;
+	return 0;
+}
+
+/* Caller holds the lock. */
+static void hot_del(struct mps_client *c)
+{
+	for (unsigned int i = 0; i < sched.nhot; i++) {
+		if (sched.hot[i] == c) {
+			sched.hot[i] = sched.hot[--sched.nhot];
+			return;
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Serving one client */
+
+/* For the owner: has the client published messages we have not taken? */
+static bool ring_pending(struct mps_client *c)
+{
+	struct mps_region *r = c->region;
+
+	return r && mps_load_acquire(&r->sq_tail.v) != c->sq.head;
+}
+
+/* For a spinner, which does not own the client: the indices as published.
+ * The client can lie about sq_head; that only makes us look for nothing. */
+static bool ring_maybe(struct mps_client *c)
+{
+	struct mps_region *r = mps_load_acquire(&c->region);
+
+	return r && mps_load_acquire(&r->sq_tail.v) != mps_load_acquire(&r->sq_head.v);
+}
+
+/* Lets an owned client go to state `to`; false if an eventfd event came
+ * meanwhile (the caller still owns the client and must look again). */
+static bool release(struct mps_client *c, int to)
+{
+	int expect = MPS_RUN_OWNED;
+
+	if (mps_cas(&c->run, &expect, to))
+		return true;
+	mps_store_relaxed(&c->run, MPS_RUN_OWNED);   /* drop the WAKE: we are looking */
+	return false;
+}
+
+/* The client is gone: hand it to a thread of its own that waits for its
+ * GPU work and frees everything (which may take long), so the pool goes on. */
+static void *teardown_main(void *arg)
+{
+	struct mps_client *c = arg;
+
+	mps_crash_thread(c->pid);
+	mps__client_finish(c);
+	return NULL;
+}
+
+static void retire(struct mps_client *c)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+
+	mps_store_release(&c->run, MPS_RUN_GONE);
+	pthread_mutex_lock(&sched.lock);
+	id_del(c);
+	hot_del(c);
+	pthread_mutex_unlock(&sched.lock);
+	epoll_ctl(sched.epfd, EPOLL_CTL_DEL, c->evfd, NULL);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, teardown_main, c) != 0)
+		mps__client_finish(c);   /* no thread to spare: do it here */
+	pthread_attr_destroy(&attr);
+}
+
+/* Arms an idle client: its completions go to its waiter, and its next
+ * message wakes us through its eventfd. Returns true if work arrived
+ * meanwhile: the caller still owns the client. */
+static bool arm(struct mps_client *c)
+{
+	mps_comp_handoff(c);
+	/* NEED_WAKEUP, fence, ring empty (the client publishes, fences, and
+	 * reads the flag: one of us sees the other). A wake-up that comes
+	 * between here and the release sets WAKE, and the release fails. */
+	if (!mps_sq_prepare_sleep(&c->sq) || mps_load_acquire(&c->dead)) {
+		mps_sq_awake(&c->sq);
+		return true;
+	}
+	if (release(c, MPS_RUN_IDLE))
+		return false;
+	mps_sq_awake(&c->sq);
+	return true;
+}
+
+/* Runs turns of an owned client until it is handed on: queued again if it
+ * has more, hot if it had work lately or waits for the GPU and a thread
+ * watches the hot list, else armed. `spinner`: the caller is one of the
+ * threads that watch. Returns true if the caller has just become one (it
+ * must spin next: a client it made hot relies on it). */
+static bool serve(struct mps_client *c, bool spinner)
+{
+	bool committed = false;
+
+	mps_crash_client(c->pid);
+	for (;;) {
+		uint64_t start = mps_now_ns(), now = start;
+		unsigned int n = 0;
+		bool hot = false;
+
+		if (!c->ready && !mps_load_acquire(&c->dead) && mps__client_greet(c) < 0)
+			mps_client_kill(c, NULL);
+		while (!mps_load_acquire(&c->dead) && n < MPS_TURN_MSGS) {
+			int len = mps_sq_pop(&c->sq, c->msg);
+
+			if (len < 0) {
+				mps_client_kill(c, "broke the ring protocol");
+				break;
+			}
+			if (len == 0)
+				break;
+			mps__dispatch(c, (const struct mps_msg *)c->msg);
+			if (++n % 32 == 0) {
+				if (c->comp.head)
+					mps_comp_poll(c);
+				now = mps_now_ns();
+				if (now - start > MPS_TURN_NS)
+					break;
+			}
+		}
+		now = mps_now_ns();
+		if (n)
+			mps_store_relaxed(&c->active_ns, now);
+		if (c->comp.head && mps_comp_poll(c))
+			mps_store_relaxed(&c->active_ns, now);
+		if (mps_load_acquire(&c->dead)) {
+			mps_crash_client(0);
+			retire(c);
+			return committed;
+		}
+		if (ring_pending(c)) {
+			mps_crash_client(0);
+			rq_push(c);
+			return committed;
+		}
+		if (c->comp.head || now - c->active_ns < spin_window()) {
+			pthread_mutex_lock(&sched.lock);
+			if (!spinner && !committed && sched.spinners == 0 && spin_max() > 0) {
+				sched.spinners++;
+				committed = true;
+			}
+			if (spinner || committed || sched.spinners > 0)
+				hot = hot_add(c) == 0 && (release(c, MPS_RUN_HOT) || (hot_del(c), false));
+			pthread_mutex_unlock(&sched.lock);
+		}
+		if (hot) {
+			mps_crash_client(0);
+			return committed;
+		}
+		if (!arm(c)) {
+			mps_crash_client(0);
+			return committed;
+		}
+	}
+}
+
+/* Takes a hot client back from the list; true if it is ours now. Caller
+ * holds the lock. */
+static bool take_hot(struct mps_client *c)
+{
+	int expect = MPS_RUN_HOT;
+
+	if (!mps_cas(&c->run, &expect, MPS_RUN_OWNED)) {
+		expect = MPS_RUN_HOT | RUN_WAKE;
+		if (!mps_cas(&c->run, &expect, MPS_RUN_OWNED))
+			return false;
+	}
+	hot_del(c);
+	return true;
+}
+
+/* Arms every hot client (the last spinner is stopping). */
+static void arm_all_hot(void)
+{
+	for (;;) {
+		struct mps_client *c = NULL;
+
+		pthread_mutex_lock(&sched.lock);
+		while (sched.nhot && !c) {
+			c = sched.hot[sched.nhot - 1];
+			if (!take_hot(c))
+				c = NULL;
+		}
+		pthread_mutex_unlock(&sched.lock);
+		if (!c)
+			return;
+		if (mps_load_acquire(&c->dead))
+			retire(c);
+		else if (arm(c))
+			rq_push(c);   /* work came: the pool takes it from the queue */
+	}
+}
+
+/* One look over the hot list: serves the first client with work, arms one
+ * that has cooled. Returns true if it served something. */
+static bool scan_hot(uint64_t now)
+{
+	struct mps_client *c = NULL;
+	bool cool = false;
+
+	pthread_mutex_lock(&sched.lock);
+	for (unsigned int j = 0; j < sched.nhot; j++) {
+		unsigned int i = (sched.hot_next + j) % sched.nhot;
+		struct mps_client *h = sched.hot[i];
+		bool waits = mps_load_relaxed(&h->comp.count) != 0;
+
+		cool = !waits && now - mps_load_relaxed(&h->active_ns) >= spin_window();
+		if ((ring_maybe(h) || waits || cool || mps_load_relaxed(&h->dead)) && take_hot(h)) {
+			c = h;
+			sched.hot_next = i;   /* hot_del moved the last one here */
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sched.lock);
+	if (!c)
+		return false;
+	if (mps_load_acquire(&c->dead)) {
+		retire(c);
+		return true;
+	}
+	mps_fetch_sub(&sched.scanning, 1);
+	if (cool && !ring_pending(c)) {
+		if (arm(c))
+			serve(c, true);
+		cool = true;
+	} else {
+		serve(c, true);
+		cool = false;
+	}
+	mps_fetch_add(&sched.scanning, 1);
+	return !cool;
+}
+
+/* Spins while that pays: returns when the run queue has work, or when no
+ * work came for the spin window (or the CPUs got busy). The caller has
+ * counted itself in sched.spinners. */
+static void spin(void)
+{
+	uint64_t last = mps_now_ns();
+	bool last_one;
+
+	mps_fetch_add(&sched.scanning, 1);
+	for (;;) {
+		uint64_t now = mps_now_ns();
+		struct mps_client *c = rq_pop();
+
+		if (c) {
+			mps_fetch_sub(&sched.scanning, 1);
+			serve(c, true);
+			mps_fetch_add(&sched.scanning, 1);
+			last = mps_now_ns();
+			continue;
+		}
+		if (scan_hot(now)) {
+			last = mps_now_ns();
+			continue;
+		}
+		sample(now);
+		if (now - last > spin_window() || spin_max() == 0)
+			break;
+		mps_cpu_relax();
+	}
+	mps_fetch_sub(&sched.scanning, 1);
+	pthread_mutex_lock(&sched.lock);
+	sched.spinners--;
+	last_one = sched.spinners == 0;
+	pthread_mutex_unlock(&sched.lock);
+	if (last_one)
+		arm_all_hot();
+}
+
+/* A client whose eventfd fired: take it if it is idle; else tell whoever
+ * has it to look again. Returns true if the caller must spin next. */
+static bool on_event(uint32_t id)
+{
+	struct mps_client *c;
+	int expect = MPS_RUN_IDLE | RUN_WAKE;
+
+	pthread_mutex_lock(&sched.lock);
+	for (c = sched.ids[id_bucket(id)]; c && c->id != id; c = c->id_next)
+		;
+	if (c && (mps_fetch_or(&c->run, RUN_WAKE) & ~RUN_WAKE) == MPS_RUN_IDLE &&
+	    mps_cas(&c->run, &expect, MPS_RUN_OWNED))
+		;   /* ours */
+	else
+		c = NULL;
+	pthread_mutex_unlock(&sched.lock);
+	return c ? serve(c, false) : false;
+}
+
+static void *thread_main(void *arg)
+{
+	(void)arg;
+	mps_crash_thread(0);
+	for (;;) {
+		struct epoll_event evs[16];
+		struct mps_client *c;
+		bool may_spin;
+		int n;
+
+		c = rq_pop();
+		if (c) {
+			if (serve(c, false))
+				spin();
+			continue;
+		}
+		sample(mps_now_ns());
+		pthread_mutex_lock(&sched.lock);
+		may_spin = sched.spinners < spin_max() && !sched.rq_len;
+		if (may_spin)
+			sched.spinners++;
+		pthread_mutex_unlock(&sched.lock);
+		if (may_spin) {
+			spin();
+			continue;
+		}
+		mps_fetch_add(&sched.sleeping, 1);
+		/* A client queued between the look above and here kicked us. */
+		n = mps_load_relaxed(&sched.rq_len) ? 0 : epoll_wait(sched.epfd, evs, 16, SLEEP_MS);
+		mps_fetch_sub(&sched.sleeping, 1);
+		for (int i = 0; i < n; i++)
+			if (evs[i].data.u64 != UINT64_MAX && on_event((uint32_t)evs[i].data.u64))
+				spin();
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+
+static long env_num(const char *name, long def, long lo, long hi)
+{
+	const char *v = getenv(name);
+	char *end;
+	long x;
+
+	if (!v || !*v)
+		return def;
+	x = strtol(v, &end, 10);
+	if (*end || x < lo || x > hi) {
+		mps_log_warn("ignoring %s=%s (want %ld..%ld)", name, v, lo, hi);
+		return def;
+	}
+	return x;
+}
+
+int mps_sched_start(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = UINT64_MAX };
+	cpu_set_t set;
+	pthread_attr_t attr;
+	long ncpu;
+
+	ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+	sched.ncpu = ncpu > 0 ? (unsigned int)ncpu : 1;
+	sched.nthreads = (unsigned int)env_num("OPENMPS_THREADS", sched.ncpu < 2 ? 2 : sched.ncpu, 1, 256);
+	sched.spin_free_ns = mps_srv.spin_ns;
+	sched.client_free_ns = (uint32_t)env_num("OPENMPS_CLIENT_SPIN_US", 1000, 0, 1000000) * 1000;
+	sched.client_spin_ns = sched.client_free_ns;
+	sched.psi_fd = open("/proc/pressure/cpu", O_RDONLY | O_CLOEXEC);
+	sched.epfd = epoll_create1(EPOLL_CLOEXEC);
+	sched.kickfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (sched.epfd < 0 || sched.kickfd < 0 || epoll_ctl(sched.epfd, EPOLL_CTL_ADD, sched.kickfd, &ev) < 0)
+		return -errno;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* The driver may compile PTX on these threads (deep recursion in its
+	 * JIT): full-size stacks; untouched pages cost nothing. */
+	pthread_attr_setstacksize(&attr, 16 * 1024 * 1024);
+	for (unsigned int i = 0; i < sched.nthreads; i++) {
+		pthread_t t;
+		int r = pthread_create(&t, &attr, thread_main, NULL);
+
+		if (r) {
+			pthread_attr_destroy(&attr);
+			return -r;
+		}
+	}
+	pthread_attr_destroy(&attr);
+	mps_log_info("%u service threads for %u CPUs; CPU pressure from %s", sched.nthreads, sched.ncpu,
+		     sched.psi_fd >= 0 ? "/proc/pressure/cpu" : "/proc/loadavg");
+	return 0;
+}
+
+void mps_sched_add(struct mps_client *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = c->id };
+
+	pthread_mutex_lock(&sched.lock);
+	id_add(c);
+	pthread_mutex_unlock(&sched.lock);
+	if (epoll_ctl(sched.epfd, EPOLL_CTL_ADD, c->evfd, &ev) < 0)
+		mps_log_warn("client %d: cannot watch its eventfd: %s", (int)c->pid, strerror(errno));
+	rq_push(c);
+}
+
+void mps_sched_kick(struct mps_client *c)
+{
+	uint64_t one = 1;
+
+	/* Whatever its state, a thread will look: an idle client's eventfd
+	 * wakes one; a queued, hot or owned one is looked at anyway. */
+	if (c->evfd >= 0 && write(c->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		mps_log_debug("client %d: cannot kick: %s", (int)c->pid, strerror(errno));
+}

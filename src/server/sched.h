@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Which server thread serves which client, and when threads spin or sleep.
+ *
+ * A fixed pool of service threads (OPENMPS_THREADS, default one per CPU)
+ * serves every client: a thread takes a client, runs up to a turn's worth of
+ * its messages (MPS_TURN_MSGS or MPS_TURN_NS, whichever comes first), polls
+ * its completions, and puts it back at the tail of the run queue if it has
+ * more — so one client's flood of launches delays another's synchronize by
+ * at most one turn. At any moment a client is owned by at most one thread,
+ * which alone touches its handles, objects and memory account.
+ *
+ * A client whose ring is empty becomes "hot" for a while: threads that have
+ * nothing queued spin over the hot clients' rings and completions (in the
+ * spirit of io_uring's SQPOLL), so a launch or a synchronize is picked up
+ * within a microsecond without a wake-up. How many threads may spin, and for
+ * how long, follows the CPU pressure (/proc/pressure/cpu, else the run queue
+ * length in /proc/loadavg): with free CPUs a few spin; when runnable threads
+ * outnumber the CPUs none does, and clients are told through their region
+ * to spin less too. A client idle past its hot time is "armed": its pending
+ * completions go to its waiter thread, it sets NEED_WAKEUP in its ring, and
+ * its next message writes its eventfd, on which idle threads sleep (epoll).
+ *
+ * States (mps_client.run, atomic; a thread takes a client by a CAS to OWNED,
+ * and only the owner moves it elsewhere):
+ *   IDLE     armed; its eventfd brings it back
+ *   QUEUED   in the run queue
+ *   HOT      in the hot list, watched by the spinning threads
+ *   OWNED    a thread is serving it
+ *   GONE     being torn down
+ * A client is HOT only while at least one thread spins: the last spinner to
+ * stop arms every hot client first. So no message is ever left unseen.
+ */
+#ifndef MPS_SERVER_SCHED_H
+#define MPS_SERVER_SCHED_H
+
+#include <stdint.h>
+
+struct mps_client;
+
+enum mps_run_state {
+	MPS_RUN_IDLE = 0,
+	MPS_RUN_QUEUED,
+	MPS_RUN_HOT,
+	MPS_RUN_OWNED,
+	MPS_RUN_GONE,
+};
+
+#define MPS_TURN_MSGS 64
+#define MPS_TURN_NS   (200ull * 1000)
+
+/* Starts the service threads. 0 or -errno. */
+int mps_sched_start(void);
+
+/* Hands a new client to the threads, which set it up, greet it and serve
+ * it. The client is in the server's list already. */
+void mps_sched_add(struct mps_client *c);
+
+/* Makes a thread look at the client soon (it has died). Any thread. */
+void mps_sched_kick(struct mps_client *c);
+
+/* The spin time clients are told to use now, in nanoseconds (also written
+ * into each client's region when it changes). */
+uint32_t mps_sched_client_spin_ns(void);
+
+#endif
