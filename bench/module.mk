@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: MIT
 #
-# bench: the benchmark programs that bench/run.sh runs natively, under NVIDIA
-# MPS and under openmps. Like tests/cuda they link only against the
-# toolkit's stub libcuda and read the kernels' PTX at run time, so the same
-# binaries serve all three columns. `make bench` builds them.
+# bench: the benchmark programs that bench/run.sh and bench/infer.sh run
+# natively, under NVIDIA MPS and under openmps. Like tests/cuda they link
+# only against the toolkit's stub libcuda and read the kernels' PTX at run
+# time, so the same binaries serve all three columns. `make bench` builds them.
 
-BENCH_NAMES := spin launch copy idle clients
+BENCH_NAMES := spin launch copy idle clients calls hold trips
 BENCH_BINS  := $(addprefix $(BUILD)/bench/,$(BENCH_NAMES))
 
 $(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/obj/bench/bench.o

@@ -596,9 +596,10 @@ static void spin(void)
 		arm_all_hot();
 }
 
-/* A client whose eventfd fired: take it if it is idle; else tell whoever
- * has it to look again. Returns true if the caller must spin next. */
-static bool on_event(uint32_t id)
+/* A client whose eventfd fired: take it if it is idle and serve it; else
+ * tell whoever has it to look again. Returns true if it served the client;
+ * *committed is set if the caller must spin next (see serve()). */
+static bool on_event(uint32_t id, bool *committed)
 {
 	struct mps_client *c;
 	int expect = MPS_RUN_IDLE | RUN_WAKE;
@@ -612,7 +613,30 @@ static bool on_event(uint32_t id)
 	else
 		c = NULL;
 	pthread_mutex_unlock(&sched.lock);
-	return c ? serve(c, false) : false;
+	if (!c)
+		return false;
+	if (serve(c, false))
+		*committed = true;
+	return true;
+}
+
+/* After serving: spin next if this thread committed to (serve() says so)
+ * or there is room for another spinner. A thread spins only after it has
+ * done work, and sleeps once a spin found none: an idle pool sleeps. */
+static void spin_after(bool committed)
+{
+	bool may_spin = committed;
+
+	if (!may_spin) {
+		sample(mps_now_ns());
+		pthread_mutex_lock(&sched.lock);
+		may_spin = sched.spinners < spin_max();
+		if (may_spin)
+			sched.spinners++;
+		pthread_mutex_unlock(&sched.lock);
+	}
+	if (may_spin)
+		spin();
 }
 
 static void *thread_main(void *arg)
@@ -622,32 +646,26 @@ static void *thread_main(void *arg)
 	for (;;) {
 		struct epoll_event evs[16];
 		struct mps_client *c;
-		bool may_spin;
+		bool served = false, committed = false;
 		int n;
 
 		c = rq_pop();
 		if (c) {
-			if (serve(c, false))
-				spin();
-			continue;
-		}
-		sample(mps_now_ns());
-		pthread_mutex_lock(&sched.lock);
-		may_spin = sched.spinners < spin_max() && !sched.rq_len;
-		if (may_spin)
-			sched.spinners++;
-		pthread_mutex_unlock(&sched.lock);
-		if (may_spin) {
-			spin();
+			spin_after(serve(c, false));
 			continue;
 		}
 		mps_fetch_add(&sched.sleeping, 1);
 		/* A client queued between the look above and here kicked us. */
 		n = mps_load_relaxed(&sched.rq_len) ? 0 : epoll_wait(sched.epfd, evs, 16, SLEEP_MS);
 		mps_fetch_sub(&sched.sleeping, 1);
-		for (int i = 0; i < n; i++)
-			if (evs[i].data.u64 != UINT64_MAX && on_event((uint32_t)evs[i].data.u64))
-				spin();
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u64 == UINT64_MAX)
+				continue;
+			if (on_event((uint32_t)evs[i].data.u64, &committed))
+				served = true;
+		}
+		if (served)
+			spin_after(committed);
 	}
 	return NULL;
 }
