@@ -1,0 +1,861 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+#
+# bench/infer.py run|table|selftest ...
+#
+# The inference benchmark's worker and its report. `run` measures what an
+# interactive inference server gets from a shared GPU: N processes, each
+# answering batch-1 requests with a small PyTorch model (a CNN or a
+# transformer encoder), each request a fresh host input copied to the GPU,
+# one forward pass, and the result copied back to the host. It reports the
+# requests per second of all N together and the p50/p99 latency of one
+# request, as one JSON line per N on stdout (progress goes to stderr).
+#
+# How: the launcher imports torch once and forks the N children before any
+# CUDA call (the parent never touches CUDA, so every child makes its own
+# context, or its own MPS/openmps client). Each child builds the model from
+# a fixed seed, runs its first input on the CPU for reference, moves the
+# model to the GPU, checks that the GPU's first answer matches the CPU's,
+# warms up, and says it is ready. Once every child is ready (or has failed)
+# the launcher gives one start time and one end time to all of them, so the
+# N run the same window; each records the latency of every request that
+# ended inside it and sends the count and the latencies back through a
+# pipe. A child that cannot start (NVIDIA MPS refuses clients past its
+# limit) is reported as refused, a mismatch with the CPU makes the cell
+# "wrong", never a number.
+#
+# `table` turns those JSON lines (and the server-CPU lines bench/infer.sh
+# writes) into the markdown tables and a TSV; `selftest` checks the parts
+# that need no GPU and no torch (statistics, tables, and the fork/start/
+# report machinery with a pure-Python stand-in model, --model fake).
+#
+#   infer.py run --mode openmps --model cnn --n 1,8,16 [--window 2] [--warmup 50]
+#                [--device cuda|cpu] [--budget-s S] [--dry-run]
+#   infer.py table RESULTS... [--md FILE] [--tsv FILE]
+#   infer.py selftest
+#
+# Exit status: 0 when it ran (whatever the cells say), 2 for bad arguments,
+# 77 when torch is needed and cannot be imported.
+
+import argparse
+import array
+import io
+import json
+import math
+import os
+import re
+import sys
+import time
+import traceback
+
+MODES = ("native", "mps", "openmps")
+MODE_TITLE = {"native": "native", "mps": "NVIDIA MPS", "openmps": "openmps"}
+MODELS = ("cnn", "transformer", "fake")
+INPUT_POOL = 16           # distinct host inputs a child cycles through
+RTOL = 1e-3               # fp32, TF32 off: the GPU agrees with the CPU far closer
+SEQ, VOCAB, D_MODEL = 64, 1000, 256
+
+# Errors that mean "no room for another client" rather than a failure:
+# NVIDIA MPS answers its 49th client with cudaErrorDevicesUnavailable (on a
+# Hopper, CUDA 12/13), which PyTorch reports as "all CUDA-capable devices
+# are busy or unavailable"; newer drivers may say MpsMaxClientsReached.
+REFUSED_RE = re.compile(r"busy or unavailable|devices?[ _]?unavailable|DEVICE_UNAVAILABLE"
+                        r"|MaxClientsReached|MAX_CLIENTS_REACHED|maximum number of clients", re.I)
+
+
+# ---------------------------------------------------------------------------
+# Statistics and one cell's verdict (no torch)
+
+def percentile(sorted_values, q):
+    """Nearest-rank percentile (q in [0, 1]) of an ascending sequence; None if empty."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    k = max(0, min(n - 1, math.ceil(q * n) - 1))
+    return sorted_values[k]
+
+
+def is_refusal(text):
+    return bool(text) and REFUSED_RE.search(text) is not None
+
+
+def summarise(mode, model, n, window_s, children, extra=None):
+    """One cell's record from its children's outcomes.
+
+    children: one dict per child: {"state": "done"|"error", "count": int,
+    "lat_ns": array of ns, "check": "ok"|"wrong", "error": text}.
+    A wrong answer outranks a failure, which outranks a refusal: the cell is
+    a number only when every child ran and agreed with the CPU."""
+    lats = []
+    counts = []
+    wrong = refused = failed = 0
+    first_error = first_wrong = ""
+    for c in children:
+        if c.get("check") == "wrong":
+            wrong += 1
+            first_wrong = first_wrong or c.get("error", "")
+        if c.get("state") == "done":
+            counts.append(c["count"])
+            lats.extend(c["lat_ns"])
+        elif is_refusal(c.get("error", "")):
+            refused += 1
+            first_error = first_error or c.get("error", "")
+        else:
+            failed += 1
+            first_error = first_error or c.get("error", "")
+    lats.sort()
+    total = sum(counts)
+    rec = {
+        "kind": "infer", "mode": mode, "model": model, "n": n,
+        "status": "ok", "rps": None, "p50_us": None, "p99_us": None,
+        "requests": total, "window_s": window_s,
+        "ran": len(counts), "failed": failed, "refused": refused, "wrong": wrong,
+        "error": "",
+    }
+    if counts and window_s > 0:
+        rec["rps"] = round(total / window_s, 1)
+        rec["min_child_rps"] = round(min(counts) / window_s, 1)
+        rec["max_child_rps"] = round(max(counts) / window_s, 1)
+    if lats:
+        rec["p50_us"] = round(percentile(lats, 0.50) / 1000, 1)
+        rec["p99_us"] = round(percentile(lats, 0.99) / 1000, 1)
+    if wrong:
+        rec.update(status="wrong", error=first_wrong)
+    elif failed:
+        rec.update(status="fail", error=first_error)
+    elif refused:
+        rec.update(status="refused", error=first_error)
+    elif total == 0:
+        rec.update(status="fail", error="no request ended inside the window")
+    if rec["status"] != "ok":
+        # Never a number beside a verdict: the figures stay in the log only.
+        rec["partial"] = {"rps": rec["rps"], "p50_us": rec["p50_us"], "p99_us": rec["p99_us"]}
+        rec.update(rps=None, p50_us=None, p99_us=None)
+    if extra:
+        rec.update(extra)
+    return rec
+
+
+# ---------------------------------------------------------------------------
+# Workloads. Each child calls prepare() (build, reference, move to the
+# device, check the first answer), then request() in its loop.
+
+class FakeWorkload:
+    """A pure-Python stand-in for a model: burns fake_us of CPU per request.
+    It exercises the fork/start/report machinery where torch is absent, and
+    can be told to fail, refuse, answer wrong or die, to test the verdicts."""
+
+    def __init__(self, args, idx):
+        self.args, self.idx = args, idx
+
+    def _answer(self, x):
+        end = time.perf_counter_ns() + int(self.args.fake_us * 1000)
+        acc = x
+        while time.perf_counter_ns() < end:
+            acc = (acc * 1103515245 + 12345) & 0x7fffffff
+        return x * 3 + 1
+
+    def prepare(self):
+        a, i = self.args, self.idx
+        if i < a.fake_refuse:
+            raise RuntimeError("CUDA error: all CUDA-capable devices are busy or unavailable")
+        if i < a.fake_refuse + a.fake_fail:
+            raise RuntimeError("fake failure at init")
+        if i < a.fake_refuse + a.fake_fail + a.fake_die:
+            os._exit(9)          # dies without a word, as a crashed child would
+        self.inputs = [self.idx * 100 + k for k in range(INPUT_POOL)]
+        ref = self.inputs[0] * 3 + 1
+        got = self.request(0)
+        if i >= a.cur_n - a.fake_wrong:
+            got += 1
+        return ("ok", "") if got == ref else ("wrong", f"child {i}: got {got}, want {ref}")
+
+    def request(self, k):
+        return self._answer(self.inputs[k % INPUT_POOL])
+
+
+class TorchWorkload:
+    """A small model in eval mode under inference_mode; a request is a host
+    array -> torch.from_numpy -> .to(device) -> forward -> .cpu(), as an
+    interactive server does it (pageable memory, a synchronous copy back)."""
+
+    def __init__(self, args, idx, torch):
+        self.args, self.idx, self.torch = args, idx, torch
+        try:
+            import numpy
+            self.np = numpy
+        except ImportError:          # torch runs without numpy: host tensors instead
+            self.np = None
+
+    def _build(self):
+        torch, nn = self.torch, self.torch.nn
+        torch.manual_seed(self.args.seed)
+        if self.args.model == "cnn":
+            def block(cin, cout, stride):
+                return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
+                        nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
+            net = nn.Sequential(*block(3, 32, 1), *block(32, 64, 2), *block(64, 128, 2),
+                                *block(128, 128, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                nn.Linear(128, 10))
+            # Fresh batch norms are the identity: give them statistics of
+            # their own so the check compares a real computation.
+            for m in net.modules():
+                if isinstance(m, nn.BatchNorm2d):
+                    m.running_mean.uniform_(-0.1, 0.1)
+                    m.running_var.uniform_(0.5, 1.5)
+                    m.weight.data.uniform_(0.5, 1.5)
+                    m.bias.data.uniform_(-0.1, 0.1)
+            return net
+
+        class TextClassifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(VOCAB, D_MODEL)
+                self.pos = nn.Parameter(torch.randn(1, SEQ, D_MODEL) * 0.02)
+                layer = nn.TransformerEncoderLayer(D_MODEL, nhead=4, dim_feedforward=4 * D_MODEL,
+                                                   batch_first=True)
+                try:
+                    self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+                except TypeError:    # older torch: no such argument
+                    self.encoder = nn.TransformerEncoder(layer, num_layers=2)
+                self.head = nn.Linear(D_MODEL, 10)
+
+            def forward(self, ids):
+                return self.head(self.encoder(self.embed(ids) + self.pos).mean(dim=1))
+        return TextClassifier()
+
+    def _inputs(self):
+        seed = self.args.seed * 1000 + self.idx
+        cnn = self.args.model == "cnn"
+        if self.np is not None:
+            rng = self.np.random.default_rng(seed)
+            if cnn:
+                return [rng.standard_normal((1, 3, 64, 64), dtype=self.np.float32) for _ in range(INPUT_POOL)]
+            return [rng.integers(0, VOCAB, (1, SEQ), dtype=self.np.int64) for _ in range(INPUT_POOL)]
+        g = self.torch.Generator().manual_seed(seed)
+        if cnn:
+            return [self.torch.randn(1, 3, 64, 64, generator=g) for _ in range(INPUT_POOL)]
+        return [self.torch.randint(0, VOCAB, (1, SEQ), generator=g) for _ in range(INPUT_POOL)]
+
+    def prepare(self):
+        torch = self.torch
+        torch.set_num_threads(self.args.threads)
+        # TF32 would make the GPU differ from the CPU by ~1e-3: keep fp32 exact
+        # enough for the check (and the same in every column).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        self.inputs = self._inputs()
+        self.model = self._build().eval()
+        with torch.inference_mode():
+            ref = self.model(self._host(0))
+        self.dev = torch.device(self.args.device)
+        self.model.to(self.dev)          # the child's first CUDA call: its context (or its refusal)
+        with torch.inference_mode():
+            got = self.request(0)
+        scale = max(ref.abs().max().item(), 1e-6)
+        if torch.allclose(got, ref, rtol=RTOL, atol=RTOL * scale):
+            return "ok", ""
+        err = (got - ref).abs().max().item()
+        return "wrong", f"child {self.idx}: first answer differs from the CPU's by {err:.3g} (scale {scale:.3g})"
+
+    def _host(self, k):
+        x = self.inputs[k % INPUT_POOL]
+        return self.torch.from_numpy(x) if self.np is not None else x
+
+    def request(self, k):
+        return self.model(self._host(k).to(self.dev)).cpu()
+
+
+# ---------------------------------------------------------------------------
+# The child
+
+def die_with_parent(parent):
+    """A child whose launcher is gone (ended by a timeout, say) must not
+    live on holding a context: the kernel sends it SIGKILL then."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:      # it went before prctl took effect
+        os._exit(1)
+
+
+def child_main(idx, args, conn, go, times, parent):
+    """Runs in the forked child; never returns into the launcher's code
+    (multiprocessing ends the process when this returns)."""
+    die_with_parent(parent)
+    stage = "start"
+    try:
+        if args.model == "fake":
+            wl = FakeWorkload(args, idx)
+            ctx = _null_context
+        else:
+            import torch
+            wl = TorchWorkload(args, idx, torch)
+            ctx = torch.inference_mode
+        t0 = time.perf_counter()
+        stage = "init"
+        check, detail = wl.prepare()
+        stage = "warm-up"
+        with ctx():
+            for k in range(args.warmup):
+                wl.request(k)
+        conn.send(("ready", {"init_s": time.perf_counter() - t0, "check": check, "error": detail,
+                             "libcuda": mapped_libcuda()}))
+    except BaseException as e:      # noqa: BLE001 - every failure is reported, none kills the launcher
+        text = f"{type(e).__name__}: {e}".strip().replace("\n", " ")
+        try:
+            conn.send(("error", stage, text[:500], traceback.format_exc()[-2000:]))
+        finally:
+            conn.close()
+        return
+    if not go.wait(args.init_timeout + 60):
+        conn.send(("error", "start", "the launcher never said go"))
+        return
+    start_ns, end_ns = times[0], times[1]
+    lat = array.array("q")
+    try:
+        # Everyone starts at the same instant: the launcher set it a little
+        # ahead so that the last child to wake up is not late. (A sleep, not
+        # a spin: 64 spinning children would delay the wake-up of the rest.)
+        wait_ns = start_ns - time.perf_counter_ns()
+        if wait_ns > 0:
+            time.sleep(wait_ns / 1e9)
+        k = 0
+        with ctx():
+            while True:
+                t0 = time.perf_counter_ns()
+                if t0 >= end_ns:
+                    break
+                wl.request(k)
+                k += 1
+                t1 = time.perf_counter_ns()
+                if t1 > end_ns:   # ended outside the window: not counted
+                    break
+                lat.append(t1 - t0)
+        conn.send(("result", len(lat), lat.tobytes()))
+    except BaseException as e:      # noqa: BLE001
+        conn.send(("error", "run", f"{type(e).__name__}: {e}"[:500]))
+    finally:
+        conn.close()
+
+
+def mapped_libcuda():
+    """The libcuda files this process has mapped: which driver it really
+    uses (openmps's client library, or the real driver: natively, under
+    MPS, or an openmps client that found no daemon and passed through)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            return sorted({line.split(None, 5)[5].strip() for line in f
+                           if "libcuda.so" in line and len(line.split(None, 5)) == 6})
+    except OSError:
+        return []
+
+
+def libcuda_warning(paths, expect, forbid):
+    """Why the libraries the children mapped do not fit the column, or ""."""
+    if expect:
+        ours = [p for p in paths if p.startswith(expect)]
+        if not ours:
+            return f"no process mapped openmps's library (mapped: {', '.join(paths) or 'no libcuda'})"
+        if len(ours) != len(paths):
+            return ("the real driver was mapped beside openmps's library: pass-through, not served "
+                    f"({', '.join(p for p in paths if p not in ours)})")
+    if forbid and any(p.startswith(forbid) for p in paths):
+        return "openmps's library was mapped in a column that should not use it"
+    return ""
+
+
+class _null_context:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# ---------------------------------------------------------------------------
+# The launcher: one cell = N children
+
+def log(msg):
+    print(f"[infer] {msg}", file=sys.stderr, flush=True)
+
+
+def run_cell(args, mp, n):
+    """Forks n children, starts them together, collects their outcomes;
+    returns the cell's record."""
+    from multiprocessing.connection import wait as conn_wait
+
+    args.cur_n = n
+    go = mp.Event()
+    times = mp.RawArray("q", 2)          # start and end of the window, ns of perf_counter
+    procs, conns, states = [], [], []
+    t_fork = time.perf_counter()
+    for i in range(n):
+        r, w = mp.Pipe(duplex=False)
+        p = mp.Process(target=child_main, args=(i, args, w, go, times, os.getpid()), daemon=True)
+        p.start()
+        w.close()                        # only the child writes: EOF when it dies
+        procs.append(p)
+        conns.append(r)
+        states.append({"state": "init", "count": 0, "lat_ns": [], "check": "", "error": ""})
+    owner = {id(c): i for i, c in enumerate(conns)}
+    traceback_shown = [False]
+    libcuda = set()
+
+    def collect(pending, want, deadline):
+        """Reads messages until no child in pending is still in a state in
+        want, or the deadline; a closed pipe is a child that died."""
+        while pending and time.perf_counter() < deadline:
+            for c in conn_wait(list(pending), timeout=max(0.0, deadline - time.perf_counter())):
+                i = owner[id(c)]
+                s = states[i]
+                try:
+                    msg = c.recv()
+                except (EOFError, OSError):
+                    if s["state"] in want:
+                        code = procs[i].exitcode
+                        s.update(state="error", error=f"child {i} died during {s['state']}"
+                                 + (f" (exit status {code})" if code is not None else ""))
+                    pending.discard(c)
+                    continue
+                if msg[0] == "ready":
+                    s.update(state="ready", check=msg[1]["check"], init_s=msg[1]["init_s"])
+                    libcuda.update(msg[1].get("libcuda", ()))
+                    if msg[1]["check"] == "wrong":
+                        s["error"] = msg[1]["error"]
+                elif msg[0] == "error":
+                    s.update(state="error", error=f"child {i}, {msg[1]}: {msg[2]}")
+                    if len(msg) > 3 and not traceback_shown[0]:
+                        traceback_shown[0] = True
+                        log(f"first child error, its traceback:\n{msg[3]}")
+                elif msg[0] == "result":
+                    s.update(state="done", count=msg[1], lat_ns=array.array("q", msg[2]))
+                if s["state"] not in want:
+                    pending.discard(c)
+
+    pending = set(conns)
+    collect(pending, ("init",), time.perf_counter() + args.init_timeout)
+    for i, s in enumerate(states):
+        if s["state"] == "init":
+            s.update(state="error", error=f"child {i} not ready within {args.init_timeout:.0f} s")
+            procs[i].kill()
+    ready = [i for i, s in enumerate(states) if s["state"] == "ready"]
+    init_s = time.perf_counter() - t_fork
+    log(f"{args.mode} {args.model} N={n}: {len(ready)} of {n} ready after {init_s:.1f} s")
+
+    # The window: shortly ahead, so that every child is waiting when it opens.
+    start = time.perf_counter_ns() + 50_000_000
+    times[0], times[1] = start, start + int(args.window * 1e9)
+    go.set()
+    pending = {conns[i] for i in ready}
+    collect(pending, ("ready",), time.perf_counter() + args.window + 60)
+    for i in ready:
+        if states[i]["state"] == "ready":
+            states[i].update(state="error", error=f"child {i} sent no result")
+    # One deadline for all: 64 stuck children must not cost 64 timeouts.
+    deadline = time.perf_counter() + 30
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.perf_counter()))
+    stuck = [p for p in procs if p.is_alive()]
+    if stuck:
+        log(f"{args.mode} {args.model} N={n}: {len(stuck)} children did not exit within 30 s: killing them")
+        for p in stuck:
+            p.kill()
+        deadline = time.perf_counter() + 10
+        for p in stuck:
+            p.join(timeout=max(0.0, deadline - time.perf_counter()))
+    for c in conns:
+        c.close()
+    rec = summarise(args.mode, args.model, n, args.window, states,
+                    {"device": args.device, "init_s": round(init_s, 2), "warmup": args.warmup,
+                     "libcuda": sorted(libcuda)})
+    if ready and args.model != "fake" and args.device != "cpu":
+        rec["warning"] = libcuda_warning(rec["libcuda"], args.expect_libcuda, args.forbid_libcuda)
+        if rec["warning"]:
+            log(f"WARNING: {args.mode} {args.model} N={n}: {rec['warning']}")
+    return rec
+
+
+def skipped(args, n, why):
+    return {"kind": "infer", "mode": args.mode, "model": args.model, "n": n, "status": "skip",
+            "rps": None, "p50_us": None, "p99_us": None, "error": why}
+
+
+def parse_ns(values):
+    """"1,2,4" or several arguments, or both -> a list of positive ints."""
+    out = []
+    for v in values:
+        for part in re.split(r"[,\s]+", v.strip()):
+            if not part:
+                continue
+            if not part.isdigit() or int(part) <= 0:
+                raise ValueError(f"not a process count: {part!r}")
+            out.append(int(part))
+    if not out:
+        raise ValueError("no process counts given")
+    return out
+
+
+def cmd_run(args):
+    try:
+        ns = parse_ns(args.n)
+    except ValueError as e:
+        print(f"infer.py: {e}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print(f"plan: mode={args.mode} model={args.model} device={args.device} window={args.window} s "
+              f"warmup={args.warmup} threads/child={args.threads} budget={args.budget_s or 'none'} s")
+        for n in ns:
+            print(f"  cell: N={n}: fork {n} children, each: build {args.model} (seed {args.seed}), "
+                  f"CPU reference, {args.warmup} warm-up requests, then {args.window} s of requests together")
+        return 0
+    # Before torch (and the BLAS under it) starts: one CPU thread per child,
+    # as a server of N processes on a shared host would run; and no BLAS
+    # threads in the launcher that the forked children would lack.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, str(args.threads))
+    torch_version = None
+    if args.model != "fake":
+        try:
+            import torch
+        except Exception as e:      # noqa: BLE001
+            print(f"infer.py: cannot import torch ({type(e).__name__}: {e}); "
+                  f"--model {args.model} needs PyTorch (--model fake runs without it)", file=sys.stderr)
+            return 77
+        torch_version = torch.__version__
+        # The launcher must not initialise CUDA: its children could not use it
+        # after the fork. Nothing above touched torch.cuda; say so if it did.
+        if getattr(torch.cuda, "_initialized", False):
+            print("infer.py: CUDA was initialised before the fork", file=sys.stderr)
+            return 2
+    import multiprocessing
+    mp = multiprocessing.get_context("fork")
+    t_start = time.perf_counter()
+    for k, n in enumerate(ns):
+        if k:
+            # The last cell's processes have exited, but a daemon may still be
+            # letting go of them: NVIDIA MPS counts a client until then, and
+            # would refuse the next cell's 48th.
+            time.sleep(args.settle)
+        elapsed = time.perf_counter() - t_start
+        if args.budget_s and elapsed + args.window + 5 > args.budget_s:
+            rec = skipped(args, n, f"out of time ({elapsed:.0f} s of {args.budget_s:.0f})")
+        else:
+            log(f"{args.mode} {args.model} N={n}: starting {n} processes")
+            rec = run_cell(args, mp, n)
+            if torch_version:
+                rec["torch"] = torch_version
+        print(json.dumps(rec), flush=True)
+        if rec["status"] == "ok":
+            log(f"{args.mode} {args.model} N={n}: {rec['rps']} req/s, p50 {rec['p50_us']} µs, "
+                f"p99 {rec['p99_us']} µs (per process {rec['min_child_rps']}..{rec['max_child_rps']} req/s)")
+        else:
+            log(f"{args.mode} {args.model} N={n}: {rec['status']}: {rec.get('error')}"
+                + (f" (the {rec['ran']} that ran: {rec['partial']['rps']} req/s)" if rec.get("ran") else ""))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Tables
+
+TSV_FIELDS = ("kind", "model", "n", "mode", "status", "rps", "p50_us", "p99_us", "value",
+              "ran", "failed", "refused", "wrong", "warning", "error")
+
+# The server-CPU rows bench/infer.sh measures: id, label ({n}: the record's n).
+CPU_ROWS = (
+    ("idle_cpu_pct", "server CPU, {n} idle clients: % of one core"),
+    ("launch_server_us", "server CPU per async launch: µs"),
+    ("launch_client_us", "client CPU per async launch: µs"),
+    ("launch_wall_us", "wall time per async launch: µs"),
+    ("sync_server_us", "server CPU per call, launch + synchronize: µs"),
+    ("sync_client_us", "client CPU per call, launch + synchronize: µs"),
+    ("sync_wall_us", "wall time per call, launch + synchronize: µs"),
+    ("spin_server_us", "server CPU per ~100 µs kernel + synchronize: µs"),
+    ("spin_client_us", "client CPU per ~100 µs kernel + synchronize: µs"),
+    ("spin_wall_us", "wall time per ~100 µs kernel + synchronize: µs"),
+)
+
+
+def clean(text):
+    return re.sub(r"[\t\r\n|]+", " ", str(text or "")).strip()
+
+
+def read_records(paths):
+    """Records from JSON lines (infer.py run, bench/infer.sh) or a TSV this
+    file wrote; a later record for the same cell replaces an earlier one."""
+    recs = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if not line.strip() or line.startswith("#"):
+                    continue
+                if line.lstrip().startswith("{"):
+                    r = json.loads(line)
+                else:
+                    r = dict(zip(TSV_FIELDS, line.split("\t")))
+                    for k in ("rps", "p50_us", "p99_us", "value"):
+                        r[k] = float(r[k]) if r.get(k) not in (None, "", "-") else None
+                    for k in ("n", "ran", "failed", "refused", "wrong"):
+                        r[k] = int(r[k]) if r.get(k) not in (None, "", "-") else None
+                recs[(r.get("kind", "infer"), r.get("model"), r.get("n"), r.get("mode"))] = r
+    return list(recs.values())
+
+
+def write_tsv(recs, out):
+    out.write("#" + "\t".join(TSV_FIELDS) + "\n")
+    for r in recs:
+        row = []
+        for k in TSV_FIELDS:
+            v = r.get(k)
+            row.append("" if v is None else clean(v))
+        out.write("\t".join(row) + "\n")
+
+
+def fmt_num(v):
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+
+def fmt_ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return "-"
+    return f"{a / b:.2f}"
+
+
+def verdict(r):
+    """The text of a cell that is not a number."""
+    st = r.get("status", "-")
+    n = r.get("n") or 0
+    if st == "refused":
+        return f"refused ({r.get('refused', '?')} of {n})"
+    if st == "fail" and r.get("ran") is not None and r.get("kind") == "infer":
+        return f"fail ({r.get('ran')}/{n} ran)"
+    return st
+
+
+def infer_table(recs):
+    cells = {(r["model"], int(r["n"]), r["mode"]): r for r in recs if r.get("kind", "infer") == "infer"}
+    if not cells:
+        return ""
+    order = {m: i for i, m in enumerate(MODELS)}
+    rows = sorted({(m, n) for (m, n, _) in cells}, key=lambda k: (order.get(k[0], 99), k[0], k[1]))
+    t = [MODE_TITLE[m] for m in MODES]
+    out = ["| model | N | req/s " + " | req/s ".join(t) + " | openmps/MPS | openmps/native | p50 µs "
+           + " | p50 µs ".join(t) + " | p99 µs " + " | p99 µs ".join(t) + " |",
+           "|---|---:|" + "---:|" * 11]
+    for model, n in rows:
+        def get(mode, key):
+            r = cells.get((model, n, mode))
+            if r is None:
+                return "-", None
+            if r.get("status") != "ok" or r.get(key) is None:
+                return verdict(r), None
+            return fmt_num(r[key]), r[key]
+        rps = {m: get(m, "rps") for m in MODES}
+        line = [model, str(n)] + [rps[m][0] for m in MODES]
+        line += [fmt_ratio(rps["openmps"][1], rps["mps"][1]), fmt_ratio(rps["openmps"][1], rps["native"][1])]
+        line += [get(m, "p50_us")[0] for m in MODES] + [get(m, "p99_us")[0] for m in MODES]
+        out.append("| " + " | ".join(line) + " |")
+    return "\n".join(out) + "\n"
+
+
+def cpu_table(recs):
+    cells = {(r["model"], r["mode"]): r for r in recs if r.get("kind") == "cpu"}
+    if not cells:
+        return ""
+    out = ["| measurement | native | NVIDIA MPS | openmps | openmps/MPS |", "|---|---:|---:|---:|---:|"]
+    for rid, label in CPU_ROWS:
+        got = {m: cells.get((rid, m)) for m in MODES}
+        if not any(got.values()):
+            continue
+        n = next((r.get("n") for r in got.values() if r and r.get("n")), "?")
+        vals, text = {}, []
+        for m in MODES:
+            r = got[m]
+            if r is None:
+                vals[m] = None
+                text.append("-")
+            elif r.get("status") == "ok" and r.get("value") is not None:
+                vals[m] = float(r["value"])
+                text.append(fmt_num(vals[m]))
+            else:
+                vals[m] = None
+                text.append(r.get("status", "-") + (f" ({clean(r['error'])})" if r.get("error") else ""))
+        out.append(f"| {label.format(n=n)} | " + " | ".join(text) + f" | {fmt_ratio(vals['openmps'], vals['mps'])} |")
+    return "\n".join(out) + "\n"
+
+
+def cmd_table(args):
+    recs = read_records(args.files)
+    if args.tsv:
+        with open(args.tsv, "w", encoding="utf-8") as f:
+            write_tsv(recs, f)
+    text = infer_table(recs)
+    cpu = cpu_table(recs)
+    if cpu:
+        text += "\n" + cpu
+    # One line per column and reason, naming the cells it covers.
+    why = {}
+    for r in recs:
+        if r.get("status") not in ("ok", None) and r.get("error"):
+            cell = f"{r.get('model')}" + (f" N={r['n']}" if r.get("kind", "infer") == "infer" else "")
+            why.setdefault((MODE_TITLE.get(r.get("mode"), r.get("mode")), clean(r["error"])), []).append(cell)
+    if why:
+        text += "\nWhy the cells that are not numbers are not (the first error of each cell):\n\n"
+        for (mode, err), cells in sorted(why.items())[:40]:
+            more = f" and {len(cells) - 4} more" if len(cells) > 4 else ""
+            text += f"- {mode}: {err} ({', '.join(cells[:4])}{more})\n"
+    warnings = sorted({(MODE_TITLE.get(r.get("mode"), r.get("mode")), clean(r["warning"]))
+                       for r in recs if r.get("warning")})
+    if warnings:
+        text += "\n" + "".join(f"WARNING: {mode}: {w}\n" for mode, w in warnings)
+    if args.md:
+        with open(args.md, "a", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Self-check: what can be tested without a GPU or torch
+
+def cmd_selftest(args):
+    fails = []
+
+    def check(name, cond):
+        print(f"{'PASS' if cond else 'FAIL'}  {name}")
+        if not cond:
+            fails.append(name)
+
+    v = list(range(1, 101))
+    check("percentile p50 of 1..100", percentile(v, 0.5) == 50)
+    check("percentile p99 of 1..100", percentile(v, 0.99) == 99)
+    check("percentile of one value", percentile([7], 0.99) == 7)
+    check("percentile of nothing", percentile([], 0.5) is None)
+    check("parse_ns", parse_ns(["1,2", "4 8"]) == [1, 2, 4, 8])
+    try:
+        parse_ns(["1,x"])
+        check("parse_ns rejects junk", False)
+    except ValueError:
+        check("parse_ns rejects junk", True)
+    check("refusal recognised", is_refusal("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable"))
+    check("cudaErrorDevicesUnavailable recognised", is_refusal("cudaErrorDevicesUnavailable"))
+    check("an ordinary error is no refusal", not is_refusal("RuntimeError: CUDA error: out of memory"))
+
+    om = "/x/build/lib/"
+    check("libcuda: openmps served", libcuda_warning([om + "libcuda.so.1"], om, "") == "")
+    check("libcuda: openmps passed through",
+          "pass-through" in libcuda_warning([om + "libcuda.so.1", "/usr/lib/libcuda.so.1"], om, ""))
+    check("libcuda: openmps column on the real driver", "no process" in libcuda_warning(["/usr/lib/libcuda.so.1"], om, ""))
+    check("libcuda: native on openmps", libcuda_warning([om + "libcuda.so.1"], "", om) != "")
+    check("libcuda: native on the driver", libcuda_warning(["/usr/lib/libcuda.so.1"], "", om) == "")
+
+    ok_child = {"state": "done", "count": 100, "lat_ns": array.array("q", [1000] * 100), "check": "ok"}
+    r = summarise("mps", "cnn", 2, 2.0, [ok_child, dict(ok_child)])
+    check("two children: 100 req/s, p50 1 µs", r["status"] == "ok" and r["rps"] == 100.0 and r["p50_us"] == 1.0)
+    r = summarise("mps", "cnn", 2, 2.0, [ok_child, {"state": "error", "error": "busy or unavailable"}])
+    check("a refused child makes the cell refused, no number", r["status"] == "refused" and r["rps"] is None
+          and r["refused"] == 1)
+    r = summarise("mps", "cnn", 2, 2.0, [dict(ok_child, check="wrong", error="x"), ok_child])
+    check("a wrong answer makes the cell wrong", r["status"] == "wrong" and r["rps"] is None)
+    r = summarise("mps", "cnn", 2, 2.0, [ok_child, {"state": "error", "error": "boom"}])
+    check("any other failure makes it fail", r["status"] == "fail" and r["ran"] == 1)
+
+    recs = [
+        {"kind": "infer", "model": "cnn", "n": 16, "mode": "native", "status": "ok", "rps": 4900.0, "p50_us": 3000.0, "p99_us": 9000.0},
+        {"kind": "infer", "model": "cnn", "n": 16, "mode": "mps", "status": "ok", "rps": 40000.0, "p50_us": 390.0, "p99_us": 800.0},
+        {"kind": "infer", "model": "cnn", "n": 16, "mode": "openmps", "status": "ok", "rps": 20000.0, "p50_us": 700.0, "p99_us": 1500.0},
+        {"kind": "infer", "model": "cnn", "n": 64, "mode": "mps", "status": "refused", "rps": None, "refused": 16, "ran": 48, "error": "busy or unavailable"},
+        {"kind": "cpu", "model": "idle_cpu_pct", "n": 16, "mode": "openmps", "status": "ok", "value": 1.5},
+        {"kind": "cpu", "model": "idle_cpu_pct", "n": 16, "mode": "mps", "status": "ok", "value": 3.0},
+    ]
+    t = infer_table(recs)
+    check("table: openmps/MPS ratio 0.50", "| cnn | 16 | 4900 | 40000 | 20000 | 0.50 | 4.08 |" in t)
+    check("table: refused cell", "refused (16 of 64)" in t)
+    c = cpu_table(recs)
+    check("cpu table: 16 idle clients, ratio 0.50", "16 idle clients" in c and "| 0.50 |" in c)
+    buf = io.StringIO()
+    write_tsv(recs, buf)
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+        f.write(buf.getvalue())
+    back = read_records([f.name])
+    os.unlink(f.name)
+    check("TSV round trip gives the same tables", infer_table(back) == t and cpu_table(back) == c)
+
+    # The fork/start/report machinery, with the stand-in model.
+    import multiprocessing
+    mp = multiprocessing.get_context("fork")
+    a = make_parser().parse_args(["run", "--mode", "native", "--model", "fake", "--n", "4",
+                                  "--window", "0.3", "--warmup", "5", "--fake-us", "200", "--init-timeout", "20"])
+    r = run_cell(a, mp, 4)
+    check(f"fake, 4 children: ok, ~{r['rps']} req/s (at most 4 x 5000)",
+          r["status"] == "ok" and r["ran"] == 4 and 0 < r["rps"] <= 4 * 5000 * 1.05)
+    a.fake_refuse = 1
+    r = run_cell(a, mp, 4)
+    check("fake, 1 of 4 refused: refused", r["status"] == "refused" and r["ran"] == 3 and r["refused"] == 1)
+    a.fake_refuse, a.fake_die = 0, 1
+    r = run_cell(a, mp, 3)
+    check("fake, 1 of 3 dies at init: fail", r["status"] == "fail" and r["ran"] == 2 and "died" in r["error"])
+    a.fake_die, a.fake_wrong = 0, 1
+    r = run_cell(a, mp, 2)
+    check("fake, 1 of 2 wrong: wrong", r["status"] == "wrong" and r["rps"] is None)
+    print(f"selftest: {'PASS' if not fails else 'FAIL: ' + ', '.join(fails)}")
+    return 0 if not fails else 1
+
+
+# ---------------------------------------------------------------------------
+
+def make_parser():
+    p = argparse.ArgumentParser(description="batch-1 inference benchmark: worker, report, self-check")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="measure cells (one JSON line each on stdout)")
+    r.add_argument("--mode", default="native", help="the column this run is measured for (a label: "
+                   "the environment decides what the processes really use)")
+    r.add_argument("--model", choices=MODELS, default="cnn")
+    r.add_argument("--n", nargs="+", default=["1"], help="process counts, e.g. 1,2,4 or 1 2 4")
+    r.add_argument("--window", type=float, default=2.0, help="seconds of timed requests (default 2)")
+    r.add_argument("--warmup", type=int, default=50, help="requests before the window (default 50)")
+    r.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    r.add_argument("--threads", type=int, default=1, help="CPU threads per child (default 1)")
+    r.add_argument("--seed", type=int, default=1234)
+    r.add_argument("--init-timeout", type=float, default=180, help="seconds for all children to be ready")
+    r.add_argument("--budget-s", type=float, default=0, help="start no cell after this many seconds")
+    r.add_argument("--settle", type=float, default=0.5, help="seconds between cells (default 0.5)")
+    r.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    r.add_argument("--expect-libcuda", default="", metavar="PREFIX",
+                   help="warn unless the children mapped a libcuda under PREFIX, and only there")
+    r.add_argument("--forbid-libcuda", default="", metavar="PREFIX",
+                   help="warn if the children mapped a libcuda under PREFIX")
+    for k, h in (("refuse", "refuse like MPS past its limit"), ("fail", "fail at init"),
+                 ("die", "die at init"), ("wrong", "answer wrong")):
+        r.add_argument(f"--fake-{k}", type=int, default=0, help=f"--model fake: this many children {h}")
+    r.add_argument("--fake-us", type=float, default=300, help="--model fake: CPU µs per request")
+    t = sub.add_parser("table", help="markdown tables (and a TSV) from results")
+    t.add_argument("files", nargs="+", help="JSON lines or a TSV written by this command")
+    t.add_argument("--md", help="append the tables to this file instead of printing them")
+    t.add_argument("--tsv", help="write every record to this TSV")
+    sub.add_parser("selftest", help="check statistics, tables and the fork machinery (no GPU, no torch)")
+    return p
+
+
+def main():
+    args = make_parser().parse_args()
+    if args.cmd == "run":
+        if args.window <= 0 or args.warmup < 0 or args.threads <= 0:
+            print("infer.py: --window must be positive, --warmup and --threads sensible", file=sys.stderr)
+            return 2
+        return cmd_run(args)
+    if args.cmd == "table":
+        return cmd_table(args)
+    return cmd_selftest(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
