@@ -23,8 +23,24 @@ void mps_comp_stage_done(struct mps_client *c, uint32_t stage, CUresult r)
 		mps_futex_wake(&reg->stage_state[stage], 1);
 }
 
+/* Takes a lazy completion off its stream's list. */
+static void unlazy(struct mps_pending *p)
+{
+	if (!p->lazy)
+		return;
+	for (struct mps_pending **pp = &p->lazy->lazy; *pp; pp = &(*pp)->lazy_next) {
+		if (*pp == p) {
+			*pp = p->lazy_next;
+			break;
+		}
+	}
+	p->lazy = NULL;
+	p->lazy_next = NULL;
+}
+
 static void finish(struct mps_client *c, struct mps_pending *p, CUresult r)
 {
+	unlazy(p);
 	if (p->kind == MPS_PEND_REPLY) {
 		if (r == CUDA_SUCCESS && p->deferred_ok)
 			r = mps__take_deferred(c);
@@ -34,7 +50,7 @@ static void finish(struct mps_client *c, struct mps_pending *p, CUresult r)
 	}
 	if (p->mirror)
 		mps_drv.cuEventDestroy(p->mirror);
-	if (p->pooled)
+	if (p->pooled && p->ev)
 		mps_comp_event_put(c, p->ev, p->device);
 	free(p);
 }
@@ -65,7 +81,9 @@ static void *waiter_main(void *arg)
 			mps_drv.cuCtxSetCurrent(mps_srv.dev[p->device].primary);
 			bound = p->device;
 		}
-		if (p->mirror) {
+		if (!p->ev) {
+			r = CUDA_ERROR_OUT_OF_MEMORY;   /* no event could be recorded for it */
+		} else if (p->mirror) {
 			r = mps_drv.cuEventSynchronize(p->mirror);
 			/* Done by now: this only reads its state. */
 			if (r == CUDA_SUCCESS)
@@ -114,7 +132,7 @@ void mps_comp_shutdown(struct mps_client *c)
 	while ((p = q->head)) {
 		q->head = p->next;
 		mps__bind_device(c, p->device);
-		finish(c, p, mps_drv.cuEventSynchronize(p->ev));
+		finish(c, p, p->ev ? mps_drv.cuEventSynchronize(p->ev) : CUDA_ERROR_OUT_OF_MEMORY);
 	}
 	q->tail = NULL;
 	mps_store_relaxed(&q->count, 0);
@@ -233,6 +251,40 @@ CUresult mps_comp_on_event(struct mps_client *c, CUevent ev, int device, int kin
 	return queue(c, ev, false, device, kind, index, deferred_ok);
 }
 
+CUresult mps_comp_after_stream(struct mps_client *c, struct mps_sstream *st, int kind, uint32_t index,
+			       bool deferred_ok)
+{
+	struct mps_completions *q = &c->comp;
+	CUresult r = queue(c, NULL, true, st->ctx->device, kind, index, deferred_ok);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	q->tail->lazy = st;
+	q->tail->lazy_next = st->lazy;
+	st->lazy = q->tail;
+	return CUDA_SUCCESS;
+}
+
+CUresult mps_comp_settle(struct mps_client *c, struct mps_sstream *st)
+{
+	while (st->lazy) {
+		struct mps_pending *p = st->lazy;
+		CUevent ev = mps_comp_event(c, p->device);
+		CUresult r;
+
+		if (!ev)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		r = mps_drv.cuEventRecord(ev, st->s);
+		if (r != CUDA_SUCCESS) {
+			mps_comp_event_put(c, ev, p->device);
+			return r;
+		}
+		p->ev = ev;
+		unlazy(p);
+	}
+	return CUDA_SUCCESS;
+}
+
 unsigned int mps_comp_poll(struct mps_client *c)
 {
 	struct mps_completions *q = &c->comp;
@@ -244,7 +296,7 @@ unsigned int mps_comp_poll(struct mps_client *c)
 		CUresult r;
 
 		mps__bind_device(c, p->device);
-		r = mps_drv.cuEventQuery(p->ev);
+		r = p->lazy ? mps_drv.cuStreamQuery(p->lazy->s) : mps_drv.cuEventQuery(p->ev);
 		if (r == CUDA_ERROR_NOT_READY) {
 			prev = p;
 			pp = &p->next;
@@ -291,8 +343,15 @@ void mps_comp_handoff(struct mps_client *c)
 
 	if (!q->head)
 		return;
-	for (struct mps_pending *p = q->head; p; p = p->next)
+	for (struct mps_pending *p = q->head; p; p = p->next) {
+		/* The waiter waits on events: a lazy one gets its event now (or,
+		 * if none can be made, the waiter answers it with an error). */
+		if (p->lazy && (mps__bind_device(c, p->device) != CUDA_SUCCESS || mps_comp_settle(c, p->lazy) != CUDA_SUCCESS)) {
+			unlazy(p);
+			continue;
+		}
 		mirror(c, p);
+	}
 	pthread_mutex_lock(&q->lock);
 	if (q->wait_tail)
 		q->wait_tail->next = q->head;

@@ -12,6 +12,13 @@
  * on the CPU that takes the interrupt stalls whatever spins there — up to
  * four times the latency of a launch and synchronize.
  *
+ * A completion that waits for everything queued on a client stream so far
+ * (a stream synchronize, a synchronous copy) starts without an event: it
+ * polls the stream itself (cuStreamQuery), which saves recording one on the
+ * way to the answer. Only if more work is queued on that stream before it
+ * completes — or it is handed to the waiter — is an event recorded at that
+ * point in the stream ("settling" it), before the new work.
+ *
  * When the worker has been idle for its spin budget it hands what is left to
  * the client's waiter thread and goes to sleep on the ring. For each
  * completion it first records a blocking-sync "mirror" event on a helper
@@ -38,9 +45,13 @@ enum mps_pend_kind {
 	MPS_PEND_STAGE,       /* mark staging chunk `index` done */
 };
 
+struct mps_sstream;
+
 struct mps_pending {
 	struct mps_pending *next;
-	CUevent ev;
+	CUevent ev;                   /* NULL while it polls its stream (lazy) */
+	struct mps_sstream *lazy;     /* the stream it polls until settled */
+	struct mps_pending *lazy_next;  /* the stream's other lazy completions */
 	CUevent mirror;       /* blocking-sync, completes right after ev; the waiter's */
 	bool pooled;          /* ev came from the pool and goes back to it */
 	bool deferred_ok;     /* a success may carry a deferred error instead */
@@ -79,6 +90,16 @@ void mps_comp_event_put(struct mps_client *c, CUevent ev, int device);
  * Returns CUDA_SUCCESS or the failure (nothing queued then). */
 CUresult mps_comp_after(struct mps_client *c, CUstream stream, int device, int kind, uint32_t index,
 			bool deferred_ok);
+
+/* Queues a completion for when a client stream has finished the work
+ * queued on it so far, polling the stream until more work comes (see
+ * above). Returns CUDA_SUCCESS or the failure (nothing queued then). */
+CUresult mps_comp_after_stream(struct mps_client *c, struct mps_sstream *st, int kind, uint32_t index,
+			       bool deferred_ok);
+
+/* Records an event for each lazy completion of st at this point of the
+ * stream: call before queuing work on st, or destroying it. */
+CUresult mps_comp_settle(struct mps_client *c, struct mps_sstream *st);
 
 /* Queues a completion on an event the caller owns (a client's event). */
 CUresult mps_comp_on_event(struct mps_client *c, CUevent ev, int device, int kind, uint32_t index,

@@ -280,6 +280,7 @@ int main(int argc, char **argv)
 			}
 		}
 	}
+	mps_sched_stop();
 	mps_devices_release();
 	mps_log_info("Server exited with status 0");
 	return 0;

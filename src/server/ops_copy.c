@@ -40,22 +40,28 @@ static void *host_side(struct mps_client *c, const struct mps_msg_copy *q, const
 	return NULL;
 }
 
-/* What to do once the copy or memset is queued (or failed to be). */
+/* What to do once the copy or memset is queued (or failed to be). `staged`:
+ * a synchronous copy whose source the server already holds (host to device
+ * from bytes in the message) on a stream that was idle: as the driver's
+ * cuMemcpyHtoD from pageable memory, which returns once the data is staged
+ * and the stream's earlier work is done, it is answered at once. */
 static void finish(struct mps_client *c, const struct mps_msg *m, struct mps_sstream *st, uint32_t stage,
-		   CUresult r, const char *what)
+		   CUresult r, const char *what, bool staged)
 {
 	if ((m->flags & MPS_COPY_STAGE) && stage < MPS_STAGE_MAX) {
 		CUresult sr = r;
 
 		if (sr == CUDA_SUCCESS)
-			sr = mps_comp_after(c, st->s, st->ctx->device, MPS_PEND_STAGE, stage, false);
+			sr = mps_comp_after_stream(c, st, MPS_PEND_STAGE, stage, false);
 		if (sr != CUDA_SUCCESS)
 			mps_comp_stage_done(c, stage, sr);   /* hand the chunk back at once */
 	}
 	if (m->slot != MPS_NO_SLOT) {
-		if (r == CUDA_SUCCESS)
-			r = mps_comp_after(c, st->s, st->ctx->device, MPS_PEND_REPLY, m->slot, true);
-		if (r != CUDA_SUCCESS)
+		if (r == CUDA_SUCCESS && staged)
+			mps__reply(c, m->slot, mps__take_deferred(c));
+		else if (r == CUDA_SUCCESS && (r = mps_comp_after_stream(c, st, MPS_PEND_REPLY, m->slot, true)) == CUDA_SUCCESS)
+			;   /* answered when the GPU is done */
+		else
 			mps__reply(c, m->slot, r);
 	} else {
 		mps__defer_error(c, r, what);
@@ -68,6 +74,7 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 	struct mps_sstream *st = NULL;
 	CUresult r = CUDA_SUCCESS;
 	void *host = NULL;
+	bool staged;
 
 	if ((m->flags & MPS_COPY_STAGE) && q->stage >= MPS_STAGE_MAX) {
 		r = CUDA_ERROR_INVALID_VALUE;
@@ -91,6 +98,8 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 	st = mps_stream_for_work(c, m, q->stream, &r);
 	if (!st)
 		goto fail;
+	staged = m->slot != MPS_NO_SLOT && q->kind == MPS_COPY_H2D && q->host_region == MPS_HOST_INLINE &&
+		 !(m->flags & MPS_COPY_STAGE) && mps_drv.cuStreamQuery(st->s) == CUDA_SUCCESS;
 	if (q->size) {
 		switch (q->kind) {
 		case MPS_COPY_H2D:
@@ -106,7 +115,7 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 			break;
 		}
 	}
-	finish(c, m, st, q->stage, r, "cuMemcpyAsync");
+	finish(c, m, st, q->stage, r, "cuMemcpyAsync", staged);
 	return;
 
 fail:
@@ -139,7 +148,7 @@ void mps__op_memset(struct mps_client *c, const struct mps_msg *m)
 		else
 			r = mps_drv.cuMemsetD32Async((CUdeviceptr)q->dst, q->value, (size_t)q->count, st->s);
 	}
-	finish(c, m, st, MPS_STAGE_MAX, r, "cuMemsetAsync");
+	finish(c, m, st, MPS_STAGE_MAX, r, "cuMemsetAsync", false);
 	return;
 fail:
 	if (m->slot != MPS_NO_SLOT)

@@ -86,7 +86,7 @@ void mps__op_stream_sync(struct mps_client *c, const struct mps_msg *m)
 
 	st = stream_to_wait(c, m, &r);
 	if (st)
-		r = mps_comp_after(c, st->s, st->ctx->device, MPS_PEND_REPLY, m->slot, true);
+		r = mps_comp_after_stream(c, st, MPS_PEND_REPLY, m->slot, true);
 	if (r != CUDA_SUCCESS)
 		mps__reply(c, m->slot, r);
 }

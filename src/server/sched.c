@@ -52,8 +52,14 @@ static struct {
 	unsigned int sleeping;                  /* atomic: threads in epoll_wait */
 	unsigned int scanning;                  /* atomic: spinners with nothing to serve */
 
-	int epfd, kickfd;
+	int epfd, kickfd, stopfd;
 	unsigned int nthreads, ncpu;
+	pthread_t *threads;                     /* the pool, joined by mps_sched_stop */
+	int stop;                               /* atomic: mps_sched_stop was called */
+	struct reaper {                         /* teardown threads not yet joined (under lock) */
+		pthread_t t;
+		struct reaper *next;
+	} *reapers;
 
 	/* CPU pressure (the sampler's; read relaxed by everyone). */
 	int level;
@@ -70,6 +76,7 @@ static struct {
 	.sample_lock = PTHREAD_MUTEX_INITIALIZER,
 	.epfd = -1,
 	.kickfd = -1,
+	.stopfd = -1,
 	.psi_fd = -1,
 	.hold_ns = 10000000ull,
 };
@@ -375,8 +382,7 @@ static void *teardown_main(void *arg)
 
 static void retire(struct mps_client *c)
 {
-	pthread_attr_t attr;
-	pthread_t t;
+	struct reaper *rp = malloc(sizeof(*rp));
 
 	mps_store_release(&c->run, MPS_RUN_GONE);
 	pthread_mutex_lock(&sched.lock);
@@ -384,11 +390,42 @@ static void retire(struct mps_client *c)
 	hot_del(c);
 	pthread_mutex_unlock(&sched.lock);
 	epoll_ctl(sched.epfd, EPOLL_CTL_DEL, c->evfd, NULL);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, teardown_main, c) != 0)
+	if (!rp || pthread_create(&rp->t, NULL, teardown_main, c) != 0) {
+		free(rp);
 		mps__client_finish(c);   /* no thread to spare: do it here */
-	pthread_attr_destroy(&attr);
+		return;
+	}
+	/* Joined by the next retire, or at the end (mps_sched_stop). */
+	pthread_mutex_lock(&sched.lock);
+	rp->next = sched.reapers;
+	sched.reapers = rp;
+	pthread_mutex_unlock(&sched.lock);
+}
+
+/* Joins the teardown threads that have finished (all of them if `all`). */
+static void reap(bool all)
+{
+	struct reaper *list;
+
+	pthread_mutex_lock(&sched.lock);
+	list = sched.reapers;
+	sched.reapers = NULL;
+	pthread_mutex_unlock(&sched.lock);
+	while (list) {
+		struct reaper *rp = list;
+
+		list = rp->next;
+		if (all || pthread_tryjoin_np(rp->t, NULL) == 0) {
+			if (all)
+				pthread_join(rp->t, NULL);
+			free(rp);
+			continue;
+		}
+		pthread_mutex_lock(&sched.lock);
+		rp->next = sched.reapers;
+		sched.reapers = rp;
+		pthread_mutex_unlock(&sched.lock);
+	}
 }
 
 /* Arms an idle client: its completions go to its waiter, and its next
@@ -643,7 +680,7 @@ static void *thread_main(void *arg)
 {
 	(void)arg;
 	mps_crash_thread(0);
-	for (;;) {
+	while (!mps_load_acquire(&sched.stop)) {
 		struct epoll_event evs[16];
 		struct mps_client *c;
 		bool served = false, committed = false;
@@ -658,6 +695,7 @@ static void *thread_main(void *arg)
 		/* A client queued between the look above and here kicked us. */
 		n = mps_load_relaxed(&sched.rq_len) ? 0 : epoll_wait(sched.epfd, evs, 16, SLEEP_MS);
 		mps_fetch_sub(&sched.sleeping, 1);
+		reap(false);
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == UINT64_MAX)
 				continue;
@@ -704,18 +742,25 @@ int mps_sched_start(void)
 	sched.psi_fd = open("/proc/pressure/cpu", O_RDONLY | O_CLOEXEC);
 	sched.epfd = epoll_create1(EPOLL_CLOEXEC);
 	sched.kickfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (sched.epfd < 0 || sched.kickfd < 0 || epoll_ctl(sched.epfd, EPOLL_CTL_ADD, sched.kickfd, &ev) < 0)
+	sched.stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (sched.epfd < 0 || sched.kickfd < 0 || sched.stopfd < 0 ||
+	    epoll_ctl(sched.epfd, EPOLL_CTL_ADD, sched.kickfd, &ev) < 0)
 		return -errno;
+	ev.events = EPOLLIN;
+	if (epoll_ctl(sched.epfd, EPOLL_CTL_ADD, sched.stopfd, &ev) < 0)
+		return -errno;
+	sched.threads = calloc(sched.nthreads, sizeof(*sched.threads));
+	if (!sched.threads)
+		return -ENOMEM;
 	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	/* The driver may compile PTX on these threads (deep recursion in its
 	 * JIT): full-size stacks; untouched pages cost nothing. */
 	pthread_attr_setstacksize(&attr, 16 * 1024 * 1024);
 	for (unsigned int i = 0; i < sched.nthreads; i++) {
-		pthread_t t;
-		int r = pthread_create(&t, &attr, thread_main, NULL);
+		int r = pthread_create(&sched.threads[i], &attr, thread_main, NULL);
 
 		if (r) {
+			sched.nthreads = i;
 			pthread_attr_destroy(&attr);
 			return -r;
 		}
@@ -724,6 +769,22 @@ int mps_sched_start(void)
 	mps_log_info("%u service threads for %u CPUs; CPU pressure from %s", sched.nthreads, sched.ncpu,
 		     sched.psi_fd >= 0 ? "/proc/pressure/cpu" : "/proc/loadavg");
 	return 0;
+}
+
+void mps_sched_stop(void)
+{
+	uint64_t one = 1;
+
+	mps_store_release(&sched.stop, 1);
+	/* Level-triggered: every sleeper wakes, and any that sleeps later. */
+	if (write(sched.stopfd, &one, sizeof(one)) < 0)
+		mps_log_warn("cannot stop the service threads: %s", strerror(errno));
+	for (unsigned int i = 0; i < sched.nthreads; i++)
+		pthread_join(sched.threads[i], NULL);
+	reap(true);
+	free(sched.threads);
+	sched.threads = NULL;
+	sched.nthreads = 0;
 }
 
 void mps_sched_add(struct mps_client *c)

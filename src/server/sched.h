@@ -52,6 +52,10 @@ enum mps_run_state {
 /* Starts the service threads. 0 or -errno. */
 int mps_sched_start(void);
 
+/* Stops the threads, once every client is gone (the server is ending), and
+ * joins them and the teardown threads. */
+void mps_sched_stop(void);
+
 /* Hands a new client to the threads, which set it up, greet it and serve
  * it. The client is in the server's list already. */
 void mps_sched_add(struct mps_client *c);

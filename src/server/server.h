@@ -102,6 +102,7 @@ struct mps_sstream {
 	bool dirty;                     /* work since the legacy stream last waited for it */
 	bool busy;                      /* work since the last context synchronize */
 	uint64_t legacy_seen;           /* ctx->legacy_gen this stream last waited for */
+	struct mps_pending *lazy;       /* completions waiting for the stream as it is now (completion.h) */
 };
 
 struct mps_sevent {

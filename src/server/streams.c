@@ -73,6 +73,7 @@ void mps_stream_free(struct mps_client *c, struct mps_sstream *s)
 	if (ctx->legacy == s)
 		ctx->legacy = NULL;
 	mps__bind_device(c, ctx->device);
+	mps_comp_settle(c, s);
 	/* Its queued work still counts: a later context synchronize waits for
 	 * it, and so does later legacy-stream work if it was a blocking stream. */
 	if (s->busy && mps_drv.cuEventRecord(s->ev, s->s) == CUDA_SUCCESS) {
@@ -117,6 +118,12 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 	struct mps_sctx *ctx = s->ctx;
 	CUresult r = CUDA_SUCCESS;
 
+	/* A synchronize waiting for the stream as it was gets its event first. */
+	if (s->lazy) {
+		r = mps_comp_settle(c, s);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
 	s->busy = true;
 	if (s == ctx->legacy) {
 		for (struct mps_sstream *t = ctx->streams; t; t = t->next) {
@@ -182,7 +189,7 @@ CUresult mps_stream_sync_all(struct mps_client *c, struct mps_sctx *ctx, uint32_
 	 * saves the GPU a cross-stream hop on the way to the answer. */
 	if (busy == 1 && !ctx->join_busy) {
 		only->busy = false;
-		return mps_comp_after(c, only->s, ctx->device, MPS_PEND_REPLY, slot, true);
+		return mps_comp_after_stream(c, only, MPS_PEND_REPLY, slot, true);
 	}
 	r = mps_stream_join(c, ctx, &join);
 	if (r != CUDA_SUCCESS)
