@@ -32,6 +32,8 @@
 #define ID_BUCKETS     1024u
 #define SAMPLE_NS      (1000ull * 1000)       /* CPU pressure is read at most this often */
 #define SLEEP_MS       1000                   /* an idle thread looks around at least this often */
+#define EVENTS_NS      (20ull * 1000)         /* a busy thread looks for wake-ups this often */
+#define HOT_HANDOUT    8                      /* hot clients with work one scan moves to the run queue */
 
 /* Set in mps_client.run by an eventfd event that found the client owned:
  * its owner must look at the ring again before it lets the client go. */
@@ -559,7 +561,8 @@ static void arm_all_hot(void)
  * that has cooled. Returns true if it served something. */
 static bool scan_hot(uint64_t now)
 {
-	struct mps_client *c = NULL;
+	struct mps_client *c = NULL, *more[HOT_HANDOUT];
+	unsigned int nmore = 0;
 	bool cool = false;
 
 	pthread_mutex_lock(&sched.lock);
@@ -575,7 +578,19 @@ static bool scan_hot(uint64_t now)
 			break;
 		}
 	}
+	/* Others with messages waiting go to the run queue, where threads
+	 * that are not spinning help (rq_push wakes one if needed). */
+	for (unsigned int i = 0; c && i < sched.nhot && nmore < HOT_HANDOUT;) {
+		struct mps_client *h = sched.hot[i];
+
+		if (ring_maybe(h) && take_hot(h))
+			more[nmore++] = h;   /* hot_del moved another one here */
+		else
+			i++;
+	}
 	pthread_mutex_unlock(&sched.lock);
+	for (unsigned int i = 0; i < nmore; i++)
+		rq_push(more[i]);
 	if (!c)
 		return false;
 	if (mps_load_acquire(&c->dead)) {
@@ -595,6 +610,42 @@ static bool scan_hot(uint64_t now)
 	return !cool;
 }
 
+/* A client whose eventfd fired, seen by a busy thread: queue it (the
+ * thread goes on with what it was doing; the run queue keeps the turns
+ * fair). */
+static void queue_event(uint32_t id)
+{
+	struct mps_client *c;
+	int expect = MPS_RUN_IDLE | RUN_WAKE;
+
+	pthread_mutex_lock(&sched.lock);
+	for (c = sched.ids[id_bucket(id)]; c && c->id != id; c = c->id_next)
+		;
+	if (!c || (mps_fetch_or(&c->run, RUN_WAKE) & ~RUN_WAKE) != MPS_RUN_IDLE ||
+	    !mps_cas(&c->run, &expect, MPS_RUN_OWNED))
+		c = NULL;
+	pthread_mutex_unlock(&sched.lock);
+	if (c)
+		rq_push(c);
+}
+
+/* Busy threads never sleep in epoll, where idle clients' wake-ups arrive:
+ * so they look there now and then (at most every EVENTS_NS each). */
+static void drain_events(uint64_t now)
+{
+	static __thread uint64_t last;
+	struct epoll_event evs[16];
+	int n;
+
+	if (now - last < EVENTS_NS)
+		return;
+	last = now;
+	n = epoll_wait(sched.epfd, evs, 16, 0);
+	for (int i = 0; i < n; i++)
+		if (evs[i].data.u64 != UINT64_MAX)
+			queue_event((uint32_t)evs[i].data.u64);
+}
+
 /* Spins while that pays: returns when the run queue has work, or when no
  * work came for the spin window (or the CPUs got busy). The caller has
  * counted itself in sched.spinners. */
@@ -606,16 +657,22 @@ static void spin(void)
 	mps_fetch_add(&sched.scanning, 1);
 	for (;;) {
 		uint64_t now = mps_now_ns();
-		struct mps_client *c = rq_pop();
+		struct mps_client *c;
 
+		bool found;
+
+		/* Hot and queued clients by turns: one look at the hot list,
+		 * one queued client, so neither kind waits for the other. */
+		drain_events(now);
+		found = scan_hot(now);
+		c = rq_pop();
 		if (c) {
 			mps_fetch_sub(&sched.scanning, 1);
 			serve(c, true);
 			mps_fetch_add(&sched.scanning, 1);
-			last = mps_now_ns();
-			continue;
+			found = true;
 		}
-		if (scan_hot(now)) {
+		if (found) {
 			last = mps_now_ns();
 			continue;
 		}
@@ -688,7 +745,9 @@ static void *thread_main(void *arg)
 
 		c = rq_pop();
 		if (c) {
-			spin_after(serve(c, false));
+			committed = serve(c, false);
+			drain_events(mps_now_ns());
+			spin_after(committed);
 			continue;
 		}
 		mps_fetch_add(&sched.sleeping, 1);

@@ -3,7 +3,7 @@
 # fresh daemon like the driver-API tests (several processes, a client killed
 # mid-stream, a hostile client); the scripts set up their own daemons.
 
-SYSTEM_NAMES := s_clients s_kill s_malformed s_burst s_passthrough
+SYSTEM_NAMES := s_clients s_kill s_malformed s_burst s_passthrough s_fair
 SYSTEM_BINS  := $(addprefix $(BUILD)/tests/system/,$(SYSTEM_NAMES))
 
 $(SYSTEM_BINS): $(BUILD)/tests/system/%: $(BUILD)/obj/tests/system/%.o $(BUILD)/obj/tests/cuda/common.o $(COMMON_OBJS)
@@ -12,7 +12,7 @@ $(SYSTEM_BINS): $(BUILD)/tests/system/%: $(BUILD)/obj/tests/system/%.o $(BUILD)/
 
 TESTS_CUDA   += $(filter-out %/s_passthrough,$(SYSTEM_BINS))
 TEST_DEPS_EXTRA += $(BUILD)/tests/system/s_passthrough
-TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh
+TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh tests/system/sched.sh
 
 # The control daemon's tests (openmps-control): scripts that start their own
 # daemons, with two helper programs: c_client, a CUDA client driven step by
