@@ -302,6 +302,7 @@ class Gen:
 #include "client/api.h"
 #include "client/client.h"
 #include "client/forward.h"
+#include "client/gen/forward.h"
 """)
         impls = []
         for e, args, variants in self.funcs:
@@ -462,7 +463,7 @@ class Gen:
             ind = "\t"
         L.append(ind + "r = mps__call(MPS_OP_FWD_%s, sctx ? sctx : cur, &q.hdr, sizeof(q), %s, %s, &call);" % (s, ex[0], ex[1]))
         L.append(ind + "o = call.s ? (struct mps_fwd_%s_out *)call.s->data : NULL;" % s)
-        L.append(ind + "if (r == CUDA_SUCCESS && o) {")
+        L.append(ind + ("if (o) {" if "outerr" in e["opts"] else "if (r == CUDA_SUCCESS && o) {"))
         ind2 = ind + "\t"
         for i, a in enumerate(args):
             n, r = a["name"], a["role"]
@@ -531,6 +532,27 @@ class Gen:
         L.append("\treturn r;")
         L.append("}")
         return "\n".join(L) + "\n"
+
+    def client_header(self):
+        o = [HEADER % "src/common/forward.def"]
+        o.append("""/*
+ * The client side of each forwarded function (gen/forward.c), for
+ * hand-written client code that forwards after work of its own.
+ */
+#ifndef MPS_CLIENT_GEN_FORWARD_H
+#define MPS_CLIENT_GEN_FORWARD_H
+
+#include <cuda.h>
+""")
+        for e, args, variants in self.funcs:
+            for v in variants:
+                params = ", ".join("%s %s" % (ty if not ty.endswith("*") else ty[:-1] + " *", n)
+                                   for ty, n in self.protos[v]) or "void"
+                params = params.replace(" * ", " *").replace("  ", " ")
+                o.append("CUresult mps__fwd_%s(%s);" % (v, params))
+        o.append("")
+        o.append("#endif")
+        return "\n".join(o) + "\n"
 
     def arg_index(self, args, name):
         for i, a in enumerate(args):
@@ -632,6 +654,8 @@ class Gen:
             L.append("\tsize_t cap = 0, k;")
         L.append("\tCUresult r;")
         L.append("")
+        if "outerr" in e["opts"]:
+            L.append("\tmemset(o, 0, sizeof(*o));   /* read on failure too */")
         L.append("\tr = mps__fwd_begin(c, m, %s);" % ("true" if "noctx" not in e["opts"] else "false"))
         L.append("\tif (r != CUDA_SUCCESS)")
         L.append("\t\tgoto out;")
@@ -736,6 +760,10 @@ class Gen:
             L.append("\t\tgoto out;")
             L.append("\t}")
             L.append("\tr = mps_drv.%s(%s);" % (s, ", ".join(call_args)))
+        if "outerr" in e["opts"]:
+            for i, a in enumerate(args):
+                if a["role"] in ("out", "inout"):
+                    L.append("\tmemcpy(o->o%d, &%s_v, sizeof(%s_v));" % (i, a["name"], a["name"]))
         L.append("\tif (r != CUDA_SUCCESS)")
         L.append("\t\tgoto out;")
         # Results.
@@ -755,7 +783,7 @@ class Gen:
                 L.append("\t\tif (r != CUDA_SUCCESS)")
                 L.append("\t\t\tgoto out;")
                 L.append("\t}")
-            elif r in ("out", "inout"):
+            elif r in ("out", "inout") and "outerr" not in e["opts"]:
                 L.append("\tmemcpy(o->o%d, &%s_v, sizeof(%s_v));" % (i, n, n))
             elif r == "del":
                 L.append("\tmps__fwd_del(c, MPS_H_%s, (uint32_t)q->a%d);" % (a["kind"], i))
@@ -874,6 +902,7 @@ def main():
     outputs = {
         "src/common/gen/forward_wire.h": g.wire(),
         "src/client/gen/forward.c": g.client(),
+        "src/client/gen/forward.h": g.client_header(),
         "src/server/gen/forward.c": g.server(),
         "src/server/gen/forward_driver.h": g.driver(),
         "src/server/gen/forward_hooks.h": g.hooks(),

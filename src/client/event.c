@@ -121,7 +121,6 @@ static CUresult record(CUevent e, CUstream s, unsigned int flags, bool pt)
 	if (r != CUDA_SUCCESS)
 		return r;
 	q.event = ev->handle;
-	q.flags = 0;   /* the external-record flag only matters during capture */
 	return mps__post(MPS_OP_EVENT_RECORD, ctx, &q.hdr, sizeof(q), NULL, 0);
 }
 

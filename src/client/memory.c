@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "client/api.h"
+#include "client/capture.h"
 #include "client/client.h"
 #include "common/log.h"
 #include "common/shm.h"
@@ -242,6 +243,8 @@ static CUresult alloc(CUdeviceptr *dptr, size_t *pitch, size_t size, size_t widt
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = mps__cur_handle(&h);
+	if (r == CUDA_SUCCESS)
+		r = mps__capture_check();   /* an allocation is unsafe during capture */
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = mps__call(MPS_OP_MEM_ALLOC, h, &q.hdr, sizeof(q), NULL, 0, &call);
@@ -456,6 +459,9 @@ static CUresult host_alloc(void **pp, size_t size, unsigned int flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!mps__ctx_cur())
 		return CUDA_ERROR_INVALID_CONTEXT;
+	r = mps__capture_check();
+	if (r != CUDA_SUCCESS)
+		return r;
 	r = region_new(size, flags, &reg);
 	if (r != CUDA_SUCCESS)
 		return r;

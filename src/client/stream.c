@@ -213,7 +213,6 @@ static CUresult wait_event(CUstream s, CUevent e, unsigned int flags, bool pt)
 	if (r != CUDA_SUCCESS)
 		return r;
 	q.event = ev->handle;
-	q.flags = 0;
 	return mps__post(MPS_OP_STREAM_WAIT_EVENT, ctx, &q.hdr, sizeof(q), NULL, 0);
 }
 
@@ -317,81 +316,6 @@ static CUresult get_id(CUstream s, unsigned long long *id, bool pt)
 static CUresult stream_get_id(CUstream s, unsigned long long *id) { return get_id(s, id, false); }
 static CUresult stream_get_id_ptsz(CUstream s, unsigned long long *id) { return get_id(s, id, true); }
 
-/* Stream capture into graphs is not offered: no stream is ever capturing. */
-static CUresult is_capturing(CUstream s, CUstreamCaptureStatus *status, bool pt)
-{
-	struct mps_stream *st;
-	CUresult r;
-
-	if (!status)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = stream_arg(s, pt, &st);
-	if (r == CUDA_SUCCESS)
-		*status = CU_STREAM_CAPTURE_STATUS_NONE;
-	return r;
-}
-
-static CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus *st) { return is_capturing(s, st, false); }
-static CUresult stream_is_capturing_ptsz(CUstream s, CUstreamCaptureStatus *st) { return is_capturing(s, st, true); }
-
-static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-			     const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps, bool pt)
-{
-	CUresult r = is_capturing(s, status, pt);
-
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (id)
-		*id = 0;
-	if (graph)
-		*graph = NULL;
-	if (deps)
-		*deps = NULL;
-	if (edges)
-		*edges = NULL;
-	if (ndeps)
-		*ndeps = 0;
-	return CUDA_SUCCESS;
-}
-
-static CUresult capture_info_v2(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
-				const CUgraphNode **d, size_t *n)
-{
-	return capture_info(s, st, id, g, d, NULL, n, false);
-}
-
-static CUresult capture_info_v2_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
-				     const CUgraphNode **d, size_t *n)
-{
-	return capture_info(s, st, id, g, d, NULL, n, true);
-}
-
-static CUresult capture_info_v3(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
-				const CUgraphNode **d, const CUgraphEdgeData **e, size_t *n)
-{
-	return capture_info(s, st, id, g, d, e, n, false);
-}
-
-static CUresult capture_info_v3_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
-				     const CUgraphNode **d, const CUgraphEdgeData **e, size_t *n)
-{
-	return capture_info(s, st, id, g, d, e, n, true);
-}
-
-static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-
-static CUresult thread_exchange_capture_mode(CUstreamCaptureMode *mode)
-{
-	CUstreamCaptureMode old;
-
-	if (!mode)
-		return CUDA_ERROR_INVALID_VALUE;
-	old = capture_mode;
-	capture_mode = *mode;
-	*mode = old;
-	return CUDA_SUCCESS;
-}
-
 const struct mps_impl mps__stream_api[] = {
 	MPS_IMPL(cuStreamCreate, stream_create),
 	MPS_IMPL(cuStreamCreateWithPriority, stream_create_with_priority),
@@ -413,12 +337,5 @@ const struct mps_impl mps__stream_api[] = {
 	MPS_IMPL(cuStreamGetDevice, stream_get_device),
 	MPS_IMPL(cuStreamGetId, stream_get_id),
 	MPS_IMPL_AS(cuStreamGetId_ptsz, cuStreamGetId, stream_get_id_ptsz),
-	MPS_IMPL(cuStreamIsCapturing, stream_is_capturing),
-	MPS_IMPL_AS(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, stream_is_capturing_ptsz),
-	MPS_IMPL_PFN(cuStreamGetCaptureInfo_v2, PFN_cuStreamGetCaptureInfo_v11030, capture_info_v2),
-	MPS_IMPL_PFN(cuStreamGetCaptureInfo_v2_ptsz, PFN_cuStreamGetCaptureInfo_v11030, capture_info_v2_ptsz),
-	MPS_IMPL(cuStreamGetCaptureInfo_v3, capture_info_v3),
-	MPS_IMPL_AS(cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo_v3, capture_info_v3_ptsz),
-	MPS_IMPL(cuThreadExchangeStreamCaptureMode, thread_exchange_capture_mode),
 	MPS_IMPL_END
 };

@@ -157,7 +157,10 @@ enum mps_op_sync {
 	X(EVENT_ELAPSED, event_elapsed, mps_msg_elapsed, MPS_SYNC)        /* val[0] = milliseconds as float bits */ \
 	X(ERROR_STRING, error_string, mps_msg_error_string, MPS_SYNC)     /* data = name '\0' description '\0' */ \
 	X(MEM_ALLOC_ASYNC, mem_alloc_async, mps_msg_mem_async, MPS_SYNC)  /* val[0] = dptr, in the stream's order */ \
-	X(MEM_FREE_ASYNC, mem_free_async, mps_msg_mem_async, MPS_ASYNC)   /* freed in the stream's order */
+	X(MEM_FREE_ASYNC, mem_free_async, mps_msg_mem_async, MPS_ASYNC)   /* freed in the stream's order */ \
+	X(CAPTURE_BEGIN, capture_begin, mps_msg_capture_begin, MPS_SYNC) \
+	X(CAPTURE_END, capture_end, mps_msg_handle, MPS_SYNC)             /* val[0] = graph, 0 if none */ \
+	X(CAPTURE_INFO, capture_info, mps_msg_handle, MPS_SYNC)           /* val = status, id, graph, n; data */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -425,6 +428,25 @@ struct mps_msg_elapsed {
 	uint32_t end;
 };
 
+/* MPS_OP_CAPTURE_BEGIN: stream capture into a new graph, or (graph not 0)
+ * into that graph after ndeps of its nodes: ndeps node handles follow,
+ * padded to 8 bytes, then, with MPS_CAPTURE_EDGES, ndeps CUgraphEdgeData.
+ * The server always captures in relaxed mode (its own threads serve many
+ * clients); the client applies the mode's rules to its own threads. */
+#define MPS_CAPTURE_EDGES 0x1
+
+struct mps_msg_capture_begin {
+	struct mps_msg hdr;
+	uint32_t stream;
+	uint32_t graph;
+	uint32_t ndeps;
+	uint32_t mode;    /* the client's CUstreamCaptureMode, for the log */
+};
+
+/* Reply data of MPS_OP_CAPTURE_INFO: val[3] dependencies, as node handles
+ * (padded to 8 bytes), then as many CUgraphEdgeData. */
+#define MPS_CAPTURE_DEPS_MAX (MPS_SLOT_DATA / (4 + 8) - 1)
+
 struct mps_msg_error_string {
 	struct mps_msg hdr;
 	int32_t code;
@@ -482,6 +504,7 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_event_create);
 MPS_WIRE_ASSERT_SIZE(mps_msg_event_record);
 MPS_WIRE_ASSERT_SIZE(mps_msg_elapsed);
 MPS_WIRE_ASSERT_SIZE(mps_msg_error_string);
+MPS_WIRE_ASSERT_SIZE(mps_msg_capture_begin);
 _Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
 _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");
 _Static_assert(offsetof(struct mps_msg_launch, func) == 16, "launch layout");

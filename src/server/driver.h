@@ -46,7 +46,7 @@
 #define MPS_DRIVER_OPT(X) \
 	X(cuKernelSetCacheConfig) X(cuMemPoolDestroy) X(cuMemRelease) \
 	X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamIsCapturing) \
-	X(cuStreamGetCaptureInfo_v3) X(cuThreadExchangeStreamCaptureMode)
+	X(cuStreamGetCaptureInfo_v3) X(cuThreadExchangeStreamCaptureMode) X(cuStreamBeginCaptureToGraph)
 
 #define MPS_DRIVER_FIELD(name) __typeof__(&name) name;
 

@@ -146,7 +146,18 @@ static int cur_device(void)
 
 CUresult mps__fwd_new(struct mps_client *c, int type, void *real, uint32_t owner, uint64_t *handle)
 {
-	struct mps_sobj *o = mps_obj_add(c, type, real, cur_device(), owner);
+	uint32_t h = mps_obj_find(c, type, real);
+	struct mps_sobj *o;
+
+	/* Known already, as the driver's (a capture's graph, seen while it was
+	 * being captured): it is the client's now. */
+	if (h && (o = mps_obj_get(c, type, h))) {
+		o->borrowed = false;
+		o->owner = owner;
+		*handle = h;
+		return CUDA_SUCCESS;
+	}
+	o = mps_obj_add(c, type, real, cur_device(), owner);
 
 	if (!o) {
 		undo(c, type, real);

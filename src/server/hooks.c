@@ -109,3 +109,28 @@ CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGr
 		return CUDA_ERROR_NOT_SUPPORTED;
 	return mps_drv.cuGraphAddMemFreeNode(phGraphNode, hGraph, dependencies, numDependencies, dptr);
 }
+
+/* Gives resultInfo's nodes back as the client's handles, in the pointer
+ * fields (the client's side turns them into its own nodes); a node the
+ * client has no handle for (none) is 0. */
+CUresult mps__hook_cuGraphExecUpdate_v2(struct mps_client *c, CUgraphExec hGraphExec, CUgraph hGraph,
+					CUgraphExecUpdateResultInfo *resultInfo)
+{
+	uint32_t graph = mps_obj_find(c, MPS_H_GRAPH, hGraph);
+	uint64_t h;
+	CUresult r;
+
+	if (!mps_drv.cuGraphExecUpdate_v2)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	r = mps_drv.cuGraphExecUpdate_v2(hGraphExec, hGraph, resultInfo);
+	h = 0;
+	if (resultInfo->errorNode && mps__fwd_handle_of(c, MPS_H_NODE, resultInfo->errorNode, graph, &h) != CUDA_SUCCESS)
+		h = 0;
+	resultInfo->errorNode = (CUgraphNode)(uintptr_t)h;
+	h = 0;
+	if (resultInfo->errorFromNode &&
+	    mps__fwd_handle_of(c, MPS_H_NODE, resultInfo->errorFromNode, graph, &h) != CUDA_SUCCESS)
+		h = 0;
+	resultInfo->errorFromNode = (CUgraphNode)(uintptr_t)h;
+	return r;
+}

@@ -98,6 +98,14 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 	st = mps_stream_for_work(c, m, q->stream, &r);
 	if (!st)
 		goto fail;
+	/* Bytes that live in the message or a staging chunk cannot be captured
+	 * into a graph: they are gone when it runs (the driver refuses pageable
+	 * memory in a capture too). Pinned memory of the client's can be. */
+	if ((q->host_region == MPS_HOST_INLINE || q->host_region == MPS_HOST_SLOT || (m->flags & MPS_COPY_STAGE)) &&
+	    mps_stream_capturing(c, st)) {
+		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		goto fail;
+	}
 	staged = m->slot != MPS_NO_SLOT && q->kind == MPS_COPY_H2D && q->host_region == MPS_HOST_INLINE &&
 		 !(m->flags & MPS_COPY_STAGE) && mps_drv.cuStreamQuery(st->s) == CUDA_SUCCESS;
 	if (q->size) {

@@ -213,7 +213,16 @@ void mps__op_event_sync(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	x = e->ctx;
-	r = mps_stream_join(c, x, &join);
+	r = mps__bind_device(c, x->device);
+	/* An event recorded in a capture: waiting for it would join our stream
+	 * to the capture; the driver refuses to synchronize it anyway. */
+	if (r == CUDA_SUCCESS && c->captures) {
+		r = mps_drv.cuEventQuery(e->ev);
+		if (r == CUDA_ERROR_NOT_READY)
+			r = CUDA_SUCCESS;
+	}
+	if (r == CUDA_SUCCESS)
+		r = mps_stream_join(c, x, &join);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuStreamWaitEvent(join, e->ev, 0);
 	if (r == CUDA_SUCCESS)

@@ -102,6 +102,7 @@ struct mps_sstream {
 	bool dirty;                     /* work since the legacy stream last waited for it */
 	bool busy;                      /* work since the last context synchronize */
 	uint64_t legacy_seen;           /* ctx->legacy_gen this stream last waited for */
+	bool capture_origin;            /* a capture the client began on it is under way */
 	struct mps_pending *lazy;       /* completions waiting for the stream as it is now (completion.h) */
 };
 
@@ -170,6 +171,7 @@ struct mps_client {
 	struct mps_memacct mem;
 	struct mps_completions comp;
 	int deferred;                   /* atomic CUresult: first asynchronous error not yet reported */
+	unsigned int captures;          /* stream captures it has begun and not ended (ops_capture.c) */
 
 	uint8_t *blob;                  /* module upload buffer */
 	size_t blob_len, blob_total, blob_cap;

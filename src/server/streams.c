@@ -76,7 +76,17 @@ void mps_stream_free(struct mps_client *c, struct mps_sstream *s)
 	mps_comp_settle(c, s);
 	/* Its queued work still counts: a later context synchronize waits for
 	 * it, and so does later legacy-stream work if it was a blocking stream. */
-	if (s->busy && mps_drv.cuEventRecord(s->ev, s->s) == CUDA_SUCCESS) {
+	if (s->capture_origin) {
+		CUgraph g = NULL;
+
+		/* Destroyed while capturing: the capture ends with it. */
+		if (mps_drv.cuStreamEndCapture && mps_drv.cuStreamEndCapture(s->s, &g) == CUDA_SUCCESS && g &&
+		    mps_drv.cuGraphDestroy)
+			mps_drv.cuGraphDestroy(g);
+		s->capture_origin = false;
+		c->captures--;
+	}
+	if (s->busy && !mps_stream_capturing(c, s) && mps_drv.cuEventRecord(s->ev, s->s) == CUDA_SUCCESS) {
 		if (mps_stream_join(c, ctx, &join) == CUDA_SUCCESS &&
 		    mps_drv.cuStreamWaitEvent(join, s->ev, 0) == CUDA_SUCCESS)
 			ctx->join_busy = true;
@@ -129,6 +139,10 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 		for (struct mps_sstream *t = ctx->streams; t; t = t->next) {
 			if (t == s || !t->blocking || !t->dirty)
 				continue;
+			/* The legacy stream cannot wait for a capturing stream: the
+			 * driver's own answer to such an implicit dependency. */
+			if (mps_stream_capturing(c, t))
+				return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 			r = mps_drv.cuEventRecord(t->ev, t->s);
 			if (r == CUDA_SUCCESS)
 				r = mps_drv.cuStreamWaitEvent(s->s, t->ev, 0);
@@ -142,7 +156,8 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 	if (!s->blocking)
 		return CUDA_SUCCESS;
 	s->dirty = true;
-	if (ctx->legacy && s->legacy_seen != ctx->legacy_gen) {
+	/* Work captured into a graph has no order with the legacy stream's. */
+	if (ctx->legacy && s->legacy_seen != ctx->legacy_gen && !mps_stream_capturing(c, s)) {
 		if (ctx->legacy_ev_gen != ctx->legacy_gen) {
 			r = mps_drv.cuEventRecord(ctx->legacy->ev, ctx->legacy->s);
 			if (r != CUDA_SUCCESS)
@@ -176,15 +191,19 @@ CUresult mps_stream_sync_all(struct mps_client *c, struct mps_sctx *ctx, uint32_
 	CUstream join;
 	CUresult r;
 
-	for (struct mps_sstream *t = ctx->streams; t; t = t->next) {
-		if (t->busy) {
-			busy++;
-			only = t;
-		}
-	}
 	r = mps__bind_device(c, ctx->device);
 	if (r != CUDA_SUCCESS)
 		return r;
+	for (struct mps_sstream *t = ctx->streams; t; t = t->next) {
+		if (!t->busy)
+			continue;
+		/* A context synchronize while one of its streams captures is what
+		 * the driver refuses too. */
+		if (mps_stream_capturing(c, t))
+			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		busy++;
+		only = t;
+	}
 	/* The common case, one stream with work: wait on it directly, which
 	 * saves the GPU a cross-stream hop on the way to the answer. */
 	if (busy == 1 && !ctx->join_busy) {

@@ -43,6 +43,11 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s);
  * for new work. NULL with *err set on failure. */
 struct mps_sstream *mps_stream_for_work(struct mps_client *c, const struct mps_msg *m, uint32_t h, CUresult *err);
 
+/* True if the stream is capturing (begun by the client, or joined to a
+ * capture by a wait); answered without a driver call while the client has
+ * no capture going (ops_capture.c). */
+bool mps_stream_capturing(struct mps_client *c, struct mps_sstream *st);
+
 /* Queues a reply to `slot` once every stream of ctx has finished its work. */
 CUresult mps_stream_sync_all(struct mps_client *c, struct mps_sctx *ctx, uint32_t slot);
 

@@ -14,6 +14,7 @@
 #include "client/api.h"
 #include "client/client.h"
 #include "client/forward.h"
+#include "client/gen/forward.h"
 
 CUresult mps__fwd_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
 {
@@ -1923,6 +1924,163 @@ CUresult mps__fwd_cuDeviceGraphMemTrim(CUdevice device)
 	return r;
 }
 
+CUresult mps__fwd_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+{
+	struct mps_fwd_cuGraphExecUpdate_v2 q;
+	struct mps_fwd_cuGraphExecUpdate_v2_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_h_exec(hGraphExec, &q.a0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_h_graph(hGraph, &q.a1);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!resultInfo)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 2;
+	r = mps__call(MPS_OP_FWD_cuGraphExecUpdate_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuGraphExecUpdate_v2_out *)call.s->data : NULL;
+	if (o) {
+		memcpy(resultInfo, o->o2, sizeof(*resultInfo));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
+{
+	struct mps_fwd_cuStreamUpdateCaptureDependencies_v2 q;
+	struct mps_fwd_cuStreamUpdateCaptureDependencies_v2_out *o;
+	struct mps_call call;
+	uint8_t *extra = NULL;
+	size_t extra_len = 0, at = 0;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(hStream, false, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (dependencies)
+		q.present |= 1ull << 1;
+	if (dependencyData)
+		q.present |= 1ull << 2;
+	q.a3 = (uint64_t)numDependencies;
+	q.a4 = (uint64_t)flags;
+	if (dependencies && (uint64_t)numDependencies > MPS_MSG_MAX / sizeof(uint32_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dependencies)
+		extra_len += MPS_FWD_ROUND((size_t)numDependencies * sizeof(uint32_t));
+	if (dependencyData && (uint64_t)numDependencies > MPS_MSG_MAX / sizeof(CUgraphEdgeData))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dependencyData)
+		extra_len += MPS_FWD_ROUND((size_t)numDependencies * sizeof(CUgraphEdgeData));
+	if (sizeof(q) + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	extra = calloc(1, extra_len ? extra_len : 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (dependencies) {
+		for (size_t i = 0; i < (size_t)numDependencies; i++) {
+			uint64_t h = 0;
+
+			r = mps__fwd_h_node(dependencies[i], &h);
+			if (r != CUDA_SUCCESS) {
+				free(extra);
+				return r;
+			}
+			((uint32_t *)(extra + at))[i] = (uint32_t)h;
+		}
+		at += MPS_FWD_ROUND((size_t)numDependencies * sizeof(uint32_t));
+	}
+	if (dependencyData) {
+		memcpy(extra + at, dependencyData, (size_t)numDependencies * sizeof(CUgraphEdgeData));
+		at += MPS_FWD_ROUND((size_t)numDependencies * sizeof(CUgraphEdgeData));
+	}
+	r = mps__call(MPS_OP_FWD_cuStreamUpdateCaptureDependencies_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), extra, extra_len, &call);
+	o = call.s ? (struct mps_fwd_cuStreamUpdateCaptureDependencies_v2_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+	}
+	mps__call_end(&call);
+	free(extra);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
+{
+	struct mps_fwd_cuStreamUpdateCaptureDependencies_v2 q;
+	struct mps_fwd_cuStreamUpdateCaptureDependencies_v2_out *o;
+	struct mps_call call;
+	uint8_t *extra = NULL;
+	size_t extra_len = 0, at = 0;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = MPS_FWD_PER_THREAD;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(hStream, true, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (dependencies)
+		q.present |= 1ull << 1;
+	if (dependencyData)
+		q.present |= 1ull << 2;
+	q.a3 = (uint64_t)numDependencies;
+	q.a4 = (uint64_t)flags;
+	if (dependencies && (uint64_t)numDependencies > MPS_MSG_MAX / sizeof(uint32_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dependencies)
+		extra_len += MPS_FWD_ROUND((size_t)numDependencies * sizeof(uint32_t));
+	if (dependencyData && (uint64_t)numDependencies > MPS_MSG_MAX / sizeof(CUgraphEdgeData))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dependencyData)
+		extra_len += MPS_FWD_ROUND((size_t)numDependencies * sizeof(CUgraphEdgeData));
+	if (sizeof(q) + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	extra = calloc(1, extra_len ? extra_len : 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (dependencies) {
+		for (size_t i = 0; i < (size_t)numDependencies; i++) {
+			uint64_t h = 0;
+
+			r = mps__fwd_h_node(dependencies[i], &h);
+			if (r != CUDA_SUCCESS) {
+				free(extra);
+				return r;
+			}
+			((uint32_t *)(extra + at))[i] = (uint32_t)h;
+		}
+		at += MPS_FWD_ROUND((size_t)numDependencies * sizeof(uint32_t));
+	}
+	if (dependencyData) {
+		memcpy(extra + at, dependencyData, (size_t)numDependencies * sizeof(CUgraphEdgeData));
+		at += MPS_FWD_ROUND((size_t)numDependencies * sizeof(CUgraphEdgeData));
+	}
+	r = mps__call(MPS_OP_FWD_cuStreamUpdateCaptureDependencies_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), extra, extra_len, &call);
+	o = call.s ? (struct mps_fwd_cuStreamUpdateCaptureDependencies_v2_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+	}
+	mps__call_end(&call);
+	free(extra);
+	return r;
+}
+
 const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuStreamGetAttribute, mps__fwd_cuStreamGetAttribute),
 	MPS_IMPL_AS(cuStreamGetAttribute_ptsz, cuStreamGetAttribute, mps__fwd_cuStreamGetAttribute_ptsz),
@@ -1975,5 +2133,7 @@ const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuGraphExecEventWaitNodeSetEvent, mps__fwd_cuGraphExecEventWaitNodeSetEvent),
 	MPS_IMPL(cuGraphExecMemsetNodeSetParams, mps__fwd_cuGraphExecMemsetNodeSetParams),
 	MPS_IMPL(cuDeviceGraphMemTrim, mps__fwd_cuDeviceGraphMemTrim),
+	MPS_IMPL(cuStreamUpdateCaptureDependencies_v2, mps__fwd_cuStreamUpdateCaptureDependencies_v2),
+	MPS_IMPL_AS(cuStreamUpdateCaptureDependencies_v2_ptsz, cuStreamUpdateCaptureDependencies_v2, mps__fwd_cuStreamUpdateCaptureDependencies_v2_ptsz),
 	MPS_IMPL_END
 };

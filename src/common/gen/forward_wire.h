@@ -657,6 +657,34 @@ struct mps_fwd_cuDeviceGraphMemTrim_out {
 };
 _Static_assert(sizeof(struct mps_fwd_cuDeviceGraphMemTrim_out) <= MPS_SLOT_DATA, "fits a slot");
 
+struct mps_fwd_cuGraphExecUpdate_v2 {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* hGraphExec (h) */
+	uint64_t a1;   /* hGraph (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuGraphExecUpdate_v2) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuGraphExecUpdate_v2_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o2[MPS_FWD_ROUND(sizeof(CUgraphExecUpdateResultInfo))];   /* resultInfo */
+};
+_Static_assert(sizeof(struct mps_fwd_cuGraphExecUpdate_v2_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuStreamUpdateCaptureDependencies_v2 {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* hStream (h) */
+	uint64_t a3;   /* numDependencies (val) */
+	uint64_t a4;   /* flags (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuStreamUpdateCaptureDependencies_v2) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuStreamUpdateCaptureDependencies_v2_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuStreamUpdateCaptureDependencies_v2_out) <= MPS_SLOT_DATA, "fits a slot");
+
 #define MPS_FWD_OPS(X) \
 	X(FWD_cuStreamGetAttribute, fwd_cuStreamGetAttribute, mps_fwd_cuStreamGetAttribute, MPS_SYNC) \
 	X(FWD_cuStreamSetAttribute, fwd_cuStreamSetAttribute, mps_fwd_cuStreamSetAttribute, MPS_SYNC) \
@@ -703,6 +731,8 @@ _Static_assert(sizeof(struct mps_fwd_cuDeviceGraphMemTrim_out) <= MPS_SLOT_DATA,
 	X(FWD_cuGraphExecEventRecordNodeSetEvent, fwd_cuGraphExecEventRecordNodeSetEvent, mps_fwd_cuGraphExecEventRecordNodeSetEvent, MPS_SYNC) \
 	X(FWD_cuGraphExecEventWaitNodeSetEvent, fwd_cuGraphExecEventWaitNodeSetEvent, mps_fwd_cuGraphExecEventWaitNodeSetEvent, MPS_SYNC) \
 	X(FWD_cuGraphExecMemsetNodeSetParams, fwd_cuGraphExecMemsetNodeSetParams, mps_fwd_cuGraphExecMemsetNodeSetParams, MPS_SYNC) \
-	X(FWD_cuDeviceGraphMemTrim, fwd_cuDeviceGraphMemTrim, mps_fwd_cuDeviceGraphMemTrim, MPS_SYNC)
+	X(FWD_cuDeviceGraphMemTrim, fwd_cuDeviceGraphMemTrim, mps_fwd_cuDeviceGraphMemTrim, MPS_SYNC) \
+	X(FWD_cuGraphExecUpdate_v2, fwd_cuGraphExecUpdate_v2, mps_fwd_cuGraphExecUpdate_v2, MPS_SYNC) \
+	X(FWD_cuStreamUpdateCaptureDependencies_v2, fwd_cuStreamUpdateCaptureDependencies_v2, mps_fwd_cuStreamUpdateCaptureDependencies_v2, MPS_SYNC)
 
 #endif

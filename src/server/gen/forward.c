@@ -1727,3 +1727,80 @@ out:
 	mps__reply(c, m->slot, r);
 }
 
+void mps__op_fwd_cuGraphExecUpdate_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuGraphExecUpdate_v2 *q = (const void *)m;
+	struct mps_fwd_cuGraphExecUpdate_v2_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUgraphExec hGraphExec = 0;
+	void *hGraphExec_o = NULL;
+	CUgraph hGraph = 0;
+	void *hGraph_o = NULL;
+	CUgraphExecUpdateResultInfo resultInfo_v;
+	CUresult r;
+
+	memset(o, 0, sizeof(*o));   /* read on failure too */
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	hGraphExec_o = mps__fwd_get(c, MPS_H_EXEC, q->a0, (void **)&hGraphExec, &r);
+	if (!hGraphExec_o)
+		goto out;
+	hGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&hGraph, &r);
+	if (!hGraph_o)
+		goto out;
+	memset(&resultInfo_v, 0, sizeof(resultInfo_v));
+	r = mps__hook_cuGraphExecUpdate_v2(c, hGraphExec, hGraph, &resultInfo_v);
+	memcpy(o->o2, &resultInfo_v, sizeof(resultInfo_v));
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuStreamUpdateCaptureDependencies_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuStreamUpdateCaptureDependencies_v2 *q = (const void *)m;
+	struct mps_sstream *hStream_s = NULL;
+	CUgraphNode *dependencies = NULL;
+	const CUgraphEdgeData *dependencyData = NULL;
+	size_t numDependencies;
+	unsigned int flags;
+	const uint8_t *at = (const uint8_t *)(q + 1), *end = (const uint8_t *)m + m->len;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	hStream_s = mps__fwd_stream(c, m, (uint32_t)q->a0, false, &r);
+	if (!hStream_s)
+		goto out;
+	numDependencies = (size_t)q->a3;
+	flags = (unsigned int)q->a4;
+	if (q->present & (1ull << 1)) {
+		const void *p = mps__fwd_array(&at, end, q->a3, sizeof(uint32_t), &r);
+
+		if (!p)
+			goto out;
+		dependencies = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a3, &r);
+		if (!dependencies)
+			goto out;
+	}
+	if (q->present & (1ull << 2)) {
+		const void *p = mps__fwd_array(&at, end, q->a3, sizeof(CUgraphEdgeData), &r);
+
+		if (!p)
+			goto out;
+		dependencyData = p;
+	}
+	if (!mps_drv.cuStreamUpdateCaptureDependencies_v2) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuStreamUpdateCaptureDependencies_v2(hStream_s->s, dependencies, dependencyData, numDependencies, flags);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	free(dependencies);
+	mps__reply(c, m->slot, r);
+}
+

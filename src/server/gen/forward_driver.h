@@ -55,6 +55,8 @@
 	X(cuGraphExecEventRecordNodeSetEvent) \
 	X(cuGraphExecEventWaitNodeSetEvent) \
 	X(cuGraphExecMemsetNodeSetParams) \
-	X(cuDeviceGraphMemTrim)
+	X(cuDeviceGraphMemTrim) \
+	X(cuGraphExecUpdate_v2) \
+	X(cuStreamUpdateCaptureDependencies_v2)
 
 #endif

@@ -20,5 +20,6 @@ CUresult mps__hook_cuGraphMemsetNodeSetParams(struct mps_client *c, CUgraphNode 
 CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr);
 CUresult mps__hook_cuGraphKernelNodeSetAttribute(struct mps_client *c, CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value);
 CUresult mps__hook_cuGraphExecMemsetNodeSetParams(struct mps_client *c, CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx);
+CUresult mps__hook_cuGraphExecUpdate_v2(struct mps_client *c, CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo);
 
 #endif
