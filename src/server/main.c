@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -210,6 +211,16 @@ int main(int argc, char **argv)
 	if (mps_devices_init() < 0) {
 		report_failed("cannot initialise the CUDA devices");
 		return 1;
+	}
+	/* The server is on every client's path: when the CPUs are all busy, a
+	 * service thread that waits for its turn holds up every client it
+	 * serves. Ahead of them by default, where the system allows it (the
+	 * threads made from here on inherit it). */
+	{
+		int nice = (int)env_long("OPENMPS_SERVER_NICE", -5, -20, 19);
+
+		if (setpriority(PRIO_PROCESS, 0, nice) < 0)
+			mps_log_info("running at the default priority (nice %d not allowed: %s)", nice, strerror(errno));
 	}
 	if (mps_sched_start() < 0) {
 		report_failed("cannot start the service threads");

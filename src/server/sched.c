@@ -47,7 +47,7 @@ static struct {
 	struct mps_client *rq_head, *rq_tail;   /* run queue (rq_next) */
 	unsigned int rq_len;                    /* atomic reads outside the lock */
 	struct mps_client **hot;                /* the hot list */
-	unsigned int nhot, hot_cap;
+	unsigned int nhot, hot_cap;             /* nhot: atomic reads outside the lock */
 	unsigned int hot_next;                  /* where the next scan starts: each gets its turn */
 	struct mps_client *ids[ID_BUCKETS];     /* clients by id (id_next), for epoll events */
 	unsigned int spinners;                  /* threads committed to watching the hot list */
@@ -231,11 +231,7 @@ static unsigned int spin_max(void)
 
 static uint64_t spin_window(void)
 {
-	uint64_t w = sched.spin_free_ns;
-
-	if (mps_load_relaxed(&sched.level) == OVER && w > 10000)
-		w = 10000;
-	return w;
+	return sched.spin_free_ns;
 }
 
 /* ------------------------------------------------------------------ */
@@ -324,7 +320,8 @@ static int hot_add(struct mps_client *c)
 		sched.hot = nh;
 		sched.hot_cap = ncap;
 	}
-	sched.hot[sched.nhot++] = c;
+	sched.hot[sched.nhot] = c;
+	mps_store_relaxed(&sched.nhot, sched.nhot + 1);
 	return 0;
 }
 
@@ -333,7 +330,8 @@ static void hot_del(struct mps_client *c)
 {
 	for (unsigned int i = 0; i < sched.nhot; i++) {
 		if (sched.hot[i] == c) {
-			sched.hot[i] = sched.hot[--sched.nhot];
+			sched.hot[i] = sched.hot[sched.nhot - 1];
+			mps_store_relaxed(&sched.nhot, sched.nhot - 1);
 			return;
 		}
 	}
@@ -449,6 +447,66 @@ static bool arm(struct mps_client *c)
 	return true;
 }
 
+/* A client whose eventfd fired, seen by a busy thread: queue it (the
+ * thread goes on with what it was doing; the run queue keeps the turns
+ * fair). */
+static void queue_event(uint32_t id)
+{
+	struct mps_client *c;
+	int expect = MPS_RUN_IDLE | RUN_WAKE;
+
+	pthread_mutex_lock(&sched.lock);
+	for (c = sched.ids[id_bucket(id)]; c && c->id != id; c = c->id_next)
+		;
+	if (!c || (mps_fetch_or(&c->run, RUN_WAKE) & ~RUN_WAKE) != MPS_RUN_IDLE ||
+	    !mps_cas(&c->run, &expect, MPS_RUN_OWNED))
+		c = NULL;
+	pthread_mutex_unlock(&sched.lock);
+	if (c)
+		rq_push(c);
+}
+
+/* Busy threads never sleep in epoll, where idle clients' wake-ups arrive:
+ * so they look there now and then (at most every EVENTS_NS each). */
+static void drain_events(uint64_t now)
+{
+	static __thread uint64_t last;
+	struct epoll_event evs[16];
+	int n;
+
+	if (now - last < EVENTS_NS)
+		return;
+	last = now;
+	n = epoll_wait(sched.epfd, evs, 16, 0);
+	for (int i = 0; i < n; i++)
+		if (evs[i].data.u64 != UINT64_MAX)
+			queue_event((uint32_t)evs[i].data.u64);
+}
+
+/* Keeps watching an owned client while it is the only one with anything
+ * going (nothing queued, nothing hot): its ring and its completions are
+ * polled right here, with no locking, as a thread of its own would, so a
+ * launch-then-synchronize is answered within a poll. Returns true when the
+ * client has work again; false when another client needs the thread or the
+ * spin window passed without work. */
+static bool linger(struct mps_client *c)
+{
+	for (;;) {
+		uint64_t now = mps_now_ns();
+
+		if (mps_load_acquire(&c->dead) || ring_pending(c))
+			return true;
+		if (c->comp.head && mps_comp_poll(c))
+			mps_store_relaxed(&c->active_ns, now);
+		if (mps_load_relaxed(&sched.rq_len) || mps_load_relaxed(&sched.nhot))
+			return false;
+		if (!c->comp.head && now - c->active_ns >= spin_window())
+			return false;
+		drain_events(now);
+		mps_cpu_relax();
+	}
+}
+
 /* Runs turns of an owned client until it is handed on: queued again if it
  * has more, hot if it had work lately or waits for the GPU and a thread
  * watches the hot list, else armed. `spinner`: the caller is one of the
@@ -499,12 +557,19 @@ static bool serve(struct mps_client *c, bool spinner)
 			rq_push(c);
 			return committed;
 		}
-		if (c->comp.head || now - c->active_ns < spin_window()) {
+		if (!spinner && !committed && spin_max() > 0) {
 			pthread_mutex_lock(&sched.lock);
-			if (!spinner && !committed && sched.spinners == 0 && spin_max() > 0) {
+			if (sched.spinners < spin_max()) {
 				sched.spinners++;
 				committed = true;
 			}
+			pthread_mutex_unlock(&sched.lock);
+		}
+		if ((spinner || committed) && linger(c))
+			continue;
+		now = mps_now_ns();
+		if (c->comp.head || now - c->active_ns < spin_window()) {
+			pthread_mutex_lock(&sched.lock);
 			if (spinner || committed || sched.spinners > 0)
 				hot = hot_add(c) == 0 && (release(c, MPS_RUN_HOT) || (hot_del(c), false));
 			pthread_mutex_unlock(&sched.lock);
@@ -608,42 +673,6 @@ static bool scan_hot(uint64_t now)
 	}
 	mps_fetch_add(&sched.scanning, 1);
 	return !cool;
-}
-
-/* A client whose eventfd fired, seen by a busy thread: queue it (the
- * thread goes on with what it was doing; the run queue keeps the turns
- * fair). */
-static void queue_event(uint32_t id)
-{
-	struct mps_client *c;
-	int expect = MPS_RUN_IDLE | RUN_WAKE;
-
-	pthread_mutex_lock(&sched.lock);
-	for (c = sched.ids[id_bucket(id)]; c && c->id != id; c = c->id_next)
-		;
-	if (!c || (mps_fetch_or(&c->run, RUN_WAKE) & ~RUN_WAKE) != MPS_RUN_IDLE ||
-	    !mps_cas(&c->run, &expect, MPS_RUN_OWNED))
-		c = NULL;
-	pthread_mutex_unlock(&sched.lock);
-	if (c)
-		rq_push(c);
-}
-
-/* Busy threads never sleep in epoll, where idle clients' wake-ups arrive:
- * so they look there now and then (at most every EVENTS_NS each). */
-static void drain_events(uint64_t now)
-{
-	static __thread uint64_t last;
-	struct epoll_event evs[16];
-	int n;
-
-	if (now - last < EVENTS_NS)
-		return;
-	last = now;
-	n = epoll_wait(sched.epfd, evs, 16, 0);
-	for (int i = 0; i < n; i++)
-		if (evs[i].data.u64 != UINT64_MAX)
-			queue_event((uint32_t)evs[i].data.u64);
 }
 
 /* Spins while that pays: returns when the run queue has work, or when no
