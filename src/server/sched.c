@@ -31,7 +31,7 @@
 
 #define ID_BUCKETS     1024u
 #define SAMPLE_NS      (1000ull * 1000)       /* CPU pressure is read at most this often */
-#define SLEEP_MS       1000                   /* an idle thread looks around at least this often */
+#define SLEEP_MS       100                    /* an idle thread looks around at least this often */
 #define EVENTS_NS      (20ull * 1000)         /* a busy thread looks for wake-ups this often */
 #define HOT_HANDOUT    8                      /* hot clients with work one scan moves to the run queue */
 
@@ -49,6 +49,7 @@ static struct {
 	struct mps_client **hot;                /* the hot list */
 	unsigned int nhot, hot_cap;             /* nhot: atomic reads outside the lock */
 	unsigned int hot_next;                  /* where the next scan starts: each gets its turn */
+	uint64_t scanned_ns;                    /* atomic: when a thread last looked at the hot list */
 	struct mps_client *ids[ID_BUCKETS];     /* clients by id (id_next), for epoll events */
 	unsigned int spinners;                  /* threads committed to watching the hot list */
 	unsigned int sleeping;                  /* atomic: threads in epoll_wait */
@@ -73,6 +74,7 @@ static struct {
 	uint32_t client_spin_ns;
 	uint64_t spin_free_ns;                  /* OPENMPS_SPIN_US: a spinner's window with free CPUs */
 	uint32_t client_free_ns;                /* OPENMPS_CLIENT_SPIN_US */
+	bool strict;                            /* OPENMPS_SCHED_STRICT: a broken count aborts (tests) */
 } sched = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.sample_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -630,6 +632,7 @@ static bool scan_hot(uint64_t now)
 	unsigned int nmore = 0;
 	bool cool = false;
 
+	mps_store_relaxed(&sched.scanned_ns, now);
 	pthread_mutex_lock(&sched.lock);
 	for (unsigned int j = 0; j < sched.nhot; j++) {
 		unsigned int i = (sched.hot_next + j) % sched.nhot;
@@ -738,7 +741,9 @@ static bool on_event(uint32_t id, bool *committed)
 	pthread_mutex_unlock(&sched.lock);
 	if (!c)
 		return false;
-	if (serve(c, false))
+	/* A thread that has committed to spin is one spinner, however many
+	 * clients it serves before it does. */
+	if (serve(c, *committed))
 		*committed = true;
 	return true;
 }
@@ -790,8 +795,18 @@ static void *thread_main(void *arg)
 			if (on_event((uint32_t)evs[i].data.u64, &committed))
 				served = true;
 		}
-		if (served)
+		if (served) {
 			spin_after(committed);
+		} else if (n == 0 && mps_load_relaxed(&sched.nhot) &&
+			   mps_now_ns() - mps_load_relaxed(&sched.scanned_ns) > SLEEP_MS * 1000000ull / 2) {
+			/* Hot clients nobody has looked at for a while: the threads
+			 * that watch them are all held up in long calls. Watch too. */
+			mps_log_debug("hot clients unwatched: a sleeping thread takes over");
+			pthread_mutex_lock(&sched.lock);
+			sched.spinners++;
+			pthread_mutex_unlock(&sched.lock);
+			spin();
+		}
 	}
 	return NULL;
 }
@@ -814,15 +829,34 @@ static long env_num(const char *name, long def, long lo, long hi)
 	return x;
 }
 
+/* The CPUs this server may use: its affinity, less where a cgroup's CPU
+ * quota (v2 cpu.max) allows fewer, or OPENMPS_CPUS. */
+static unsigned int cpus(void)
+{
+	cpu_set_t set;
+	long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+	FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+
+	if (f) {
+		long long quota, period;
+
+		if (fscanf(f, "%lld %lld", &quota, &period) == 2 && quota > 0 && period > 0 &&
+		    (quota + period - 1) / period < n)
+			n = (long)((quota + period - 1) / period);
+		fclose(f);
+	}
+	if (n < 1)
+		n = 1;
+	return (unsigned int)env_num("OPENMPS_CPUS", n, 1, 4096);
+}
+
 int mps_sched_start(void)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = UINT64_MAX };
-	cpu_set_t set;
 	pthread_attr_t attr;
-	long ncpu;
 
-	ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-	sched.ncpu = ncpu > 0 ? (unsigned int)ncpu : 1;
+	sched.ncpu = cpus();
+	sched.strict = getenv("OPENMPS_SCHED_STRICT") && *getenv("OPENMPS_SCHED_STRICT") == '1';
 	sched.nthreads = (unsigned int)env_num("OPENMPS_THREADS", sched.ncpu < 2 ? 2 : sched.ncpu, 1, 256);
 	sched.spin_free_ns = mps_srv.spin_ns;
 	sched.client_free_ns = (uint32_t)env_num("OPENMPS_CLIENT_SPIN_US", 1000, 0, 1000000) * 1000;
@@ -870,6 +904,11 @@ void mps_sched_stop(void)
 	for (unsigned int i = 0; i < sched.nthreads; i++)
 		pthread_join(sched.threads[i], NULL);
 	reap(true);
+	if (sched.spinners || sched.nhot)
+		mps_log_error("service threads stopped with %u spinner(s) counted and %u hot client(s)", sched.spinners,
+			      sched.nhot);
+	if ((sched.spinners || sched.nhot) && sched.strict)
+		abort();
 	free(sched.threads);
 	sched.threads = NULL;
 	sched.nthreads = 0;
