@@ -22,6 +22,7 @@
 #include "server/control.h"
 #include "server/crash.h"
 #include "server/driver.h"
+#include "server/sched.h"
 #include "server/server.h"
 
 
@@ -160,6 +161,7 @@ static int region_setup(struct mps_client *c)
 	r->slot_offset = MPS_SLOT_OFFSET;
 	r->slot_count = MPS_SLOT_COUNT;
 	r->slot_size = MPS_SLOT_SIZE;
+	r->spin_hint_ns = mps_sched_client_spin_ns();   /* kept up to date by sched.c */
 	cr = mps__bind_device(c, 0);
 	if (cr == CUDA_SUCCESS)
 		cr = mps_drv.cuMemHostRegister(r, MPS_REGION_SIZE, CU_MEMHOSTREGISTER_PORTABLE);
