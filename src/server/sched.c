@@ -657,15 +657,18 @@ static bool scan_hot(uint64_t now)
 			i++;
 	}
 	pthread_mutex_unlock(&sched.lock);
-	for (unsigned int i = 0; i < nmore; i++)
-		rq_push(more[i]);
 	if (!c)
 		return false;
+	/* This thread is about to serve: it no longer counts as one that
+	 * will take what it queues, so rq_push wakes sleepers for it. */
+	mps_fetch_sub(&sched.scanning, 1);
+	for (unsigned int i = 0; i < nmore; i++)
+		rq_push(more[i]);
 	if (mps_load_acquire(&c->dead)) {
 		retire(c);
+		mps_fetch_add(&sched.scanning, 1);
 		return true;
 	}
-	mps_fetch_sub(&sched.scanning, 1);
 	if (cool && !ring_pending(c)) {
 		if (arm(c))
 			serve(c, true);
