@@ -157,6 +157,7 @@ struct mps_func {
 	struct mps_func *per_ctx;  /* kernels: the functions got for contexts */
 	struct mps_ctx *ctx;   /* functions of kernels: their context */
 	char *name;
+	struct mps_func *hnext;   /* in module.c's table by handle */
 	uint32_t nparams;
 	uint32_t arg_size;
 	int max_threads;
@@ -204,6 +205,15 @@ bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *of
  * forgetting those of a context that died. */
 CUresult mps__per_thread_stream(struct mps_ctx *ctx, uint32_t *handle);
 void mps__per_thread_forget(struct mps_ctx *ctx);
+
+/* The live function or kernel the server knows by handle, or NULL (module.c). */
+struct mps_func *mps__func_by_handle(uint32_t handle);
+
+/* A launch's arguments as the server wants them (launch.c): the size of
+ * the packed buffer for f given cuLaunchKernel's params or extra, then the
+ * packing. CUDA_ERROR_INVALID_VALUE where the driver refuses them. */
+CUresult mps__args_size(const struct mps_func *f, void **params, void **extra, const void **packed, size_t *size);
+void mps__args_pack(const struct mps_func *f, void **params, const void *packed, size_t size, uint8_t *dst);
 
 /* The live event the server knows by handle, or NULL (event.c). */
 struct mps_event *mps__event_by_handle(uint32_t handle);

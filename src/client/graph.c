@@ -2,10 +2,13 @@
 /*
  * The graph functions that are more than one forwarded call: the older and
  * the parameter-block forms of instantiation, which come down to
- * cuGraphInstantiateWithFlags (and an upload), and the executable-graph
- * update, whose answer names nodes. Most graph functions are forwarded by
- * generated code (src/common/forward.def).
+ * cuGraphInstantiateWithFlags (and an upload); the executable-graph update,
+ * whose answer names nodes; and kernel nodes, whose arguments are packed as
+ * for a launch and, read back, live in a buffer the node keeps until it is
+ * read again or destroyed. Most graph functions are forwarded by generated
+ * code (src/common/forward.def).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <cudaTypedefs.h>
@@ -108,7 +111,225 @@ static CUresult exec_update_v1(CUgraphExec exec, CUgraph graph, CUgraphNode *err
 	return r;
 }
 
+/* The function a kernel node's parameters name: func, or kern in ctx. */
+static CUresult node_func(const CUDA_KERNEL_NODE_PARAMS *p, struct mps_func **f, uint32_t *ctx)
+{
+	*ctx = 0;
+	if (p->func) {
+		*f = mps__obj(p->func, MPS_MAGIC_FUNC);
+		return *f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	}
+	*f = mps__obj(p->kern, MPS_MAGIC_FUNC);
+	if (!*f || !(*f)->is_kernel)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->ctx) {
+		struct mps_ctx *x = mps__obj(p->ctx, MPS_MAGIC_CTX);
+
+		return x ? mps__ctx_handle(x, ctx) : CUDA_ERROR_INVALID_CONTEXT;
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult kernel_node(int what, CUgraphNode *out, CUgraph graph, CUgraphExec exec, CUgraphNode node,
+			    const CUgraphNode *deps, size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct mps_msg_kernel_node q = { .ndeps = (uint32_t)ndeps };
+	const void *packed;
+	struct mps_call call;
+	struct mps_func *f;
+	size_t arg_size, dep_bytes = (ndeps * 4 + 7) & ~(size_t)7;
+	uint8_t *extra;
+	uint32_t cur = 0;
+	uint64_t h;
+	CUresult r;
+
+	if (!p || (ndeps && !deps) || ndeps > MPS_MSG_MAX / 4)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = node_func(p, &f, &q.ctx);
+	if (r == CUDA_SUCCESS)
+		r = mps__args_size(f, p->kernelParams, p->extra, &packed, &arg_size);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (sizeof(q) + dep_bytes + arg_size > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__cur_handle(&cur);
+	q.hdr.flags = (uint16_t)what;
+	if (graph && (r = mps__fwd_h_graph(graph, &h)) == CUDA_SUCCESS)
+		q.graph = (uint32_t)h;
+	if (r == CUDA_SUCCESS && node && (r = mps__fwd_h_node(node, &h)) == CUDA_SUCCESS)
+		q.node = (uint32_t)h;
+	if (r == CUDA_SUCCESS && exec && (r = mps__fwd_h_exec(exec, &h)) == CUDA_SUCCESS)
+		q.exec = (uint32_t)h;
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.func = f->handle;
+	q.grid[0] = p->gridDimX;
+	q.grid[1] = p->gridDimY;
+	q.grid[2] = p->gridDimZ;
+	q.block[0] = p->blockDimX;
+	q.block[1] = p->blockDimY;
+	q.block[2] = p->blockDimZ;
+	q.shared_mem = p->sharedMemBytes;
+	q.arg_size = (uint32_t)arg_size;
+	extra = calloc(1, dep_bytes + arg_size + 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < ndeps && r == CUDA_SUCCESS; i++) {
+		r = mps__fwd_h_node(deps[i], &h);
+		((uint32_t *)extra)[i] = (uint32_t)h;
+	}
+	if (r == CUDA_SUCCESS) {
+		mps__args_pack(f, p->kernelParams, packed, arg_size, extra + dep_bytes);
+		r = mps__call(MPS_OP_KERNEL_NODE, cur, &q.hdr, sizeof(q), extra, dep_bytes + arg_size, &call);
+		if (r == CUDA_SUCCESS && out)
+			r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);
+		mps__call_end(&call);
+	}
+	free(extra);
+	return r;
+}
+
+static CUresult add_kernel_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+				const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	if (!out || !graph)
+		return CUDA_ERROR_INVALID_VALUE;
+	return kernel_node(MPS_KNODE_ADD, out, graph, NULL, NULL, deps, ndeps, p);
+}
+
+static CUresult kernel_node_set(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	if (!node)
+		return CUDA_ERROR_INVALID_VALUE;
+	return kernel_node(MPS_KNODE_SET, NULL, NULL, NULL, node, NULL, 0, p);
+}
+
+static CUresult exec_kernel_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	if (!exec || !node)
+		return CUDA_ERROR_INVALID_VALUE;
+	return kernel_node(MPS_KNODE_EXEC_SET, NULL, NULL, exec, node, NULL, 0, p);
+}
+
+static CUresult kernel_node_get(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct mps_gobj *g = mps__obj(node, MPS_MAGIC_GOBJ);
+	struct mps_msg_handle q = { 0 };
+	const struct mps_kernel_node_out *o;
+	struct mps_call call;
+	struct mps_func *f;
+	uint32_t cur = 0;
+	CUresult r;
+
+	if (!p || !node)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!g || g->type != MPS_H_NODE)
+		return CUDA_ERROR_INVALID_HANDLE;
+	q.handle = g->handle;
+	mps__cur_handle(&cur);
+	r = mps__call(MPS_OP_KERNEL_NODE_GET, cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r != CUDA_SUCCESS) {
+		mps__call_end(&call);
+		return r;
+	}
+	o = (const void *)call.s->data;
+	f = mps__func_by_handle((uint32_t)call.s->val[0]);
+	if (!f || o->arg_size != f->arg_size || sizeof(*o) + o->arg_size > MPS_SLOT_DATA) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+	} else {
+		/* The node keeps the arguments the parameters point into. */
+		void **ptrs = malloc(f->nparams * sizeof(void *) + f->arg_size + 1);
+
+		if (!ptrs) {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		} else {
+			uint8_t *args = (uint8_t *)(ptrs + f->nparams);
+
+			memcpy(args, o + 1, f->arg_size);
+			for (uint32_t i = 0; i < f->nparams; i++)
+				ptrs[i] = args + f->param[2 * i];
+			free(g->data);
+			g->data = ptrs;
+			memset(p, 0, sizeof(*p));
+			if (f->is_kernel)
+				p->kern = (CUkernel)f;
+			else
+				p->func = (CUfunction)f;
+			p->gridDimX = o->grid[0];
+			p->gridDimY = o->grid[1];
+			p->gridDimZ = o->grid[2];
+			p->blockDimX = o->block[0];
+			p->blockDimY = o->block[1];
+			p->blockDimZ = o->block[2];
+			p->sharedMemBytes = o->shared_mem;
+			p->kernelParams = f->nparams ? ptrs : NULL;
+		}
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+/* The first generation's parameters lack kern and ctx. */
+static CUresult add_kernel_node_v1(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+				   const CUDA_KERNEL_NODE_PARAMS_v1 *p1)
+{
+	CUDA_KERNEL_NODE_PARAMS p = { 0 };
+
+	if (!p1)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&p, p1, sizeof(*p1));
+	return add_kernel_node(out, graph, deps, ndeps, &p);
+}
+
+static CUresult kernel_node_set_v1(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *p1)
+{
+	CUDA_KERNEL_NODE_PARAMS p = { 0 };
+
+	if (!p1)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&p, p1, sizeof(*p1));
+	return kernel_node_set(node, &p);
+}
+
+static CUresult exec_kernel_node_set_v1(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1 *p1)
+{
+	CUDA_KERNEL_NODE_PARAMS p = { 0 };
+
+	if (!p1)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&p, p1, sizeof(*p1));
+	return exec_kernel_node_set(exec, node, &p);
+}
+
+static CUresult kernel_node_get_v1(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS_v1 *p1)
+{
+	CUDA_KERNEL_NODE_PARAMS p;
+	CUresult r;
+
+	if (!p1)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = kernel_node_get(node, &p);
+	if (r == CUDA_SUCCESS && !p.func)
+		r = CUDA_ERROR_NOT_SUPPORTED;   /* a kernel: the old form cannot say so */
+	if (r == CUDA_SUCCESS)
+		memcpy(p1, &p, sizeof(*p1));
+	return r;
+}
+
+typedef CUresult (*add_v1_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_KERNEL_NODE_PARAMS_v1 *);
+typedef CUresult (*set_v1_fn)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *);
+typedef CUresult (*exec_set_v1_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *);
+typedef CUresult (*get_v1_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v1 *);
+
 const struct mps_impl mps__graph_api[] = {
+	MPS_IMPL(cuGraphAddKernelNode_v2, add_kernel_node),
+	MPS_IMPL(cuGraphKernelNodeSetParams_v2, kernel_node_set),
+	MPS_IMPL(cuGraphExecKernelNodeSetParams_v2, exec_kernel_node_set),
+	MPS_IMPL(cuGraphKernelNodeGetParams_v2, kernel_node_get),
+	MPS_IMPL_PFN(cuGraphAddKernelNode, add_v1_fn, add_kernel_node_v1),
+	MPS_IMPL_PFN(cuGraphKernelNodeSetParams, set_v1_fn, kernel_node_set_v1),
+	MPS_IMPL_PFN(cuGraphExecKernelNodeSetParams, exec_set_v1_fn, exec_kernel_node_set_v1),
+	MPS_IMPL_PFN(cuGraphKernelNodeGetParams, get_v1_fn, kernel_node_get_v1),
 	MPS_IMPL_PFN(cuGraphInstantiate, instantiate_old_fn, instantiate_old),
 	MPS_IMPL_PFN(cuGraphInstantiate_v2, instantiate_old_fn, instantiate_old),
 	MPS_IMPL(cuGraphInstantiateWithParams, instantiate_with_params),

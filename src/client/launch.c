@@ -29,6 +29,47 @@ struct launch {
 	uint16_t flags;
 };
 
+CUresult mps__args_size(const struct mps_func *f, void **params, void **extra, const void **packed, size_t *size)
+{
+	*packed = NULL;
+	*size = f->arg_size;
+	if (params && extra)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (extra) {
+		const void *buf = NULL;
+		size_t n = 0, *psize = NULL;
+
+		for (void **e = extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
+			if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER)
+				buf = e[1];
+			else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE)
+				psize = e[1];
+			else
+				return CUDA_ERROR_INVALID_VALUE;
+		}
+		if (psize)
+			n = *psize;
+		if ((f->arg_size && !buf) || n < f->arg_size || n > MPS_ARGS_MAX)
+			return CUDA_ERROR_INVALID_VALUE;
+		*packed = buf;
+		*size = n;
+	} else if (f->nparams && !params) {
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
+void mps__args_pack(const struct mps_func *f, void **params, const void *packed, size_t size, uint8_t *dst)
+{
+	if (packed) {
+		memcpy(dst, packed, size);
+		return;
+	}
+	memset(dst, 0, size);
+	for (uint32_t i = 0; i < f->nparams; i++)
+		memcpy(dst + f->param[2 * i], params[i], f->param[2 * i + 1]);
+}
+
 static CUresult launch(CUfunction hf, const struct launch *l)
 {
 	struct mps_func *f = mps__obj(hf, MPS_MAGIC_FUNC);
@@ -50,30 +91,9 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 	threads = (size_t)l->block[0] * l->block[1] * l->block[2];
 	if (threads > 1024 || (f->max_threads > 0 && threads > (size_t)f->max_threads))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (l->params && l->extra)
-		return CUDA_ERROR_INVALID_VALUE;
-	arg_size = f->arg_size;
-	if (l->extra) {
-		const void *buf = NULL;
-		size_t size = 0, *psize = NULL;
-
-		for (void **e = l->extra; *e != CU_LAUNCH_PARAM_END; e += 2) {
-			if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER)
-				buf = e[1];
-			else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE)
-				psize = e[1];
-			else
-				return CUDA_ERROR_INVALID_VALUE;
-		}
-		if (psize)
-			size = *psize;
-		if ((f->arg_size && !buf) || size < f->arg_size || size > MPS_ARGS_MAX)
-			return CUDA_ERROR_INVALID_VALUE;
-		packed = buf;
-		arg_size = size;
-	} else if (f->nparams && !l->params) {
-		return CUDA_ERROR_INVALID_VALUE;
-	}
+	r = mps__args_size(f, l->params, l->extra, &packed, &arg_size);
+	if (r != CUDA_SUCCESS)
+		return r;
 	for (unsigned int i = 0; i < l->nattrs; i++) {
 		if (l->attrs[i].id == CU_LAUNCH_ATTRIBUTE_IGNORE)
 			continue;
@@ -111,13 +131,7 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 		na++;
 	}
 	args = (uint8_t *)((struct mps_launch_attr *)(m + 1) + na);
-	if (packed) {
-		memcpy(args, packed, arg_size);
-	} else {
-		memset(args, 0, arg_size);
-		for (uint32_t i = 0; i < f->nparams; i++)
-			memcpy(args + f->param[2 * i], l->params[i], f->param[2 * i + 1]);
-	}
+	mps__args_pack(f, l->params, packed, arg_size, args);
 	mps__ring_end();
 	return CUDA_SUCCESS;
 }

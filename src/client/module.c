@@ -225,6 +225,49 @@ static CUresult module_load(CUmodule *mod, const char *path)
 	return r;
 }
 
+#define FUNC_BUCKETS 1024u
+
+/* Functions and kernels by their server handle, for the calls that name
+ * them back (a graph's kernel nodes). */
+static pthread_mutex_t funcs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mps_func *funcs[FUNC_BUCKETS];
+
+static uint32_t func_bucket(uint32_t handle)
+{
+	return (handle * 2654435761u) >> 22 & (FUNC_BUCKETS - 1);
+}
+
+static void func_register(struct mps_func *f)
+{
+	pthread_mutex_lock(&funcs_lock);
+	f->hnext = funcs[func_bucket(f->handle)];
+	funcs[func_bucket(f->handle)] = f;
+	pthread_mutex_unlock(&funcs_lock);
+}
+
+static void func_unregister(struct mps_func *f)
+{
+	pthread_mutex_lock(&funcs_lock);
+	for (struct mps_func **pp = &funcs[func_bucket(f->handle)]; *pp; pp = &(*pp)->hnext) {
+		if (*pp == f) {
+			*pp = f->hnext;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&funcs_lock);
+}
+
+struct mps_func *mps__func_by_handle(uint32_t handle)
+{
+	struct mps_func *f;
+
+	pthread_mutex_lock(&funcs_lock);
+	for (f = funcs[func_bucket(handle)]; f && f->handle != handle; f = f->hnext)
+		;
+	pthread_mutex_unlock(&funcs_lock);
+	return f;
+}
+
 static struct mps_module *module_arg(const void *h, int kind)
 {
 	struct mps_module *m = mps__obj(h, MPS_MAGIC_MODULE);
@@ -247,10 +290,12 @@ static CUresult unload(struct mps_module *m)
 			struct mps_func *g = f->per_ctx;
 
 			f->per_ctx = g->per_ctx;
+			func_unregister(g);
 			g->magic = MPS_MAGIC_DEAD;
 			free(g->param);
 			free(g);
 		}
+		func_unregister(f);
 		f->magic = MPS_MAGIC_DEAD;
 		free(f->name);
 		free(f->param);
@@ -307,6 +352,7 @@ static struct mps_func *func_from_reply(const struct mps_slot *s, struct mps_mod
 	f->is_kernel = is_kernel;
 	f->mod = m;
 	f->magic = MPS_MAGIC_FUNC;
+	func_register(f);
 	return f;
 }
 
@@ -342,6 +388,7 @@ static CUresult get_symbol(struct mps_module *m, const char *name, int kind, str
 			f->name = strdup(name);
 		if (!f || !f->name) {
 			if (f) {
+				func_unregister(f);
 				free(f->param);
 				free(f);
 			}

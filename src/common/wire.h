@@ -160,7 +160,9 @@ enum mps_op_sync {
 	X(MEM_FREE_ASYNC, mem_free_async, mps_msg_mem_async, MPS_ASYNC)   /* freed in the stream's order */ \
 	X(CAPTURE_BEGIN, capture_begin, mps_msg_capture_begin, MPS_SYNC) \
 	X(CAPTURE_END, capture_end, mps_msg_handle, MPS_SYNC)             /* val[0] = graph, 0 if none */ \
-	X(CAPTURE_INFO, capture_info, mps_msg_handle, MPS_SYNC)           /* val = status, id, graph, n; data */
+	X(CAPTURE_INFO, capture_info, mps_msg_handle, MPS_SYNC)           /* val = status, id, graph, n; data */ \
+	X(KERNEL_NODE, kernel_node, mps_msg_kernel_node, MPS_SYNC)        /* add: val[0] = node */ \
+	X(KERNEL_NODE_GET, kernel_node_get, mps_msg_handle, MPS_SYNC)     /* val, data: see mps_kernel_node_out */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -443,6 +445,40 @@ struct mps_msg_capture_begin {
 	uint32_t mode;    /* the client's CUstreamCaptureMode, for the log */
 };
 
+/* MPS_OP_KERNEL_NODE: a kernel node of a graph, added or given new
+ * parameters (flags: what); the arguments are packed as for a launch, at
+ * the offsets the server gave for the function. ndeps node handles
+ * (add only) follow the header, padded to 8 bytes, then arg_size bytes. */
+enum mps_kernel_node_what {
+	MPS_KNODE_ADD = 1,   /* cuGraphAddKernelNode: in graph, after the dependencies */
+	MPS_KNODE_SET,       /* cuGraphKernelNodeSetParams: node */
+	MPS_KNODE_EXEC_SET,  /* cuGraphExecKernelNodeSetParams: node's copy in exec */
+};
+
+struct mps_msg_kernel_node {
+	struct mps_msg hdr;
+	uint32_t graph;
+	uint32_t node;
+	uint32_t exec;
+	uint32_t func;     /* function or kernel handle */
+	uint32_t ctx;      /* a kernel's context; 0: the message's */
+	uint32_t grid[3];
+	uint32_t block[3];
+	uint32_t shared_mem;
+	uint32_t ndeps;
+	uint32_t arg_size;
+};
+
+/* Reply of MPS_OP_KERNEL_NODE_GET: val[0] the function's handle (as a
+ * kernel when val[1] is 1); data: this struct, then arg_size bytes of
+ * arguments at the function's offsets. */
+struct mps_kernel_node_out {
+	uint32_t grid[3];
+	uint32_t block[3];
+	uint32_t shared_mem;
+	uint32_t arg_size;
+};
+
 /* Reply data of MPS_OP_CAPTURE_INFO: val[3] dependencies, as node handles
  * (padded to 8 bytes), then as many CUgraphEdgeData. */
 #define MPS_CAPTURE_DEPS_MAX (MPS_SLOT_DATA / (4 + 8) - 1)
@@ -505,6 +541,8 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_event_record);
 MPS_WIRE_ASSERT_SIZE(mps_msg_elapsed);
 MPS_WIRE_ASSERT_SIZE(mps_msg_error_string);
 MPS_WIRE_ASSERT_SIZE(mps_msg_capture_begin);
+MPS_WIRE_ASSERT_SIZE(mps_msg_kernel_node);
+_Static_assert(sizeof(struct mps_kernel_node_out) == 32, "kernel node reply layout");
 _Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
 _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");
 _Static_assert(offsetof(struct mps_msg_launch, func) == 16, "launch layout");

@@ -46,7 +46,9 @@
 #define MPS_DRIVER_OPT(X) \
 	X(cuKernelSetCacheConfig) X(cuMemPoolDestroy) X(cuMemRelease) \
 	X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamIsCapturing) \
-	X(cuStreamGetCaptureInfo_v3) X(cuThreadExchangeStreamCaptureMode) X(cuStreamBeginCaptureToGraph)
+	X(cuStreamGetCaptureInfo_v3) X(cuThreadExchangeStreamCaptureMode) X(cuStreamBeginCaptureToGraph) \
+	X(cuGraphAddKernelNode_v2) X(cuGraphKernelNodeSetParams_v2) X(cuGraphExecKernelNodeSetParams_v2) \
+	X(cuGraphKernelNodeGetParams_v2)
 
 #define MPS_DRIVER_FIELD(name) __typeof__(&name) name;
 
