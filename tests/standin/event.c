@@ -12,8 +12,14 @@
  *
  * A record dropped because its context died is completed with the error, so
  * nothing waits for it forever.
+ *
+ * Recorded on a capturing stream, an event instead remembers where the
+ * capture stood (capture.c): a stream that waits for it then follows those
+ * nodes, joining the capture if it was not in it. Queried or synchronized,
+ * such an event refuses, as capture work has not run.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "standin.h"
 
@@ -23,7 +29,69 @@ struct si_event {
 	unsigned flags;
 	struct si_record *rec;          /* latest record, referenced; NULL: never recorded */
 	struct si_list link;            /* in ctx->events */
+	/* Last recorded in a capture (cap_id names it: captures come and go). */
+	struct si_capture *cap;
+	uint64_t cap_id;
+	struct si_gnode **cap_deps;
+	unsigned ncap_deps;
+	struct si_stream *cap_from;
+	uint64_t cap_ops;
 };
+
+struct si_capture *mps__capture_live(struct si_capture *cap, uint64_t id);
+
+struct si_op *mps__event_wait_op(CUevent ev, CUresult *rc)
+{
+	struct si_event *e = mps__handle_get((uintptr_t)ev, SI_H_EVENT);
+	struct si_op *op;
+
+	*rc = e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (!e || !e->rec)
+		return NULL;    /* never recorded: nothing to wait for */
+	op = mps__op_new(SI_OP_WAIT);
+	if (!op) {
+		*rc = CUDA_ERROR_OUT_OF_MEMORY;
+		return NULL;
+	}
+	op->rec = e->rec;
+	op->rec->refs++;
+	return op;
+}
+
+struct si_capture *mps__event_capture(CUevent ev, struct si_gnode ***deps, unsigned *ndeps,
+				      struct si_stream **from, uint64_t *ops)
+{
+	struct si_event *e = mps__handle_get((uintptr_t)ev, SI_H_EVENT);
+
+	if (!e || !e->cap || !mps__capture_live(e->cap, e->cap_id))
+		return NULL;
+	*deps = e->cap_deps;
+	*ndeps = e->ncap_deps;
+	*from = e->cap_from;
+	*ops = e->cap_ops;
+	return e->cap;
+}
+
+void mps__event_set_capture(CUevent ev, struct si_capture *cap, struct si_gnode *const *deps, unsigned ndeps,
+			    struct si_stream *from, uint64_t ops)
+{
+	struct si_event *e = mps__handle_get((uintptr_t)ev, SI_H_EVENT);
+	struct si_gnode **d = ndeps ? malloc(ndeps * sizeof(*d)) : NULL;
+
+	if (!e || (ndeps && !d)) {
+		free(d);
+		return;
+	}
+	if (ndeps)
+		memcpy(d, deps, ndeps * sizeof(*d));
+	free(e->cap_deps);
+	e->cap = cap;
+	e->cap_id = cap->id;
+	e->cap_deps = d;
+	e->ncap_deps = ndeps;
+	e->cap_from = from;
+	e->cap_ops = ops;
+}
 
 struct si_record *mps__record_new(void)
 {
@@ -71,6 +139,7 @@ CUresult mps__event_record(struct si_context *ctx, struct si_stream *s, CUevent 
 	if (e->rec)
 		mps__record_put(e->rec);
 	e->rec = rec;
+	e->cap = NULL;          /* recorded outside any capture now */
 	mps__submit(s, op);
 	return CUDA_SUCCESS;
 }
@@ -88,6 +157,7 @@ static void event_free(struct si_event *e)
 	si_list_del(&e->link);
 	if (e->rec)
 		mps__record_put(e->rec);
+	free(e->cap_deps);
 	free(e);
 }
 
@@ -145,7 +215,9 @@ CU_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigne
 		return CUDA_ERROR_INVALID_VALUE;
 	mps__lock();
 	rc = mps__stream_enter(hStream, &ctx, &s);
-	if (rc == CUDA_SUCCESS)
+	if (rc == CUDA_SUCCESS && s->cap)
+		rc = mps__capture_record(s, hEvent);
+	else if (rc == CUDA_SUCCESS)
 		rc = mps__event_record(ctx, s, hEvent);
 	mps__unlock();
 	return rc;
@@ -165,7 +237,9 @@ CU_API CUresult cuEventQuery(CUevent hEvent)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	mps__lock();
 	e = mps__handle_get((uintptr_t)hEvent, SI_H_EVENT);
-	if (e) {
+	if (e && e->cap && mps__capture_live(e->cap, e->cap_id)) {
+		rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;   /* its work is in a graph, not run */
+	} else if (e) {
 		rc = e->ctx->sticky;
 		if (rc == CUDA_SUCCESS && e->rec)
 			rc = e->rec->done ? e->rec->err : CUDA_ERROR_NOT_READY;
@@ -187,6 +261,10 @@ CU_API CUresult cuEventSynchronize(CUevent hEvent)
 	e = mps__handle_get((uintptr_t)hEvent, SI_H_EVENT);
 	if (!e)
 		goto out_unlock;
+	if (e->cap && mps__capture_live(e->cap, e->cap_id)) {
+		rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		goto out_unlock;
+	}
 	ctx = e->ctx;           /* contexts live forever; the event may not */
 	rec = e->rec;
 	rc = CUDA_SUCCESS;
@@ -272,6 +350,10 @@ CU_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int
 	e = mps__handle_get((uintptr_t)hEvent, SI_H_EVENT);
 	if (!e) {
 		rc = CUDA_ERROR_INVALID_HANDLE;
+		goto out_unlock;
+	}
+	if (s->cap || (e->cap && mps__capture_live(e->cap, e->cap_id))) {
+		rc = mps__capture_wait(s, hEvent);
 		goto out_unlock;
 	}
 	if (!e->rec)

@@ -130,13 +130,47 @@ static CUresult check_cluster(const struct launch *L, const struct si_function *
 	return CUDA_SUCCESS;
 }
 
+CUresult mps__kernel_op(struct si_function *fn, const unsigned grid[3], const unsigned block[3], unsigned smem,
+			void **params, void **extra, struct si_op **out)
+{
+	struct launch L = { .smem = smem, .params = params, .extra = extra };
+	unsigned char *packed;
+	struct si_op *op;
+	CUresult rc;
+
+	memcpy(L.grid, grid, sizeof(L.grid));
+	memcpy(L.block, block, sizeof(L.block));
+	rc = check_geometry(&L, fn);
+	if (rc == CUDA_SUCCESS)
+		rc = check_cluster(&L, fn);
+	if (rc == CUDA_SUCCESS && !fn->twin)
+		rc = CUDA_ERROR_NOT_SUPPORTED;
+	if (rc == CUDA_SUCCESS)
+		rc = pack_params(fn->entry, params, extra, &packed);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	op = mps__op_new(SI_OP_KERNEL);
+	if (!op) {
+		free(packed);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	op->kernel.twin = fn->twin;
+	op->kernel.mod = fn->mod;
+	fn->mod->refs++;
+	op->kernel.entry = fn->entry;
+	op->kernel.params = packed;
+	memcpy(op->kernel.grid, grid, sizeof(op->kernel.grid));
+	memcpy(op->kernel.block, block, sizeof(op->kernel.block));
+	*out = op;
+	return CUDA_SUCCESS;
+}
+
 static CUresult launch(const struct launch *L)
 {
 	struct si_context *ctx;
 	struct si_stream *s;
 	struct si_function *fn;
 	struct si_op *op;
-	unsigned char *params;
 	CUresult rc;
 
 	if (!mps__initialized())
@@ -154,7 +188,7 @@ static CUresult launch(const struct launch *L)
 		goto out_unlock;
 	rc = check_geometry(L, fn);
 	if (rc == CUDA_SUCCESS)
-		rc = check_cluster(L, fn);
+		rc = check_cluster(L, fn);   /* with the launch's own cluster shape */
 	if (rc != CUDA_SUCCESS)
 		goto out_unlock;
 	if (L->cooperative) {
@@ -165,30 +199,14 @@ static CUresult launch(const struct launch *L)
 		if (blocks > (uint64_t)per_sm * SI_SM_COUNT)
 			goto out_unlock;
 	}
-	rc = CUDA_ERROR_NOT_SUPPORTED;
-	if (!fn->twin)
-		goto out_unlock;
 	for (unsigned i = 0; i < L->nevents; i++) {
 		rc = mps__event_check(L->events[i], ctx);
 		if (rc != CUDA_SUCCESS)
 			goto out_unlock;
 	}
-	rc = pack_params(fn->entry, L->params, L->extra, &params);
+	rc = mps__kernel_op(fn, L->grid, L->block, L->smem, L->params, L->extra, &op);
 	if (rc != CUDA_SUCCESS)
 		goto out_unlock;
-	op = mps__op_new(SI_OP_KERNEL);
-	if (!op) {
-		free(params);
-		rc = CUDA_ERROR_OUT_OF_MEMORY;
-		goto out_unlock;
-	}
-	op->kernel.twin = fn->twin;
-	op->kernel.mod = fn->mod;
-	fn->mod->refs++;
-	op->kernel.entry = fn->entry;
-	op->kernel.params = params;
-	memcpy(op->kernel.grid, L->grid, sizeof(L->grid));
-	memcpy(op->kernel.block, L->block, sizeof(L->block));
 	mps__submit(s, op);
 	for (unsigned i = 0; rc == CUDA_SUCCESS && i < L->nevents; i++)
 		rc = mps__event_record(ctx, s, L->events[i]);

@@ -52,6 +52,44 @@ void mps__op_free(struct si_op *op)
 	free(op);
 }
 
+struct si_op *mps__op_clone(const struct si_op *op)
+{
+	struct si_op *c = mps__op_new(op->kind);
+
+	if (!c)
+		return NULL;
+	switch (op->kind) {
+	case SI_OP_COPY:
+		c->copy = op->copy;
+		c->copy.staging = NULL;
+		if (op->copy.staging) {
+			c->copy.staging = malloc(op->copy.bytes ? op->copy.bytes : 1);
+			if (!c->copy.staging)
+				goto err;
+			memcpy(c->copy.staging, op->copy.staging, op->copy.bytes);
+		}
+		break;
+	case SI_OP_MEMSET:
+		c->memset = op->memset;
+		break;
+	case SI_OP_KERNEL:
+		c->kernel = op->kernel;
+		c->kernel.params = malloc(op->kernel.entry->param_bytes + 1);
+		if (!c->kernel.params)
+			goto err;
+		memcpy(c->kernel.params, op->kernel.params, op->kernel.entry->param_bytes);
+		c->kernel.mod->refs++;
+		break;
+	default:
+		c->kind = SI_OP_MARKER;   /* records and waits are made afresh, not copied */
+		break;
+	}
+	return c;
+err:
+	free(c);
+	return NULL;
+}
+
 static CUresult run_copy(struct si_op *op)
 {
 	struct si_range *d = NULL, *s = NULL;

@@ -103,6 +103,9 @@ enum si_kind {
 	SI_H_FUNCTION,
 	SI_H_LIBRARY,
 	SI_H_KERNEL,
+	SI_H_GRAPH,
+	SI_H_GNODE,
+	SI_H_GEXEC,
 };
 
 /* Returns a new handle for obj, or 0 when out of memory. */
@@ -395,6 +398,11 @@ struct si_stream {
 	unsigned refs;                  /* handle + thread + waiters */
 	pthread_cond_t wake;            /* work arrived, or destroyed/killed */
 	struct si_list link;            /* in ctx->streams */
+	struct si_capture *cap;         /* the capture this stream is in, or NULL (capture.c) */
+	struct si_gnode **cap_deps;     /* the nodes its next captured work follows */
+	unsigned ncap_deps, cap_deps_cap;
+	uint64_t cap_ops;               /* work captured on it (unjoined detection) */
+	bool cap_unjoined;              /* forked into the capture and not joined back */
 };
 
 struct si_op *mps__op_new(enum si_op_kind kind);
@@ -464,6 +472,82 @@ CUresult mps__launch_access(struct si_launch *l, uint64_t addr, size_t bytes, si
 			    void **out);
 /* The module global called name, at least bytes long. */
 CUresult mps__launch_global(struct si_launch *l, const char *name, size_t bytes, void **out);
+
+/* ---- graphs and stream capture (graph.c, graphexec.c, capture.c) --------- */
+
+struct si_graph {
+	uintptr_t handle;               /* 0 for a graph no one may name (being built) */
+	struct si_list nodes;           /* si_gnode.link, in creation order */
+	unsigned nnodes;
+	struct si_gnode *parent;        /* the child-graph node that owns it, or NULL */
+	struct si_capture *cap;         /* the capture building it, or NULL */
+};
+
+struct si_gnode {
+	uintptr_t handle;
+	struct si_graph *graph;
+	CUgraphNodeType type;
+	struct si_op *op;               /* kernel, memcpy, memset: the work, never submitted itself */
+	const struct si_function *fn;   /* kernel: its function */
+	struct si_graph *child;         /* CU_GRAPH_NODE_TYPE_GRAPH: a clone it owns */
+	CUevent event;                  /* event record / wait */
+	CUdeviceptr dptr;               /* mem alloc / free */
+	size_t bytes;                   /* mem alloc */
+	struct si_gnode **deps;
+	unsigned ndeps, deps_cap;
+	struct si_gnode *clone_of;      /* during cuGraphClone, and after: FindInClone */
+	int mark;                       /* scratch for walks */
+	struct si_list link;            /* in graph->nodes */
+};
+
+struct si_capture {
+	uint64_t id;
+	struct si_graph *graph;
+	struct si_stream *origin;
+	CUstreamCaptureMode mode;
+	bool invalidated;
+	bool to_graph;                  /* into a graph of the caller's (not returned as new) */
+};
+
+struct si_graph *mps__graph_new(void);
+/* Destroys a graph and its nodes (a child graph's too). Under the lock. */
+void mps__graph_free(struct si_graph *g);
+/* Adds a node of a type after ndeps nodes of g. NULL when out of memory. */
+struct si_gnode *mps__gnode_add(struct si_graph *g, CUgraphNodeType type, struct si_gnode *const *deps,
+				unsigned ndeps);
+/* A deep copy of a kernel, copy or memset operation (for a node or a launch). */
+struct si_op *mps__op_clone(const struct si_op *op);
+/* Checks a kernel launch and makes its operation (launch.c): what the
+ * driver checks at cuLaunchKernel, against the function fn resolved in ctx. */
+CUresult mps__kernel_op(struct si_function *fn, const unsigned grid[3], const unsigned block[3], unsigned smem,
+			void **params, void **extra, struct si_op **out);
+/* Queues the nodes of g on s, in an order that keeps every dependency
+ * (graphexec.c). Under the lock. */
+CUresult mps__graph_submit(struct si_graph *g, struct si_context *ctx, struct si_stream *s);
+/* Puts an operation submitted to a capturing stream into the capture
+ * graph instead (capture.c). Takes ownership of op. Under the lock. */
+void mps__capture_op(struct si_stream *s, struct si_op *op);
+/* A synchronizing call on a capturing stream: invalidates its capture and
+ * returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. Under the lock. */
+CUresult mps__capture_refuse(struct si_stream *s);
+/* An event recorded on, or waited for by, a capturing stream (or waited for
+ * by one that joins the capture). Under the lock; CUresult of the call. */
+struct si_event;
+CUresult mps__capture_record(struct si_stream *s, CUevent ev);
+CUresult mps__capture_wait(struct si_stream *s, CUevent ev);
+/* The capture an event was last recorded in (its dependencies), or NULL
+ * (event.c). */
+struct si_capture *mps__event_capture(CUevent ev, struct si_gnode ***deps, unsigned *ndeps,
+				      struct si_stream **from, uint64_t *ops);
+void mps__event_set_capture(CUevent ev, struct si_capture *cap, struct si_gnode *const *deps, unsigned ndeps,
+			    struct si_stream *from, uint64_t ops);
+/* An operation that waits for ev's latest record, or NULL with *rc
+ * CUDA_SUCCESS when it was never recorded (event.c). Under the lock. */
+struct si_op *mps__event_wait_op(CUevent ev, CUresult *rc);
+/* A deep copy of a graph and its nodes (graph.c); NULL when out of memory. */
+struct si_graph *mps__graph_clone(struct si_graph *src);
+/* Ends s's part in its capture (the capture ended or its stream went). */
+void mps__capture_leave(struct si_stream *s);
 
 /* Blocks of a function resident on one SM (occupancy.c). */
 int mps__occupancy(const struct si_function *fn, int block_threads, size_t dyn_smem);

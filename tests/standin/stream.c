@@ -40,6 +40,7 @@ void mps__stream_put(struct si_stream *s)
 	if (--s->refs)
 		return;
 	pthread_cond_destroy(&s->wake);
+	free(s->cap_deps);
 	free(s);
 }
 
@@ -224,6 +225,10 @@ CUresult mps__stream_enter(CUstream h, struct si_context **ctx, struct si_stream
 
 void mps__submit(struct si_stream *s, struct si_op *op)
 {
+	if (s->cap) {
+		mps__capture_op(s, op);
+		return;
+	}
 	op->serial = ++serial;
 	op->next = NULL;
 	if (s->tail)
@@ -239,6 +244,10 @@ CUresult mps__submit_wait(struct si_stream *s, struct si_op *op)
 {
 	struct si_waiter w = { .done = false, .result = CUDA_SUCCESS };
 
+	if (s->cap) {
+		mps__op_free(op);
+		return mps__capture_refuse(s);
+	}
 	op->waiter = &w;
 	mps__submit(s, op);
 	while (!w.done)         /* the operation always completes: run or dropped */
@@ -272,6 +281,7 @@ void mps__streams_kill(struct si_context *ctx)
 		struct si_stream *s = si_container_of(l, struct si_stream, link);
 
 		s->killed = true;
+		mps__capture_leave(s);
 		if (s->handle) {
 			mps__handle_remove(s->handle);
 			s->handle = 0;
@@ -346,6 +356,7 @@ CU_API CUresult cuStreamDestroy_v2(CUstream hStream)
 	s = mps__stream_is_legacy(hStream) ? NULL : mps__handle_get((uintptr_t)hStream, SI_H_STREAM);
 	if (s) {
 		/* Returns at once; the thread finishes the queue, then exits. */
+		mps__capture_leave(s);
 		mps__handle_remove(s->handle);
 		s->handle = 0;
 		s->destroyed = true;
@@ -375,7 +386,9 @@ CU_API CUresult cuStreamSynchronize(CUstream hStream)
 			op = mps__op_new(SI_OP_MARKER);
 			rc = op ? mps__submit_wait(s, op) : CUDA_ERROR_OUT_OF_MEMORY;
 		}
-	} else if ((s = mps__handle_get((uintptr_t)hStream, SI_H_STREAM))) {
+	} else if ((s = mps__handle_get((uintptr_t)hStream, SI_H_STREAM)) && s->cap) {
+		rc = mps__capture_refuse(s);
+	} else if (s) {
 		uint64_t target = s->enqueued;
 
 		s->refs++;
@@ -411,7 +424,9 @@ CU_API CUresult cuStreamQuery(CUstream hStream)
 				break;
 			}
 		}
-	} else if ((s = mps__handle_get((uintptr_t)hStream, SI_H_STREAM))) {
+	} else if ((s = mps__handle_get((uintptr_t)hStream, SI_H_STREAM)) && s->cap) {
+		rc = mps__capture_refuse(s);
+	} else if (s) {
 		rc = s->ctx->sticky;
 		if (rc == CUDA_SUCCESS && s->completed != s->enqueued)
 			rc = CUDA_ERROR_NOT_READY;

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+/*
+ * CUDA graphs and stream capture.
+ *
+ * Capture: on a stream of its own, a kernel that transforms a buffer in
+ * place, a device-to-device copy of it, and a memset of a second buffer,
+ * with a fork to a second stream and back (events); the graph it ends in is
+ * instantiated and launched three times, each on fresh random input copied
+ * in before, and every element checked. While capturing: the stream reports
+ * itself capturing with one open dependency; a synchronize fails and spoils
+ * the capture; an unjoined fork spoils the end; an allocation where the
+ * capture mode forbids one fails, and is allowed in relaxed mode; the
+ * legacy stream cannot be captured.
+ *
+ * Built by hand: a memset node, a kernel node after it, an empty node,
+ * edges, the graph's nodes, roots and edges read back, a clone and a node
+ * found in it, kernel parameters read back and changed (in the graph and in
+ * the executable graph), a node disabled, an update that keeps the topology
+ * and one that does not.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define N 4096
+
+static CUfunction affine, iota;
+static uint64_t rng;
+
+/* affine_u32(p, mul, add, n): p[i] = p[i] * mul + add. */
+static void affine_params(void **kp, CUdeviceptr *p, unsigned *mul, unsigned *add, int *n)
+{
+	kp[0] = p;
+	kp[1] = mul;
+	kp[2] = add;
+	kp[3] = n;
+}
+
+static void fill(unsigned *h)
+{
+	t_fill_bytes(h, N * sizeof(*h), &rng);
+}
+
+static void capture_graph(CUcontext ctx)
+{
+	unsigned mul = 2654435761u, add = 0x9e37u, zval = 0x5a5a1234u, *in = malloc(N * 4), *out = malloc(N * 4);
+	CUdeviceptr x, y, z;
+	CUstream s, s2;
+	CUevent fork, back;
+	CUgraph g;
+	CUgraphExec ge;
+	CUstreamCaptureStatus st;
+	const CUgraphNode *deps;
+	size_t ndeps = 9;
+	cuuint64_t id = 0;
+	int n = N;
+	void *kp[4];
+
+	REQUIRE(in && out, "out of memory");
+	CHECK(cuMemAlloc(&x, N * 4));
+	CHECK(cuMemAlloc(&y, N * 4));
+	CHECK(cuMemAlloc(&z, N * 4));
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	CHECK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+	CHECK(cuEventCreate(&back, CU_EVENT_DISABLE_TIMING));
+
+	CHECK(cuStreamIsCapturing(s, &st));
+	EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE, "a fresh stream reports capture status %d", st);
+	CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	affine_params(kp, &x, &mul, &add, &n);
+	CHECK(t_launch(affine, N / 256, 256, s, kp));
+	CHECK(cuStreamGetCaptureInfo(s, &st, &id, NULL, &deps, NULL, &ndeps));
+	EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0 && ndeps == 1,
+	       "while capturing: status %d, id %llu, %zu open dependencies (want active, an id, 1)", st,
+	       (unsigned long long)id, ndeps);
+	/* Fork: the second stream copies while the first sets z; then join. */
+	CHECK(cuEventRecord(fork, s));
+	CHECK(cuStreamWaitEvent(s2, fork, 0));
+	CHECK(cuStreamIsCapturing(s2, &st));
+	EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE, "a stream that waited for the capture is not in it (%d)", st);
+	CHECK(cuMemcpyDtoDAsync(y, x, N * 4, s2));
+	CHECK(cuMemsetD32Async(z, zval, N, s));
+	CHECK(cuEventRecord(back, s2));
+	CHECK(cuStreamWaitEvent(s, back, 0));
+	CHECK(cuStreamEndCapture(s, &g));
+	REQUIRE(g, "capture ended without a graph");
+	CHECK(cuStreamIsCapturing(s2, &st));
+	EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE, "a joined stream still captures after the end (%d)", st);
+	{
+		size_t nn = 0;
+
+		CHECK(cuGraphGetNodes(g, NULL, &nn));
+		EXPECT(nn == 3, "the captured graph has %zu nodes, want 3 (kernel, copy, memset)", nn);
+	}
+	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+	for (int round = 0; round < 3; round++) {
+		fill(in);
+		CHECK(cuMemcpyHtoD(x, in, N * 4));
+		CHECK(cuMemsetD32(z, 0, N));
+		CHECK(cuGraphLaunch(ge, s));
+		CHECK(cuStreamSynchronize(s));
+		CHECK(cuMemcpyDtoH(out, y, N * 4));
+		for (int i = 0; i < N; i++)
+			if (!EXPECT(out[i] == in[i] * mul + add, "round %d: y[%d] = %#x, want %#x", round, i, out[i],
+				    in[i] * mul + add))
+				break;
+		CHECK(cuMemcpyDtoH(out, z, N * 4));
+		for (int i = 0; i < N; i++)
+			if (!EXPECT(out[i] == zval, "round %d: z[%d] = %#x, want %#x", round, i, out[i], zval))
+				break;
+	}
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(g));
+
+	/* A synchronize while capturing fails and spoils the capture. */
+	CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	CHECK(t_launch(affine, N / 256, 256, s, kp));
+	CHECK_ERR(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	g = (CUgraph)1;
+	CHECK_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	EXPECT(g == NULL, "an invalidated capture gave a graph");
+
+	/* A fork never joined back spoils the end. */
+	CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	CHECK(cuEventRecord(fork, s));
+	CHECK(cuStreamWaitEvent(s2, fork, 0));
+	CHECK(cuMemsetD32Async(z, 1, N, s2));
+	CHECK_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+
+	/* Allocating is unsafe while this thread captures in global mode; in
+	 * relaxed mode it is allowed. */
+	{
+		CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+		CUdeviceptr tmp;
+
+		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		CHECK(t_launch(affine, N / 256, 256, s, kp));
+		CHECK(cuThreadExchangeStreamCaptureMode(&mode));
+		CHECK(cuMemAlloc(&tmp, 4096));
+		CHECK(cuMemFree(tmp));
+		CHECK(cuThreadExchangeStreamCaptureMode(&mode));
+		EXPECT(mode == CU_STREAM_CAPTURE_MODE_RELAXED, "the thread's capture mode came back as %d", mode);
+		CHECK_ERR(cuMemAlloc(&tmp, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+		CHECK_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	}
+	CHECK_ERR(cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL),
+		  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CHECK_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
+
+	CHECK(cuEventDestroy(fork));
+	CHECK(cuEventDestroy(back));
+	CHECK(cuStreamDestroy(s));
+	CHECK(cuStreamDestroy(s2));
+	CHECK(cuMemFree(x));
+	CHECK(cuMemFree(y));
+	CHECK(cuMemFree(z));
+	free(in);
+	free(out);
+	(void)ctx;
+}
+
+static void explicit_graph(void)
+{
+	unsigned base = (unsigned)t_rand(&rng), mul = 0x01000193u, add = (unsigned)t_rand(&rng), *out = malloc(N * 4);
+	unsigned zval = 0x77aa0011u;
+	CUDA_KERNEL_NODE_PARAMS kpar, got;
+	CUDA_MEMSET_NODE_PARAMS mpar;
+	CUgraphNode ms, k1, k2, e, nodes[8], roots[8], from[8], to[8], found;
+	CUdeviceptr p, z;
+	CUgraph g, g2, clone;
+	CUgraphExec ge;
+	CUgraphExecUpdateResultInfo info;
+	CUgraphNodeType type;
+	CUstream s;
+	size_t nn, nr, ne;
+	int n = N;
+	void *kp[4], *ip[3];
+
+	REQUIRE(out, "out of memory");
+	CHECK(cuMemAlloc(&p, N * 4));
+	CHECK(cuMemAlloc(&z, N * 4));
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cuGraphCreate(&g, 0));
+
+	/* z = zval; p = base + i; p = p * mul + add; then an empty node. */
+	memset(&mpar, 0, sizeof(mpar));
+	mpar.dst = z;
+	mpar.elementSize = 4;
+	mpar.width = N;
+	mpar.height = 1;
+	mpar.pitch = N * 4;
+	mpar.value = zval;
+	CHECK(cuGraphAddMemsetNode(&ms, g, NULL, 0, &mpar, NULL));
+	ip[0] = &p;
+	ip[1] = &base;
+	ip[2] = &n;
+	memset(&kpar, 0, sizeof(kpar));
+	kpar.func = iota;
+	kpar.gridDimX = N / 256;
+	kpar.gridDimY = kpar.gridDimZ = 1;
+	kpar.blockDimX = 256;
+	kpar.blockDimY = kpar.blockDimZ = 1;
+	kpar.kernelParams = ip;
+	CHECK(cuGraphAddKernelNode(&k1, g, &ms, 1, &kpar));
+	affine_params(kp, &p, &mul, &add, &n);
+	kpar.func = affine;
+	kpar.kernelParams = kp;
+	CHECK(cuGraphAddKernelNode(&k2, g, NULL, 0, &kpar));
+	CHECK(cuGraphAddDependencies(g, &k1, &k2, NULL, 1));
+	CHECK(cuGraphAddEmptyNode(&e, g, &k2, 1));
+
+	nn = 8;
+	CHECK(cuGraphGetNodes(g, nodes, &nn));
+	EXPECT(nn == 4, "the graph has %zu nodes, want 4", nn);
+	nr = 8;
+	CHECK(cuGraphGetRootNodes(g, roots, &nr));
+	EXPECT(nr == 1 && roots[0] == ms, "%zu roots (want 1, the memset node)", nr);
+	ne = 8;
+	CHECK(cuGraphGetEdges(g, from, to, NULL, &ne));
+	EXPECT(ne == 3, "the graph has %zu edges, want 3", ne);
+	CHECK(cuGraphNodeGetType(k2, &type));
+	EXPECT(type == CU_GRAPH_NODE_TYPE_KERNEL, "a kernel node has type %d", type);
+	CHECK_ERR(cuGraphAddDependencies(g, &e, &ms, NULL, 1), CUDA_ERROR_INVALID_VALUE);   /* a cycle */
+
+	memset(&got, 0, sizeof(got));
+	CHECK(cuGraphKernelNodeGetParams(k2, &got));
+	EXPECT(got.func == affine && got.gridDimX == N / 256 && got.blockDimX == 256 && got.kernelParams &&
+	       *(unsigned *)got.kernelParams[1] == mul && *(unsigned *)got.kernelParams[2] == add,
+	       "kernel node parameters read back wrong");
+
+	CHECK(cuGraphClone(&clone, g));
+	CHECK(cuGraphNodeFindInClone(&found, k2, clone));
+	CHECK(cuGraphNodeGetType(found, &type));
+	EXPECT(type == CU_GRAPH_NODE_TYPE_KERNEL && found != k2, "the clone's copy of a kernel node is wrong");
+
+	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+	CHECK(cuGraphLaunch(ge, s));
+	CHECK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoH(out, p, N * 4));
+	for (int i = 0; i < N; i++)
+		if (!EXPECT(out[i] == (base + (unsigned)i) * mul + add, "p[%d] = %#x, want %#x", i, out[i],
+			    (base + (unsigned)i) * mul + add))
+			break;
+	CHECK(cuMemcpyDtoH(out, z, N * 4));
+	EXPECT(out[0] == zval && out[N - 1] == zval, "the memset node did not run");
+
+	/* New parameters in the executable graph only. */
+	add = (unsigned)t_rand(&rng);
+	CHECK(cuGraphExecKernelNodeSetParams(ge, k2, &kpar));
+	CHECK(cuGraphLaunch(ge, s));
+	CHECK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoH(out, p, N * 4));
+	EXPECT(out[7] == (base + 7u) * mul + add, "after an executable-graph update p[7] = %#x, want %#x", out[7],
+	       (base + 7u) * mul + add);
+
+	/* The transform disabled: p is the iota alone. */
+	CHECK(cuGraphNodeSetEnabled(ge, k2, 0));
+	CHECK(cuGraphLaunch(ge, s));
+	CHECK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoH(out, p, N * 4));
+	EXPECT(out[9] == base + 9u, "with the node disabled p[9] = %#x, want %#x", out[9], base + 9u);
+	CHECK(cuGraphNodeSetEnabled(ge, k2, 1));
+
+	/* An update from a graph of the same shape takes; from another, not. */
+	CHECK(cuGraphExecUpdate(ge, clone, &info));
+	EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS, "update from the clone: result %d", info.result);
+	CHECK(cuGraphCreate(&g2, 0));
+	CHECK(cuGraphAddEmptyNode(&e, g2, NULL, 0));
+	CHECK_ERR(cuGraphExecUpdate(ge, g2, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+	EXPECT(info.result != CU_GRAPH_EXEC_UPDATE_SUCCESS, "an update across topologies reported success");
+
+	CHECK(cuGraphDestroyNode(e));
+	nn = 8;
+	CHECK(cuGraphGetNodes(g2, nodes, &nn));
+	EXPECT(nn == 0, "a destroyed node is still listed (%zu)", nn);
+
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(g2));
+	CHECK(cuGraphDestroy(clone));
+	CHECK(cuGraphDestroy(g));
+	CHECK(cuStreamDestroy(s));
+	CHECK(cuMemFree(p));
+	CHECK(cuMemFree(z));
+	free(out);
+}
+
+int main(int argc, char **argv)
+{
+	CUcontext ctx;
+	CUmodule mod;
+
+	t_init(argc, argv);
+	ctx = t_primary(t_device());
+	mod = t_module();
+	affine = t_func(mod, "affine_u32");
+	iota = t_func(mod, "iota_u32");
+	rng = t_rng(1);
+	capture_graph(ctx);
+	explicit_graph();
+	CHECK(cuModuleUnload(mod));
+	return t_failures() ? T_FAIL : T_PASS;
+}
