@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <cudaTypedefs.h>
+#include <cudaProfiler.h>
 
 #include "client/api.h"
 #include "client/client.h"
@@ -331,6 +332,14 @@ static CUresult ctx_synchronize_v2(CUcontext c)
 	return sync_ctx(c ? ctx_arg(c) : mps__ctx_cur());
 }
 
+/* Profiling ranges: the work runs in the server's context, where a profiler
+ * attached to this process cannot see it, so the range marks are accepted and
+ * change nothing. Programs that bracket their hot loop with them keep running. */
+static CUresult profiler_mark(void)
+{
+	return mps__ctx_cur() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
 static CUresult ctx_get_flags(unsigned int *flags)
 {
 	struct mps_ctx *ctx = mps__ctx_cur();
@@ -558,6 +567,8 @@ const struct mps_impl mps__context_api[] = {
 	MPS_IMPL(cuCtxSetLimit, ctx_set_limit),
 	MPS_IMPL(cuCtxGetStreamPriorityRange, ctx_get_stream_priority_range),
 	MPS_IMPL(cuCtxGetCacheConfig, ctx_get_cache_config),
+	MPS_IMPL(cuProfilerStart, profiler_mark),
+	MPS_IMPL(cuProfilerStop, profiler_mark),
 	MPS_IMPL(cuCtxSetCacheConfig, ctx_set_cache_config),
 	MPS_IMPL(cuDevicePrimaryCtxRetain, primary_retain),
 	MPS_IMPL(cuDevicePrimaryCtxRelease_v2, primary_release),

@@ -424,8 +424,14 @@ void mps__op_func_attr(struct mps_client *c, const struct mps_msg *m)
 		break;
 	case MPS_FUNC_CACHE_CONFIG:
 	case MPS_KERNEL_CACHE_CONFIG:
-		/* A CUkernel cast to CUfunction is accepted here by the driver. */
-		r = mps_drv.cuFuncSetCacheConfig(f->f, (CUfunc_cache)q->value);
+		/* A kernel's preference is per device: the driver refuses a
+		 * CUkernel where a CUfunction is wanted. */
+		if (!f->is_kernel)
+			r = mps_drv.cuFuncSetCacheConfig(f->f, (CUfunc_cache)q->value);
+		else if (mps_drv.cuKernelSetCacheConfig)
+			r = mps_drv.cuKernelSetCacheConfig((CUkernel)f->f, (CUfunc_cache)q->value, mps_srv.dev[device].dev);
+		else
+			r = CUDA_ERROR_NOT_SUPPORTED;
 		break;
 	default:
 		r = CUDA_ERROR_INVALID_VALUE;

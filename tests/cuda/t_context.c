@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cudaProfiler.h>
+
 #include "common.h"
 
 /* Proves ctx (current) can hold memory and run a copy: fills a buffer with
@@ -66,7 +68,10 @@ static void test_primary(CUdevice dev)
 
 	/* Retaining does not make it current. */
 	EXPECT(current() == NULL, "a context is current after retain alone");
+	CHECK_ERR(cuProfilerStart(), CUDA_ERROR_INVALID_CONTEXT);
 	CHECK(cuCtxSetCurrent(p1));
+	CHECK(cuProfilerStart());
+	CHECK(cuProfilerStop());
 	EXPECT(current() == p1, "cuCtxSetCurrent(primary) did not make it current");
 	CHECK(cuCtxGetFlags(&ctxflags));
 	EXPECT((ctxflags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC, "primary context flags 0x%x", ctxflags);

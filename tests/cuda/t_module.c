@@ -367,6 +367,9 @@ static void test_library(const char *ptx)
 	CHECK(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kv, dev));
 	EXPECT(v == 4096, "kernel max dynamic shared memory %d after setting 4096", v);
 	run_vadd(fv, "vadd from a library after setting attributes");
+	CHECK(cuKernelSetCacheConfig(kv, CU_FUNC_CACHE_PREFER_SHARED, dev));
+	CHECK_ERR(cuKernelSetCacheConfig(kv, (CUfunc_cache)77, dev), CUDA_ERROR_INVALID_VALUE);
+	run_vadd(fv, "vadd from a library after a cache preference");
 
 	CHECK(cuLibraryUnload(lib));
 }

@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include <cudaProfiler.h>
+
 #include "standin.h"
 
 /* The calling thread's current context, as a handle (0: none). */
@@ -200,6 +202,31 @@ CU_API CUresult cuCtxSynchronize(void)
 	}
 	mps__unlock();
 	return rc;
+}
+
+/* Profiling range marks: nothing here records a profile; they need a
+ * current context, as the driver's do. */
+static CUresult profiler_mark(void)
+{
+	struct si_context *ctx;
+	CUresult rc;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	mps__lock();
+	rc = mps__ctx_current(&ctx);
+	mps__unlock();
+	return rc;
+}
+
+CU_API CUresult cuProfilerStart(void)
+{
+	return profiler_mark();
+}
+
+CU_API CUresult cuProfilerStop(void)
+{
+	return profiler_mark();
 }
 
 CU_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)

@@ -199,6 +199,23 @@ CU_API CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUker
 	return rc;
 }
 
+CU_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
+{
+	struct si_kernel *k;
+	CUresult rc;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if ((int)config < CU_FUNC_CACHE_PREFER_NONE || (int)config > CU_FUNC_CACHE_PREFER_EQUAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	rc = kernel_enter(kernel, dev, &k);
+	if (rc == CUDA_SUCCESS)
+		k->attrs[dev].cache_config = (int)config;
+	mps__unlock();
+	return rc;
+}
+
 CU_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
 				     size_t *paramSize)
 {
