@@ -659,6 +659,17 @@ class Gen:
         L.append("\tr = mps__fwd_begin(c, m, %s);" % ("true" if "noctx" not in e["opts"] else "false"))
         L.append("\tif (r != CUDA_SUCCESS)")
         L.append("\t\tgoto out;")
+        need = 0
+        for i, a in enumerate(args):
+            if a["role"] in ("new", "get", "out", "inout") and not a["nullable"]:
+                need |= 1 << i
+        if need:
+            # An output the caller gave no place for: the driver's answer to
+            # a NULL pointer, and nothing made that no one could name.
+            L.append("\tif ((q->present & 0x%xull) != 0x%xull) {" % (need, need))
+            L.append("\t\tr = CUDA_ERROR_INVALID_VALUE;")
+            L.append("\t\tgoto out;")
+            L.append("\t}")
         for i, a in enumerate(args):
             n, r, bt = a["name"], a["role"], a["base"]
             if r == "val":
@@ -712,7 +723,15 @@ class Gen:
                 L.append("\t\t\tgoto out;")
             else:
                 L.append("\t\t%s = p;" % n)
-            L.append("\t}")
+            if a["nullable"]:
+                L.append("\t}")
+            else:
+                # An absent array of elements the driver is told exist:
+                # refused here, never handed to the driver as NULL.
+                L.append("\t} else if (%s) {" % cexpr)
+                L.append("\t\tr = CUDA_ERROR_INVALID_VALUE;")
+                L.append("\t\tgoto out;")
+                L.append("\t}")
         if outs:
             cnt = outs[0][1]["count"]
             ci = self.arg_index(args, cnt)

@@ -38,6 +38,12 @@ static void unlazy(struct mps_pending *p)
 	p->lazy_next = NULL;
 }
 
+/* What a completion without an event comes to. */
+static CUresult eventless(const struct mps_pending *p)
+{
+	return p->known ? p->result : CUDA_ERROR_OUT_OF_MEMORY;   /* no event could be recorded for it */
+}
+
 static void finish(struct mps_client *c, struct mps_pending *p, CUresult r)
 {
 	unlazy(p);
@@ -82,7 +88,7 @@ static void *waiter_main(void *arg)
 			bound = p->device;
 		}
 		if (!p->ev) {
-			r = CUDA_ERROR_OUT_OF_MEMORY;   /* no event could be recorded for it */
+			r = eventless(p);
 		} else if (p->mirror) {
 			r = mps_drv.cuEventSynchronize(p->mirror);
 			/* Done by now: this only reads its state. */
@@ -132,7 +138,7 @@ void mps_comp_shutdown(struct mps_client *c)
 	while ((p = q->head)) {
 		q->head = p->next;
 		mps__bind_device(c, p->device);
-		finish(c, p, p->ev ? mps_drv.cuEventSynchronize(p->ev) : CUDA_ERROR_OUT_OF_MEMORY);
+		finish(c, p, p->ev ? mps_drv.cuEventSynchronize(p->ev) : eventless(p));
 	}
 	q->tail = NULL;
 	mps_store_relaxed(&q->count, 0);
@@ -267,22 +273,30 @@ CUresult mps_comp_after_stream(struct mps_client *c, struct mps_sstream *st, int
 
 CUresult mps_comp_settle(struct mps_client *c, struct mps_sstream *st)
 {
+	CUresult first = CUDA_SUCCESS;
+
 	while (st->lazy) {
 		struct mps_pending *p = st->lazy;
 		CUevent ev = mps_comp_event(c, p->device);
 		CUresult r;
 
-		if (!ev)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		r = mps_drv.cuEventRecord(ev, st->s);
-		if (r != CUDA_SUCCESS) {
-			mps_comp_event_put(c, ev, p->device);
-			return r;
+		r = ev ? mps_drv.cuEventRecord(ev, st->s) : CUDA_ERROR_OUT_OF_MEMORY;
+		if (r == CUDA_SUCCESS) {
+			p->ev = ev;
+		} else {
+			/* No event to stand for the stream: wait for it here,
+			 * once, so that nothing polls the stream after it is
+			 * gone. Its result is the completion's. */
+			if (ev)
+				mps_comp_event_put(c, ev, p->device);
+			p->result = mps_drv.cuStreamSynchronize(st->s);
+			p->known = true;
+			if (first == CUDA_SUCCESS)
+				first = r;
 		}
-		p->ev = ev;
 		unlazy(p);
 	}
-	return CUDA_SUCCESS;
+	return first;
 }
 
 unsigned int mps_comp_poll(struct mps_client *c)
@@ -296,7 +310,10 @@ unsigned int mps_comp_poll(struct mps_client *c)
 		CUresult r;
 
 		mps__bind_device(c, p->device);
-		r = p->lazy ? mps_drv.cuStreamQuery(p->lazy->s) : mps_drv.cuEventQuery(p->ev);
+		if (p->lazy)
+			r = mps_drv.cuStreamQuery(p->lazy->s);
+		else
+			r = p->ev ? mps_drv.cuEventQuery(p->ev) : eventless(p);
 		if (r == CUDA_ERROR_NOT_READY) {
 			prev = p;
 			pp = &p->next;
@@ -320,7 +337,7 @@ static void mirror(struct mps_client *c, struct mps_pending *p)
 	CUstream *h = &q->helper[p->device];
 	CUevent m;
 
-	if (mps__bind_device(c, p->device) != CUDA_SUCCESS)
+	if (!p->ev || mps__bind_device(c, p->device) != CUDA_SUCCESS)
 		return;
 	/* A stream of the server's own that runs no work, only waits; not a
 	 * client's stream, so not made in streams.c. */

@@ -54,6 +54,8 @@ struct mps_pending {
 	struct mps_pending *lazy_next;  /* the stream's other lazy completions */
 	CUevent mirror;       /* blocking-sync, completes right after ev; the waiter's */
 	bool pooled;          /* ev came from the pool and goes back to it */
+	bool known;           /* no event: the result is `result` already */
+	CUresult result;
 	bool deferred_ok;     /* a success may carry a deferred error instead */
 	uint8_t kind;
 	int device;

@@ -2,7 +2,8 @@
 /*
  * Writes the seed corpus of fuzz_wire: valid message sequences a client
  * could send (contexts, memory, copies, streams and events, modules,
- * libraries and launches of the test kernels, pinned host memory), a few
+ * libraries and launches of the test kernels, stream capture and graphs,
+ * pinned host memory), a few
  * malformed ones, and the inputs of bugs the fuzzer found, kept as
  * regressions.
  *
@@ -456,6 +457,59 @@ static void seed_module(struct seq *s)
 	save(s, "module");
 }
 
+/* Stream capture into a graph, a kernel node added by hand, the graph
+ * instantiated and launched, read back and destroyed; then a graph given to
+ * calls that want a node or an executable graph. */
+static void seed_graph(struct seq *s)
+{
+	struct mps_msg_capture_begin cb = { .hdr = HDR(MPS_OP_CAPTURE_BEGIN, 1, CTX), .stream = H(4) };
+	struct mps_fwd_cuGraphInstantiateWithFlags gi = { .hdr = HDR(MPS_OP_FWD_cuGraphInstantiateWithFlags, 3, CTX),
+							  .present = 1, .a1 = H(5) };
+	struct mps_fwd_cuGraphLaunch gl = { .hdr = HDR(MPS_OP_FWD_cuGraphLaunch, 4, CTX), .a0 = H(7), .a1 = H(4) };
+	struct mps_fwd_cuGraphGetNodes gn = { .hdr = HDR(MPS_OP_FWD_cuGraphGetNodes, 6, CTX), .present = 2,
+					      .a0 = H(5), .a2 = 8 };
+	struct mps_fwd_cuGraphExecDestroy ed = { .hdr = HDR(MPS_OP_FWD_cuGraphExecDestroy, 8, CTX), .a0 = H(7) };
+	struct mps_fwd_cuGraphDestroy gd = { .hdr = HDR(MPS_OP_FWD_cuGraphDestroy, 9, CTX), .a0 = H(5) };
+	struct {
+		struct mps_msg_kernel_node k;
+		uint64_t args[4];
+	} kn = { .k = { .hdr = HDR(MPS_OP_KERNEL_NODE, 2, CTX), .graph = H(5), .func = H(3), .grid = { 1, 1, 1 },
+			.block = { 16, 1, 1 }, .arg_size = 28 },
+		 .args = { FAKE(0, 0), FAKE(1, 0), FAKE(2, 0), 16 } };
+
+	kn.k.hdr.flags = MPS_KNODE_ADD;
+	begin(s, 0, 0);
+	ctx_create(s, 0, 0);
+	mem_alloc(s, CTX, 4096);
+	mem_alloc(s, CTX, 4096);
+	mem_alloc(s, CTX, 4096);
+	upload(s, CTX, 2);
+	module_load(s, CTX, MPS_MODULE);                                        /* H(2) */
+	get_symbol(s, MPS_OP_GET_FUNCTION, CTX, MPS_FUNC_OF_MODULE, H(2), "vadd"); /* H(3) */
+	stream_create(s, CTX, CU_STREAM_NON_BLOCKING, 0);                       /* H(4) */
+	copy_inline(s, CTX, 0, FAKE(0, 0), 64);
+	copy_inline(s, CTX, 0, FAKE(1, 0), 64);
+	put(s, &cb, sizeof(cb));
+	launch_vadd(s, CTX, H(3), H(4), FAKE(0, 0), FAKE(1, 0), FAKE(2, 0), 16);
+	with_handle(s, MPS_OP_CAPTURE_INFO, 5, CTX, H(4));
+	with_handle(s, MPS_OP_CAPTURE_END, 1, CTX, H(4));                       /* H(5) */
+	put(s, &kn, sizeof(kn));                                                /* H(6) */
+	put(s, &gi, sizeof(gi));                                                /* H(7) */
+	put(s, &gl, sizeof(gl));
+	with_handle(s, MPS_OP_STREAM_SYNC, 5, CTX, H(4));
+	copy_to_slot(s, 1, CTX, 0, FAKE(2, 0), 64);
+	put(s, &gn, sizeof(gn));
+	with_handle(s, MPS_OP_KERNEL_NODE_GET, 7, CTX, H(6));
+	with_handle(s, MPS_OP_KERNEL_NODE_GET, 7, CTX, H(5));                   /* a graph, not a node */
+	gl.a0 = H(5);
+	put(s, &gl, sizeof(gl));                                                /* a graph launched as an executable */
+	put(s, &ed, sizeof(ed));
+	put(s, &gd, sizeof(gd));
+	put(s, &gd, sizeof(gd));                                                /* twice */
+	simple(s, MPS_OP_CTX_SYNC, 10, CTX);
+	save(s, "graph");
+}
+
 static void seed_library(struct seq *s)
 {
 	struct mps_launch_attr prio = { .id = CU_LAUNCH_ATTRIBUTE_PRIORITY };
@@ -716,6 +770,7 @@ int main(int argc, char **argv)
 	seed_alloc_async(&s);
 	seed_module(&s);
 	seed_library(&s);
+	seed_graph(&s);
 	seed_host(&s);
 	seed_spin(&s);
 	seed_malformed(&s);

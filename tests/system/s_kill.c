@@ -3,9 +3,10 @@
  * A client killed with SIGKILL in the middle of its work: the server must
  * free everything it held and the other clients must not notice.
  *
- * The victim allocates device and pinned memory, queues many spin kernels,
- * and keeps a thread in a large pageable copy (so staging chunks are in
- * flight) when it is killed. A survivor runs verified work all along. After
+ * The victim allocates device and pinned memory, queues many spin kernels
+ * and launches of a graph, leaves a stream capture open, and keeps a thread
+ * in a large pageable copy (so staging chunks are in flight) when it is
+ * killed. A survivor runs verified work all along. After
  * the kill, a fresh client checks that the device's free memory is back to
  * what it was before the victim started, and that new clients still work.
  */
@@ -72,7 +73,9 @@ static int victim(int ready)
 {
 	CUdeviceptr d, out;
 	CUfunction spin;
-	CUstream s;
+	CUstream s, cap;
+	CUgraph g;
+	CUgraphExec ge;
 	pthread_t th;
 	void *pinned;
 	long long cycles = T_SPIN_1MS;
@@ -83,10 +86,25 @@ static int victim(int ready)
 	CHECK(cuMemAlloc(&out, 4096));
 	CHECK(cuMemAllocHost(&pinned, 8u << 20));
 	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+	/* A graph of two spins, launched many times; a capture left open. */
+	CHECK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
+	for (int i = 0; i < 2; i++) {
+		void *args[] = { &cycles, &out };
+
+		CHECK(t_launch(spin, 1, 32, cap, args));
+	}
+	CHECK(cuStreamEndCapture(cap, &g));
+	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+	CHECK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
 	for (int i = 0; i < 2000; i++) {
 		void *args[] = { &cycles, &out };
 
 		CHECK(t_launch(spin, 1, 32, s, args));
+		if (i % 20 == 0) {
+			CHECK(cuGraphLaunch(ge, s));
+			CHECK(t_launch(spin, 1, 32, cap, args));
+		}
 	}
 	pthread_create(&th, NULL, copy_forever, &d);
 	usleep(100 * 1000);

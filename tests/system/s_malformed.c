@@ -3,8 +3,9 @@
  * A hostile client speaking the wire protocol directly (no client library):
  * wrong operations, short messages, bad handles and devices, copies at
  * memory it does not own (including another client's), absurd sizes, a bad
- * image, symbol names that lie about their length, a reply slot out of
- * range, and finally a broken ring. Each must get
+ * image, symbol names that lie about their length, graphs, captures and
+ * forwarded functions given the wrong handles and counts, a reply slot out
+ * of range, and finally a broken ring. Each must get
  * a clear error (or, for the broken ring, the end of its connection), while
  * the server stays up and another client keeps working throughout.
  * The daemon socket gets garbage too.
@@ -157,6 +158,197 @@ static CUresult get_symbol(uint16_t op, uint32_t ctx, uint32_t mod, const char *
 	q->name_len = name_len;
 	memcpy(q->name, bytes, nbytes);
 	return call(op, ctx, buf, (uint32_t)(sizeof(*q) + nbytes), NULL);
+}
+
+/* Graphs, stream capture and the forwarded functions: handles of the wrong
+ * kind or of nothing, counts larger than the arrays sent, absent arrays with
+ * counts, missing outputs, messages cut short, kernel nodes whose arguments
+ * do not fit their function. Every one refused; the graph and its nodes still
+ * work afterwards, and destroying the graph twice is refused the second time. */
+static void attack_graphs(uint32_t ctx, uint32_t mod)
+{
+	union {
+		struct mps_msg hdr;
+		struct mps_fwd_cuGraphCreate gc;
+		struct mps_fwd_cuGraphDestroy gd;
+		struct mps_fwd_cuGraphAddEmptyNode en;
+		struct mps_fwd_cuGraphAddDependencies_v2 ad;
+		struct mps_fwd_cuGraphGetNodes gn;
+		struct mps_fwd_cuStreamGetAttribute sa;
+		struct mps_msg_capture_begin cb;
+		struct mps_msg_stream_create sc;
+		struct mps_msg_handle h;
+		struct mps_msg_kernel_node kn;
+		uint8_t raw[512];
+	} m;
+	struct mps_slot *s;
+	uint32_t g, n1, n2, fn, st, *hs;
+	uint64_t *count;
+
+	memset(&m, 0, sizeof(m));
+	m.gc.present = 1;   /* phGraph */
+	CHECK(call(MPS_OP_FWD_cuGraphCreate, ctx, &m, sizeof(m.gc), &s));
+	g = (uint32_t)((struct mps_fwd_cuGraphCreate_out *)s->data)->o0;
+	REQUIRE(g, "cuGraphCreate gave no handle");
+	/* No place for the handle: refused, nothing made. */
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphCreate, ctx, &m, sizeof(m.gc), NULL), CUDA_ERROR_INVALID_VALUE);
+	/* Cut short: the header alone. */
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+
+	memset(&m, 0, sizeof(m));
+	m.en.present = 1;
+	m.en.a1 = g;
+	CHECK(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en), &s));
+	n1 = (uint32_t)((struct mps_fwd_cuGraphAddEmptyNode_out *)s->data)->o0;
+	/* A context, a number and nothing at all as the graph (the driver
+	 * answers a bad graph or node with INVALID_VALUE). */
+	m.en.a1 = ctx;
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.en.a1 = 0x7fffff01;
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.en.a1 = 0;
+	EXPECT(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en), NULL) != CUDA_SUCCESS,
+	       "a node added to no graph");
+	/* Dependencies said but not sent, absent, or not nodes. */
+	m.en.a1 = g;
+	m.en.a3 = 1ull << 40;
+	m.en.present = 1 | 4;   /* phGraphNode, dependencies */
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.en.a3 = 3;
+	m.en.present = 1;
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.en.a3 = 2;
+	m.en.present = 1 | 4;   /* phGraphNode, dependencies */
+	hs = (uint32_t *)(&m.en + 1);
+	hs[0] = n1;
+	hs[1] = g;   /* a graph where a node belongs */
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en) + 8, NULL), CUDA_ERROR_INVALID_VALUE);
+	hs[1] = n1;   /* a repeated dependency is the driver's to judge */
+	EXPECT(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en) + 8, NULL) != CUDA_SUCCESS,
+	       "a node that depends twice on one node");
+	memset(&m, 0, sizeof(m));
+	m.en.present = 1 | 4;   /* phGraphNode, dependencies */
+	m.en.a1 = g;
+	m.en.a3 = 1;
+	hs = (uint32_t *)(&m.en + 1);
+	hs[0] = n1;
+	CHECK(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en) + 8, &s));
+	n2 = (uint32_t)((struct mps_fwd_cuGraphAddEmptyNode_out *)s->data)->o0;
+	REQUIRE(n1 && n2 && n1 != n2, "empty nodes %u, %u", n1, n2);
+
+	/* Edges: 3 said, 1 sent; from absent with a count. */
+	memset(&m, 0, sizeof(m));
+	m.ad.a0 = g;
+	m.ad.a4 = 3;
+	m.ad.present = 2 | 4;
+	hs = (uint32_t *)(&m.ad + 1);
+	hs[0] = n1;
+	hs[2] = n2;
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddDependencies_v2, ctx, &m, sizeof(m.ad) + 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ad.a4 = 1;
+	m.ad.present = 4;
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddDependencies_v2, ctx, &m, sizeof(m.ad) + 16, NULL), CUDA_ERROR_INVALID_VALUE);
+
+	/* Reading nodes back: an absurd capacity and offset give what exists. */
+	memset(&m, 0, sizeof(m));
+	m.gn.a0 = g;
+	m.gn.a2 = ~0ull;
+	m.gn.off = ~0ull >> 1;
+	m.gn.present = 2 | 4;
+	CHECK(call(MPS_OP_FWD_cuGraphGetNodes, ctx, &m, sizeof(m.gn), &s));
+	count = &((struct mps_fwd_cuGraphGetNodes_out *)s->data)->count;
+	EXPECT(*count == 2, "the graph has %llu nodes, 2 made", (unsigned long long)*count);
+
+	/* A stream attribute out of range, of a stream that is not one. */
+	memset(&m, 0, sizeof(m));
+	m.sa.a0 = g;
+	m.sa.a1 = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+	m.sa.present = 4;
+	CHECK_ERR(call(MPS_OP_FWD_cuStreamGetAttribute, ctx, &m, sizeof(m.sa), NULL), CUDA_ERROR_INVALID_HANDLE);
+	m.sa.a0 = 0;
+	m.sa.a1 = 0x7fffffff;
+	EXPECT(call(MPS_OP_FWD_cuStreamGetAttribute, ctx, &m, sizeof(m.sa), NULL) != CUDA_SUCCESS,
+	       "a stream attribute that does not exist was read");
+
+	/* Capture: of a stream that does not exist, into a node that is not
+	 * one, ending a capture never begun, asking after a graph. */
+	memset(&m, 0, sizeof(m));
+	m.cb.stream = 0x7fffff01;
+	CHECK_ERR(call(MPS_OP_CAPTURE_BEGIN, ctx, &m, sizeof(m.cb), NULL), CUDA_ERROR_INVALID_HANDLE);
+	m.cb.stream = 0;   /* the legacy stream cannot be captured */
+	CHECK_ERR(call(MPS_OP_CAPTURE_BEGIN, ctx, &m, sizeof(m.cb), NULL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	memset(&m, 0, sizeof(m));
+	m.sc.flags = CU_STREAM_NON_BLOCKING;
+	CHECK(call(MPS_OP_STREAM_CREATE, ctx, &m, sizeof(m.sc), &s));
+	st = (uint32_t)s->val[0];
+	memset(&m, 0, sizeof(m));
+	m.cb.stream = st;
+	m.cb.graph = g;
+	m.cb.ndeps = 1u << 30;
+	CHECK_ERR(call(MPS_OP_CAPTURE_BEGIN, ctx, &m, sizeof(m.cb), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.cb.ndeps = 1;   /* a dependency that is a graph */
+	((uint32_t *)(&m.cb + 1))[0] = g;
+	CHECK_ERR(call(MPS_OP_CAPTURE_BEGIN, ctx, &m, sizeof(m.cb) + 8, NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.h.handle = st;   /* never captured: no graph, and the stream still works */
+	EXPECT(call(MPS_OP_CAPTURE_END, ctx, &m, sizeof(m.h), NULL) != CUDA_SUCCESS, "a capture never begun ended");
+	CHECK(call(MPS_OP_STREAM_SYNC, ctx, &m, sizeof(m.h), NULL));
+	memset(&m, 0, sizeof(m));
+	m.h.handle = 0;
+	EXPECT(call(MPS_OP_CAPTURE_END, ctx, &m, sizeof(m.h), NULL) != CUDA_SUCCESS, "a capture never begun ended");
+	m.h.handle = g;
+	CHECK_ERR(call(MPS_OP_CAPTURE_INFO, ctx, &m, sizeof(m.h), NULL), CUDA_ERROR_INVALID_HANDLE);
+
+	/* Kernel nodes: a function that is not one, arguments that do not fit
+	 * the function, more arguments than the message holds, a node to set
+	 * that is a graph. */
+	REQUIRE(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "vadd", 5, 4) == CUDA_SUCCESS, "no vadd");
+	fn = (uint32_t)mps_region_slot(region, 0)->val[0];
+	memset(&m, 0, sizeof(m));
+	m.kn.hdr.flags = MPS_KNODE_ADD;
+	m.kn.graph = g;
+	m.kn.func = ctx;
+	m.kn.grid[0] = m.kn.grid[1] = m.kn.grid[2] = 1;
+	m.kn.block[0] = m.kn.block[1] = m.kn.block[2] = 1;
+	m.kn.arg_size = 28;
+	CHECK_ERR(call(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32, NULL), CUDA_ERROR_INVALID_HANDLE);
+	m.kn.func = fn;
+	m.kn.arg_size = 4;
+	EXPECT(call(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32, NULL) != CUDA_SUCCESS,
+	       "a kernel node with 4 bytes of vadd's arguments");
+	m.kn.arg_size = 4000;
+	CHECK_ERR(call(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32, NULL), CUDA_ERROR_INVALID_VALUE);
+	m.kn.arg_size = 0;
+	m.kn.ndeps = 0xffffffffu;
+	CHECK_ERR(call(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32, NULL), CUDA_ERROR_INVALID_VALUE);
+	m.kn.hdr.flags = MPS_KNODE_SET;
+	m.kn.ndeps = 0;
+	m.kn.node = g;
+	CHECK_ERR(call(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32, NULL), CUDA_ERROR_INVALID_VALUE);
+	m.kn.hdr.flags = 77;
+	EXPECT(call(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32, NULL) != CUDA_SUCCESS, "kernel node op 77");
+	memset(&m, 0, sizeof(m));
+	m.h.handle = n1;   /* an empty node read as a kernel node */
+	EXPECT(call(MPS_OP_KERNEL_NODE_GET, ctx, &m, sizeof(m.h), NULL) != CUDA_SUCCESS, "an empty node read as a kernel");
+
+	/* After all that the graph is whole: two nodes. Destroyed once. */
+	memset(&m, 0, sizeof(m));
+	m.gn.a0 = g;
+	m.gn.a2 = 0;
+	m.gn.present = 4;
+	CHECK(call(MPS_OP_FWD_cuGraphGetNodes, ctx, &m, sizeof(m.gn), &s));
+	count = &((struct mps_fwd_cuGraphGetNodes_out *)s->data)->count;
+	EXPECT(*count == 2, "the graph has %llu nodes after the attack", (unsigned long long)*count);
+	memset(&m, 0, sizeof(m));
+	m.gd.a0 = g;
+	CHECK(call(MPS_OP_FWD_cuGraphDestroy, ctx, &m, sizeof(m.gd), NULL));
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphDestroy, ctx, &m, sizeof(m.gd), NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.en.present = 1;
+	m.en.a1 = g;
+	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en), NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
 /* A well-behaved client in another process: allocates, publishes its
@@ -392,6 +584,7 @@ int main(int argc, char **argv)
 		CHECK_ERR(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "vadd", 5, 0xffffffffu), CUDA_ERROR_INVALID_VALUE);
 		CHECK_ERR(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counterXXXXXXX", 16, 9), CUDA_ERROR_INVALID_VALUE);
 		CHECK(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counter", 10, 9));
+		attack_graphs(ctx, mod);
 	}
 
 	/* A reply slot out of range is ignored; the next call still works. */

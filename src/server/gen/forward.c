@@ -29,6 +29,10 @@ void mps__op_fwd_cuStreamGetAttribute(struct mps_client *c, const struct mps_msg
 	r = mps__fwd_begin(c, m, true);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x4ull) != 0x4ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hStream_s = mps__fwd_stream(c, m, (uint32_t)q->a0, false, &r);
 	if (!hStream_s)
 		goto out;
@@ -107,6 +111,10 @@ void mps__op_fwd_cuGraphCreate(struct mps_client *c, const struct mps_msg *m)
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	flags = (unsigned int)q->a1;
 	if (!mps_drv.cuGraphCreate) {
 		r = CUDA_ERROR_NOT_SUPPORTED;
@@ -161,6 +169,10 @@ void mps__op_fwd_cuGraphClone(struct mps_client *c, const struct mps_msg *m)
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	originalGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&originalGraph, &r);
 	if (!originalGraph_o)
 		goto out;
@@ -194,6 +206,10 @@ void mps__op_fwd_cuGraphNodeFindInClone(struct mps_client *c, const struct mps_m
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hOriginalNode_o = mps__fwd_get(c, MPS_H_NODE, q->a1, (void **)&hOriginalNode, &r);
 	if (!hOriginalNode_o)
 		goto out;
@@ -228,6 +244,10 @@ void mps__op_fwd_cuGraphNodeGetType(struct mps_client *c, const struct mps_msg *
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x2ull) != 0x2ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hNode_o = mps__fwd_get(c, MPS_H_NODE, q->a0, (void **)&hNode, &r);
 	if (!hNode_o)
 		goto out;
@@ -617,6 +637,9 @@ void mps__op_fwd_cuGraphAddDependencies_v2(struct mps_client *c, const struct mp
 		from = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a4, &r);
 		if (!from)
 			goto out;
+	} else if (q->a4) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	if (q->present & (1ull << 2)) {
 		const void *p = mps__fwd_array(&at, end, q->a4, sizeof(uint32_t), &r);
@@ -626,6 +649,9 @@ void mps__op_fwd_cuGraphAddDependencies_v2(struct mps_client *c, const struct mp
 		to = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a4, &r);
 		if (!to)
 			goto out;
+	} else if (q->a4) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	if (q->present & (1ull << 3)) {
 		const void *p = mps__fwd_array(&at, end, q->a4, sizeof(CUgraphEdgeData), &r);
@@ -674,6 +700,9 @@ void mps__op_fwd_cuGraphRemoveDependencies_v2(struct mps_client *c, const struct
 		from = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a4, &r);
 		if (!from)
 			goto out;
+	} else if (q->a4) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	if (q->present & (1ull << 2)) {
 		const void *p = mps__fwd_array(&at, end, q->a4, sizeof(uint32_t), &r);
@@ -683,6 +712,9 @@ void mps__op_fwd_cuGraphRemoveDependencies_v2(struct mps_client *c, const struct
 		to = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a4, &r);
 		if (!to)
 			goto out;
+	} else if (q->a4) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	if (q->present & (1ull << 3)) {
 		const void *p = mps__fwd_array(&at, end, q->a4, sizeof(CUgraphEdgeData), &r);
@@ -744,6 +776,10 @@ void mps__op_fwd_cuGraphAddEmptyNode(struct mps_client *c, const struct mps_msg 
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&hGraph, &r);
 	if (!hGraph_o)
 		goto out;
@@ -756,6 +792,9 @@ void mps__op_fwd_cuGraphAddEmptyNode(struct mps_client *c, const struct mps_msg 
 		dependencies = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a3, &r);
 		if (!dependencies)
 			goto out;
+	} else if (q->a3) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	if (!mps_drv.cuGraphAddEmptyNode) {
 		r = CUDA_ERROR_NOT_SUPPORTED;
@@ -791,6 +830,10 @@ void mps__op_fwd_cuGraphAddChildGraphNode(struct mps_client *c, const struct mps
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&hGraph, &r);
 	if (!hGraph_o)
 		goto out;
@@ -806,6 +849,9 @@ void mps__op_fwd_cuGraphAddChildGraphNode(struct mps_client *c, const struct mps
 		dependencies = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a3, &r);
 		if (!dependencies)
 			goto out;
+	} else if (q->a3) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	if (!mps_drv.cuGraphAddChildGraphNode) {
 		r = CUDA_ERROR_NOT_SUPPORTED;
@@ -836,6 +882,10 @@ void mps__op_fwd_cuGraphChildGraphNodeGetGraph(struct mps_client *c, const struc
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x2ull) != 0x2ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hNode_o = mps__fwd_get(c, MPS_H_NODE, q->a0, (void **)&hNode, &r);
 	if (!hNode_o)
 		goto out;
@@ -872,6 +922,10 @@ void mps__op_fwd_cuGraphAddEventRecordNode(struct mps_client *c, const struct mp
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&hGraph, &r);
 	if (!hGraph_o)
 		goto out;
@@ -887,6 +941,9 @@ void mps__op_fwd_cuGraphAddEventRecordNode(struct mps_client *c, const struct mp
 		dependencies = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a3, &r);
 		if (!dependencies)
 			goto out;
+	} else if (q->a3) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	if (!mps_drv.cuGraphAddEventRecordNode) {
 		r = CUDA_ERROR_NOT_SUPPORTED;
@@ -922,6 +979,10 @@ void mps__op_fwd_cuGraphAddEventWaitNode(struct mps_client *c, const struct mps_
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&hGraph, &r);
 	if (!hGraph_o)
 		goto out;
@@ -937,6 +998,9 @@ void mps__op_fwd_cuGraphAddEventWaitNode(struct mps_client *c, const struct mps_
 		dependencies = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a3, &r);
 		if (!dependencies)
 			goto out;
+	} else if (q->a3) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	if (!mps_drv.cuGraphAddEventWaitNode) {
 		r = CUDA_ERROR_NOT_SUPPORTED;
@@ -967,6 +1031,10 @@ void mps__op_fwd_cuGraphEventRecordNodeGetEvent(struct mps_client *c, const stru
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x2ull) != 0x2ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hNode_o = mps__fwd_get(c, MPS_H_NODE, q->a0, (void **)&hNode, &r);
 	if (!hNode_o)
 		goto out;
@@ -998,6 +1066,10 @@ void mps__op_fwd_cuGraphEventWaitNodeGetEvent(struct mps_client *c, const struct
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x2ull) != 0x2ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hNode_o = mps__fwd_get(c, MPS_H_NODE, q->a0, (void **)&hNode, &r);
 	if (!hNode_o)
 		goto out;
@@ -1093,6 +1165,10 @@ void mps__op_fwd_cuGraphAddMemsetNode(struct mps_client *c, const struct mps_msg
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&hGraph, &r);
 	if (!hGraph_o)
 		goto out;
@@ -1109,6 +1185,9 @@ void mps__op_fwd_cuGraphAddMemsetNode(struct mps_client *c, const struct mps_msg
 		dependencies = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a3, &r);
 		if (!dependencies)
 			goto out;
+	} else if (q->a3) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	r = mps__hook_cuGraphAddMemsetNode(c, &phGraphNode_v, hGraph, dependencies, numDependencies, &memsetParams_v, ctx);
 	if (r != CUDA_SUCCESS)
@@ -1135,6 +1214,10 @@ void mps__op_fwd_cuGraphMemsetNodeGetParams(struct mps_client *c, const struct m
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x2ull) != 0x2ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hNode_o = mps__fwd_get(c, MPS_H_NODE, q->a0, (void **)&hNode, &r);
 	if (!hNode_o)
 		goto out;
@@ -1189,6 +1272,10 @@ void mps__op_fwd_cuGraphAddMemFreeNode(struct mps_client *c, const struct mps_ms
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&hGraph, &r);
 	if (!hGraph_o)
 		goto out;
@@ -1202,6 +1289,9 @@ void mps__op_fwd_cuGraphAddMemFreeNode(struct mps_client *c, const struct mps_ms
 		dependencies = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a3, &r);
 		if (!dependencies)
 			goto out;
+	} else if (q->a3) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	r = mps__hook_cuGraphAddMemFreeNode(c, &phGraphNode_v, hGraph, dependencies, numDependencies, dptr);
 	if (r != CUDA_SUCCESS)
@@ -1228,6 +1318,10 @@ void mps__op_fwd_cuGraphMemFreeNodeGetParams(struct mps_client *c, const struct 
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x2ull) != 0x2ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hNode_o = mps__fwd_get(c, MPS_H_NODE, q->a0, (void **)&hNode, &r);
 	if (!hNode_o)
 		goto out;
@@ -1286,6 +1380,10 @@ void mps__op_fwd_cuGraphKernelNodeGetAttribute(struct mps_client *c, const struc
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x4ull) != 0x4ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hNode_o = mps__fwd_get(c, MPS_H_NODE, q->a0, (void **)&hNode, &r);
 	if (!hNode_o)
 		goto out;
@@ -1343,6 +1441,10 @@ void mps__op_fwd_cuGraphConditionalHandleCreate(struct mps_client *c, const stru
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	memset(&pHandle_out_v, 0, sizeof(pHandle_out_v));
 	hGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&hGraph, &r);
 	if (!hGraph_o)
@@ -1377,6 +1479,10 @@ void mps__op_fwd_cuGraphInstantiateWithFlags(struct mps_client *c, const struct 
 	r = mps__fwd_begin(c, m, true);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a1, (void **)&hGraph, &r);
 	if (!hGraph_o)
 		goto out;
@@ -1409,6 +1515,10 @@ void mps__op_fwd_cuGraphExecGetFlags(struct mps_client *c, const struct mps_msg 
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x2ull) != 0x2ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraphExec_o = mps__fwd_get(c, MPS_H_EXEC, q->a0, (void **)&hGraphExec, &r);
 	if (!hGraphExec_o)
 		goto out;
@@ -1551,6 +1661,10 @@ void mps__op_fwd_cuGraphNodeGetEnabled(struct mps_client *c, const struct mps_ms
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x4ull) != 0x4ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraphExec_o = mps__fwd_get(c, MPS_H_EXEC, q->a0, (void **)&hGraphExec, &r);
 	if (!hGraphExec_o)
 		goto out;
@@ -1742,6 +1856,10 @@ void mps__op_fwd_cuGraphExecUpdate_v2(struct mps_client *c, const struct mps_msg
 	r = mps__fwd_begin(c, m, false);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	if ((q->present & 0x4ull) != 0x4ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
 	hGraphExec_o = mps__fwd_get(c, MPS_H_EXEC, q->a0, (void **)&hGraphExec, &r);
 	if (!hGraphExec_o)
 		goto out;
@@ -1784,6 +1902,9 @@ void mps__op_fwd_cuStreamUpdateCaptureDependencies_v2(struct mps_client *c, cons
 		dependencies = mps__fwd_handles(c, MPS_H_NODE, p, (size_t)q->a3, &r);
 		if (!dependencies)
 			goto out;
+	} else if (q->a3) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
 	}
 	if (q->present & (1ull << 2)) {
 		const void *p = mps__fwd_array(&at, end, q->a3, sizeof(CUgraphEdgeData), &r);
