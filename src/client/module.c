@@ -291,11 +291,13 @@ static CUresult unload(struct mps_module *m)
 
 			f->per_ctx = g->per_ctx;
 			func_unregister(g);
+			mps__func_view_drop(g);
 			g->magic = MPS_MAGIC_DEAD;
 			free(g->param);
 			free(g);
 		}
 		func_unregister(f);
+		mps__func_view_drop(f);
 		f->magic = MPS_MAGIC_DEAD;
 		free(f->name);
 		free(f->param);
@@ -616,9 +618,16 @@ static CUresult library_get_global(CUdeviceptr *dptr, size_t *bytes, CUlibrary l
 	return m ? get_global(m, MPS_GLOBAL_OF_LIBRARY, dptr, bytes, name) : CUDA_ERROR_INVALID_HANDLE;
 }
 
+struct mps_func *mps__func(const void *h)
+{
+	struct mps_func *f = mps__obj(h, MPS_MAGIC_FUNC);
+
+	return f ? f : mps__func_of_view(h);
+}
+
 static struct mps_func *func_arg(const void *h)
 {
-	return mps__obj(h, MPS_MAGIC_FUNC);
+	return mps__func(h);
 }
 
 static CUresult kernel_get_function(CUfunction *pf, CUkernel kernel)
