@@ -10,9 +10,11 @@
 //     them;
 //   69a28e9f-2449-8b47-b030-c5da330ea4e9 (NVML, from nvmlInit): [19], [21],
 //     [24], [25];
-//   da9151d3-3ae6-cc41-a5c0-4f26d533e328 (NVRTC and nvJitLink): the
-//     driver's compilers, bitcode to PTX and PTX to cubin: [1] starts a job,
-//     [4] adds input, [3] gives the output, [6] frees it, [2] ends the job.
+//   da9151d3-3ae6-cc41-a5c0-4f26d533e328 (NVRTC and nvJitLink): [1] starts
+//     a job for an input (bitcode or PTX) and options, [3] gives its output
+//     (PTX or a cubin) or CUDA_ERROR_NOT_FOUND, [4] takes the output the
+//     caller then made itself, [6] frees an output, [2] ends the job — as a
+//     cache of compiler outputs would.
 //
 // docs/EXPORT-TABLES.md has what each slot is seen doing. The first time one
 // of these tables is wanted, the client library opens the real driver

@@ -12,7 +12,7 @@
 #define MPS_DRV_69A28E9F_21  3
 #define MPS_DRV_69A28E9F_24  4
 #define MPS_DRV_69A28E9F_25  5
-#define MPS_DRV_DA9151D3_1   6   /* NVRTC, nvJitLink: the driver's compilers */
+#define MPS_DRV_DA9151D3_1   6   /* NVRTC, nvJitLink: compiler outputs */
 #define MPS_DRV_DA9151D3_2   7
 #define MPS_DRV_DA9151D3_3   8
 #define MPS_DRV_DA9151D3_4   9

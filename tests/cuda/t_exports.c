@@ -14,6 +14,8 @@
  *   263e8860 [2]   writes 0 through its second argument;
  *   sizes in slot 0 of every table served, and an unknown id refused.
  *
+ * Slot 51 is called with a fourth argument of 0, as cuBLAS leaves it.
+ *
  * Lines starting "info:" record what the driver answered where the docs
  * leave it open (the words of a function object, the maps' first bytes, the
  * stream ids), for comparing a native run with one under openmps.
@@ -62,11 +64,16 @@ static const void *const *need_table(const uint8_t id[16], size_t size, const ch
 	CUresult rc;
 	const void *const *t = table(id, &rc);
 
+	int empty = 0;
+
 	REQUIRE(t, "table %s: cuGetExportTable returned %s", what, t_errname(rc));
 	EXPECT((size_t)(uintptr_t)t[0] == size, "table %s has %zu bytes in slot 0, expected %zu", what,
 	       (size_t)(uintptr_t)t[0], size);
-	for (size_t i = 1; i < size / sizeof(void *); i++)
-		EXPECT(t[i] != NULL, "table %s: slot %zu is NULL", what, i);
+	/* The driver leaves a few slots NULL; openmps none. */
+	for (size_t i = 1; i < size / sizeof(void *) && (size_t)(uintptr_t)t[0] == size; i++)
+		empty += t[i] == NULL;
+	if (empty)
+		printf("info: table %s has %d NULL slots\n", what, empty);
 	return t;
 }
 
@@ -217,7 +224,7 @@ static void test_module_functions(CUcontext ctx, CUmodule mod, char names[][1200
 }
 
 typedef CUresult (*ctx_id_fn)(CUcontext, unsigned long long *);
-typedef CUresult (*stream_object_fn)(CUcontext, CUstream, void **);
+typedef CUresult (*stream_object_fn)(CUcontext, CUstream, void **, uint64_t);
 typedef CUresult (*stream_id_fn)(CUcontext, void *, uint64_t *);
 
 static void test_tools_context(CUcontext ctx)
@@ -233,9 +240,9 @@ static void test_tools_context(CUcontext ctx)
 	EXPECT(id == want, "21318c60[4] gave context id %llu, cuCtxGetId %llu", id, want);
 
 	CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-	CHECK(((stream_object_fn)(uintptr_t)t[51])(ctx, NULL, &o0));
-	CHECK(((stream_object_fn)(uintptr_t)t[51])(ctx, NULL, &o0b));
-	CHECK(((stream_object_fn)(uintptr_t)t[51])(ctx, s1, &o1));
+	CHECK(((stream_object_fn)(uintptr_t)t[51])(ctx, NULL, &o0, 0));
+	CHECK(((stream_object_fn)(uintptr_t)t[51])(ctx, NULL, &o0b, 0));
+	CHECK(((stream_object_fn)(uintptr_t)t[51])(ctx, s1, &o1, 0));
 	EXPECT(o0 && o1 && o0 != o1, "21318c60[51]: objects %p and %p for two streams", o0, o1);
 	CHECK(((stream_id_fn)(uintptr_t)t[39])(ctx, o0, &i0));
 	CHECK(((stream_id_fn)(uintptr_t)t[39])(ctx, o1, &i1));
