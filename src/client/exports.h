@@ -19,6 +19,8 @@
 #ifndef OPENMPS_CLIENT_EXPORTS_H
 #define OPENMPS_CLIENT_EXPORTS_H
 
+#include <stdint.h>
+
 #include <cuda.h>
 
 #include "client/cls.h"
@@ -71,6 +73,11 @@ CUresult mps__module_load_image(CUmodule *out, const void *image);
 // and the first min(max, *count) of them go to fns (which may be NULL when
 // max is 0). CUDA_ERROR_INVALID_HANDLE if mod is not a module.
 CUresult mps__module_functions(CUmodule mod, CUfunction *fns, unsigned int max, unsigned int *count);
+
+// Slot 4 of table 1734dc26 answered by the server's driver for the current
+// context's device: two malloc()ed maps. Errors as the driver's, or
+// CUDA_ERROR_INVALID_CONTEXT without a current context.
+CUresult mps__server_tpc_maps(uint8_t **a, uint8_t **b);
 
 // The handle of function f as a library that reads the driver's function
 // object sees it (client/funcview.c): accepted wherever f is, and the same

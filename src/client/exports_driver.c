@@ -26,11 +26,15 @@
 // function that calls it; every other slot is a stub (client/etbl.h). The
 // driver stays loaded for the life of the process.
 //
+// The driver's 1734dc26 [4] works on the current context's device, and the
+// driver in this process has no context: when it cannot answer, [4] asks
+// the server's driver (server/ops_exports.c), and only if that fails too
+// hands out zeroed maps and fails. 1734dc26 is always served: cuBLASLt
+// calls through the table without checking that it got one.
+//
 // Without the real driver (none found, cuInit failing, a driver whose table
 // lacks a slot), 69a28e9f and da9151d3 are refused, as they were before
-// openmps served them, and NVML and NVRTC ran without them. 1734dc26 is
-// always served — cuBLASLt calls through the table without checking that it
-// got one — and its [4] then hands out zeroed maps and fails. The reason is
+// openmps served them, and NVML and NVRTC ran without them. The reason is
 // logged once.
 #include "client/exports_driver.h"
 
@@ -189,72 +193,79 @@ static void report(int i, const char *reason, const char *instead)
 typedef CUresult (*maps_fn)(uint8_t **, uint8_t **);
 typedef CUresult (*free_maps_fn)(uint8_t *, uint8_t *);
 
-/* Maps made here when the driver could not make them, until [13] frees them. */
-struct zero_maps {
+/* Maps handed out that are ours to free (copies of the server's, or zeroed
+ * ones), until [13] frees them. */
+struct own_maps {
 	uint8_t *a, *b;
-	struct zero_maps *next;
+	struct own_maps *next;
 };
-static pthread_mutex_t zero_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct zero_maps *zero_list;
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct own_maps *own_list;
+
+static CUresult keep_own(uint8_t *a, uint8_t *b)
+{
+	struct own_maps *o = malloc(sizeof(*o));
+
+	if (!o)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	o->a = a;
+	o->b = b;
+	pthread_mutex_lock(&own_lock);
+	o->next = own_list;
+	own_list = o;
+	pthread_mutex_unlock(&own_lock);
+	return CUDA_SUCCESS;
+}
+
+/* True, and forgets them, if a and b are maps of ours. */
+static bool forget_own(const uint8_t *a, const uint8_t *b)
+{
+	struct own_maps **p, *o = NULL;
+
+	pthread_mutex_lock(&own_lock);
+	for (p = &own_list; *p; p = &(*p)->next) {
+		if ((*p)->a == a && (*p)->b == b) {
+			o = *p;
+			*p = o->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&own_lock);
+	free(o);
+	return o != NULL;
+}
 
 /* Two zeroed maps with an entry for each SM of the current device (at least
- * one per TPC, whatever the SMs per TPC), kept for [13]. */
+ * one per TPC, whatever the SMs per TPC). */
 static CUresult zero_maps(uint8_t **a, uint8_t **b)
 {
-	struct zero_maps *z = calloc(1, sizeof(*z));
 	int sms = 0;
 	CUdevice dev;
 
 	if (cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
 	    cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS || sms <= 0)
 		sms = 256;
-	if (z) {
-		z->a = calloc((size_t)sms, 1);
-		z->b = calloc((size_t)sms, 1);
-	}
-	if (!z || !z->a || !z->b) {
-		if (z) {
-			free(z->a);
-			free(z->b);
-		}
-		free(z);
+	*a = calloc((size_t)sms, 1);
+	*b = calloc((size_t)sms, 1);
+	if (!*a || !*b || keep_own(*a, *b) != CUDA_SUCCESS) {
+		free(*a);
+		free(*b);
 		*a = *b = NULL;
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	pthread_mutex_lock(&zero_lock);
-	z->next = zero_list;
-	zero_list = z;
-	pthread_mutex_unlock(&zero_lock);
-	*a = z->a;
-	*b = z->b;
 	return CUDA_SUCCESS;
 }
 
-/* True, and forgets them, if a and b are maps zero_maps made. */
-static bool forget_zero_maps(const uint8_t *a, const uint8_t *b)
-{
-	struct zero_maps **p, *z = NULL;
-
-	pthread_mutex_lock(&zero_lock);
-	for (p = &zero_list; *p; p = &(*p)->next) {
-		if ((*p)->a == a && (*p)->b == b) {
-			z = *p;
-			*p = z->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&zero_lock);
-	free(z);
-	return z != NULL;
-}
-
 // [4] (uint8_t **a, uint8_t **b): the driver mallocs two maps with an entry
-// per TPC and returns 0. On failure the caller still gets two zeroed maps,
-// which [13] frees, with the driver's error or CUDA_ERROR_NOT_SUPPORTED.
+// per TPC of the current context's device and returns 0. Asked, in turn, of
+// the driver in this process (which has no context here), of the server's
+// driver (with the context's device), and failing both the caller still
+// gets two zeroed maps, which [13] frees, with the server's error.
 static CUresult tpc_maps(uint8_t **a, uint8_t **b)
 {
-	CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-	char reason[64];
+	static uint8_t said_server;
+	char reason[704];
+	CUresult r;
 
 	if (!a || !b)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -263,10 +274,24 @@ static CUresult tpc_maps(uint8_t **a, uint8_t **b)
 		r = ((maps_fn)mps__drv_slots[MPS_DRV_1734DC26_4])(a, b);
 		if (r == CUDA_SUCCESS)
 			return r;
-		snprintf(reason, sizeof(reason), "slot 4 of the driver's table returned %d", (int)r);
+		snprintf(reason, sizeof(reason), "slot 4 of the driver's table in this process returned %d", (int)r);
+	} else {
+		snprintf(reason, sizeof(reason), "%.640s", why[REAL_1734DC26]);
 	}
-	report(REAL_1734DC26, real_ok[REAL_1734DC26] ? reason : why[REAL_1734DC26],
-	       "slot 4 hands out zeroed maps and fails");
+	r = mps__server_tpc_maps(a, b);
+	if (r == CUDA_SUCCESS) {
+		if (keep_own(*a, *b) != CUDA_SUCCESS) {
+			free(*a);
+			free(*b);
+			*a = *b = NULL;
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		if (!mps_xchg(&said_server, 1))
+			mps_log_debug("openmps: export table 1734dc26 slot 4: %.120s; the server's driver answers", reason);
+		return CUDA_SUCCESS;
+	}
+	snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason), ", and the server's %d", (int)r);
+	report(REAL_1734DC26, reason, "slot 4 hands out zeroed maps and fails");
 	if (zero_maps(a, b) != CUDA_SUCCESS)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	return r;
@@ -275,7 +300,7 @@ static CUresult tpc_maps(uint8_t **a, uint8_t **b)
 // [13] (uint8_t *a, uint8_t *b): frees what [4] handed out.
 static CUresult free_tpc_maps(uint8_t *a, uint8_t *b)
 {
-	if (forget_zero_maps(a, b)) {
+	if (forget_own(a, b)) {
 		free(a);
 		free(b);
 		return CUDA_SUCCESS;

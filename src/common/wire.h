@@ -163,7 +163,8 @@ enum mps_op_sync {
 	X(CAPTURE_INFO, capture_info, mps_msg_handle, MPS_SYNC)           /* val = status, id, graph, n; data */ \
 	X(KERNEL_NODE, kernel_node, mps_msg_kernel_node, MPS_SYNC)        /* add: val[0] = node */ \
 	X(KERNEL_NODE_GET, kernel_node_get, mps_msg_handle, MPS_SYNC)     /* val, data: see mps_kernel_node_out */ \
-	X(MODULE_FUNCS, module_funcs, mps_msg_module_funcs, MPS_SYNC)     /* val[0] = count, val[1] = names; data */
+	X(MODULE_FUNCS, module_funcs, mps_msg_module_funcs, MPS_SYNC)     /* val[0] = count, val[1] = names; data */ \
+	X(TPC_MAPS, tpc_maps, mps_msg, MPS_SYNC)                          /* val = bytes of each map; data = both */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 

@@ -138,6 +138,24 @@ CUresult cuStreamGetId(CUstream s, unsigned long long *id)
 	return CUDA_SUCCESS;
 }
 
+/* 1734dc26 [4] as the server answers it: failing, or two maps of 70 bytes. */
+static int fake_server_maps_ok;
+static int fake_server_maps_calls;
+
+CUresult mps__server_tpc_maps(uint8_t **a, uint8_t **b)
+{
+	fake_server_maps_calls++;
+	if (!fake_server_maps_ok)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	*a = malloc(70);
+	*b = malloc(70);
+	for (int i = 0; i < 70; i++) {
+		(*a)[i] = (uint8_t)(0x40 + i);
+		(*b)[i] = (uint8_t)(0x80 + i);
+	}
+	return CUDA_SUCCESS;
+}
+
 /* One device of 132 SMs, for the zeroed maps. */
 CUresult cuCtxGetDevice(CUdevice *dev)
 {
@@ -883,6 +901,7 @@ static void check_forwarded(const CUuuid *id, int slot, int tag, uint64_t want_r
 	dlclose(h);
 }
 
+/* [4] with the driver and the server failing, twice. */
 static void maps_failing_twice(void)
 {
 	const void *const *t = table(&id_1734);
@@ -891,8 +910,8 @@ static void maps_failing_twice(void)
 		uint8_t *a = NULL, *b = NULL;
 		int ok = 1;
 
-		CHECK(((maps_fn)(uintptr_t)t[4])(&a, &b) == CUDA_ERROR_INVALID_CONTEXT && a && b,
-		      "[4] with the driver failing");
+		CHECK(((maps_fn)(uintptr_t)t[4])(&a, &b) == CUDA_ERROR_NOT_SUPPORTED && a && b,
+		      "[4] with the driver and the server failing");
 		for (int i = 0; a && b && i < 132; i++)
 			ok &= a[i] == 0 && b[i] == 0;
 		CHECK(ok, "[4] fallback maps are not zeroed over 132 entries");
@@ -931,11 +950,25 @@ static void test_driver_tables(void)
 	CHECK(((free_maps_fn)(uintptr_t)t[13])(a, b) == CUDA_SUCCESS && rec->maps_freed == 1, "[13] failed");
 	CHECK(((maps_fn)(uintptr_t)t[4])(NULL, &b) == CUDA_ERROR_INVALID_VALUE, "[4] NULL map");
 
-	// The driver's [4] failing: zeroed maps, its error, logged once, and
-	// [13] frees them here, not in the driver.
+	// The driver's [4] failing (no context in this process): the server's
+	// maps, which [13] frees here, not in the driver.
 	setenv("FAKE_DRIVER_MAPS_FAIL", "1", 1);
-	CHECK(stderr_count(maps_failing_twice, "slot 4 of the driver's table returned 201") == 1,
-	      "the driver's failing [4] was not logged once");
+	fake_server_maps_ok = 1;
+	fake_server_maps_calls = 0;
+	a = b = NULL;
+	CHECK(((maps_fn)(uintptr_t)t[4])(&a, &b) == CUDA_SUCCESS && a && b && fake_server_maps_calls == 1,
+	      "[4] did not ask the server when the driver failed");
+	ok = 1;
+	for (int i = 0; a && b && i < 70; i++)
+		ok &= a[i] == 0x40 + i && b[i] == 0x80 + i;
+	CHECK(ok, "[4] maps are not the server's");
+	CHECK(((free_maps_fn)(uintptr_t)t[13])(a, b) == CUDA_SUCCESS && rec->maps_freed == 1,
+	      "[13] of the server's maps");
+	// The server failing too: zeroed maps and its error, logged once, and
+	// [13] frees them here.
+	fake_server_maps_ok = 0;
+	CHECK(stderr_count(maps_failing_twice, "returned 201, and the server's 801") == 1,
+	      "the failing [4] was not logged once");
 	unsetenv("FAKE_DRIVER_MAPS_FAIL");
 	CHECK(rec->maps_freed == 1, "[13] gave zeroed maps to the driver");
 	CHECK(rec->inits == 1, "the real driver was initialised %d times", rec->inits);
@@ -961,6 +994,13 @@ static void no_driver_tables(void)
 		CHECK(a[i] == 0 && b[i] == 0, "[4] map entry %d not zero", i);
 	CHECK(((free_maps_fn)(uintptr_t)t[13])(a, b) == CUDA_SUCCESS, "[13] of zeroed maps");
 	CHECK(((free_maps_fn)(uintptr_t)t[13])(&x, &y) == CUDA_ERROR_INVALID_VALUE, "[13] of maps it never made");
+	// The server answering.
+	fake_server_maps_ok = 1;
+	a = b = NULL;
+	CHECK(((maps_fn)(uintptr_t)t[4])(&a, &b) == CUDA_SUCCESS && a && b && a[69] == 0x40 + 69,
+	      "[4] without a driver did not take the server's maps");
+	CHECK(((free_maps_fn)(uintptr_t)t[13])(a, b) == CUDA_SUCCESS, "[13] of the server's maps");
+	fake_server_maps_ok = 0;
 }
 
 static void test_without_driver(void)
