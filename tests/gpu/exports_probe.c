@@ -9,8 +9,12 @@
 //   cuInit    how long initialising it takes;
 //   1734dc26  whether slot 4 (two per-TPC maps) answers before cuInit,
 //             after cuInit with no context, and with a context, and
-//             whether the maps are the same each way;
-//   tables    the size of each table the client asks the driver for.
+//             whether the maps begin the same each way;
+//   tables    the size of each table the client asks the driver for;
+//   binding   whether the driver binds references to its own cu* functions
+//             within itself (linked -Bsymbolic, or no such references): in
+//             a client the openmps library, loaded first, exports the same
+//             names, and an unbound reference would land in it.
 //
 // Each call that might crash runs in a child process. Exit 0 when the driver
 // loads and initialises, whatever the answers.
@@ -18,6 +22,7 @@
 //   cc -O2 -std=c11 -D_GNU_SOURCE -I/usr/local/cuda/include -o exports_probe tests/gpu/exports_probe.c -ldl
 //   ./exports_probe /usr/local/nvidia/lib64/libcuda.so.1
 #include <dlfcn.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,14 +65,16 @@ static const void *const *table(const uint8_t id[16], CUresult *rc)
 	return *rc == CUDA_SUCCESS ? t : NULL;
 }
 
-/* Calls 1734dc26[4] then [13]; prints what it got. The maps' first 80
- * bytes go to the pipe fd, for comparing. */
+#define CMP_BYTES 16   /* of each map: fewer than the driver's maps hold */
+
+/* Calls 1734dc26[4] then [13]; prints what it got. When [4] succeeds, the
+ * maps' first CMP_BYTES bytes each go to the pipe fd, for comparing. */
 static void maps(const char *when, int fd)
 {
 	typedef CUresult (*maps_fn)(uint8_t **, uint8_t **);
 	typedef CUresult (*free_fn)(uint8_t *, uint8_t *);
 	const void *const *t;
-	uint8_t *a = NULL, *b = NULL, buf[160] = { 0 };
+	uint8_t *a = NULL, *b = NULL, buf[2 * CMP_BYTES];
 	CUresult rc;
 
 	t = table(ID_1734, &rc);
@@ -79,24 +86,24 @@ static void maps(const char *when, int fd)
 	printf("probe: 1734dc26 %s: slot 4 returned %d", when, (int)rc);
 	if (rc == CUDA_SUCCESS && a && b) {
 		printf("; a:");
-		for (int i = 0; i < 24; i++)
+		for (int i = 0; i < CMP_BYTES; i++)
 			printf("%s%u", i ? "," : " ", a[i]);
 		printf(" b:");
-		for (int i = 0; i < 24; i++)
+		for (int i = 0; i < CMP_BYTES; i++)
 			printf("%s%u", i ? "," : " ", b[i]);
-		memcpy(buf, a, 80);
-		memcpy(buf + 80, b, 80);
+		memcpy(buf, a, CMP_BYTES);
+		memcpy(buf + CMP_BYTES, b, CMP_BYTES);
 		rc = ((free_fn)(uintptr_t)t[13])(a, b);
 		printf("; slot 13 returned %d", (int)rc);
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			perror("write");
 	}
 	printf("\n");
 	fflush(stdout);
-	if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-		perror("write");
 }
 
-/* Runs maps() in a child; 1 and the first bytes in out if it answered. */
-static int maps_in_child(const char *when, int init, int ctx, uint8_t out[160])
+/* Runs maps() in a child; 1 and the first bytes in out if [4] succeeded. */
+static int maps_in_child(const char *when, int init, int ctx, uint8_t out[2 * CMP_BYTES])
 {
 	int p[2], status = 0;
 	pid_t pid;
@@ -120,7 +127,7 @@ static int maps_in_child(const char *when, int init, int ctx, uint8_t out[160])
 		_exit(0);
 	}
 	close(p[1]);
-	ssize_t n = read(p[0], out, 160);
+	ssize_t n = read(p[0], out, 2 * CMP_BYTES);
 	close(p[0]);
 	waitpid(pid, &status, 0);
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
@@ -128,13 +135,59 @@ static int maps_in_child(const char *when, int init, int ctx, uint8_t out[160])
 		       WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 		return 0;
 	}
-	return n == 160;
+	return n == 2 * CMP_BYTES;
+}
+
+/* Counts the driver's relocations that name a cu* symbol it defines itself
+ * and that the dynamic linker resolves by name (so the global scope, where
+ * another libcuda.so.1 may come first, wins). */
+static void binding(void *h)
+{
+	struct link_map *lm = NULL;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const ElfW(Rela) *rel[2] = { NULL, NULL };
+	size_t relsz[2] = { 0, 0 };
+	int symbolic = 0, count = 0;
+	char first[256] = "";
+
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm) {
+		printf("probe: binding: dlinfo failed\n");
+		return;
+	}
+#define ADDR(v) ((uintptr_t)(v) < lm->l_addr ? lm->l_addr + (uintptr_t)(v) : (uintptr_t)(v))
+	for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+		switch (d->d_tag) {
+		case DT_SYMTAB: symtab = (const void *)ADDR(d->d_un.d_ptr); break;
+		case DT_STRTAB: strtab = (const void *)ADDR(d->d_un.d_ptr); break;
+		case DT_RELA: rel[0] = (const void *)ADDR(d->d_un.d_ptr); break;
+		case DT_RELASZ: relsz[0] = d->d_un.d_val; break;
+		case DT_JMPREL: rel[1] = (const void *)ADDR(d->d_un.d_ptr); break;
+		case DT_PLTRELSZ: relsz[1] = d->d_un.d_val; break;
+		case DT_SYMBOLIC: symbolic = 1; break;
+		case DT_FLAGS: symbolic |= (d->d_un.d_val & DF_SYMBOLIC) != 0; break;
+		}
+	}
+#undef ADDR
+	for (int k = 0; k < 2 && symtab && strtab; k++) {
+		for (size_t i = 0; rel[k] && i < relsz[k] / sizeof(ElfW(Rela)); i++) {
+			const ElfW(Sym) *sym = &symtab[ELF64_R_SYM(rel[k][i].r_info)];
+			const char *name = strtab + sym->st_name;
+
+			if (!ELF64_R_SYM(rel[k][i].r_info) || sym->st_shndx == SHN_UNDEF || strncmp(name, "cu", 2))
+				continue;
+			if (!count++)
+				snprintf(first, sizeof(first), "%s", name);
+		}
+	}
+	printf("probe: binding: DF_SYMBOLIC %s; %d relocations name a cu* function the driver defines%s%s\n",
+	       symbolic ? "set" : "not set", count, count ? ", the first " : "", first);
 }
 
 int main(int argc, char **argv)
 {
 	const char *path = argc > 1 ? argv[1] : "/usr/local/nvidia/lib64/libcuda.so.1";
-	uint8_t noctx[160], withctx[160];
+	uint8_t noctx[2 * CMP_BYTES], withctx[2 * CMP_BYTES];
 	int have_noctx, have_ctx, sms = 0;
 	CUdevice d;
 	double t0;
@@ -158,13 +211,14 @@ int main(int argc, char **argv)
 		printf("probe: the driver lacks a function this probe uses\n");
 		return 1;
 	}
+	binding(h);
 
 	maps_in_child("before cuInit", 0, 0, noctx);
 	have_noctx = maps_in_child("after cuInit, no context", 1, 0, noctx);
 	have_ctx = maps_in_child("with a context", 1, 1, withctx);
 	if (have_noctx && have_ctx)
 		printf("probe: 1734dc26 maps without and with a context are %s\n",
-		       memcmp(noctx, withctx, sizeof(noctx)) ? "different" : "the same (first 80 bytes each)");
+		       memcmp(noctx, withctx, sizeof(noctx)) ? "different" : "the same (first 16 bytes each)");
 
 	t0 = now_ms();
 	rc = p_init(0);
