@@ -26,11 +26,12 @@
 // function that calls it; every other slot is a stub (client/etbl.h). The
 // driver stays loaded for the life of the process.
 //
-// The driver's 1734dc26 [4] works on the current context's device, and the
-// driver in this process has no context: when it cannot answer, [4] asks
-// the server's driver (server/ops_exports.c), and only if that fails too
-// hands out zeroed maps and fails. 1734dc26 is always served: cuBLASLt
-// calls through the table without checking that it got one.
+// Except 1734dc26 [4]: the driver makes the maps for the current context's
+// device, and the driver in this process has no context, so [4] asks the
+// server's driver first (server/ops_exports.c), which has it; the driver
+// here only when the server cannot answer, and failing both [4] hands out
+// zeroed maps and fails. 1734dc26 is always served: cuBLASLt calls through
+// the table without checking that it got one.
 //
 // Without the real driver (none found, cuInit failing, a driver whose table
 // lacks a slot), 69a28e9f and da9151d3 are refused, as they were before
@@ -257,44 +258,41 @@ static CUresult zero_maps(uint8_t **a, uint8_t **b)
 }
 
 // [4] (uint8_t **a, uint8_t **b): the driver mallocs two maps with an entry
-// per TPC of the current context's device and returns 0. Asked, in turn, of
-// the driver in this process (which has no context here), of the server's
-// driver (with the context's device), and failing both the caller still
-// gets two zeroed maps, which [13] frees, with the server's error.
+// per TPC of the current context's device and returns 0. Asked first of the
+// server's driver, which has that context; then of the driver in this
+// process, which has none; failing both the caller still gets two zeroed
+// maps, which [13] frees, with the server's error.
 static CUresult tpc_maps(uint8_t **a, uint8_t **b)
 {
-	static uint8_t said_server;
 	char reason[704];
-	CUresult r;
+	CUresult r, rs;
 
 	if (!a || !b)
 		return CUDA_ERROR_INVALID_VALUE;
+	rs = mps__server_tpc_maps(a, b);
+	if (rs == CUDA_SUCCESS) {
+		if (keep_own(*a, *b) == CUDA_SUCCESS)
+			return CUDA_SUCCESS;
+		free(*a);
+		free(*b);
+		*a = *b = NULL;
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	pthread_once(&load_once, load);
 	if (real_ok[REAL_1734DC26]) {
 		r = ((maps_fn)mps__drv_slots[MPS_DRV_1734DC26_4])(a, b);
 		if (r == CUDA_SUCCESS)
 			return r;
-		snprintf(reason, sizeof(reason), "slot 4 of the driver's table in this process returned %d", (int)r);
+		snprintf(reason, sizeof(reason), "the server's driver returned %d, and the driver in this process %d",
+			 (int)rs, (int)r);
 	} else {
-		snprintf(reason, sizeof(reason), "%.640s", why[REAL_1734DC26]);
+		snprintf(reason, sizeof(reason), "the server's driver returned %d, and %.600s", (int)rs,
+			 why[REAL_1734DC26]);
 	}
-	r = mps__server_tpc_maps(a, b);
-	if (r == CUDA_SUCCESS) {
-		if (keep_own(*a, *b) != CUDA_SUCCESS) {
-			free(*a);
-			free(*b);
-			*a = *b = NULL;
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		if (!mps_xchg(&said_server, 1))
-			mps_log_debug("openmps: export table 1734dc26 slot 4: %.120s; the server's driver answers", reason);
-		return CUDA_SUCCESS;
-	}
-	snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason), ", and the server's %d", (int)r);
 	report(REAL_1734DC26, reason, "slot 4 hands out zeroed maps and fails");
 	if (zero_maps(a, b) != CUDA_SUCCESS)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	return r;
+	return rs;
 }
 
 // [13] (uint8_t *a, uint8_t *b): frees what [4] handed out.

@@ -942,7 +942,8 @@ static void test_driver_tables(void)
 	check_forwarded(&id_da91, 4, 0xda91, 0);
 	check_forwarded(&id_da91, 6, 0xda91, 0);
 
-	// 1734dc26: the driver's maps, and [13] gives them back to it.
+	// 1734dc26: the server failing, the driver's maps, and [13] gives them
+	// back to it.
 	CHECK(((maps_fn)(uintptr_t)t[4])(&a, &b) == CUDA_SUCCESS && a && b && rec->maps_made == 1, "[4] failed");
 	for (int i = 0; a && b && i < 66; i++)
 		ok &= a[i] == i % 8 && b[i] == i / 8;
@@ -950,25 +951,25 @@ static void test_driver_tables(void)
 	CHECK(((free_maps_fn)(uintptr_t)t[13])(a, b) == CUDA_SUCCESS && rec->maps_freed == 1, "[13] failed");
 	CHECK(((maps_fn)(uintptr_t)t[4])(NULL, &b) == CUDA_ERROR_INVALID_VALUE, "[4] NULL map");
 
-	// The driver's [4] failing (no context in this process): the server's
-	// maps, which [13] frees here, not in the driver.
-	setenv("FAKE_DRIVER_MAPS_FAIL", "1", 1);
+	// The server answering: its maps, the driver not asked, and [13] frees
+	// them here, not in the driver.
 	fake_server_maps_ok = 1;
 	fake_server_maps_calls = 0;
 	a = b = NULL;
-	CHECK(((maps_fn)(uintptr_t)t[4])(&a, &b) == CUDA_SUCCESS && a && b && fake_server_maps_calls == 1,
-	      "[4] did not ask the server when the driver failed");
+	CHECK(((maps_fn)(uintptr_t)t[4])(&a, &b) == CUDA_SUCCESS && a && b && fake_server_maps_calls == 1 &&
+		      rec->maps_made == 1, "[4] did not take the server's maps first");
 	ok = 1;
 	for (int i = 0; a && b && i < 70; i++)
 		ok &= a[i] == 0x40 + i && b[i] == 0x80 + i;
 	CHECK(ok, "[4] maps are not the server's");
 	CHECK(((free_maps_fn)(uintptr_t)t[13])(a, b) == CUDA_SUCCESS && rec->maps_freed == 1,
 	      "[13] of the server's maps");
-	// The server failing too: zeroed maps and its error, logged once, and
-	// [13] frees them here.
+	// The server and the driver failing: zeroed maps and the server's error,
+	// logged once, and [13] frees them here.
 	fake_server_maps_ok = 0;
-	CHECK(stderr_count(maps_failing_twice, "returned 201, and the server's 801") == 1,
-	      "the failing [4] was not logged once");
+	setenv("FAKE_DRIVER_MAPS_FAIL", "1", 1);
+	CHECK(stderr_count(maps_failing_twice, "the server's driver returned 801, and the driver in this process 201") ==
+		      1, "the failing [4] was not logged once");
 	unsetenv("FAKE_DRIVER_MAPS_FAIL");
 	CHECK(rec->maps_freed == 1, "[13] gave zeroed maps to the driver");
 	CHECK(rec->inits == 1, "the real driver was initialised %d times", rec->inits);
