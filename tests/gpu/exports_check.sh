@@ -13,8 +13,9 @@
 # openmps calls in the client need (cuInit? a context?) and how long
 # loading and initialising it takes.
 #
-# Run from anywhere in the repository; about two minutes, and it starts no
-# check after EXPORTS_DEADLINE seconds (default 150). The openmps daemon
+# Run from anywhere in the repository; about two minutes: it starts no check
+# after EXPORTS_DEADLINE seconds (default 140) and gives each at most what
+# is left of 170 s. The openmps daemon
 # runs with private directories and is stopped on every way out.
 # Results in $OUT (default /tmp/openmps-exports-check): summary.txt (the
 # table printed at the end), native.log, openmps.log (every check's
@@ -33,7 +34,7 @@ mkdir -p "$OUT"
 NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 PYTHON=${PYTHON:-python3}
-DEADLINE=${EXPORTS_DEADLINE:-150}
+DEADLINE=${EXPORTS_DEADLINE:-140}
 BUILD=build
 WORK=$(mktemp -d /tmp/openmps-exports.XXXXXX)
 OM_PIPE=$WORK/pipe
@@ -136,6 +137,14 @@ out_of_time() {
 	[ $((SECONDS - START)) -ge "$DEADLINE" ]
 }
 
+# Seconds a check may take: 60, less as the whole run nears 170 s.
+limit() {
+	local left=$((170 - (SECONDS - START)))
+	[ "$left" -gt 60 ] && left=60
+	[ "$left" -lt 10 ] && left=10
+	echo "$left"
+}
+
 run_group() {   # mode group
 	local mode=$1 group=$2 out=$WORK/$1-$2.out rc c line status detail
 	if out_of_time; then
@@ -144,7 +153,7 @@ run_group() {   # mode group
 	fi
 	mode_env "$mode"
 	mkdir -p "$WORK/cupy-$mode"
-	timeout -k 5 90 env "${ENVV[@]}" "$PYTHON" tests/gpu/exports_check.py "$group" >"$out" 2>&1 </dev/null
+	timeout -k 5 "$(limit)" env "${ENVV[@]}" "$PYTHON" tests/gpu/exports_check.py "$group" >"$out" 2>&1 </dev/null
 	rc=$?
 	{ echo "=== $group ($mode), exit $rc"; cat "$out"; echo; } >>"$OUT/$mode.log"
 	if grep -q "^RESULT $group SKIP" "$out"; then
@@ -176,7 +185,7 @@ run_t_exports() {   # mode
 	if out_of_time; then record "$mode" t_exports SKIP "out of time"; return; fi
 	if [ ! -x "$BUILD/tests/cuda/t_exports" ]; then record "$mode" t_exports FAIL "not built"; return; fi
 	mode_env "$mode"
-	timeout -k 5 60 env "${ENVV[@]}" "$BUILD/tests/cuda/t_exports" >"$out" 2>&1 </dev/null
+	timeout -k 5 "$(limit)" env "${ENVV[@]}" "$BUILD/tests/cuda/t_exports" >"$out" 2>&1 </dev/null
 	rc=$?
 	{ echo "=== t_exports ($mode), exit $rc"; cat "$out"; echo; } >>"$OUT/$mode.log"
 	case $rc in
@@ -200,7 +209,7 @@ echo "build: $((SECONDS - START)) s"
 
 if cc -O2 -std=c11 -D_GNU_SOURCE -I"$CUDA_HOME/include" -o "$WORK/exports_probe" tests/gpu/exports_probe.c -ldl \
 	>"$OUT/probe.log" 2>&1; then
-	timeout -k 5 60 "$WORK/exports_probe" "$NATIVE_LIB/libcuda.so.1" >>"$OUT/probe.log" 2>&1
+	timeout -k 5 30 "$WORK/exports_probe" "$NATIVE_LIB/libcuda.so.1" >>"$OUT/probe.log" 2>&1
 fi
 sed 's/^/  /' "$OUT/probe.log"
 
