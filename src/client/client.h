@@ -162,6 +162,7 @@ struct mps_func {
 	uint32_t arg_size;
 	int max_threads;
 	uint16_t *param;       /* offset, size pairs */
+	void *view;            /* its view (funcview.c), once one was asked for */
 };
 
 /* ------------------------------------------------------------------ */
@@ -186,6 +187,16 @@ CUresult mps__stream_resolve(CUstream s, bool per_thread, uint32_t *stream, uint
 
 /* Checks a handle's magic; NULL if it is not a live object of that kind. */
 void *mps__obj(const void *h, uint32_t magic);
+
+/* A CUfunction or CUkernel as the program passes it: the function, whether
+ * the handle is the function itself or its view; NULL if neither. */
+struct mps_func *mps__func(const void *h);
+
+/* Function views (funcview.c): the function a view stands for (NULL if h is
+ * not a view, or its function was unloaded), and dropping f's view when f
+ * goes. */
+struct mps_func *mps__func_of_view(const void *h);
+void mps__func_view_drop(struct mps_func *f);
 
 /* Device allocations the client knows of, for telling device pointers from
  * host pointers (memory.c). */

@@ -175,6 +175,44 @@ static CUresult device_get_attribute(int *v, CUdevice_attribute a, CUdevice d)
 	return CUDA_SUCCESS;
 }
 
+/* The per-TPC maps of the current context's device, as the server's driver
+ * makes them (server/ops_exports.c), for slot 4 of the private table
+ * 1734dc26 (exports_driver.c). Two malloc()ed copies. */
+CUresult mps__server_tpc_maps(uint8_t **a, uint8_t **b)
+{
+	struct mps_msg q = { 0 };
+	struct mps_call call;
+	uint64_t na, nb;
+	uint32_t h;
+	CUresult r;
+
+	r = mps__cur_handle(&h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_TPC_MAPS, h, &q, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS) {
+		na = call.s->val[0];
+		nb = call.s->val[1];
+		if (!na || !nb || na + nb != call.s->len || na + nb > MPS_SLOT_DATA) {
+			r = CUDA_ERROR_UNKNOWN;   /* a malformed reply */
+		} else {
+			*a = malloc(na);
+			*b = malloc(nb);
+			if (*a && *b) {
+				memcpy(*a, call.s->data, na);
+				memcpy(*b, call.s->data + na, nb);
+			} else {
+				free(*a);
+				free(*b);
+				*a = *b = NULL;
+				r = CUDA_ERROR_OUT_OF_MEMORY;
+			}
+		}
+	}
+	mps__call_end(&call);
+	return r;
+}
+
 static CUresult device_get_pci_bus_id(char *id, int len, CUdevice d)
 {
 	const struct mps_wire_device *w;

@@ -244,7 +244,8 @@ static CUresult get_proc_address_v1(const char *symbol, void **pfn, int version,
 
 static CUresult get_export_table(const void **table, const CUuuid *id)
 {
-	return mps__export_table(table, id);
+	/* The exported stub jumped here: our return address is the caller's. */
+	return mps__export_table(table, id, __builtin_return_address(0));
 }
 
 const struct mps_impl mps__dispatch_api[] = {

@@ -75,7 +75,7 @@ CUresult mps__fwd_h_event(CUevent e, uint64_t *h)
 
 CUresult mps__fwd_h_func(CUfunction f, uint64_t *h)
 {
-	struct mps_func *fn = mps__obj(f, MPS_MAGIC_FUNC);
+	struct mps_func *fn = mps__func(f);
 
 	if (!fn)
 		return CUDA_ERROR_INVALID_HANDLE;

@@ -116,10 +116,10 @@ static CUresult node_func(const CUDA_KERNEL_NODE_PARAMS *p, struct mps_func **f,
 {
 	*ctx = 0;
 	if (p->func) {
-		*f = mps__obj(p->func, MPS_MAGIC_FUNC);
+		*f = mps__func(p->func);
 		return *f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 	}
-	*f = mps__obj(p->kern, MPS_MAGIC_FUNC);
+	*f = mps__func(p->kern);
 	if (!*f || !(*f)->is_kernel)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (p->ctx) {

@@ -72,7 +72,7 @@ void mps__args_pack(const struct mps_func *f, void **params, const void *packed,
 
 static CUresult launch(CUfunction hf, const struct launch *l)
 {
-	struct mps_func *f = mps__obj(hf, MPS_MAGIC_FUNC);
+	struct mps_func *f = mps__func(hf);
 	const void *packed = NULL;
 	size_t arg_size, threads;
 	struct mps_msg_launch *m;

@@ -291,11 +291,13 @@ static CUresult unload(struct mps_module *m)
 
 			f->per_ctx = g->per_ctx;
 			func_unregister(g);
+			mps__func_view_drop(g);
 			g->magic = MPS_MAGIC_DEAD;
 			free(g->param);
 			free(g);
 		}
 		func_unregister(f);
+		mps__func_view_drop(f);
 		f->magic = MPS_MAGIC_DEAD;
 		free(f->name);
 		free(f->param);
@@ -420,6 +422,86 @@ static CUresult module_get_function(CUfunction *pf, CUmodule mod, const char *na
 	return r;
 }
 
+/* The module's functions by name from the server, each then got as
+ * cuModuleGetFunction gets it. The names are copied out of the reply before
+ * the lookups, which need reply slots of their own. */
+CUresult mps__module_functions(CUmodule mod, CUfunction *fns, unsigned int max, unsigned int *count)
+{
+	struct mps_module *m = module_arg(mod, MPS_MODULE);
+	struct mps_msg_module_funcs q = { .first = 0 };
+	unsigned int got = 0, total = 0;
+	uint32_t h = 0;
+
+	if (!m)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!count || (max && !fns))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (m->ctx)
+		mps__ctx_handle(m->ctx, &h);
+	q.module = m->handle;
+	do {
+		unsigned int names = 0;
+		struct mps_call call;
+		size_t len = 0;
+		char *buf = NULL;
+		const char *p;
+		CUresult r;
+
+		q.max_names = max - got;
+		r = mps__call(MPS_OP_MODULE_FUNCS, h, &q.hdr, sizeof(q), NULL, 0, &call);
+		if (r == CUDA_SUCCESS) {
+			total = (unsigned int)call.s->val[0];
+			names = (unsigned int)call.s->val[1];
+			len = call.s->len <= MPS_SLOT_DATA ? call.s->len : 0;
+			buf = malloc(len + 1);
+			if (buf) {
+				memcpy(buf, call.s->data, len);
+				buf[len] = 0;   /* a malformed reply still ends in a NUL */
+			} else {
+				r = CUDA_ERROR_OUT_OF_MEMORY;
+			}
+		}
+		mps__call_end(&call);
+		p = buf;
+		for (unsigned int i = 0; r == CUDA_SUCCESS && i < names; i++) {
+			struct mps_func *f;
+
+			if (p >= buf + len) {
+				r = CUDA_ERROR_INVALID_VALUE;   /* fewer names than it said */
+				break;
+			}
+			r = get_symbol(m, p, MPS_FUNC_OF_MODULE, &f);
+			if (r == CUDA_SUCCESS && got < max)
+				fns[got++] = (CUfunction)f;
+			p += strlen(p) + 1;
+		}
+		free(buf);
+		if (r != CUDA_SUCCESS)
+			return r;
+		if (names == 0 && got < max && q.first < total)
+			return CUDA_ERROR_NOT_SUPPORTED;   /* a name too long for a reply */
+		q.first += names;
+	} while (got < max && q.first < total);
+	*count = total;
+	return CUDA_SUCCESS;
+}
+
+static CUresult module_get_function_count(unsigned int *count, CUmodule mod)
+{
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mps__module_functions(mod, NULL, 0, count);
+}
+
+static CUresult module_enumerate_functions(CUfunction *fns, unsigned int n, CUmodule mod)
+{
+	unsigned int count = 0;
+
+	if (!fns)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mps__module_functions(mod, fns, n, &count);
+}
+
 static CUresult get_global(struct mps_module *m, int kind, CUdeviceptr *dptr, size_t *bytes, const char *name)
 {
 	struct mps_msg_get_symbol q = { .kind = (uint32_t)kind, .parent = m->handle };
@@ -536,9 +618,16 @@ static CUresult library_get_global(CUdeviceptr *dptr, size_t *bytes, CUlibrary l
 	return m ? get_global(m, MPS_GLOBAL_OF_LIBRARY, dptr, bytes, name) : CUDA_ERROR_INVALID_HANDLE;
 }
 
+struct mps_func *mps__func(const void *h)
+{
+	struct mps_func *f = mps__obj(h, MPS_MAGIC_FUNC);
+
+	return f ? f : mps__func_of_view(h);
+}
+
 static struct mps_func *func_arg(const void *h)
 {
-	return mps__obj(h, MPS_MAGIC_FUNC);
+	return mps__func(h);
 }
 
 static CUresult kernel_get_function(CUfunction *pf, CUkernel kernel)
@@ -857,6 +946,8 @@ const struct mps_impl mps__module_api[] = {
 	MPS_IMPL(cuModuleLoad, module_load),
 	MPS_IMPL(cuModuleUnload, module_unload),
 	MPS_IMPL(cuModuleGetFunction, module_get_function),
+	MPS_IMPL(cuModuleGetFunctionCount, module_get_function_count),
+	MPS_IMPL(cuModuleEnumerateFunctions, module_enumerate_functions),
 	MPS_IMPL(cuModuleGetGlobal_v2, module_get_global),
 	MPS_IMPL(cuModuleGetLoadingMode, module_get_loading_mode),
 	MPS_IMPL(cuLibraryLoadData, library_load_data),

@@ -5,7 +5,8 @@
 include src/client/gen/module.mk
 
 CLIENT_SRCS := $(wildcard src/client/*.c)
-CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/client/resolve.o $(CLIENT_GEN_OBJS)
+CLIENT_OBJS := $(CLIENT_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/src/client/resolve.o \
+               $(BUILD)/obj/src/client/exports_driver_fwd.o $(CLIENT_GEN_OBJS)
 
 $(BUILD)/lib/libcuda.so.1: $(CLIENT_OBJS) $(COMMON_OBJS)
 	@mkdir -p $(dir $@)

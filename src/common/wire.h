@@ -29,7 +29,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        3
+#define MPS_WIRE_VERSION        4
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -162,7 +162,9 @@ enum mps_op_sync {
 	X(CAPTURE_END, capture_end, mps_msg_handle, MPS_SYNC)             /* val[0] = graph, 0 if none */ \
 	X(CAPTURE_INFO, capture_info, mps_msg_handle, MPS_SYNC)           /* val = status, id, graph, n; data */ \
 	X(KERNEL_NODE, kernel_node, mps_msg_kernel_node, MPS_SYNC)        /* add: val[0] = node */ \
-	X(KERNEL_NODE_GET, kernel_node_get, mps_msg_handle, MPS_SYNC)     /* val, data: see mps_kernel_node_out */
+	X(KERNEL_NODE_GET, kernel_node_get, mps_msg_handle, MPS_SYNC)     /* val, data: see mps_kernel_node_out */ \
+	X(MODULE_FUNCS, module_funcs, mps_msg_module_funcs, MPS_SYNC)     /* val[0] = count, val[1] = names; data */ \
+	X(TPC_MAPS, tpc_maps, mps_msg, MPS_SYNC)                          /* val = bytes of each map; data = both */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -317,6 +319,18 @@ struct mps_msg_get_symbol {
 };
 
 #define MPS_SYMBOL_MAX (MPS_MSG_MAX - sizeof(struct mps_msg_get_symbol) - 1)
+
+/* MPS_OP_MODULE_FUNCS: the functions of a module, as the driver enumerates
+ * them (cuModuleEnumerateFunctions). The reply gives their count and the
+ * names of up to max_names of them from index first, each ending in a NUL,
+ * as many as fit in the reply slot. */
+struct mps_msg_module_funcs {
+	struct mps_msg hdr;
+	uint32_t module;
+	uint32_t first;
+	uint32_t max_names;  /* 0: the count only */
+	uint32_t pad;
+};
 
 /* Reply data of MPS_OP_GET_FUNCTION: what a launch needs to pack arguments. */
 struct mps_func_info {

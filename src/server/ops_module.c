@@ -345,6 +345,58 @@ void mps__op_get_function(struct mps_client *c, const struct mps_msg *m)
 	mps__reply(c, m->slot, CUDA_SUCCESS);
 }
 
+/* The names of a module's functions from index q->first, each with its NUL,
+ * as many as q->max_names asks and the slot holds; their count in val[1],
+ * the module's function count in val[0]. A name too long for the slot ends
+ * the list early (the client then fails with CUDA_ERROR_NOT_SUPPORTED). */
+void mps__op_module_funcs(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_module_funcs *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	struct mps_smodule *mod = mps__obj(c, q->module, MPS_H_MODULE);
+	CUfunction *fns = NULL;
+	unsigned int n = 0, names = 0;
+	uint32_t len = 0;
+	CUresult r;
+
+	if (!mod || mod->kind != MPS_MODULE) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_HANDLE);
+		return;
+	}
+	if (!mps_drv.cuModuleGetFunctionCount || !mps_drv.cuModuleEnumerateFunctions || !mps_drv.cuFuncGetName) {
+		mps__reply(c, m->slot, CUDA_ERROR_NOT_SUPPORTED);
+		return;
+	}
+	r = mps__bind_device(c, mod->device);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuModuleGetFunctionCount(&n, mod->mod);
+	if (r == CUDA_SUCCESS && q->max_names && q->first < n) {
+		fns = calloc(n, sizeof(*fns));
+		r = fns ? mps_drv.cuModuleEnumerateFunctions(fns, n, mod->mod) : CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	for (unsigned int i = q->first; r == CUDA_SUCCESS && fns && i < n && names < q->max_names; i++) {
+		const char *name = NULL;
+		size_t l;
+
+		r = mps_drv.cuFuncGetName(&name, fns[i]);
+		if (r != CUDA_SUCCESS || !name)
+			break;
+		l = strlen(name) + 1;
+		if (len + l > MPS_SLOT_DATA)
+			break;
+		memcpy(s->data + len, name, l);
+		len += (uint32_t)l;
+		names++;
+	}
+	free(fns);
+	if (r == CUDA_SUCCESS) {
+		s->val[0] = n;
+		s->val[1] = names;
+		s->len = len;
+	}
+	mps__reply(c, m->slot, r);
+}
+
 void mps__op_get_global(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_get_symbol *q = (const void *)m;

@@ -19,6 +19,8 @@
 #   frameworks  tests/gpu/torch_smoke.py and cupy_smoke.py, natively and
 #               under openmps, and torch_limit.py under an openmps memory
 #               limit (reported, never stops the run)
+#   exports     tests/gpu/exports_check.sh: the libraries that call the
+#               driver's private export tables, natively and under openmps
 #   integrity   tests/gpu/integrity_vs_driver.c, if present
 #   procaddr    tools/check-procaddr.c, if present
 #   bench       bench/run.sh (add --quick with BENCH_QUICK=1)
@@ -39,7 +41,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ -n "${OUT:-}" ] && OUT=$(realpath -m -- "$OUT")
 cd "$ROOT" || exit 1
 
-ALL_STEPS=(build native openmps system control cudart frameworks integrity procaddr bench)
+ALL_STEPS=(build native openmps system control cudart frameworks exports integrity procaddr bench)
 STEPS=("$@")
 [ ${#STEPS[@]} -eq 0 ] && STEPS=("${ALL_STEPS[@]}")
 for s in "${STEPS[@]}"; do
@@ -376,6 +378,17 @@ step_frameworks() {
 	run_check "torch under a 2 GiB limit, openmps" "$LOGDIR/torch-limit-openmps.log" 600 openmps \
 		"$PYTHON" tests/gpu/torch_limit.py 2048 || om_logs 30
 	om_stop
+}
+
+# Its own daemon, builds and table (tests/gpu/exports_check.sh).
+step_exports() {
+	if OUT=$LOGDIR/exports OPENMPS_NATIVE_LIB=$NATIVE_LIB timeout -k 10 300 tests/gpu/exports_check.sh \
+		>"$LOGDIR/exports.out" 2>&1; then
+		result PASS "exports_check.sh"
+	else
+		result FAIL "exports_check.sh" "exit $?"
+	fi
+	sed -n '/^check /,$p' "$LOGDIR/exports.out" | sed 's/^/      /'
 }
 
 # Builds a standalone checker from the build command its header gives

@@ -379,3 +379,61 @@ CU_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule 
 	mps__unlock();
 	return rc;
 }
+
+CU_API CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule hmod)
+{
+	struct si_module *m;
+	CUresult rc = CUDA_ERROR_INVALID_HANDLE;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	m = mps__handle_get((uintptr_t)hmod, SI_H_MODULE);
+	if (m && !m->lib) {
+		*count = m->img.nentries;
+		rc = CUDA_SUCCESS;
+	}
+	mps__unlock();
+	return rc;
+}
+
+/* The kernels in the order the PTX defines them, as cuModuleGetFunction
+ * gives them. */
+CU_API CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int n, CUmodule hmod)
+{
+	struct si_module *m;
+	CUresult rc = CUDA_ERROR_INVALID_HANDLE;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!functions)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	m = mps__handle_get((uintptr_t)hmod, SI_H_MODULE);
+	if (m && !m->lib) {
+		for (unsigned i = 0; i < n && i < m->img.nentries; i++)
+			functions[i] = (CUfunction)m->funcs[i].handle;
+		rc = CUDA_SUCCESS;
+	}
+	mps__unlock();
+	return rc;
+}
+
+CU_API CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+	struct si_function *f;
+	CUresult rc;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!name || !hfunc)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	rc = mps__function_resolve(hfunc, NULL, &f);
+	if (rc == CUDA_SUCCESS)
+		*name = f->entry->name;
+	mps__unlock();
+	return rc;
+}
