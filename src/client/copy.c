@@ -314,6 +314,47 @@ static CUresult memset_any(CUdeviceptr dst, uint32_t value, unsigned int elem, s
 	return r;
 }
 
+/* 2D: height rows of width elements, pitch bytes apart. */
+static CUresult memset2d_any(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned int elem, size_t width,
+			     size_t height, CUstream s, bool per_thread, bool async)
+{
+	struct mps_msg_memset q = { .elem = elem, .dst = dst, .count = width, .value = value, .pitch = pitch,
+				    .height = height };
+	struct mps_call call;
+	uint32_t ctx;
+	CUresult r;
+
+	r = mps__stream_resolve(s, per_thread, &q.stream, &ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (width == 0 || height == 0)
+		return CUDA_SUCCESS;
+	if (dst % elem || (height > 1 && (pitch < width * elem || pitch % elem)))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (async)
+		return mps__post(MPS_OP_MEMSET, ctx, &q.hdr, sizeof(q), NULL, 0);
+	r = mps__call(MPS_OP_MEMSET, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	return r;
+}
+
+#define MEMSET2D(name, T, elem, per_thread)                                                            \
+	static CUresult name(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h)                     \
+	{                                                                                              \
+		return memset2d_any(d, pitch, v, elem, w, h, NULL, per_thread, false);                 \
+	}                                                                                              \
+	static CUresult name##_async(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h, CUstream s) \
+	{                                                                                              \
+		return memset2d_any(d, pitch, v, elem, w, h, s, per_thread, true);                     \
+	}
+MEMSET2D(memset2d_d8, unsigned char, 1, false)
+MEMSET2D(memset2d_d16, unsigned short, 2, false)
+MEMSET2D(memset2d_d32, unsigned int, 4, false)
+MEMSET2D(memset2d_d8_pt, unsigned char, 1, true)
+MEMSET2D(memset2d_d16_pt, unsigned short, 2, true)
+MEMSET2D(memset2d_d32_pt, unsigned int, 4, true)
+#undef MEMSET2D
+
 static CUresult memset_d8(CUdeviceptr d, unsigned char v, size_t n) { return memset_any(d, v, 1, n, NULL, false, false); }
 static CUresult memset_d16(CUdeviceptr d, unsigned short v, size_t n) { return memset_any(d, v, 2, n, NULL, false, false); }
 static CUresult memset_d32(CUdeviceptr d, unsigned int v, size_t n) { return memset_any(d, v, 4, n, NULL, false, false); }
@@ -356,5 +397,17 @@ const struct mps_impl mps__copy_api[] = {
 	MPS_IMPL_AS(cuMemsetD8Async_ptsz, cuMemsetD8Async, memset_d8_async_ptsz),
 	MPS_IMPL_AS(cuMemsetD16Async_ptsz, cuMemsetD16Async, memset_d16_async_ptsz),
 	MPS_IMPL_AS(cuMemsetD32Async_ptsz, cuMemsetD32Async, memset_d32_async_ptsz),
+	MPS_IMPL(cuMemsetD2D8_v2, memset2d_d8),
+	MPS_IMPL(cuMemsetD2D16_v2, memset2d_d16),
+	MPS_IMPL(cuMemsetD2D32_v2, memset2d_d32),
+	MPS_IMPL_AS(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2, memset2d_d8_pt),
+	MPS_IMPL_AS(cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2, memset2d_d16_pt),
+	MPS_IMPL_AS(cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2, memset2d_d32_pt),
+	MPS_IMPL(cuMemsetD2D8Async, memset2d_d8_async),
+	MPS_IMPL(cuMemsetD2D16Async, memset2d_d16_async),
+	MPS_IMPL(cuMemsetD2D32Async, memset2d_d32_async),
+	MPS_IMPL_AS(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, memset2d_d8_pt_async),
+	MPS_IMPL_AS(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, memset2d_d16_pt_async),
+	MPS_IMPL_AS(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, memset2d_d32_pt_async),
 	MPS_IMPL_END
 };

@@ -272,9 +272,11 @@ struct mps_msg_memset {
 	uint32_t stream;
 	uint32_t elem;    /* 1, 2 or 4 */
 	uint64_t dst;
-	uint64_t count;   /* elements */
+	uint64_t count;   /* elements (of each row) */
 	uint32_t value;
 	uint32_t pad;
+	uint64_t pitch;   /* bytes from one row to the next */
+	uint64_t height;  /* rows; 0: a plain memset of count elements */
 };
 
 /* MPS_OP_BLOB_APPEND flags. */

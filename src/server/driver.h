@@ -27,6 +27,7 @@
 	X(cuPointerGetAttribute) \
 	X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) \
 	X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) \
+	X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(cuMemsetD2D32Async) \
 	X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal) \
 	X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLibraryGetGlobal) \
 	X(cuKernelGetFunction) X(cuKernelGetAttribute) X(cuKernelSetAttribute) \

@@ -141,14 +141,36 @@ void mps__op_memset(struct mps_client *c, const struct mps_msg *m)
 	struct mps_sstream *st;
 	CUresult r = CUDA_ERROR_INVALID_VALUE;
 
+	uint64_t row, span;
+
 	if ((q->elem != 1 && q->elem != 2 && q->elem != 4) || q->count > UINT64_MAX / 4)
 		goto fail;
-	if (q->count && mps_memacct_check(&c->mem, q->dst, q->count * q->elem) < 0)
+	row = q->count * q->elem;
+	span = row;
+	if (q->height) {
+		/* Rows of a pitched allocation: every byte from the first row's
+		 * start to the last row's end must be the client's. */
+		if ((q->height > 1 && q->pitch < row) || q->height > UINT32_MAX || q->pitch > UINT64_MAX / q->height)
+			goto fail;
+		span = q->pitch * (q->height - 1) + row;
+		if (!row)
+			span = 0;
+	}
+	if (span && mps_memacct_check(&c->mem, q->dst, span) < 0)
 		goto fail;
 	st = mps_stream_for_work(c, m, q->stream, &r);
 	if (!st)
 		goto fail;
-	if (q->count) {
+	if (span && q->height) {
+		size_t w = (size_t)q->count, h = (size_t)q->height, pitch = (size_t)q->pitch;
+
+		if (q->elem == 1)
+			r = mps_drv.cuMemsetD2D8Async((CUdeviceptr)q->dst, pitch, (unsigned char)q->value, w, h, st->s);
+		else if (q->elem == 2)
+			r = mps_drv.cuMemsetD2D16Async((CUdeviceptr)q->dst, pitch, (unsigned short)q->value, w, h, st->s);
+		else
+			r = mps_drv.cuMemsetD2D32Async((CUdeviceptr)q->dst, pitch, q->value, w, h, st->s);
+	} else if (span) {
 		if (q->elem == 1)
 			r = mps_drv.cuMemsetD8Async((CUdeviceptr)q->dst, (unsigned char)q->value, (size_t)q->count, st->s);
 		else if (q->elem == 2)

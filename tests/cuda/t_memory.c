@@ -530,6 +530,59 @@ static void test_memset(void)
 	free(got);
 }
 
+/* 2D memsets: rows of a pitched block set, the bytes between the rows
+ * (and around the block) left as they were, at each element size, plain
+ * and on a stream; a pitch narrower than a row refused. */
+static void test_memset_2d(void)
+{
+	const size_t pitch = 4096, rows = 37, len = pitch * rows;
+	unsigned char *img = xmalloc(len), *got = xmalloc(len);
+	CUdeviceptr d;
+	static const struct {
+		unsigned width;
+		int async;
+		size_t off, w, h;
+		uint32_t value;
+	} ops[] = {
+		{ 1, 0, 5, 1000, 7, 0x5a },
+		{ 1, 1, 0, 4096, 3, 0xc3 },
+		{ 2, 0, 2, 700, 20, 0xa55a },
+		{ 2, 1, 64, 1, 36, 0x0ff0 },
+		{ 4, 0, 8, 1023, 2, 0x12345678 },
+		{ 4, 1, 4, 333, 30, 0xfedcba98 },
+	};
+
+	CHECK(cuMemAlloc(&d, len));
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		CUdeviceptr at = d + ops[k].off;
+		char what[96];
+
+		t_fill_bytes(img, len, &rng);
+		CHECK(cuMemcpyHtoD(d, img, len));
+		for (size_t r = 0; r < ops[k].h; r++)
+			image_set(img, ops[k].off + r * pitch, ops[k].w, ops[k].width, ops[k].value);
+		switch (ops[k].width * 2 + ops[k].async) {
+		case 2: CHECK(cuMemsetD2D8(at, pitch, (unsigned char)ops[k].value, ops[k].w, ops[k].h)); break;
+		case 3: CHECK(cuMemsetD2D8Async(at, pitch, (unsigned char)ops[k].value, ops[k].w, ops[k].h, stream)); break;
+		case 4: CHECK(cuMemsetD2D16(at, pitch, (unsigned short)ops[k].value, ops[k].w, ops[k].h)); break;
+		case 5: CHECK(cuMemsetD2D16Async(at, pitch, (unsigned short)ops[k].value, ops[k].w, ops[k].h, stream)); break;
+		case 8: CHECK(cuMemsetD2D32(at, pitch, ops[k].value, ops[k].w, ops[k].h)); break;
+		case 9: CHECK(cuMemsetD2D32Async(at, pitch, ops[k].value, ops[k].w, ops[k].h, stream)); break;
+		}
+		if (ops[k].async)
+			CHECK(cuStreamSynchronize(stream));
+		memset(got, 0, len);
+		CHECK(cuMemcpyDtoH(got, d, len));
+		snprintf(what, sizeof(what), "cuMemsetD2D%u%s(offset %zu, %zu x %zu, 0x%x)", ops[k].width * 8,
+			 ops[k].async ? "Async" : "", ops[k].off, ops[k].w, ops[k].h, ops[k].value);
+		CMP_BYTES(got, img, len, what);
+	}
+	CHECK_ERR(cuMemsetD2D32(d, 100, 1, 100, 2), CUDA_ERROR_INVALID_VALUE);
+	CHECK(cuMemFree(d));
+	free(img);
+	free(got);
+}
+
 /* Stream-ordered allocation: memory from cuMemAllocAsync is usable in the
  * stream's order at once (set, copied in and out on the stream, exact),
  * counts in the free memory while held, and cuMemFreeAsync queued behind
@@ -595,6 +648,7 @@ int main(int argc, char **argv)
 	test_copies();
 	test_unified_copy();
 	test_memset();
+	test_memset_2d();
 	test_alloc_async();
 
 	CHECK(cuStreamDestroy(stream));

@@ -157,3 +157,37 @@ CU_API CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t 
 {
 	return memset_async(dstDevice, ui, 4, N, hStream);
 }
+
+/* Rows one after another; each row must lie in one allocation, and the
+ * rows between them are left alone. */
+static CUresult memset2d_async(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned width, size_t w, size_t h,
+			       CUstream hs)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	if (!w || !h)
+		return memset_async(dst, value, width, 0, hs);
+	if (h > 1 && (pitch < w * width || pitch % width))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < h && rc == CUDA_SUCCESS; i++)
+		rc = memset_async(dst + i * pitch, value, width, w, hs);
+	return rc;
+}
+
+CU_API CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+				  size_t Height, CUstream hStream)
+{
+	return memset2d_async(dstDevice, dstPitch, uc, 1, Width, Height, hStream);
+}
+
+CU_API CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+				   size_t Height, CUstream hStream)
+{
+	return memset2d_async(dstDevice, dstPitch, us, 2, Width, Height, hStream);
+}
+
+CU_API CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+				   size_t Height, CUstream hStream)
+{
+	return memset2d_async(dstDevice, dstPitch, ui, 4, Width, Height, hStream);
+}

@@ -432,6 +432,7 @@ int main(int argc, char **argv)
 		struct mps_msg_module_load ml;
 		struct mps_msg_launch la;
 		struct mps_msg_mem_async ma2;
+		struct mps_msg_memset ms;
 		uint8_t raw[256];
 	} m;
 	struct mps_slot *s;
@@ -475,6 +476,24 @@ int main(int argc, char **argv)
 	m.ma.size = 4096;
 	CHECK(call(MPS_OP_MEM_ALLOC, ctx, &m, sizeof(m.ma), &s));
 	mine = s->val[0];
+	/* 2D memsets whose rows run past the allocation, or whose pitch
+	 * wraps or is narrower than a row. */
+	memset(&m, 0, sizeof(m));
+	m.ms.elem = 4;
+	m.ms.dst = mine;
+	m.ms.count = 16;
+	m.ms.pitch = 4096;
+	m.ms.height = 2;
+	CHECK_ERR(call(MPS_OP_MEMSET, ctx, &m, sizeof(m.ms), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ms.pitch = 1ull << 62;
+	m.ms.height = 5;
+	CHECK_ERR(call(MPS_OP_MEMSET, ctx, &m, sizeof(m.ms), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ms.pitch = 8;
+	m.ms.height = 2;
+	CHECK_ERR(call(MPS_OP_MEMSET, ctx, &m, sizeof(m.ms), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ms.pitch = 1024;
+	m.ms.height = 4;
+	CHECK(call(MPS_OP_MEMSET, ctx, &m, sizeof(m.ms), NULL));
 	/* Past the end of our allocation, and someone else's memory. */
 	memset(&m, 0, sizeof(m));
 	m.cp.kind = MPS_COPY_D2H;
