@@ -302,8 +302,9 @@ def child_main(idx, args, conn, go, times, parent):
         with ctx():
             for k in range(args.warmup):
                 wl.request(k)
+        maps = mapped_libcuda()
         conn.send(("ready", {"init_s": time.perf_counter() - t0, "check": check, "error": detail,
-                             "libcuda": mapped_libcuda()}))
+                             "libcuda": maps, "mode": openmps_mode(maps)}))
     except BaseException as e:      # noqa: BLE001 - every failure is reported, none kills the launcher
         text = f"{type(e).__name__}: {e}".strip().replace("\n", " ")
         try:
@@ -354,15 +355,32 @@ def mapped_libcuda():
         return []
 
 
-def libcuda_warning(paths, expect, forbid):
-    """Why the libraries the children mapped do not fit the column, or ""."""
+def openmps_mode(paths):
+    """How openmps's client library in this process sends its calls (1 to the
+    real driver, 2 to the server, 3 refused), or 0 without one. The real
+    driver may be mapped beside it (it serves a few private tables of the
+    driver's own), so the library is asked rather than the maps read."""
+    import ctypes
+    for p in paths:
+        try:
+            fn = ctypes.CDLL(p, mode=getattr(os, "RTLD_NOLOAD", 4)).openmps_client_mode
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_int
+        return fn()
+    return 0
+
+
+def libcuda_warning(paths, expect, forbid, modes=None):
+    """Why the libraries the children mapped (and the modes openmps's
+    library reported) do not fit the column, or ""."""
     if expect:
         ours = [p for p in paths if p.startswith(expect)]
         if not ours:
             return f"no process mapped openmps's library (mapped: {', '.join(paths) or 'no libcuda'})"
-        if len(ours) != len(paths):
-            return ("the real driver was mapped beside openmps's library: pass-through, not served "
-                    f"({', '.join(p for p in paths if p not in ours)})")
+        if modes is not None and any(m != 2 for m in modes):
+            return ("a process was not served by the openmps server: pass-through or refused "
+                    f"(modes {sorted(set(modes))})")
     if forbid and any(p.startswith(forbid) for p in paths):
         return "openmps's library was mapped in a column that should not use it"
     return ""
@@ -404,6 +422,7 @@ def run_cell(args, mp, n):
     owner = {id(c): i for i, c in enumerate(conns)}
     traceback_shown = [False]
     libcuda = set()
+    modes = []
 
     def collect(pending, want, deadline):
         """Reads messages until no child in pending is still in a state in
@@ -424,6 +443,7 @@ def run_cell(args, mp, n):
                 if msg[0] == "ready":
                     s.update(state="ready", check=msg[1]["check"], init_s=msg[1]["init_s"])
                     libcuda.update(msg[1].get("libcuda", ()))
+                    modes.append(msg[1].get("mode", 0))
                     if msg[1]["check"] == "wrong":
                         s["error"] = msg[1]["error"]
                 elif msg[0] == "error":
@@ -473,7 +493,7 @@ def run_cell(args, mp, n):
                     {"device": args.device, "init_s": round(init_s, 2), "warmup": args.warmup,
                      "libcuda": sorted(libcuda)})
     if ready and args.model != "fake" and args.device != "cpu":
-        rec["warning"] = libcuda_warning(rec["libcuda"], args.expect_libcuda, args.forbid_libcuda)
+        rec["warning"] = libcuda_warning(rec["libcuda"], args.expect_libcuda, args.forbid_libcuda, modes)
         if rec["warning"]:
             log(f"WARNING: {args.mode} {args.model} N={n}: {rec['warning']}")
     return rec
@@ -750,8 +770,10 @@ def cmd_selftest(args):
 
     om = "/x/build/lib/"
     check("libcuda: openmps served", libcuda_warning([om + "libcuda.so.1"], om, "") == "")
+    check("libcuda: openmps served beside the real driver",
+          libcuda_warning([om + "libcuda.so.1", "/usr/lib/libcuda.so.1"], om, "", [2, 2]) == "")
     check("libcuda: openmps passed through",
-          "pass-through" in libcuda_warning([om + "libcuda.so.1", "/usr/lib/libcuda.so.1"], om, ""))
+          "pass-through" in libcuda_warning([om + "libcuda.so.1", "/usr/lib/libcuda.so.1"], om, "", [2, 1]))
     check("libcuda: openmps column on the real driver", "no process" in libcuda_warning(["/usr/lib/libcuda.so.1"], om, ""))
     check("libcuda: native on openmps", libcuda_warning([om + "libcuda.so.1"], "", om) != "")
     check("libcuda: native on the driver", libcuda_warning(["/usr/lib/libcuda.so.1"], "", om) == "")

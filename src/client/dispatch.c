@@ -147,6 +147,15 @@ enum mps_mode mps__mode(void)
 	return mode;
 }
 
+/* Which way this process's calls go, for tools and benchmarks that must
+ * know whether they were served: 1 to the real driver (no daemon), 2 to
+ * the openmps server, 3 nowhere (refused; every call fails). */
+__attribute__((visibility("default"))) int openmps_client_mode(void);
+int openmps_client_mode(void)
+{
+	return (int)mps__mode();
+}
+
 /* Called by mps__resolve_entry on a function's first call. */
 __attribute__((visibility("hidden"))) void *mps__resolve(int idx);
 void *mps__resolve(int idx)

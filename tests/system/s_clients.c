@@ -7,6 +7,7 @@
  * same chain computed on the host. The processes start together (a pipe is
  * the starting gun) so their work really overlaps in the server.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,13 @@ static int child(int id, int gun)
 	int n = N;
 
 	t_primary(t_device());
+	/* Under openmps (with-openmps.sh names the server's driver) each
+	 * client says it is served, not passed through to a driver. */
+	if (getenv("OPENMPS_DRIVER")) {
+		int (*mode)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openmps_client_mode");
+
+		REQUIRE(mode && mode() == 2, "client %d is not served by the server (mode %d)", id, mode ? mode() : -1);
+	}
 	mod = t_module();
 	affine = t_func(mod, "affine_u32");
 	CHECK(cuStreamCreate(&s, 0));

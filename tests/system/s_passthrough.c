@@ -6,6 +6,7 @@
  * and prints everything it computes, deterministically, so the two runs'
  * outputs can be compared byte for byte (tests/system/passthrough.sh).
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +30,12 @@ int main(int argc, char **argv)
 
 	t_init(argc, argv);
 	CHECK(cuInit(0));
+	{
+		/* openmps's library, if it is the one loaded, says it passes through. */
+		int (*mode)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openmps_client_mode");
+
+		EXPECT(!mode || mode() == 1, "openmps's library is not passing through (mode %d)", mode ? mode() : -1);
+	}
 	CHECK(cuDeviceGetCount(&count));
 	CHECK(cuDeviceGetName(name, sizeof(name), 0));
 	CHECK(cuDeviceGetUuid(&uuid, 0));
