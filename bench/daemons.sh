@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+#
+# bench/daemons.sh: starting and stopping NVIDIA's MPS daemon and openmps's
+# for one column of a benchmark, with private pipe and log directories under
+# $WORK; sourced by bench/run.sh and bench/infer.sh. The caller defines
+# mps_ctl and om_ctl (the control programs run in the column's environment)
+# and sets ROOT, BUILD, MPS_BIN, WORK, MPS_UP and OPENMPS_UP.
+# shellcheck shell=bash
+# pid... : daemon processes this script started; waits up to 15 s for them
+# to exit after a quit, then ends the ones left by their pid.
+wait_gone() {
+	local p
+	for p in "$@"; do
+		for _ in $(seq 1 150); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$p" 2>/dev/null; then
+			echo "   pid $p did not quit: ending it"
+			kill -TERM "$p" 2>/dev/null
+			sleep 2
+			kill -KILL "$p" 2>/dev/null
+		fi
+	done
+}
+
+start_mps() {
+	mkdir -p "$WORK/mps-pipe" "$WORK/mps-log"
+	if [ ! -x "$MPS_BIN/nvidia-cuda-mps-control" ]; then
+		echo "NVIDIA MPS: $MPS_BIN/nvidia-cuda-mps-control not found"
+		return 1
+	fi
+	# Its output goes to a file: a daemon holding the log pipe open would keep it from closing.
+	mps_ctl -d </dev/null >>"$WORK/mps-daemon.out" 2>&1 || { echo "NVIDIA MPS: the daemon did not start"; return 1; }
+	MPS_UP=1
+	for _ in $(seq 1 50); do
+		[ -S "$WORK/mps-pipe/control" ] && return 0
+		sleep 0.1
+	done
+	echo "NVIDIA MPS: no control socket in $WORK/mps-pipe"
+	return 1
+}
+
+stop_mps() {
+	local pids dpid
+	[ "$MPS_UP" = 1 ] || return 0
+	MPS_UP=0
+	pids=$(echo get_server_list | mps_ctl 2>/dev/null | grep -E '^[0-9]+$')
+	dpid=$(grep -E '^[0-9]+$' "$WORK/mps-pipe/nvidia-cuda-mps-control.pid" 2>/dev/null)
+	echo quit | mps_ctl >/dev/null 2>&1
+	# shellcheck disable=SC2086 # pids is a list
+	wait_gone $pids $dpid
+	echo "NVIDIA MPS stopped"
+}
+
+start_openmps() {
+	mkdir -p "$WORK/om-pipe" "$WORK/om-log"
+	if [ ! -x "$ROOT/$BUILD/bin/openmps-control" ] || [ ! -e "$ROOT/$BUILD/lib/libcuda.so.1" ]; then
+		echo "openmps: $BUILD/bin/openmps-control or $BUILD/lib/libcuda.so.1 is missing"
+		return 1
+	fi
+	om_ctl -d </dev/null >>"$WORK/om-daemon.out" 2>&1 || {
+		echo "openmps: the daemon did not start"; cat "$WORK/om-daemon.out"; return 1; }
+	OPENMPS_UP=1
+	for _ in $(seq 1 50); do
+		[ -n "$(find "$WORK/om-pipe" -maxdepth 1 -type s 2>/dev/null)" ] && return 0
+		sleep 0.1
+	done
+	echo "openmps: no socket appeared in $WORK/om-pipe"
+	return 1
+}
+
+stop_openmps() {
+	local pids dpids
+	[ "$OPENMPS_UP" = 1 ] || return 0
+	OPENMPS_UP=0
+	pids=$(echo get_server_list | om_ctl 2>/dev/null | grep -E '^[0-9]+$')
+	dpids=$(cat "$WORK"/om-pipe/*.pid 2>/dev/null | grep -E '^[0-9]+$')
+	echo quit | om_ctl >/dev/null 2>&1
+	# shellcheck disable=SC2086 # lists of pids
+	wait_gone $pids $dpids
+	echo "openmps stopped"
+	if [ -d "$WORK/om-log" ]; then
+		for f in "$WORK"/om-log/*; do
+			[ -f "$f" ] || continue
+			echo "--- tail of openmps $(basename "$f")"
+			tail -n 30 "$f"
+		done
+	fi
+}
