@@ -23,6 +23,7 @@
 #include "client/api.h"
 #include "client/capture.h"
 #include "client/client.h"
+#include "client/forward.h"
 #include "common/log.h"
 #include "common/shm.h"
 
@@ -640,6 +641,13 @@ static CUresult query(unsigned int n, const CUpointer_attribute *attrs, CUdevice
 			vals[i] = v[i].value;
 			if (attrs[i] == CU_POINTER_ATTRIBUTE_CONTEXT && res[i] == CUDA_SUCCESS)
 				vals[i] = (uint64_t)(uintptr_t)mps__ctx_by_handle((uint32_t)vals[i]);
+			if (attrs[i] == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE && res[i] == CUDA_SUCCESS) {
+				void *pool = NULL;
+
+				if (vals[i])
+					mps__fwd_obj(MPS_H_POOL, (uint32_t)vals[i], 0, &pool);
+				vals[i] = (uint64_t)(uintptr_t)pool;
+			}
 		}
 	} else if (r == CUDA_SUCCESS) {
 		r = CUDA_ERROR_INVALID_VALUE;

@@ -108,7 +108,7 @@ ssize_t mps_sock_send(int fd, const void *buf, size_t len, int pass_fd)
 	return n < 0 ? -errno : n;
 }
 
-ssize_t mps_sock_recv(int fd, void *buf, size_t len, int *fd_out)
+static ssize_t recv_packet(int fd, void *buf, size_t len, int *fd_out, int flags)
 {
 	union {
 		struct cmsghdr hdr;
@@ -123,7 +123,7 @@ ssize_t mps_sock_recv(int fd, void *buf, size_t len, int *fd_out)
 	if (fd_out)
 		*fd_out = -1;
 	do
-		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | flags);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
@@ -149,6 +149,16 @@ ssize_t mps_sock_recv(int fd, void *buf, size_t len, int *fd_out)
 		return -EMSGSIZE;
 	}
 	return n;
+}
+
+ssize_t mps_sock_recv(int fd, void *buf, size_t len, int *fd_out)
+{
+	return recv_packet(fd, buf, len, fd_out, 0);
+}
+
+ssize_t mps_sock_recv_nowait(int fd, void *buf, size_t len, int *fd_out)
+{
+	return recv_packet(fd, buf, len, fd_out, MSG_DONTWAIT);
 }
 
 int mps_sock_peercred(int fd, struct ucred *cred)

@@ -31,6 +31,9 @@ ssize_t mps_sock_send(int fd, const void *buf, size_t len, int pass_fd);
  * end of stream, -EMSGSIZE when the packet was longer than len. */
 ssize_t mps_sock_recv(int fd, void *buf, size_t len, int *fd_out);
 
+/* The same, but -EAGAIN at once when no packet is waiting. */
+ssize_t mps_sock_recv_nowait(int fd, void *buf, size_t len, int *fd_out);
+
 /* The peer's pid, uid and gid as the kernel saw them at connect time. */
 int mps_sock_peercred(int fd, struct ucred *cred);
 

@@ -29,7 +29,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        4
+#define MPS_WIRE_VERSION        5
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -99,6 +99,12 @@ struct mps_welcome {
  * sleeps (region.h). */
 #define MPS_FD_WAKE 0u
 
+/* client -> server, with an fd: a shareable handle to import, sent just
+ * before MPS_OP_VMM_IMPORT. server -> client: an exported allocation's fd,
+ * sent before the reply to MPS_OP_VMM_EXPORT. */
+#define MPS_FD_IMPORT 0xfffffff0u
+#define MPS_FD_EXPORT 0xfffffff1u
+
 struct mps_fdmsg {
 	uint32_t magic;
 	uint32_t region;
@@ -164,7 +170,17 @@ enum mps_op_sync {
 	X(KERNEL_NODE, kernel_node, mps_msg_kernel_node, MPS_SYNC)        /* add: val[0] = node */ \
 	X(KERNEL_NODE_GET, kernel_node_get, mps_msg_handle, MPS_SYNC)     /* val, data: see mps_kernel_node_out */ \
 	X(MODULE_FUNCS, module_funcs, mps_msg_module_funcs, MPS_SYNC)     /* val[0] = count, val[1] = names; data */ \
-	X(TPC_MAPS, tpc_maps, mps_msg, MPS_SYNC)                          /* val = bytes of each map; data = both */
+	X(TPC_MAPS, tpc_maps, mps_msg, MPS_SYNC)                          /* val = bytes of each map; data = both */ \
+	X(POOL_ATTR, pool_attr, mps_msg_pool_attr, MPS_SYNC)              /* get or set; val[0] = value */ \
+	X(VMM_CREATE, vmm_create, mps_msg_vmm, MPS_SYNC)                  /* val[0] = allocation */ \
+	X(VMM_RELEASE, vmm_release, mps_msg_vmm, MPS_SYNC) \
+	X(VMM_RESERVE, vmm_reserve, mps_msg_vmm, MPS_SYNC)                /* val[0] = address */ \
+	X(VMM_FREE, vmm_free, mps_msg_vmm, MPS_SYNC) \
+	X(VMM_MAP, vmm_map, mps_msg_vmm, MPS_SYNC) \
+	X(VMM_UNMAP, vmm_unmap, mps_msg_vmm, MPS_SYNC) \
+	X(VMM_RETAIN, vmm_retain, mps_msg_vmm, MPS_SYNC)                  /* val[0] = allocation */ \
+	X(VMM_EXPORT, vmm_export, mps_msg_vmm, MPS_SYNC)                  /* the fd comes ahead of the reply */ \
+	X(VMM_IMPORT, vmm_import, mps_msg_vmm, MPS_SYNC)                  /* the fd went ahead; val[0] = allocation */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -213,6 +229,47 @@ struct mps_msg_mem_async {
 	uint64_t value;   /* size to allocate, or the pointer to free */
 	uint32_t stream;  /* 0: the message context's legacy stream */
 	uint32_t pad;
+};
+
+/* cuMemPoolGetAttribute / cuMemPoolSetAttribute: every attribute's value
+ * is an int or a cuuint64_t, carried widened. */
+struct mps_msg_pool_attr {
+	struct mps_msg hdr;
+	uint32_t pool;    /* the pool's handle */
+	uint32_t attr;    /* CUmemPool_attribute */
+	uint32_t set;     /* 1: set to value; 0: get */
+	uint32_t pad;
+	uint64_t value;
+};
+
+/* The allocation properties of cuMemCreate, in fixed-width fields (the
+ * driver's struct carries a pointer, which never crosses the wire). */
+struct mps_vmm_prop {
+	uint32_t type;           /* CUmemAllocationType */
+	uint32_t handle_types;   /* CUmemAllocationHandleType */
+	int32_t loc_type;        /* CUmemLocationType */
+	int32_t loc_id;          /* a device ordinal as the client numbers it */
+	uint8_t compression;
+	uint8_t rdma;
+	uint16_t usage;
+	uint32_t pad;
+};
+
+/* Virtual memory management, one layout for all its ops: reserve (size,
+ * arg = alignment, ptr = the address wished for, flags), free (ptr, size),
+ * create (size, prop, flags), release (handle), map (ptr, size, arg =
+ * offset, handle, flags), unmap (ptr, size), retain (ptr), export (handle,
+ * type, flags; the fd comes back over the socket) and import (type; the fd
+ * went ahead over the socket, region MPS_FD_IMPORT). */
+struct mps_msg_vmm {
+	struct mps_msg hdr;
+	uint64_t ptr;
+	uint64_t size;
+	uint64_t arg;
+	uint64_t flags;
+	uint32_t handle;   /* a physical allocation's handle */
+	uint32_t type;     /* CUmemAllocationHandleType */
+	struct mps_vmm_prop prop;
 };
 
 struct mps_msg_pointer_attr {
@@ -558,12 +615,16 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_elapsed);
 MPS_WIRE_ASSERT_SIZE(mps_msg_error_string);
 MPS_WIRE_ASSERT_SIZE(mps_msg_capture_begin);
 MPS_WIRE_ASSERT_SIZE(mps_msg_kernel_node);
+MPS_WIRE_ASSERT_SIZE(mps_msg_pool_attr);
+MPS_WIRE_ASSERT_SIZE(mps_msg_vmm);
 _Static_assert(sizeof(struct mps_kernel_node_out) == 32, "kernel node reply layout");
 _Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
 _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");
 _Static_assert(offsetof(struct mps_msg_launch, func) == 16, "launch layout");
 _Static_assert(sizeof(struct mps_msg_launch) == 64, "launch header size");
 _Static_assert(sizeof(struct mps_func_info) == 16, "func info header");
+_Static_assert(sizeof(struct mps_vmm_prop) == 24, "allocation properties");
+_Static_assert(offsetof(struct mps_msg_vmm, prop) == 56, "vmm layout");
 _Static_assert(MPS_WIRE_ATTRS % 8 == 0, "attribute bitmap");
 _Static_assert(sizeof(struct mps_hello) == 80, "hello size");
 _Static_assert(sizeof(struct mps_refuse) == 256, "refuse size");

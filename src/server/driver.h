@@ -45,7 +45,10 @@
  * and what needs them answers CUDA_ERROR_NOT_SUPPORTED. The generated
  * forwarding layer adds the ones it calls (gen/forward_driver.h). */
 #define MPS_DRIVER_OPT(X) \
-	X(cuKernelSetCacheConfig) X(cuMemPoolDestroy) X(cuMemRelease) \
+	X(cuKernelSetCacheConfig) X(cuMemRelease) X(cuMemCreate) \
+	X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) \
+	X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) \
+	X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) \
 	X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamIsCapturing) \
 	X(cuStreamGetCaptureInfo_v3) X(cuThreadExchangeStreamCaptureMode) X(cuStreamBeginCaptureToGraph) \
 	X(cuGraphAddKernelNode_v2) X(cuGraphKernelNodeSetParams_v2) X(cuGraphExecKernelNodeSetParams_v2) \

@@ -26,6 +26,8 @@ enum mps_mem_kind {
 	MPS_MEM_DEVICE = 1,  /* cuMemAlloc / cuMemAllocPitch: counted */
 	MPS_MEM_GLOBAL,      /* a module global: belongs to the module */
 	MPS_MEM_HOST,        /* pinned host memory, by its device address */
+	MPS_MEM_VA,          /* an address reservation (vmm.h): its mappings are counted
+			      * with their physical allocations, not here */
 };
 
 struct mps_mrange {

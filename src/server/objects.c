@@ -95,9 +95,18 @@ struct mps_sobj *mps_obj_add(struct mps_client *c, int type, void *real, int dev
 	return o;
 }
 
-struct mps_sobj *mps_obj_get(struct mps_client *c, int type, uint32_t handle)
+struct mps_sobj *mps_obj_any(struct mps_client *c, int type, uint32_t handle)
 {
 	return mps_handle_get(&c->handles, handle, type);
+}
+
+struct mps_sobj *mps_obj_get(struct mps_client *c, int type, uint32_t handle)
+{
+	struct mps_sobj *o = mps_obj_any(c, type, handle);
+
+	if (o && type == MPS_H_ALLOC && o->refs == 0)
+		return NULL;
+	return o;
 }
 
 uint32_t mps_obj_find(struct mps_client *c, int type, void *real)
@@ -129,6 +138,14 @@ static void destroy(struct mps_client *c, struct mps_sobj *o)
 		break;
 	case MPS_H_EXEC:
 		r = mps_drv.cuGraphExecDestroy ? mps_drv.cuGraphExecDestroy((CUgraphExec)o->real) : CUDA_SUCCESS;
+		break;
+	case MPS_H_POOL:
+		r = mps_drv.cuMemPoolDestroy ? mps_drv.cuMemPoolDestroy((CUmemoryPool)o->real) : CUDA_SUCCESS;
+		break;
+	case MPS_H_ALLOC:
+		/* Every driver reference we hold; the memory goes with the last. */
+		for (uint32_t i = 0; i <= o->extra && mps_drv.cuMemRelease; i++)
+			r = mps_drv.cuMemRelease((CUmemGenericAllocationHandle)(uintptr_t)o->real);
 		break;
 	default:
 		break;

@@ -32,8 +32,17 @@ struct mps_sobj {
 	bool borrowed;       /* the driver frees it with its owner */
 	int16_t device;      /* where it was made */
 	uint64_t bytes;      /* device memory charged for it (physical allocations) */
-	uint64_t aux;        /* per kind: a graph's capture stream, a pool's device */
+	uint64_t aux;        /* per kind: a graph's capture stream; for a pool,
+			      * MPS_POOL_DEFAULT if it is the client's default */
+	/* Physical allocations (ops_vmm.c): the client's references to the
+	 * handle, the mappings of it, and driver references beyond the one
+	 * every allocation holds (an import the driver answered with a
+	 * handle it had given before). With no reference left the client can
+	 * no longer name it; with no mapping either, it is freed. */
+	uint32_t refs, maps, extra;
 };
+
+#define MPS_POOL_DEFAULT 1
 
 /* The reverse index: (type, driver handle) -> our handle. */
 struct mps_objindex {
@@ -52,8 +61,10 @@ void mps_objindex_free(struct mps_objindex *x);
  * record, or NULL when out of memory (nothing registered then). */
 struct mps_sobj *mps_obj_add(struct mps_client *c, int type, void *real, int device, uint32_t owner);
 
-/* The record behind a handle of that type, or NULL. */
+/* The record behind a handle of that type, or NULL (also for a physical
+ * allocation the client released that is still mapped: mps_obj_any()). */
 struct mps_sobj *mps_obj_get(struct mps_client *c, int type, uint32_t handle);
+struct mps_sobj *mps_obj_any(struct mps_client *c, int type, uint32_t handle);
 
 /* The handle of a registered driver object, or 0. */
 uint32_t mps_obj_find(struct mps_client *c, int type, void *real);

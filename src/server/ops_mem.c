@@ -120,10 +120,11 @@ void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
 	mps__reply(c, m->slot, cr);
 }
 
-/* Stream-ordered allocation: the driver's own, on the client's stream. The
- * memory is the client's (charged, checked, freed with it) from the moment
- * the pointer is handed out; freeing removes it at once, so no later message
- * can name it, while work already queued before the free still runs. */
+/* Stream-ordered allocation, from the client's current pool of the device
+ * (ops_pool.c). The memory is the client's (charged, checked, freed with it)
+ * from the moment the pointer is handed out; freeing removes it at once, so
+ * no later message can name it, while work already queued before the free
+ * still runs. */
 void mps__op_mem_alloc_async(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_mem_async *q = (const void *)m;
@@ -131,29 +132,10 @@ void mps__op_mem_alloc_async(struct mps_client *c, const struct mps_msg *m)
 	struct mps_sstream *st;
 	CUdeviceptr p = 0;
 	CUresult r;
-	int dev;
 
-	if (q->value == 0) {
-		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
-		return;
-	}
 	st = mps_stream_for_work(c, m, q->stream, &r);
-	if (!st) {
-		mps__reply(c, m->slot, r);
-		return;
-	}
-	dev = st->ctx->device;
-	if (!charge(c, m, dev, q->value))
-		return;
-	r = mps_drv.cuMemAllocAsync(&p, (size_t)q->value, st->s);
-	if (r == CUDA_SUCCESS && mps_memacct_add(&c->mem, p, q->value, MPS_MEM_DEVICE, dev, st->ctx->handle) < 0) {
-		mps_drv.cuMemFreeAsync(p, st->s);
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	if (r != CUDA_SUCCESS) {
-		mps_memacct_uncharge(&c->mem, dev, q->value);
-		p = 0;
-	}
+	if (st)
+		r = mps__pool_alloc(c, st, NULL, q->value, &p);
 	s->val[0] = p;
 	mps__reply(c, m->slot, r);
 }
@@ -203,19 +185,40 @@ void mps__op_mem_info(struct mps_client *c, const struct mps_msg *m)
 	mps__reply(c, m->slot, r);
 }
 
+/* The allocation holding ptr, in range r of the client's: the range itself,
+ * or in an address reservation the mapping there (-1 if none). */
+static int span_of(struct mps_client *c, const struct mps_mrange *r, uint64_t ptr, uint64_t *base, uint64_t *size)
+{
+	const struct mps_vmap *v;
+
+	if (r->kind != MPS_MEM_VA) {
+		*base = r->base;
+		*size = r->size;
+		return 0;
+	}
+	v = mps_vmm_map_find(&c->vmm, ptr);
+	if (!v)
+		return -1;
+	*base = v->base;
+	*size = v->size;
+	return 0;
+}
+
 void mps__op_mem_range(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_ptr *q = (const void *)m;
 	struct mps_slot *s = mps__slot(c, m->slot);
 	const struct mps_mrange *r = mps_memacct_find(&c->mem, q->ptr);
 
+	uint64_t base, size;
+
 	/* Only the client's own memory is visible to it. */
-	if (!r || r->kind == MPS_MEM_HOST) {
+	if (!r || r->kind == MPS_MEM_HOST || span_of(c, r, q->ptr, &base, &size) < 0) {
 		mps__reply(c, m->slot, CUDA_ERROR_NOT_FOUND);
 		return;
 	}
-	s->val[0] = r->base;
-	s->val[1] = r->size;
+	s->val[0] = base;
+	s->val[1] = size;
 	mps__reply(c, m->slot, CUDA_SUCCESS);
 }
 
@@ -231,6 +234,10 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
+	uint64_t base = 0, size = 0;
+
+	if (rg && span_of(c, rg, q->ptr, &base, &size) < 0)
+		rg = NULL;   /* reserved, but nothing mapped there */
 	for (uint32_t i = 0; i < n; i++) {
 		struct mps_attr_value *v = &out[i];
 		uint64_t big = 0;
@@ -259,10 +266,10 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 			v->value = (uint64_t)rg->device;
 			break;
 		case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-			v->value = rg->base;
+			v->value = base;
 			break;
 		case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-			v->value = rg->size;
+			v->value = size;
 			break;
 		case CU_POINTER_ATTRIBUTE_IS_MANAGED:
 			v->value = 0;
@@ -283,8 +290,8 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 			if (v->result == CUDA_SUCCESS)
 				v->result = mps_drv.cuPointerGetAttribute(&big, (CUpointer_attribute)q->attr[i],
 									  (CUdeviceptr)q->ptr);
-			if (q->attr[i] == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE)
-				big = 0;   /* a server-side handle means nothing to the client */
+			if (q->attr[i] == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE)   /* as the client's handle */
+				big = big ? mps_obj_find(c, MPS_H_POOL, (void *)(uintptr_t)big) : 0;
 			v->value = big;
 			break;
 		default:

@@ -38,6 +38,7 @@
 #include "server/handles.h"
 #include "server/memacct.h"
 #include "server/objects.h"
+#include "server/vmm.h"
 
 struct mps_device {
 	CUdevice dev;
@@ -172,6 +173,9 @@ struct mps_client {
 	struct mps_completions comp;
 	int deferred;                   /* atomic CUresult: first asynchronous error not yet reported */
 	unsigned int captures;          /* stream captures it has begun and not ended (ops_capture.c) */
+	uint32_t pool_default[MPS_MAX_DEVICES];   /* its own default pool per device, made on first use */
+	uint32_t pool_current[MPS_MAX_DEVICES];   /* cuDeviceSetMemPool's choice; 0: the default (ops_pool.c) */
+	struct mps_vmm vmm;             /* address reservations and mappings (vmm.h) */
 
 	uint8_t *blob;                  /* module upload buffer */
 	size_t blob_len, blob_total, blob_cap;
@@ -247,6 +251,13 @@ MPS_OPS(MPS_OP_DECLARE)
 /* Teardown helpers, used when a client leaves. */
 void mps__ctx_release_all(struct mps_client *c);
 void mps__modules_release_all(struct mps_client *c);
+void mps__vmm_release_all(struct mps_client *c);
+
+/* Allocates size bytes in the stream's order from pool (NULL: the client's
+ * current pool of the stream's device, or the graph's while the stream is
+ * captured), charged and recorded as the client's (ops_pool.c). */
+CUresult mps__pool_alloc(struct mps_client *c, struct mps_sstream *st, struct mps_sobj *pool, uint64_t size,
+			 CUdeviceptr *out);
 void mps__modules_release_ctx(struct mps_client *c, uint32_t ctx);
 void mps__host_release_all(struct mps_client *c);
 

@@ -245,6 +245,7 @@ void mps__client_teardown(struct mps_client *c)
 {
 	mps_comp_shutdown(c);
 	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */
+	mps__vmm_release_all(c);       /* mappings, then address reservations */
 	mps_obj_release_all(c);        /* executable graphs, graphs, pools, physical allocations */
 	mps__modules_release_all(c);   /* functions, modules, libraries */
 	mps__host_release_all(c);      /* pinned host regions */

@@ -2081,6 +2081,531 @@ CUresult mps__fwd_cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CU
 	return r;
 }
 
+CUresult mps__fwd_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+	struct mps_fwd_cuDeviceGetDefaultMemPool q;
+	struct mps_fwd_cuDeviceGetDefaultMemPool_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pool_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	r = mps__fwd_device(dev, &q.a1);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuDeviceGetDefaultMemPool, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuDeviceGetDefaultMemPool_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		if (pool_out && r == CUDA_SUCCESS)
+			r = mps__fwd_obj(MPS_H_POOL, (uint32_t)o->o0, 0, (void **)pool_out);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+	struct mps_fwd_cuDeviceGetMemPool q;
+	struct mps_fwd_cuDeviceGetMemPool_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pool)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	r = mps__fwd_device(dev, &q.a1);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuDeviceGetMemPool, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuDeviceGetMemPool_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		if (pool && r == CUDA_SUCCESS)
+			r = mps__fwd_obj(MPS_H_POOL, (uint32_t)o->o0, 0, (void **)pool);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+	struct mps_fwd_cuDeviceSetMemPool q;
+	struct mps_fwd_cuDeviceSetMemPool_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_device(dev, &q.a0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_h_pool(pool, &q.a1);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuDeviceSetMemPool, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuDeviceSetMemPool_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
+{
+	struct mps_fwd_cuMemGetDefaultMemPool q;
+	struct mps_fwd_cuMemGetDefaultMemPool_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pool_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	if (!location)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a1, location, sizeof(*location));
+	q.present |= 1ull << 1;
+	q.a2 = (uint64_t)type;
+	r = mps__call(MPS_OP_FWD_cuMemGetDefaultMemPool, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemGetDefaultMemPool_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		if (pool_out && r == CUDA_SUCCESS)
+			r = mps__fwd_obj(MPS_H_POOL, (uint32_t)o->o0, 0, (void **)pool_out);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
+{
+	struct mps_fwd_cuMemGetMemPool q;
+	struct mps_fwd_cuMemGetMemPool_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pool)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	if (!location)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a1, location, sizeof(*location));
+	q.present |= 1ull << 1;
+	q.a2 = (uint64_t)type;
+	r = mps__call(MPS_OP_FWD_cuMemGetMemPool, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemGetMemPool_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		if (pool && r == CUDA_SUCCESS)
+			r = mps__fwd_obj(MPS_H_POOL, (uint32_t)o->o0, 0, (void **)pool);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
+{
+	struct mps_fwd_cuMemSetMemPool q;
+	struct mps_fwd_cuMemSetMemPool_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!location)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a0, location, sizeof(*location));
+	q.present |= 1ull << 0;
+	q.a1 = (uint64_t)type;
+	r = mps__fwd_h_pool(pool, &q.a2);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuMemSetMemPool, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemSetMemPool_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+	struct mps_fwd_cuMemPoolCreate q;
+	struct mps_fwd_cuMemPoolCreate_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pool)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	if (!poolProps)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a1, poolProps, sizeof(*poolProps));
+	q.present |= 1ull << 1;
+	r = mps__call(MPS_OP_FWD_cuMemPoolCreate, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemPoolCreate_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		if (pool && r == CUDA_SUCCESS)
+			r = mps__fwd_obj(MPS_H_POOL, (uint32_t)o->o0, 0, (void **)pool);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemPoolDestroy(CUmemoryPool pool)
+{
+	struct mps_fwd_cuMemPoolDestroy q;
+	struct mps_fwd_cuMemPoolDestroy_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_h_pool(pool, &q.a0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuMemPoolDestroy, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemPoolDestroy_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		mps__fwd_drop(MPS_H_POOL, (uint32_t)q.a0);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+	struct mps_fwd_cuMemPoolTrimTo q;
+	struct mps_fwd_cuMemPoolTrimTo_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_h_pool(pool, &q.a0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)minBytesToKeep;
+	r = mps__call(MPS_OP_FWD_cuMemPoolTrimTo, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemPoolTrimTo_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+	struct mps_fwd_cuMemPoolSetAccess q;
+	struct mps_fwd_cuMemPoolSetAccess_out *o;
+	struct mps_call call;
+	uint8_t *extra = NULL;
+	size_t extra_len = 0, at = 0;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_h_pool(pool, &q.a0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (map)
+		q.present |= 1ull << 1;
+	q.a2 = (uint64_t)count;
+	if (map && (uint64_t)count > MPS_MSG_MAX / sizeof(CUmemAccessDesc))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (map)
+		extra_len += MPS_FWD_ROUND((size_t)count * sizeof(CUmemAccessDesc));
+	if (sizeof(q) + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	extra = calloc(1, extra_len ? extra_len : 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (map) {
+		memcpy(extra + at, map, (size_t)count * sizeof(CUmemAccessDesc));
+		at += MPS_FWD_ROUND((size_t)count * sizeof(CUmemAccessDesc));
+	}
+	r = mps__call(MPS_OP_FWD_cuMemPoolSetAccess, sctx ? sctx : cur, &q.hdr, sizeof(q), extra, extra_len, &call);
+	o = call.s ? (struct mps_fwd_cuMemPoolSetAccess_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+	}
+	mps__call_end(&call);
+	free(extra);
+	return r;
+}
+
+CUresult mps__fwd_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
+{
+	struct mps_fwd_cuMemPoolGetAccess q;
+	struct mps_fwd_cuMemPoolGetAccess_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	r = mps__fwd_h_pool(memPool, &q.a1);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!location)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a2, location, sizeof(*location));
+	q.present |= 1ull << 2;
+	r = mps__call(MPS_OP_FWD_cuMemPoolGetAccess, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemPoolGetAccess_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(flags, o->o0, sizeof(*flags));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+	struct mps_fwd_cuMemAllocFromPoolAsync q;
+	struct mps_fwd_cuMemAllocFromPoolAsync_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	q.a1 = (uint64_t)bytesize;
+	r = mps__fwd_h_pool(pool, &q.a2);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(hStream, false, &q.a3, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuMemAllocFromPoolAsync, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemAllocFromPoolAsync_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(dptr, o->o0, sizeof(*dptr));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+	struct mps_fwd_cuMemAllocFromPoolAsync q;
+	struct mps_fwd_cuMemAllocFromPoolAsync_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = MPS_FWD_PER_THREAD;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	q.a1 = (uint64_t)bytesize;
+	r = mps__fwd_h_pool(pool, &q.a2);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(hStream, true, &q.a3, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuMemAllocFromPoolAsync, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemAllocFromPoolAsync_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(dptr, o->o0, sizeof(*dptr));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)
+{
+	struct mps_fwd_cuMemGetAllocationGranularity q;
+	struct mps_fwd_cuMemGetAllocationGranularity_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!granularity)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	if (!prop)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a1, prop, sizeof(*prop));
+	q.present |= 1ull << 1;
+	q.a2 = (uint64_t)option;
+	r = mps__call(MPS_OP_FWD_cuMemGetAllocationGranularity, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemGetAllocationGranularity_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(granularity, o->o0, sizeof(*granularity));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+	struct mps_fwd_cuMemGetAllocationPropertiesFromHandle q;
+	struct mps_fwd_cuMemGetAllocationPropertiesFromHandle_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!prop)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	r = mps__fwd_h_alloc(handle, &q.a1);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuMemGetAllocationPropertiesFromHandle, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemGetAllocationPropertiesFromHandle_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(prop, o->o0, sizeof(*prop));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	struct mps_fwd_cuMemSetAccess q;
+	struct mps_fwd_cuMemSetAccess_out *o;
+	struct mps_call call;
+	uint8_t *extra = NULL;
+	size_t extra_len = 0, at = 0;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a0 = (uint64_t)ptr;
+	q.a1 = (uint64_t)size;
+	if (desc)
+		q.present |= 1ull << 2;
+	q.a3 = (uint64_t)count;
+	if (desc && (uint64_t)count > MPS_MSG_MAX / sizeof(CUmemAccessDesc))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (desc)
+		extra_len += MPS_FWD_ROUND((size_t)count * sizeof(CUmemAccessDesc));
+	if (sizeof(q) + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	extra = calloc(1, extra_len ? extra_len : 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (desc) {
+		memcpy(extra + at, desc, (size_t)count * sizeof(CUmemAccessDesc));
+		at += MPS_FWD_ROUND((size_t)count * sizeof(CUmemAccessDesc));
+	}
+	r = mps__call(MPS_OP_FWD_cuMemSetAccess, sctx ? sctx : cur, &q.hdr, sizeof(q), extra, extra_len, &call);
+	o = call.s ? (struct mps_fwd_cuMemSetAccess_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+	}
+	mps__call_end(&call);
+	free(extra);
+	return r;
+}
+
+CUresult mps__fwd_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+	struct mps_fwd_cuMemGetAccess q;
+	struct mps_fwd_cuMemGetAccess_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	if (!location)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a1, location, sizeof(*location));
+	q.present |= 1ull << 1;
+	q.a2 = (uint64_t)ptr;
+	r = mps__call(MPS_OP_FWD_cuMemGetAccess, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMemGetAccess_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(flags, o->o0, sizeof(*flags));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
 const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuStreamGetAttribute, mps__fwd_cuStreamGetAttribute),
 	MPS_IMPL_AS(cuStreamGetAttribute_ptsz, cuStreamGetAttribute, mps__fwd_cuStreamGetAttribute_ptsz),
@@ -2135,5 +2660,20 @@ const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuDeviceGraphMemTrim, mps__fwd_cuDeviceGraphMemTrim),
 	MPS_IMPL(cuStreamUpdateCaptureDependencies_v2, mps__fwd_cuStreamUpdateCaptureDependencies_v2),
 	MPS_IMPL_AS(cuStreamUpdateCaptureDependencies_v2_ptsz, cuStreamUpdateCaptureDependencies_v2, mps__fwd_cuStreamUpdateCaptureDependencies_v2_ptsz),
+	MPS_IMPL(cuDeviceGetDefaultMemPool, mps__fwd_cuDeviceGetDefaultMemPool),
+	MPS_IMPL(cuDeviceGetMemPool, mps__fwd_cuDeviceGetMemPool),
+	MPS_IMPL(cuDeviceSetMemPool, mps__fwd_cuDeviceSetMemPool),
+	MPS_IMPL(cuMemGetDefaultMemPool, mps__fwd_cuMemGetDefaultMemPool),
+	MPS_IMPL(cuMemGetMemPool, mps__fwd_cuMemGetMemPool),
+	MPS_IMPL(cuMemSetMemPool, mps__fwd_cuMemSetMemPool),
+	MPS_IMPL(cuMemPoolCreate, mps__fwd_cuMemPoolCreate),
+	MPS_IMPL(cuMemPoolDestroy, mps__fwd_cuMemPoolDestroy),
+	MPS_IMPL(cuMemPoolTrimTo, mps__fwd_cuMemPoolTrimTo),
+	MPS_IMPL(cuMemPoolSetAccess, mps__fwd_cuMemPoolSetAccess),
+	MPS_IMPL(cuMemPoolGetAccess, mps__fwd_cuMemPoolGetAccess),
+	MPS_IMPL(cuMemGetAllocationGranularity, mps__fwd_cuMemGetAllocationGranularity),
+	MPS_IMPL(cuMemGetAllocationPropertiesFromHandle, mps__fwd_cuMemGetAllocationPropertiesFromHandle),
+	MPS_IMPL(cuMemSetAccess, mps__fwd_cuMemSetAccess),
+	MPS_IMPL(cuMemGetAccess, mps__fwd_cuMemGetAccess),
 	MPS_IMPL_END
 };

@@ -685,6 +685,222 @@ struct mps_fwd_cuStreamUpdateCaptureDependencies_v2_out {
 };
 _Static_assert(sizeof(struct mps_fwd_cuStreamUpdateCaptureDependencies_v2_out) <= MPS_SLOT_DATA, "fits a slot");
 
+struct mps_fwd_cuDeviceGetDefaultMemPool {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* dev (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceGetDefaultMemPool) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuDeviceGetDefaultMemPool_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint64_t o0;   /* pool_out */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceGetDefaultMemPool_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuDeviceGetMemPool {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* dev (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceGetMemPool) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuDeviceGetMemPool_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint64_t o0;   /* pool */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceGetMemPool_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuDeviceSetMemPool {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* dev (h) */
+	uint64_t a1;   /* pool (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceSetMemPool) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuDeviceSetMemPool_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceSetMemPool_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemGetDefaultMemPool {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a1[MPS_FWD_ROUND(sizeof(CUmemLocation))];   /* location */
+	uint64_t a2;   /* type (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetDefaultMemPool) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemGetDefaultMemPool_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint64_t o0;   /* pool_out */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetDefaultMemPool_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemGetMemPool {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a1[MPS_FWD_ROUND(sizeof(CUmemLocation))];   /* location */
+	uint64_t a2;   /* type (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetMemPool) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemGetMemPool_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint64_t o0;   /* pool */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetMemPool_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemSetMemPool {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a0[MPS_FWD_ROUND(sizeof(CUmemLocation))];   /* location */
+	uint64_t a1;   /* type (val) */
+	uint64_t a2;   /* pool (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemSetMemPool) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemSetMemPool_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemSetMemPool_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemPoolCreate {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a1[MPS_FWD_ROUND(sizeof(CUmemPoolProps))];   /* poolProps */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolCreate) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemPoolCreate_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint64_t o0;   /* pool */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolCreate_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemPoolDestroy {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* pool (del) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolDestroy) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemPoolDestroy_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolDestroy_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemPoolTrimTo {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* pool (h) */
+	uint64_t a1;   /* minBytesToKeep (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolTrimTo) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemPoolTrimTo_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolTrimTo_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemPoolSetAccess {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* pool (h) */
+	uint64_t a2;   /* count (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolSetAccess) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemPoolSetAccess_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolSetAccess_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemPoolGetAccess {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* memPool (h) */
+	uint8_t a2[MPS_FWD_ROUND(sizeof(CUmemLocation))];   /* location */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolGetAccess) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemPoolGetAccess_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(CUmemAccess_flags))];   /* flags */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemPoolGetAccess_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemAllocFromPoolAsync {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* bytesize (val) */
+	uint64_t a2;   /* pool (h) */
+	uint64_t a3;   /* hStream (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemAllocFromPoolAsync) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemAllocFromPoolAsync_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(CUdeviceptr))];   /* dptr */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemAllocFromPoolAsync_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemGetAllocationGranularity {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a1[MPS_FWD_ROUND(sizeof(CUmemAllocationProp))];   /* prop */
+	uint64_t a2;   /* option (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetAllocationGranularity) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemGetAllocationGranularity_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(size_t))];   /* granularity */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetAllocationGranularity_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemGetAllocationPropertiesFromHandle {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* handle (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetAllocationPropertiesFromHandle) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemGetAllocationPropertiesFromHandle_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(CUmemAllocationProp))];   /* prop */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetAllocationPropertiesFromHandle_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemSetAccess {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* ptr (val) */
+	uint64_t a1;   /* size (val) */
+	uint64_t a3;   /* count (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemSetAccess) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemSetAccess_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemSetAccess_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMemGetAccess {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a1[MPS_FWD_ROUND(sizeof(CUmemLocation))];   /* location */
+	uint64_t a2;   /* ptr (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetAccess) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMemGetAccess_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(unsigned long long))];   /* flags */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMemGetAccess_out) <= MPS_SLOT_DATA, "fits a slot");
+
 #define MPS_FWD_OPS(X) \
 	X(FWD_cuStreamGetAttribute, fwd_cuStreamGetAttribute, mps_fwd_cuStreamGetAttribute, MPS_SYNC) \
 	X(FWD_cuStreamSetAttribute, fwd_cuStreamSetAttribute, mps_fwd_cuStreamSetAttribute, MPS_SYNC) \
@@ -733,6 +949,22 @@ _Static_assert(sizeof(struct mps_fwd_cuStreamUpdateCaptureDependencies_v2_out) <
 	X(FWD_cuGraphExecMemsetNodeSetParams, fwd_cuGraphExecMemsetNodeSetParams, mps_fwd_cuGraphExecMemsetNodeSetParams, MPS_SYNC) \
 	X(FWD_cuDeviceGraphMemTrim, fwd_cuDeviceGraphMemTrim, mps_fwd_cuDeviceGraphMemTrim, MPS_SYNC) \
 	X(FWD_cuGraphExecUpdate_v2, fwd_cuGraphExecUpdate_v2, mps_fwd_cuGraphExecUpdate_v2, MPS_SYNC) \
-	X(FWD_cuStreamUpdateCaptureDependencies_v2, fwd_cuStreamUpdateCaptureDependencies_v2, mps_fwd_cuStreamUpdateCaptureDependencies_v2, MPS_SYNC)
+	X(FWD_cuStreamUpdateCaptureDependencies_v2, fwd_cuStreamUpdateCaptureDependencies_v2, mps_fwd_cuStreamUpdateCaptureDependencies_v2, MPS_SYNC) \
+	X(FWD_cuDeviceGetDefaultMemPool, fwd_cuDeviceGetDefaultMemPool, mps_fwd_cuDeviceGetDefaultMemPool, MPS_SYNC) \
+	X(FWD_cuDeviceGetMemPool, fwd_cuDeviceGetMemPool, mps_fwd_cuDeviceGetMemPool, MPS_SYNC) \
+	X(FWD_cuDeviceSetMemPool, fwd_cuDeviceSetMemPool, mps_fwd_cuDeviceSetMemPool, MPS_SYNC) \
+	X(FWD_cuMemGetDefaultMemPool, fwd_cuMemGetDefaultMemPool, mps_fwd_cuMemGetDefaultMemPool, MPS_SYNC) \
+	X(FWD_cuMemGetMemPool, fwd_cuMemGetMemPool, mps_fwd_cuMemGetMemPool, MPS_SYNC) \
+	X(FWD_cuMemSetMemPool, fwd_cuMemSetMemPool, mps_fwd_cuMemSetMemPool, MPS_SYNC) \
+	X(FWD_cuMemPoolCreate, fwd_cuMemPoolCreate, mps_fwd_cuMemPoolCreate, MPS_SYNC) \
+	X(FWD_cuMemPoolDestroy, fwd_cuMemPoolDestroy, mps_fwd_cuMemPoolDestroy, MPS_SYNC) \
+	X(FWD_cuMemPoolTrimTo, fwd_cuMemPoolTrimTo, mps_fwd_cuMemPoolTrimTo, MPS_SYNC) \
+	X(FWD_cuMemPoolSetAccess, fwd_cuMemPoolSetAccess, mps_fwd_cuMemPoolSetAccess, MPS_SYNC) \
+	X(FWD_cuMemPoolGetAccess, fwd_cuMemPoolGetAccess, mps_fwd_cuMemPoolGetAccess, MPS_SYNC) \
+	X(FWD_cuMemAllocFromPoolAsync, fwd_cuMemAllocFromPoolAsync, mps_fwd_cuMemAllocFromPoolAsync, MPS_SYNC) \
+	X(FWD_cuMemGetAllocationGranularity, fwd_cuMemGetAllocationGranularity, mps_fwd_cuMemGetAllocationGranularity, MPS_SYNC) \
+	X(FWD_cuMemGetAllocationPropertiesFromHandle, fwd_cuMemGetAllocationPropertiesFromHandle, mps_fwd_cuMemGetAllocationPropertiesFromHandle, MPS_SYNC) \
+	X(FWD_cuMemSetAccess, fwd_cuMemSetAccess, mps_fwd_cuMemSetAccess, MPS_SYNC) \
+	X(FWD_cuMemGetAccess, fwd_cuMemGetAccess, mps_fwd_cuMemGetAccess, MPS_SYNC)
 
 #endif

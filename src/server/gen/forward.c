@@ -1925,3 +1925,455 @@ out:
 	mps__reply(c, m->slot, r);
 }
 
+void mps__op_fwd_cuDeviceGetDefaultMemPool(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuDeviceGetDefaultMemPool *q = (const void *)m;
+	struct mps_fwd_cuDeviceGetDefaultMemPool_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUmemoryPool pool_out_v = 0;
+	CUdevice dev = 0;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	r = mps__fwd_device(c, q->a1, &dev);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	r = mps__hook_cuDeviceGetDefaultMemPool(c, &pool_out_v, dev);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (q->present & (1ull << 0)) {
+		r = mps__fwd_handle_of(c, MPS_H_POOL, (void *)(uintptr_t)pool_out_v, 0, &o->o0);
+		if (r != CUDA_SUCCESS)
+			goto out;
+	}
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuDeviceGetMemPool(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuDeviceGetMemPool *q = (const void *)m;
+	struct mps_fwd_cuDeviceGetMemPool_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUmemoryPool pool_v = 0;
+	CUdevice dev = 0;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	r = mps__fwd_device(c, q->a1, &dev);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	r = mps__hook_cuDeviceGetMemPool(c, &pool_v, dev);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (q->present & (1ull << 0)) {
+		r = mps__fwd_handle_of(c, MPS_H_POOL, (void *)(uintptr_t)pool_v, 0, &o->o0);
+		if (r != CUDA_SUCCESS)
+			goto out;
+	}
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuDeviceSetMemPool(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuDeviceSetMemPool *q = (const void *)m;
+	CUdevice dev = 0;
+	CUmemoryPool pool = 0;
+	void *pool_o = NULL;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	r = mps__fwd_device(c, q->a0, &dev);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	pool_o = mps__fwd_get(c, MPS_H_POOL, q->a1, (void **)&pool, &r);
+	if (!pool_o)
+		goto out;
+	r = mps__hook_cuDeviceSetMemPool(c, dev, pool);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemGetDefaultMemPool(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemGetDefaultMemPool *q = (const void *)m;
+	struct mps_fwd_cuMemGetDefaultMemPool_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUmemoryPool pool_out_v = 0;
+	CUmemLocation location_v;
+	CUmemAllocationType type;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memcpy(&location_v, q->a1, sizeof(location_v));
+	type = (CUmemAllocationType)q->a2;
+	r = mps__hook_cuMemGetDefaultMemPool(c, &pool_out_v, &location_v, type);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (q->present & (1ull << 0)) {
+		r = mps__fwd_handle_of(c, MPS_H_POOL, (void *)(uintptr_t)pool_out_v, 0, &o->o0);
+		if (r != CUDA_SUCCESS)
+			goto out;
+	}
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemGetMemPool(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemGetMemPool *q = (const void *)m;
+	struct mps_fwd_cuMemGetMemPool_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUmemoryPool pool_v = 0;
+	CUmemLocation location_v;
+	CUmemAllocationType type;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memcpy(&location_v, q->a1, sizeof(location_v));
+	type = (CUmemAllocationType)q->a2;
+	r = mps__hook_cuMemGetMemPool(c, &pool_v, &location_v, type);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (q->present & (1ull << 0)) {
+		r = mps__fwd_handle_of(c, MPS_H_POOL, (void *)(uintptr_t)pool_v, 0, &o->o0);
+		if (r != CUDA_SUCCESS)
+			goto out;
+	}
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemSetMemPool(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemSetMemPool *q = (const void *)m;
+	CUmemLocation location_v;
+	CUmemAllocationType type;
+	CUmemoryPool pool = 0;
+	void *pool_o = NULL;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(&location_v, q->a0, sizeof(location_v));
+	type = (CUmemAllocationType)q->a1;
+	pool_o = mps__fwd_get(c, MPS_H_POOL, q->a2, (void **)&pool, &r);
+	if (!pool_o)
+		goto out;
+	r = mps__hook_cuMemSetMemPool(c, &location_v, type, pool);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemPoolCreate(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemPoolCreate *q = (const void *)m;
+	struct mps_fwd_cuMemPoolCreate_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUmemoryPool pool_v = 0;
+	CUmemPoolProps poolProps_v;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memcpy(&poolProps_v, q->a1, sizeof(poolProps_v));
+	r = mps__hook_cuMemPoolCreate(c, &pool_v, &poolProps_v);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (q->present & (1ull << 0)) {
+		r = mps__fwd_new(c, MPS_H_POOL, (void *)(uintptr_t)pool_v, 0, &o->o0);
+		if (r != CUDA_SUCCESS)
+			goto out;
+	}
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemPoolDestroy(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemPoolDestroy *q = (const void *)m;
+	CUmemoryPool pool = 0;
+	void *pool_o = NULL;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	pool_o = mps__fwd_get(c, MPS_H_POOL, q->a0, (void **)&pool, &r);
+	if (!pool_o)
+		goto out;
+	r = mps__hook_cuMemPoolDestroy(c, pool);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	mps__fwd_del(c, MPS_H_POOL, (uint32_t)q->a0);
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemPoolTrimTo(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemPoolTrimTo *q = (const void *)m;
+	CUmemoryPool pool = 0;
+	void *pool_o = NULL;
+	size_t minBytesToKeep;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	pool_o = mps__fwd_get(c, MPS_H_POOL, q->a0, (void **)&pool, &r);
+	if (!pool_o)
+		goto out;
+	minBytesToKeep = (size_t)q->a1;
+	r = mps__hook_cuMemPoolTrimTo(c, pool, minBytesToKeep);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemPoolSetAccess(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemPoolSetAccess *q = (const void *)m;
+	CUmemoryPool pool = 0;
+	void *pool_o = NULL;
+	const CUmemAccessDesc *map = NULL;
+	size_t count;
+	const uint8_t *at = (const uint8_t *)(q + 1), *end = (const uint8_t *)m + m->len;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	pool_o = mps__fwd_get(c, MPS_H_POOL, q->a0, (void **)&pool, &r);
+	if (!pool_o)
+		goto out;
+	count = (size_t)q->a2;
+	if (q->present & (1ull << 1)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(CUmemAccessDesc), &r);
+
+		if (!p)
+			goto out;
+		map = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	r = mps__hook_cuMemPoolSetAccess(c, pool, map, count);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemPoolGetAccess(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemPoolGetAccess *q = (const void *)m;
+	struct mps_fwd_cuMemPoolGetAccess_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUmemAccess_flags flags_v;
+	CUmemoryPool memPool = 0;
+	void *memPool_o = NULL;
+	CUmemLocation location_v;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&flags_v, 0, sizeof(flags_v));
+	memPool_o = mps__fwd_get(c, MPS_H_POOL, q->a1, (void **)&memPool, &r);
+	if (!memPool_o)
+		goto out;
+	memcpy(&location_v, q->a2, sizeof(location_v));
+	r = mps__hook_cuMemPoolGetAccess(c, &flags_v, memPool, &location_v);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &flags_v, sizeof(flags_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemAllocFromPoolAsync(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemAllocFromPoolAsync *q = (const void *)m;
+	struct mps_fwd_cuMemAllocFromPoolAsync_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUdeviceptr dptr_v;
+	size_t bytesize;
+	CUmemoryPool pool = 0;
+	void *pool_o = NULL;
+	struct mps_sstream *hStream_s = NULL;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&dptr_v, 0, sizeof(dptr_v));
+	bytesize = (size_t)q->a1;
+	pool_o = mps__fwd_get(c, MPS_H_POOL, q->a2, (void **)&pool, &r);
+	if (!pool_o)
+		goto out;
+	hStream_s = mps__fwd_stream(c, m, (uint32_t)q->a3, false, &r);
+	if (!hStream_s)
+		goto out;
+	r = mps__hook_cuMemAllocFromPoolAsync(c, &dptr_v, bytesize, pool, hStream_s);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &dptr_v, sizeof(dptr_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemGetAllocationGranularity(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemGetAllocationGranularity *q = (const void *)m;
+	struct mps_fwd_cuMemGetAllocationGranularity_out *o = (void *)mps__slot(c, m->slot)->data;
+	size_t granularity_v;
+	CUmemAllocationProp prop_v;
+	CUmemAllocationGranularity_flags option;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&granularity_v, 0, sizeof(granularity_v));
+	memcpy(&prop_v, q->a1, sizeof(prop_v));
+	option = (CUmemAllocationGranularity_flags)q->a2;
+	r = mps__hook_cuMemGetAllocationGranularity(c, &granularity_v, &prop_v, option);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &granularity_v, sizeof(granularity_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemGetAllocationPropertiesFromHandle(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemGetAllocationPropertiesFromHandle *q = (const void *)m;
+	struct mps_fwd_cuMemGetAllocationPropertiesFromHandle_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUmemAllocationProp prop_v;
+	CUmemGenericAllocationHandle handle = 0;
+	void *handle_o = NULL;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&prop_v, 0, sizeof(prop_v));
+	handle_o = mps__fwd_get(c, MPS_H_ALLOC, q->a1, (void **)&handle, &r);
+	if (!handle_o)
+		goto out;
+	r = mps__hook_cuMemGetAllocationPropertiesFromHandle(c, &prop_v, handle);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &prop_v, sizeof(prop_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemSetAccess(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemSetAccess *q = (const void *)m;
+	CUdeviceptr ptr;
+	size_t size;
+	const CUmemAccessDesc *desc = NULL;
+	size_t count;
+	const uint8_t *at = (const uint8_t *)(q + 1), *end = (const uint8_t *)m + m->len;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	ptr = (CUdeviceptr)q->a0;
+	size = (size_t)q->a1;
+	count = (size_t)q->a3;
+	if (q->present & (1ull << 2)) {
+		const void *p = mps__fwd_array(&at, end, q->a3, sizeof(CUmemAccessDesc), &r);
+
+		if (!p)
+			goto out;
+		desc = p;
+	} else if (q->a3) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	r = mps__hook_cuMemSetAccess(c, ptr, size, desc, count);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMemGetAccess(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMemGetAccess *q = (const void *)m;
+	struct mps_fwd_cuMemGetAccess_out *o = (void *)mps__slot(c, m->slot)->data;
+	unsigned long long flags_v;
+	CUmemLocation location_v;
+	CUdeviceptr ptr;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&flags_v, 0, sizeof(flags_v));
+	memcpy(&location_v, q->a1, sizeof(location_v));
+	ptr = (CUdeviceptr)q->a2;
+	r = mps__hook_cuMemGetAccess(c, &flags_v, &location_v, ptr);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &flags_v, sizeof(flags_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+

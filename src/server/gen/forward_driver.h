@@ -57,6 +57,22 @@
 	X(cuGraphExecMemsetNodeSetParams) \
 	X(cuDeviceGraphMemTrim) \
 	X(cuGraphExecUpdate_v2) \
-	X(cuStreamUpdateCaptureDependencies_v2)
+	X(cuStreamUpdateCaptureDependencies_v2) \
+	X(cuDeviceGetDefaultMemPool) \
+	X(cuDeviceGetMemPool) \
+	X(cuDeviceSetMemPool) \
+	X(cuMemGetDefaultMemPool) \
+	X(cuMemGetMemPool) \
+	X(cuMemSetMemPool) \
+	X(cuMemPoolCreate) \
+	X(cuMemPoolDestroy) \
+	X(cuMemPoolTrimTo) \
+	X(cuMemPoolSetAccess) \
+	X(cuMemPoolGetAccess) \
+	X(cuMemAllocFromPoolAsync) \
+	X(cuMemGetAllocationGranularity) \
+	X(cuMemGetAllocationPropertiesFromHandle) \
+	X(cuMemSetAccess) \
+	X(cuMemGetAccess)
 
 #endif

@@ -21,5 +21,21 @@ CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGr
 CUresult mps__hook_cuGraphKernelNodeSetAttribute(struct mps_client *c, CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value);
 CUresult mps__hook_cuGraphExecMemsetNodeSetParams(struct mps_client *c, CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx);
 CUresult mps__hook_cuGraphExecUpdate_v2(struct mps_client *c, CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo);
+CUresult mps__hook_cuDeviceGetDefaultMemPool(struct mps_client *c, CUmemoryPool *pool_out, CUdevice dev);
+CUresult mps__hook_cuDeviceGetMemPool(struct mps_client *c, CUmemoryPool *pool, CUdevice dev);
+CUresult mps__hook_cuDeviceSetMemPool(struct mps_client *c, CUdevice dev, CUmemoryPool pool);
+CUresult mps__hook_cuMemGetDefaultMemPool(struct mps_client *c, CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type);
+CUresult mps__hook_cuMemGetMemPool(struct mps_client *c, CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type);
+CUresult mps__hook_cuMemSetMemPool(struct mps_client *c, CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool);
+CUresult mps__hook_cuMemPoolCreate(struct mps_client *c, CUmemoryPool *pool, const CUmemPoolProps *poolProps);
+CUresult mps__hook_cuMemPoolDestroy(struct mps_client *c, CUmemoryPool pool);
+CUresult mps__hook_cuMemPoolTrimTo(struct mps_client *c, CUmemoryPool pool, size_t minBytesToKeep);
+CUresult mps__hook_cuMemPoolSetAccess(struct mps_client *c, CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
+CUresult mps__hook_cuMemPoolGetAccess(struct mps_client *c, CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location);
+CUresult mps__hook_cuMemAllocFromPoolAsync(struct mps_client *c, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, struct mps_sstream *hStream);
+CUresult mps__hook_cuMemGetAllocationGranularity(struct mps_client *c, size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option);
+CUresult mps__hook_cuMemGetAllocationPropertiesFromHandle(struct mps_client *c, CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle);
+CUresult mps__hook_cuMemSetAccess(struct mps_client *c, CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+CUresult mps__hook_cuMemGetAccess(struct mps_client *c, unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr);
 
 #endif
