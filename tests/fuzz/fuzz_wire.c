@@ -264,6 +264,7 @@ static void after(struct run *r, const struct mps_msg *m)
 	case MPS_OP_MEM_ALLOC:
 	case MPS_OP_MEM_ALLOC_ASYNC:
 	case MPS_OP_GET_GLOBAL:
+	case MPS_OP_VMM_RESERVE:
 		add_range(r, s->val[0]);
 		break;
 	case MPS_OP_HOST_ALLOC:

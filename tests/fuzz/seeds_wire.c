@@ -380,6 +380,65 @@ static void seed_alloc_async(struct seq *s)
 	save(s, "alloc_async");
 }
 
+/* Pools and virtual memory: the default pool's attributes, a physical
+ * allocation mapped into a reservation and used, then handles and ranges
+ * that are not the client's, an import with no fd, and everything left
+ * mapped and reserved for the teardown. */
+static void seed_vmm(struct seq *s)
+{
+	struct mps_fwd_cuDeviceGetDefaultMemPool dp = { .hdr = HDR(MPS_OP_FWD_cuDeviceGetDefaultMemPool, 1, CTX),
+						       .present = 1 };
+	struct mps_msg_pool_attr pa = { .hdr = HDR(MPS_OP_POOL_ATTR, 2, CTX), .pool = H(2),
+					.attr = CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, .set = 1, .value = ~0ull };
+	struct mps_msg_vmm v = { .hdr = HDR(MPS_OP_VMM_CREATE, 3, CTX), .size = 2u << 20,
+				 .prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+					   .loc_type = CU_MEM_LOCATION_TYPE_DEVICE } };
+
+	begin(s, 0, 0);
+	ctx_create(s, 0, 0);
+	put(s, &dp, sizeof(dp));                                            /* pool H(2) */
+	put(s, &pa, sizeof(pa));
+	pa.set = 0;
+	pa.attr = CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC;
+	put(s, &pa, sizeof(pa));
+	mem_async(s, MPS_OP_MEM_ALLOC_ASYNC, 4, CTX, 0, 8192);              /* range 0 */
+	put(s, &v, sizeof(v));                                              /* allocation H(3) */
+	v.hdr.op = MPS_OP_VMM_RESERVE;
+	v.size = 4u << 20;
+	put(s, &v, sizeof(v));                                              /* range 1 */
+	v.hdr.op = MPS_OP_VMM_MAP;
+	v.ptr = FAKE(1, 0);
+	v.size = 2u << 20;
+	v.handle = H(3);
+	put(s, &v, sizeof(v));
+	memset32(s, 5, CTX, 0, FAKE(1, 4096), 64, 4);
+	copy_d2d(s, CTX, 0, FAKE(0, 0), FAKE(1, 0), 4096);
+	v.hdr.op = MPS_OP_VMM_RETAIN;
+	v.ptr = FAKE(1, 100);
+	put(s, &v, sizeof(v));
+	v.hdr.op = MPS_OP_VMM_MAP;                                          /* over the mapping */
+	v.ptr = FAKE(1, 0);
+	put(s, &v, sizeof(v));
+	v.hdr.op = MPS_OP_VMM_UNMAP;                                        /* half of it */
+	v.size = 1u << 20;
+	put(s, &v, sizeof(v));
+	v.hdr.op = MPS_OP_VMM_MAP;                                          /* a pool, not an allocation */
+	v.ptr = FAKE(1, 2u << 20);
+	v.size = 2u << 20;
+	v.handle = H(2);
+	put(s, &v, sizeof(v));
+	v.hdr.op = MPS_OP_VMM_IMPORT;                                       /* no fd came */
+	v.type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	put(s, &v, sizeof(v));
+	v.hdr.op = MPS_OP_VMM_RELEASE;
+	v.handle = H(3);
+	put(s, &v, sizeof(v));
+	put(s, &v, sizeof(v));                                              /* the retained reference */
+	put(s, &v, sizeof(v));                                              /* one too many */
+	simple(s, MPS_OP_CTX_SYNC, 6, CTX);
+	save(s, "vmm");
+}
+
 static void seed_streams(struct seq *s)
 {
 	struct mps_msg_elapsed el = { .hdr = HDR(MPS_OP_EVENT_ELAPSED, 6, CTX), .start = H(4), .end = H(4) };
@@ -768,6 +827,7 @@ int main(int argc, char **argv)
 	seed_pitched(&s);
 	seed_streams(&s);
 	seed_alloc_async(&s);
+	seed_vmm(&s);
 	seed_module(&s);
 	seed_library(&s);
 	seed_graph(&s);

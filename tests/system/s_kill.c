@@ -3,7 +3,9 @@
  * A client killed with SIGKILL in the middle of its work: the server must
  * free everything it held and the other clients must not notice.
  *
- * The victim allocates device and pinned memory, queues many spin kernels
+ * The victim allocates device and pinned memory, memory of its pools (one
+ * it made, whose freed memory stays cached, and its default pool) and a
+ * physical allocation it mapped and released, queues many spin kernels
  * and launches of a graph, leaves a stream capture open, and keeps a thread
  * in a large pageable copy (so staging chunks are in flight) when it is
  * killed. A survivor runs verified work all along. After
@@ -69,6 +71,39 @@ static void *copy_forever(void *arg)
 	return NULL;
 }
 
+/* Pool memory (cached and in use) and a mapping whose handle is released:
+ * what only the server's teardown can give back. */
+static void hold_pools_and_mappings(CUstream s)
+{
+	CUmemPoolProps pp = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+			      .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+	CUmemAllocationProp ap = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				   .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+	CUmemAccessDesc acc = { .location = ap.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	cuuint64_t keep = ~(cuuint64_t)0;
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr a, b, c, va;
+	CUmemoryPool pool;
+	size_t gran;
+
+	CHECK(cuMemPoolCreate(&pool, &pp));
+	CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+	CHECK(cuMemAllocFromPoolAsync(&a, 8u << 20, pool, s));
+	CHECK(cuMemAllocFromPoolAsync(&b, 8u << 20, pool, s));
+	CHECK(cuMemFreeAsync(a, s));
+	CHECK(cuMemAllocAsync(&c, 8u << 20, s));
+	CHECK(cuMemsetD32Async(b, 0x11111111u, 2u << 20, s));
+	CHECK(cuMemsetD32Async(c, 0x22222222u, 2u << 20, s));
+	CHECK(cuMemGetAllocationGranularity(&gran, &ap, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CHECK(cuMemCreate(&h, 4 * gran, &ap, 0));
+	CHECK(cuMemAddressReserve(&va, 8 * gran, 0, 0, 0));
+	CHECK(cuMemMap(va, 4 * gran, 0, h, 0));
+	CHECK(cuMemSetAccess(va, 4 * gran, &acc, 1));
+	CHECK(cuMemRelease(h));
+	CHECK(cuMemsetD32Async(va, 0x33333333u, gran, s));
+	CHECK(cuStreamSynchronize(s));
+}
+
 static int victim(int ready)
 {
 	CUdeviceptr d, out;
@@ -87,6 +122,7 @@ static int victim(int ready)
 	CHECK(cuMemAllocHost(&pinned, 8u << 20));
 	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CHECK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+	hold_pools_and_mappings(s);
 	/* A graph of two spins, launched many times; a capture left open. */
 	CHECK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
 	for (int i = 0; i < 2; i++) {

@@ -11,6 +11,7 @@
  * The daemon socket gets garbage too.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +166,179 @@ static CUresult get_symbol(uint16_t op, uint32_t ctx, uint32_t mod, const char *
  * counts, missing outputs, messages cut short, kernel nodes whose arguments
  * do not fit their function. Every one refused; the graph and its nodes still
  * work afterwards, and destroying the graph twice is refused the second time. */
+/* Memory pools and virtual memory: handles that are not pools or
+ * allocations, ranges that are not the client's, sizes past what the
+ * server grants, an import without its fd and with an fd that is no
+ * allocation's, and properties carrying pointers or foreign locations. */
+static void attack_memory(uint32_t ctx, uint64_t theirs)
+{
+	union {
+		struct mps_msg hdr;
+		struct mps_msg_pool_attr pa;
+		struct mps_msg_vmm v;
+		struct mps_fwd_cuDeviceGetDefaultMemPool dp;
+		struct mps_fwd_cuMemPoolCreate pc;
+		struct mps_fwd_cuMemPoolDestroy pd;
+		struct mps_fwd_cuMemSetAccess sa;
+		uint8_t raw[512];
+	} m;
+	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
+	CUmemPoolProps props;
+	CUmemAccessDesc *desc;
+	struct mps_slot *s;
+	uint32_t pool, alloc;
+	uint64_t res, gran = 2u << 20;
+	int fd;
+
+	/* The default pool, then its attributes with lies around it. */
+	memset(&m, 0, sizeof(m));
+	m.dp.present = 1;
+	CHECK(call(MPS_OP_FWD_cuDeviceGetDefaultMemPool, ctx, &m, sizeof(m.dp), &s));
+	pool = (uint32_t)((struct mps_fwd_cuDeviceGetDefaultMemPool_out *)s->data)->o0;
+	REQUIRE(pool, "no default pool");
+	m.dp.a1 = 77;   /* no such device */
+	CHECK_ERR(call(MPS_OP_FWD_cuDeviceGetDefaultMemPool, ctx, &m, sizeof(m.dp), NULL), CUDA_ERROR_INVALID_DEVICE);
+	memset(&m, 0, sizeof(m));
+	m.pa.pool = ctx;   /* a context, not a pool */
+	m.pa.attr = CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+	CHECK_ERR(call(MPS_OP_POOL_ATTR, ctx, &m, sizeof(m.pa), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.pa.pool = pool;
+	m.pa.attr = 0x7fff;
+	CHECK_ERR(call(MPS_OP_POOL_ATTR, ctx, &m, sizeof(m.pa), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.pa.attr = CU_MEMPOOL_ATTR_USED_MEM_CURRENT;
+	m.pa.set = 1;
+	m.pa.value = 12345;
+	EXPECT(call(MPS_OP_POOL_ATTR, ctx, &m, sizeof(m.pa), NULL) != CUDA_SUCCESS, "a read-only attribute was set");
+	CHECK_ERR(call(MPS_OP_POOL_ATTR, ctx, &m, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
+	/* Its default pool is not the client's to destroy. */
+	memset(&m, 0, sizeof(m));
+	m.pd.a0 = pool;
+	CHECK_ERR(call(MPS_OP_FWD_cuMemPoolDestroy, ctx, &m, sizeof(m.pd), NULL), CUDA_ERROR_INVALID_VALUE);
+	/* A pool with a pointer in its properties, or on the host. */
+	memset(&m, 0, sizeof(m));
+	memset(&props, 0, sizeof(props));
+	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	props.win32SecurityAttributes = (void *)(uintptr_t)0xdeadbeef000ull;
+	m.pc.present = 1 | 2;
+	memcpy(m.pc.a1, &props, sizeof(props));
+	CHECK(call(MPS_OP_FWD_cuMemPoolCreate, ctx, &m, sizeof(m.pc), &s));
+	m.pd.present = 0;
+	m.pd.a0 = ((struct mps_fwd_cuMemPoolCreate_out *)s->data)->o0;
+	CHECK(call(MPS_OP_FWD_cuMemPoolDestroy, ctx, &m, sizeof(m.pd), NULL));
+	memset(&m, 0, sizeof(m));
+	props.location.type = CU_MEM_LOCATION_TYPE_HOST;
+	m.pc.present = 1 | 2;
+	memcpy(m.pc.a1, &props, sizeof(props));
+	CHECK_ERR(call(MPS_OP_FWD_cuMemPoolCreate, ctx, &m, sizeof(m.pc), NULL), CUDA_ERROR_NOT_SUPPORTED);
+
+	/* Physical allocations: bad properties, then one to attack with. */
+	memset(&m, 0, sizeof(m));
+	m.v.size = gran;
+	m.v.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	m.v.prop.loc_type = CU_MEM_LOCATION_TYPE_DEVICE;
+	m.v.prop.loc_id = 99;
+	CHECK_ERR(call(MPS_OP_VMM_CREATE, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_DEVICE);
+	m.v.prop.loc_id = -5;
+	CHECK_ERR(call(MPS_OP_VMM_CREATE, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_DEVICE);
+	m.v.prop.loc_id = 0;
+	m.v.prop.loc_type = CU_MEM_LOCATION_TYPE_HOST;
+	CHECK_ERR(call(MPS_OP_VMM_CREATE, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_NOT_SUPPORTED);
+	m.v.prop.loc_type = CU_MEM_LOCATION_TYPE_DEVICE;
+	m.v.prop.handle_types = 0xff;
+	CHECK_ERR(call(MPS_OP_VMM_CREATE, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_NOT_SUPPORTED);
+	m.v.prop.handle_types = 0;
+	m.v.size = 1ull << 62;   /* past any limit or device */
+	EXPECT(call(MPS_OP_VMM_CREATE, ctx, &m, sizeof(m.v), NULL) != CUDA_SUCCESS, "2^62 bytes created");
+	m.v.size = gran;
+	CHECK(call(MPS_OP_VMM_CREATE, ctx, &m, sizeof(m.v), &s));
+	alloc = (uint32_t)s->val[0];
+	/* Address space: none, more than a client may hold. */
+	memset(&m, 0, sizeof(m));
+	CHECK_ERR(call(MPS_OP_VMM_RESERVE, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.size = 1ull << 46;
+	CHECK_ERR(call(MPS_OP_VMM_RESERVE, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_OUT_OF_MEMORY);
+	m.v.size = 2 * gran;
+	m.v.ptr = theirs;   /* a wish for the neighbour's address is only a wish */
+	CHECK(call(MPS_OP_VMM_RESERVE, ctx, &m, sizeof(m.v), &s));
+	res = s->val[0];
+	EXPECT(res != theirs, "reserved over the neighbour's memory");
+	/* Maps: not a handle, outside the reservation, over the neighbour,
+	 * past the allocation. */
+	memset(&m, 0, sizeof(m));
+	m.v.ptr = res;
+	m.v.size = gran;
+	m.v.handle = ctx;
+	CHECK_ERR(call(MPS_OP_VMM_MAP, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.handle = alloc;
+	m.v.ptr = theirs;
+	CHECK_ERR(call(MPS_OP_VMM_MAP, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.ptr = res + gran;
+	m.v.size = 2 * gran;
+	CHECK_ERR(call(MPS_OP_VMM_MAP, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.ptr = res;
+	m.v.size = gran;
+	m.v.arg = gran;   /* offset at the end */
+	CHECK_ERR(call(MPS_OP_VMM_MAP, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.arg = ~0ull;
+	CHECK_ERR(call(MPS_OP_VMM_MAP, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.arg = 0;
+	CHECK(call(MPS_OP_VMM_MAP, ctx, &m, sizeof(m.v), NULL));
+	/* Access for the neighbour's range, and for a device that is not. */
+	memset(&m, 0, sizeof(m));
+	m.sa.present = 4;
+	m.sa.a0 = theirs;
+	m.sa.a1 = 4096;
+	m.sa.a3 = 1;
+	desc = (CUmemAccessDesc *)(&m.sa + 1);
+	desc->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	desc->flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	CHECK_ERR(call(MPS_OP_FWD_cuMemSetAccess, ctx, &m, sizeof(m.sa) + 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	m.sa.a0 = res;
+	desc->location.id = 42;
+	CHECK_ERR(call(MPS_OP_FWD_cuMemSetAccess, ctx, &m, sizeof(m.sa) + 16, NULL), CUDA_ERROR_INVALID_DEVICE);
+	/* Retain, unmap and free what is not there or not whole. */
+	memset(&m, 0, sizeof(m));
+	m.v.ptr = theirs;
+	CHECK_ERR(call(MPS_OP_VMM_RETAIN, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.size = 4096;
+	CHECK_ERR(call(MPS_OP_VMM_UNMAP, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.ptr = res;
+	m.v.size = gran / 2;
+	CHECK_ERR(call(MPS_OP_VMM_UNMAP, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.size = gran;
+	CHECK_ERR(call(MPS_OP_VMM_FREE, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.ptr = theirs;
+	m.v.size = 2 * gran;
+	CHECK_ERR(call(MPS_OP_VMM_FREE, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	/* Export: no such handle, a type the server cannot pass. */
+	memset(&m, 0, sizeof(m));
+	m.v.handle = 0x7fff0001;
+	m.v.type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	CHECK_ERR(call(MPS_OP_VMM_EXPORT, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.handle = alloc;
+	m.v.type = CU_MEM_HANDLE_TYPE_WIN32;
+	CHECK_ERR(call(MPS_OP_VMM_EXPORT, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_NOT_SUPPORTED);
+	/* Import: no fd sent, then an fd that is no allocation's. */
+	memset(&m, 0, sizeof(m));
+	m.v.type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	CHECK_ERR(call(MPS_OP_VMM_IMPORT, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	fd = open("/dev/null", O_RDONLY);
+	REQUIRE(fd >= 0, "open /dev/null");
+	REQUIRE(mps_sock_send(sock, &fm, sizeof(fm), fd) == sizeof(fm), "sending an fd");
+	close(fd);
+	EXPECT(call(MPS_OP_VMM_IMPORT, ctx, &m, sizeof(m.v), NULL) != CUDA_SUCCESS, "/dev/null imported");
+	/* Released while mapped: no longer the client's to name. */
+	memset(&m, 0, sizeof(m));
+	m.v.handle = alloc;
+	CHECK(call(MPS_OP_VMM_RELEASE, ctx, &m, sizeof(m.v), NULL));
+	CHECK_ERR(call(MPS_OP_VMM_RELEASE, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.ptr = res + gran;
+	m.v.size = gran;
+	CHECK_ERR(call(MPS_OP_VMM_MAP, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	/* The reservation left mapped; the server undoes both at the end. */
+}
+
 static void attack_graphs(uint32_t ctx, uint32_t mod)
 {
 	union {
@@ -604,6 +778,7 @@ int main(int argc, char **argv)
 		CHECK_ERR(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counterXXXXXXX", 16, 9), CUDA_ERROR_INVALID_VALUE);
 		CHECK(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counter", 10, 9));
 		attack_graphs(ctx, mod);
+		attack_memory(ctx, theirs);
 	}
 
 	/* A reply slot out of range is ignored; the next call still works. */
