@@ -205,6 +205,11 @@ void mps__devmem_remove(uint64_t base);
 void mps__devmem_forget(struct mps_ctx *ctx, const void *owner);
 bool mps__devmem_has(uint64_t addr);
 
+/* Tells the server which of its devices this process sees (CUDA_VISIBLE_DEVICES,
+ * CUDA_DEVICE_ORDER) and renumbers the welcome's devices to match: the
+ * number visible, or -errno. Once, right after connecting. */
+int mps__select_devices(void);
+
 /* A pinned host region for the library's own use (the staging region):
  * not known to the program, never freed. */
 CUresult mps__host_region(size_t size, uint32_t *handle, void **addr);

@@ -8,6 +8,7 @@
  * so they read exactly as the real driver's; a few built-in ones cover the
  * cases where there is no server to ask.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@
 #include "client/client.h"
 #include "client/exports.h"
 #include "common/atomics.h"
+#include "common/log.h"
+#include "common/visible.h"
 
 #define MAX_CODE 1024
 
@@ -69,6 +72,36 @@ static const struct mps_wire_device *dev_info(CUdevice d)
 	return &mps_conn.welcome->dev[d];
 }
 
+int mps__select_devices(void)
+{
+	struct mps_welcome *w = mps_conn.welcome;
+	struct mps_msg_devices q;
+	struct mps_wire_device *keep;
+	struct mps_call call;
+	CUresult r;
+	int n;
+
+	memset(&q, 0, sizeof(q));
+	n = mps_visible_select(getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"), w->dev, w->ndev, q.map);
+	q.count = (uint32_t)n;
+	r = mps__call(MPS_OP_DEVICES, 0, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	if (r != CUDA_SUCCESS)
+		return -EPROTO;
+	/* The program's device i is the server's map[i], from here on. */
+	keep = malloc((size_t)(n ? n : 1) * sizeof(*keep));
+	if (!keep)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++)
+		keep[i] = w->dev[q.map[i]];
+	memcpy(w->dev, keep, (size_t)n * sizeof(*keep));
+	free(keep);
+	mps_conn.ndev = n;
+	if (n < w->ndev)
+		mps_log_debug("openmps: %d of the server's %d devices are visible", n, (int)w->ndev);
+	return n;
+}
+
 static CUresult ready(void)
 {
 	return mps_load_acquire(&initialized) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
@@ -78,6 +111,8 @@ static CUresult init(unsigned int flags)
 {
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (mps_conn.ndev == 0)
+		return CUDA_ERROR_NO_DEVICE;   /* CUDA_VISIBLE_DEVICES left none */
 	mps_store_release(&initialized, 1);
 	return CUDA_SUCCESS;
 }

@@ -124,6 +124,11 @@ static void decide(void)
 	} else {
 		r = mps__connect(&refusal);
 	}
+	if (r == 0 && mps__select_devices() < 0) {
+		mps_log_warn("openmps: the server did not take this process's visible devices");
+		refusal = CUDA_ERROR_MPS_CONNECTION_FAILED;
+		r = -EPROTO;
+	}
 	if (r == 0) {
 		mode = MPS_MODE_SERVER;
 		fill_server();

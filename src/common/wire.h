@@ -180,7 +180,8 @@ enum mps_op_sync {
 	X(VMM_UNMAP, vmm_unmap, mps_msg_vmm, MPS_SYNC) \
 	X(VMM_RETAIN, vmm_retain, mps_msg_vmm, MPS_SYNC)                  /* val[0] = allocation */ \
 	X(VMM_EXPORT, vmm_export, mps_msg_vmm, MPS_SYNC)                  /* the fd comes ahead of the reply */ \
-	X(VMM_IMPORT, vmm_import, mps_msg_vmm, MPS_SYNC)                  /* the fd went ahead; val[0] = allocation */
+	X(VMM_IMPORT, vmm_import, mps_msg_vmm, MPS_SYNC)                  /* the fd went ahead; val[0] = allocation */ \
+	X(DEVICES, devices, mps_msg_devices, MPS_SYNC)                    /* before any context */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -229,6 +230,16 @@ struct mps_msg_mem_async {
 	uint64_t value;   /* size to allocate, or the pointer to free */
 	uint32_t stream;  /* 0: the message context's legacy stream */
 	uint32_t pad;
+};
+
+/* The devices the client sees (CUDA_VISIBLE_DEVICES, common/visible.h):
+ * map[i] is the server's index of its device i. Sent once, first; device
+ * ordinals in every later message count in this numbering. */
+struct mps_msg_devices {
+	struct mps_msg hdr;
+	uint32_t count;
+	uint32_t pad;
+	uint8_t map[MPS_MAX_DEVICES];
 };
 
 /* cuMemPoolGetAttribute / cuMemPoolSetAttribute: every attribute's value
@@ -617,6 +628,7 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_capture_begin);
 MPS_WIRE_ASSERT_SIZE(mps_msg_kernel_node);
 MPS_WIRE_ASSERT_SIZE(mps_msg_pool_attr);
 MPS_WIRE_ASSERT_SIZE(mps_msg_vmm);
+MPS_WIRE_ASSERT_SIZE(mps_msg_devices);
 _Static_assert(sizeof(struct mps_kernel_node_out) == 32, "kernel node reply layout");
 _Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
 _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");

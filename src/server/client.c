@@ -69,6 +69,9 @@ struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *
 	}
 	mps_handles_init(&c->handles);
 	mps_memacct_init(&c->mem);
+	for (int i = 0; i < mps_srv.ndev; i++)
+		c->vis[i] = (uint8_t)i;
+	c->nvis = mps_srv.ndev;
 	mps_control_apply_settings(c);   /* before any thread can allocate for it */
 
 	pthread_mutex_lock(&mps_srv.lock);
@@ -136,4 +139,17 @@ void mps_client_kill_all(void)
 	for (struct mps_client *c = mps_srv.clients; c; c = c->next)
 		mps_client_kill(c, NULL);
 	pthread_mutex_unlock(&mps_srv.lock);
+}
+
+int mps__client_device(const struct mps_client *c, int64_t ordinal)
+{
+	return ordinal >= 0 && ordinal < c->nvis ? c->vis[ordinal] : -1;
+}
+
+int mps__client_ordinal(const struct mps_client *c, int index)
+{
+	for (int i = 0; i < c->nvis; i++)
+		if (c->vis[i] == index)
+			return i;
+	return -1;
 }

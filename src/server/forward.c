@@ -43,10 +43,11 @@ struct mps_sstream *mps__fwd_stream(struct mps_client *c, const struct mps_msg *
 
 CUresult mps__fwd_device(struct mps_client *c, uint64_t v, CUdevice *out)
 {
-	(void)c;
-	if (v >= (uint64_t)mps_srv.ndev)
+	int d = v > INT32_MAX ? -1 : mps__client_device(c, (int64_t)v);
+
+	if (d < 0)
 		return CUDA_ERROR_INVALID_DEVICE;
-	*out = mps_srv.dev[v].dev;
+	*out = mps_srv.dev[d].dev;
 	return CUDA_SUCCESS;
 }
 

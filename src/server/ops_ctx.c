@@ -22,7 +22,9 @@ void mps__op_ctx_create(struct mps_client *c, const struct mps_msg *m)
 	struct mps_slot *s = mps__slot(c, m->slot);
 	struct mps_sctx *x;
 
-	if (q->device < 0 || q->device >= mps_srv.ndev) {
+	int device = mps__client_device(c, q->device);
+
+	if (device < 0) {
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_DEVICE);
 		return;
 	}
@@ -31,7 +33,7 @@ void mps__op_ctx_create(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
-	x->device = q->device;
+	x->device = device;
 	x->primary = (m->flags & MPS_CTX_PRIMARY) != 0;
 	x->flags = q->flags;
 	x->handle = mps_handle_new(&c->handles, MPS_H_CTX, x);
@@ -181,4 +183,26 @@ void mps__op_ctx_limit(struct mps_client *c, const struct mps_msg *m)
 		x->limits_set |= 1u << q->limit;
 	}
 	mps__reply(c, m->slot, r);
+}
+
+/* The devices the client sees: once, before it has made any context. */
+void mps__op_devices(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_devices *q = (const void *)m;
+	uint32_t seen = 0;
+
+	if (c->devmask || q->count > (uint32_t)mps_srv.ndev) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	for (uint32_t i = 0; i < q->count; i++) {
+		if (q->map[i] >= mps_srv.ndev || (seen & (1u << q->map[i]))) {
+			mps__reply(c, m->slot, CUDA_ERROR_INVALID_DEVICE);
+			return;
+		}
+		seen |= 1u << q->map[i];
+	}
+	memcpy(c->vis, q->map, q->count);
+	c->nvis = (int)q->count;
+	mps__reply(c, m->slot, CUDA_SUCCESS);
 }

@@ -262,9 +262,13 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 			/* Device memory has none; for host memory the client knows its own address. */
 			v->result = rg->kind == MPS_MEM_HOST ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 			break;
-		case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-			v->value = (uint64_t)rg->device;
+		case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: {
+			int ord = mps__client_ordinal(c, rg->device);
+
+			v->value = ord < 0 ? 0 : (uint64_t)ord;
+			v->result = ord < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 			break;
+		}
 		case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
 			v->value = base;
 			break;

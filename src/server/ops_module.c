@@ -447,7 +447,7 @@ void mps__op_func_attr(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_HANDLE);
 		return;
 	}
-	device = f->is_kernel ? q->device : f->device;
+	device = f->is_kernel ? mps__client_device(c, q->device) : f->device;
 	if (device < 0 || device >= mps_srv.ndev) {
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_DEVICE);
 		return;

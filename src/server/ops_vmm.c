@@ -486,9 +486,10 @@ CUresult mps__hook_cuMemGetAllocationPropertiesFromHandle(struct mps_client *c, 
 	prop->win32HandleMetaData = NULL;
 	/* The device as the client numbers it. */
 	for (int i = 0; i < mps_srv.ndev; i++)
-		if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && mps_srv.dev[i].dev == prop->location.id)
-			prop->location.id = i;
-	(void)c;
+		if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && mps_srv.dev[i].dev == prop->location.id) {
+			prop->location.id = mps__client_ordinal(c, i);
+			break;
+		}
 	return CUDA_SUCCESS;
 }
 

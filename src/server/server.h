@@ -176,6 +176,8 @@ struct mps_client {
 	uint32_t pool_default[MPS_MAX_DEVICES];   /* its own default pool per device, made on first use */
 	uint32_t pool_current[MPS_MAX_DEVICES];   /* cuDeviceSetMemPool's choice; 0: the default (ops_pool.c) */
 	struct mps_vmm vmm;             /* address reservations and mappings (vmm.h) */
+	uint8_t vis[MPS_MAX_DEVICES];   /* the server's index of the client's device i */
+	int nvis;                       /* devices it sees (MPS_OP_DEVICES; all by default) */
 
 	uint8_t *blob;                  /* module upload buffer */
 	size_t blob_len, blob_total, blob_cap;
@@ -247,6 +249,11 @@ typedef void mps_op_fn(struct mps_client *c, const struct mps_msg *m);
 #define MPS_OP_DECLARE(name, fn, type, sync) mps_op_fn mps__op_##fn;
 MPS_OPS(MPS_OP_DECLARE)
 #undef MPS_OP_DECLARE
+
+/* A device ordinal of the client's as the server's device index, and back;
+ * -1 if it names none (client.c). */
+int mps__client_device(const struct mps_client *c, int64_t ordinal);
+int mps__client_ordinal(const struct mps_client *c, int index);
 
 /* Teardown helpers, used when a client leaves. */
 void mps__ctx_release_all(struct mps_client *c);

@@ -14,6 +14,8 @@
  *                 (kept until hfree)
  *   hfree         cuMemFreeHost of everything allocated with halloc
  *   meminfo       cuMemGetInfo: "meminfo RESULT FREE TOTAL" (bytes)
+ *   list          cuInit, then the devices it sees: "list RESULT N UUID PCI-ID ..."
+ *                 (UUID as 32 hex digits)
  *   baddev        cuDeviceGet of ordinal 99, called directly and through the
  *                 pointer cuGetProcAddress gives: "baddev RESULT RESULT"
  *   sync          cuCtxSynchronize
@@ -146,6 +148,25 @@ int main(int argc, char **argv)
 
 			r = cuMemGetInfo(&fr, &total);
 			printf("meminfo %s %zu %zu\n", name(r), fr, total);
+		} else if (!strcmp(a, "list")) {
+			int n = 0;
+
+			r = cuInit(0);
+			if (r == CUDA_SUCCESS)
+				r = cuDeviceGetCount(&n);
+			printf("list %s %d", name(r), n);
+			for (int d = 0; d < n && r == CUDA_SUCCESS; d++) {
+				CUuuid u;
+				char pci[32] = "";
+
+				if (cuDeviceGetUuid(&u, d) != CUDA_SUCCESS || cuDeviceGetPCIBusId(pci, sizeof(pci), d))
+					break;
+				printf(" ");
+				for (int b = 0; b < 16; b++)
+					printf("%02x", (unsigned char)u.bytes[b]);
+				printf(" %s", pci);
+			}
+			printf("\n");
 		} else if (!strcmp(a, "sync")) {
 			printf("sync %s\n", name(cuCtxSynchronize()));
 		} else if (!strncmp(a, "wait:", 5)) {

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+/*
+ * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, read as visible.h says. Pure
+ * string work over the devices' UUIDs and PCI bus ids, so it is tested on
+ * its own (tests/unit/test_visible.c) and checked on a GPU against the real
+ * driver's reading.
+ */
+#include <ctype.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/visible.h"
+
+/* The devices in enumeration order: the server's, or by PCI bus id. */
+static void enumeration(const char *order, const struct mps_wire_device *devs, int ndev, uint8_t *idx)
+{
+	for (int i = 0; i < ndev; i++)
+		idx[i] = (uint8_t)i;
+	if (!order || strcmp(order, "PCI_BUS_ID"))
+		return;
+	for (int i = 1; i < ndev; i++) {   /* a handful of devices: insertion sort */
+		uint8_t v = idx[i];
+		int j = i;
+
+		while (j > 0 && strcasecmp(devs[idx[j - 1]].pci_bus_id, devs[v].pci_bus_id) > 0) {
+			idx[j] = idx[j - 1];
+			j--;
+		}
+		idx[j] = v;
+	}
+}
+
+/* Whether the entry (after "GPU-", up to its end) is a prefix of the UUID
+ * written as the driver writes it, 8-4-4-4-12 hex digits. */
+static bool uuid_prefix(const char *e, size_t len, const uint8_t *uuid)
+{
+	char s[40];
+
+	snprintf(s, sizeof(s), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", uuid[0],
+		 uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8], uuid[9], uuid[10], uuid[11],
+		 uuid[12], uuid[13], uuid[14], uuid[15]);
+	return len > 0 && len <= strlen(s) && !strncasecmp(e, s, len);
+}
+
+/* The server's index of the device one entry names, or -1. */
+static int entry(const char *e, size_t len, const uint8_t *idx, const struct mps_wire_device *devs, int ndev)
+{
+	unsigned long v = 0;
+	size_t i = 0;
+	int found = -1;
+
+	while (len && isspace((unsigned char)*e)) {
+		e++;
+		len--;
+	}
+	while (len && isspace((unsigned char)e[len - 1]))
+		len--;
+	if (len >= 4 && !strncmp(e, "GPU-", 4)) {
+		for (int d = 0; d < ndev; d++) {
+			if (!uuid_prefix(e + 4, len - 4, devs[d].uuid))
+				continue;
+			if (found >= 0)
+				return -1;   /* ambiguous */
+			found = d;
+		}
+		return found;
+	}
+	while (i < len && isdigit((unsigned char)e[i]) && v <= (unsigned long)ndev)
+		v = v * 10 + (unsigned long)(e[i++] - '0');
+	if (i == 0 || v >= (unsigned long)ndev)
+		return -1;
+	return idx[v];
+}
+
+int mps_visible_select(const char *visible, const char *order, const struct mps_wire_device *devs, int ndev,
+		       uint8_t *map)
+{
+	uint8_t idx[MPS_MAX_DEVICES];
+	int n = 0;
+
+	if (ndev > MPS_MAX_DEVICES)
+		ndev = MPS_MAX_DEVICES;
+	enumeration(order, devs, ndev, idx);
+	if (!visible) {
+		memcpy(map, idx, (size_t)ndev);
+		return ndev;
+	}
+	for (const char *p = visible; *p;) {
+		size_t len = strcspn(p, ",");
+		int d = entry(p, len, idx, devs, ndev);
+
+		if (d < 0)
+			break;
+		for (int k = 0; k < n; k++)
+			if (map[k] == d)
+				return 0;   /* named twice: none */
+		if (n == MPS_MAX_DEVICES)
+			break;
+		map[n++] = (uint8_t)d;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return n;
+}

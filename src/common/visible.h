@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The devices a process sees, as CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
+ * select them among the server's, with the real driver's reading of the
+ * variables: a comma-separated list of ordinals (read as strtoul reads
+ * them: "1abc" is 1), "GPU-" UUIDs or unique prefixes of them, in the order
+ * given; the list ends at the first entry that names no device (a negative
+ * number, an ordinal past the last device, an unknown or ambiguous UUID, a
+ * MIG instance); a device named twice leaves none visible; an empty value
+ * leaves none; no variable leaves all. Ordinals count in the order
+ * CUDA_DEVICE_ORDER gives: the server's own (FASTEST_FIRST, the default) or
+ * by PCI bus id (PCI_BUS_ID).
+ */
+#ifndef MPS_COMMON_VISIBLE_H
+#define MPS_COMMON_VISIBLE_H
+
+#include <stdint.h>
+
+#include "common/wire.h"
+
+/* Fills map[i] with the server's index of the program's device i; returns
+ * how many there are (0 .. ndev). visible and order may be NULL (unset). */
+int mps_visible_select(const char *visible, const char *order, const struct mps_wire_device *devs, int ndev,
+		       uint8_t *map);
+
+#endif
