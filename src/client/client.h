@@ -45,8 +45,9 @@ struct mps_conn {
 	uint64_t spin_ns;           /* OPENMPS_CLIENT_SPIN_US, when spin_fixed */
 	bool spin_fixed;            /* else the server's advice in the region */
 	pthread_mutex_t fd_lock;    /* serialises calls that receive an fd */
-	struct mps_welcome *welcome;
+	struct mps_welcome *welcome;     /* its devices renumbered as this process sees them */
 	int ndev;
+	uint8_t server_index[MPS_MAX_DEVICES];   /* the server's index of each of those devices */
 };
 
 extern struct mps_conn mps_conn;
@@ -117,6 +118,7 @@ struct mps_ctx {
 	unsigned int flags;
 	bool primary;
 	int retain;            /* primary: retain count (under ctx_lock) */
+	uint32_t peers;        /* bit d: peer access to device d's contexts enabled (atomic) */
 	int api_version;
 	struct mps_ctx *next;  /* created contexts: the list in context.c */
 };
@@ -209,6 +211,9 @@ bool mps__devmem_has(uint64_t addr);
  * CUDA_DEVICE_ORDER) and renumbers the welcome's devices to match: the
  * number visible, or -errno. Once, right after connecting. */
 int mps__select_devices(void);
+
+/* Whether device d may access device peer's memory directly (0 or 1). */
+int mps__peer_capable(CUdevice d, CUdevice peer);
 
 /* A pinned host region for the library's own use (the staging region):
  * not known to the program, never freed. */

@@ -92,8 +92,10 @@ int mps__select_devices(void)
 	keep = malloc((size_t)(n ? n : 1) * sizeof(*keep));
 	if (!keep)
 		return -ENOMEM;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		keep[i] = w->dev[q.map[i]];
+		mps_conn.server_index[i] = q.map[i];
+	}
 	memcpy(w->dev, keep, (size_t)n * sizeof(*keep));
 	free(keep);
 	mps_conn.ndev = n;
@@ -327,9 +329,19 @@ static CUresult device_can_access_peer(int *can, CUdevice d, CUdevice peer)
 		return r;
 	if (!dev_info(peer))
 		return CUDA_ERROR_INVALID_DEVICE;
-	/* Peer access between the server's contexts is not offered yet. */
-	*can = 0;
+	*can = mps__peer_capable(d, peer);
 	return CUDA_SUCCESS;
+}
+
+/* The server enabled peer access between its devices' contexts where the
+ * driver allows it (server/device.c), once, for every client. */
+int mps__peer_capable(CUdevice d, CUdevice peer)
+{
+	const struct mps_wire_device *w = dev_info(d);
+
+	if (!w || !dev_info(peer) || d == peer)
+		return 0;
+	return (w->peers >> mps_conn.server_index[peer]) & 1;
 }
 
 /* The name and description of code: from the cache, the server, or the

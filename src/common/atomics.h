@@ -24,6 +24,7 @@
 #define mps_fetch_add(p, v)     atomic_fetch_add_explicit((_Atomic __typeof__(*(p)) *)(p), (v), memory_order_acq_rel)
 #define mps_fetch_or(p, v)      atomic_fetch_or_explicit((_Atomic __typeof__(*(p)) *)(p), (v), memory_order_acq_rel)
 #define mps_fetch_sub(p, v)     atomic_fetch_sub_explicit((_Atomic __typeof__(*(p)) *)(p), (v), memory_order_acq_rel)
+#define mps_fetch_and(p, v)     atomic_fetch_and_explicit((_Atomic __typeof__(*(p)) *)(p), (v), memory_order_acq_rel)
 
 /* Full barrier: orders earlier stores before later loads (store-load). */
 static inline void mps_fence(void)

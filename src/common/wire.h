@@ -77,6 +77,8 @@ struct mps_wire_device {
 	char pci_bus_id[32];
 	int32_t attr[MPS_WIRE_ATTRS];
 	uint8_t attr_ok[MPS_WIRE_ATTRS / 8]; /* bit set: the driver answered */
+	uint32_t peers;                      /* bit j: the server's device j is its peer (access enabled) */
+	uint32_t pad;
 };
 
 /* server -> client, with the region's fd (SCM_RIGHTS). */
@@ -641,7 +643,7 @@ _Static_assert(MPS_WIRE_ATTRS % 8 == 0, "attribute bitmap");
 _Static_assert(sizeof(struct mps_hello) == 80, "hello size");
 _Static_assert(sizeof(struct mps_refuse) == 256, "refuse size");
 _Static_assert(offsetof(struct mps_welcome, dev) == 32, "welcome layout");
-_Static_assert(sizeof(struct mps_wire_device) == 1104, "device record size");
+_Static_assert(sizeof(struct mps_wire_device) == 1112, "device record size");
 _Static_assert(sizeof(struct mps_msg_launch) + MPS_LAUNCH_ATTRS_MAX * sizeof(struct mps_launch_attr) +
 	       MPS_ARGS_MAX <= MPS_MSG_MAX, "a launch fits in one message");
 

@@ -10,6 +10,38 @@
 #include "server/driver.h"
 #include "server/server.h"
 
+/* Peer access between every pair of devices that allows it, enabled once
+ * for the server's contexts, in which every client's memory lives; each
+ * device's record says which peers it reaches (the clients answer
+ * cuDeviceCanAccessPeer from it). */
+static void enable_peers(void)
+{
+	if (!mps_drv.cuDeviceCanAccessPeer || !mps_drv.cuCtxEnablePeerAccess)
+		return;
+	for (int i = 0; i < mps_srv.ndev; i++) {
+		struct mps_device *d = &mps_srv.dev[i];
+
+		mps_drv.cuCtxSetCurrent(d->primary);
+		for (int j = 0; j < mps_srv.ndev; j++) {
+			int can = 0;
+			CUresult r;
+
+			if (j == i || mps_drv.cuDeviceCanAccessPeer(&can, d->dev, mps_srv.dev[j].dev) != CUDA_SUCCESS ||
+			    !can)
+				continue;
+			r = mps_drv.cuCtxEnablePeerAccess(mps_srv.dev[j].primary, 0);
+			if (r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+				d->info.peers |= 1u << j;
+			else
+				mps_log_warn("peer access from device %d to %d: %s", i, j, mps_driver_errname(r));
+		}
+		if (d->info.peers)
+			mps_log_info("Device %d reaches the memory of devices %#x directly", i, d->info.peers);
+	}
+	if (mps_srv.ndev)
+		mps_drv.cuCtxSetCurrent(mps_srv.dev[0].primary);
+}
+
 int mps_devices_init(void)
 {
 	CUresult r;
@@ -62,6 +94,7 @@ int mps_devices_init(void)
 		}
 	}
 	mps_srv.ndev = n;
+	enable_peers();
 	return 0;
 }
 

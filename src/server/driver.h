@@ -45,7 +45,7 @@
  * and what needs them answers CUDA_ERROR_NOT_SUPPORTED. The generated
  * forwarding layer adds the ones it calls (gen/forward_driver.h). */
 #define MPS_DRIVER_OPT(X) \
-	X(cuKernelSetCacheConfig) X(cuMemRelease) X(cuMemCreate) \
+	X(cuKernelSetCacheConfig) X(cuMemRelease) X(cuMemCreate) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) \
 	X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) \
 	X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) \
 	X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) \

@@ -239,7 +239,8 @@ struct si_range *mps__range_pin(uintptr_t addr, size_t bytes, int device)
 
 	if (mps__range_classify(addr, bytes, &r) != 1)
 		return NULL;
-	if (device >= 0 && r->kind != SI_RANGE_HOST && r->ctx->device != device)
+	if (device >= 0 && r->kind != SI_RANGE_HOST && r->ctx->device != device &&
+	    !mps__peer_enabled(device, r->ctx->device))
 		return NULL;
 	r->pins++;
 	return r;

@@ -211,6 +211,10 @@ void mps__range_remove(struct si_range *r);
 /* Pins the range holding all of [addr, addr+bytes) so it outlives the
  * operation using it. device >= 0 accepts only device memory of that device
  * (and host registrations); -1 accepts any. NULL when there is none. */
+/* Whether device from's contexts may touch device to's memory (peer.c).
+ * Call with the lock held. */
+bool mps__peer_enabled(int from, int to);
+
 struct si_range *mps__range_pin(uintptr_t addr, size_t bytes, int device);
 void mps__range_unpin(struct si_range *r);
 /* Removes every allocation and registration owned by ctx (context reset). */

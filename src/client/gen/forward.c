@@ -16,6 +16,38 @@
 #include "client/forward.h"
 #include "client/gen/forward.h"
 
+CUresult mps__fwd_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice)
+{
+	struct mps_fwd_cuDeviceGetP2PAttribute q;
+	struct mps_fwd_cuDeviceGetP2PAttribute_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	q.a1 = (uint64_t)attrib;
+	r = mps__fwd_device(srcDevice, &q.a2);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_device(dstDevice, &q.a3);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuDeviceGetP2PAttribute, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuDeviceGetP2PAttribute_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(value, o->o0, sizeof(*value));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
 CUresult mps__fwd_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
 {
 	struct mps_fwd_cuStreamGetAttribute q;
@@ -2607,6 +2639,7 @@ CUresult mps__fwd_cuMemGetAccess(unsigned long long *flags, const CUmemLocation 
 }
 
 const struct mps_impl mps__forward_api[] = {
+	MPS_IMPL(cuDeviceGetP2PAttribute, mps__fwd_cuDeviceGetP2PAttribute),
 	MPS_IMPL(cuStreamGetAttribute, mps__fwd_cuStreamGetAttribute),
 	MPS_IMPL_AS(cuStreamGetAttribute_ptsz, cuStreamGetAttribute, mps__fwd_cuStreamGetAttribute_ptsz),
 	MPS_IMPL(cuStreamSetAttribute, mps__fwd_cuStreamSetAttribute),

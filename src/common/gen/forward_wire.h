@@ -25,6 +25,21 @@
 /* Message flags of a forwarded op. */
 #define MPS_FWD_PER_THREAD 0x1   /* the _ptsz/_ptds variant: stream 0 is the thread's own */
 
+struct mps_fwd_cuDeviceGetP2PAttribute {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* attrib (val) */
+	uint64_t a2;   /* srcDevice (h) */
+	uint64_t a3;   /* dstDevice (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceGetP2PAttribute) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuDeviceGetP2PAttribute_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(int))];   /* value */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceGetP2PAttribute_out) <= MPS_SLOT_DATA, "fits a slot");
+
 struct mps_fwd_cuStreamGetAttribute {
 	struct mps_msg hdr;
 	uint64_t present;
@@ -902,6 +917,7 @@ struct mps_fwd_cuMemGetAccess_out {
 _Static_assert(sizeof(struct mps_fwd_cuMemGetAccess_out) <= MPS_SLOT_DATA, "fits a slot");
 
 #define MPS_FWD_OPS(X) \
+	X(FWD_cuDeviceGetP2PAttribute, fwd_cuDeviceGetP2PAttribute, mps_fwd_cuDeviceGetP2PAttribute, MPS_SYNC) \
 	X(FWD_cuStreamGetAttribute, fwd_cuStreamGetAttribute, mps_fwd_cuStreamGetAttribute, MPS_SYNC) \
 	X(FWD_cuStreamSetAttribute, fwd_cuStreamSetAttribute, mps_fwd_cuStreamSetAttribute, MPS_SYNC) \
 	X(FWD_cuStreamCopyAttributes, fwd_cuStreamCopyAttributes, mps_fwd_cuStreamCopyAttributes, MPS_SYNC) \

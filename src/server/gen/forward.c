@@ -17,6 +17,43 @@
 #include "server/server.h"
 #include "server/streams.h"
 
+void mps__op_fwd_cuDeviceGetP2PAttribute(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuDeviceGetP2PAttribute *q = (const void *)m;
+	struct mps_fwd_cuDeviceGetP2PAttribute_out *o = (void *)mps__slot(c, m->slot)->data;
+	int value_v;
+	CUdevice_P2PAttribute attrib;
+	CUdevice srcDevice = 0;
+	CUdevice dstDevice = 0;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&value_v, 0, sizeof(value_v));
+	attrib = (CUdevice_P2PAttribute)q->a1;
+	r = mps__fwd_device(c, q->a2, &srcDevice);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	r = mps__fwd_device(c, q->a3, &dstDevice);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (!mps_drv.cuDeviceGetP2PAttribute) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuDeviceGetP2PAttribute(&value_v, attrib, srcDevice, dstDevice);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &value_v, sizeof(value_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
 void mps__op_fwd_cuStreamGetAttribute(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_fwd_cuStreamGetAttribute *q = (const void *)m;

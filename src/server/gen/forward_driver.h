@@ -10,6 +10,7 @@
 #define MPS_SERVER_GEN_FORWARD_DRIVER_H
 
 #define MPS_DRIVER_FWD(X) \
+	X(cuDeviceGetP2PAttribute) \
 	X(cuStreamGetAttribute) \
 	X(cuStreamSetAttribute) \
 	X(cuStreamCopyAttributes) \

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Peer access between two devices: what cuDeviceCanAccessPeer and
+ * cuDeviceGetP2PAttribute say, enabling and disabling access with the
+ * driver's errors, peer copies (cuMemcpyPeer, its async form and the plain
+ * device-to-device copy across devices) checked against the source, and a
+ * kernel on device 0 that reads and writes device 1's memory. Skipped with
+ * fewer than two devices or where the two cannot reach each other.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define WORDS (3u << 18)   /* 3 MiB */
+
+int main(int argc, char **argv)
+{
+	CUdevice d0, d1;
+	CUcontext c0, c1;
+	CUdeviceptr a, b, c;
+	CUstream s;
+	CUfunction affine;
+	uint32_t *in, *out;
+	unsigned int mul = 5, add = 7;
+	int n = 0, can01 = 0, can10 = 0, v = -1, words = WORDS;
+	void *args[] = { &b, &mul, &add, &words };
+	uint64_t rng;
+
+	t_init(argc, argv);
+	rng = t_rng(0);
+	CHECK(cuInit(0));
+	CHECK(cuDeviceGetCount(&n));
+	if (n < 2) {
+		printf("t_peer: one device only\n");
+		return T_SKIP;
+	}
+	CHECK(cuDeviceGet(&d0, 0));
+	CHECK(cuDeviceGet(&d1, 1));
+	CHECK(cuDeviceCanAccessPeer(&can01, d0, d1));
+	CHECK(cuDeviceCanAccessPeer(&can10, d1, d0));
+	if (!can01 || !can10) {
+		printf("t_peer: devices 0 and 1 cannot reach each other\n");
+		return T_SKIP;
+	}
+	CHECK(cuDeviceCanAccessPeer(&v, d0, d0));
+	EXPECT(v == 0, "a device is its own peer (%d)", v);
+	CHECK(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, d0, d1));
+	EXPECT(v == 1, "P2P access supported reads %d", v);
+	CHECK_ERR(cuDeviceGetP2PAttribute(NULL, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, d0, d1),
+		  CUDA_ERROR_INVALID_VALUE);
+
+	CHECK(cuDevicePrimaryCtxRetain(&c1, d1));
+	CHECK(cuDevicePrimaryCtxRetain(&c0, d0));
+	CHECK(cuCtxSetCurrent(c0));
+	affine = t_func(t_module(), "affine_u32");
+	CHECK_ERR(cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+	CHECK(cuCtxEnablePeerAccess(c1, 0));
+	CHECK_ERR(cuCtxEnablePeerAccess(c1, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+	EXPECT(cuCtxEnablePeerAccess(c0, 0) != CUDA_SUCCESS, "peer access to its own context enabled");
+
+	in = malloc(WORDS * 4);
+	out = malloc(WORDS * 4);
+	REQUIRE(in && out, "malloc");
+	t_fill_u32(in, WORDS, &rng);
+	CHECK(cuMemAlloc(&a, WORDS * 4));
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cuCtxSetCurrent(c1));
+	CHECK(cuMemAlloc(&b, WORDS * 4));
+	CHECK(cuMemsetD32(b, 0xdeadbeefu, WORDS));
+	CHECK(cuCtxSetCurrent(c0));
+
+	/* Device 0 to device 1, then back through a third buffer. */
+	CHECK(cuMemcpyHtoD(a, in, WORDS * 4));
+	CHECK(cuMemcpyPeer(b, c1, a, c0, WORDS * 4));
+	CHECK(cuMemAlloc(&c, WORDS * 4));
+	CHECK(cuMemcpyPeerAsync(c, c0, b, c1, WORDS * 4, s));
+	CHECK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoH(out, c, WORDS * 4));
+	CMP_U32(out, in, WORDS, "device 0 -> device 1 -> device 0");
+
+	/* A kernel on device 0 over device 1's memory. */
+	CHECK(t_launch(affine, WORDS / 256, 256, s, args));
+	CHECK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoD(a, b, WORDS * 4));   /* across devices, plain */
+	CHECK(cuMemcpyDtoH(out, a, WORDS * 4));
+	for (uint32_t i = 0; i < WORDS; i++)
+		in[i] = in[i] * mul + add;
+	CMP_U32(out, in, WORDS, "device 1's memory after a kernel on device 0");
+
+	CHECK(cuCtxDisablePeerAccess(c1));
+	CHECK_ERR(cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+	CHECK(cuMemFree(a));
+	CHECK(cuMemFree(b));
+	CHECK(cuMemFree(c));
+	CHECK(cuStreamDestroy(s));
+	free(in);
+	free(out);
+	CHECK(cuDevicePrimaryCtxRelease(d0));
+	CHECK(cuDevicePrimaryCtxRelease(d1));
+	return t_finish();
+}
