@@ -48,6 +48,7 @@ struct mps_conn {
 	struct mps_welcome *welcome;     /* its devices renumbered as this process sees them */
 	int ndev;
 	uint8_t server_index[MPS_MAX_DEVICES];   /* the server's index of each of those devices */
+	bool devices_named_twice;                /* CUDA_VISIBLE_DEVICES named a device twice */
 };
 
 extern struct mps_conn mps_conn;

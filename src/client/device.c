@@ -83,6 +83,9 @@ int mps__select_devices(void)
 
 	memset(&q, 0, sizeof(q));
 	n = mps_visible_select(getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"), w->dev, w->ndev, q.map);
+	mps_conn.devices_named_twice = n < 0;
+	if (n < 0)
+		n = 0;
 	q.count = (uint32_t)n;
 	r = mps__call(MPS_OP_DEVICES, 0, &q.hdr, sizeof(q), NULL, 0, &call);
 	mps__call_end(&call);
@@ -113,8 +116,8 @@ static CUresult init(unsigned int flags)
 {
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (mps_conn.ndev == 0)
-		return CUDA_ERROR_NO_DEVICE;   /* CUDA_VISIBLE_DEVICES left none */
+	if (mps_conn.ndev == 0)   /* CUDA_VISIBLE_DEVICES left none, or named one twice */
+		return mps_conn.devices_named_twice ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NO_DEVICE;
 	mps_store_release(&initialized, 1);
 	return CUDA_SUCCESS;
 }

@@ -44,8 +44,10 @@ static bool uuid_prefix(const char *e, size_t len, const uint8_t *uuid)
 	return len > 0 && len <= strlen(s) && !strncasecmp(e, s, len);
 }
 
-/* The server's index of the device one entry names, or -1. */
-static int entry(const char *e, size_t len, const uint8_t *idx, const struct mps_wire_device *devs, int ndev)
+/* The server's index of the device one entry names, or -1. A list is of
+ * UUIDs or of ordinals, as its first entry is: the other kind ends it. */
+static int entry(const char *e, size_t len, bool uuids, const uint8_t *idx, const struct mps_wire_device *devs,
+		 int ndev)
 {
 	unsigned long v = 0;
 	size_t i = 0;
@@ -57,7 +59,9 @@ static int entry(const char *e, size_t len, const uint8_t *idx, const struct mps
 	}
 	while (len && isspace((unsigned char)e[len - 1]))
 		len--;
-	if (len >= 4 && !strncmp(e, "GPU-", 4)) {
+	if (uuids != (len >= 4 && !strncmp(e, "GPU-", 4)))
+		return -1;
+	if (uuids) {
 		for (int d = 0; d < ndev; d++) {
 			if (!uuid_prefix(e + 4, len - 4, devs[d].uuid))
 				continue;
@@ -78,6 +82,7 @@ int mps_visible_select(const char *visible, const char *order, const struct mps_
 		       uint8_t *map)
 {
 	uint8_t idx[MPS_MAX_DEVICES];
+	bool uuids;
 	int n = 0;
 
 	if (ndev > MPS_MAX_DEVICES)
@@ -87,15 +92,16 @@ int mps_visible_select(const char *visible, const char *order, const struct mps_
 		memcpy(map, idx, (size_t)ndev);
 		return ndev;
 	}
+	uuids = !strncmp(visible + strspn(visible, " \t"), "GPU-", 4);
 	for (const char *p = visible; *p;) {
 		size_t len = strcspn(p, ",");
-		int d = entry(p, len, idx, devs, ndev);
+		int d = entry(p, len, uuids, idx, devs, ndev);
 
 		if (d < 0)
 			break;
 		for (int k = 0; k < n; k++)
 			if (map[k] == d)
-				return 0;   /* named twice: none */
+				return -1;   /* named twice */
 		if (n == MPS_MAX_DEVICES)
 			break;
 		map[n++] = (uint8_t)d;

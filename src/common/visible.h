@@ -6,8 +6,9 @@
  * them: "1abc" is 1), "GPU-" UUIDs or unique prefixes of them, in the order
  * given; the list ends at the first entry that names no device (a negative
  * number, an ordinal past the last device, an unknown or ambiguous UUID, a
- * MIG instance); a device named twice leaves none visible; an empty value
- * leaves none; no variable leaves all. Ordinals count in the order
+ * MIG instance, an ordinal in a list of UUIDs or the other way round); a
+ * device named twice is an error (cuInit: CUDA_ERROR_INVALID_DEVICE); an
+ * empty value leaves none; no variable leaves all. Ordinals count in the order
  * CUDA_DEVICE_ORDER gives: the server's own (FASTEST_FIRST, the default) or
  * by PCI bus id (PCI_BUS_ID).
  */
@@ -19,7 +20,8 @@
 #include "common/wire.h"
 
 /* Fills map[i] with the server's index of the program's device i; returns
- * how many there are (0 .. ndev). visible and order may be NULL (unset). */
+ * how many there are (0 .. ndev), or -1 if a device is named twice.
+ * visible and order may be NULL (unset). */
 int mps_visible_select(const char *visible, const char *order, const struct mps_wire_device *devs, int ndev,
 		       uint8_t *map);
 

@@ -18,6 +18,8 @@ static void expect(const char *visible, const char *order, const char *want)
 	char got[64] = "";
 	int n = mps_visible_select(visible, order, devs, 4, map);
 
+	if (n < 0)
+		snprintf(got, sizeof(got), "error");
 	for (int i = 0; i < n; i++)
 		snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%d", i ? "," : "", map[i]);
 	CHECK(!strcmp(got, want), "CUDA_VISIBLE_DEVICES=%s%s%s: got [%s], want [%s]", visible ? visible : "(unset)",
@@ -46,7 +48,7 @@ int main(void)
 	expect("-1", NULL, "");
 	expect("0,7,1", NULL, "0");             /* past the last device */
 	expect("1,x,2", NULL, "1");
-	expect("0,1,0", NULL, "");              /* named twice: none */
+	expect("0,1,0", NULL, "error");         /* named twice */
 	expect("3,2,1,0", NULL, "3,2,1,0");
 	expect("1,", NULL, "1");
 	expect("GPU-a1", NULL, "1");
@@ -55,9 +57,10 @@ int main(void)
 	expect("GPU-a2", NULL, "");             /* ambiguous */
 	expect("GPU-a3", NULL, "");             /* no such device */
 	expect("GPU-a1,GPU-a0", NULL, "1,0");
-	expect("GPU-a1,0", NULL, "1,0");
+	expect("GPU-a1,0", NULL, "1");          /* UUIDs, then an ordinal: the list ends */
+	expect("0,GPU-a1", NULL, "0");
 	expect("MIG-a1", NULL, "");
-	expect("GPU-a1,GPU-a1", NULL, "");
+	expect("GPU-a1,GPU-a1", NULL, "error");
 	/* By PCI bus id: 1A (1), 3B (0), 5E (3), DB (2). */
 	expect(NULL, "PCI_BUS_ID", "1,0,3,2");
 	expect("0", "PCI_BUS_ID", "1");
