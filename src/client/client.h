@@ -240,6 +240,10 @@ void mps__args_pack(const struct mps_func *f, void **params, const void *packed,
 /* The live event the server knows by handle, or NULL (event.c). */
 struct mps_event *mps__event_by_handle(uint32_t handle);
 
+/* Makes the program's CUevent for an event the server made for it (an IPC
+ * handle opened): *out, or CUDA_ERROR_OUT_OF_MEMORY (event.c). */
+CUresult mps__event_adopt(uint32_t handle, struct mps_ctx *ctx, unsigned int flags, CUevent *out);
+
 /* Called when a context dies on the server, to drop what the client kept. */
 void mps__ctx_forget(struct mps_ctx *ctx);
 

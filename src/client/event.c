@@ -53,6 +53,21 @@ struct mps_event *mps__event_by_handle(uint32_t handle)
 	return ev;
 }
 
+CUresult mps__event_adopt(uint32_t handle, struct mps_ctx *ctx, unsigned int flags, CUevent *out)
+{
+	struct mps_event *ev = calloc(1, sizeof(*ev));
+
+	if (!ev)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ev->handle = handle;
+	ev->ctx = ctx;
+	ev->flags = flags;
+	ev->magic = MPS_MAGIC_EVENT;
+	table_add(ev);
+	*out = (CUevent)ev;
+	return CUDA_SUCCESS;
+}
+
 static struct mps_event *event_arg(CUevent e)
 {
 	return mps__obj(e, MPS_MAGIC_EVENT);

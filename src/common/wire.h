@@ -183,7 +183,12 @@ enum mps_op_sync {
 	X(VMM_RETAIN, vmm_retain, mps_msg_vmm, MPS_SYNC)                  /* val[0] = allocation */ \
 	X(VMM_EXPORT, vmm_export, mps_msg_vmm, MPS_SYNC)                  /* the fd comes ahead of the reply */ \
 	X(VMM_IMPORT, vmm_import, mps_msg_vmm, MPS_SYNC)                  /* the fd went ahead; val[0] = allocation */ \
-	X(DEVICES, devices, mps_msg_devices, MPS_SYNC)                    /* before any context */
+	X(DEVICES, devices, mps_msg_devices, MPS_SYNC)                    /* before any context */ \
+	X(IPC_GET_MEM, ipc_get_mem, mps_msg_ipc, MPS_SYNC)                /* data = the handle */ \
+	X(IPC_OPEN_MEM, ipc_open_mem, mps_msg_ipc, MPS_SYNC)              /* val[0] = address, val[1] = size */ \
+	X(IPC_CLOSE_MEM, ipc_close_mem, mps_msg_ipc, MPS_SYNC) \
+	X(IPC_GET_EVENT, ipc_get_event, mps_msg_ipc, MPS_SYNC)            /* data = the handle */ \
+	X(IPC_OPEN_EVENT, ipc_open_event, mps_msg_ipc, MPS_SYNC)          /* val[0] = event */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -242,6 +247,17 @@ struct mps_msg_devices {
 	uint32_t count;
 	uint32_t pad;
 	uint8_t map[MPS_MAX_DEVICES];
+};
+
+/* Interprocess handles: get (ptr, or the event's handle), open (the
+ * handle's bytes, flags) and close (ptr). */
+#define MPS_IPC_HANDLE_SIZE 64
+struct mps_msg_ipc {
+	struct mps_msg hdr;
+	uint64_t ptr;
+	uint32_t event;
+	uint32_t flags;
+	uint8_t bytes[MPS_IPC_HANDLE_SIZE];
 };
 
 /* cuMemPoolGetAttribute / cuMemPoolSetAttribute: every attribute's value
@@ -631,6 +647,7 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_kernel_node);
 MPS_WIRE_ASSERT_SIZE(mps_msg_pool_attr);
 MPS_WIRE_ASSERT_SIZE(mps_msg_vmm);
 MPS_WIRE_ASSERT_SIZE(mps_msg_devices);
+MPS_WIRE_ASSERT_SIZE(mps_msg_ipc);
 _Static_assert(sizeof(struct mps_kernel_node_out) == 32, "kernel node reply layout");
 _Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
 _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");

@@ -28,6 +28,8 @@ enum mps_mem_kind {
 	MPS_MEM_HOST,        /* pinned host memory, by its device address */
 	MPS_MEM_VA,          /* an address reservation (vmm.h): its mappings are counted
 			      * with their physical allocations, not here */
+	MPS_MEM_IPC,         /* another client's allocation, opened by IPC handle (ipc.h) */
+	MPS_MEM_IPC_DRIVER,  /* another process's, mapped by the driver */
 };
 
 struct mps_mrange {

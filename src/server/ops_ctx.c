@@ -59,10 +59,7 @@ static void drop_event(void *obj, void *arg)
 
 	if (w->x && e->ctx != w->x)
 		return;
-	mps__bind_device(w->c, e->ctx->device);
-	mps_drv.cuEventDestroy(e->ev);
-	mps_handle_del(&w->c->handles, e->handle);
-	free(e);
+	mps__event_free(w->c, e);
 }
 
 static void drop_stream_handle(void *obj, void *arg)

@@ -22,6 +22,7 @@
 #include "common/shm.h"
 #include "common/sock.h"
 #include "server/driver.h"
+#include "server/ipc.h"
 #include "server/server.h"
 #include "server/streams.h"
 
@@ -115,7 +116,7 @@ void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	cr = mps__bind_device(c, r.device);
-	if (cr == CUDA_SUCCESS)
+	if (cr == CUDA_SUCCESS && !mps_ipc_orphan_mem(c, r.base))   /* others may still have it open */
 		cr = mps_drv.cuMemFree((CUdeviceptr)r.base);
 	mps__reply(c, m->slot, cr);
 }

@@ -175,10 +175,7 @@ void mps__op_event_destroy(struct mps_client *c, const struct mps_msg *m)
 		mps__defer_error(c, CUDA_ERROR_INVALID_HANDLE, "cuEventDestroy");
 		return;
 	}
-	mps__bind_device(c, e->ctx->device);
-	mps_drv.cuEventDestroy(e->ev);
-	mps_handle_del(&c->handles, e->handle);
-	free(e);
+	mps__event_free(c, e);
 }
 
 void mps__op_event_record(struct mps_client *c, const struct mps_msg *m)

@@ -112,7 +112,17 @@ struct mps_sevent {
 	struct mps_sctx *ctx;
 	CUevent ev;
 	unsigned int flags;
+	uint8_t ipc;                    /* enum mps_event_origin */
 };
+
+enum mps_event_origin {
+	MPS_EVENT_OWN,                  /* made by the client */
+	MPS_EVENT_IPC,                  /* another client's, opened by IPC handle (ipc.h) */
+	MPS_EVENT_IPC_DRIVER,           /* another process's, opened by the driver */
+};
+
+/* Destroys an event of the client's, whatever its origin (ops_ipc.c). */
+void mps__event_free(struct mps_client *c, struct mps_sevent *e);
 
 struct mps_sfunc;
 

@@ -22,6 +22,7 @@
 #include "server/control.h"
 #include "server/crash.h"
 #include "server/driver.h"
+#include "server/ipc.h"
 #include "server/sched.h"
 #include "server/server.h"
 
@@ -254,7 +255,10 @@ void mps__client_teardown(struct mps_client *c)
 		struct mps_mrange r = c->mem.r[c->mem.n - 1];
 
 		mps_memacct_remove(&c->mem, r.base, r.kind, NULL);
-		if (r.kind == MPS_MEM_DEVICE && mps__bind_device(c, r.device) == CUDA_SUCCESS)
+		if (r.kind == MPS_MEM_IPC || r.kind == MPS_MEM_IPC_DRIVER)
+			mps_ipc_close_mem(c, r.base, r.kind == MPS_MEM_IPC);
+		else if (r.kind == MPS_MEM_DEVICE && mps__bind_device(c, r.device) == CUDA_SUCCESS &&
+			 !mps_ipc_orphan_mem(c, r.base))
 			mps_drv.cuMemFree((CUdeviceptr)r.base);
 	}
 	mps_handles_free(&c->handles);

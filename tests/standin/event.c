@@ -371,3 +371,10 @@ out_unlock:
 	mps__unlock();
 	return rc;
 }
+
+int mps__event_flags(CUevent ev)
+{
+	struct si_event *e = mps__handle_get((uintptr_t)ev, SI_H_EVENT);
+
+	return e ? (int)e->flags : -1;
+}

@@ -211,6 +211,9 @@ void mps__range_remove(struct si_range *r);
 /* Pins the range holding all of [addr, addr+bytes) so it outlives the
  * operation using it. device >= 0 accepts only device memory of that device
  * (and host registrations); -1 accepts any. NULL when there is none. */
+/* An event's creation flags, or -1 if ev is none (event.c). Under the lock. */
+int mps__event_flags(CUevent ev);
+
 /* Whether device from's contexts may touch device to's memory (peer.c).
  * Call with the lock held. */
 bool mps__peer_enabled(int from, int to);

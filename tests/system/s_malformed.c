@@ -180,6 +180,7 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 		struct mps_fwd_cuMemPoolCreate pc;
 		struct mps_fwd_cuMemPoolDestroy pd;
 		struct mps_fwd_cuMemSetAccess sa;
+		struct mps_msg_ipc ipc;
 		uint8_t raw[512];
 	} m;
 	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
@@ -337,6 +338,21 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 	m.v.size = gran;
 	CHECK_ERR(call(MPS_OP_VMM_MAP, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
 	/* The reservation left mapped; the server undoes both at the end. */
+
+	/* IPC: a handle for the neighbour's memory, a handle of garbage, a
+	 * close of what was never opened, an event that is not one. */
+	memset(&m, 0, sizeof(m));
+	m.ipc.ptr = theirs;
+	CHECK_ERR(call(MPS_OP_IPC_GET_MEM, ctx, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(m.ipc.bytes, 0xa5, sizeof(m.ipc.bytes));
+	EXPECT(call(MPS_OP_IPC_OPEN_MEM, ctx, &m, sizeof(m.ipc), NULL) != CUDA_SUCCESS, "a garbage handle opened");
+	m.ipc.flags = 0xff;
+	CHECK_ERR(call(MPS_OP_IPC_OPEN_MEM, ctx, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(call(MPS_OP_IPC_CLOSE_MEM, ctx, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ipc.event = ctx;
+	CHECK_ERR(call(MPS_OP_IPC_GET_EVENT, ctx, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_HANDLE);
+	EXPECT(call(MPS_OP_IPC_OPEN_EVENT, ctx, &m, sizeof(m.ipc), NULL) != CUDA_SUCCESS, "a garbage event opened");
+	CHECK_ERR(call(MPS_OP_IPC_OPEN_EVENT, 0x7fff0001, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_CONTEXT);
 }
 
 static void attack_graphs(uint32_t ctx, uint32_t mod)

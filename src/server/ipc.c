@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The server-wide table behind ipc.h: a list of exports, searched by the
+ * handle's 64 bytes (opens) or by the allocation or event (frees), under
+ * one mutex. Driver calls happen outside the lock; an entry that the last
+ * close leaves orphaned is taken out under the lock and freed after.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "server/driver.h"
+#include "server/ipc.h"
+#include "server/server.h"
+
+enum { IPC_MEM = 1, IPC_EVENT };
+
+_Static_assert(sizeof(CUipcMemHandle) == MPS_IPC_HANDLE_SIZE && sizeof(CUipcEventHandle) == MPS_IPC_HANDLE_SIZE,
+	       "the wire carries the driver's handles as they are");
+
+struct export {
+	uint8_t handle[64];
+	uint8_t kind;
+	bool orphan;         /* its exporter freed it or left */
+	int device;
+	uint32_t exporter;   /* the client's id */
+	uint64_t base, size; /* memory */
+	CUevent ev;          /* event */
+	int opens;           /* views other clients have open */
+	struct export *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct export *exports;   /* under lock */
+
+static struct export *by_handle(int kind, const void *handle)
+{
+	for (struct export *e = exports; e; e = e->next)
+		if (e->kind == kind && !memcmp(e->handle, handle, 64))
+			return e;
+	return NULL;
+}
+
+static void unlink_export(struct export *x)
+{
+	for (struct export **p = &exports; *p; p = &(*p)->next) {
+		if (*p == x) {
+			*p = x->next;
+			return;
+		}
+	}
+}
+
+/* Records an export (once per handle). */
+static CUresult record(struct mps_client *c, int kind, const void *handle, int device, uint64_t base, uint64_t size,
+		       CUevent ev)
+{
+	struct export *x;
+
+	pthread_mutex_lock(&lock);
+	x = by_handle(kind, handle);
+	if (!x) {
+		x = calloc(1, sizeof(*x));
+		if (!x) {
+			pthread_mutex_unlock(&lock);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		memcpy(x->handle, handle, 64);
+		x->kind = (uint8_t)kind;
+		x->next = exports;
+		exports = x;
+	}
+	x->exporter = c->id;
+	x->device = device;
+	x->base = base;
+	x->size = size;
+	x->ev = ev;
+	x->orphan = false;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult mps_ipc_export_mem(struct mps_client *c, uint64_t base, int device, void *out)
+{
+	const struct mps_mrange *r = mps_memacct_find(&c->mem, base);
+	CUipcMemHandle h;
+	CUresult rc;
+
+	if (!r || r->base != base || r->kind != MPS_MEM_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuIpcGetMemHandle)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	rc = mps__bind_device(c, device);
+	if (rc == CUDA_SUCCESS)
+		rc = mps_drv.cuIpcGetMemHandle(&h, (CUdeviceptr)base);
+	if (rc == CUDA_SUCCESS)
+		rc = record(c, IPC_MEM, &h, device, base, r->size, NULL);
+	if (rc == CUDA_SUCCESS)
+		memcpy(out, &h, 64);
+	return rc;
+}
+
+CUresult mps_ipc_export_event(struct mps_client *c, CUevent ev, int device, void *out)
+{
+	CUipcEventHandle h;
+	CUresult rc;
+
+	if (!mps_drv.cuIpcGetEventHandle)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	rc = mps__bind_device(c, device);
+	if (rc == CUDA_SUCCESS)
+		rc = mps_drv.cuIpcGetEventHandle(&h, ev);
+	if (rc == CUDA_SUCCESS)
+		rc = record(c, IPC_EVENT, &h, device, 0, 0, ev);
+	if (rc == CUDA_SUCCESS)
+		memcpy(out, &h, 64);
+	return rc;
+}
+
+CUresult mps_ipc_open_mem(struct mps_client *c, const void *handle, unsigned int flags, uint64_t *base,
+			  uint64_t *size, int *device, bool *ours)
+{
+	CUipcMemHandle h;
+	struct export *x;
+	CUdeviceptr p = 0, b = 0;
+	size_t sz = 0;
+	CUresult rc;
+
+	pthread_mutex_lock(&lock);
+	x = by_handle(IPC_MEM, handle);
+	if (x) {
+		/* As the driver: not in the exporting process, not once it is freed. */
+		rc = x->exporter == c->id ? CUDA_ERROR_INVALID_CONTEXT
+		     : x->orphan	      ? CUDA_ERROR_INVALID_VALUE
+					      : CUDA_SUCCESS;
+		if (rc == CUDA_SUCCESS) {
+			x->opens++;
+			*base = x->base;
+			*size = x->size;
+			*device = x->device;
+			*ours = true;
+		}
+		pthread_mutex_unlock(&lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!mps_drv.cuIpcOpenMemHandle || !mps_drv.cuIpcCloseMemHandle)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&h, handle, 64);
+	rc = mps_drv.cuIpcOpenMemHandle(&p, h, flags);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (mps_drv.cuMemGetAddressRange(&b, &sz, p) != CUDA_SUCCESS || b != p) {
+		mps_drv.cuIpcCloseMemHandle(p);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	*base = p;
+	*size = sz;
+	*device = mps__cur_device();
+	*ours = false;
+	return CUDA_SUCCESS;
+}
+
+CUresult mps_ipc_open_event(struct mps_client *c, const void *handle, CUevent *ev, bool *ours)
+{
+	CUipcEventHandle h;
+	struct export *x;
+	CUresult rc;
+
+	pthread_mutex_lock(&lock);
+	x = by_handle(IPC_EVENT, handle);
+	if (x) {
+		rc = x->exporter == c->id ? CUDA_ERROR_INVALID_CONTEXT
+		     : x->orphan	      ? CUDA_ERROR_INVALID_VALUE
+					      : CUDA_SUCCESS;
+		if (rc == CUDA_SUCCESS) {
+			x->opens++;
+			*ev = x->ev;
+			*ours = true;
+		}
+		pthread_mutex_unlock(&lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!mps_drv.cuIpcOpenEventHandle)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&h, handle, 64);
+	*ours = false;
+	return mps_drv.cuIpcOpenEventHandle(ev, h);
+}
+
+/* Drops one open of x; the entry, if that was the last view of an orphan,
+ * for the caller to free. Under lock. */
+static struct export *drop(struct export *x)
+{
+	if (x->opens > 0)
+		x->opens--;
+	if (!x->orphan || x->opens)
+		return NULL;
+	unlink_export(x);
+	return x;
+}
+
+void mps_ipc_close_mem(struct mps_client *c, uint64_t base, bool ours)
+{
+	struct export *gone = NULL;
+
+	if (!ours) {
+		mps_drv.cuIpcCloseMemHandle((CUdeviceptr)base);
+		return;
+	}
+	pthread_mutex_lock(&lock);
+	for (struct export *x = exports; x; x = x->next) {
+		if (x->kind == IPC_MEM && x->base == base && x->opens) {
+			gone = drop(x);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	if (gone) {
+		/* The last view of memory its exporter freed: free it now. */
+		if (mps__bind_device(c, gone->device) == CUDA_SUCCESS)
+			mps_drv.cuMemFree((CUdeviceptr)gone->base);
+		free(gone);
+	}
+}
+
+void mps_ipc_close_event(struct mps_client *c, CUevent ev, bool ours)
+{
+	struct export *gone = NULL;
+
+	if (ours) {
+		pthread_mutex_lock(&lock);
+		for (struct export *x = exports; x; x = x->next) {
+			if (x->kind == IPC_EVENT && x->ev == ev && x->opens) {
+				gone = drop(x);
+				break;
+			}
+		}
+		pthread_mutex_unlock(&lock);
+		if (!gone)
+			return;   /* the exporter's still */
+		mps__bind_device(c, gone->device);
+		free(gone);
+	}
+	mps_drv.cuEventDestroy(ev);
+}
+
+/* The exporter's free of what kind/base/ev names: true if it must wait. */
+static bool orphan(struct mps_client *c, int kind, uint64_t base, CUevent ev)
+{
+	bool keep = false;
+
+	pthread_mutex_lock(&lock);
+	for (struct export *x = exports; x;) {
+		struct export *next = x->next;
+
+		if (x->kind == kind && x->exporter == c->id && !x->orphan &&
+		    (kind == IPC_MEM ? x->base == base : x->ev == ev)) {
+			if (x->opens) {
+				x->orphan = true;
+				keep = true;
+			} else {
+				unlink_export(x);
+				free(x);
+			}
+		}
+		x = next;
+	}
+	pthread_mutex_unlock(&lock);
+	return keep;
+}
+
+bool mps_ipc_orphan_mem(struct mps_client *c, uint64_t base)
+{
+	return orphan(c, IPC_MEM, base, NULL);
+}
+
+bool mps_ipc_orphan_event(struct mps_client *c, CUevent ev)
+{
+	return orphan(c, IPC_EVENT, 0, ev);
+}
