@@ -69,7 +69,7 @@ static struct mps_sobj *default_pool(struct mps_client *c, int d, CUresult *err)
 
 	if (o)
 		return o;
-	if (!mps_drv.cuMemPoolCreate || !mps_drv.cuMemAllocFromPoolAsync) {
+	if (!mps_drv.cuMemPoolCreate || !mps_drv.cuMemPoolDestroy || !mps_drv.cuMemAllocFromPoolAsync) {
 		*err = CUDA_ERROR_NOT_SUPPORTED;
 		return NULL;
 	}
@@ -253,6 +253,8 @@ CUresult mps__hook_cuMemPoolCreate(struct mps_client *c, CUmemoryPool *pool, con
 
 	if (pp.allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuMemPoolCreate)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	/* Shareable handles the server can pass on: file descriptors. */
 	if (pp.handleTypes & ~(unsigned int)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -274,6 +276,8 @@ CUresult mps__hook_cuMemPoolDestroy(struct mps_client *c, CUmemoryPool pool)
 	/* As the driver: a default pool cannot be destroyed. */
 	if (!o || o->aux == MPS_POOL_DEFAULT)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuMemPoolDestroy)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	if (c->pool_current[o->device] == o->handle)
 		c->pool_current[o->device] = 0;
 	return mps_drv.cuMemPoolDestroy(pool);
@@ -286,6 +290,8 @@ CUresult mps__hook_cuMemPoolSetAccess(struct mps_client *c, CUmemoryPool pool, c
 	CUresult r = CUDA_SUCCESS;
 	int d;
 
+	if (!mps_drv.cuMemPoolSetAccess)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	if (!count)
 		return mps_drv.cuMemPoolSetAccess(pool, map, 0);
 	v = calloc(count, sizeof(*v));
@@ -309,6 +315,8 @@ CUresult mps__hook_cuMemPoolGetAccess(struct mps_client *c, CUmemAccess_flags *f
 	CUresult r;
 	int d;
 
+	if (!mps_drv.cuMemPoolGetAccess)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	r = location(c, &l, &d);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -344,6 +352,8 @@ CUresult mps__hook_cuMemPoolTrimTo(struct mps_client *c, CUmemoryPool pool, size
 
 	if (!o)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuMemPoolTrimTo)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	t.device = o->device;
 	r = mps__bind_device(c, o->device);
 	if (r != CUDA_SUCCESS)

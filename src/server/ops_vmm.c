@@ -159,7 +159,7 @@ void mps__op_vmm_reserve(struct mps_client *c, const struct mps_msg *m)
 	CUdeviceptr p = 0;
 	CUresult r;
 
-	if (!mps_drv.cuMemAddressReserve || !mps_drv.cuMemAddressFree) {
+	if (!mps_drv.cuMemAddressReserve || !mps_drv.cuMemAddressFree || !mps_drv.cuMemMap || !mps_drv.cuMemUnmap) {
 		mps__reply(c, m->slot, CUDA_ERROR_NOT_SUPPORTED);
 		return;
 	}
@@ -386,7 +386,8 @@ void mps__op_vmm_import(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
-	if (q->type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !mps_drv.cuMemImportFromShareableHandle) {
+	if (q->type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !mps_drv.cuMemImportFromShareableHandle ||
+	    !mps_drv.cuMemRelease) {
 		close(fd);
 		mps__reply(c, m->slot, CUDA_ERROR_NOT_SUPPORTED);
 		return;
@@ -473,13 +474,17 @@ CUresult mps__hook_cuMemGetAllocationGranularity(struct mps_client *c, size_t *g
 
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (!mps_drv.cuMemGetAllocationGranularity)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	return mps_drv.cuMemGetAllocationGranularity(granularity, &p, option);
 }
 
 CUresult mps__hook_cuMemGetAllocationPropertiesFromHandle(struct mps_client *c, CUmemAllocationProp *prop,
 							  CUmemGenericAllocationHandle handle)
 {
-	CUresult r = mps_drv.cuMemGetAllocationPropertiesFromHandle(prop, handle);
+	CUresult r = mps_drv.cuMemGetAllocationPropertiesFromHandle
+			     ? mps_drv.cuMemGetAllocationPropertiesFromHandle(prop, handle)
+			     : CUDA_ERROR_NOT_SUPPORTED;
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -502,6 +507,8 @@ CUresult mps__hook_cuMemSetAccess(struct mps_client *c, CUdeviceptr ptr, size_t 
 
 	if (!mps_vmm_res_find(&c->vmm, ptr, size) || !count)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuMemSetAccess)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	v = calloc(count, sizeof(*v));
 	if (!v)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -525,6 +532,8 @@ CUresult mps__hook_cuMemGetAccess(struct mps_client *c, unsigned long long *flag
 
 	if (!mps_vmm_res_find(&c->vmm, ptr, 1))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuMemGetAccess)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	r = device_of(c, l.type, l.id, &d);
 	if (r != CUDA_SUCCESS)
 		return r;

@@ -228,8 +228,9 @@ CU_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 
 /*
  * The value of every attribute below CU_DEVICE_ATTRIBUTE_MAX. Those the
- * stand-in cannot honour (managed memory, memory pools, virtual memory
- * management, IPC, ...) read 0 so that callers do not try them.
+ * stand-in cannot honour (managed memory, ...) read 0 so that callers do
+ * not try them. Memory pools, virtual memory management with POSIX file
+ * descriptors, and peer access between its devices it models.
  */
 static int attribute(int a, CUdevice dev)
 {
@@ -275,6 +276,10 @@ static int attribute(int a, CUdevice dev)
 	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
 	case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 2;
 	case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
+	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 1;
+	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: return CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH: return 32768;
 	case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS: return 2048;
 	case CU_DEVICE_ATTRIBUTE_CAN_TEX2D_GATHER: return 1;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Device memory and host registration: cuMemAlloc/AllocPitch/Free/GetInfo/
- * GetAddressRange, cuMemAllocAsync/FreeAsync, and cuMemHostRegister/
+ * GetAddressRange, cuMemFreeAsync, and cuMemHostRegister/
  * Unregister/GetDevicePointer.
  *
  * Device memory is host memory taken from the range table (ranges.c) and
@@ -112,8 +112,8 @@ CU_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 	return rc;
 }
 
-/* Stream-ordered allocation, in the stand-in's simplest correct form: the
- * memory exists from the call on, and is freed once the work submitted
+/* A stream-ordered free (the allocation is pools.c's), in the stand-in's
+ * simplest correct form: the memory is freed once the work submitted
  * before the free has run (cuMemFree's own wait), after checking that the
  * stream is one. */
 static CUresult stream_ok(CUstream s)
@@ -127,13 +127,6 @@ static CUresult stream_ok(CUstream s)
 		rc = CUDA_ERROR_INVALID_HANDLE;
 	mps__unlock();
 	return rc;
-}
-
-CU_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-	CUresult rc = stream_ok(hStream);
-
-	return rc == CUDA_SUCCESS ? cuMemAlloc_v2(dptr, bytesize) : rc;
 }
 
 CU_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)

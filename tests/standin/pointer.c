@@ -111,7 +111,7 @@ static CUresult attr_value(const struct si_range *r, int a, uintptr_t ptr, void 
 		put32(data, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 		break;
 	case ATTR_MEMPOOL_HANDLE:
-		put64(data, 0);
+		put64(data, mps__pool_handle(r->pool));
 		break;
 	default:        /* IS_MANAGED, SYNC_MEMOPS, handle types, RDMA, decompression */
 		put32(data, 0);

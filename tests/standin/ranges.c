@@ -139,9 +139,63 @@ static void destroy(struct si_range *r)
 {
 	if (r->kind == SI_RANGE_DEVICE || r->kind == SI_RANGE_GLOBAL)
 		munmap(r->block, r->mapped);
-	else
+	else if (r->kind != SI_RANGE_MAPPED)   /* a mapping's memory is vmm.c's */
 		free(r->block);
 	free(r);
+}
+
+void *mps__window_reserve(size_t bytes, size_t align)
+{
+	size_t len = (bytes + PAGE - 1) & ~(PAGE - 1);
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+
+	if (align < PAGE)
+		align = PAGE;
+	if (!WINDOW_OK) {
+		/* Over-reserve and trim to the alignment. */
+		uint8_t *p = mmap(NULL, len + align, PROT_NONE, flags, -1, 0);
+		uintptr_t at;
+
+		if (p == MAP_FAILED)
+			return NULL;
+		at = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+		if (at > (uintptr_t)p)
+			munmap(p, at - (uintptr_t)p);
+		munmap((void *)(at + len), (uintptr_t)p + len + align - (at + len));
+		return (void *)at;
+	}
+	for (int tries = 0; tries < 64; tries++) {
+		uintptr_t at = (window_next + align - 1) & ~(uintptr_t)(align - 1);
+		void *p = mmap((void *)at, len, PROT_NONE, flags | MAP_FIXED_NOREPLACE, -1, 0);
+
+		if (p == (void *)at) {
+			window_next = at + len + PAGE;
+			return p;
+		}
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		window_next = at + (1ull << 30);
+	}
+	return NULL;
+}
+
+CUresult mps__range_map(struct si_context *ctx, uintptr_t base, size_t bytes, struct si_range **out)
+{
+	struct si_range *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r->base = base;
+	r->size = bytes;
+	r->kind = SI_RANGE_MAPPED;
+	r->ctx = ctx;
+	r->buffer_id = next_buffer_id++;
+	if (insert(r) < 0) {
+		free(r);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*out = r;
+	return CUDA_SUCCESS;
 }
 
 CUresult mps__range_alloc(struct si_context *ctx, size_t bytes, enum si_range_kind kind,
@@ -228,6 +282,7 @@ void mps__range_remove(struct si_range *r)
 	}
 	mps__devices[r->ctx->device].used_mem -= r->charged;
 	r->charged = 0;
+	mps__pool_freed(r);
 	r->removed = true;
 	if (!r->pins)
 		destroy(r);
@@ -258,8 +313,8 @@ void mps__ranges_drop_context(struct si_context *ctx)
 	for (size_t i = nranges; i-- > 0;) {
 		struct si_range *r = table[i];
 
-		/* Globals belong to their module, which frees them. */
-		if (r->ctx == ctx && r->kind != SI_RANGE_GLOBAL)
+		/* Globals belong to their module, mappings to their reservation. */
+		if (r->ctx == ctx && r->kind != SI_RANGE_GLOBAL && r->kind != SI_RANGE_MAPPED)
 			mps__range_remove(r);
 	}
 }

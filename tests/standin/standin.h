@@ -106,6 +106,8 @@ enum si_kind {
 	SI_H_GRAPH,
 	SI_H_GNODE,
 	SI_H_GEXEC,
+	SI_H_POOL,
+	SI_H_PHYS,
 };
 
 /* Returns a new handle for obj, or 0 when out of memory. */
@@ -176,6 +178,7 @@ enum si_range_kind {
 	SI_RANGE_DEVICE,        /* cuMemAlloc */
 	SI_RANGE_HOST,          /* cuMemHostRegister */
 	SI_RANGE_GLOBAL,        /* a module's global variable */
+	SI_RANGE_MAPPED,        /* a physical allocation mapped into a reservation (vmm.c) */
 };
 
 struct si_range {
@@ -189,8 +192,11 @@ struct si_range {
 	size_t charged;                 /* bytes counted against the device; 0 once removed */
 	unsigned pins;                  /* operations running on it */
 	bool removed;                   /* out of the table; freed when unpinned */
-	unsigned flags;                 /* cuMemHostRegister flags */
+	unsigned flags;                 /* cuMemHostRegister flags; a mapping's access */
+	struct si_pool *pool;           /* the pool it came from (pools.c), or NULL */
 };
+
+struct si_pool;
 
 /* The range containing addr, or NULL. */
 struct si_range *mps__range_find(uintptr_t addr);
@@ -205,12 +211,18 @@ CUresult mps__range_alloc(struct si_context *ctx, size_t bytes, enum si_range_ki
 /* Adds a host registration; the error codes of cuMemHostRegister. */
 CUresult mps__range_register(struct si_context *ctx, void *p, size_t bytes, unsigned flags,
 			     struct si_range **out);
+/* The handle of a pool (pools.c), 0 for none; a range from a pool leaving
+ * the table gives its bytes back to the pool's account. Under the lock. */
+uintptr_t mps__pool_handle(const struct si_pool *p);
+void mps__pool_freed(struct si_range *r);
+/* Adds a mapping of memory the caller owns at [base, base + bytes) (vmm.c). */
+CUresult mps__range_map(struct si_context *ctx, uintptr_t base, size_t bytes, struct si_range **out);
+/* Address space for a reservation in the device window, inaccessible and
+ * uncommitted, aligned to align (a power of two); NULL when there is none. */
+void *mps__window_reserve(size_t bytes, size_t align);
 /* Takes a range out of the table and uncharges it; its storage and the
  * struct go once no running operation has it pinned. */
 void mps__range_remove(struct si_range *r);
-/* Pins the range holding all of [addr, addr+bytes) so it outlives the
- * operation using it. device >= 0 accepts only device memory of that device
- * (and host registrations); -1 accepts any. NULL when there is none. */
 /* An event's creation flags, or -1 if ev is none (event.c). Under the lock. */
 int mps__event_flags(CUevent ev);
 
@@ -218,6 +230,9 @@ int mps__event_flags(CUevent ev);
  * Call with the lock held. */
 bool mps__peer_enabled(int from, int to);
 
+/* Pins the range holding all of [addr, addr+bytes) so it outlives the
+ * operation using it. device >= 0 accepts only device memory of that device
+ * (and host registrations); -1 accepts any. NULL when there is none. */
 struct si_range *mps__range_pin(uintptr_t addr, size_t bytes, int device);
 void mps__range_unpin(struct si_range *r);
 /* Removes every allocation and registration owned by ctx (context reset). */
