@@ -100,7 +100,7 @@ void mps__op_ipc_get_event(struct mps_client *c, const struct mps_msg *m)
 		rc = CUDA_ERROR_INVALID_HANDLE;
 	else if ((e->flags & (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING)) !=
 		 (CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING))
-		rc = CUDA_ERROR_INVALID_VALUE;
+		rc = CUDA_ERROR_INVALID_HANDLE;   /* the driver's answer for an event not made for it */
 	else
 		rc = mps_ipc_export_event(c, e->ev, e->ctx->device, s->data);
 	s->len = rc == CUDA_SUCCESS ? MPS_IPC_HANDLE_SIZE : 0;

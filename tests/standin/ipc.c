@@ -92,7 +92,7 @@ CU_API CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
 	if (flags < 0)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (((unsigned)flags & want) != want)
-		return CUDA_ERROR_INVALID_VALUE;
+		return CUDA_ERROR_INVALID_HANDLE;   /* as the driver answers */
 	memcpy(pHandle, &h, sizeof(h));
 	return CUDA_SUCCESS;
 }
