@@ -81,14 +81,17 @@ static CUresult record(struct mps_client *c, int kind, const void *handle, int d
 	return CUDA_SUCCESS;
 }
 
-CUresult mps_ipc_export_mem(struct mps_client *c, uint64_t base, int device, void *out)
+CUresult mps_ipc_export_mem(struct mps_client *c, uint64_t ptr, int device, void *out)
 {
-	const struct mps_mrange *r = mps_memacct_find(&c->mem, base);
+	const struct mps_mrange *r = mps_memacct_find(&c->mem, ptr);
 	CUipcMemHandle h;
+	uint64_t base;
 	CUresult rc;
 
-	if (!r || r->base != base || r->kind != MPS_MEM_DEVICE)
+	/* Any address in the allocation names all of it, as on the driver. */
+	if (!r || r->kind != MPS_MEM_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
+	base = r->base;
 	if (!mps_drv.cuIpcGetMemHandle)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	rc = mps__bind_device(c, device);

@@ -25,9 +25,9 @@
 
 struct mps_client;
 
-/* The handle of an exported allocation (the base of one of the client's
- * device allocations) or event; written to out (64 bytes). */
-CUresult mps_ipc_export_mem(struct mps_client *c, uint64_t base, int device, void *out);
+/* The handle of an exported allocation (the one of the client's device
+ * allocations that holds ptr) or event; written to out (64 bytes). */
+CUresult mps_ipc_export_mem(struct mps_client *c, uint64_t ptr, int device, void *out);
 CUresult mps_ipc_export_event(struct mps_client *c, CUevent ev, int device, void *out);
 
 /* Opens a handle: *ours says whether it was this server's (then *base,

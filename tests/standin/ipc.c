@@ -2,8 +2,8 @@
 /*
  * Interprocess handles as far as one process can tell them: a handle names
  * this process and the allocation (its base and buffer id) or the event,
- * so getting one checks what the driver checks (the base of a device
- * allocation; an interprocess event without timing). Opening a handle in
+ * so getting one checks what the driver checks (an address in a device
+ * allocation, which names all of it; an interprocess event without timing). Opening a handle in
  * the process that made it is refused with CUDA_ERROR_INVALID_CONTEXT, as
  * on the driver; memory of another process cannot be reached from here, so
  * its handles are refused too.
@@ -37,11 +37,11 @@ CU_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 		return CUDA_ERROR_INVALID_VALUE;
 	mps__lock();
 	r = mps__range_find((uintptr_t)dptr);
-	if (!r || r->base != (uintptr_t)dptr || r->kind != SI_RANGE_DEVICE) {
+	if (!r || r->kind != SI_RANGE_DEVICE) {
 		rc = CUDA_ERROR_INVALID_VALUE;
-	} else {
+	} else {   /* any address in it names the whole allocation */
 		h.id = r->buffer_id;
-		h.base = dptr;
+		h.base = r->base;
 	}
 	mps__unlock();
 	if (rc == CUDA_SUCCESS)

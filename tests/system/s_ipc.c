@@ -7,9 +7,9 @@
  * pattern, which the exporter then sees. The exporter frees its memory and
  * destroys its event while the importer still has them open: the memory
  * stays readable until the importer closes it. Also the errors: opening a
- * handle in the process that made it, a handle that names nothing, a
- * pointer that is not an allocation's base, an event that is not
- * interprocess. Runs on the real driver as well (the handles are its own).
+ * handle in the process that made it, a handle that names nothing, an
+ * event that is not interprocess; an address inside an allocation gives
+ * the allocation's handle. Runs on the real driver as well (the handles are its own).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -72,7 +72,12 @@ static int exporter(int to, int from)
 	CHECK(cuMemcpyHtoD(a, in, WORDS * 4));
 	CHECK(cuIpcGetMemHandle(&sh.mem, a));
 	CHECK(cuIpcGetEventHandle(&sh.ev, ev));
-	CHECK_ERR(cuIpcGetMemHandle(&sh.mem, a + 4096), CUDA_ERROR_INVALID_VALUE);
+	{
+		CUipcMemHandle inner;
+
+		/* An address inside the allocation names the allocation too. */
+		CHECK(cuIpcGetMemHandle(&inner, a + 4096));
+	}
 	CHECK_ERR(cuIpcGetEventHandle(&sh.ev, plain), CUDA_ERROR_INVALID_HANDLE);
 	CHECK(cuIpcGetMemHandle(&sh.mem, a));
 	CHECK(cuIpcGetEventHandle(&sh.ev, ev));
@@ -132,6 +137,7 @@ static int importer(int to, int from)
 	CHECK(cuStreamSynchronize(s));
 	CMP_U32(out, want, WORDS, "the exporter's memory after its kernel, read through the handle");
 	CHECK(cuMemsetD32(b, 0x5a5a5a5au, 1024));
+	CHECK(cuCtxSynchronize());   /* a memset of device memory may return before it is done */
 	put(to, "o", 1);
 
 	get(from, &c, 1);   /* the exporter freed its memory and destroyed its event */
