@@ -292,26 +292,34 @@ static CUresult memcpy_dtoh_async_ptsz(void *d, CUdeviceptr s, size_t n, CUstrea
 static CUresult memcpy_dtod_async_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(D2D, d, s, n, st, true, true); }
 static CUresult memcpy_unified_async_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(UNIFIED, d, s, n, st, true, true); }
 
-static CUresult memset_any(CUdeviceptr dst, uint32_t value, unsigned int elem, size_t count, CUstream s,
-			   bool per_thread, bool async)
+/* Sends a memset on its stream. The stream is resolved first (a bad one is
+ * an error even with nothing to set); then `empty` (nothing to set) is a
+ * success and `bad` (a misaligned or overlapping shape) an error. */
+static CUresult send_memset(struct mps_msg_memset *q, CUstream s, bool per_thread, bool async, bool empty, bool bad)
 {
-	struct mps_msg_memset q = { .elem = elem, .dst = dst, .count = count, .value = value };
 	struct mps_call call;
 	uint32_t ctx;
 	CUresult r;
 
-	r = mps__stream_resolve(s, per_thread, &q.stream, &ctx);
-	if (r != CUDA_SUCCESS)
+	r = mps__stream_resolve(s, per_thread, &q->stream, &ctx);
+	if (r != CUDA_SUCCESS || empty)
 		return r;
-	if (count == 0)
-		return CUDA_SUCCESS;
-	if (dst % elem)
+	if (bad)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (async)
-		return mps__post(MPS_OP_MEMSET, ctx, &q.hdr, sizeof(q), NULL, 0);
-	r = mps__call(MPS_OP_MEMSET, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
+		return mps__post(MPS_OP_MEMSET, ctx, &q->hdr, sizeof(*q), NULL, 0);
+	r = mps__call(MPS_OP_MEMSET, ctx, &q->hdr, sizeof(*q), NULL, 0, &call);
 	mps__call_end(&call);
 	return r;
+}
+
+/* count elements of elem bytes. */
+static CUresult memset_any(CUdeviceptr dst, uint32_t value, unsigned int elem, size_t count, CUstream s,
+			   bool per_thread, bool async)
+{
+	struct mps_msg_memset q = { .elem = elem, .dst = dst, .count = count, .value = value };
+
+	return send_memset(&q, s, per_thread, async, count == 0, dst % elem != 0);
 }
 
 /* 2D: height rows of width elements, pitch bytes apart. */
@@ -320,24 +328,21 @@ static CUresult memset2d_any(CUdeviceptr dst, size_t pitch, uint32_t value, unsi
 {
 	struct mps_msg_memset q = { .elem = elem, .dst = dst, .count = width, .value = value, .pitch = pitch,
 				    .height = height };
-	struct mps_call call;
-	uint32_t ctx;
-	CUresult r;
 
-	r = mps__stream_resolve(s, per_thread, &q.stream, &ctx);
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (width == 0 || height == 0)
-		return CUDA_SUCCESS;
-	if (dst % elem || (height > 1 && (pitch < width * elem || pitch % elem)))
-		return CUDA_ERROR_INVALID_VALUE;
-	if (async)
-		return mps__post(MPS_OP_MEMSET, ctx, &q.hdr, sizeof(q), NULL, 0);
-	r = mps__call(MPS_OP_MEMSET, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
-	mps__call_end(&call);
-	return r;
+	return send_memset(&q, s, per_thread, async, width == 0 || height == 0,
+			   dst % elem || (height > 1 && (pitch < width * elem || pitch % elem)));
 }
 
+/* Each width's plain and per-thread-stream forms, synchronous and async. */
+#define MEMSET(name, T, elem, per_thread)                                                              \
+	static CUresult name(CUdeviceptr d, T v, size_t n)                                             \
+	{                                                                                              \
+		return memset_any(d, v, elem, n, NULL, per_thread, false);                             \
+	}                                                                                              \
+	static CUresult name##_async(CUdeviceptr d, T v, size_t n, CUstream s)                         \
+	{                                                                                              \
+		return memset_any(d, v, elem, n, s, per_thread, true);                                 \
+	}
 #define MEMSET2D(name, T, elem, per_thread)                                                            \
 	static CUresult name(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h)                     \
 	{                                                                                              \
@@ -347,26 +352,21 @@ static CUresult memset2d_any(CUdeviceptr dst, size_t pitch, uint32_t value, unsi
 	{                                                                                              \
 		return memset2d_any(d, pitch, v, elem, w, h, s, per_thread, true);                     \
 	}
+MEMSET(memset_d8, unsigned char, 1, false)
+MEMSET(memset_d16, unsigned short, 2, false)
+MEMSET(memset_d32, unsigned int, 4, false)
+MEMSET(memset_d8_pt, unsigned char, 1, true)
+MEMSET(memset_d16_pt, unsigned short, 2, true)
+MEMSET(memset_d32_pt, unsigned int, 4, true)
 MEMSET2D(memset2d_d8, unsigned char, 1, false)
 MEMSET2D(memset2d_d16, unsigned short, 2, false)
 MEMSET2D(memset2d_d32, unsigned int, 4, false)
 MEMSET2D(memset2d_d8_pt, unsigned char, 1, true)
 MEMSET2D(memset2d_d16_pt, unsigned short, 2, true)
 MEMSET2D(memset2d_d32_pt, unsigned int, 4, true)
+#undef MEMSET
 #undef MEMSET2D
 
-static CUresult memset_d8(CUdeviceptr d, unsigned char v, size_t n) { return memset_any(d, v, 1, n, NULL, false, false); }
-static CUresult memset_d16(CUdeviceptr d, unsigned short v, size_t n) { return memset_any(d, v, 2, n, NULL, false, false); }
-static CUresult memset_d32(CUdeviceptr d, unsigned int v, size_t n) { return memset_any(d, v, 4, n, NULL, false, false); }
-static CUresult memset_d8_ptds(CUdeviceptr d, unsigned char v, size_t n) { return memset_any(d, v, 1, n, NULL, true, false); }
-static CUresult memset_d16_ptds(CUdeviceptr d, unsigned short v, size_t n) { return memset_any(d, v, 2, n, NULL, true, false); }
-static CUresult memset_d32_ptds(CUdeviceptr d, unsigned int v, size_t n) { return memset_any(d, v, 4, n, NULL, true, false); }
-static CUresult memset_d8_async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_any(d, v, 1, n, s, false, true); }
-static CUresult memset_d16_async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { return memset_any(d, v, 2, n, s, false, true); }
-static CUresult memset_d32_async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { return memset_any(d, v, 4, n, s, false, true); }
-static CUresult memset_d8_async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_any(d, v, 1, n, s, true, true); }
-static CUresult memset_d16_async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { return memset_any(d, v, 2, n, s, true, true); }
-static CUresult memset_d32_async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { return memset_any(d, v, 4, n, s, true, true); }
 
 const struct mps_impl mps__copy_api[] = {
 	MPS_IMPL(cuMemcpyHtoD_v2, memcpy_htod),
@@ -388,15 +388,15 @@ const struct mps_impl mps__copy_api[] = {
 	MPS_IMPL(cuMemsetD8_v2, memset_d8),
 	MPS_IMPL(cuMemsetD16_v2, memset_d16),
 	MPS_IMPL(cuMemsetD32_v2, memset_d32),
-	MPS_IMPL_AS(cuMemsetD8_v2_ptds, cuMemsetD8_v2, memset_d8_ptds),
-	MPS_IMPL_AS(cuMemsetD16_v2_ptds, cuMemsetD16_v2, memset_d16_ptds),
-	MPS_IMPL_AS(cuMemsetD32_v2_ptds, cuMemsetD32_v2, memset_d32_ptds),
+	MPS_IMPL_AS(cuMemsetD8_v2_ptds, cuMemsetD8_v2, memset_d8_pt),
+	MPS_IMPL_AS(cuMemsetD16_v2_ptds, cuMemsetD16_v2, memset_d16_pt),
+	MPS_IMPL_AS(cuMemsetD32_v2_ptds, cuMemsetD32_v2, memset_d32_pt),
 	MPS_IMPL(cuMemsetD8Async, memset_d8_async),
 	MPS_IMPL(cuMemsetD16Async, memset_d16_async),
 	MPS_IMPL(cuMemsetD32Async, memset_d32_async),
-	MPS_IMPL_AS(cuMemsetD8Async_ptsz, cuMemsetD8Async, memset_d8_async_ptsz),
-	MPS_IMPL_AS(cuMemsetD16Async_ptsz, cuMemsetD16Async, memset_d16_async_ptsz),
-	MPS_IMPL_AS(cuMemsetD32Async_ptsz, cuMemsetD32Async, memset_d32_async_ptsz),
+	MPS_IMPL_AS(cuMemsetD8Async_ptsz, cuMemsetD8Async, memset_d8_pt_async),
+	MPS_IMPL_AS(cuMemsetD16Async_ptsz, cuMemsetD16Async, memset_d16_pt_async),
+	MPS_IMPL_AS(cuMemsetD32Async_ptsz, cuMemsetD32Async, memset_d32_pt_async),
 	MPS_IMPL(cuMemsetD2D8_v2, memset2d_d8),
 	MPS_IMPL(cuMemsetD2D16_v2, memset2d_d16),
 	MPS_IMPL(cuMemsetD2D32_v2, memset2d_d32),
