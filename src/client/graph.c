@@ -8,8 +8,10 @@
  * read again or destroyed. Most graph functions are forwarded by generated
  * code (src/common/forward.def).
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cudaTypedefs.h>
 
@@ -321,7 +323,53 @@ typedef CUresult (*set_v1_fn)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *);
 typedef CUresult (*exec_set_v1_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *);
 typedef CUresult (*get_v1_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v1 *);
 
+/* The server hands the text over as a file descriptor; the file is written
+ * here, where the path means what the program meant. */
+static CUresult debug_dot_print(CUgraph graph, const char *path, unsigned int flags)
+{
+	struct mps_msg_graph_dot q = { .flags = flags };
+	struct mps_call call;
+	uint64_t h = 0, size = 0;
+	uint32_t ctx = 0;
+	char buf[4096];
+	CUresult r;
+	int in, out;
+
+	if (!path)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__fwd_h_graph(graph, &h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.graph = (uint32_t)h;
+	mps__cur_handle(&ctx);
+	pthread_mutex_lock(&mps_conn.fd_lock);
+	r = mps__call(MPS_OP_GRAPH_DOT, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	in = r == CUDA_SUCCESS ? mps__recv_fd(MPS_FD_DOT, &size) : -1;
+	pthread_mutex_unlock(&mps_conn.fd_lock);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (in < 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0)
+		r = CUDA_ERROR_OPERATING_SYSTEM;
+	for (uint64_t off = 0; r == CUDA_SUCCESS && off < size;) {
+		ssize_t n = pread(in, buf, sizeof(buf), (off_t)off);
+
+		if (n <= 0 || write(out, buf, (size_t)n) != n)
+			r = CUDA_ERROR_OPERATING_SYSTEM;
+		else
+			off += (uint64_t)n;
+	}
+	if (out >= 0 && close(out) < 0 && r == CUDA_SUCCESS)
+		r = CUDA_ERROR_OPERATING_SYSTEM;
+	close(in);
+	return r;
+}
+
 const struct mps_impl mps__graph_api[] = {
+	MPS_IMPL(cuGraphDebugDotPrint, debug_dot_print),
 	MPS_IMPL(cuGraphAddKernelNode_v2, add_kernel_node),
 	MPS_IMPL(cuGraphKernelNodeSetParams_v2, kernel_node_set),
 	MPS_IMPL(cuGraphExecKernelNodeSetParams_v2, exec_kernel_node_set),

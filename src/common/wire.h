@@ -106,6 +106,7 @@ struct mps_welcome {
  * sent before the reply to MPS_OP_VMM_EXPORT. */
 #define MPS_FD_IMPORT 0xfffffff0u
 #define MPS_FD_EXPORT 0xfffffff1u
+#define MPS_FD_DOT    0xfffffff2u   /* a graph's dot text, before the reply to MPS_OP_GRAPH_DOT */
 
 struct mps_fdmsg {
 	uint32_t magic;
@@ -188,7 +189,8 @@ enum mps_op_sync {
 	X(IPC_OPEN_MEM, ipc_open_mem, mps_msg_ipc, MPS_SYNC)              /* val[0] = address, val[1] = size */ \
 	X(IPC_CLOSE_MEM, ipc_close_mem, mps_msg_ipc, MPS_SYNC) \
 	X(IPC_GET_EVENT, ipc_get_event, mps_msg_ipc, MPS_SYNC)            /* data = the handle */ \
-	X(IPC_OPEN_EVENT, ipc_open_event, mps_msg_ipc, MPS_SYNC)          /* val[0] = event */
+	X(IPC_OPEN_EVENT, ipc_open_event, mps_msg_ipc, MPS_SYNC)          /* val[0] = event */ \
+	X(GRAPH_DOT, graph_dot, mps_msg_graph_dot, MPS_SYNC)              /* the text comes ahead of the reply, as an fd */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -258,6 +260,14 @@ struct mps_msg_ipc {
 	uint32_t event;
 	uint32_t flags;
 	uint8_t bytes[MPS_IPC_HANDLE_SIZE];
+};
+
+/* cuGraphDebugDotPrint: the server writes the graph to a memfd it sends
+ * (region MPS_FD_DOT, size = the text's length); the client writes the file. */
+struct mps_msg_graph_dot {
+	struct mps_msg hdr;
+	uint32_t graph;
+	uint32_t flags;
 };
 
 /* cuMemPoolGetAttribute / cuMemPoolSetAttribute: every attribute's value
@@ -648,6 +658,7 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_pool_attr);
 MPS_WIRE_ASSERT_SIZE(mps_msg_vmm);
 MPS_WIRE_ASSERT_SIZE(mps_msg_devices);
 MPS_WIRE_ASSERT_SIZE(mps_msg_ipc);
+MPS_WIRE_ASSERT_SIZE(mps_msg_graph_dot);
 _Static_assert(sizeof(struct mps_kernel_node_out) == 32, "kernel node reply layout");
 _Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
 _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");

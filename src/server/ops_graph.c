@@ -8,9 +8,13 @@
  * kernel the driver resolved itself) is not readable. The rest of the graph
  * API is forwarded by generated code (forward.def).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "common/sock.h"
 #include "server/driver.h"
 #include "server/forward.h"
 #include "server/server.h"
@@ -174,5 +178,46 @@ void mps__op_kernel_node_get(struct mps_client *c, const struct mps_msg *m)
 	for (uint32_t i = 0; i < w.f->nparams; i++)
 		memcpy((uint8_t *)(o + 1) + w.f->param[2 * i], p.kernelParams[i], w.f->param[2 * i + 1]);
 out:
+	mps__reply(c, m->slot, r);
+}
+
+/* cuGraphDebugDotPrint: the driver writes the text to a memfd of ours
+ * (through /proc/self/fd, a path only this process can use), which goes to
+ * the client; the client writes the file it named, in its own file system
+ * view and with its own rights. */
+void mps__op_graph_dot(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_graph_dot *q = (const void *)m;
+	struct mps_sobj *g = mps_obj_get(c, MPS_H_GRAPH, q->graph);
+	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_DOT };
+	char path[64];
+	CUresult r;
+	off_t len;
+	int fd;
+
+	if (!g) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	if (!mps_drv.cuGraphDebugDotPrint) {
+		mps__reply(c, m->slot, CUDA_ERROR_NOT_SUPPORTED);
+		return;
+	}
+	fd = memfd_create("openmps-graph-dot", MFD_CLOEXEC);
+	if (fd < 0) {
+		mps__reply(c, m->slot, CUDA_ERROR_OPERATING_SYSTEM);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	r = mps__bind_device(c, g->device);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuGraphDebugDotPrint((CUgraph)g->real, path, q->flags);
+	if (r == CUDA_SUCCESS) {
+		len = lseek(fd, 0, SEEK_END);
+		fm.size = len < 0 ? 0 : (uint64_t)len;
+		if (len < 0 || mps_sock_send(c->sock, &fm, sizeof(fm), fd) < 0)
+			r = CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	close(fd);
 	mps__reply(c, m->slot, r);
 }

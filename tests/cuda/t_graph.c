@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -239,6 +240,23 @@ static void explicit_graph(void)
 	       *(unsigned *)got.kernelParams[1] == mul && *(unsigned *)got.kernelParams[2] == add,
 	       "kernel node parameters read back wrong");
 
+	/* Its picture in Graphviz's language, in a file the program names. */
+	{
+		char path[] = "/tmp/t_graph_dot.XXXXXX", text[256] = "";
+		int fd = mkstemp(path);
+		FILE *f;
+
+		REQUIRE(fd >= 0, "mkstemp");
+		close(fd);
+		CHECK(cuGraphDebugDotPrint(g, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE));
+		f = fopen(path, "r");
+		REQUIRE(f, "the dot file %s is missing", path);
+		EXPECT(fread(text, 1, sizeof(text) - 1, f) > 0 && strstr(text, "digraph"), "the dot file reads '%.60s'",
+		       text);
+		fclose(f);
+		unlink(path);
+		CHECK_ERR(cuGraphDebugDotPrint(g, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+	}
 	CHECK(cuGraphClone(&clone, g));
 	CHECK(cuGraphNodeFindInClone(&found, k2, clone));
 	CHECK(cuGraphNodeGetType(found, &type));

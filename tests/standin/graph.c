@@ -8,6 +8,7 @@
  * default edge kind alone. Every graph and node is a registry handle
  * (registry.c), so a stale one is refused. All under the stand-in lock.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -809,4 +810,39 @@ CU_API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *
 						CUgraphEdgeData *edgeData, size_t *numDependentNodes)
 {
 	return neighbours(hNode, dependentNodes, edgeData, numDependentNodes, false);
+}
+
+/* The graph in Graphviz's language: one node per node, labelled with its
+ * type, and its edges; flags choose nothing more here. */
+CU_API CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
+{
+	struct si_graph *g;
+	CUresult rc = CUDA_SUCCESS;
+	FILE *f;
+
+	(void)flags;
+	if (!path)
+		return CUDA_ERROR_INVALID_VALUE;
+	f = fopen(path, "w");
+	if (!f)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	mps__lock();
+	g = graph_arg(hGraph);
+	if (!g) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+	} else {
+		fprintf(f, "digraph standin_graph {\n");
+		for (struct si_list *l = g->nodes.next; l != &g->nodes; l = l->next) {
+			struct si_gnode *o = si_container_of(l, struct si_gnode, link);
+
+			fprintf(f, "\tn%lu [label=\"type %d\"];\n", (unsigned long)o->handle, (int)o->type);
+			for (unsigned j = 0; j < o->ndeps; j++)
+				fprintf(f, "\tn%lu -> n%lu;\n", (unsigned long)o->deps[j]->handle, (unsigned long)o->handle);
+		}
+		fprintf(f, "}\n");
+	}
+	mps__unlock();
+	if (fclose(f) != 0 && rc == CUDA_SUCCESS)
+		rc = CUDA_ERROR_OPERATING_SYSTEM;
+	return rc;
 }

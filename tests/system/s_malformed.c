@@ -353,6 +353,13 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 	CHECK_ERR(call(MPS_OP_IPC_GET_EVENT, ctx, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_HANDLE);
 	EXPECT(call(MPS_OP_IPC_OPEN_EVENT, ctx, &m, sizeof(m.ipc), NULL) != CUDA_SUCCESS, "a garbage event opened");
 	CHECK_ERR(call(MPS_OP_IPC_OPEN_EVENT, 0x7fff0001, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_CONTEXT);
+
+	/* A graph's picture, asked of a context and of nothing. */
+	memset(&m, 0, sizeof(m));
+	m.ipc.ptr = ctx;   /* the first word: mps_msg_graph_dot's graph */
+	CHECK_ERR(call(MPS_OP_GRAPH_DOT, ctx, &m, sizeof(struct mps_msg_graph_dot), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ipc.ptr = 0;
+	CHECK_ERR(call(MPS_OP_GRAPH_DOT, ctx, &m, sizeof(struct mps_msg_graph_dot), NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
 static void attack_graphs(uint32_t ctx, uint32_t mod)
