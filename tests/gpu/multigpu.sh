@@ -3,10 +3,11 @@
 #
 # tests/gpu/multigpu.sh: what a host with several GPUs asks of openmps, on
 # the real driver and under openmps side by side (and NVIDIA MPS for the
-# bandwidth): the devices a process sees for many CUDA_VISIBLE_DEVICES and
+# bandwidths): the devices a process sees for many CUDA_VISIBLE_DEVICES and
 # CUDA_DEVICE_ORDER values (UUIDs and PCI ids must match the driver's
-# answer exactly), tests/cuda/t_peer, and the peer copy bandwidth between
-# GPU 0 and GPU 1 (bench/p2p.py). Run after `make` and the test programs
+# answer exactly), tests/cuda/t_peer, the peer copy bandwidth between GPU 0
+# and GPU 1 (bench/p2p.py), and an NCCL job of one process per GPU
+# (bench/allreduce.py). Run after `make` and the test programs
 # are built (tests/gpu/run.sh build). Prints one PASS/FAIL line per check
 # and a bandwidth table; exits 0 when every check passed.
 # Environment: OPENMPS_NATIVE_LIB (default /usr/local/nvidia/lib64),
@@ -77,5 +78,17 @@ for mode in native under_mps under_openmps; do
 	line=$($mode "$PYTHON" bench/p2p.py 256 20 2>&1 | grep '^p2p ' | tail -1)
 	set -- $line
 	printf '%-10s %-6s %-6s %-12s %-12s\n' "${mode#under_}" "${2:-?}" "${3:-?}" "${4:-?}" "${5:-?}"
+done
+
+# The NCCL job: an all-reduce and DDP steps checked, then bus bandwidth.
+printf '%-10s %-8s %s\n' column "GB/s" result
+for mode in native under_mps under_openmps; do
+	[ $mode = under_mps ] && [ "$MPS_UP" != 1 ] && continue
+	line=$($mode env OPENMPS_TRACE_ERRORS=1 timeout 300 "$PYTHON" bench/allreduce.py 256 20 2>"$WORK/allreduce-$mode.err" |
+		grep '^allreduce ' | tail -1)
+	set -- $line
+	printf '%-10s %-8s %s\n' "${mode#under_}" "${3:-?}" "${4:-${line:-no answer}}"
+	case "$line" in *" ok") ;; *) rc=1; grep -E "openmps|NCCL WARN|Error|error" "$WORK/allreduce-$mode.err" |
+		sort | uniq -c | sort -rn | head -12 | sed 's/^/      | /' ;; esac
 done
 exit $rc
