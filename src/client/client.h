@@ -234,8 +234,10 @@ struct mps_func *mps__func_by_handle(uint32_t handle);
 /* A launch's arguments as the server wants them (launch.c): the size of
  * the packed buffer for f given cuLaunchKernel's params or extra, then the
  * packing. CUDA_ERROR_INVALID_VALUE where the driver refuses them. */
-CUresult mps__args_size(const struct mps_func *f, void **params, void **extra, const void **packed, size_t *size);
-void mps__args_pack(const struct mps_func *f, void **params, const void *packed, size_t size, uint8_t *dst);
+CUresult mps__args_size(const struct mps_func *f, void **params, void **extra, const void **packed,
+			size_t *packed_len, size_t *size);
+void mps__args_pack(const struct mps_func *f, void **params, const void *packed, size_t packed_len, size_t size,
+		    uint8_t *dst);
 
 /* The live event the server knows by handle, or NULL (event.c). */
 struct mps_event *mps__event_by_handle(uint32_t handle);

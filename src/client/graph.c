@@ -139,7 +139,7 @@ static CUresult kernel_node(int what, CUgraphNode *out, CUgraph graph, CUgraphEx
 	const void *packed;
 	struct mps_call call;
 	struct mps_func *f;
-	size_t arg_size, dep_bytes = (ndeps * 4 + 7) & ~(size_t)7;
+	size_t arg_size = 0, packed_len = 0, dep_bytes = (ndeps * 4 + 7) & ~(size_t)7;
 	uint8_t *extra;
 	uint32_t cur = 0;
 	uint64_t h;
@@ -149,7 +149,7 @@ static CUresult kernel_node(int what, CUgraphNode *out, CUgraph graph, CUgraphEx
 		return CUDA_ERROR_INVALID_VALUE;
 	r = node_func(p, &f, &q.ctx);
 	if (r == CUDA_SUCCESS)
-		r = mps__args_size(f, p->kernelParams, p->extra, &packed, &arg_size);
+		r = mps__args_size(f, p->kernelParams, p->extra, &packed, &packed_len, &arg_size);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (sizeof(q) + dep_bytes + arg_size > MPS_MSG_MAX)
@@ -181,7 +181,7 @@ static CUresult kernel_node(int what, CUgraphNode *out, CUgraph graph, CUgraphEx
 		((uint32_t *)extra)[i] = (uint32_t)h;
 	}
 	if (r == CUDA_SUCCESS) {
-		mps__args_pack(f, p->kernelParams, packed, arg_size, extra + dep_bytes);
+		mps__args_pack(f, p->kernelParams, packed, packed_len, arg_size, extra + dep_bytes);
 		r = mps__call(MPS_OP_KERNEL_NODE, cur, &q.hdr, sizeof(q), extra, dep_bytes + arg_size, &call);
 		if (r == CUDA_SUCCESS && out)
 			r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);

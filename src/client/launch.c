@@ -29,9 +29,11 @@ struct launch {
 	uint16_t flags;
 };
 
-CUresult mps__args_size(const struct mps_func *f, void **params, void **extra, const void **packed, size_t *size)
+CUresult mps__args_size(const struct mps_func *f, void **params, void **extra, const void **packed,
+			size_t *packed_len, size_t *size)
 {
 	*packed = NULL;
+	*packed_len = 0;
 	*size = f->arg_size;
 	if (params && extra)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -49,20 +51,26 @@ CUresult mps__args_size(const struct mps_func *f, void **params, void **extra, c
 		}
 		if (psize)
 			n = *psize;
-		if ((f->arg_size && !buf) || n < f->arg_size || n > MPS_ARGS_MAX)
+		/* A buffer shorter than the parameters is the driver's to accept
+		 * (NCCL passes only the part of its argument block it uses): the
+		 * rest goes as zeros. */
+		if ((f->arg_size && !buf) || n > MPS_ARGS_MAX)
 			return CUDA_ERROR_INVALID_VALUE;
 		*packed = buf;
-		*size = n;
+		*packed_len = n;
+		*size = n > f->arg_size ? n : f->arg_size;
 	} else if (f->nparams && !params) {
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	return CUDA_SUCCESS;
 }
 
-void mps__args_pack(const struct mps_func *f, void **params, const void *packed, size_t size, uint8_t *dst)
+void mps__args_pack(const struct mps_func *f, void **params, const void *packed, size_t packed_len, size_t size,
+		    uint8_t *dst)
 {
 	if (packed) {
-		memcpy(dst, packed, size);
+		memcpy(dst, packed, packed_len);
+		memset(dst + packed_len, 0, size - packed_len);
 		return;
 	}
 	memset(dst, 0, size);
@@ -74,7 +82,7 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 {
 	struct mps_func *f = mps__func(hf);
 	const void *packed = NULL;
-	size_t arg_size, threads;
+	size_t arg_size, packed_len, threads;
 	struct mps_msg_launch *m;
 	uint32_t stream, ctx, na = 0;
 	uint8_t *args;
@@ -91,7 +99,7 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 	threads = (size_t)l->block[0] * l->block[1] * l->block[2];
 	if (threads > 1024 || (f->max_threads > 0 && threads > (size_t)f->max_threads))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = mps__args_size(f, l->params, l->extra, &packed, &arg_size);
+	r = mps__args_size(f, l->params, l->extra, &packed, &packed_len, &arg_size);
 	if (r != CUDA_SUCCESS)
 		return r;
 	for (unsigned int i = 0; i < l->nattrs; i++) {
@@ -131,7 +139,7 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 		na++;
 	}
 	args = (uint8_t *)((struct mps_launch_attr *)(m + 1) + na);
-	mps__args_pack(f, l->params, packed, arg_size, args);
+	mps__args_pack(f, l->params, packed, packed_len, arg_size, args);
 	mps__ring_end();
 	return CUDA_SUCCESS;
 }
