@@ -83,8 +83,13 @@ def main():
     procs = [ctx.Process(target=worker, args=(r, world, port, mib, reps, q)) for r in range(world)]
     for p in procs:
         p.start()
+    deadline = time.monotonic() + 300
     for p in procs:
-        p.join(300)
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():   # a hung job: end it, leaving the GPUs free
+            p.kill()
+            p.join()
     if any(p.exitcode != 0 for p in procs) or q.empty():
         print("allreduce %d failed (exit codes %s)" % (world, [p.exitcode for p in procs]))
         return 1
