@@ -15,7 +15,8 @@
  *
  * As in CUDA, an asynchronous copy from pageable memory returns once the
  * bytes are staged, and one to pageable memory returns when they have
- * arrived; a synchronous copy returns when it is complete.
+ * arrived; a synchronous copy returns when it is complete. A 2D copy goes a
+ * row at a time, each row as a 1D copy between the same kinds of memory.
  */
 #include <string.h>
 
@@ -292,6 +293,78 @@ static CUresult memcpy_dtoh_async_ptsz(void *d, CUdeviceptr s, size_t n, CUstrea
 static CUresult memcpy_dtod_async_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(D2D, d, s, n, st, true, true); }
 static CUresult memcpy_unified_async_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(UNIFIED, d, s, n, st, true, true); }
 
+/* One side of a 2D copy: its first byte, and the direction it gives. */
+static bool side2d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t pitch,
+		   uint64_t *at, int *kind)
+{
+	uint64_t base;
+
+	switch (type) {
+	case CU_MEMORYTYPE_HOST:
+		base = P(host);
+		break;
+	case CU_MEMORYTYPE_DEVICE:
+	case CU_MEMORYTYPE_UNIFIED:
+		base = dev;
+		break;
+	default:
+		return false;
+	}
+	if (!base || (y && pitch > (UINT64_MAX - x) / y))
+		return false;
+	*at = base + y * pitch + x;
+	*kind = (int)type;
+	return true;
+}
+
+/* cuMemcpy2D and its forms: a row at a time, each row going the way a 1D
+ * copy between the same kinds of memory goes (one copy when both sides are
+ * contiguous). Arrays are not served yet. */
+static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, bool per_thread, bool async)
+{
+	uint64_t src, dst;
+	int sk, dk;
+	enum dir d;
+	CUresult r;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+		mps__unsupported("cuMemcpy2D with a CUDA array");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (!side2d(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcPitch, &src, &sk) ||
+	    !side2d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstPitch, &dst, &dk))
+		return CUDA_ERROR_INVALID_VALUE;
+	/* As the driver: rows may not overlap. */
+	if (p->Height > 1 && (p->srcPitch < p->WidthInBytes + p->srcXInBytes ||
+			      p->dstPitch < p->WidthInBytes + p->dstXInBytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (sk == CU_MEMORYTYPE_HOST && dk == CU_MEMORYTYPE_DEVICE)
+		d = H2D;
+	else if (sk == CU_MEMORYTYPE_DEVICE && dk == CU_MEMORYTYPE_HOST)
+		d = D2H;
+	else if (sk == CU_MEMORYTYPE_DEVICE && dk == CU_MEMORYTYPE_DEVICE)
+		d = D2D;
+	else
+		d = UNIFIED;
+	if (!p->WidthInBytes || !p->Height)
+		return copy(d, dst, src, 0, s, per_thread, async);
+	if (p->Height == 1 || (p->srcPitch == p->WidthInBytes && p->dstPitch == p->WidthInBytes))
+		return copy(d, dst, src, p->WidthInBytes * p->Height, s, per_thread, async);
+	for (size_t h = 0; h < p->Height; h++) {
+		r = copy(d, dst + h * p->dstPitch, src + h * p->srcPitch, p->WidthInBytes, s, per_thread, async);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult memcpy_2d(const CUDA_MEMCPY2D *p) { return copy2d(p, NULL, false, false); }
+static CUresult memcpy_2d_ptds(const CUDA_MEMCPY2D *p) { return copy2d(p, NULL, true, false); }
+static CUresult memcpy_2d_async(const CUDA_MEMCPY2D *p, CUstream s) { return copy2d(p, s, false, true); }
+static CUresult memcpy_2d_async_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { return copy2d(p, s, true, true); }
+
 /* Sends a memset on its stream. The stream is resolved first (a bad one is
  * an error even with nothing to set); then `empty` (nothing to set) is a
  * success and `bad` (a misaligned or overlapping shape) an error. */
@@ -385,6 +458,12 @@ const struct mps_impl mps__copy_api[] = {
 	MPS_IMPL_AS(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2, memcpy_dtoh_async_ptsz),
 	MPS_IMPL_AS(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2, memcpy_dtod_async_ptsz),
 	MPS_IMPL_AS(cuMemcpyAsync_ptsz, cuMemcpyAsync, memcpy_unified_async_ptsz),
+	MPS_IMPL(cuMemcpy2D_v2, memcpy_2d),
+	MPS_IMPL_AS(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, memcpy_2d_ptds),
+	MPS_IMPL(cuMemcpy2DUnaligned_v2, memcpy_2d),
+	MPS_IMPL_AS(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2, memcpy_2d_ptds),
+	MPS_IMPL(cuMemcpy2DAsync_v2, memcpy_2d_async),
+	MPS_IMPL_AS(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2, memcpy_2d_async_ptsz),
 	MPS_IMPL(cuMemsetD8_v2, memset_d8),
 	MPS_IMPL(cuMemsetD16_v2, memset_d16),
 	MPS_IMPL(cuMemsetD32_v2, memset_d32),

@@ -587,6 +587,71 @@ static void test_memset_2d(void)
  * stream's order at once (set, copied in and out on the stream, exact),
  * counts in the free memory while held, and cuMemFreeAsync queued behind
  * the work gives it back; several in a row on the legacy stream too. */
+/* 2D copies: a host matrix into a pitched allocation at an offset, from
+ * there to a second one, and back, in both the synchronous and the
+ * asynchronous form; every row checked, padding bytes included. */
+static void test_copy_2d(void)
+{
+	enum { W = 1000, H = 37, HP = 1024 + 8 };   /* row bytes, rows, host pitch */
+	unsigned char *in = xmalloc(HP * H), *out = xmalloc(HP * H);
+	CUdeviceptr a, b;
+	size_t pa, pb;
+	CUDA_MEMCPY2D c;
+
+	t_fill_bytes(in, HP * H, &rng);
+	CHECK(cuMemAllocPitch(&a, &pa, W + 64, H + 2, 4));
+	CHECK(cuMemAllocPitch(&b, &pb, W, H, 4));
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = in;
+	c.srcPitch = HP;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = a;
+	c.dstPitch = pa;
+	c.dstXInBytes = 64;
+	c.dstY = 2;
+	c.WidthInBytes = W;
+	c.Height = H;
+	CHECK(cuMemcpy2D(&c));
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.srcDevice = a;
+	c.srcPitch = pa;
+	c.srcXInBytes = 64;
+	c.srcY = 2;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = b;
+	c.dstPitch = pb;
+	c.WidthInBytes = W;
+	c.Height = H;
+	CHECK(cuMemcpy2DAsync(&c, stream));
+	memset(&c, 0, sizeof(c));
+	memset(out, 0x5c, HP * H);
+	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.srcDevice = b;
+	c.srcPitch = pb;
+	c.dstMemoryType = CU_MEMORYTYPE_HOST;
+	c.dstHost = out;
+	c.dstPitch = HP;
+	c.WidthInBytes = W;
+	c.Height = H;
+	CHECK(cuMemcpy2DAsync(&c, stream));
+	CHECK(cuStreamSynchronize(stream));
+	for (int r = 0; r < H; r++) {
+		if (CMP_BYTES(out + r * HP, in + r * HP, W, "a row after three 2D copies"))
+			break;
+		for (int x = W; x < HP; x++)
+			if (!EXPECT(out[r * HP + x] == 0x5c, "padding byte %d of row %d written", x, r))
+				break;
+	}
+	c.dstPitch = W - 1;   /* rows would overlap */
+	CHECK_ERR(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
+	CHECK(cuMemFree(a));
+	CHECK(cuMemFree(b));
+	free(in);
+	free(out);
+}
+
 static void test_alloc_async(void)
 {
 	enum { WORDS = 70001 };
@@ -649,6 +714,7 @@ int main(int argc, char **argv)
 	test_unified_copy();
 	test_memset();
 	test_memset_2d();
+	test_copy_2d();
 	test_alloc_async();
 
 	CHECK(cuStreamDestroy(stream));
