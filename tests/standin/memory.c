@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Device memory and host registration: cuMemAlloc/AllocPitch/Free/GetInfo/
- * GetAddressRange, cuMemFreeAsync, and cuMemHostRegister/
+ * GetAddressRange, and cuMemHostRegister/
  * Unregister/GetDevicePointer.
  *
  * Device memory is host memory taken from the range table (ranges.c) and
@@ -110,30 +110,6 @@ CU_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 	}
 	mps__unlock();
 	return rc;
-}
-
-/* A stream-ordered free (the allocation is pools.c's), in the stand-in's
- * simplest correct form: the memory is freed once the work submitted
- * before the free has run (cuMemFree's own wait), after checking that the
- * stream is one. */
-static CUresult stream_ok(CUstream s)
-{
-	CUresult rc = CUDA_SUCCESS;
-
-	if (mps__stream_is_legacy(s) || s == CU_STREAM_PER_THREAD)
-		return CUDA_SUCCESS;
-	mps__lock();
-	if (!mps__handle_get((uintptr_t)s, SI_H_STREAM))
-		rc = CUDA_ERROR_INVALID_HANDLE;
-	mps__unlock();
-	return rc;
-}
-
-CU_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-	CUresult rc = stream_ok(hStream);
-
-	return rc == CUDA_SUCCESS ? cuMemFree_v2(dptr) : rc;
 }
 
 CU_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)

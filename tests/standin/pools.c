@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Memory pools: each device's default pool (made on first use) and current
- * pool, created pools, stream-ordered allocation from them, attributes,
- * access and trimming.
+ * pool, created pools, stream-ordered allocation from them and its free,
+ * attributes, access and trimming.
  *
  * An allocation from a pool is device memory like cuMemAlloc's (ranges.c),
  * remembering its pool. A pool's bookkeeping follows the driver's numbers:
@@ -217,6 +217,7 @@ CU_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
 /* ---- allocation ------------------------------------------------------------ */
 
+/* Under the lock. */
 static CUresult stream_ok(CUstream s)
 {
 	if (mps__stream_is_legacy(s) || s == CU_STREAM_PER_THREAD)
@@ -289,6 +290,21 @@ CU_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUme
 		rc = pool_alloc(dptr, bytesize, p, hStream);
 	mps__unlock();
 	return rc;
+}
+
+/* Freed once the work submitted before the free has run (cuMemFree's own
+ * wait), after checking that the stream is one: the stand-in's simplest
+ * correct form of a stream-ordered free. */
+CU_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+	CUresult rc;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	mps__lock();
+	rc = stream_ok(hStream);
+	mps__unlock();
+	return rc == CUDA_SUCCESS ? cuMemFree_v2(dptr) : rc;
 }
 
 void mps__pool_freed(struct si_range *r)
