@@ -121,33 +121,46 @@ CUresult mps_ipc_export_event(struct mps_client *c, CUevent ev, int device, void
 	return rc;
 }
 
+/* Opens one of ours: true if the handle is this server's, with *rc the
+ * answer and, on success, *out a copy of the export. As the driver: not in
+ * the exporting process, not once it is freed. */
+static bool claim(struct mps_client *c, int kind, const void *handle, struct export *out, CUresult *rc)
+{
+	struct export *x;
+
+	pthread_mutex_lock(&lock);
+	x = by_handle(kind, handle);
+	if (x) {
+		*rc = x->exporter == c->id ? CUDA_ERROR_INVALID_CONTEXT
+		      : x->orphan	       ? CUDA_ERROR_INVALID_VALUE
+					       : CUDA_SUCCESS;
+		if (*rc == CUDA_SUCCESS) {
+			x->opens++;
+			*out = *x;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return x != NULL;
+}
+
 CUresult mps_ipc_open_mem(struct mps_client *c, const void *handle, unsigned int flags, uint64_t *base,
 			  uint64_t *size, int *device, bool *ours)
 {
 	CUipcMemHandle h;
-	struct export *x;
+	struct export x;
 	CUdeviceptr p = 0, b = 0;
 	size_t sz = 0;
 	CUresult rc;
 
-	pthread_mutex_lock(&lock);
-	x = by_handle(IPC_MEM, handle);
-	if (x) {
-		/* As the driver: not in the exporting process, not once it is freed. */
-		rc = x->exporter == c->id ? CUDA_ERROR_INVALID_CONTEXT
-		     : x->orphan	      ? CUDA_ERROR_INVALID_VALUE
-					      : CUDA_SUCCESS;
+	if (claim(c, IPC_MEM, handle, &x, &rc)) {
 		if (rc == CUDA_SUCCESS) {
-			x->opens++;
-			*base = x->base;
-			*size = x->size;
-			*device = x->device;
+			*base = x.base;
+			*size = x.size;
+			*device = x.device;
 			*ours = true;
 		}
-		pthread_mutex_unlock(&lock);
 		return rc;
 	}
-	pthread_mutex_unlock(&lock);
 	if (!mps_drv.cuIpcOpenMemHandle || !mps_drv.cuIpcCloseMemHandle)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(&h, handle, 64);
@@ -168,24 +181,16 @@ CUresult mps_ipc_open_mem(struct mps_client *c, const void *handle, unsigned int
 CUresult mps_ipc_open_event(struct mps_client *c, const void *handle, CUevent *ev, bool *ours)
 {
 	CUipcEventHandle h;
-	struct export *x;
+	struct export x;
 	CUresult rc;
 
-	pthread_mutex_lock(&lock);
-	x = by_handle(IPC_EVENT, handle);
-	if (x) {
-		rc = x->exporter == c->id ? CUDA_ERROR_INVALID_CONTEXT
-		     : x->orphan	      ? CUDA_ERROR_INVALID_VALUE
-					      : CUDA_SUCCESS;
+	if (claim(c, IPC_EVENT, handle, &x, &rc)) {
 		if (rc == CUDA_SUCCESS) {
-			x->opens++;
-			*ev = x->ev;
+			*ev = x.ev;
 			*ours = true;
 		}
-		pthread_mutex_unlock(&lock);
 		return rc;
 	}
-	pthread_mutex_unlock(&lock);
 	if (!mps_drv.cuIpcOpenEventHandle)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(&h, handle, 64);
@@ -193,34 +198,41 @@ CUresult mps_ipc_open_event(struct mps_client *c, const void *handle, CUevent *e
 	return mps_drv.cuIpcOpenEventHandle(ev, h);
 }
 
-/* Drops one open of x; the entry, if that was the last view of an orphan,
- * for the caller to free. Under lock. */
-static struct export *drop(struct export *x)
+/* Whether x is the export of kind that base (memory) or ev (event) names. */
+static bool names(const struct export *x, int kind, uint64_t base, CUevent ev)
 {
-	if (x->opens > 0)
-		x->opens--;
-	if (!x->orphan || x->opens)
-		return NULL;
-	unlink_export(x);
-	return x;
+	return x->kind == kind && (kind == IPC_MEM ? x->base == base : x->ev == ev);
+}
+
+/* Drops one open of what kind/base/ev names; the entry, if that was the last
+ * view of an orphan, for the caller to free. */
+static struct export *release(int kind, uint64_t base, CUevent ev)
+{
+	struct export *gone = NULL;
+
+	pthread_mutex_lock(&lock);
+	for (struct export *x = exports; x; x = x->next) {
+		if (names(x, kind, base, ev) && x->opens) {
+			if (--x->opens == 0 && x->orphan) {
+				unlink_export(x);
+				gone = x;
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return gone;
 }
 
 void mps_ipc_close_mem(struct mps_client *c, uint64_t base, bool ours)
 {
-	struct export *gone = NULL;
+	struct export *gone;
 
 	if (!ours) {
 		mps_drv.cuIpcCloseMemHandle((CUdeviceptr)base);
 		return;
 	}
-	pthread_mutex_lock(&lock);
-	for (struct export *x = exports; x; x = x->next) {
-		if (x->kind == IPC_MEM && x->base == base && x->opens) {
-			gone = drop(x);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&lock);
+	gone = release(IPC_MEM, base, NULL);
 	if (gone) {
 		/* The last view of memory its exporter freed: free it now. */
 		if (mps__bind_device(c, gone->device) == CUDA_SUCCESS)
@@ -231,17 +243,10 @@ void mps_ipc_close_mem(struct mps_client *c, uint64_t base, bool ours)
 
 void mps_ipc_close_event(struct mps_client *c, CUevent ev, bool ours)
 {
-	struct export *gone = NULL;
+	struct export *gone;
 
 	if (ours) {
-		pthread_mutex_lock(&lock);
-		for (struct export *x = exports; x; x = x->next) {
-			if (x->kind == IPC_EVENT && x->ev == ev && x->opens) {
-				gone = drop(x);
-				break;
-			}
-		}
-		pthread_mutex_unlock(&lock);
+		gone = release(IPC_EVENT, 0, ev);
 		if (!gone)
 			return;   /* the exporter's still */
 		mps__bind_device(c, gone->device);
@@ -259,8 +264,7 @@ static bool orphan(struct mps_client *c, int kind, uint64_t base, CUevent ev)
 	for (struct export *x = exports; x;) {
 		struct export *next = x->next;
 
-		if (x->kind == kind && x->exporter == c->id && !x->orphan &&
-		    (kind == IPC_MEM ? x->base == base : x->ev == ev)) {
+		if (names(x, kind, base, ev) && x->exporter == c->id && !x->orphan) {
 			if (x->opens) {
 				x->orphan = true;
 				keep = true;
