@@ -51,6 +51,49 @@ CUresult mps__fwd_device(struct mps_client *c, uint64_t v, CUdevice *out)
 	return CUDA_SUCCESS;
 }
 
+int mps__device_index(CUdevice d)
+{
+	for (int i = 0; i < mps_srv.ndev; i++)
+		if (mps_srv.dev[i].dev == d)
+			return i;
+	return -1;
+}
+
+CUresult mps__fwd_location(struct mps_client *c, const CUmemLocation *loc, int *index)
+{
+	CUdevice dev;
+	CUresult r;
+
+	if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return loc->type == CU_MEM_LOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+	if (loc->id < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	r = mps__fwd_device(c, (uint64_t)loc->id, &dev);
+	if (r != CUDA_SUCCESS)
+		return r;
+	*index = mps__device_index(dev);
+	return *index < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+CUmemAccessDesc *mps__fwd_access(struct mps_client *c, const CUmemAccessDesc *in, size_t n, CUresult *err)
+{
+	CUmemAccessDesc *v = calloc(n ? n : 1, sizeof(*v));
+	int d;
+
+	*err = v ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < n && *err == CUDA_SUCCESS; i++) {
+		v[i] = in[i];
+		*err = mps__fwd_location(c, &v[i].location, &d);
+		if (*err == CUDA_SUCCESS)
+			v[i].location.id = (int)mps_srv.dev[d].dev;
+	}
+	if (*err != CUDA_SUCCESS) {
+		free(v);
+		v = NULL;
+	}
+	return v;
+}
+
 /* A stand-in object for "no context": non-NULL, never dereferenced. */
 static char no_ctx;
 

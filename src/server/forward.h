@@ -34,6 +34,18 @@ struct mps_sstream *mps__fwd_stream(struct mps_client *c, const struct mps_msg *
 /* A device ordinal of the client's, as the server's CUdevice. */
 CUresult mps__fwd_device(struct mps_client *c, uint64_t v, CUdevice *out);
 
+/* The server's index of one of its devices, or -1. */
+int mps__device_index(CUdevice d);
+
+/* A memory location the client named (a device as it numbers it) as the
+ * server's device index: CUDA_ERROR_INVALID_VALUE for no location,
+ * CUDA_ERROR_NOT_SUPPORTED for host ones, CUDA_ERROR_INVALID_DEVICE. */
+CUresult mps__fwd_location(struct mps_client *c, const CUmemLocation *loc, int *index);
+
+/* n access descriptors with their locations as the server's devices
+ * (malloc'ed), or NULL with *err set. */
+CUmemAccessDesc *mps__fwd_access(struct mps_client *c, const CUmemAccessDesc *in, size_t n, CUresult *err);
+
 /* Looks handle h of a type up: returns the object (never NULL on success)
  * and the driver's handle in *real, or NULL with *err set. A context handle
  * of 0 is the NULL context (the current one). */

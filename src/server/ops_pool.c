@@ -23,32 +23,6 @@
 #include "server/server.h"
 #include "server/streams.h"
 
-/* The index of one of the server's devices, or -1. */
-static int dev_index(CUdevice d)
-{
-	for (int i = 0; i < mps_srv.ndev; i++)
-		if (mps_srv.dev[i].dev == d)
-			return i;
-	return -1;
-}
-
-/* A device location of the client's as the server's device index. */
-static CUresult location(struct mps_client *c, const CUmemLocation *loc, int *d)
-{
-	CUdevice dev;
-	CUresult r;
-
-	if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE)
-		return loc->type == CU_MEM_LOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-	if (loc->id < 0)
-		return CUDA_ERROR_INVALID_DEVICE;
-	r = mps__fwd_device(c, (uint64_t)loc->id, &dev);
-	if (r != CUDA_SUCCESS)
-		return r;
-	*d = dev_index(dev);
-	return *d < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
-}
-
 static struct mps_sobj *pool_of(struct mps_client *c, CUmemoryPool p)
 {
 	uint32_t h = mps_obj_find(c, MPS_H_POOL, p);
@@ -161,7 +135,7 @@ CUresult mps__hook_cuMemAllocFromPoolAsync(struct mps_client *c, CUdeviceptr *dp
 
 CUresult mps__hook_cuDeviceGetDefaultMemPool(struct mps_client *c, CUmemoryPool *pool_out, CUdevice dev)
 {
-	int d = dev_index(dev);
+	int d = mps__device_index(dev);
 	struct mps_sobj *o;
 	CUresult r = CUDA_ERROR_INVALID_DEVICE;
 
@@ -173,7 +147,7 @@ CUresult mps__hook_cuDeviceGetDefaultMemPool(struct mps_client *c, CUmemoryPool 
 
 CUresult mps__hook_cuDeviceGetMemPool(struct mps_client *c, CUmemoryPool *pool, CUdevice dev)
 {
-	int d = dev_index(dev);
+	int d = mps__device_index(dev);
 	struct mps_sobj *o;
 	CUresult r = CUDA_ERROR_INVALID_DEVICE;
 
@@ -196,7 +170,7 @@ static CUresult set_current(struct mps_client *c, int d, CUmemoryPool pool)
 
 CUresult mps__hook_cuDeviceSetMemPool(struct mps_client *c, CUdevice dev, CUmemoryPool pool)
 {
-	int d = dev_index(dev);
+	int d = mps__device_index(dev);
 
 	return d < 0 ? CUDA_ERROR_INVALID_DEVICE : set_current(c, d, pool);
 }
@@ -210,7 +184,7 @@ CUresult mps__hook_cuMemGetDefaultMemPool(struct mps_client *c, CUmemoryPool *po
 
 	if (type != CU_MEM_ALLOCATION_TYPE_PINNED)
 		return type == CU_MEM_ALLOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-	r = location(c, loc, &d);
+	r = mps__fwd_location(c, loc, &d);
 	if (r != CUDA_SUCCESS || !(o = default_pool(c, d, &r)))
 		return r;
 	*pool_out = o->real;
@@ -226,7 +200,7 @@ CUresult mps__hook_cuMemGetMemPool(struct mps_client *c, CUmemoryPool *pool, CUm
 
 	if (type != CU_MEM_ALLOCATION_TYPE_PINNED)
 		return type == CU_MEM_ALLOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-	r = location(c, loc, &d);
+	r = mps__fwd_location(c, loc, &d);
 	if (r != CUDA_SUCCESS || !(o = current_pool(c, d, &r)))
 		return r;
 	*pool = o->real;
@@ -241,7 +215,7 @@ CUresult mps__hook_cuMemSetMemPool(struct mps_client *c, CUmemLocation *loc, CUm
 
 	if (type != CU_MEM_ALLOCATION_TYPE_PINNED)
 		return type == CU_MEM_ALLOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-	r = location(c, loc, &d);
+	r = mps__fwd_location(c, loc, &d);
 	return r != CUDA_SUCCESS ? r : set_current(c, d, pool);
 }
 
@@ -258,7 +232,7 @@ CUresult mps__hook_cuMemPoolCreate(struct mps_client *c, CUmemoryPool *pool, con
 	/* Shareable handles the server can pass on: file descriptors. */
 	if (pp.handleTypes & ~(unsigned int)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	r = location(c, &pp.location, &d);
+	r = mps__fwd_location(c, &pp.location, &d);
 	if (r != CUDA_SUCCESS)
 		return r;
 	pp.location.id = (int)mps_srv.dev[d].dev;
@@ -287,23 +261,16 @@ CUresult mps__hook_cuMemPoolSetAccess(struct mps_client *c, CUmemoryPool pool, c
 				      size_t count)
 {
 	CUmemAccessDesc *v;
-	CUresult r = CUDA_SUCCESS;
-	int d;
+	CUresult r;
 
 	if (!mps_drv.cuMemPoolSetAccess)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (!count)
 		return mps_drv.cuMemPoolSetAccess(pool, map, 0);
-	v = calloc(count, sizeof(*v));
+	v = mps__fwd_access(c, map, count, &r);
 	if (!v)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (size_t i = 0; i < count && r == CUDA_SUCCESS; i++) {
-		v[i] = map[i];
-		r = location(c, &v[i].location, &d);
-		v[i].location.id = r == CUDA_SUCCESS ? (int)mps_srv.dev[d].dev : 0;
-	}
-	if (r == CUDA_SUCCESS)
-		r = mps_drv.cuMemPoolSetAccess(pool, v, count);
+		return r;
+	r = mps_drv.cuMemPoolSetAccess(pool, v, count);
 	free(v);
 	return r;
 }
@@ -317,7 +284,7 @@ CUresult mps__hook_cuMemPoolGetAccess(struct mps_client *c, CUmemAccess_flags *f
 
 	if (!mps_drv.cuMemPoolGetAccess)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	r = location(c, &l, &d);
+	r = mps__fwd_location(c, &l, &d);
 	if (r != CUDA_SUCCESS)
 		return r;
 	l.id = (int)mps_srv.dev[d].dev;

@@ -44,28 +44,6 @@ static uint64_t reserve_cap(void)
 	return total * 8 > RESERVE_FLOOR ? total * 8 : RESERVE_FLOOR;
 }
 
-/* The device index of a location the client named, as ops_pool.c's. */
-static CUresult device_of(struct mps_client *c, int32_t type, int32_t id, int *d)
-{
-	CUdevice dev;
-	CUresult r;
-
-	if (type != CU_MEM_LOCATION_TYPE_DEVICE)
-		return type == CU_MEM_LOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-	if (id < 0)
-		return CUDA_ERROR_INVALID_DEVICE;
-	r = mps__fwd_device(c, (uint64_t)id, &dev);
-	if (r != CUDA_SUCCESS)
-		return r;
-	for (int i = 0; i < mps_srv.ndev; i++) {
-		if (mps_srv.dev[i].dev == dev) {
-			*d = i;
-			return CUDA_SUCCESS;
-		}
-	}
-	return CUDA_ERROR_INVALID_DEVICE;
-}
-
 /* A physical allocation record the client may name. */
 static struct mps_sobj *alloc_of(struct mps_client *c, uint32_t h)
 {
@@ -93,7 +71,8 @@ void mps__op_vmm_create(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_NOT_SUPPORTED);
 		return;
 	}
-	r = device_of(c, q->prop.loc_type, q->prop.loc_id, &d);
+	r = mps__fwd_location(c, &(CUmemLocation){ .type = (CUmemLocationType)q->prop.loc_type, .id = q->prop.loc_id },
+			      &d);
 	if (r == CUDA_SUCCESS && (q->size == 0 || q->prop.type != CU_MEM_ALLOCATION_TYPE_PINNED))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS && (q->prop.handle_types & ~(uint32_t)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
@@ -414,9 +393,9 @@ void mps__op_vmm_import(struct mps_client *c, const struct mps_msg *m)
 	if (mps_drv.cuMemGetAllocationPropertiesFromHandle &&
 	    mps_drv.cuMemGetAllocationPropertiesFromHandle(&prop, h) == CUDA_SUCCESS &&
 	    prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-		for (int i = 0; i < mps_srv.ndev; i++)
-			if (mps_srv.dev[i].dev == prop.location.id)
-				d = i;
+		int i = mps__device_index(prop.location.id);
+
+		d = i < 0 ? 0 : i;
 	}
 	o = mps_obj_add(c, MPS_H_ALLOC, (void *)(uintptr_t)h, d, 0);
 	if (!o) {
@@ -459,7 +438,7 @@ static CUresult server_prop(struct mps_client *c, const CUmemAllocationProp *in,
 
 	*out = *in;
 	out->win32HandleMetaData = NULL;
-	r = device_of(c, in->location.type, in->location.id, &d);
+	r = mps__fwd_location(c, &in->location, &d);
 	if (r == CUDA_SUCCESS)
 		out->location.id = (int)mps_srv.dev[d].dev;
 	return r;
@@ -485,16 +464,14 @@ CUresult mps__hook_cuMemGetAllocationPropertiesFromHandle(struct mps_client *c, 
 	CUresult r = mps_drv.cuMemGetAllocationPropertiesFromHandle
 			     ? mps_drv.cuMemGetAllocationPropertiesFromHandle(prop, handle)
 			     : CUDA_ERROR_NOT_SUPPORTED;
+	int d;
 
 	if (r != CUDA_SUCCESS)
 		return r;
 	prop->win32HandleMetaData = NULL;
 	/* The device as the client numbers it. */
-	for (int i = 0; i < mps_srv.ndev; i++)
-		if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && mps_srv.dev[i].dev == prop->location.id) {
-			prop->location.id = mps__client_ordinal(c, i);
-			break;
-		}
+	if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && (d = mps__device_index(prop->location.id)) >= 0)
+		prop->location.id = mps__client_ordinal(c, d);
 	return CUDA_SUCCESS;
 }
 
@@ -502,23 +479,16 @@ CUresult mps__hook_cuMemSetAccess(struct mps_client *c, CUdeviceptr ptr, size_t 
 				  size_t count)
 {
 	CUmemAccessDesc *v;
-	CUresult r = CUDA_SUCCESS;
-	int d;
+	CUresult r;
 
 	if (!mps_vmm_res_find(&c->vmm, ptr, size) || !count)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!mps_drv.cuMemSetAccess)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	v = calloc(count, sizeof(*v));
+	v = mps__fwd_access(c, desc, count, &r);
 	if (!v)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	for (size_t i = 0; i < count && r == CUDA_SUCCESS; i++) {
-		v[i] = desc[i];
-		r = device_of(c, v[i].location.type, v[i].location.id, &d);
-		v[i].location.id = r == CUDA_SUCCESS ? (int)mps_srv.dev[d].dev : 0;
-	}
-	if (r == CUDA_SUCCESS)
-		r = mps_drv.cuMemSetAccess(ptr, size, v, count);
+		return r;
+	r = mps_drv.cuMemSetAccess(ptr, size, v, count);
 	free(v);
 	return r;
 }
@@ -534,7 +504,7 @@ CUresult mps__hook_cuMemGetAccess(struct mps_client *c, unsigned long long *flag
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!mps_drv.cuMemGetAccess)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	r = device_of(c, l.type, l.id, &d);
+	r = mps__fwd_location(c, &l, &d);
 	if (r != CUDA_SUCCESS)
 		return r;
 	l.id = (int)mps_srv.dev[d].dev;
