@@ -354,6 +354,22 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 	EXPECT(call(MPS_OP_IPC_OPEN_EVENT, ctx, &m, sizeof(m.ipc), NULL) != CUDA_SUCCESS, "a garbage event opened");
 	CHECK_ERR(call(MPS_OP_IPC_OPEN_EVENT, 0x7fff0001, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_CONTEXT);
 
+	/* The devices it sees, sent again once it has a context, and with a
+	 * count past the server's devices: refused, the numbering unchanged. */
+	{
+		struct mps_msg_devices dv;
+
+		memset(&dv, 0, sizeof(dv));
+		dv.count = 1;
+		dv.map[0] = 1;
+		CHECK_ERR(call(MPS_OP_DEVICES, ctx, &dv, sizeof(dv), NULL), CUDA_ERROR_INVALID_VALUE);
+		dv.count = 99;
+		CHECK_ERR(call(MPS_OP_DEVICES, ctx, &dv, sizeof(dv), NULL), CUDA_ERROR_INVALID_VALUE);
+		CHECK_ERR(call(MPS_OP_DEVICES, ctx, &dv, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
+		memset(&m, 0, sizeof(m));
+		CHECK(call(MPS_OP_MEM_INFO, ctx, &m, 16, NULL));
+	}
+
 	/* A graph's picture, asked of a context and of nothing. */
 	memset(&m, 0, sizeof(m));
 	m.ipc.ptr = ctx;   /* the first word: mps_msg_graph_dot's graph */
