@@ -357,14 +357,17 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 	/* The devices it sees, sent again once it has a context, and with a
 	 * count past the server's devices: refused, the numbering unchanged. */
 	{
-		struct mps_msg_devices dv;
+		union {   /* room for the size rounded up to the ring's unit */
+			struct mps_msg_devices d;
+			uint8_t bytes[sizeof(struct mps_msg_devices) + MPS_MSG_ALIGN];
+		} dv;
 
 		memset(&dv, 0, sizeof(dv));
-		dv.count = 1;
-		dv.map[0] = 1;
-		CHECK_ERR(call(MPS_OP_DEVICES, ctx, &dv, sizeof(dv), NULL), CUDA_ERROR_INVALID_VALUE);
-		dv.count = 99;
-		CHECK_ERR(call(MPS_OP_DEVICES, ctx, &dv, sizeof(dv), NULL), CUDA_ERROR_INVALID_VALUE);
+		dv.d.count = 1;
+		dv.d.map[0] = 1;
+		CHECK_ERR(call(MPS_OP_DEVICES, ctx, &dv, sizeof(dv.d), NULL), CUDA_ERROR_INVALID_VALUE);
+		dv.d.count = 99;
+		CHECK_ERR(call(MPS_OP_DEVICES, ctx, &dv, sizeof(dv.d), NULL), CUDA_ERROR_INVALID_VALUE);
 		CHECK_ERR(call(MPS_OP_DEVICES, ctx, &dv, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
 		memset(&m, 0, sizeof(m));
 		CHECK(call(MPS_OP_MEM_INFO, ctx, &m, 16, NULL));
