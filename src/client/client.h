@@ -223,6 +223,15 @@ CUresult mps__host_region(size_t size, uint32_t *handle, void **addr);
 /* Pinned host memory: the region holding [p, p + len), or false. */
 bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *offset);
 
+/* Where the program sees the pinned host region the server calls region,
+ * or NULL (freed, or the library's own). */
+void *mps__hostmem_base(uint32_t region);
+
+/* A kernel node added to graph, or given new parameters in its graph or in
+ * an executable graph (what: enum mps_kernel_node_what) (graph.c). */
+CUresult mps__kernel_node(int what, CUgraphNode *out, CUgraph graph, CUgraphExec exec, CUgraphNode node,
+			  const CUgraphNode *deps, size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p);
+
 /* Per-thread default stream of ctx (stream.c), made on first use; and
  * forgetting those of a context that died. */
 CUresult mps__per_thread_stream(struct mps_ctx *ctx, uint32_t *handle);

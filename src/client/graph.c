@@ -132,8 +132,8 @@ static CUresult node_func(const CUDA_KERNEL_NODE_PARAMS *p, struct mps_func **f,
 	return CUDA_SUCCESS;
 }
 
-static CUresult kernel_node(int what, CUgraphNode *out, CUgraph graph, CUgraphExec exec, CUgraphNode node,
-			    const CUgraphNode *deps, size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
+CUresult mps__kernel_node(int what, CUgraphNode *out, CUgraph graph, CUgraphExec exec, CUgraphNode node,
+			  const CUgraphNode *deps, size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
 {
 	struct mps_msg_kernel_node q = { .ndeps = (uint32_t)ndeps };
 	const void *packed;
@@ -196,21 +196,21 @@ static CUresult add_kernel_node(CUgraphNode *out, CUgraph graph, const CUgraphNo
 {
 	if (!out || !graph)
 		return CUDA_ERROR_INVALID_VALUE;
-	return kernel_node(MPS_KNODE_ADD, out, graph, NULL, NULL, deps, ndeps, p);
+	return mps__kernel_node(MPS_KNODE_ADD, out, graph, NULL, NULL, deps, ndeps, p);
 }
 
 static CUresult kernel_node_set(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
 {
 	if (!node)
 		return CUDA_ERROR_INVALID_VALUE;
-	return kernel_node(MPS_KNODE_SET, NULL, NULL, NULL, node, NULL, 0, p);
+	return mps__kernel_node(MPS_KNODE_SET, NULL, NULL, NULL, node, NULL, 0, p);
 }
 
 static CUresult exec_kernel_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
 {
 	if (!exec || !node)
 		return CUDA_ERROR_INVALID_VALUE;
-	return kernel_node(MPS_KNODE_EXEC_SET, NULL, NULL, exec, node, NULL, 0, p);
+	return mps__kernel_node(MPS_KNODE_EXEC_SET, NULL, NULL, exec, node, NULL, 0, p);
 }
 
 static CUresult kernel_node_get(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS *p)

@@ -219,6 +219,18 @@ bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *of
 	return i >= 0;
 }
 
+void *mps__hostmem_base(uint32_t region)
+{
+	void *base = NULL;
+
+	pthread_rwlock_rdlock(&hostmem.lock);
+	for (size_t i = 0; i < hostmem.n && !base; i++)
+		if (((struct hostreg *)hostmem.v)[i].handle == region)
+			base = ((struct hostreg *)hostmem.v)[i].addr;
+	pthread_rwlock_unlock(&hostmem.lock);
+	return base;
+}
+
 /* A copy of the host region containing p. */
 static bool hostreg_of(const void *p, struct hostreg *out)
 {

@@ -29,7 +29,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        5
+#define MPS_WIRE_VERSION        6
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -190,7 +190,12 @@ enum mps_op_sync {
 	X(IPC_CLOSE_MEM, ipc_close_mem, mps_msg_ipc, MPS_SYNC) \
 	X(IPC_GET_EVENT, ipc_get_event, mps_msg_ipc, MPS_SYNC)            /* data = the handle */ \
 	X(IPC_OPEN_EVENT, ipc_open_event, mps_msg_ipc, MPS_SYNC)          /* val[0] = event */ \
-	X(GRAPH_DOT, graph_dot, mps_msg_graph_dot, MPS_SYNC)              /* the text comes ahead of the reply, as an fd */
+	X(GRAPH_DOT, graph_dot, mps_msg_graph_dot, MPS_SYNC)              /* the text comes ahead of the reply, as an fd */ \
+	X(MEMCPY_NODE, memcpy_node, mps_msg_memcpy_node, MPS_SYNC)        /* add: val[0] = node */ \
+	X(MEMCPY_NODE_GET, memcpy_node_get, mps_msg_handle, MPS_SYNC)     /* data = struct mps_copy3d */ \
+	X(ALLOC_NODE, alloc_node, mps_msg_alloc_node, MPS_SYNC)           /* val[0] = node, val[1] = dptr */ \
+	X(ALLOC_NODE_GET, alloc_node_get, mps_msg_handle, MPS_SYNC)       /* val: see mps_msg_alloc_node; data */ \
+	X(COND_NODE, cond_node, mps_msg_cond_node, MPS_SYNC)              /* val[0] = node; data = body graphs */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -581,6 +586,80 @@ struct mps_msg_kernel_node {
 	uint32_t arg_size;
 };
 
+/* A copy of a graph's copy node (CUDA_MEMCPY3D as the wire carries it).
+ * Each side is device memory (region 0: addr is a device address) or a
+ * pinned host region of the client's (region: its handle; addr: an offset
+ * in it); x, y, z, pitch and height place the copy in it as in
+ * CUDA_MEMCPY3D, and width (bytes), height and depth are its extent. */
+struct mps_copy3d_side {
+	uint64_t addr;
+	uint64_t x, y, z;
+	uint64_t pitch, height;
+	uint32_t region;
+	uint32_t pad;
+};
+
+struct mps_copy3d {
+	struct mps_copy3d_side src, dst;
+	uint64_t width, height, depth;
+};
+
+/* MPS_OP_MEMCPY_NODE: a copy node added or given new parameters (flags:
+ * enum mps_kernel_node_what); ndeps node handles (add only) follow,
+ * padded to 8 bytes. ctx: the copy's context (0: the message's). */
+struct mps_msg_memcpy_node {
+	struct mps_msg hdr;
+	uint32_t graph;
+	uint32_t node;
+	uint32_t exec;
+	uint32_t ctx;
+	uint32_t ndeps;
+	uint32_t pad;
+	struct mps_copy3d p;
+};
+
+/* MPS_OP_ALLOC_NODE: an allocation node (cuGraphAddMemAllocNode) of
+ * bytesize bytes on the device loc_id (the client's numbering), after ndeps
+ * nodes: their handles follow, padded to 8 bytes, then naccess struct
+ * mps_access. The reply of MPS_OP_ALLOC_NODE_GET: val[0] the address,
+ * val[1] the size, val[2] the device (the server's index), val[3] the
+ * number of access descriptors in data (the server's device indices). */
+struct mps_access {
+	int32_t loc_type;
+	int32_t loc_id;
+	uint32_t flags;
+	uint32_t pad;
+};
+
+#define MPS_ALLOC_NODE_ACCESS_MAX (MPS_SLOT_DATA / sizeof(struct mps_access))
+
+struct mps_msg_alloc_node {
+	struct mps_msg hdr;
+	uint32_t graph;
+	uint32_t ndeps;
+	int32_t loc_type;
+	int32_t loc_id;
+	uint32_t naccess;
+	uint32_t pad;
+	uint64_t bytesize;
+};
+
+/* MPS_OP_COND_NODE: a conditional node (cuGraphAddNode with
+ * CU_GRAPH_NODE_TYPE_CONDITIONAL) after ndeps nodes, their handles
+ * following; the reply's data holds its size body graphs' handles. */
+#define MPS_COND_BODIES_MAX 64
+
+struct mps_msg_cond_node {
+	struct mps_msg hdr;
+	uint32_t graph;
+	uint32_t ndeps;
+	uint32_t ctx;     /* 0: the message's */
+	uint32_t type;    /* CUgraphConditionalNodeType */
+	uint32_t size;
+	uint32_t pad;
+	uint64_t handle;  /* CUgraphConditionalHandle */
+};
+
 /* Reply of MPS_OP_KERNEL_NODE_GET: val[0] the function's handle (as a
  * kernel when val[1] is 1); data: this struct, then arg_size bytes of
  * arguments at the function's offsets. */
@@ -659,6 +738,9 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_vmm);
 MPS_WIRE_ASSERT_SIZE(mps_msg_devices);
 MPS_WIRE_ASSERT_SIZE(mps_msg_ipc);
 MPS_WIRE_ASSERT_SIZE(mps_msg_graph_dot);
+MPS_WIRE_ASSERT_SIZE(mps_msg_memcpy_node);
+MPS_WIRE_ASSERT_SIZE(mps_msg_alloc_node);
+MPS_WIRE_ASSERT_SIZE(mps_msg_cond_node);
 _Static_assert(sizeof(struct mps_kernel_node_out) == 32, "kernel node reply layout");
 _Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
 _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");

@@ -54,6 +54,9 @@
 	X(cuStreamGetCaptureInfo_v3) X(cuThreadExchangeStreamCaptureMode) X(cuStreamBeginCaptureToGraph) \
 	X(cuGraphAddKernelNode_v2) X(cuGraphKernelNodeSetParams_v2) X(cuGraphExecKernelNodeSetParams_v2) \
 	X(cuGraphKernelNodeGetParams_v2) \
+	X(cuGraphAddMemcpyNode) X(cuGraphMemcpyNodeGetParams) X(cuGraphMemcpyNodeSetParams) \
+	X(cuGraphExecMemcpyNodeSetParams) X(cuGraphAddMemAllocNode) X(cuGraphMemAllocNodeGetParams) \
+	X(cuGraphAddNode_v2) \
 	X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuGetExportTable)
 
 #define MPS_DRIVER_FIELD(name) __typeof__(&name) name;

@@ -102,12 +102,20 @@ CUresult mps__hook_cuGraphExecMemsetNodeSetParams(struct mps_client *c, CUgraphE
 CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGraphNode, CUgraph hGraph,
 					 const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr)
 {
+	const struct mps_mrange *rg = mps_memacct_find(&c->mem, dptr);
+	CUresult r;
+
 	/* Only memory of the client's own may be freed by its graph. */
-	if (!mps_memacct_find(&c->mem, dptr))
+	if (!rg || rg->base != dptr || rg->kind != MPS_MEM_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!mps_drv.cuGraphAddMemFreeNode)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	return mps_drv.cuGraphAddMemFreeNode(phGraphNode, hGraph, dependencies, numDependencies, dptr);
+	r = mps_drv.cuGraphAddMemFreeNode(phGraphNode, hGraph, dependencies, numDependencies, dptr);
+	/* Freed by the graph from now on, as a captured cuMemFreeAsync is
+	 * (ops_mem.c): no longer the client's to name or hold. */
+	if (r == CUDA_SUCCESS)
+		mps_memacct_remove(&c->mem, dptr, MPS_MEM_DEVICE, NULL);
+	return r;
 }
 
 /* Gives resultInfo's nodes back as the client's handles, in the pointer

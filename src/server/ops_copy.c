@@ -31,7 +31,7 @@ static void *host_side(struct mps_client *c, const struct mps_msg_copy *q, const
 			break;
 		return mps__slot(c, m->slot)->data;
 	default:
-		h = mps__obj(c, q->host_region, MPS_H_HOST);
+		h = mps__host_get(c, q->host_region);
 		if (!h || q->host_offset > h->size || q->size > h->size - q->host_offset)
 			break;
 		return (uint8_t *)h->addr + q->host_offset;
@@ -101,10 +101,15 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 	/* Bytes that live in the message or a staging chunk cannot be captured
 	 * into a graph: they are gone when it runs (the driver refuses pageable
 	 * memory in a capture too). Pinned memory of the client's can be. */
-	if ((q->host_region == MPS_HOST_INLINE || q->host_region == MPS_HOST_SLOT || (m->flags & MPS_COPY_STAGE)) &&
-	    mps_stream_capturing(c, st)) {
-		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-		goto fail;
+	if (host && mps_stream_capturing(c, st)) {
+		struct mps_shost *h = q->host_region == MPS_HOST_INLINE || q->host_region == MPS_HOST_SLOT ||
+						      (m->flags & MPS_COPY_STAGE) ? NULL : mps__host_get(c, q->host_region);
+
+		if (!h) {
+			r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+			goto fail;
+		}
+		h->graphed = true;   /* kept for the graph (ops_gnode.c) */
 	}
 	staged = m->slot != MPS_NO_SLOT && q->kind == MPS_COPY_H2D && q->host_region == MPS_HOST_INLINE &&
 		 !(m->flags & MPS_COPY_STAGE) && mps_drv.cuStreamQuery(st->s) == CUDA_SUCCESS;

@@ -389,11 +389,11 @@ err_oom:
 	mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 }
 
-static void host_free(struct mps_client *c, struct mps_shost *h)
+/* Forgets the region's device address: whatever range carries its handle. */
+static void host_unrange(struct mps_client *c, struct mps_shost *h)
 {
 	const struct mps_mrange *rg;
 
-	/* Its device address is whatever range carries this handle. */
 	for (size_t i = 0; i < c->mem.n; i++) {
 		rg = &c->mem.r[i];
 		if (rg->kind == MPS_MEM_HOST && rg->ctx == h->handle) {
@@ -401,6 +401,12 @@ static void host_free(struct mps_client *c, struct mps_shost *h)
 			break;
 		}
 	}
+}
+
+static void host_free(struct mps_client *c, struct mps_shost *h)
+{
+	if (!h->freed)
+		host_unrange(c, h);
 	mps__bind_device(c, mps__cur_device() < 0 ? 0 : mps__cur_device());
 	mps_drv.cuMemHostUnregister(h->addr);
 	munmap(h->addr, h->size);
@@ -423,7 +429,7 @@ static void sync_streams(void *obj, void *arg)
 void mps__op_host_free(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_handle *q = (const void *)m;
-	struct mps_shost *h = mps__obj(c, q->handle, MPS_H_HOST);
+	struct mps_shost *h = mps__host_get(c, q->handle);
 
 	if (!h) {
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
@@ -431,8 +437,22 @@ void mps__op_host_free(struct mps_client *c, const struct mps_msg *m)
 	}
 	/* As cuMemFreeHost, wait for the client's work that may still use it. */
 	mps_handles_foreach(&c->handles, MPS_H_CTX, sync_streams, c);
-	host_free(c, h);
+	if (h->graphed) {
+		/* A graph may still copy to or from it when launched: the pages
+		 * stay ours (and charged) until the client leaves. */
+		host_unrange(c, h);
+		h->freed = true;
+	} else {
+		host_free(c, h);
+	}
 	mps__reply(c, m->slot, CUDA_SUCCESS);
+}
+
+struct mps_shost *mps__host_get(struct mps_client *c, uint32_t handle)
+{
+	struct mps_shost *h = mps__obj(c, handle, MPS_H_HOST);
+
+	return h && !h->freed ? h : NULL;
 }
 
 static void host_free_cb(void *obj, void *arg)

@@ -155,6 +155,8 @@ struct mps_shost {
 	int fd;
 	void *addr;
 	size_t size;
+	bool graphed;   /* a graph's copy names it: kept until the client leaves */
+	bool freed;     /* the client freed it (graphed); no message may name it */
 };
 
 struct mps_client {
@@ -277,6 +279,9 @@ CUresult mps__pool_alloc(struct mps_client *c, struct mps_sstream *st, struct mp
 			 CUdeviceptr *out);
 void mps__modules_release_ctx(struct mps_client *c, uint32_t ctx);
 void mps__host_release_all(struct mps_client *c);
+
+/* The client's pinned host region called handle, NULL if none or freed. */
+struct mps_shost *mps__host_get(struct mps_client *c, uint32_t handle);
 
 /* Handle types. */
 enum {

@@ -23,7 +23,7 @@ struct si_graph *mps__graph_new(void)
 	return g;
 }
 
-static void gnode_free(struct si_gnode *n)
+void mps__gnode_free(struct si_gnode *n)
 {
 	if (n->handle)
 		mps__handle_remove(n->handle);
@@ -31,6 +31,10 @@ static void gnode_free(struct si_gnode *n)
 		mps__op_free(n->op);
 	if (n->child)
 		mps__graph_free(n->child);
+	for (unsigned i = 0; i < n->nbodies; i++)
+		if (n->bodies[i])
+			mps__graph_free(n->bodies[i]);
+	free(n->bodies);
 	si_list_del(&n->link);
 	n->graph->nnodes--;
 	free(n->deps);
@@ -40,7 +44,7 @@ static void gnode_free(struct si_gnode *n)
 void mps__graph_free(struct si_graph *g)
 {
 	while (!si_list_empty(&g->nodes))
-		gnode_free(si_container_of(g->nodes.next, struct si_gnode, link));
+		mps__gnode_free(si_container_of(g->nodes.next, struct si_gnode, link));
 	if (g->handle)
 		mps__handle_remove(g->handle);
 	free(g);
@@ -82,19 +86,19 @@ struct si_gnode *mps__gnode_add(struct si_graph *g, CUgraphNodeType type, struct
 	g->nnodes++;
 	for (unsigned i = 0; i < ndeps; i++) {
 		if (dep_add(n, deps[i]) < 0) {
-			gnode_free(n);
+			mps__gnode_free(n);
 			return NULL;
 		}
 	}
 	return n;
 }
 
-static struct si_graph *graph_arg(CUgraph h)
+struct si_graph *mps__graph_arg(CUgraph h)
 {
 	return mps__handle_get((uintptr_t)h, SI_H_GRAPH);
 }
 
-static struct si_gnode *node_arg(CUgraphNode h)
+struct si_gnode *mps__gnode_arg(CUgraphNode h)
 {
 	return mps__handle_get((uintptr_t)h, SI_H_GNODE);
 }
@@ -111,7 +115,7 @@ static CUresult deps_arg(struct si_graph *g, const CUgraphNode *h, size_t n, str
 	if (!d)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	for (size_t i = 0; i < n; i++) {
-		d[i] = node_arg(h[i]);
+		d[i] = mps__gnode_arg(h[i]);
 		for (size_t j = 0; d[i] && j < i; j++)
 			if (d[j] == d[i])
 				d[i] = NULL;
@@ -126,8 +130,8 @@ static CUresult deps_arg(struct si_graph *g, const CUgraphNode *h, size_t n, str
 
 /* The common frame of the cuGraphAdd*Node calls: checks, makes the node
  * after its dependencies. */
-static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t ndeps, CUgraphNodeType type,
-			 struct si_gnode **node)
+CUresult mps__graph_add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
+			     CUgraphNodeType type, struct si_gnode **node)
 {
 	struct si_graph *g;
 	struct si_gnode **d;
@@ -136,7 +140,7 @@ static CUresult add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, 
 	*node = NULL;
 	if (!out)
 		return CUDA_ERROR_INVALID_VALUE;
-	g = graph_arg(hg);
+	g = mps__graph_arg(hg);
 	if (!g || g->cap)
 		return CUDA_ERROR_INVALID_VALUE;
 	rc = deps_arg(g, deps, ndeps, &d);
@@ -180,7 +184,7 @@ CU_API CUresult cuGraphDestroy(CUgraph hGraph)
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	g = graph_arg(hGraph);
+	g = mps__graph_arg(hGraph);
 	/* Not while it is being captured, nor a child graph (its node owns it). */
 	if (g && !g->cap && !g->parent) {
 		mps__graph_free(g);
@@ -197,7 +201,7 @@ CU_API CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, co
 	CUresult rc;
 
 	mps__lock();
-	rc = add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_EMPTY, &n);
+	rc = mps__graph_add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_EMPTY, &n);
 	mps__unlock();
 	return rc;
 }
@@ -237,7 +241,7 @@ CU_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph
 	mps__lock();
 	rc = kernel_from(nodeParams, &op, &fn);
 	if (rc == CUDA_SUCCESS) {
-		rc = add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL, &n);
+		rc = mps__graph_add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL, &n);
 		if (rc == CUDA_SUCCESS) {
 			n->op = op;
 			n->fn = fn;
@@ -256,7 +260,7 @@ CU_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NOD
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	n = node_arg(hNode);
+	n = mps__gnode_arg(hNode);
 	if (n && nodeParams && n->type == CU_GRAPH_NODE_TYPE_KERNEL && n->op->kernel.entry->nparams <= 64) {
 		const struct si_entry *e = n->op->kernel.entry;
 
@@ -290,7 +294,7 @@ CU_API CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERN
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	n = node_arg(hNode);
+	n = mps__gnode_arg(hNode);
 	if (n && n->type == CU_GRAPH_NODE_TYPE_KERNEL) {
 		rc = kernel_from(nodeParams, &op, &fn);
 		if (rc == CUDA_SUCCESS) {
@@ -339,7 +343,7 @@ CU_API CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
 	mps__lock();
 	rc = memset_from(memsetParams, &op);
 	if (rc == CUDA_SUCCESS) {
-		rc = add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMSET, &n);
+		rc = mps__graph_add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMSET, &n);
 		if (rc == CUDA_SUCCESS)
 			n->op = op;
 		else
@@ -355,7 +359,7 @@ CU_API CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_P
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	n = node_arg(hNode);
+	n = mps__gnode_arg(hNode);
 	if (n && nodeParams && n->type == CU_GRAPH_NODE_TYPE_MEMSET) {
 		memset(nodeParams, 0, sizeof(*nodeParams));
 		nodeParams->dst = (CUdeviceptr)(uintptr_t)n->op->memset.dst;
@@ -377,7 +381,7 @@ CU_API CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	n = node_arg(hNode);
+	n = mps__gnode_arg(hNode);
 	if (n && n->type == CU_GRAPH_NODE_TYPE_MEMSET && (rc = memset_from(nodeParams, &op)) == CUDA_SUCCESS) {
 		mps__op_free(n->op);
 		n->op = op;
@@ -398,7 +402,7 @@ static CUresult event_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps
 	if (rc == CUDA_SUCCESS)
 		rc = mps__event_check(ev, ctx);
 	if (rc == CUDA_SUCCESS)
-		rc = add_node(out, hg, deps, ndeps, type, &n);
+		rc = mps__graph_add_node(out, hg, deps, ndeps, type, &n);
 	if (rc == CUDA_SUCCESS)
 		n->event = ev;
 	mps__unlock();
@@ -424,7 +428,7 @@ static CUresult node_event(CUgraphNode h, CUgraphNodeType type, CUevent *get, CU
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	n = node_arg(h);
+	n = mps__gnode_arg(h);
 	if (n && n->type == type) {
 		if (get) {
 			*get = n->event;
@@ -471,6 +475,21 @@ static CUresult copy_nodes(struct si_graph *dst, struct si_graph *src)
 		c->event = o->event;
 		c->dptr = o->dptr;
 		c->bytes = o->bytes;
+		c->copy = o->copy;
+		c->cond = o->cond;
+		c->cond_type = o->cond_type;
+		if (o->nbodies) {
+			c->bodies = calloc(o->nbodies, sizeof(*c->bodies));
+			if (!c->bodies)
+				return CUDA_ERROR_OUT_OF_MEMORY;
+			c->nbodies = o->nbodies;
+			for (unsigned i = 0; i < o->nbodies; i++) {
+				c->bodies[i] = mps__graph_clone(o->bodies[i]);
+				if (!c->bodies[i] || !(c->bodies[i]->handle = mps__handle_add(SI_H_GRAPH, c->bodies[i])))
+					return CUDA_ERROR_OUT_OF_MEMORY;
+				c->bodies[i]->parent = c;
+			}
+		}
 		c->clone_of = o;
 		o->clone_of = c;
 		if (o->op && !(c->op = mps__op_clone(o->op)))
@@ -513,7 +532,7 @@ CU_API CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	o = graph_arg(originalGraph);
+	o = mps__graph_arg(originalGraph);
 	if (phGraphClone && o && !o->cap) {
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
 		g = mps__graph_clone(o);
@@ -535,8 +554,8 @@ CU_API CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOrigina
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	o = node_arg(hOriginalNode);
-	g = graph_arg(hClonedGraph);
+	o = mps__gnode_arg(hOriginalNode);
+	g = mps__graph_arg(hClonedGraph);
 	/* A clone's copy points back at its original, and the original at its
 	 * latest copy. */
 	if (phNode && o && g) {
@@ -562,14 +581,14 @@ CU_API CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGrap
 	CUresult rc;
 
 	mps__lock();
-	child = graph_arg(childGraph);
+	child = mps__graph_arg(childGraph);
 	rc = CUDA_ERROR_INVALID_VALUE;
-	if (child && !child->cap && child != graph_arg(hGraph))
-		rc = add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, &n);
+	if (child && !child->cap && child != mps__graph_arg(hGraph))
+		rc = mps__graph_add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_GRAPH, &n);
 	if (rc == CUDA_SUCCESS) {
 		n->child = mps__graph_clone(child);
 		if (!n->child) {
-			gnode_free(n);
+			mps__gnode_free(n);
 			rc = CUDA_ERROR_OUT_OF_MEMORY;
 		} else {
 			n->child->parent = n;
@@ -586,7 +605,7 @@ CU_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGrap
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	n = node_arg(hNode);
+	n = mps__gnode_arg(hNode);
 	if (n && phGraph && n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->child->handle) {
 		*phGraph = (CUgraph)n->child->handle;
 		rc = CUDA_SUCCESS;
@@ -601,7 +620,7 @@ CU_API CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	n = node_arg(hNode);
+	n = mps__gnode_arg(hNode);
 	if (n && type) {
 		*type = n->type;
 		rc = CUDA_SUCCESS;
@@ -627,11 +646,11 @@ static CUresult edges(CUgraph hg, const CUgraphNode *from, const CUgraphNode *to
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	g = graph_arg(hg);
+	g = mps__graph_arg(hg);
 	if (!g || (n && (!from || !to)))
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		struct si_gnode *f = node_arg(from[i]), *t = node_arg(to[i]);
+		struct si_gnode *f = mps__gnode_arg(from[i]), *t = mps__gnode_arg(to[i]);
 
 		rc = CUDA_ERROR_INVALID_VALUE;
 		if (!f || !t || f->graph != g || t->graph != g || f == t)
@@ -679,7 +698,7 @@ CU_API CUresult cuGraphDestroyNode(CUgraphNode hNode)
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	n = node_arg(hNode);
+	n = mps__gnode_arg(hNode);
 	if (n && !n->graph->cap) {
 		/* Its edges go with it. */
 		for (struct si_list *l = n->graph->nodes.next; l != &n->graph->nodes; l = l->next) {
@@ -689,7 +708,7 @@ CU_API CUresult cuGraphDestroyNode(CUgraphNode hNode)
 				if (o->deps[j] == n)
 					o->deps[j--] = o->deps[--o->ndeps];
 		}
-		gnode_free(n);
+		mps__gnode_free(n);
 		rc = CUDA_SUCCESS;
 	}
 	mps__unlock();
@@ -705,7 +724,7 @@ static CUresult list(CUgraph hg, CUgraphNode *out, size_t *count, bool roots)
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	g = graph_arg(hg);
+	g = mps__graph_arg(hg);
 	if (g && count) {
 		for (struct si_list *l = g->nodes.next; l != &g->nodes; l = l->next) {
 			struct si_gnode *o = si_container_of(l, struct si_gnode, link);
@@ -744,7 +763,7 @@ CU_API CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNod
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	g = graph_arg(hGraph);
+	g = mps__graph_arg(hGraph);
 	if (g && numEdges && !from == !to) {
 		for (struct si_list *l = g->nodes.next; l != &g->nodes; l = l->next) {
 			struct si_gnode *o = si_container_of(l, struct si_gnode, link);
@@ -772,7 +791,7 @@ static CUresult neighbours(CUgraphNode h, CUgraphNode *out, CUgraphEdgeData *edg
 	CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
 	mps__lock();
-	n = node_arg(h);
+	n = mps__gnode_arg(h);
 	if (n && count) {
 		if (deps) {
 			for (unsigned j = 0; j < n->ndeps; j++, k++)
@@ -827,7 +846,7 @@ CU_API CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned 
 	if (!f)
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	mps__lock();
-	g = graph_arg(hGraph);
+	g = mps__graph_arg(hGraph);
 	if (!g) {
 		rc = CUDA_ERROR_INVALID_VALUE;
 	} else {

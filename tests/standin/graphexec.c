@@ -65,6 +65,28 @@ static CUresult step_add(struct si_gexec *x, const struct si_gnode *n)
 
 static CUresult flatten(struct si_gexec *x, struct si_graph *g);
 
+/* A conditional node: nothing in the stand-in's device code sets a
+ * condition, so it holds its default value at every launch, and the body
+ * that value picks is the one the node runs, unrolled here. A loop that
+ * would run is refused. */
+static CUresult conditional(struct si_gexec *x, struct si_gnode *n)
+{
+	unsigned v;
+
+	if (mps__cond_value(n->cond, &v) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (n->cond_type) {
+	case CU_GRAPH_COND_TYPE_IF:
+		if (v)
+			return flatten(x, n->bodies[0]);
+		return n->nbodies > 1 ? flatten(x, n->bodies[1]) : CUDA_SUCCESS;
+	case CU_GRAPH_COND_TYPE_WHILE:
+		return v ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+	default:
+		return v < n->nbodies ? flatten(x, n->bodies[v]) : CUDA_SUCCESS;
+	}
+}
+
 /* Adds n after everything it depends on (marks: 1 on the way, 2 done). */
 static CUresult visit(struct si_gexec *x, struct si_gnode *n)
 {
@@ -90,10 +112,15 @@ static CUresult visit(struct si_gexec *x, struct si_gnode *n)
 	case CU_GRAPH_NODE_TYPE_EMPTY:
 	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:   /* the memory is there from the node's making */
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
 		rc = step_add(x, n);
 		break;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		rc = conditional(x, n);
+		break;
 	default:
-		rc = CUDA_ERROR_NOT_SUPPORTED;   /* host, allocation, conditional nodes */
+		rc = CUDA_ERROR_NOT_SUPPORTED;   /* host nodes */
 		break;
 	}
 	n->mark = 2;
@@ -219,6 +246,8 @@ static CUresult launch(CUgraphExec hGraphExec, CUstream hStream, bool upload_onl
 			op = mps__event_wait_op(st->event, &rc);
 			break;
 		case CU_GRAPH_NODE_TYPE_EMPTY:
+		case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		case CU_GRAPH_NODE_TYPE_MEM_FREE:
 			continue;
 		default:
 			op = mps__op_clone(st->op);
@@ -303,6 +332,26 @@ CU_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNo
 		st->op->memset.count = memsetParams->width;
 		st->op->memset.value = memsetParams->value;
 		rc = CUDA_SUCCESS;
+	}
+	mps__unlock();
+	return rc;
+}
+
+CU_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+					       const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+	struct si_gexec *x;
+	struct step *st;
+	struct si_op *op;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	(void)ctx;
+	mps__lock();
+	x = mps__handle_get((uintptr_t)hGraphExec, SI_H_GEXEC);
+	st = x ? step_of(x, hNode) : NULL;
+	if (st && st->type == CU_GRAPH_NODE_TYPE_MEMCPY && (rc = mps__copy3d_op(copyParams, &op)) == CUDA_SUCCESS) {
+		mps__op_free(st->op);
+		st->op = op;
 	}
 	mps__unlock();
 	return rc;

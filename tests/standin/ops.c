@@ -90,20 +90,33 @@ err:
 	return NULL;
 }
 
+/* The bytes one side of a copy spans. */
+static size_t copy_span(const struct si_op *op, size_t pitch, size_t slice)
+{
+	size_t rows = op->copy.rows ? op->copy.rows : 1, slices = op->copy.slices ? op->copy.slices : 1;
+
+	return (slices - 1) * slice + (rows - 1) * pitch + op->copy.bytes;
+}
+
 static CUresult run_copy(struct si_op *op)
 {
 	struct si_range *d = NULL, *s = NULL;
+	size_t rows = op->copy.rows ? op->copy.rows : 1, slices = op->copy.slices ? op->copy.slices : 1;
+	const uint8_t *src = op->copy.staging ? op->copy.staging : op->copy.src;
 	bool ok = true;
 
 	mps__lock();
 	if (op->copy.pin_dst)
-		ok = (d = mps__range_pin((uintptr_t)op->copy.dst, op->copy.bytes, -1)) != NULL;
+		ok = (d = mps__range_pin((uintptr_t)op->copy.dst, copy_span(op, op->copy.dpitch, op->copy.dslice),
+					 -1)) != NULL;
 	if (ok && op->copy.pin_src)
-		ok = (s = mps__range_pin((uintptr_t)op->copy.src, op->copy.bytes, -1)) != NULL;
+		ok = (s = mps__range_pin((uintptr_t)op->copy.src, copy_span(op, op->copy.spitch, op->copy.sslice),
+					 -1)) != NULL;
 	mps__unlock();
-	if (ok)
-		memmove(op->copy.dst, op->copy.staging ? op->copy.staging : op->copy.src,
-			op->copy.bytes);
+	for (size_t z = 0; ok && z < slices; z++)
+		for (size_t y = 0; y < rows; y++)
+			memmove((uint8_t *)op->copy.dst + z * op->copy.dslice + y * op->copy.dpitch,
+				src + z * op->copy.sslice + y * op->copy.spitch, op->copy.bytes);
 	mps__lock();
 	if (d)
 		mps__range_unpin(d);

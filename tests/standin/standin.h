@@ -386,9 +386,13 @@ struct si_op {
 		struct {
 			void *dst;
 			const void *src;
-			size_t bytes;
+			size_t bytes;           /* of a row */
 			bool pin_dst, pin_src;  /* device or registered memory */
 			void *staging;          /* our copy of a pageable source */
+			/* A 2D or 3D copy (a graph's copy node): rows of each
+			 * slice, slices, and the strides; 0 rows: one row. */
+			size_t rows, slices;
+			size_t spitch, dpitch, sslice, dslice;
 		} copy;
 		struct {
 			void *dst;
@@ -515,6 +519,11 @@ struct si_gnode {
 	CUevent event;                  /* event record / wait */
 	CUdeviceptr dptr;               /* mem alloc / free */
 	size_t bytes;                   /* mem alloc */
+	CUDA_MEMCPY3D copy;             /* memcpy: the parameters as given */
+	struct si_graph **bodies;       /* conditional: the body graphs it owns */
+	unsigned nbodies;
+	CUgraphConditionalHandle cond;
+	CUgraphConditionalNodeType cond_type;
 	struct si_gnode **deps;
 	unsigned ndeps, deps_cap;
 	struct si_gnode *clone_of;      /* during cuGraphClone, and after: FindInClone */
@@ -537,6 +546,20 @@ void mps__graph_free(struct si_graph *g);
 /* Adds a node of a type after ndeps nodes of g. NULL when out of memory. */
 struct si_gnode *mps__gnode_add(struct si_graph *g, CUgraphNodeType type, struct si_gnode *const *deps,
 				unsigned ndeps);
+/* The graph and node a handle names, or NULL. Under the lock. */
+struct si_graph *mps__graph_arg(CUgraph h);
+struct si_gnode *mps__gnode_arg(CUgraphNode h);
+/* The common frame of the cuGraphAdd*Node calls: checks the graph and the
+ * dependencies, makes the node after them. Under the lock. */
+CUresult mps__graph_add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
+			     CUgraphNodeType type, struct si_gnode **node);
+/* Frees a node no other node depends on (and what it owns). */
+void mps__gnode_free(struct si_gnode *n);
+/* A conditional handle's value at launch: its default. 0, or -1 if the
+ * handle is none of ours (graphnodes.c). */
+int mps__cond_value(CUgraphConditionalHandle h, unsigned *value);
+/* The copy a copy node's parameters describe, checked (graphnodes.c). */
+CUresult mps__copy3d_op(const CUDA_MEMCPY3D *p, struct si_op **out);
 /* A deep copy of a kernel, copy or memset operation (for a node or a launch). */
 struct si_op *mps__op_clone(const struct si_op *op);
 /* Checks a kernel launch and makes its operation (launch.c): what the

@@ -5,7 +5,9 @@
  *
  * The victim allocates device and pinned memory, memory of its pools (one
  * it made, whose freed memory stays cached, and its default pool) and a
- * physical allocation it mapped and released, queues many spin kernels
+ * physical allocation it mapped and released, a graph allocation left
+ * allocated and pinned memory freed under a graph's copy node, queues many
+ * spin kernels
  * and launches of a graph, leaves a stream capture open, and keeps a thread
  * in a large pageable copy (so staging chunks are in flight) when it is
  * killed. A survivor runs verified work all along. After
@@ -104,6 +106,49 @@ static void hold_pools_and_mappings(CUstream s)
 	CHECK(cuStreamSynchronize(s));
 }
 
+/* Graph memory: a copy node from pinned memory that is freed before the
+ * graph runs (the server keeps the pages for the graph), and an allocation
+ * node whose memory the graph leaves allocated. */
+static void hold_graph_memory(CUdevice dev, CUdeviceptr d, CUstream s)
+{
+	CUDA_MEM_ALLOC_NODE_PARAMS ap;
+	CUDA_MEMSET_NODE_PARAMS mp;
+	CUDA_MEMCPY3D cp;
+	CUgraphNode n, a;
+	CUgraphExec ge;
+	CUgraph g;
+	void *pinned;
+
+	CHECK(cuMemAllocHost(&pinned, 1u << 20));
+	memset(pinned, 0x5c, 1u << 20);
+	CHECK(cuGraphCreate(&g, 0));
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+	cp.srcHost = pinned;
+	cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.dstDevice = d;
+	cp.WidthInBytes = 1u << 20;
+	cp.Height = cp.Depth = 1;
+	CHECK(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, NULL));
+	memset(&ap, 0, sizeof(ap));
+	ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	ap.poolProps.location.id = dev;
+	ap.bytesize = 8u << 20;
+	CHECK(cuGraphAddMemAllocNode(&a, g, &n, 1, &ap));
+	memset(&mp, 0, sizeof(mp));
+	mp.dst = ap.dptr;
+	mp.elementSize = 4;
+	mp.width = (8u << 20) / 4;
+	mp.height = 1;
+	mp.value = 0x44444444u;
+	CHECK(cuGraphAddMemsetNode(&n, g, &a, 1, &mp, NULL));
+	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+	CHECK(cuMemFreeHost(pinned));
+	CHECK(cuGraphLaunch(ge, s));
+	CHECK(cuStreamSynchronize(s));
+}
+
 static int victim(int ready)
 {
 	CUdeviceptr d, out;
@@ -123,6 +168,7 @@ static int victim(int ready)
 	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CHECK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
 	hold_pools_and_mappings(s);
+	hold_graph_memory(t_device(), d, s);
 	/* A graph of two spins, launched many times; a capture left open. */
 	CHECK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
 	for (int i = 0; i < 2; i++) {

@@ -567,6 +567,127 @@ static void attack_graphs(uint32_t ctx, uint32_t mod)
 	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en), NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Copy, allocation and conditional nodes: sides in the neighbour's memory
+ * or in no region, spans that wrap, extents past their memory; an
+ * allocation with too many access descriptors, of nothing, on a device
+ * that does not exist or on the host; a conditional node with no bodies or
+ * too many, and a handle that is not one. Each refused; the graph whole. */
+static void attack_gnodes(uint32_t ctx, uint64_t theirs)
+{
+	union {
+		struct mps_msg hdr;
+		struct mps_fwd_cuGraphCreate gc;
+		struct mps_fwd_cuGraphDestroy gd;
+		struct mps_fwd_cuGraphGetNodes gn;
+		struct mps_msg_memcpy_node mc;
+		struct mps_msg_alloc_node an;
+		struct mps_msg_cond_node cn;
+		struct mps_msg_handle h;
+		struct mps_msg_mem_alloc ma;
+		uint8_t raw[512];
+	} m;
+	struct mps_slot *s;
+	uint32_t g;
+	uint64_t mine;
+
+	memset(&m, 0, sizeof(m));
+	m.gc.present = 1;
+	CHECK(call(MPS_OP_FWD_cuGraphCreate, ctx, &m, sizeof(m.gc), &s));
+	g = (uint32_t)((struct mps_fwd_cuGraphCreate_out *)s->data)->o0;
+	memset(&m, 0, sizeof(m));
+	m.ma.size = 4096;
+	CHECK(call(MPS_OP_MEM_ALLOC, ctx, &m, sizeof(m.ma), &s));
+	mine = s->val[0];
+
+	/* A sound copy between two of its own addresses, then the lies. */
+	memset(&m, 0, sizeof(m));
+	m.mc.hdr.flags = MPS_KNODE_ADD;
+	m.mc.graph = g;
+	m.mc.p.src.addr = mine;
+	m.mc.p.dst.addr = mine + 2048;
+	m.mc.p.width = 1024;
+	m.mc.p.height = m.mc.p.depth = 1;
+	CHECK(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL));
+	m.mc.p.src.addr = theirs;
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.p.src.addr = mine;
+	m.mc.p.width = 4096;   /* past the end of the destination */
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.p.width = 16;
+	m.mc.p.height = 2;
+	m.mc.p.src.pitch = m.mc.p.dst.pitch = ~0ull / 2;   /* a span that wraps */
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.p.src.pitch = m.mc.p.dst.pitch = 8;   /* rows that overlap */
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.p.src.pitch = m.mc.p.dst.pitch = 64;
+	m.mc.p.depth = 1ull << 62;
+	m.mc.p.src.height = m.mc.p.dst.height = 2;
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.p.depth = 1;
+	m.mc.p.src.region = 0x7fff0001;   /* no such host region */
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.p.src.region = ctx;   /* a context as a region */
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.p.src.region = 0;
+	m.mc.ndeps = 1u << 30;
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.ndeps = 0;
+	m.mc.hdr.flags = MPS_KNODE_EXEC_SET;
+	m.mc.exec = g;   /* a graph as an executable graph */
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.hdr.flags = 77;
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.mc.hdr.flags = MPS_KNODE_ADD;
+	m.mc.ctx = 0x7fff0001;   /* no such context */
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE, ctx, &m, sizeof(m.mc), NULL), CUDA_ERROR_INVALID_CONTEXT);
+	memset(&m, 0, sizeof(m));
+	m.h.handle = g;
+	CHECK_ERR(call(MPS_OP_MEMCPY_NODE_GET, ctx, &m, sizeof(m.h), NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(call(MPS_OP_ALLOC_NODE_GET, ctx, &m, sizeof(m.h), NULL), CUDA_ERROR_INVALID_VALUE);
+
+	memset(&m, 0, sizeof(m));
+	m.an.graph = g;
+	m.an.loc_type = CU_MEM_LOCATION_TYPE_DEVICE;
+	m.an.bytesize = 1 << 20;
+	m.an.naccess = 1u << 20;
+	CHECK_ERR(call(MPS_OP_ALLOC_NODE, ctx, &m, sizeof(m.an), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.an.naccess = 0;
+	m.an.bytesize = 0;
+	CHECK_ERR(call(MPS_OP_ALLOC_NODE, ctx, &m, sizeof(m.an), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.an.bytesize = 1 << 20;
+	m.an.loc_id = 99;
+	CHECK_ERR(call(MPS_OP_ALLOC_NODE, ctx, &m, sizeof(m.an), NULL), CUDA_ERROR_INVALID_DEVICE);
+	m.an.loc_id = 0;
+	m.an.loc_type = CU_MEM_LOCATION_TYPE_HOST;
+	CHECK_ERR(call(MPS_OP_ALLOC_NODE, ctx, &m, sizeof(m.an), NULL), CUDA_ERROR_NOT_SUPPORTED);
+	m.an.loc_type = CU_MEM_LOCATION_TYPE_DEVICE;
+	m.an.graph = ctx;
+	CHECK_ERR(call(MPS_OP_ALLOC_NODE, ctx, &m, sizeof(m.an), NULL), CUDA_ERROR_INVALID_VALUE);
+
+	memset(&m, 0, sizeof(m));
+	m.cn.graph = g;
+	m.cn.type = CU_GRAPH_COND_TYPE_IF;
+	CHECK_ERR(call(MPS_OP_COND_NODE, ctx, &m, sizeof(m.cn), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.cn.size = MPS_COND_BODIES_MAX + 1;
+	CHECK_ERR(call(MPS_OP_COND_NODE, ctx, &m, sizeof(m.cn), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.cn.size = 1;
+	m.cn.handle = 0x5eed;   /* made by no one */
+	EXPECT(call(MPS_OP_COND_NODE, ctx, &m, sizeof(m.cn), NULL) != CUDA_SUCCESS, "a conditional node on no handle");
+	m.cn.ndeps = 5;   /* said, not sent */
+	CHECK_ERR(call(MPS_OP_COND_NODE, ctx, &m, sizeof(m.cn), NULL), CUDA_ERROR_INVALID_VALUE);
+
+	/* The graph holds the one sound node. */
+	memset(&m, 0, sizeof(m));
+	m.gn.a0 = g;
+	m.gn.present = 4;
+	CHECK(call(MPS_OP_FWD_cuGraphGetNodes, ctx, &m, sizeof(m.gn), &s));
+	EXPECT(((struct mps_fwd_cuGraphGetNodes_out *)s->data)->count == 1, "the graph has %llu nodes, 1 made",
+	       (unsigned long long)((struct mps_fwd_cuGraphGetNodes_out *)s->data)->count);
+	memset(&m, 0, sizeof(m));
+	m.gd.a0 = g;
+	CHECK(call(MPS_OP_FWD_cuGraphDestroy, ctx, &m, sizeof(m.gd), NULL));
+}
+
 /* A well-behaved client in another process: allocates, publishes its
  * device pointer, then keeps verifying work until killed. */
 static pid_t start_neighbour(uint64_t *its_ptr)
@@ -820,6 +941,7 @@ int main(int argc, char **argv)
 		CHECK_ERR(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counterXXXXXXX", 16, 9), CUDA_ERROR_INVALID_VALUE);
 		CHECK(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counter", 10, 9));
 		attack_graphs(ctx, mod);
+		attack_gnodes(ctx, theirs);
 		attack_memory(ctx, theirs);
 	}
 

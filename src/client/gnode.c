@@ -1,0 +1,581 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Graph nodes whose parameters name memory or make objects, and the
+ * generic node calls (cuGraphAddNode, cuGraphNodeSetParams,
+ * cuGraphExecNodeSetParams), which come down to the per-kind ones.
+ *
+ * Copy nodes: a host side must be pinned memory from cuMemAllocHost or
+ * cuMemHostAlloc, told to the server as region and offset (it cannot read
+ * the program's other memory when the graph runs, long after the call);
+ * pageable memory and arrays are refused with CUDA_ERROR_NOT_SUPPORTED.
+ * Allocation nodes: the location and access devices as the program numbers
+ * them; what cuGraphMemAllocNodeGetParams returns lives in the node's
+ * struct until the node goes. Conditional nodes: the body graphs come back
+ * as graphs of the program's, owned by the node.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cudaTypedefs.h>
+
+#include "client/api.h"
+#include "client/client.h"
+#include "client/forward.h"
+#include "client/gen/forward.h"
+#include "common/log.h"
+
+/* Says why once per process, where a program may ask again and again. */
+#define WARN_ONCE(...)                                                  \
+	do {                                                            \
+		static int said_;                                       \
+		if (!__atomic_exchange_n(&said_, 1, __ATOMIC_RELAXED))  \
+			mps_log_warn(__VA_ARGS__);                      \
+	} while (0)
+
+/* The bytes a side spans from its base address (as the server checks). */
+static bool side_span(const struct mps_copy3d_side *s, const struct mps_copy3d *p, uint64_t *start, uint64_t *span)
+{
+	uint64_t slice = s->height * s->pitch;
+
+	*start = s->z * slice + s->y * s->pitch + s->x;
+	*span = (p->depth - 1) * slice + (p->height - 1) * s->pitch + p->width;
+	return p->width && p->height && p->depth;
+}
+
+/* One side of a copy node for the wire: device memory as it is, pinned
+ * host memory as its region and the base's offset in it. */
+static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr dev, const struct mps_copy3d *p,
+			     struct mps_copy3d_side *s)
+{
+	uint64_t start, span, off;
+	uint32_t region;
+	const uint8_t *base;
+
+	switch (type) {
+	case CU_MEMORYTYPE_DEVICE:
+		s->addr = dev;
+		return CUDA_SUCCESS;
+	case CU_MEMORYTYPE_UNIFIED:
+		base = (const uint8_t *)(uintptr_t)dev;
+		break;
+	case CU_MEMORYTYPE_HOST:
+		base = host;
+		break;
+	default:
+		WARN_ONCE("graph copy nodes with arrays are not served");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (!side_span(s, p, &start, &span)) {
+		s->addr = (uint64_t)(uintptr_t)base;   /* nothing to copy: the server checks no memory */
+		return type == CU_MEMORYTYPE_HOST ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+	}
+	if (!mps__hostmem_find(base + start, span, &region, &off)) {
+		if (type == CU_MEMORYTYPE_UNIFIED) {   /* device memory, by its address */
+			s->addr = dev;
+			return CUDA_SUCCESS;
+		}
+		WARN_ONCE("graph copy nodes reach host memory only when it is pinned (cuMemAllocHost)");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	s->region = region;
+	if (off >= start) {
+		s->addr = off - start;
+	} else {   /* a base before the region, offsets reaching into it */
+		s->addr = off;
+		s->x = s->y = s->z = 0;
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult copy_to_wire(const CUDA_MEMCPY3D *c, struct mps_copy3d *w)
+{
+	CUresult r;
+
+	memset(w, 0, sizeof(*w));
+	w->width = c->WidthInBytes;
+	w->height = c->Height;
+	w->depth = c->Depth;
+	w->src.x = c->srcXInBytes;
+	w->src.y = c->srcY;
+	w->src.z = c->srcZ;
+	w->src.pitch = c->srcPitch;
+	w->src.height = c->srcHeight;
+	w->dst.x = c->dstXInBytes;
+	w->dst.y = c->dstY;
+	w->dst.z = c->dstZ;
+	w->dst.pitch = c->dstPitch;
+	w->dst.height = c->dstHeight;
+	if (c->srcLOD || c->dstLOD || c->reserved0 || c->reserved1)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = side_to_wire(c->srcMemoryType, c->srcHost, c->srcDevice, w, &w->src);
+	if (r == CUDA_SUCCESS)
+		r = side_to_wire(c->dstMemoryType, c->dstHost, c->dstDevice, w, &w->dst);
+	return r;
+}
+
+static CUresult copy_from_wire(const struct mps_copy3d *w, CUDA_MEMCPY3D *c)
+{
+	uint8_t *src = NULL, *dst = NULL;
+
+	if ((w->src.region && !(src = mps__hostmem_base(w->src.region))) ||
+	    (w->dst.region && !(dst = mps__hostmem_base(w->dst.region))))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	memset(c, 0, sizeof(*c));
+	c->srcXInBytes = w->src.x;
+	c->srcY = w->src.y;
+	c->srcZ = w->src.z;
+	c->srcPitch = w->src.pitch;
+	c->srcHeight = w->src.height;
+	c->dstXInBytes = w->dst.x;
+	c->dstY = w->dst.y;
+	c->dstZ = w->dst.z;
+	c->dstPitch = w->dst.pitch;
+	c->dstHeight = w->dst.height;
+	c->WidthInBytes = w->width;
+	c->Height = w->height;
+	c->Depth = w->depth;
+	if (src) {
+		c->srcMemoryType = CU_MEMORYTYPE_HOST;
+		c->srcHost = src + w->src.addr;
+	} else {
+		c->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+		c->srcDevice = w->src.addr;
+	}
+	if (dst) {
+		c->dstMemoryType = CU_MEMORYTYPE_HOST;
+		c->dstHost = dst + w->dst.addr;
+	} else {
+		c->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+		c->dstDevice = w->dst.addr;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* The dependencies as server handles, in a buffer padded to 8 bytes. */
+static CUresult deps_to_wire(const CUgraphNode *deps, size_t n, uint32_t **out, size_t *bytes)
+{
+	uint64_t h;
+	CUresult r = CUDA_SUCCESS;
+
+	*out = NULL;
+	*bytes = (n * 4 + 7) & ~(size_t)7;
+	if ((n && !deps) || n > MPS_MSG_MAX / 4)
+		return CUDA_ERROR_INVALID_VALUE;
+	*out = calloc(1, *bytes + sizeof(struct mps_access) * MPS_ALLOC_NODE_ACCESS_MAX + 8);
+	if (!*out)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+		r = mps__fwd_h_node(deps[i], &h);
+		(*out)[i] = (uint32_t)h;
+	}
+	if (r != CUDA_SUCCESS) {
+		free(*out);
+		*out = NULL;
+	}
+	return r;
+}
+
+static CUresult ctx_to_wire(CUcontext ctx, uint32_t *h)
+{
+	struct mps_ctx *x;
+
+	*h = 0;
+	if (!ctx)
+		return CUDA_SUCCESS;
+	x = mps__obj(ctx, MPS_MAGIC_CTX);
+	return x ? mps__ctx_handle(x, h) : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static CUresult memcpy_node(int what, CUgraphNode *out, CUgraph graph, CUgraphExec exec, CUgraphNode node,
+			    const CUgraphNode *deps, size_t ndeps, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+	struct mps_msg_memcpy_node q = { .ndeps = (uint32_t)ndeps };
+	struct mps_call call;
+	uint32_t *wdeps = NULL, cur = 0;
+	size_t dep_bytes = 0;
+	uint64_t h;
+	CUresult r;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__fwd_ctx(&cur, true);
+	if (r == CUDA_SUCCESS)
+		r = ctx_to_wire(ctx, &q.ctx);
+	if (r == CUDA_SUCCESS)
+		r = copy_to_wire(p, &q.p);
+	if (r == CUDA_SUCCESS && graph && (r = mps__fwd_h_graph(graph, &h)) == CUDA_SUCCESS)
+		q.graph = (uint32_t)h;
+	if (r == CUDA_SUCCESS && node && (r = mps__fwd_h_node(node, &h)) == CUDA_SUCCESS)
+		q.node = (uint32_t)h;
+	if (r == CUDA_SUCCESS && exec && (r = mps__fwd_h_exec(exec, &h)) == CUDA_SUCCESS)
+		q.exec = (uint32_t)h;
+	if (r == CUDA_SUCCESS)
+		r = deps_to_wire(deps, ndeps, &wdeps, &dep_bytes);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.hdr.flags = (uint16_t)what;
+	r = mps__call(MPS_OP_MEMCPY_NODE, cur, &q.hdr, sizeof(q), wdeps, dep_bytes, &call);
+	if (r == CUDA_SUCCESS && out)
+		r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);
+	mps__call_end(&call);
+	free(wdeps);
+	return r;
+}
+
+static CUresult add_memcpy_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+				const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+	if (!out || !graph)
+		return CUDA_ERROR_INVALID_VALUE;
+	return memcpy_node(MPS_KNODE_ADD, out, graph, NULL, NULL, deps, ndeps, p, ctx);
+}
+
+static CUresult memcpy_node_set(CUgraphNode node, const CUDA_MEMCPY3D *p)
+{
+	if (!node)
+		return CUDA_ERROR_INVALID_VALUE;
+	return memcpy_node(MPS_KNODE_SET, NULL, NULL, NULL, node, NULL, 0, p, NULL);
+}
+
+static CUresult exec_memcpy_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+	if (!exec || !node)
+		return CUDA_ERROR_INVALID_VALUE;
+	return memcpy_node(MPS_KNODE_EXEC_SET, NULL, NULL, exec, node, NULL, 0, p, ctx);
+}
+
+/* A node handle of the program's as the server's, checked to be a node. */
+static CUresult node_handle(CUgraphNode node, uint32_t *h)
+{
+	struct mps_gobj *g = mps__obj(node, MPS_MAGIC_GOBJ);
+
+	if (!node)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!g || g->type != MPS_H_NODE)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*h = g->handle;
+	return CUDA_SUCCESS;
+}
+
+static CUresult memcpy_node_get(CUgraphNode node, CUDA_MEMCPY3D *p)
+{
+	struct mps_msg_handle q = { 0 };
+	struct mps_call call;
+	uint32_t cur = 0;
+	CUresult r;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = node_handle(node, &q.handle);
+	if (r != CUDA_SUCCESS)
+		return r;
+	mps__cur_handle(&cur);
+	r = mps__call(MPS_OP_MEMCPY_NODE_GET, cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r == CUDA_SUCCESS)
+		r = copy_from_wire((const void *)call.s->data, p);
+	mps__call_end(&call);
+	return r;
+}
+
+/* The program's ordinal of one of the server's devices, or -1. */
+static int ordinal_of(int64_t index)
+{
+	for (int i = 0; i < mps_conn.ndev; i++)
+		if (mps_conn.server_index[i] == index)
+			return i;
+	return -1;
+}
+
+static CUresult add_alloc_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+			       CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+	struct mps_msg_alloc_node q = { .ndeps = (uint32_t)ndeps };
+	struct mps_access *acc;
+	struct mps_call call;
+	uint32_t *wdeps = NULL, cur = 0;
+	size_t dep_bytes = 0;
+	uint64_t h;
+	CUresult r;
+
+	if (!out || !graph || !p || (p->accessDescCount && !p->accessDescs))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->accessDescCount > MPS_ALLOC_NODE_ACCESS_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED || p->poolProps.handleTypes ||
+	    p->poolProps.win32SecurityAttributes)
+		return p->poolProps.allocType == CU_MEM_ALLOCATION_TYPE_INVALID ? CUDA_ERROR_INVALID_VALUE
+										 : CUDA_ERROR_NOT_SUPPORTED;
+	r = mps__fwd_ctx(&cur, true);
+	if (r == CUDA_SUCCESS && (r = mps__fwd_h_graph(graph, &h)) == CUDA_SUCCESS)
+		q.graph = (uint32_t)h;
+	if (r == CUDA_SUCCESS)
+		r = deps_to_wire(deps, ndeps, &wdeps, &dep_bytes);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.loc_type = p->poolProps.location.type;
+	q.loc_id = p->poolProps.location.id;
+	q.naccess = (uint32_t)p->accessDescCount;
+	q.bytesize = p->bytesize;
+	acc = (struct mps_access *)((uint8_t *)wdeps + dep_bytes);
+	for (size_t i = 0; i < p->accessDescCount; i++) {
+		acc[i].loc_type = p->accessDescs[i].location.type;
+		acc[i].loc_id = p->accessDescs[i].location.id;
+		acc[i].flags = p->accessDescs[i].flags;
+	}
+	r = mps__call(MPS_OP_ALLOC_NODE, cur, &q.hdr, sizeof(q), wdeps,
+		      dep_bytes + p->accessDescCount * sizeof(*acc), &call);
+	if (r == CUDA_SUCCESS) {
+		p->dptr = call.s->val[1];
+		r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);
+	}
+	mps__call_end(&call);
+	free(wdeps);
+	return r;
+}
+
+static CUresult alloc_node_get(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+	struct mps_gobj *g = mps__obj(node, MPS_MAGIC_GOBJ);
+	struct mps_msg_handle q = { 0 };
+	const struct mps_access *acc;
+	CUmemAccessDesc *descs = NULL;
+	struct mps_call call;
+	uint32_t cur = 0;
+	size_t n;
+	CUresult r;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = node_handle(node, &q.handle);
+	if (r != CUDA_SUCCESS)
+		return r;
+	mps__cur_handle(&cur);
+	r = mps__call(MPS_OP_ALLOC_NODE_GET, cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	n = call.s->val[3] < MPS_ALLOC_NODE_ACCESS_MAX ? call.s->val[3] : MPS_ALLOC_NODE_ACCESS_MAX;
+	acc = (const void *)call.s->data;
+	/* The node keeps the descriptors the answer points to. */
+	descs = calloc(n + 1, sizeof(*descs));
+	if (!descs) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		descs[i].location.type = (CUmemLocationType)acc[i].loc_type;
+		descs[i].location.id = ordinal_of(acc[i].loc_id);
+		descs[i].flags = (CUmemAccess_flags)acc[i].flags;
+	}
+	free(g->data);
+	g->data = descs;
+	memset(p, 0, sizeof(*p));
+	p->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p->poolProps.location.id = ordinal_of((int64_t)call.s->val[2]);
+	p->accessDescs = n ? descs : NULL;
+	p->accessDescCount = n;
+	p->bytesize = call.s->val[1];
+	p->dptr = call.s->val[0];
+out:
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult add_cond_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+			      CUDA_CONDITIONAL_NODE_PARAMS *p)
+{
+	struct mps_msg_cond_node q = { .ndeps = (uint32_t)ndeps };
+	struct mps_call call;
+	uint32_t *wdeps = NULL, cur = 0;
+	size_t dep_bytes = 0;
+	uint64_t h;
+	CUresult r;
+
+	if (!p->phGraph_out || !p->size || p->size > MPS_COND_BODIES_MAX)
+		return p->size > MPS_COND_BODIES_MAX ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+	r = mps__fwd_ctx(&cur, true);
+	if (r == CUDA_SUCCESS)
+		r = ctx_to_wire(p->ctx, &q.ctx);
+	if (r == CUDA_SUCCESS && (r = mps__fwd_h_graph(graph, &h)) == CUDA_SUCCESS)
+		q.graph = (uint32_t)h;
+	if (r == CUDA_SUCCESS)
+		r = deps_to_wire(deps, ndeps, &wdeps, &dep_bytes);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.type = p->type;
+	q.size = p->size;
+	q.handle = p->handle;
+	r = mps__call(MPS_OP_COND_NODE, cur, &q.hdr, sizeof(q), wdeps, dep_bytes, &call);
+	if (r == CUDA_SUCCESS)
+		r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);
+	for (unsigned i = 0; r == CUDA_SUCCESS && i < p->size; i++)
+		r = mps__fwd_obj(MPS_H_GRAPH, ((const uint32_t *)call.s->data)[i], (uint32_t)call.s->val[0],
+				 (void **)&p->phGraph_out[i]);
+	mps__call_end(&call);
+	free(wdeps);
+	return r;
+}
+
+/* Whether every edge is the default kind (all fields 0). */
+static bool edges_default(const CUgraphEdgeData *e, size_t n)
+{
+	static const CUgraphEdgeData zero;
+
+	for (size_t i = 0; e && i < n; i++)
+		if (memcmp(&e[i], &zero, sizeof(zero)))
+			return false;
+	return true;
+}
+
+static CUresult add_node_plain(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+			       CUgraphNodeParams *p)
+{
+	CUDA_MEMSET_NODE_PARAMS ms;
+
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		if (!out || !graph)
+			return CUDA_ERROR_INVALID_VALUE;
+		return mps__kernel_node(MPS_KNODE_ADD, out, graph, NULL, NULL, deps, ndeps,
+					(const CUDA_KERNEL_NODE_PARAMS *)&p->kernel);
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		if (p->memcpy.flags || p->memcpy.reserved)
+			return CUDA_ERROR_INVALID_VALUE;
+		return add_memcpy_node(out, graph, deps, ndeps, &p->memcpy.copyParams, p->memcpy.copyCtx);
+	case CU_GRAPH_NODE_TYPE_MEMSET:
+		memcpy(&ms, &p->memset, sizeof(ms));
+		return mps__fwd_cuGraphAddMemsetNode(out, graph, deps, ndeps, &ms, p->memset.ctx);
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+			return CUDA_ERROR_NOT_SUPPORTED;
+		return mps__fwd_cuGraphAddChildGraphNode(out, graph, deps, ndeps, p->graph.graph);
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		return mps__fwd_cuGraphAddEmptyNode(out, graph, deps, ndeps);
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		return mps__fwd_cuGraphAddEventRecordNode(out, graph, deps, ndeps, p->eventRecord.event);
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		return mps__fwd_cuGraphAddEventWaitNode(out, graph, deps, ndeps, p->eventWait.event);
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		return add_alloc_node(out, graph, deps, ndeps, (CUDA_MEM_ALLOC_NODE_PARAMS *)&p->alloc);
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		return mps__fwd_cuGraphAddMemFreeNode(out, graph, deps, ndeps, p->free.dptr);
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		if (!out || !graph)
+			return CUDA_ERROR_INVALID_VALUE;
+		return add_cond_node(out, graph, deps, ndeps, &p->conditional);
+	case CU_GRAPH_NODE_TYPE_HOST:
+		WARN_ONCE("graph host nodes are not served yet");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
+	case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
+	case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+/* Edges of a kind other than the default: the node is made on its own,
+ * then joined to its dependencies with their edge data. */
+static CUresult add_node_v2(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+			    size_t ndeps, CUgraphNodeParams *p)
+{
+	CUgraphNode *to;
+	CUresult r;
+
+	if (!p || !out || (ndeps && !deps))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (edges_default(edges, ndeps))
+		return add_node_plain(out, graph, deps, ndeps, p);
+	to = malloc(ndeps * sizeof(*to));
+	if (!to)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = add_node_plain(out, graph, NULL, 0, p);
+	if (r == CUDA_SUCCESS) {
+		for (size_t i = 0; i < ndeps; i++)
+			to[i] = *out;
+		r = mps__fwd_cuGraphAddDependencies_v2(graph, deps, to, edges, ndeps);
+		if (r != CUDA_SUCCESS) {
+			mps__fwd_cuGraphDestroyNode(*out);
+			*out = NULL;
+		}
+	}
+	free(to);
+	return r;
+}
+
+static CUresult add_node_v1(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+			    CUgraphNodeParams *p)
+{
+	return add_node_v2(out, graph, deps, NULL, ndeps, p);
+}
+
+static CUresult node_set_params(CUgraphNode node, CUgraphNodeParams *p)
+{
+	CUDA_MEMSET_NODE_PARAMS ms;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		if (!node)
+			return CUDA_ERROR_INVALID_VALUE;
+		return mps__kernel_node(MPS_KNODE_SET, NULL, NULL, NULL, node, NULL, 0,
+					(const CUDA_KERNEL_NODE_PARAMS *)&p->kernel);
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		return memcpy_node_set(node, &p->memcpy.copyParams);
+	case CU_GRAPH_NODE_TYPE_MEMSET:
+		memcpy(&ms, &p->memset, sizeof(ms));
+		return mps__fwd_cuGraphMemsetNodeSetParams(node, &ms);
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		return mps__fwd_cuGraphEventRecordNodeSetEvent(node, p->eventRecord.event);
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		return mps__fwd_cuGraphEventWaitNodeSetEvent(node, p->eventWait.event);
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+static CUresult exec_node_set_params(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *p)
+{
+	CUDA_MEMSET_NODE_PARAMS ms;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_KERNEL:
+		if (!exec || !node)
+			return CUDA_ERROR_INVALID_VALUE;
+		return mps__kernel_node(MPS_KNODE_EXEC_SET, NULL, NULL, exec, node, NULL, 0,
+					(const CUDA_KERNEL_NODE_PARAMS *)&p->kernel);
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
+		return exec_memcpy_node_set(exec, node, &p->memcpy.copyParams, p->memcpy.copyCtx);
+	case CU_GRAPH_NODE_TYPE_MEMSET:
+		memcpy(&ms, &p->memset, sizeof(ms));
+		return mps__fwd_cuGraphExecMemsetNodeSetParams(exec, node, &ms, p->memset.ctx);
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		return mps__fwd_cuGraphExecChildGraphNodeSetParams(exec, node, p->graph.graph);
+	case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+		return mps__fwd_cuGraphExecEventRecordNodeSetEvent(exec, node, p->eventRecord.event);
+	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+		return mps__fwd_cuGraphExecEventWaitNodeSetEvent(exec, node, p->eventWait.event);
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+const struct mps_impl mps__gnode_api[] = {
+	MPS_IMPL(cuGraphAddMemcpyNode, add_memcpy_node),
+	MPS_IMPL(cuGraphMemcpyNodeSetParams, memcpy_node_set),
+	MPS_IMPL(cuGraphMemcpyNodeGetParams, memcpy_node_get),
+	MPS_IMPL(cuGraphExecMemcpyNodeSetParams, exec_memcpy_node_set),
+	MPS_IMPL(cuGraphAddMemAllocNode, add_alloc_node),
+	MPS_IMPL(cuGraphMemAllocNodeGetParams, alloc_node_get),
+	MPS_IMPL(cuGraphAddNode_v2, add_node_v2),
+	MPS_IMPL_PFN(cuGraphAddNode, PFN_cuGraphAddNode_v12020, add_node_v1),
+	MPS_IMPL(cuGraphNodeSetParams, node_set_params),
+	MPS_IMPL(cuGraphExecNodeSetParams, exec_node_set_params),
+	MPS_IMPL_END
+};

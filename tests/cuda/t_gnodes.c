@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Graph copy, allocation and conditional nodes, and the generic node calls.
+ *
+ * Copy nodes: random bytes from pinned host memory to device memory (1D),
+ * a sub-rectangle of a pitched block to another (2D, offsets on both
+ * sides), two slices of a 3D block back to pinned host memory; launched,
+ * and every byte checked against the same copies done on the host. The
+ * parameters read back; a new destination in the graph and a new source in
+ * the executable graph, each checked by a launch. A copy from pageable
+ * memory either copies right or is refused with CUDA_ERROR_NOT_SUPPORTED.
+ *
+ * Generic calls: cuGraphAddNode for a memset and a copy node (one with
+ * default edge data), cuGraphNodeSetParams and cuGraphExecNodeSetParams.
+ *
+ * Allocation nodes: an allocation, a memset of it, a copy out of it and its
+ * free, in one graph; the parameters read back; the copy's result checked.
+ *
+ * Conditional nodes: an "if" whose condition defaults to 1 runs its body,
+ * an "if/else" whose condition defaults to 0 its else body; the bodies are
+ * the program's graphs (filled, listed), and the graph clones.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define W   96      /* bytes of a row of the 2D copy */
+#define H   20      /* its rows */
+#define P   256     /* pitch of the pitched blocks */
+#define ROWS 32     /* rows of the blocks */
+
+static uint64_t rng;
+
+static CUgraphExec instantiate(CUgraph g)
+{
+	CUgraphExec ge;
+
+	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+	return ge;
+}
+
+static void run(CUgraphExec ge, CUstream s)
+{
+	CHECK(cuGraphLaunch(ge, s));
+	CHECK(cuStreamSynchronize(s));
+}
+
+static void copy_nodes(CUstream s)
+{
+	const size_t n = 64 * 1024, blk = (size_t)P * ROWS;
+	uint8_t *hin, *hout, *want, *page;
+	CUdeviceptr a, b, c;
+	CUDA_MEMCPY3D cp, got;
+	CUgraphNode n1, n2, n3, np;
+	CUgraph g, gp;
+	CUgraphExec ge;
+	CUresult r;
+
+	CHECK(cuMemAllocHost((void **)&hin, n));
+	CHECK(cuMemAllocHost((void **)&hout, n));
+	want = malloc(n);
+	page = malloc(n);
+	REQUIRE(want && page, "out of memory");
+	CHECK(cuMemAlloc(&a, blk));
+	CHECK(cuMemAlloc(&b, blk));
+	CHECK(cuMemAlloc(&c, blk));
+	t_fill_bytes(hin, n, &rng);
+	memset(hout, 0xEE, n);
+	CHECK(cuMemsetD8(b, 0x11, blk));
+	CHECK(cuGraphCreate(&g, 0));
+
+	/* hin[0, blk) -> a. */
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+	cp.srcHost = hin;
+	cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.dstDevice = a;
+	cp.WidthInBytes = blk;
+	cp.Height = 1;
+	cp.Depth = 1;
+	CHECK(cuGraphAddMemcpyNode(&n1, g, NULL, 0, &cp, NULL));
+
+	/* a's rows 3.. at byte 5 -> b's rows 7.. at byte 40 (2D). */
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.srcDevice = a;
+	cp.srcXInBytes = 5;
+	cp.srcY = 3;
+	cp.srcPitch = P;
+	cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.dstDevice = b;
+	cp.dstXInBytes = 40;
+	cp.dstY = 7;
+	cp.dstPitch = P;
+	cp.WidthInBytes = W;
+	cp.Height = H;
+	cp.Depth = 1;
+	CHECK(cuGraphAddMemcpyNode(&n2, g, &n1, 1, &cp, NULL));
+
+	/* b as 2 slices of ROWS/2 rows -> hout (3D, whole slices). */
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.srcDevice = b;
+	cp.srcPitch = P;
+	cp.srcHeight = ROWS / 2;
+	cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+	cp.dstHost = hout;
+	cp.dstPitch = P;
+	cp.dstHeight = ROWS / 2;
+	cp.WidthInBytes = P;
+	cp.Height = ROWS / 2;
+	cp.Depth = 2;
+	CHECK(cuGraphAddMemcpyNode(&n3, g, &n2, 1, &cp, NULL));
+
+	memset(&got, 0, sizeof(got));
+	CHECK(cuGraphMemcpyNodeGetParams(n2, &got));
+	EXPECT(got.srcDevice == a && got.dstDevice == b && got.srcXInBytes == 5 && got.srcY == 3 &&
+	       got.dstXInBytes == 40 && got.dstY == 7 && got.WidthInBytes == W && got.Height == H &&
+	       got.srcPitch == P, "a 2D copy node's parameters read back wrong");
+	memset(&got, 0, sizeof(got));
+	CHECK(cuGraphMemcpyNodeGetParams(n3, &got));
+	EXPECT(got.dstMemoryType == CU_MEMORYTYPE_HOST && got.dstHost == hout && got.Depth == 2 &&
+	       got.srcHeight == ROWS / 2, "a 3D copy node's host side read back wrong (%d, %p)",
+	       (int)got.dstMemoryType, got.dstHost);
+
+	ge = instantiate(g);
+	run(ge, s);
+	memset(want, 0x11, blk);
+	for (int y = 0; y < H; y++)
+		memcpy(want + (size_t)(7 + y) * P + 40, hin + (size_t)(3 + y) * P + 5, W);
+	CMP_BYTES(hout, want, blk, "pinned -> device -> 2D -> 3D -> pinned");
+
+	/* A new destination in the graph: the 1D copy lands in c. */
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+	cp.srcHost = hin + blk;
+	cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.dstDevice = c;
+	cp.WidthInBytes = blk;
+	cp.Height = 1;
+	cp.Depth = 1;
+	CHECK(cuGraphMemcpyNodeSetParams(n1, &cp));
+	CHECK(cuGraphExecDestroy(ge));
+	ge = instantiate(g);
+	CHECK(cuMemsetD8(b, 0x22, blk));
+	run(ge, s);
+	CHECK(cuMemcpyDtoH(want, c, blk));
+	CMP_BYTES(want, hin + blk, blk, "the copy node's new destination");
+
+	/* A new source in the executable graph only: the 3D copy reads c. */
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.srcDevice = c;
+	cp.srcPitch = P;
+	cp.srcHeight = ROWS / 2;
+	cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+	cp.dstHost = hout;
+	cp.dstPitch = P;
+	cp.dstHeight = ROWS / 2;
+	cp.WidthInBytes = P;
+	cp.Height = ROWS / 2;
+	cp.Depth = 2;
+	CHECK(cuGraphExecMemcpyNodeSetParams(ge, n3, &cp, NULL));
+	memset(hout, 0, blk);
+	run(ge, s);
+	CMP_BYTES(hout, hin + blk, blk, "the executable graph's new source");
+
+	/* A bad node: past the end of the destination. */
+	cp.Depth = 3;
+	CHECK_ERR(cuGraphMemcpyNodeSetParams(n3, &cp), CUDA_ERROR_INVALID_VALUE);
+
+	/* Pageable memory: copied right where it is taken. */
+	CHECK(cuGraphCreate(&gp, 0));
+	t_fill_bytes(page, blk, &rng);
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+	cp.srcHost = page;
+	cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.dstDevice = a;
+	cp.WidthInBytes = blk;
+	cp.Height = 1;
+	cp.Depth = 1;
+	r = cuGraphAddMemcpyNode(&np, gp, NULL, 0, &cp, NULL);
+	EXPECT(r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_SUPPORTED, "a pageable copy node: %s", t_errname(r));
+	if (r == CUDA_SUCCESS) {
+		CUgraphExec gpe = instantiate(gp);
+
+		run(gpe, s);
+		CHECK(cuMemcpyDtoH(want, a, blk));
+		CMP_BYTES(want, page, blk, "a pageable copy node");
+		CHECK(cuGraphExecDestroy(gpe));
+	}
+	CHECK(cuGraphDestroy(gp));
+
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(g));
+	CHECK(cuMemFree(a));
+	CHECK(cuMemFree(b));
+	CHECK(cuMemFree(c));
+	CHECK(cuMemFreeHost(hin));
+	CHECK(cuMemFreeHost(hout));
+	free(want);
+	free(page);
+}
+
+static void generic_nodes(CUstream s)
+{
+	const size_t n = 4096;
+	CUgraphNodeParams p;
+	CUgraphEdgeData edge;
+	CUgraphNode ms, cp;
+	CUdeviceptr a, b;
+	CUgraphExec ge;
+	CUgraph g;
+	uint32_t *out = malloc(n * 4);
+
+	REQUIRE(out, "out of memory");
+	CHECK(cuMemAlloc(&a, n * 4));
+	CHECK(cuMemAlloc(&b, n * 4));
+	CHECK(cuGraphCreate(&g, 0));
+	memset(&p, 0, sizeof(p));
+	p.type = CU_GRAPH_NODE_TYPE_MEMSET;
+	p.memset.dst = a;
+	p.memset.elementSize = 4;
+	p.memset.width = n;
+	p.memset.height = 1;
+	p.memset.pitch = n * 4;
+	p.memset.value = 0x600df00du;
+	CHECK(cuGraphAddNode(&ms, g, NULL, NULL, 0, &p));
+	memset(&p, 0, sizeof(p));
+	p.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+	p.memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	p.memcpy.copyParams.srcDevice = a;
+	p.memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	p.memcpy.copyParams.dstDevice = b;
+	p.memcpy.copyParams.WidthInBytes = n * 4;
+	p.memcpy.copyParams.Height = 1;
+	p.memcpy.copyParams.Depth = 1;
+	memset(&edge, 0, sizeof(edge));
+	CHECK(cuGraphAddNode(&cp, g, &ms, &edge, 1, &p));
+	ge = instantiate(g);
+	run(ge, s);
+	CHECK(cuMemcpyDtoH(out, b, n * 4));
+	EXPECT(out[0] == 0x600df00du && out[n - 1] == 0x600df00du, "generic memset then copy: %#x", out[0]);
+
+	/* New memset value in the executable graph, then in the graph. */
+	memset(&p, 0, sizeof(p));
+	p.type = CU_GRAPH_NODE_TYPE_MEMSET;
+	p.memset.dst = a;
+	p.memset.elementSize = 4;
+	p.memset.width = n;
+	p.memset.height = 1;
+	p.memset.pitch = n * 4;
+	p.memset.value = 0x12345678u;
+	CHECK(cuGraphExecNodeSetParams(ge, ms, &p));
+	run(ge, s);
+	CHECK(cuMemcpyDtoH(out, b, n * 4));
+	EXPECT(out[n / 2] == 0x12345678u, "after cuGraphExecNodeSetParams: %#x", out[n / 2]);
+	p.memset.value = 0x0badcafeu;
+	CHECK(cuGraphNodeSetParams(ms, &p));
+	CHECK(cuGraphExecDestroy(ge));
+	ge = instantiate(g);
+	run(ge, s);
+	CHECK(cuMemcpyDtoH(out, b, n * 4));
+	EXPECT(out[7] == 0x0badcafeu, "after cuGraphNodeSetParams: %#x", out[7]);
+
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(g));
+	CHECK(cuMemFree(a));
+	CHECK(cuMemFree(b));
+	free(out);
+}
+
+static void alloc_nodes(CUdevice dev, CUstream s)
+{
+	const size_t n = 1 << 20;
+	CUDA_MEM_ALLOC_NODE_PARAMS ap, got;
+	CUDA_MEMSET_NODE_PARAMS mp;
+	CUDA_MEMCPY3D cp;
+	CUgraphNode na, nm, nc, nf;
+	CUdeviceptr out, freed = 0;
+	CUgraphExec ge;
+	CUgraph g;
+	uint8_t *h = malloc(n);
+
+	REQUIRE(h, "out of memory");
+	CHECK(cuMemAlloc(&out, n));
+	CHECK(cuMemsetD8(out, 0, n));
+	CHECK(cuGraphCreate(&g, 0));
+	memset(&ap, 0, sizeof(ap));
+	ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	ap.poolProps.location.id = dev;
+	ap.bytesize = n;
+	CHECK(cuGraphAddMemAllocNode(&na, g, NULL, 0, &ap));
+	EXPECT(ap.dptr != 0, "an allocation node gave no address");
+	memset(&got, 0, sizeof(got));
+	CHECK(cuGraphMemAllocNodeGetParams(na, &got));
+	EXPECT(got.dptr == ap.dptr && got.bytesize == n && got.poolProps.location.id == dev &&
+	       got.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE,
+	       "allocation node parameters read back wrong (size %zu, device %d)", got.bytesize,
+	       got.poolProps.location.id);
+
+	memset(&mp, 0, sizeof(mp));
+	mp.dst = ap.dptr;
+	mp.elementSize = 1;
+	mp.width = n;
+	mp.height = 1;
+	mp.pitch = n;
+	mp.value = 0xC3;
+	CHECK(cuGraphAddMemsetNode(&nm, g, &na, 1, &mp, NULL));
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.srcDevice = ap.dptr;
+	cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.dstDevice = out;
+	cp.WidthInBytes = n;
+	cp.Height = 1;
+	cp.Depth = 1;
+	CHECK(cuGraphAddMemcpyNode(&nc, g, &nm, 1, &cp, NULL));
+	CHECK(cuGraphAddMemFreeNode(&nf, g, &nc, 1, ap.dptr));
+	CHECK(cuGraphMemFreeNodeGetParams(nf, &freed));
+	EXPECT(freed == ap.dptr, "the free node names %#llx", (unsigned long long)freed);
+
+	ge = instantiate(g);
+	run(ge, s);
+	CHECK(cuMemcpyDtoH(h, out, n));
+	EXPECT_FILL(h, n, 0xC3, "the graph allocation's bytes, copied out");
+	run(ge, s);   /* allocated and freed again */
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(g));
+	CHECK(cuMemFree(out));
+	free(h);
+}
+
+/* A conditional node of a type with `bodies` bodies after nothing, its
+ * handle's default value v; each body gets a memset of buf to its index+1. */
+static CUgraph cond_graph(CUcontext ctx, CUgraphConditionalNodeType type, unsigned bodies, unsigned v, CUdeviceptr buf,
+			  size_t n, CUgraphNode *node)
+{
+	CUgraphNodeParams p;
+	CUgraphConditionalHandle h;
+	CUDA_MEMSET_NODE_PARAMS mp;
+	CUgraph g, body[2];
+	CUgraphNode ms, listed[4];
+	CUgraphNodeType t;
+	size_t nn;
+
+	CHECK(cuGraphCreate(&g, 0));
+	CHECK(cuGraphConditionalHandleCreate(&h, g, ctx, v, CU_GRAPH_COND_ASSIGN_DEFAULT));
+	memset(&p, 0, sizeof(p));
+	p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+	p.conditional.handle = h;
+	p.conditional.type = type;
+	p.conditional.size = bodies;
+	p.conditional.phGraph_out = body;
+	p.conditional.ctx = ctx;
+	CHECK(cuGraphAddNode(node, g, NULL, NULL, 0, &p));
+	CHECK(cuGraphNodeGetType(*node, &t));
+	EXPECT(t == CU_GRAPH_NODE_TYPE_CONDITIONAL, "a conditional node has type %d", (int)t);
+	for (unsigned i = 0; i < bodies; i++) {
+		memset(&mp, 0, sizeof(mp));
+		mp.dst = buf;
+		mp.elementSize = 4;
+		mp.width = n;
+		mp.height = 1;
+		mp.pitch = n * 4;
+		mp.value = i + 1;
+		CHECK(cuGraphAddMemsetNode(&ms, body[i], NULL, 0, &mp, ctx));
+		nn = 4;
+		CHECK(cuGraphGetNodes(body[i], listed, &nn));
+		EXPECT(nn == 1 && listed[0] == ms, "body %u lists %zu nodes", i, nn);
+	}
+	return g;
+}
+
+static void conditional_nodes(CUcontext ctx, CUstream s)
+{
+	const size_t n = 1024;
+	CUdeviceptr buf;
+	CUgraphExec ge;
+	CUgraphNode node, found;
+	CUgraph g, clone;
+	uint32_t out[4];
+
+	CHECK(cuMemAlloc(&buf, n * 4));
+
+	/* if (1): body 0 runs. */
+	CHECK(cuMemsetD32(buf, 0xdead, n));
+	g = cond_graph(ctx, CU_GRAPH_COND_TYPE_IF, 1, 1, buf, n, &node);
+	ge = instantiate(g);
+	run(ge, s);
+	CHECK(cuMemcpyDtoH(out, buf, sizeof(out)));
+	EXPECT(out[0] == 1 && out[3] == 1, "if (1) left %#x", out[0]);
+	CHECK(cuGraphClone(&clone, g));
+	CHECK(cuGraphNodeFindInClone(&found, node, clone));
+	EXPECT(found && found != node, "the conditional node has no copy in the clone");
+	CHECK(cuGraphDestroy(clone));
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(g));
+
+	/* if (0) else: body 1 runs. */
+	CHECK(cuMemsetD32(buf, 0xdead, n));
+	g = cond_graph(ctx, CU_GRAPH_COND_TYPE_IF, 2, 0, buf, n, &node);
+	ge = instantiate(g);
+	run(ge, s);
+	CHECK(cuMemcpyDtoH(out, buf, sizeof(out)));
+	EXPECT(out[0] == 2, "if (0) else left %#x", out[0]);
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(g));
+
+	CHECK(cuMemFree(buf));
+}
+
+int main(int argc, char **argv)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	CUstream s;
+
+	t_init(argc, argv);
+	dev = t_device();
+	ctx = t_primary(dev);
+	rng = t_rng(1);
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	copy_nodes(s);
+	generic_nodes(s);
+	alloc_nodes(dev, s);
+	conditional_nodes(ctx, s);
+	CHECK(cuStreamDestroy(s));
+	return t_failures() ? T_FAIL : T_PASS;
+}
