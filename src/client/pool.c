@@ -6,8 +6,16 @@
  * by attribute, which the wire carries widened. The rest of the pool API is
  * forwarded by generated code (src/common/forward.def); the server keeps a
  * default pool per client and device (server/ops_pool.c).
+ *
+ * Sharing: a pool's file descriptor travels over the socket (one transfer
+ * at a time, mps_conn.fd_lock), from the server on export and to it on
+ * import; a pointer's export data is the server's 64 bytes (server/ipc.h).
  */
+#include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
+
+#include "common/sock.h"
 
 #include "client/api.h"
 #include "client/client.h"
@@ -105,7 +113,114 @@ static CUresult pool_get_attribute(CUmemoryPool pool, CUmemPool_attribute a, voi
 	return pool_attr(pool, a, value, false);
 }
 
+static CUresult pool_call(uint16_t op, void *q, size_t len, uint64_t *v, void *data, size_t data_len)
+{
+	struct mps_call call;
+	uint32_t ctx = 0;
+	CUresult r;
+
+	mps__cur_handle(&ctx);
+	r = mps__call(op, ctx, q, (uint32_t)len, NULL, 0, &call);
+	if (r == CUDA_SUCCESS && v)
+		memcpy(v, call.s->val, 2 * sizeof(uint64_t));
+	if (r == CUDA_SUCCESS && data)
+		memcpy(data, call.s->data, data_len);
+	mps__call_end(&call);
+	return r;
+}
+
+static CUresult pool_export(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType type,
+			    unsigned long long flags)
+{
+	struct mps_msg_vmm q = { .type = (uint32_t)type, .flags = flags };
+	uint64_t h, size = 0;
+	CUresult r;
+	int fd;
+
+	if (!handle_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__fwd_h_pool(pool, &h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.handle = (uint32_t)h;
+	/* The fd comes over the socket just before the reply. */
+	pthread_mutex_lock(&mps_conn.fd_lock);
+	r = pool_call(MPS_OP_POOL_EXPORT, &q, sizeof(q), NULL, NULL, 0);
+	fd = r == CUDA_SUCCESS ? mps__recv_fd(MPS_FD_EXPORT, &size) : -1;
+	pthread_mutex_unlock(&mps_conn.fd_lock);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (fd < 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	memcpy(handle_out, &fd, sizeof(fd));
+	return CUDA_SUCCESS;
+}
+
+static CUresult pool_import(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType type,
+			    unsigned long long flags)
+{
+	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
+	struct mps_msg_vmm q = { .type = (uint32_t)type, .flags = flags };
+	int fd = (int)(intptr_t)handle;
+	uint64_t v[2];
+	CUresult r;
+
+	if (!pool_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return type == CU_MEM_HANDLE_TYPE_NONE ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+	if (fd < 0 || fcntl(fd, F_GETFD) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* The fd goes ahead of the message, which the server answers by taking it. */
+	pthread_mutex_lock(&mps_conn.fd_lock);
+	if (mps_sock_send(mps_conn.sock, &fm, sizeof(fm), fd) < 0)
+		r = CUDA_ERROR_OPERATING_SYSTEM;
+	else
+		r = pool_call(MPS_OP_POOL_IMPORT, &q, sizeof(q), v, NULL, 0);
+	pthread_mutex_unlock(&mps_conn.fd_lock);
+	if (r == CUDA_SUCCESS)
+		r = mps__fwd_obj(MPS_H_POOL, (uint32_t)v[0], 0, (void **)pool_out);
+	return r;
+}
+
+static CUresult pool_export_pointer(CUmemPoolPtrExportData *out, CUdeviceptr ptr)
+{
+	struct mps_msg_ipc q = { .ptr = ptr };
+
+	_Static_assert(sizeof(*out) == MPS_IPC_HANDLE_SIZE, "export data travels as a handle's bytes");
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	return pool_call(MPS_OP_POOL_EXPORT_PTR, &q, sizeof(q), NULL, out, sizeof(*out));
+}
+
+static CUresult pool_import_pointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *data)
+{
+	struct mps_msg_ipc q = { 0 };
+	uint64_t h, v[2];
+	CUresult r;
+
+	if (!ptr_out || !data)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps__ctx_cur())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = mps__fwd_h_pool(pool, &h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.event = (uint32_t)h;
+	memcpy(q.bytes, data, sizeof(*data));
+	r = pool_call(MPS_OP_POOL_IMPORT_PTR, &q, sizeof(q), v, NULL, 0);
+	if (r == CUDA_SUCCESS) {
+		*ptr_out = (CUdeviceptr)v[0];
+		mps__devmem_add(v[0], v[1], mps__ctx_cur(), NULL);
+	}
+	return r;
+}
+
 const struct mps_impl mps__pool_api[] = {
+	MPS_IMPL(cuMemPoolExportToShareableHandle, pool_export),
+	MPS_IMPL(cuMemPoolImportFromShareableHandle, pool_import),
+	MPS_IMPL(cuMemPoolExportPointer, pool_export_pointer),
+	MPS_IMPL(cuMemPoolImportPointer, pool_import_pointer),
 	MPS_IMPL(cuMemAllocFromPoolAsync, mem_alloc_from_pool_async),
 	MPS_IMPL_AS(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, mem_alloc_from_pool_async_ptsz),
 	MPS_IMPL(cuMemPoolSetAttribute, pool_set_attribute),

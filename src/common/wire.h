@@ -195,7 +195,11 @@ enum mps_op_sync {
 	X(MEMCPY_NODE_GET, memcpy_node_get, mps_msg_handle, MPS_SYNC)     /* data = struct mps_copy3d */ \
 	X(ALLOC_NODE, alloc_node, mps_msg_alloc_node, MPS_SYNC)           /* val[0] = node, val[1] = dptr */ \
 	X(ALLOC_NODE_GET, alloc_node_get, mps_msg_handle, MPS_SYNC)       /* val: see mps_msg_alloc_node; data */ \
-	X(COND_NODE, cond_node, mps_msg_cond_node, MPS_SYNC)              /* val[0] = node; data = body graphs */
+	X(COND_NODE, cond_node, mps_msg_cond_node, MPS_SYNC)              /* val[0] = node; data = body graphs */ \
+	X(POOL_EXPORT, pool_export, mps_msg_vmm, MPS_SYNC)                /* handle: the pool; the fd comes ahead of the reply */ \
+	X(POOL_IMPORT, pool_import, mps_msg_vmm, MPS_SYNC)                /* the fd went ahead; val[0] = pool */ \
+	X(POOL_EXPORT_PTR, pool_export_ptr, mps_msg_ipc, MPS_SYNC)        /* data = the export data */ \
+	X(POOL_IMPORT_PTR, pool_import_ptr, mps_msg_ipc, MPS_SYNC)        /* event: the pool; val[0] = address, val[1] = size */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 

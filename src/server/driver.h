@@ -57,6 +57,8 @@
 	X(cuGraphAddMemcpyNode) X(cuGraphMemcpyNodeGetParams) X(cuGraphMemcpyNodeSetParams) \
 	X(cuGraphExecMemcpyNodeSetParams) X(cuGraphAddMemAllocNode) X(cuGraphMemAllocNodeGetParams) \
 	X(cuGraphAddNode_v2) \
+	X(cuMemPoolExportToShareableHandle) X(cuMemPoolImportFromShareableHandle) X(cuMemPoolExportPointer) \
+	X(cuMemPoolImportPointer) \
 	X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuGetExportTable)
 
 #define MPS_DRIVER_FIELD(name) __typeof__(&name) name;

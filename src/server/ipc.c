@@ -5,16 +5,20 @@
  * one mutex. Driver calls happen outside the lock; an entry that the last
  * close leaves orphaned is taken out under the lock and freed after.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/ipc.h"
 #include "server/server.h"
 
-enum { IPC_MEM = 1, IPC_EVENT };
+enum { IPC_MEM = 1, IPC_EVENT, IPC_POOL, IPC_POOL_PTR };
 
 _Static_assert(sizeof(CUipcMemHandle) == MPS_IPC_HANDLE_SIZE && sizeof(CUipcEventHandle) == MPS_IPC_HANDLE_SIZE,
 	       "the wire carries the driver's handles as they are");
@@ -25,8 +29,9 @@ struct export {
 	bool orphan;         /* its exporter freed it or left */
 	int device;
 	uint32_t exporter;   /* the client's id */
-	uint64_t base, size; /* memory */
+	uint64_t base, size; /* memory, a pool's pointer */
 	CUevent ev;          /* event */
+	CUmemoryPool pool;   /* pool */
 	int opens;           /* views other clients have open */
 	struct export *next;
 };
@@ -54,7 +59,7 @@ static void unlink_export(struct export *x)
 
 /* Records an export (once per handle). */
 static CUresult record(struct mps_client *c, int kind, const void *handle, int device, uint64_t base, uint64_t size,
-		       CUevent ev)
+		       void *obj)
 {
 	struct export *x;
 
@@ -75,7 +80,10 @@ static CUresult record(struct mps_client *c, int kind, const void *handle, int d
 	x->device = device;
 	x->base = base;
 	x->size = size;
-	x->ev = ev;
+	if (kind == IPC_EVENT)
+		x->ev = obj;
+	else if (kind == IPC_POOL)
+		x->pool = obj;
 	x->orphan = false;
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
@@ -198,21 +206,29 @@ CUresult mps_ipc_open_event(struct mps_client *c, const void *handle, CUevent *e
 	return mps_drv.cuIpcOpenEventHandle(ev, h);
 }
 
-/* Whether x is the export of kind that base (memory) or ev (event) names. */
-static bool names(const struct export *x, int kind, uint64_t base, CUevent ev)
+/* Whether x is the export of kind that base (memory: an allocation or a
+ * pool's pointer) or obj (an event or a pool) names. */
+static bool names(const struct export *x, int kind, uint64_t base, void *obj)
 {
-	return x->kind == kind && (kind == IPC_MEM ? x->base == base : x->ev == ev);
+	switch (kind) {
+	case IPC_MEM:
+		return (x->kind == IPC_MEM || x->kind == IPC_POOL_PTR) && x->base == base;
+	case IPC_EVENT:
+		return x->kind == kind && x->ev == obj;
+	default:
+		return x->kind == kind && x->pool == obj;
+	}
 }
 
 /* Drops one open of what kind/base/ev names; the entry, if that was the last
  * view of an orphan, for the caller to free. */
-static struct export *release(int kind, uint64_t base, CUevent ev)
+static struct export *release(int kind, uint64_t base, void *obj)
 {
 	struct export *gone = NULL;
 
 	pthread_mutex_lock(&lock);
 	for (struct export *x = exports; x; x = x->next) {
-		if (names(x, kind, base, ev) && x->opens) {
+		if (names(x, kind, base, obj) && x->opens) {
 			if (--x->opens == 0 && x->orphan) {
 				unlink_export(x);
 				gone = x;
@@ -256,7 +272,7 @@ void mps_ipc_close_event(struct mps_client *c, CUevent ev, bool ours)
 }
 
 /* The exporter's free of what kind/base/ev names: true if it must wait. */
-static bool orphan(struct mps_client *c, int kind, uint64_t base, CUevent ev)
+static bool orphan(struct mps_client *c, int kind, uint64_t base, void *obj)
 {
 	bool keep = false;
 
@@ -264,7 +280,7 @@ static bool orphan(struct mps_client *c, int kind, uint64_t base, CUevent ev)
 	for (struct export *x = exports; x;) {
 		struct export *next = x->next;
 
-		if (names(x, kind, base, ev) && x->exporter == c->id && !x->orphan) {
+		if (names(x, kind, base, obj) && x->exporter == c->id && !x->orphan) {
 			if (x->opens) {
 				x->orphan = true;
 				keep = true;
@@ -287,4 +303,159 @@ bool mps_ipc_orphan_mem(struct mps_client *c, uint64_t base)
 bool mps_ipc_orphan_event(struct mps_client *c, CUevent ev)
 {
 	return orphan(c, IPC_EVENT, 0, ev);
+}
+
+/* ---- memory pools ------------------------------------------------------ */
+
+#define POOL_TOKEN_MAGIC "openmps-pool-v1"   /* 16 bytes with its NUL */
+
+struct pool_token {
+	char magic[16];
+	uint8_t secret[48];
+};
+
+_Static_assert(sizeof(struct pool_token) == 64, "a token is an export's 64 bytes");
+
+CUresult mps_ipc_export_pool(struct mps_client *c, CUmemoryPool pool, int device, int *fd_out)
+{
+	struct pool_token t;
+	int fd = -1, drv = -1;
+	CUresult rc;
+
+	if (!mps_drv.cuMemPoolExportToShareableHandle)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	/* The driver says whether the pool may be shared at all. */
+	rc = mps__bind_device(c, device);
+	if (rc == CUDA_SUCCESS)
+		rc = mps_drv.cuMemPoolExportToShareableHandle(&drv, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	close(drv);
+	memset(&t, 0, sizeof(t));
+	memcpy(t.magic, POOL_TOKEN_MAGIC, sizeof(t.magic));
+	if (getrandom(t.secret, sizeof(t.secret), 0) != (ssize_t)sizeof(t.secret))
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	fd = memfd_create("openmps-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	if (pwrite(fd, &t, sizeof(t), 0) != (ssize_t)sizeof(t) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		close(fd);
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	rc = record(c, IPC_POOL, &t, device, 0, 0, pool);
+	if (rc != CUDA_SUCCESS) {
+		close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	return CUDA_SUCCESS;
+}
+
+CUresult mps_ipc_import_pool(struct mps_client *c, int fd, CUmemoryPool *pool, int *device, bool *ours)
+{
+	struct pool_token t;
+	struct export x;
+	CUresult rc;
+
+	if (pread(fd, &t, sizeof(t), 0) == (ssize_t)sizeof(t) && !memcmp(t.magic, POOL_TOKEN_MAGIC, sizeof(t.magic)) &&
+	    claim(c, IPC_POOL, &t, &x, &rc)) {
+		if (rc == CUDA_SUCCESS) {
+			*pool = x.pool;
+			*device = x.device;
+			*ours = true;
+		}
+		return rc == CUDA_ERROR_INVALID_CONTEXT ? CUDA_ERROR_INVALID_VALUE : rc;
+	}
+	/* Another process's pool, on the driver. */
+	if (!mps_drv.cuMemPoolImportFromShareableHandle)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	*ours = false;
+	*device = mps__cur_device() < 0 ? 0 : mps__cur_device();
+	return mps_drv.cuMemPoolImportFromShareableHandle(pool, (void *)(uintptr_t)fd,
+							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+}
+
+void mps_ipc_close_pool(struct mps_client *c, CUmemoryPool pool, bool ours)
+{
+	struct export *gone;
+
+	if (ours) {
+		gone = release(IPC_POOL, 0, pool);
+		if (!gone)
+			return;   /* the exporter's still */
+		mps__bind_device(c, gone->device);
+		free(gone);
+	}
+	if (mps_drv.cuMemPoolDestroy)
+		mps_drv.cuMemPoolDestroy(pool);
+}
+
+bool mps_ipc_orphan_pool(struct mps_client *c, CUmemoryPool pool)
+{
+	return orphan(c, IPC_POOL, 0, pool);
+}
+
+CUresult mps_ipc_export_pool_ptr(struct mps_client *c, uint64_t ptr, int device, void *out)
+{
+	const struct mps_mrange *r = mps_memacct_find(&c->mem, ptr);
+	CUmemPoolPtrExportData d;
+	CUresult rc;
+
+	if (!r || r->kind != MPS_MEM_DEVICE || r->base != ptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuMemPoolExportPointer)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	memset(&d, 0, sizeof(d));
+	rc = mps__bind_device(c, device);
+	if (rc == CUDA_SUCCESS)
+		rc = mps_drv.cuMemPoolExportPointer(&d, (CUdeviceptr)ptr);
+	if (rc == CUDA_SUCCESS)
+		rc = record(c, IPC_POOL_PTR, &d, device, ptr, r->size, NULL);
+	if (rc == CUDA_SUCCESS)
+		memcpy(out, &d, 64);
+	return rc;
+}
+
+CUresult mps_ipc_open_pool_ptr(struct mps_client *c, CUmemoryPool pool, const void *data, uint64_t *base,
+			       uint64_t *size, int *device, bool *ours)
+{
+	CUmemPoolPtrExportData d;
+	struct export x;
+	CUdeviceptr p = 0, b = 0;
+	size_t sz = 0;
+	CUresult rc;
+
+	if (claim(c, IPC_POOL_PTR, data, &x, &rc)) {
+		if (rc == CUDA_SUCCESS) {
+			*base = x.base;
+			*size = x.size;
+			*device = x.device;
+			*ours = true;
+		}
+		return rc == CUDA_ERROR_INVALID_CONTEXT ? CUDA_ERROR_INVALID_VALUE : rc;
+	}
+	if (!mps_drv.cuMemPoolImportPointer)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	memcpy(&d, data, sizeof(d));
+	rc = mps_drv.cuMemPoolImportPointer(&p, pool, &d);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (mps_drv.cuMemGetAddressRange(&b, &sz, p) != CUDA_SUCCESS || b != p) {
+		mps_drv.cuMemFree(p);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	*base = p;
+	*size = sz;
+	*device = mps__cur_device();
+	*ours = false;
+	return CUDA_SUCCESS;
+}
+
+void mps_ipc_close_pool_ptr(struct mps_client *c, uint64_t base, bool ours)
+{
+	if (ours)
+		mps_ipc_close_mem(c, base, true);
+	else
+		mps_drv.cuMemFree((CUdeviceptr)base);
 }

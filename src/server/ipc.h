@@ -46,4 +46,25 @@ void mps_ipc_close_event(struct mps_client *c, CUevent ev, bool ours);
 bool mps_ipc_orphan_mem(struct mps_client *c, uint64_t base);
 bool mps_ipc_orphan_event(struct mps_client *c, CUevent ev);
 
+/*
+ * Memory pools. A pool's export (cuMemPoolExportToShareableHandle, which
+ * the driver must first allow) is a sealed memfd holding a random token of
+ * this server's, kept here with the pool: another client of the server
+ * that imports it gets the exporter's pool itself, and an fd holding no
+ * token of ours is imported through the driver (another process's pool).
+ * A shared pool lives until its exporter and every importer have destroyed
+ * it. The pointers of a pool (cuMemPoolExportPointer) are exported with
+ * the driver's data and kept as memory handles are: opened here they are
+ * the exporter's allocation (same address), freed by the last of them.
+ */
+CUresult mps_ipc_export_pool(struct mps_client *c, CUmemoryPool pool, int device, int *fd);
+CUresult mps_ipc_import_pool(struct mps_client *c, int fd, CUmemoryPool *pool, int *device, bool *ours);
+void mps_ipc_close_pool(struct mps_client *c, CUmemoryPool pool, bool ours);
+bool mps_ipc_orphan_pool(struct mps_client *c, CUmemoryPool pool);
+
+CUresult mps_ipc_export_pool_ptr(struct mps_client *c, uint64_t ptr, int device, void *out);
+CUresult mps_ipc_open_pool_ptr(struct mps_client *c, CUmemoryPool pool, const void *data, uint64_t *base,
+			       uint64_t *size, int *device, bool *ours);
+void mps_ipc_close_pool_ptr(struct mps_client *c, uint64_t base, bool ours);
+
 #endif

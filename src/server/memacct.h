@@ -30,6 +30,8 @@ enum mps_mem_kind {
 			      * with their physical allocations, not here */
 	MPS_MEM_IPC,         /* another client's allocation, opened by IPC handle (ipc.h) */
 	MPS_MEM_IPC_DRIVER,  /* another process's, mapped by the driver */
+	MPS_MEM_POOL_PTR,    /* another client's pool allocation, imported (ipc.h) */
+	MPS_MEM_POOL_PTR_DRIVER, /* another process's, imported by the driver */
 };
 
 struct mps_mrange {

@@ -140,7 +140,7 @@ static void destroy(struct mps_client *c, struct mps_sobj *o)
 		r = mps_drv.cuGraphExecDestroy ? mps_drv.cuGraphExecDestroy((CUgraphExec)o->real) : CUDA_SUCCESS;
 		break;
 	case MPS_H_POOL:
-		r = mps_drv.cuMemPoolDestroy ? mps_drv.cuMemPoolDestroy((CUmemoryPool)o->real) : CUDA_SUCCESS;
+		r = mps__pool_release(c, o);
 		break;
 	case MPS_H_ALLOC:
 		/* Every driver reference we hold; the memory goes with the last. */

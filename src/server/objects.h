@@ -33,7 +33,8 @@ struct mps_sobj {
 	int16_t device;      /* where it was made */
 	uint64_t bytes;      /* device memory charged for it (physical allocations) */
 	uint64_t aux;        /* per kind: a graph's capture stream; for a pool,
-			      * MPS_POOL_DEFAULT if it is the client's default */
+			      * MPS_POOL_DEFAULT if it is the client's default,
+			      * MPS_POOL_IMPORTED(_DRIVER) if it was imported */
 	/* Physical allocations (ops_vmm.c): the client's references to the
 	 * handle, the mappings of it, and driver references beyond the one
 	 * every allocation holds (an import the driver answered with a
@@ -43,6 +44,8 @@ struct mps_sobj {
 };
 
 #define MPS_POOL_DEFAULT 1
+#define MPS_POOL_IMPORTED 2          /* another client's, imported (ipc.h) */
+#define MPS_POOL_IMPORTED_DRIVER 3   /* another process's, imported by the driver */
 
 /* The reverse index: (type, driver handle) -> our handle. */
 struct mps_objindex {

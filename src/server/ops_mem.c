@@ -111,6 +111,10 @@ void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
 	struct mps_mrange r;
 	CUresult cr;
 
+	if (mps__free_pool_ptr(c, q->ptr)) {
+		mps__reply(c, m->slot, CUDA_SUCCESS);
+		return;
+	}
 	if (mps_memacct_remove(&c->mem, q->ptr, MPS_MEM_DEVICE, &r) < 0) {
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
 		return;
@@ -119,6 +123,19 @@ void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
 	if (cr == CUDA_SUCCESS && !mps_ipc_orphan_mem(c, r.base))   /* others may still have it open */
 		cr = mps_drv.cuMemFree((CUdeviceptr)r.base);
 	mps__reply(c, m->slot, cr);
+}
+
+bool mps__free_pool_ptr(struct mps_client *c, uint64_t ptr)
+{
+	struct mps_mrange r;
+
+	if (mps_memacct_remove(&c->mem, ptr, MPS_MEM_POOL_PTR, &r) == 0)
+		mps_ipc_close_pool_ptr(c, r.base, true);
+	else if (mps_memacct_remove(&c->mem, ptr, MPS_MEM_POOL_PTR_DRIVER, &r) == 0)
+		mps_ipc_close_pool_ptr(c, r.base, false);
+	else
+		return false;
+	return true;
 }
 
 /* Stream-ordered allocation, from the client's current pool of the device
@@ -149,6 +166,8 @@ void mps__op_mem_free_async(struct mps_client *c, const struct mps_msg *m)
 	struct mps_mrange r;
 	CUresult cr;
 
+	if (mps__free_pool_ptr(c, q->value))
+		return;
 	if (!rg || rg->base != q->value || rg->kind != MPS_MEM_DEVICE) {
 		mps__defer_error(c, CUDA_ERROR_INVALID_VALUE, "cuMemFreeAsync");
 		return;
@@ -160,7 +179,7 @@ void mps__op_mem_free_async(struct mps_client *c, const struct mps_msg *m)
 	}
 	mps_memacct_remove(&c->mem, q->value, MPS_MEM_DEVICE, &r);
 	cr = mps__bind_device(c, r.device);
-	if (cr == CUDA_SUCCESS)
+	if (cr == CUDA_SUCCESS && !mps_ipc_orphan_mem(c, r.base))   /* others may have imported it */
 		cr = mps_drv.cuMemFreeAsync((CUdeviceptr)r.base, st->s);
 	mps__defer_error(c, cr, "cuMemFreeAsync");
 }

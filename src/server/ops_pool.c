@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/forward.h"
+#include "server/ipc.h"
 #include "server/server.h"
 #include "server/streams.h"
 
@@ -121,7 +122,8 @@ CUresult mps__hook_cuMemAllocFromPoolAsync(struct mps_client *c, CUdeviceptr *dp
 	struct mps_sobj *o = pool_of(c, pool);
 	CUresult r;
 
-	if (!o)
+	/* As the driver: an imported pool is for imported pointers only. */
+	if (!o || o->aux == MPS_POOL_IMPORTED || o->aux == MPS_POOL_IMPORTED_DRIVER)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (bytesize == 0) {   /* the driver's answer: nothing, successfully */
 		*dptr = 0;
@@ -254,7 +256,22 @@ CUresult mps__hook_cuMemPoolDestroy(struct mps_client *c, CUmemoryPool pool)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (c->pool_current[o->device] == o->handle)
 		c->pool_current[o->device] = 0;
-	return mps_drv.cuMemPoolDestroy(pool);
+	return mps__pool_release(c, o);
+}
+
+CUresult mps__pool_release(struct mps_client *c, struct mps_sobj *o)
+{
+	CUmemoryPool p = (CUmemoryPool)o->real;
+
+	if (!mps_drv.cuMemPoolDestroy)
+		return CUDA_SUCCESS;
+	if (o->aux == MPS_POOL_IMPORTED || o->aux == MPS_POOL_IMPORTED_DRIVER) {
+		mps_ipc_close_pool(c, p, o->aux == MPS_POOL_IMPORTED);
+		return CUDA_SUCCESS;
+	}
+	if (mps_ipc_orphan_pool(c, p))
+		return CUDA_SUCCESS;   /* the last importer destroys it */
+	return mps_drv.cuMemPoolDestroy(p);
 }
 
 CUresult mps__hook_cuMemPoolSetAccess(struct mps_client *c, CUmemoryPool pool, const CUmemAccessDesc *map,

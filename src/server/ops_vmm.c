@@ -334,8 +334,7 @@ void mps__op_vmm_export(struct mps_client *c, const struct mps_msg *m)
 	mps__reply(c, m->slot, r);
 }
 
-/* The fd the client sent ahead of its import message, or -1. */
-static int take_fd(struct mps_client *c)
+int mps__take_fd(struct mps_client *c)
 {
 	struct mps_fdmsg fm;
 	int fd = -1;
@@ -353,7 +352,7 @@ void mps__op_vmm_import(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_vmm *q = (const void *)m;
 	struct mps_slot *s = mps__slot(c, m->slot);
-	int fd = take_fd(c);   /* first, whatever the answer: it must not linger */
+	int fd = mps__take_fd(c);   /* first, whatever the answer: it must not linger */
 	CUmemGenericAllocationHandle h = 0;
 	CUmemAllocationProp prop;
 	struct mps_sobj *o;

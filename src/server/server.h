@@ -278,6 +278,18 @@ void mps__vmm_release_all(struct mps_client *c);
 CUresult mps__pool_alloc(struct mps_client *c, struct mps_sstream *st, struct mps_sobj *pool, uint64_t size,
 			 CUdeviceptr *out);
 void mps__modules_release_ctx(struct mps_client *c, uint32_t ctx);
+
+/* An imported pool pointer of the client's at ptr freed (its view
+ * closed): false if ptr is none (ops_mem.c). */
+bool mps__free_pool_ptr(struct mps_client *c, uint64_t ptr);
+
+/* The fd the client sent ahead of its import message, or -1 (ops_vmm.c). */
+int mps__take_fd(struct mps_client *c);
+
+/* Destroys a pool the client no longer holds: an imported one gives back
+ * its share, one others imported waits for them (ipc.h) (ops_pool.c). */
+struct mps_sobj;
+CUresult mps__pool_release(struct mps_client *c, struct mps_sobj *o);
 void mps__host_release_all(struct mps_client *c);
 
 /* The client's pinned host region called handle, NULL if none or freed. */

@@ -257,6 +257,8 @@ void mps__client_teardown(struct mps_client *c)
 		mps_memacct_remove(&c->mem, r.base, r.kind, NULL);
 		if (r.kind == MPS_MEM_IPC || r.kind == MPS_MEM_IPC_DRIVER)
 			mps_ipc_close_mem(c, r.base, r.kind == MPS_MEM_IPC);
+		else if (r.kind == MPS_MEM_POOL_PTR || r.kind == MPS_MEM_POOL_PTR_DRIVER)
+			mps_ipc_close_pool_ptr(c, r.base, r.kind == MPS_MEM_POOL_PTR);
 		else if (r.kind == MPS_MEM_DEVICE && mps__bind_device(c, r.device) == CUDA_SUCCESS &&
 			 !mps_ipc_orphan_mem(c, r.base))
 			mps_drv.cuMemFree((CUdeviceptr)r.base);

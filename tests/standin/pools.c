@@ -13,9 +13,13 @@
  * the minimum asked) when trimmed. The bytes themselves are freed at once:
  * the stand-in keeps no cache, only the driver's account of one. A
  * destroyed pool leaves the registry; its record goes with its last
- * allocation.
+ * allocation. A pool made with the POSIX handle type exports a memfd that
+ * names it, and its allocations export data that names them; both can be
+ * imported only in this process.
  */
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "standin.h"
 
@@ -474,6 +478,108 @@ CU_API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPoo
 	else
 		*flags = (p->access >> location->id) & 1 ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 							 : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+	mps__unlock();
+	return rc;
+}
+
+/* ---- sharing ----------------------------------------------------------------- */
+
+#define EXPORT_MAGIC 0x6c6f6f5069737ull   /* in a pool's fd and a pointer's export data */
+
+/* A pool's file descriptor: a memfd holding the magic and the pool's
+ * handle, which only this process can name. */
+CU_API CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+						 CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+	uint64_t rec[2] = { EXPORT_MAGIC, 0 };
+	struct si_pool *p;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+	int fd;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!handle_out || flags || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	p = pool_arg(pool);
+	if (p && (p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+		rec[1] = p->handle;
+		fd = memfd_create("standin-pool", MFD_CLOEXEC);
+		rc = CUDA_ERROR_OPERATING_SYSTEM;
+		if (fd >= 0 && pwrite(fd, rec, sizeof(rec), 0) == sizeof(rec)) {
+			*(int *)handle_out = fd;
+			rc = CUDA_SUCCESS;
+		} else if (fd >= 0) {
+			close(fd);
+		}
+	}
+	mps__unlock();
+	return rc;
+}
+
+/* Only this process's own pools can be named by an fd here. */
+CU_API CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+						   CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+	uint64_t rec[2];
+	struct si_pool *p;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!pool_out || flags || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (pread((int)(uintptr_t)handle, rec, sizeof(rec), 0) != sizeof(rec) || rec[0] != EXPORT_MAGIC)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	p = pool_arg((CUmemoryPool)(uintptr_t)rec[1]);
+	if (p) {
+		*pool_out = (CUmemoryPool)p->handle;
+		rc = CUDA_SUCCESS;
+	}
+	mps__unlock();
+	return rc;
+}
+
+CU_API CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+	uint64_t rec[3] = { EXPORT_MAGIC, 0, ptr };
+	struct si_range *r;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!shareData_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	r = mps__range_find((uintptr_t)ptr);
+	if (r && r->base == (uintptr_t)ptr && r->pool && (r->pool->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+		rec[1] = r->pool->handle;
+		memset(shareData_out, 0, sizeof(*shareData_out));
+		memcpy(shareData_out->reserved, rec, sizeof(rec));
+		rc = CUDA_SUCCESS;
+	}
+	mps__unlock();
+	return rc;
+}
+
+CU_API CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData)
+{
+	uint64_t rec[3];
+	struct si_range *r;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!ptr_out || !shareData)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(rec, shareData->reserved, sizeof(rec));
+	mps__lock();
+	r = mps__range_find((uintptr_t)rec[2]);
+	if (rec[0] == EXPORT_MAGIC && rec[1] == (uintptr_t)pool && r && r->pool && r->pool->handle == rec[1]) {
+		*ptr_out = rec[2];
+		rc = CUDA_SUCCESS;
+	}
 	mps__unlock();
 	return rc;
 }

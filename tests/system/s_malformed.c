@@ -354,6 +354,28 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 	EXPECT(call(MPS_OP_IPC_OPEN_EVENT, ctx, &m, sizeof(m.ipc), NULL) != CUDA_SUCCESS, "a garbage event opened");
 	CHECK_ERR(call(MPS_OP_IPC_OPEN_EVENT, 0x7fff0001, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_CONTEXT);
 
+	/* Pool sharing: a pool that is not one, a default pool, a type that
+	 * is not a file descriptor; an import with no fd sent; the
+	 * neighbour's pointer exported; a pointer imported into a pool that
+	 * was not imported, or into none. */
+	memset(&m, 0, sizeof(m));
+	m.v.handle = ctx;
+	m.v.type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	CHECK_ERR(call(MPS_OP_POOL_EXPORT, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.v.handle = pool;   /* the default pool: made without a handle type */
+	EXPECT(call(MPS_OP_POOL_EXPORT, ctx, &m, sizeof(m.v), NULL) != CUDA_SUCCESS, "the default pool was exported");
+	m.v.type = CU_MEM_HANDLE_TYPE_FABRIC;
+	CHECK_ERR(call(MPS_OP_POOL_EXPORT, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_NOT_SUPPORTED);
+	m.v.type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	CHECK_ERR(call(MPS_OP_POOL_IMPORT, ctx, &m, sizeof(m.v), NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.ipc.ptr = theirs;
+	CHECK_ERR(call(MPS_OP_POOL_EXPORT_PTR, ctx, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ipc.event = pool;
+	CHECK_ERR(call(MPS_OP_POOL_IMPORT_PTR, ctx, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ipc.event = 0x7fff0001;
+	CHECK_ERR(call(MPS_OP_POOL_IMPORT_PTR, ctx, &m, sizeof(m.ipc), NULL), CUDA_ERROR_INVALID_VALUE);
+
 	/* The devices it sees, sent again once it has a context, and with a
 	 * count past the server's devices: refused, the numbering unchanged. */
 	{
