@@ -97,6 +97,8 @@ int mps__connect(CUresult *refusal)
 	hello.kind = MPS_HELLO_CLIENT;
 	hello.pid = (uint32_t)getpid();
 	own_comm(hello.comm, sizeof(hello.comm));
+	if (getenv("OPENMPS_FAULT_DOMAIN"))
+		strncpy(hello.domain, getenv("OPENMPS_FAULT_DOMAIN"), sizeof(hello.domain) - 1);
 	n = mps_sock_send(fd, &hello, sizeof(hello), -1);
 	if (n < 0) {
 		err = (int)n;

@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cudaTypedefs.h>
 
@@ -123,6 +124,13 @@ static void decide(void)
 		r = -ENOENT;
 	} else {
 		r = mps__connect(&refusal);
+		/* A server that ended (a GPU fault) just as it was given us: the
+		 * daemon starts a fresh one for the next try. */
+		for (int tries = 0; tries < 3 && (r == -EPROTO || (r == -EACCES && refusal == CUDA_ERROR_MPS_SERVER_NOT_READY));
+		     tries++) {
+			usleep(50000u << tries);
+			r = mps__connect(&refusal);
+		}
 	}
 	if (r == 0 && mps__select_devices() < 0) {
 		mps_log_warn("openmps: the server did not take this process's visible devices");

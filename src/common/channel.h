@@ -39,6 +39,9 @@
  *   CLIENT_DOWN     client pid left and everything it held is freed.
  *   REPLY           the answer to the request numbered req: value = 0 or
  *                   -errno, text = detail.
+ *   FAULT           a GPU fault ended the server's context: value = the
+ *                   driver's error, text = the device and the culprit or
+ *                   suspects. The server exits right after.
  */
 #ifndef MPS_COMMON_CHANNEL_H
 #define MPS_COMMON_CHANNEL_H
@@ -62,6 +65,7 @@ enum mps_chan_op {
 	MPS_CHAN_DEVICE,         /* server -> daemon */
 	MPS_CHAN_CLIENT_DEVICES, /* server -> daemon */
 	MPS_CHAN_REPLY,          /* server -> daemon */
+	MPS_CHAN_FAULT,          /* server -> daemon */
 };
 
 struct mps_chan {

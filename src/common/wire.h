@@ -57,6 +57,7 @@ struct mps_hello {
 	uint32_t pid;
 	uint32_t flags;
 	char comm[64];    /* the client's command name, for logs and listings */
+	char domain[32];  /* its fault domain (OPENMPS_FAULT_DOMAIN); "" for the default */
 };
 
 /* daemon or server -> client: the connection is refused; then closed. The
@@ -754,7 +755,7 @@ _Static_assert(sizeof(struct mps_func_info) == 16, "func info header");
 _Static_assert(sizeof(struct mps_vmm_prop) == 24, "allocation properties");
 _Static_assert(offsetof(struct mps_msg_vmm, prop) == 56, "vmm layout");
 _Static_assert(MPS_WIRE_ATTRS % 8 == 0, "attribute bitmap");
-_Static_assert(sizeof(struct mps_hello) == 80, "hello size");
+_Static_assert(sizeof(struct mps_hello) == 112, "hello size");
 _Static_assert(sizeof(struct mps_refuse) == 256, "refuse size");
 _Static_assert(offsetof(struct mps_welcome, dev) == 32, "welcome layout");
 _Static_assert(sizeof(struct mps_wire_device) == 1112, "device record size");

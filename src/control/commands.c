@@ -413,6 +413,32 @@ static void cmd_get_default_atp(struct mps_cmd *cmd, int argc, char **argv)
 	show_percentage(cmd, mps_daemon.defaults.thread_pct);
 }
 
+/* Fault domains: where clients that name none (OPENMPS_FAULT_DOMAIN) go. */
+static void cmd_set_default_domain(struct mps_cmd *cmd, int argc, char **argv)
+{
+	if (argc != 2) {
+		USAGE(cmd, "set_default_fault_domain <shared|own|name>");
+		return;
+	}
+	if (strlen(argv[1]) >= sizeof(mps_daemon.default_domain)) {
+		mps_err(cmd, "Error: a fault domain's name has at most %zu characters\n",
+			sizeof(mps_daemon.default_domain) - 1);
+		return;
+	}
+	snprintf(mps_daemon.default_domain, sizeof(mps_daemon.default_domain), "%s",
+		 strcmp(argv[1], "shared") ? argv[1] : "");
+	mps_out(cmd, "%s\n", argv[1]);
+}
+
+static void cmd_get_default_domain(struct mps_cmd *cmd, int argc, char **argv)
+{
+	if (argc != 1) {
+		USAGE(cmd, "get_default_fault_domain");
+		return;
+	}
+	mps_out(cmd, "%s\n", *mps_daemon.default_domain ? mps_daemon.default_domain : "shared");
+}
+
 static void cmd_set_atp(struct mps_cmd *cmd, int argc, char **argv)
 {
 	struct mps_server_rec *s;
@@ -592,6 +618,8 @@ static const struct {
 	{ "set_default_client_priority", cmd_set_default_prio, ADMIN },
 	{ "get_default_client_priority", cmd_get_default_prio, ANYONE },
 	{ "device_query", cmd_device_query, ANYONE },
+	{ "set_default_fault_domain", cmd_set_default_domain, ADMIN },
+	{ "get_default_fault_domain", cmd_get_default_domain, ANYONE },
 };
 
 void mps_command(const char *line, struct mps_cmd *cmd)

@@ -52,6 +52,7 @@ struct mps_pending_client {
 	pid_t pid;
 	uid_t uid;
 	char comm[64];
+	char domain[40];            /* the fault domain it asked for ("": the default) */
 };
 
 /* A client a server reported connected. */
@@ -109,6 +110,7 @@ struct mps_server_rec {
 	struct mps_pending_client *pending, **pending_tail;
 	struct mps_server_client *clients;
 	struct mps_settings settings;
+	char domain[40];            /* the fault domain it serves ("": the default) */
 };
 
 struct mps_daemon {
@@ -131,6 +133,7 @@ struct mps_daemon {
 	struct mps_server_rec *servers;         /* in start order */
 	struct mps_pending_client *waiting, **waiting_tail; /* exclusive mode: other users */
 	struct mps_settings defaults;
+	char default_domain[32];    /* the fault domain of clients that name none ("": shared) */
 	bool devices_known;
 	int ndev;
 	struct mps_device_info dev[MPS_MAX_DEVICES];
@@ -186,6 +189,8 @@ void mps_conn_collect(void);
 
 /* servers.c */
 struct mps_server_rec *mps_server_for_uid(uid_t uid);
+/* The server of a fault domain of uid's (domain "": the default one). */
+struct mps_server_rec *mps_server_for(uid_t uid, const char *domain);
 struct mps_server_rec *mps_server_by_pid(pid_t pid);
 int mps_server_start(uid_t uid, struct mps_server_rec **out);
 /* Takes a CUDA client's connection to its user's server, starting the

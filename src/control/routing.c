@@ -49,15 +49,38 @@ static void refuse(int fd, CUresult r, const char *text)
 	close(fd);
 }
 
-struct mps_server_rec *mps_server_for_uid(uid_t uid)
+struct mps_server_rec *mps_server_for(uid_t uid, const char *domain)
 {
 	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next) {
 		if (s->state == MPS_SERVER_STOPPING || s->state == MPS_SERVER_FAULT)
 			continue;
-		if (mps_daemon.multiuser || s->uid == uid)
+		if ((mps_daemon.multiuser || s->uid == uid) && !strcmp(s->domain, domain))
 			return s;
 	}
 	return NULL;
+}
+
+struct mps_server_rec *mps_server_for_uid(uid_t uid)
+{
+	return mps_server_for(uid, "");
+}
+
+/* The fault domain a client asked for, as a name: "own" is a domain of its
+ * own (named after its pid); anything else as it is, cut to what fits. */
+static void domain_of(const struct mps_hello *h, pid_t pid, char *out, size_t size)
+{
+	char d[sizeof(h->domain) + 1];
+
+	memcpy(d, h->domain, sizeof(h->domain));
+	d[sizeof(h->domain)] = 0;
+	if (!*d)
+		snprintf(d, sizeof(d), "%s", mps_daemon.default_domain);
+	if (!strcmp(d, "shared"))
+		*d = 0;
+	if (!strcmp(d, "own"))
+		snprintf(out, size, "own-%d", (int)pid);
+	else
+		snprintf(out, size, "%s", d);
 }
 
 /* Passes a client's connection to the server. Returns 0, or -EAGAIN when the
@@ -130,6 +153,7 @@ static struct mps_pending_client *new_pending(int fd, const struct ucred *cred, 
 	p->pid = cred->pid;
 	p->uid = cred->uid;
 	snprintf(p->comm, sizeof(p->comm), "%s", h->comm);
+	domain_of(h, cred->pid, p->domain, sizeof(p->domain));
 	return p;
 }
 
@@ -153,7 +177,10 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 		       "this openmps daemon serves only its own user; start it as root to serve every user");
 		return;
 	}
-	s = mps_server_for_uid(uid);
+	char domain[40];
+
+	domain_of(h, cred->pid, domain, sizeof(domain));
+	s = mps_server_for(uid, domain);
 	if (!s && mps_daemon.exclusive && !mps_daemon.multiuser && (mps_daemon.servers || mps_daemon.waiting)) {
 		/* Exclusive mode: another server runs; wait for our turn. */
 		p = new_pending(fd, cred, h);
@@ -178,9 +205,9 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 				mps_server_stop(o, MPS_STOP_DRAIN);
 		return;
 	}
-	mps_log_info("NEW CLIENT %d from user %u: %s", (int)cred->pid, (unsigned)uid,
-		     s && s->state == MPS_SERVER_ACTIVE ? "Server already exists"
-							: "Server is not ready, push client to pending list");
+	mps_log_info("NEW CLIENT %d from user %u%s%s: %s", (int)cred->pid, (unsigned)uid, *domain ? ", fault domain " : "",
+		     domain, s && s->state == MPS_SERVER_ACTIVE ? "Server already exists"
+								: "Server is not ready, push client to pending list");
 	if (!s) {
 		r = mps_server_start(mps_daemon.multiuser ? 0 : uid, &s);
 		if (r < 0) {
@@ -188,6 +215,7 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 			refuse(fd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the control daemon cannot start a server");
 			return;
 		}
+		snprintf(s->domain, sizeof(s->domain), "%s", domain);
 	}
 	s->probe = false;
 	p = new_pending(fd, cred, h);
@@ -199,6 +227,9 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 	s->pending_tail = &p->next;
 	if (!s->chan_full)
 		mps__flush_pending(s, NULL);
+	/* A domain of its own: the server goes when the client does. */
+	if (!strncmp(domain, "own-", 4))
+		mps_server_stop(s, MPS_STOP_DRAIN);
 }
 
 void mps__refuse_waiting(const char *why)

@@ -408,6 +408,12 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 		case MPS_CHAN_REPLY:
 			mps_conn_answer(s->pid, &m);
 			break;
+		case MPS_CHAN_FAULT:
+			/* New clients go to a fresh server from now on (routing.c
+			 * passes a server in FAULT by). */
+			mps_log_error("Server %d: %s", (int)s->pid, m.text);
+			s->state = MPS_SERVER_FAULT;
+			break;
 		default:
 			mps_log_warn("server %d sent unknown message %u", (int)s->pid, m.op);
 			break;

@@ -7,8 +7,9 @@
  *
  * The main thread only waits: on the channel (new clients, quit), on every
  * client socket (a hangup means the client is gone: start its teardown), and
- * on SIGTERM/SIGINT (quit). To quit it marks every client dead and keeps
- * handling hangups until the last client has been torn down.
+ * on SIGTERM/SIGINT (quit), and for a GPU fault (fault.h: the server
+ * exits). To quit it marks every client dead and keeps handling hangups
+ * until the last client has been torn down.
  *
  * Before the driver is initialised the CUDA_MPS_* variables are removed from
  * our own environment, so NVIDIA's driver in this process never tries to
@@ -31,6 +32,7 @@
 #include "server/crash.h"
 #include "server/device.h"
 #include "server/driver.h"
+#include "server/fault.h"
 #include "server/main.h"
 #include "server/sched.h"
 #include "server/server.h"
@@ -44,7 +46,7 @@ struct mps_server mps_srv = {
 static int epfd = -1;
 
 /* epoll tags that are not clients. */
-static char tag_channel, tag_signal;
+static char tag_channel, tag_signal, tag_fault;
 
 int mps_main_watch(struct mps_client *c)
 {
@@ -242,6 +244,11 @@ int main(int argc, char **argv)
 	epoll_ctl(epfd, EPOLL_CTL_ADD, mps_srv.channel, &ev);
 	ev.data.ptr = &tag_signal;
 	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
+	ev.data.ptr = &tag_fault;
+	if (mps_fault_init() < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, mps_fault_init_fd(), &ev) < 0) {
+		report_failed("cannot set up the fault watch");
+		return 1;
+	}
 
 	mps_control_report_ready();
 	mps_log_info("Server ready: %d device(s), spin %llu us", mps_srv.ndev,
@@ -268,7 +275,9 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
 
-			if (tag == &tag_channel) {
+			if (tag == &tag_fault) {
+				mps_fault_finish();
+			} else if (tag == &tag_channel) {
 				if (mps_control_handle(mps_srv.channel) < 0 && !quitting) {
 					quitting = 1;
 					epoll_ctl(epfd, EPOLL_CTL_DEL, mps_srv.channel, NULL);

@@ -17,6 +17,7 @@
 #include "common/image.h"
 #include "common/log.h"
 #include "server/driver.h"
+#include "server/fault.h"
 #include "server/server.h"
 
 #define BLOB_MAX   (4ull << 30)    /* largest image a client may upload */
@@ -339,6 +340,7 @@ void mps__op_get_function(struct mps_client *c, const struct mps_msg *m)
 	}
 	f->owner = mod;
 	f->device = device;
+	f->name = parent ? parent->name : mps_fault_name(q->name);
 	f->next = mod->funcs;
 	mod->funcs = f;
 	s->val[0] = f->handle;

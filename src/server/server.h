@@ -148,6 +148,7 @@ struct mps_sfunc {
 	uint32_t nparams;
 	uint32_t arg_size;
 	uint16_t *param;                /* nparams pairs: offset, size */
+	const char *name;               /* interned (fault.h), or NULL */
 };
 
 struct mps_shost {
@@ -184,6 +185,12 @@ struct mps_client {
 	struct mps_memacct mem;
 	struct mps_completions comp;
 	int deferred;                   /* atomic CUresult: first asynchronous error not yet reported */
+	struct {                        /* its last GPU work, for a fault's report (fault.h); atomics */
+		uint64_t ns;
+		int dev;
+		uint32_t stream;
+		const char *kernel;
+	} work;
 	unsigned int captures;          /* stream captures it has begun and not ended (ops_capture.c) */
 	uint32_t pool_default[MPS_MAX_DEVICES];   /* its own default pool per device, made on first use */
 	uint32_t pool_current[MPS_MAX_DEVICES];   /* cuDeviceSetMemPool's choice; 0: the default (ops_pool.c) */

@@ -22,6 +22,7 @@
 #include "server/control.h"
 #include "server/crash.h"
 #include "server/driver.h"
+#include "server/fault.h"
 #include "server/ipc.h"
 #include "server/sched.h"
 #include "server/server.h"
@@ -68,6 +69,7 @@ void mps__defer_error(struct mps_client *c, CUresult r, const char *what)
 
 	if (r == CUDA_SUCCESS)
 		return;
+	mps_fault_check(r);
 	mps_log_debug("client %d: %s failed asynchronously: %s", (int)c->pid, what, mps_driver_errname(r));
 	/* The first error wins, as CUDA reports the first failure. */
 	mps_cas(&c->deferred, &none, (int)r);
@@ -87,6 +89,7 @@ void mps__reply(struct mps_client *c, uint32_t slot, CUresult r)
 {
 	struct mps_slot *s = mps__slot(c, slot);
 
+	mps_fault_check(r);
 	s->result = (int32_t)r;
 	/* Release: the reply's data and result are visible before DONE. */
 	if (mps_xchg(&s->state, MPS_SLOT_DONE) == MPS_SLOT_SLEEPING)

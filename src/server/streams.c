@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "server/driver.h"
+#include "server/fault.h"
 #include "server/streams.h"
 
 CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int flags, int priority,
@@ -181,7 +182,10 @@ struct mps_sstream *mps_stream_for_work(struct mps_client *c, const struct mps_m
 	*err = mps__bind_device(c, st->ctx->device);
 	if (*err == CUDA_SUCCESS)
 		*err = mps_stream_before(c, st);
-	return *err == CUDA_SUCCESS ? st : NULL;
+	if (*err != CUDA_SUCCESS)
+		return NULL;
+	mps_fault_note_work(c, st->ctx->device, st->handle, NULL);
+	return st;
 }
 
 CUresult mps_stream_sync_all(struct mps_client *c, struct mps_sctx *ctx, uint32_t slot)

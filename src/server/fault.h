@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+/*
+ * GPU faults. A kernel that faults (an illegal address, a device-side
+ * assert, ...) leaves its context with a sticky error that every later use
+ * of the context returns: the server's one context per GPU is then dead
+ * for every client of that GPU. The server does what NVIDIA MPS does, and
+ * says more about it: every client is told the driver's error (it becomes
+ * the answer to each of its later calls), the log and the control daemon
+ * are told which client's work was running — the culprit when there was
+ * one, the suspects otherwise — and the server exits, so the daemon starts
+ * a fresh one for the next client. A client that wants its neighbours kept
+ * out of its faults runs in a fault domain of its own (a server of its own;
+ * OPENMPS_FAULT_DOMAIN, see docs/CONTROL.md).
+ *
+ * Detection costs nothing on the normal path: every result a client gets
+ * passes mps_fault_check(), which looks further only at the sticky error
+ * codes, and then asks each device's context whether it is the one dead.
+ */
+#ifndef MPS_SERVER_FAULT_H
+#define MPS_SERVER_FAULT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+struct mps_client;
+struct mps_sfunc;
+
+/* Whether r is one of the errors that kill a context. */
+static inline bool mps_fault_sticky(CUresult r)
+{
+	switch ((int)r) {
+	case CUDA_ERROR_ECC_UNCORRECTABLE:
+	case CUDA_ERROR_ILLEGAL_ADDRESS:
+	case CUDA_ERROR_LAUNCH_TIMEOUT:
+	case CUDA_ERROR_ASSERT:
+	case CUDA_ERROR_HARDWARE_STACK_ERROR:
+	case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+	case CUDA_ERROR_MISALIGNED_ADDRESS:
+	case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+	case CUDA_ERROR_INVALID_PC:
+	case CUDA_ERROR_LAUNCH_FAILED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Sets up the wake-up the main thread waits on: 0, or -1. Its fd. */
+int mps_fault_init(void);
+int mps_fault_init_fd(void);
+
+/* A result some client got: if it is sticky and a device's context is
+ * dead, raises the fault (once) and wakes the main thread. Any thread. */
+void mps_fault_slow(CUresult r);
+static inline void mps_fault_check(CUresult r)
+{
+	if (mps_fault_sticky(r))
+		mps_fault_slow(r);
+}
+
+/* The interned copy of a kernel's name, for the report (NULL if out of
+ * memory). */
+const char *mps_fault_name(const char *name);
+
+/* Work client c queued on stream `stream` of device dev, and the kernel if
+ * it was a launch (f may be NULL): what names a culprit. Service thread. */
+void mps_fault_note_work(struct mps_client *c, int dev, uint32_t stream, const struct mps_sfunc *f);
+
+/* Main thread, once woken: reports the fault, tells every client and the
+ * daemon, and ends the server. Does not return. */
+void mps_fault_finish(void) __attribute__((noreturn));
+
+#endif
