@@ -21,6 +21,8 @@
  *                   in hundredths of a percent (value, 1..10000).
  *   SET_PRIORITY    client priority for later clients (value: 0 normal,
  *                   1 below normal).
+ *   LOG             the log file, reopened (SIGHUP): its fd rides along; the
+ *                   server writes there from now on.
  *   SET_MEMLIMIT    pinned device memory limit for later clients: text names
  *                   the device (ordinal, or a UUID "GPU-…"/"MIG-…"), arg is
  *                   the limit in bytes (0: none).
@@ -66,6 +68,7 @@ enum mps_chan_op {
 	MPS_CHAN_CLIENT_DEVICES, /* server -> daemon */
 	MPS_CHAN_REPLY,          /* server -> daemon */
 	MPS_CHAN_FAULT,          /* server -> daemon */
+	MPS_CHAN_LOG,            /* daemon -> server */
 };
 
 struct mps_chan {

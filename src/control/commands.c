@@ -206,6 +206,13 @@ static void cmd_get_server_status(struct mps_cmd *cmd, int argc, char **argv)
 		mps_out(cmd, "%s\n", mps_server_state_name(s->state));
 }
 
+static void start_done(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure)
+{
+	(void)answer;
+	if (failure)
+		mps_err(cmd, "Error: the server did not start: %s\n", failure);
+}
+
 static void cmd_start_server(struct mps_cmd *cmd, int argc, char **argv)
 {
 	struct mps_server_rec *s;
@@ -240,8 +247,15 @@ static void cmd_start_server(struct mps_cmd *cmd, int argc, char **argv)
 		return;
 	}
 	r = mps_server_start(mps_daemon.multiuser ? 0 : (uid_t)uid, &s);
-	if (r < 0)
+	if (r < 0) {
 		mps_err(cmd, "Error: cannot start a server for user %lu: %s\n", uid, strerror(-r));
+		return;
+	}
+	/* Answered once it serves, or with why it could not. */
+	cmd->wait = MPS_WAIT_READY;
+	cmd->wait_server = s->pid;
+	cmd->wait_ms = DEVICES_MS;
+	cmd->done = start_done;
 }
 
 static void cmd_shutdown_server(struct mps_cmd *cmd, int argc, char **argv)

@@ -10,7 +10,7 @@
  * Nothing waits on a peer. Sockets are non-blocking; a UI that does not read
  * its replies has one reply parked and is not read from until it takes it;
  * a command that needs a server's answer (terminate_client, device_query
- * before any server ran) parks the UI the same way until the answer, the
+ * before any server ran, start_server) parks the UI the same way until the answer, the
  * server's end, or the command's time limit. A UI that says nothing costs an
  * fd and nothing else. When the process runs out of fds, a connection is
  * accepted and closed at once (a spare fd is given up for it) rather than
@@ -335,8 +335,18 @@ void mps_conn_server_gone(pid_t server, const char *why)
 {
 	for (struct conn *c = conns, *next; c; c = next) {
 		next = c->next;
-		if (c->waiting && c->cmd.wait == MPS_WAIT_REPLY && c->cmd.wait_server == server)
+		if (c->waiting && (c->cmd.wait == MPS_WAIT_REPLY || c->cmd.wait == MPS_WAIT_READY) &&
+		    c->cmd.wait_server == server)
 			finish(c, NULL, why);
+	}
+}
+
+void mps_conn_ready(pid_t server)
+{
+	for (struct conn *c = conns, *next; c; c = next) {
+		next = c->next;
+		if (c->waiting && c->cmd.wait == MPS_WAIT_READY && c->cmd.wait_server == server)
+			finish(c, NULL, NULL);
 	}
 }
 

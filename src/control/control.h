@@ -152,6 +152,7 @@ enum mps_wait {
 	MPS_WAIT_NONE = 0,
 	MPS_WAIT_REPLY,             /* a REPLY packet numbered wait_req from wait_server */
 	MPS_WAIT_DEVICES,           /* the device list */
+	MPS_WAIT_READY,             /* wait_server to report READY */
 };
 
 struct mps_cmd {
@@ -181,6 +182,8 @@ void mps_conn_answer(pid_t server, const struct mps_chan *m);
 void mps_conn_server_gone(pid_t server, const char *why);
 /* The device list became known (or cannot be: why). */
 void mps_conn_devices(const char *why);
+/* Server `server` is serving: commands waiting for that are answered. */
+void mps_conn_ready(pid_t server);
 /* Fails waits past their time; returns ms until the next one is due (-1: none). */
 int mps_conn_tick(void);
 void mps_conn_close_all(void);
@@ -193,6 +196,8 @@ struct mps_server_rec *mps_server_for_uid(uid_t uid);
 struct mps_server_rec *mps_server_for(uid_t uid, const char *domain);
 struct mps_server_rec *mps_server_by_pid(pid_t pid);
 int mps_server_start(uid_t uid, struct mps_server_rec **out);
+/* Hands every running server the reopened server.log. */
+void mps_servers_send_log(void);
 /* Takes a CUDA client's connection to its user's server, starting the
  * server if there is none; queues it while the server starts (or, in
  * exclusive mode, while another user's server runs); refuses it if none of

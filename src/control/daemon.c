@@ -227,6 +227,31 @@ static void cleanup(void)
 		close(mps_daemon.lock_fd);
 }
 
+/* A crash: what a new daemon would trip over goes first (unlink is safe in
+ * a signal handler), then the signal does what it would have. */
+static void on_crash(int sig)
+{
+	if (mps_daemon.listen_fd >= 0)
+		unlink(mps_daemon.sock_path);
+	if (mps_daemon.priv_fd >= 0)
+		unlink(mps_daemon.priv_path);
+	unlink(mps_daemon.pid_path);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void catch_crashes(void)
+{
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_crash;
+	sa.sa_flags = SA_RESETHAND;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
 static int open_sockets(void)
 {
 	mps_daemon.listen_fd = mps_sock_listen(mps_daemon.sock_path, 0666);
@@ -302,12 +327,35 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* SIGHUP (logrotate's signal): the logs are opened again at their paths;
+ * the servers get the new server.log. */
+static void reopen_logs(void)
+{
+	int c = -1, s = -1;
+
+	if (open_log("control.log", &c) < 0 || open_log("server.log", &s) < 0) {
+		mps_log_error("SIGHUP: cannot reopen the logs in %s: %s", mps_daemon.log_dir, strerror(errno));
+		if (c >= 0)
+			close(c);
+		return;
+	}
+	/* Onto the same fds, so nothing ever writes to a closed one. */
+	dup2(c, mps_log_fd());
+	dup2(s, mps_daemon.server_log_fd);
+	close(c);
+	close(s);
+	mps_log_info("received SIGHUP: logs reopened");
+	mps_servers_send_log();
+}
+
 static void on_signals(int sfd)
 {
 	struct signalfd_siginfo si;
 
 	while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-		if (si.ssi_signo == SIGCHLD) {
+		if (si.ssi_signo == SIGHUP) {
+			reopen_logs();
+		} else if (si.ssi_signo == SIGCHLD) {
 			int status;
 			pid_t pid;
 
@@ -337,6 +385,7 @@ int mps_daemon_run(bool foreground)
 		ready_fd = detach();
 	raise_fd_limit();
 	write_pid();
+	catch_crashes();
 	mps_log_info("Starting control daemon using socket %s", mps_daemon.sock_path);
 	mps_log_info("To connect CUDA applications to this daemon, set env CUDA_MPS_PIPE_DIRECTORY=%s",
 		     mps_daemon.pipe_dir);
@@ -352,6 +401,10 @@ int mps_daemon_run(bool foreground)
 	sigaddset(&sigs, SIGCHLD);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGQUIT);
+	sigaddset(&sigs, SIGUSR1);
+	sigaddset(&sigs, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	mps_daemon.epfd = epoll_create1(EPOLL_CLOEXEC);

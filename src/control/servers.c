@@ -87,6 +87,21 @@ int mps_server_send(struct mps_server_rec *s, struct mps_chan *m)
 	return 0;
 }
 
+void mps_servers_send_log(void)
+{
+	struct mps_chan m;
+
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next) {
+		if (s->chan < 0)
+			continue;
+		memset(&m, 0, sizeof(m));
+		m.magic = MPS_CHAN_MAGIC;
+		m.op = MPS_CHAN_LOG;
+		if (mps_sock_send(s->chan, &m, sizeof(m), mps_daemon.server_log_fd) < 0)
+			mps_log_warn("cannot give server %d its reopened log", (int)s->pid);
+	}
+}
+
 /* In the child: become the user, wire up the channel and log, run the server. */
 static void exec_server(uid_t uid, int chan)
 {
@@ -331,6 +346,7 @@ static void ready(struct mps_server_rec *s, const struct mps_chan *m)
 		mps_conn_devices(NULL);
 	}
 	mps__flush_pending(s, NULL);
+	mps_conn_ready(s->pid);
 	if (s->probe && !s->clients && !s->pending && s->stop == MPS_STOP_NONE) {
 		mps_log_info("Server %d was started to learn the devices: stopping it", (int)s->pid);
 		mps_server_stop(s, MPS_STOP_DRAIN);

@@ -254,11 +254,18 @@ int mps_control_handle(int fd)
 	}
 	m.comm[sizeof(m.comm) - 1] = 0;
 	m.text[sizeof(m.text) - 1] = 0;
-	if (m.op != MPS_CHAN_NEW_CLIENT && cfd >= 0) {
+	if (m.op != MPS_CHAN_NEW_CLIENT && m.op != MPS_CHAN_LOG && cfd >= 0) {
 		close(cfd);
 		cfd = -1;
 	}
 	switch (m.op) {
+	case MPS_CHAN_LOG:
+		/* Onto the fd every thread logs to: no moment without a log. */
+		if (cfd >= 0 && dup2(cfd, mps_log_fd()) >= 0)
+			mps_log_info("log reopened");
+		if (cfd >= 0)
+			close(cfd);
+		return 0;
 	case MPS_CHAN_NEW_CLIENT:
 		if (cfd < 0) {
 			mps_log_error("the control daemon sent a client without its connection");

@@ -199,6 +199,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);   /* the daemon reopens our log (logrotate signals it) */
 	mps_crash_install();
 	scrub_environment();
 	mps_srv.spin_ns = (uint64_t)env_long("OPENMPS_SPIN_US", 100, 0, 1000000) * 1000;
