@@ -3,7 +3,7 @@
 # fresh daemon like the driver-API tests (several processes, a client killed
 # mid-stream, a hostile client); the scripts set up their own daemons.
 
-SYSTEM_NAMES := s_clients s_kill s_malformed s_burst s_passthrough s_fair s_ipc s_poolshare s_fault
+SYSTEM_NAMES := s_clients s_kill s_malformed s_burst s_passthrough s_fair s_ipc s_poolshare s_fault s_soak
 SYSTEM_BINS  := $(addprefix $(BUILD)/tests/system/,$(SYSTEM_NAMES))
 
 $(SYSTEM_BINS): $(BUILD)/tests/system/%: $(BUILD)/obj/tests/system/%.o $(BUILD)/obj/tests/cuda/common.o $(COMMON_OBJS)

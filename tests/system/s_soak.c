@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Soak: many clients doing mixed, checked work for a while, under chaos.
+ *
+ * OPENMPS_SOAK_CLIENTS workers (default 8) loop on verified work: random
+ * words through a kernel on a stream of their own, an event, a pinned host
+ * buffer, a pool allocation, each result compared. Meanwhile a chaos loop,
+ * for OPENMPS_SOAK_SECONDS (default 15), every 100 to 300 ms either
+ * SIGKILLs a random worker, has the daemon terminate_client one, or starts
+ * a client in a fault domain of its own that faults the GPU; every worker
+ * that goes is replaced. An idle anchor client holds the shared server from
+ * start to end.
+ *
+ * At the end: no worker ever saw a wrong word or an error other than its
+ * own termination; the shared server is the one there was at the start, and
+ * after the last worker left its open descriptors and threads are what they
+ * were with the anchor alone, and the device's free memory is back where it
+ * was; the daemon answers. Prints the counts: clients, verified rounds,
+ * kills, terminations, faults.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../cuda/common.h"
+
+#define MAX_WORKERS 64
+#define WORDS 8192
+#define SLACK (4ll << 20)
+
+enum { WORKER_TERMINATED = 12 };
+
+static volatile sig_atomic_t stopping;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stopping = 1;
+}
+
+/* One worker: verified rounds until SIGTERM (T_PASS), its termination by
+ * the daemon (WORKER_TERMINATED), or anything wrong (T_FAIL). Writes its
+ * round count to `report` at the end. */
+static int worker(unsigned id, int report)
+{
+	uint64_t rng = t_rng(100 + id);
+	uint32_t *in, *out;
+	CUfunction affine;
+	CUdeviceptr d, p;
+	CUstream s;
+	CUevent ev;
+	CUresult r = CUDA_SUCCESS;
+	int n = WORDS;
+	long rounds = 0;
+
+	signal(SIGTERM, on_term);
+	t_primary(t_device());
+	affine = t_func(t_module(), "affine_u32");
+	/* Terminated as it starts is as good as terminated later. */
+	if ((r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
+	    (r = cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS ||
+	    (r = cuMemAllocHost((void **)&in, 2 * WORDS * 4)) != CUDA_SUCCESS ||
+	    (r = cuMemAlloc(&d, WORDS * 4)) != CUDA_SUCCESS)
+		return r == CUDA_ERROR_MPS_CLIENT_TERMINATED ? WORKER_TERMINATED : T_FAIL;
+	out = in + WORDS;
+	while (!stopping) {
+		uint32_t mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
+		void *args[] = { &d, &mul, &add, &n };
+
+		t_fill_u32(in, WORDS, &rng);
+		if ((r = cuMemcpyHtoDAsync(d, in, WORDS * 4, s)) != CUDA_SUCCESS ||
+		    (r = t_launch(affine, WORDS / 256, 256, s, args)) != CUDA_SUCCESS ||
+		    (r = cuMemAllocAsync(&p, WORDS * 4, s)) != CUDA_SUCCESS ||
+		    (r = cuMemcpyDtoDAsync(p, d, WORDS * 4, s)) != CUDA_SUCCESS ||
+		    (r = cuMemcpyDtoHAsync(out, p, WORDS * 4, s)) != CUDA_SUCCESS ||
+		    (r = cuMemFreeAsync(p, s)) != CUDA_SUCCESS || (r = cuEventRecord(ev, s)) != CUDA_SUCCESS ||
+		    (r = cuEventSynchronize(ev)) != CUDA_SUCCESS)
+			break;
+		for (int i = 0; i < WORDS; i++)
+			if (!EXPECT(out[i] == in[i] * mul + add, "worker %u: word %d wrong in round %ld", id, i, rounds))
+				return T_FAIL;
+		rounds++;
+	}
+	if (write(report, &rounds, sizeof(rounds)) != sizeof(rounds)) {
+		/* The parent counts what it gets. */
+	}
+	if (r == CUDA_ERROR_MPS_CLIENT_TERMINATED)
+		return WORKER_TERMINATED;
+	if (r != CUDA_SUCCESS) {
+		fprintf(stderr, "s_soak: worker %u: %s after %ld rounds\n", id, t_errname(r), rounds);
+		return T_FAIL;
+	}
+	return T_PASS;
+}
+
+/* A client in a fault domain of its own that faults its GPU context. */
+static void faulter(void)
+{
+	unsigned int *bad = (unsigned int *)(uintptr_t)0x40, v = 1;
+	void *args[] = { &bad, &v };
+
+	setenv("OPENMPS_FAULT_DOMAIN", "own", 1);
+	t_primary(t_device());
+	if (t_launch(t_func(t_module(), "store_at"), 1, 1, NULL, args) == CUDA_SUCCESS)
+		cuCtxSynchronize();
+	_exit(0);
+}
+
+/* One control command to the daemon; its reply in buf. */
+static int command(const char *line, char *buf, size_t size)
+{
+	const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	ssize_t n;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/openmps.sock", dir ? dir : "/tmp/openmps");
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || write(fd, line, strlen(line)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return 0;
+}
+
+/* The shared server's pid (the first one listed), or -1. */
+static pid_t shared_server(void)
+{
+	char buf[256];
+
+	if (command("get_server_list", buf, sizeof(buf)) < 0 || !buf[0])
+		return -1;
+	return (pid_t)atoi(buf);
+}
+
+static int count_dir(pid_t pid, const char *what)
+{
+	char path[64];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static long long free_memory(void)
+{
+	int fds[2];
+	long long v = -1;
+	pid_t pid;
+
+	if (pipe(fds) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		size_t fr = 0, total = 0;
+
+		close(fds[0]);
+		t_primary(t_device());
+		CHECK(cuMemGetInfo(&fr, &total));
+		v = (long long)fr;
+		if (write(fds[1], &v, sizeof(v)) != sizeof(v))
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	if (read(fds[0], &v, sizeof(v)) != sizeof(v))
+		v = -1;
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+	return v;
+}
+
+static long env_num(const char *name, long def, long lo, long hi)
+{
+	const char *v = getenv(name);
+	long x = v ? strtol(v, NULL, 10) : def;
+
+	return x < lo ? lo : x > hi ? hi : x;
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+struct slot {
+	pid_t pid;
+	unsigned id;
+};
+
+int main(int argc, char **argv)
+{
+	int nworkers = (int)env_num("OPENMPS_SOAK_CLIENTS", 8, 1, MAX_WORKERS);
+	double secs = (double)env_num("OPENMPS_SOAK_SECONDS", 15, 1, 86400), end;
+	int report[2], anchor_go[2], fds0, threads0, fds1, threads1, st;
+	long kills = 0, terms = 0, faults = 0, started = 0, rounds = 0, r;
+	struct slot w[MAX_WORKERS];
+	long long before, after;
+	uint64_t rng;
+	pid_t anchor, srv, srv_end;
+	unsigned next_id = 0;
+	char buf[512];
+
+	t_init(argc, argv);
+	rng = t_rng(42);
+	if (pipe(report) < 0 || pipe(anchor_go) < 0)
+		return T_FAIL;
+	fcntl(report[0], F_SETFL, O_NONBLOCK);
+	before = free_memory();
+	REQUIRE(before > 0, "cannot read the device's free memory");
+
+	/* The anchor: holds the shared server, idle, until told to go. */
+	anchor = fork();
+	if (anchor == 0) {
+		char c;
+
+		close(anchor_go[1]);
+		t_primary(t_device());
+		if (read(anchor_go[0], &c, 1) < 0) {
+			/* Told or orphaned: either way, done. */
+		}
+		_exit(0);
+	}
+	close(anchor_go[0]);
+	usleep(300 * 1000);
+	srv = shared_server();
+	REQUIRE(srv > 0, "no shared server");
+	fds0 = count_dir(srv, "fd");
+	threads0 = count_dir(srv, "task");
+
+	for (int i = 0; i < nworkers; i++) {
+		w[i].id = next_id++;
+		w[i].pid = fork();
+		if (w[i].pid == 0)
+			_exit(worker(w[i].id, report[1]));
+		started++;
+	}
+	end = now_s() + secs;
+	while (now_s() < end && !t_failures()) {
+		int k = (int)(t_rand(&rng) % (uint64_t)nworkers), action = (int)(t_rand(&rng) % 3);
+		pid_t got;
+
+		usleep((useconds_t)(100 + t_rand(&rng) % 200) * 1000);
+		/* Reap and replace whoever went. */
+		while ((got = waitpid(-1, &st, WNOHANG)) > 0) {
+			for (int i = 0; i < nworkers; i++) {
+				if (w[i].pid != got)
+					continue;
+				if (WIFEXITED(st) && WEXITSTATUS(st) != T_PASS && WEXITSTATUS(st) != WORKER_TERMINATED)
+					t_fail(__FILE__, __LINE__, "worker %u ended with status %d", w[i].id, WEXITSTATUS(st));
+				w[i].id = next_id++;
+				w[i].pid = fork();
+				if (w[i].pid == 0)
+					_exit(worker(w[i].id, report[1]));
+				started++;
+			}
+		}
+		if (action == 0) {
+			kill(w[k].pid, SIGKILL);
+			kills++;
+		} else if (action == 1) {
+			snprintf(buf, sizeof(buf), "terminate_client %d %d", (int)srv, (int)w[k].pid);
+			if (command(buf, buf, sizeof(buf)) == 0)
+				terms++;
+		} else {
+			pid_t f = fork();
+
+			if (f == 0)
+				faulter();
+			faults++;
+		}
+	}
+
+	/* Stop: every worker, then the anchor alone holds the server. */
+	for (int i = 0; i < nworkers; i++)
+		kill(w[i].pid, SIGTERM);
+	for (int i = 0; i < nworkers; i++) {
+		if (waitpid(w[i].pid, &st, 0) != w[i].pid)
+			continue;
+		if (WIFEXITED(st) && WEXITSTATUS(st) != T_PASS && WEXITSTATUS(st) != WORKER_TERMINATED)
+			t_fail(__FILE__, __LINE__, "worker %u ended with status %d", w[i].id, WEXITSTATUS(st));
+	}
+	usleep(500 * 1000);   /* the last faulters */
+	while (waitpid(-1, &st, WNOHANG) > 0)
+		;
+	while (read(report[0], &r, sizeof(r)) == sizeof(r))
+		rounds += r;
+	/* Teardown of the last ones runs on the server's threads: let it. */
+	for (int i = 0; i < 50; i++) {
+		fds1 = count_dir(srv, "fd");
+		threads1 = count_dir(srv, "task");
+		if (fds1 <= fds0 && threads1 <= threads0)
+			break;
+		usleep(100 * 1000);
+	}
+	srv_end = shared_server();
+	EXPECT(srv_end == srv, "the shared server changed (%d, then %d): a fault in another domain reached it", (int)srv,
+	       (int)srv_end);
+	EXPECT(fds1 == fds0, "the server has %d descriptors open, %d with the anchor alone before", fds1, fds0);
+	EXPECT(threads1 == threads0, "the server has %d threads, %d with the anchor alone before", threads1, threads0);
+	REQUIRE(write(anchor_go[1], "g", 1) == 1, "pipe");
+	waitpid(anchor, &st, 0);
+	after = free_memory();
+	EXPECT(after >= before - SLACK, "free device memory %lld, %lld before the soak", after, before);
+	EXPECT(command("get_server_list", buf, sizeof(buf)) == 0, "the daemon does not answer");
+	printf("s_soak: %.0f s, %ld clients (%d at a time), %ld verified rounds, %ld kills, %ld terminations, %ld "
+	       "faults; server descriptors %d -> %d, threads %d -> %d, free memory %lld -> %lld\n",
+	       secs, started, nworkers, rounds, kills, terms, faults, fds0, fds1, threads0, threads1, before, after);
+	return t_failures() ? T_FAIL : T_PASS;
+}
