@@ -306,7 +306,7 @@ static void answer(struct mps_cmd *cmd, const char *line, unsigned int how)
 	enum mps_wait wait = cmd->wait;
 	struct mps_chan a;
 
-	if (wait != MPS_WAIT_REPLY && wait != MPS_WAIT_DEVICES)
+	if (wait != MPS_WAIT_REPLY && wait != MPS_WAIT_DEVICES && wait != MPS_WAIT_READY)
 		fail("'%s' waits for %d", line, (int)wait);
 	if (!cmd->done || !cmd->wait_ms)
 		fail("'%s' waits, but for no time or with nothing to finish it", line);
@@ -322,6 +322,10 @@ static void answer(struct mps_cmd *cmd, const char *line, unsigned int how)
 		a.pid = 4200;
 		a.value = how == 1 ? -ESRCH : how == 2 ? -EALREADY : 0;
 		cmd->done(cmd, &a, NULL);
+	} else if (wait == MPS_WAIT_READY) {
+		if (!mps_server_by_pid(cmd->wait_server))
+			fail("'%s' waits for server %d, which does not exist", line, (int)cmd->wait_server);
+		cmd->done(cmd, NULL, NULL);
 	} else {
 		mps_daemon.devices_known = true;
 		cmd->done(cmd, NULL, NULL);
