@@ -54,6 +54,8 @@ ROWS=(
 	"spin4|spin kernels, 4 processes: µs per kernel|lower"
 	"spin8|spin kernels, 8 processes: µs per kernel|lower"
 	"spin16|spin kernels, 16 processes: µs per kernel|lower"
+	"spin8d2|spin kernels, 8 processes in 2 fault domains: µs per kernel|lower"
+	"spin8d8|spin kernels, 8 processes each in its own fault domain: µs per kernel|lower"
 	"burst|launch enqueue, bursts of 1000: µs|lower"
 	"sustained|launch enqueue, sustained: µs|lower"
 	"roundtrip|launch + synchronize: µs|lower"
@@ -261,13 +263,18 @@ server_check() {
 # Measurements. Each takes the column and records its cells.
 
 # Starts N spin processes, releases them together, records the mean time per kernel.
+# m_spin COL N [DOMAINS]: N spin processes; with DOMAINS (openmps), process i
+# runs in fault domain i mod DOMAINS (N: each its own), cell spinN'd'DOMAINS.
 m_spin() {
-	local col=$1 n=$2 dir=$WORK/spin-$1-$2 i pids=() ready t sum=0 cnt=0 v lim
+	local col=$1 n=$2 nd=${3:-} dir=$WORK/spin-$1-$2${3:+d$3} i pids=() ready t sum=0 cnt=0 v lim dom row
+	row=spin$n${nd:+d$nd}
 	lim=$(tl 90)
 	mkdir -p "$dir"
 	col_env "$col"
 	for i in $(seq 1 "$n"); do
-		env "${ENVV[@]}" timeout -k 5 "$lim" "$BIN/spin" "$SPIN_CYCLES" "$SPIN_ITERS" "$dir/ready.$i" "$dir/go" \
+		dom=()
+		[ -n "$nd" ] && dom=(OPENMPS_FAULT_DOMAIN="bench$(( i % nd ))")
+		env "${ENVV[@]}" "${dom[@]}" timeout -k 5 "$lim" "$BIN/spin" "$SPIN_CYCLES" "$SPIN_ITERS" "$dir/ready.$i" "$dir/go" \
 			>"$dir/out.$i" 2>&1 &
 		pids+=($!); RUNNING+=($!)
 	done
@@ -295,9 +302,9 @@ m_spin() {
 		fi
 	done
 	if [ "$cnt" -eq "$n" ]; then
-		set_cell "spin$n" "$col" "$(awk -v s="$sum" -v n="$n" 'BEGIN { printf "%.1f", s / n }')"
+		set_cell "$row" "$col" "$(awk -v s="$sum" -v n="$n" 'BEGIN { printf "%.1f", s / n }')"
 	else
-		set_cell "spin$n" "$col" fail "$cnt/$n ran"
+		set_cell "$row" "$col" fail "$cnt/$n ran"
 		return 1
 	fi
 }
@@ -464,6 +471,13 @@ run_column() {
 		echo "-- $col: $n spin processes x $SPIN_ITERS kernels of $SPIN_CYCLES cycles"
 		m_spin "$col" "$n" || restart_daemon "$col"
 		[ "$n" = 1 ] && server_check "$col"
+	done
+	# What fault domains cost: the same 8 processes over 2 and 8 servers.
+	for n in 2 8; do
+		if [ "$col" != openmps ]; then set_cell "spin8d$n" "$col" skip "no domains"; continue; fi
+		if out_of_time; then set_cell "spin8d$n" "$col" skip time; continue; fi
+		echo "-- $col: 8 spin processes in $n fault domains"
+		m_spin "$col" 8 "$n" || restart_daemon "$col"
 	done
 	for r in launch copy idle; do
 		if out_of_time; then

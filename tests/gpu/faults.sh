@@ -1,0 +1,35 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# tests/gpu/faults.sh: GPU faults on the real driver. tests/system/s_fault
+# (a fault in the shared server: every client gets the driver's error, the
+# log names the culprit or suspects, a new client works at once; a fault in
+# a fault domain of its own leaves a bystander in another domain running
+# with correct results) and tests/system/s_soak (SOAK_CLIENTS clients doing
+# checked work for SOAK_SECONDS while a chaos loop kills them, terminates
+# them and faults the GPU in domains of their own; afterwards the shared
+# server, its descriptors and threads, and the device's memory are as
+# before). Each runs as clients of a fresh openmps daemon on the real
+# driver. Run after `make` and the test programs are built. Prints a
+# PASS/FAIL line each and the tests' own summaries; exits 0 when both pass.
+# Environment: OPENMPS_NATIVE_LIB (default /usr/local/nvidia/lib64),
+# SOAK_CLIENTS (default 16), SOAK_SECONDS (default 600).
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 1
+BUILD=build
+NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
+rc=0
+
+run() {   # name program [env...]
+	local name=$1 prog=$2 out; shift 2
+	out=$(env "$@" OPENMPS_DRIVER="$NATIVE_LIB/libcuda.so.1" OPENMPS_STANDIN_DEVICES= \
+		tests/system/with-openmps.sh "$BUILD" "$BUILD/tests/system/$prog" 2>&1)
+	if [ $? -eq 0 ]; then printf 'PASS  %s\n' "$name"; else printf 'FAIL  %s\n' "$name"; rc=1; fi
+	printf '%s\n' "$out" | grep -E "^s_(fault|soak):|FAIL" | sed 's/^/      /'
+}
+
+run "fault in the shared server, then in a domain of its own" s_fault
+run "soak: ${SOAK_CLIENTS:-16} clients, ${SOAK_SECONDS:-600} s of kills, terminations and faults" s_soak \
+	OPENMPS_SOAK_CLIENTS="${SOAK_CLIENTS:-16}" OPENMPS_SOAK_SECONDS="${SOAK_SECONDS:-600}"
+exit $rc
