@@ -4,7 +4,7 @@
  * which device and stream, and the kernel if it was a launch), kept in
  * relaxed atomics by its service thread and read by the main thread at the
  * fault. A client counts as having had work running if it queued work in
- * the last RECENT_NS before the fault was seen. Kernel names are interned
+ * the last RECENT_NS before the fault was seen and is not already leaving. Kernel names are interned
  * (kept for the life of the server) so the report never reads a freed name.
  */
 #include <errno.h>
@@ -155,7 +155,9 @@ void mps_fault_finish(void)
 		uint64_t t = mps_load_acquire(&c->work.ns);
 
 		all++;
-		if (t && t + RECENT_NS >= fault_ns && mps_load_relaxed(&c->work.dev) == fault_dev &&
+		/* A client on its way out (its last call answered) had nothing running. */
+		if (t && !mps_load_acquire(&c->dead) && t + RECENT_NS >= fault_ns &&
+		    mps_load_relaxed(&c->work.dev) == fault_dev &&
 		    n < (int)(sizeof(running) / sizeof(running[0])))
 			running[n++] = c;
 	}

@@ -62,15 +62,21 @@ static int worker(unsigned id, int report)
 	int n = WORDS;
 	long rounds = 0;
 
+	CUcontext ctx;
+	CUmodule mod;
+	char *ptx = t_ptx();
+
 	signal(SIGTERM, on_term);
-	t_primary(t_device());
-	affine = t_func(t_module(), "affine_u32");
 	/* Terminated as it starts is as good as terminated later. */
-	if ((r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
+	if ((r = cuInit(0)) != CUDA_SUCCESS || (r = cuDevicePrimaryCtxRetain(&ctx, 0)) != CUDA_SUCCESS ||
+	    (r = cuCtxSetCurrent(ctx)) != CUDA_SUCCESS || (r = cuModuleLoadData(&mod, ptx)) != CUDA_SUCCESS ||
+	    (r = cuModuleGetFunction(&affine, mod, "affine_u32")) != CUDA_SUCCESS ||
+	    (r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
 	    (r = cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS ||
 	    (r = cuMemAllocHost((void **)&in, 2 * WORDS * 4)) != CUDA_SUCCESS ||
 	    (r = cuMemAlloc(&d, WORDS * 4)) != CUDA_SUCCESS)
 		return r == CUDA_ERROR_MPS_CLIENT_TERMINATED ? WORKER_TERMINATED : T_FAIL;
+	free(ptx);
 	out = in + WORDS;
 	while (!stopping) {
 		uint32_t mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
@@ -285,7 +291,7 @@ int main(int argc, char **argv)
 			kills++;
 		} else if (action == 1) {
 			snprintf(buf, sizeof(buf), "terminate_client %d %d", (int)srv, (int)w[k].pid);
-			if (command(buf, buf, sizeof(buf)) == 0)
+			if (command(buf, buf, sizeof(buf)) == 0 && strncmp(buf, "Error", 5))
 				terms++;
 		} else {
 			pid_t f = fork();
