@@ -213,6 +213,10 @@ bool mps__devmem_has(uint64_t addr);
  * number visible, or -errno. Once, right after connecting. */
 int mps__select_devices(void);
 
+/* Sends the limits the environment asks for (limits.c): 0, or -1 if the
+ * server refused them. Once, right after mps__select_devices(). */
+int mps__send_limits(void);
+
 /* Whether device d may access device peer's memory directly (0 or 1). */
 int mps__peer_capable(CUdevice d, CUdevice peer);
 

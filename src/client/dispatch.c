@@ -137,6 +137,11 @@ static void decide(void)
 		refusal = CUDA_ERROR_MPS_CONNECTION_FAILED;
 		r = -EPROTO;
 	}
+	if (r == 0 && mps__send_limits() < 0) {
+		mps_log_warn("openmps: the server did not take this process's limits");
+		refusal = CUDA_ERROR_MPS_CONNECTION_FAILED;
+		r = -EPROTO;
+	}
 	if (r == 0) {
 		mode = MPS_MODE_SERVER;
 		fill_server();

@@ -200,7 +200,8 @@ enum mps_op_sync {
 	X(POOL_EXPORT, pool_export, mps_msg_vmm, MPS_SYNC)                /* handle: the pool; the fd comes ahead of the reply */ \
 	X(POOL_IMPORT, pool_import, mps_msg_vmm, MPS_SYNC)                /* the fd went ahead; val[0] = pool */ \
 	X(POOL_EXPORT_PTR, pool_export_ptr, mps_msg_ipc, MPS_SYNC)        /* data = the export data */ \
-	X(POOL_IMPORT_PTR, pool_import_ptr, mps_msg_ipc, MPS_SYNC)        /* event: the pool; val[0] = address, val[1] = size */
+	X(POOL_IMPORT_PTR, pool_import_ptr, mps_msg_ipc, MPS_SYNC)        /* event: the pool; val[0] = address, val[1] = size */ \
+	X(CLIENT_LIMITS, client_limits, mps_msg_client_limits, MPS_SYNC)  /* after DEVICES, before any context */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -591,6 +592,17 @@ struct mps_msg_kernel_node {
 	uint32_t arg_size;
 };
 
+/* MPS_OP_CLIENT_LIMITS: what the client's environment asks for itself
+ * (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_CLIENT_PRIORITY,
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT); each may only lower what the server
+ * set, as under MPS. */
+struct mps_msg_client_limits {
+	struct mps_msg hdr;
+	uint32_t thread_pct;                  /* hundredths of a percent; 0: not set */
+	int32_t priority;                     /* 0 normal, 1 below normal; -1: not set */
+	uint64_t mem_limit[MPS_MAX_DEVICES];  /* bytes, by the client's device ordinal; 0: not set */
+};
+
 /* A copy of a graph's copy node (CUDA_MEMCPY3D as the wire carries it).
  * Each side is device memory (region 0: addr is a device address) or a
  * pinned host region of the client's (region: its handle; addr: an offset
@@ -746,6 +758,7 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_graph_dot);
 MPS_WIRE_ASSERT_SIZE(mps_msg_memcpy_node);
 MPS_WIRE_ASSERT_SIZE(mps_msg_alloc_node);
 MPS_WIRE_ASSERT_SIZE(mps_msg_cond_node);
+MPS_WIRE_ASSERT_SIZE(mps_msg_client_limits);
 _Static_assert(sizeof(struct mps_kernel_node_out) == 32, "kernel node reply layout");
 _Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
 _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");

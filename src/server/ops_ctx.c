@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "server/control.h"
+#include "common/log.h"
 #include "server/driver.h"
 #include "server/server.h"
 #include "server/streams.h"
@@ -201,5 +202,34 @@ void mps__op_devices(struct mps_client *c, const struct mps_msg *m)
 	}
 	memcpy(c->vis, q->map, q->count);
 	c->nvis = (int)q->count;
+	mps__reply(c, m->slot, CUDA_SUCCESS);
+}
+
+void mps__op_client_limits(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_client_limits *q = (const void *)m;
+	int d;
+
+	if (c->devmask || q->thread_pct > 10000 || q->priority < -1 || q->priority > 1) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	if (q->thread_pct && q->thread_pct < (uint32_t)c->thread_pct) {
+		c->thread_pct = (int)q->thread_pct;
+		mps_log_info("client %d: active thread percentage %d.%d (its own)", (int)c->pid, c->thread_pct / 100,
+			     c->thread_pct % 100 / 10);
+	}
+	if (q->priority > c->priority) {
+		c->priority = q->priority;
+		mps_log_info("client %d: priority below normal (its own)", (int)c->pid);
+	}
+	for (int i = 0; i < MPS_MAX_DEVICES; i++) {
+		if (!q->mem_limit[i] || (d = mps__client_device(c, i)) < 0)
+			continue;
+		if (!c->mem.limit[d] || q->mem_limit[i] < c->mem.limit[d])
+			c->mem.limit[d] = q->mem_limit[i];
+		mps_log_info("client %d: device %d pinned memory limit %llu MiB (its own)", (int)c->pid, d,
+			     (unsigned long long)(c->mem.limit[d] >> 20));
+	}
 	mps__reply(c, m->slot, CUDA_SUCCESS);
 }

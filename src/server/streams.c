@@ -9,6 +9,16 @@
 #include "server/fault.h"
 #include "server/streams.h"
 
+int mps_stream_effective_priority(const struct mps_client *c, int priority)
+{
+	/* Below normal: the lowest level, whatever it asked. Normal: one level
+	 * above what it asked where the range allows, so every stream of a
+	 * normal client outranks every stream of a below-normal one. */
+	if (c->priority > 0)
+		return mps_srv.prio_least;
+	return priority - 1 < mps_srv.prio_greatest ? mps_srv.prio_greatest : priority - 1;
+}
+
 CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int flags, int priority,
 			struct mps_sstream **out)
 {
@@ -23,7 +33,7 @@ CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int
 		goto err_free;
 	/* Always non-blocking on the server: the client's own legacy-stream
 	 * semantics are rebuilt in mps_stream_before(). */
-	r = mps_drv.cuStreamCreateWithPriority(&s->s, CU_STREAM_NON_BLOCKING, priority);
+	r = mps_drv.cuStreamCreateWithPriority(&s->s, CU_STREAM_NON_BLOCKING, mps_stream_effective_priority(c, priority));
 	if (r != CUDA_SUCCESS)
 		goto err_free;
 	r = mps_drv.cuEventCreate(&s->ev, CU_EVENT_DISABLE_TIMING);

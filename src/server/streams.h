@@ -18,6 +18,10 @@
 
 #include "server/server.h"
 
+/* The priority the driver gives a stream that client c asked `priority`
+ * for: its client priority (CUDA_MPS_CLIENT_PRIORITY) ranks it first. */
+int mps_stream_effective_priority(const struct mps_client *c, int priority);
+
 /* Creates a stream of ctx. flags: CU_STREAM_*. Records it in ctx's list. */
 CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int flags, int priority,
 			struct mps_sstream **out);

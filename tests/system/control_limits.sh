@@ -1,0 +1,66 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The limits a client's environment asks for itself, as under NVIDIA MPS:
+#   - CUDA_MPS_PINNED_DEVICE_MEM_LIMIT by ordinal, by UUID and as one size
+#     for every device: cuMemGetInfo shows it as the total, and an
+#     allocation past it fails while one under it works;
+#   - it only lowers the daemon's limit, never raises it;
+#   - CUDA_VISIBLE_DEVICES renumbers it with the devices;
+#   - CUDA_MPS_CLIENT_PRIORITY=1 and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE are
+#     taken (server.log) and only lower the server's;
+#   - values that cannot be read are ignored with a warning.
+#
+#   usage: control_limits.sh BUILD_DIR
+
+name=control_limits; . "$(dirname "$0")/c_lib.sh"
+slog=$CUDA_MPS_LOG_DIRECTORY/server.log
+total() { awk '/^meminfo/ { print $4 }' "$dir/$1.out"; }
+run() {   # NAME ENV STEPS...: runs a client to its end
+	cn=$1; ev=$2; shift 2
+	env $ev LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" "$@" >"$dir/$cn.out" 2>"$dir/$cn.err"
+}
+MiB=1048576
+export OPENMPS_STANDIN_DEVICES=2   # device 1 too
+
+start_daemon
+run M0 "" init meminfo
+full=$(total M0)
+[ -n "$full" ] && [ "$full" -gt $((512 * MiB)) ] || fail "the device's total is '$full'"
+
+run A "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=256M" init meminfo alloc:300 alloc:200
+[ "$(total A)" = $((256 * MiB)) ] || fail "with 0=256M the total is $(total A)"
+grep -q "^alloc 300 CUDA_ERROR_OUT_OF_MEMORY$" "$dir/A.out" || fail "300M past a 256M limit: $(grep "alloc 300" "$dir/A.out")"
+grep -q "^alloc 200 CUDA_SUCCESS$" "$dir/A.out" || fail "200M under a 256M limit: $(grep "alloc 200" "$dir/A.out")"
+
+hex=$(LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" list | awk '/^list/ { print $4 }')
+uuid=$(echo "$hex" | sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12})$/GPU-\1-\2-\3-\4-\5/')
+run B "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=$uuid=192M" init meminfo
+[ "$(total B)" = $((192 * MiB)) ] || fail "with $uuid=192M the total is $(total B)"
+
+run C "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=128M" init meminfo dev:1 meminfo
+[ "$(awk '/^meminfo/ { print $4 }' "$dir/C.out" | sort -u)" = $((128 * MiB)) ] ||
+	fail "one size for every device: $(grep meminfo "$dir/C.out" | tr '\n' ' ')"
+
+run D "CUDA_VISIBLE_DEVICES=1 CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=160M" init meminfo
+[ "$(total D)" = $((160 * MiB)) ] || fail "with device 1 as the only one, 0=160M gives a total of $(total D)"
+
+expect "set_device_pinned_mem_limit $(ui get_server_list) 0 384M" ""
+run E "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1G" init meminfo
+[ "$(total E)" = $((384 * MiB)) ] || fail "a client's 1G raised the daemon's 384M: total $(total E)"
+run F "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=100M" init meminfo
+[ "$(total F)" = $((100 * MiB)) ] || fail "a client's 100M under the daemon's 384M: total $(total F)"
+
+run G "CUDA_MPS_CLIENT_PRIORITY=1 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25" init sync
+grep -q "^sync CUDA_SUCCESS$" "$dir/G.out" || fail "a below-normal client at 25% failed: $(cat "$dir/G.out")"
+g=$(grep -o "Client {PID: [0-9]*" "$slog" | tail -1 | grep -o "[0-9]*$")
+grep -q "client $g: priority below normal" "$slog" || fail "CUDA_MPS_CLIENT_PRIORITY=1 was not taken"
+grep -q "client $g: active thread percentage 25.0" "$slog" || fail "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 was not taken"
+
+run H "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=zero=12 CUDA_MPS_CLIENT_PRIORITY=7 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=250" init meminfo
+[ "$(total H)" = $((384 * MiB)) ] || fail "unreadable values changed the total: $(total H)"
+for v in CUDA_MPS_PINNED_DEVICE_MEM_LIMIT CUDA_MPS_CLIENT_PRIORITY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; do
+	grep -q "$v=.*ignored" "$dir/H.err" || fail "no warning for an unreadable $v: $(cat "$dir/H.err")"
+done
+stop_daemon
+finish
