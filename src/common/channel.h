@@ -21,6 +21,10 @@
  *                   in hundredths of a percent (value, 1..10000).
  *   SET_PRIORITY    client priority for later clients (value: 0 normal,
  *                   1 below normal).
+ *   SET_CLIENT      a running client's setting, changed: client `pid`, value
+ *                   what (MPS_SET_CLIENT_*), arg the new value (priority,
+ *                   hundredths of a percent, or bytes), text the device
+ *                   (memory limits). Applies to its next work.
  *   LOG             the log file, reopened (SIGHUP): its fd rides along; the
  *                   server writes there from now on.
  *   SET_MEMLIMIT    pinned device memory limit for later clients: text names
@@ -69,6 +73,13 @@ enum mps_chan_op {
 	MPS_CHAN_REPLY,          /* server -> daemon */
 	MPS_CHAN_FAULT,          /* server -> daemon */
 	MPS_CHAN_LOG,            /* daemon -> server */
+	MPS_CHAN_SET_CLIENT,     /* daemon -> server */
+};
+
+enum mps_set_client {
+	MPS_SET_CLIENT_PRIORITY = 1,
+	MPS_SET_CLIENT_THREADS,
+	MPS_SET_CLIENT_MEMLIMIT,
 };
 
 struct mps_chan {

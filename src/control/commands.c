@@ -549,6 +549,88 @@ static void cmd_get_mem(struct mps_cmd *cmd, int argc, char **argv)
 		show_mem(cmd, mps_settings_memlimit(&s->settings, dev));
 }
 
+/* The server holding client `arg` (a PID), or NULL with an error said. */
+static struct mps_server_rec *server_of_client(struct mps_cmd *cmd, const char *arg, pid_t *pid)
+{
+	if (parse_pid(arg, pid) < 0) {
+		mps_err(cmd, "Error: '%s' is not a client PID\n", arg);
+		return NULL;
+	}
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
+		for (struct mps_server_client *c = s->clients; c; c = c->next)
+			if (c->pid == *pid && s->chan >= 0)
+				return s;
+	mps_err(cmd, "Error: no client with PID %d\n", (int)*pid);
+	return NULL;
+}
+
+/* set_client_*: a running client's setting, from its next work on. */
+static bool set_client(struct mps_cmd *cmd, const char *pid_arg, int what, uint64_t value, const char *dev,
+		       const char *name)
+{
+	struct mps_chan m = { .op = MPS_CHAN_SET_CLIENT, .value = what, .arg = value };
+	struct mps_server_rec *s;
+	pid_t pid;
+
+	if (!(s = server_of_client(cmd, pid_arg, &pid)))
+		return false;
+	if (!admin(cmd) && !owns(cmd, s)) {
+		deny(cmd, name);
+		return false;
+	}
+	m.pid = (int32_t)pid;
+	if (dev)
+		snprintf(m.text, sizeof(m.text), "%s", dev);
+	if (mps_server_send(s, &m) < 0) {
+		mps_err(cmd, "Error: server %d is not answering\n", (int)s->pid);
+		return false;
+	}
+	return true;
+}
+
+static void cmd_set_client_prio(struct mps_cmd *cmd, int argc, char **argv)
+{
+	int v;
+
+	if (argc != 3) {
+		USAGE(cmd, "set_client_priority <client PID> <0|1>");
+		return;
+	}
+	if (mps_parse_priority(argv[2], &v) < 0) {
+		mps_err(cmd, "Error: '%s' is not a priority (0 normal, 1 below normal)\n", argv[2]);
+		return;
+	}
+	set_client(cmd, argv[1], MPS_SET_CLIENT_PRIORITY, (uint64_t)v, NULL, "set_client_priority");
+}
+
+static void cmd_set_client_atp(struct mps_cmd *cmd, int argc, char **argv)
+{
+	int v;
+
+	if (argc != 3) {
+		USAGE(cmd, "set_client_active_thread_percentage <client PID> <percentage>");
+		return;
+	}
+	if (percentage_arg(cmd, argv[2], &v) < 0)
+		return;
+	if (set_client(cmd, argv[1], MPS_SET_CLIENT_THREADS, (uint64_t)v, NULL, "set_client_active_thread_percentage"))
+		show_percentage(cmd, v);
+}
+
+static void cmd_set_client_mem(struct mps_cmd *cmd, int argc, char **argv)
+{
+	char dev[64];
+	uint64_t bytes;
+
+	if (argc != 4) {
+		USAGE(cmd, "set_client_device_pinned_mem_limit <client PID> <device> <value>");
+		return;
+	}
+	if (device_arg(cmd, argv[2], dev, sizeof(dev)) < 0 || mem_arg(cmd, argv[3], &bytes) < 0)
+		return;
+	set_client(cmd, argv[1], MPS_SET_CLIENT_MEMLIMIT, bytes, dev, "set_client_device_pinned_mem_limit");
+}
+
 static void cmd_set_default_prio(struct mps_cmd *cmd, int argc, char **argv)
 {
 	int v;
@@ -633,6 +715,9 @@ static const struct {
 	{ "get_default_client_priority", cmd_get_default_prio, ANYONE },
 	{ "device_query", cmd_device_query, ANYONE },
 	{ "set_default_fault_domain", cmd_set_default_domain, ADMIN },
+	{ "set_client_priority", cmd_set_client_prio, ANYONE },
+	{ "set_client_active_thread_percentage", cmd_set_client_atp, ANYONE },
+	{ "set_client_device_pinned_mem_limit", cmd_set_client_mem, ANYONE },
 	{ "get_default_fault_domain", cmd_get_default_domain, ANYONE },
 };
 

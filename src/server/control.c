@@ -93,6 +93,7 @@ void mps_control_apply_settings(struct mps_client *c)
 {
 	c->thread_pct = mps_srv.thread_pct;
 	c->priority = mps_srv.priority;
+	c->priority_applied = c->priority;
 	for (int i = 0; i < MPS_MAX_DEVICES; i++)
 		c->mem.limit[i] = mps_srv.mem_limit[i];
 	c->mem.host_limit = mps_srv.host_limit;
@@ -169,6 +170,52 @@ static int find_device(const char *spec)
 			return i;
 	}
 	return -1;
+}
+
+/* set_client_*: the client's setting from its next work on. Under the
+ * list lock, so the client is not freed meanwhile. */
+static void set_client(const struct mps_chan *m)
+{
+	char spec[sizeof(m->text)];
+	int dev = -1;
+
+	if (m->value == MPS_SET_CLIENT_MEMLIMIT) {
+		memcpy(spec, m->text, sizeof(spec));
+		spec[sizeof(spec) - 1] = 0;
+		if ((dev = find_device(spec)) < 0) {
+			mps_log_warn("pinned memory limit for device %s ignored: no such device", spec);
+			return;
+		}
+	}
+	if ((m->value == MPS_SET_CLIENT_PRIORITY && m->arg > 1) || (m->value == MPS_SET_CLIENT_THREADS &&
+								     (m->arg < 1 || m->arg > 10000))) {
+		mps_log_warn("client %d: setting %d = %llu ignored", (int)m->pid, m->value, (unsigned long long)m->arg);
+		return;
+	}
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client *c = mps_srv.clients; c; c = c->next) {
+		if (c->pid != m->pid)
+			continue;
+		switch (m->value) {
+		case MPS_SET_CLIENT_PRIORITY:
+			mps_store_release(&c->priority, (int)m->arg);
+			mps_log_info("client %d: priority %s from now on", (int)c->pid, m->arg ? "below normal" : "normal");
+			break;
+		case MPS_SET_CLIENT_THREADS:
+			mps_store_relaxed(&c->thread_pct, (int)m->arg);
+			mps_log_info("client %d: active thread percentage %d.%d from now on", (int)c->pid,
+				     (int)m->arg / 100, (int)m->arg % 100 / 10);
+			break;
+		case MPS_SET_CLIENT_MEMLIMIT:
+			mps_store_relaxed(&c->mem.limit[dev], m->arg);
+			mps_log_info("client %d: device %d pinned memory limit %llu MiB from now on", (int)c->pid, dev,
+				     (unsigned long long)(m->arg >> 20));
+			break;
+		default:
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mps_srv.lock);
 }
 
 static void set_memlimit(const struct mps_chan *m)
@@ -313,6 +360,9 @@ int mps_control_handle(int fd)
 		return 0;
 	case MPS_CHAN_SET_MEMLIMIT:
 		set_memlimit(&m);
+		return 0;
+	case MPS_CHAN_SET_CLIENT:
+		set_client(&m);
 		return 0;
 	default:
 		mps_log_warn("unknown request %u from the control daemon", m.op);

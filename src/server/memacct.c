@@ -25,12 +25,13 @@ void mps_memacct_free(struct mps_memacct *m)
 
 int mps_memacct_charge(struct mps_memacct *m, int device, uint64_t size)
 {
-	uint64_t held;
+	uint64_t held, lim;
 
 	if (device < 0 || device >= MPS_MAX_DEVICES)
 		return -EINVAL;
 	held = mps_load_relaxed(&m->bytes[device]);
-	if (m->limit[device] && (size > m->limit[device] || held > m->limit[device] - size))
+	lim = mps_load_relaxed(&m->limit[device]);   /* set_client_device_pinned_mem_limit may change it */
+	if (lim && (size > lim || held > lim - size))
 		return -ENOMEM;
 	mps_store_relaxed(&m->bytes[device], held + size);
 	return 0;
@@ -73,9 +74,8 @@ void mps_memacct_view(const struct mps_memacct *m, int device, size_t *free_b, s
 {
 	uint64_t lim, held, left;
 
-	if (device < 0 || device >= MPS_MAX_DEVICES || !m->limit[device])
+	if (device < 0 || device >= MPS_MAX_DEVICES || !(lim = mps_load_relaxed(&((struct mps_memacct *)m)->limit[device])))
 		return;
-	lim = m->limit[device];
 	held = mps_load_relaxed(&m->bytes[device]);
 	left = held < lim ? lim - held : 0;
 	if (*total_b > lim)

@@ -221,6 +221,7 @@ void mps__op_client_limits(struct mps_client *c, const struct mps_msg *m)
 	}
 	if (q->priority > c->priority) {
 		c->priority = q->priority;
+		c->priority_applied = q->priority;   /* no stream yet */
 		mps_log_info("client %d: priority below normal (its own)", (int)c->pid);
 	}
 	for (int i = 0; i < MPS_MAX_DEVICES; i++) {

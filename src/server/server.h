@@ -204,9 +204,11 @@ struct mps_client {
 	uint8_t *msg;                   /* the message being handled, copied out of the ring */
 	uint64_t ops;                   /* messages handled */
 
-	/* Settings in force for this client, fixed when it connected. */
-	int thread_pct;                 /* active thread percentage, hundredths */
-	int priority;
+	/* Settings in force for this client: the server's when it connected,
+	 * lowered by its own (CLIENT_LIMITS), changed by set_client_*. */
+	int thread_pct;                 /* active thread percentage, hundredths; atomic */
+	int priority;                   /* 0 normal, 1 below normal; atomic (set_client_priority) */
+	int priority_applied;           /* the priority its streams have: its service thread's */
 	uint32_t devmask;               /* worker only: devices it made contexts on */
 	int term_req;                   /* atomic: terminate_client request to answer
 					 * when torn down; -1 once it has been */

@@ -3,7 +3,9 @@
  * See streams.h.
  */
 #include <stdlib.h>
+#include <string.h>
 
+#include "common/atomics.h"
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/fault.h"
@@ -14,7 +16,7 @@ int mps_stream_effective_priority(const struct mps_client *c, int priority)
 	/* Below normal: the lowest level, whatever it asked. Normal: one level
 	 * above what it asked where the range allows, so every stream of a
 	 * normal client outranks every stream of a below-normal one. */
-	if (c->priority > 0)
+	if (mps_load_acquire(&((struct mps_client *)c)->priority) > 0)
 		return mps_srv.prio_least;
 	return priority - 1 < mps_srv.prio_greatest ? mps_srv.prio_greatest : priority - 1;
 }
@@ -183,6 +185,35 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 	return CUDA_SUCCESS;
 }
 
+static void reprioritize_ctx(void *obj, void *arg)
+{
+	struct mps_sctx *x = obj;
+	struct mps_client *c = arg;
+	CUstreamAttrValue v;
+
+	if (mps__bind_device(c, x->device) != CUDA_SUCCESS)
+		return;
+	for (struct mps_sstream *t = x->streams; t; t = t->next) {
+		memset(&v, 0, sizeof(v));
+		v.priority = mps_stream_effective_priority(c, t->priority);
+		mps_drv.cuStreamSetAttribute(t->s, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v);
+	}
+}
+
+/* set_client_priority changed the client's priority: its streams follow,
+ * where the driver can change a stream's priority (new ones always do). */
+static void reprioritize(struct mps_client *c)
+{
+	int dev = mps__cur_device();
+
+	c->priority_applied = mps_load_relaxed(&c->priority);
+	if (!mps_drv.cuStreamSetAttribute)
+		return;
+	mps_handles_foreach(&c->handles, MPS_H_CTX, reprioritize_ctx, c);
+	if (dev >= 0)
+		mps__bind_device(c, dev);
+}
+
 struct mps_sstream *mps_stream_for_work(struct mps_client *c, const struct mps_msg *m, uint32_t h, CUresult *err)
 {
 	struct mps_sstream *st = mps_stream_resolve(c, h ? NULL : mps__msg_ctx(c, m), h, err);
@@ -194,6 +225,8 @@ struct mps_sstream *mps_stream_for_work(struct mps_client *c, const struct mps_m
 		*err = mps_stream_before(c, st);
 	if (*err != CUDA_SUCCESS)
 		return NULL;
+	if (mps_load_relaxed(&c->priority) != c->priority_applied)
+		reprioritize(c);
 	mps_fault_note_work(c, st->ctx->device, st->handle, NULL);
 	return st;
 }

@@ -9,7 +9,10 @@
 #   - CUDA_VISIBLE_DEVICES renumbers it with the devices;
 #   - CUDA_MPS_CLIENT_PRIORITY=1 and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE are
 #     taken (server.log) and only lower the server's;
-#   - values that cannot be read are ignored with a warning.
+#   - values that cannot be read are ignored with a warning;
+#   - set_client_device_pinned_mem_limit, set_client_priority and
+#     set_client_active_thread_percentage change a connected client's from
+#     its next work on; bad PIDs and values get an error.
 #
 #   usage: control_limits.sh BUILD_DIR
 
@@ -62,5 +65,22 @@ run H "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=zero=12 CUDA_MPS_CLIENT_PRIORITY=7 CUDA_
 for v in CUDA_MPS_PINNED_DEVICE_MEM_LIMIT CUDA_MPS_CLIENT_PRIORITY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; do
 	grep -q "$v=.*ignored" "$dir/H.err" || fail "no warning for an unreadable $v: $(cat "$dir/H.err")"
 done
+# Live changes: a connected client's limit, priority and percentage by PID.
+client L init alloc:64 "wait:$dir/goL" alloc:64 meminfo
+wait_for "$dir/L.out" "^waiting" || fail "L was not served"
+l=$(cpid L)
+expect "set_client_device_pinned_mem_limit $l 0 100M" ""
+expect "set_client_priority $l 1" ""
+expect "set_client_active_thread_percentage $l 40" "40.0"
+touch "$dir/goL"
+wait_for "$dir/L.out" "^meminfo" || fail "L did not finish"
+grep -q "^alloc 64 CUDA_ERROR_OUT_OF_MEMORY$" "$dir/L.out" || fail "64M more past a live 100M limit: $(cat "$dir/L.out")"
+[ "$(total L)" = $((100 * MiB)) ] || fail "after a live 100M limit the total is $(total L)"
+grep -q "client $l: priority below normal from now on" "$slog" || fail "set_client_priority was not taken"
+grep -q "client $l: active thread percentage 40.0 from now on" "$slog" || fail "set_client_active_thread_percentage was not taken"
+expect_err "set_client_priority 999999 1" "no client with PID 999999"
+expect_err "set_client_priority $l 2" "not a priority"
+expect_err "set_client_device_pinned_mem_limit $l 0 12" "not a memory size|not a"
+expect_err "set_client_active_thread_percentage $l 0" "percentage"
 stop_daemon
 finish
