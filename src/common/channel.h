@@ -25,6 +25,9 @@
  *                   what (MPS_SET_CLIENT_*), arg the new value (priority,
  *                   hundredths of a percent, or bytes), text the device
  *                   (memory limits). Applies to its next work.
+ *   METRICS         the server's and its clients' metrics (get_metrics): the
+ *                   REPLY numbered req carries a memfd with the samples
+ *                   (server/metrics.h).
  *   LOG             the log file, reopened (SIGHUP): its fd rides along; the
  *                   server writes there from now on.
  *   SET_MEMLIMIT    pinned device memory limit for later clients: text names
@@ -74,6 +77,7 @@ enum mps_chan_op {
 	MPS_CHAN_FAULT,          /* server -> daemon */
 	MPS_CHAN_LOG,            /* daemon -> server */
 	MPS_CHAN_SET_CLIENT,     /* daemon -> server */
+	MPS_CHAN_METRICS,        /* daemon -> server, answered by REPLY */
 };
 
 enum mps_set_client {

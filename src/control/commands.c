@@ -631,6 +631,104 @@ static void cmd_set_client_mem(struct mps_cmd *cmd, int argc, char **argv)
 	set_client(cmd, argv[1], MPS_SET_CLIENT_MEMLIMIT, bytes, dev, "set_client_device_pinned_mem_limit");
 }
 
+/* ---- get_metrics ----------------------------------------------------- */
+
+/* The metrics, in the order printed: every server's samples of one are
+ * grouped under its HELP and TYPE lines, as the exposition format wants. */
+static const struct {
+	const char *name, *type, *help;
+} families[] = {
+	{ "openmps_client_memory_bytes", "gauge", "Device memory a client holds." },
+	{ "openmps_client_memory_peak_bytes", "gauge", "The most device memory a client has held." },
+	{ "openmps_client_memory_limit_bytes", "gauge", "A client's pinned device memory limit." },
+	{ "openmps_client_pinned_host_bytes", "gauge", "Pinned host memory the server holds for a client." },
+	{ "openmps_client_kernels_total", "counter", "Kernels a client launched." },
+	{ "openmps_client_copy_bytes_total", "counter", "Bytes a client copied, by direction." },
+	{ "openmps_client_calls_total", "counter", "Calls the server handled for a client." },
+	{ "openmps_client_errors_total", "counter", "Calls of a client that returned an error." },
+	{ "openmps_client_priority", "gauge", "A client's priority (0 normal, 1 below normal)." },
+	{ "openmps_client_active_thread_percentage", "gauge", "A client's active thread percentage." },
+	{ "openmps_server_clients", "gauge", "Clients a server serves." },
+	{ "openmps_server_memory_bytes", "gauge", "Device memory a server's clients hold, by device." },
+};
+
+static void metrics_partial(struct mps_cmd *cmd, const struct mps_chan *answer, int fd, const char *failure)
+{
+	char buf[4096];
+	ssize_t n;
+
+	(void)answer;
+	(void)failure;
+	while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0) {
+		char *more = realloc(cmd->acc, cmd->acc_len + (size_t)n + 1);
+
+		if (!more)
+			break;
+		cmd->acc = more;
+		memcpy(cmd->acc + cmd->acc_len, buf, (size_t)n);
+		cmd->acc_len += (size_t)n;
+		cmd->acc[cmd->acc_len] = 0;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static void metrics_done(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure)
+{
+	int servers = 0;
+
+	(void)answer;
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
+		servers++;
+	mps_out(cmd, "# HELP openmps_servers Servers the control daemon runs.\n# TYPE openmps_servers gauge\n");
+	mps_out(cmd, "openmps_servers %d\n", servers);
+	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
+		size_t len = strlen(families[f].name);
+		bool head = false;
+
+		for (const char *l = cmd->acc; l && *l;) {
+			const char *e = strchr(l, '\n');
+			size_t n = e ? (size_t)(e - l) : strlen(l);
+
+			if (n > len && !strncmp(l, families[f].name, len) && (l[len] == '{' || l[len] == ' ')) {
+				if (!head)
+					mps_out(cmd, "# HELP %s %s\n# TYPE %s %s\n", families[f].name, families[f].help,
+						families[f].name, families[f].type);
+				head = true;
+				mps_out(cmd, "%.*s\n", (int)n, l);
+			}
+			l += n + (e != NULL);
+		}
+	}
+	if (failure)
+		mps_out(cmd, "# not every server answered: %s\n", failure);
+}
+
+static void cmd_get_metrics(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_chan m = { .op = MPS_CHAN_METRICS };
+
+	(void)argv;
+	if (argc != 1) {
+		USAGE(cmd, "get_metrics");
+		return;
+	}
+	m.req = mps_daemon.next_req;
+	mps_daemon.next_req = mps_daemon.next_req >= 0x7fffffff ? 1 : mps_daemon.next_req + 1;
+	for (struct mps_server_rec *s = mps_daemon.servers; s && cmd->nwait < MPS_WAIT_SERVERS_MAX; s = s->next)
+		if (s->ready && s->chan >= 0 && mps_server_send(s, &m) == 0)
+			cmd->wait_pids[cmd->nwait++] = s->pid;
+	if (!cmd->nwait) {
+		metrics_done(cmd, NULL, NULL);
+		return;
+	}
+	cmd->wait = MPS_WAIT_REPLIES;
+	cmd->wait_req = m.req;
+	cmd->wait_ms = 5000;
+	cmd->partial = metrics_partial;
+	cmd->done = metrics_done;
+}
+
 static void cmd_set_default_prio(struct mps_cmd *cmd, int argc, char **argv)
 {
 	int v;
@@ -715,6 +813,7 @@ static const struct {
 	{ "get_default_client_priority", cmd_get_default_prio, ANYONE },
 	{ "device_query", cmd_device_query, ANYONE },
 	{ "set_default_fault_domain", cmd_set_default_domain, ADMIN },
+	{ "get_metrics", cmd_get_metrics, ANYONE },
 	{ "set_client_priority", cmd_set_client_prio, ANYONE },
 	{ "set_client_active_thread_percentage", cmd_set_client_atp, ANYONE },
 	{ "set_client_device_pinned_mem_limit", cmd_set_client_mem, ANYONE },

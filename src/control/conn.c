@@ -68,6 +68,7 @@ void mps_conn_collect(void)
 		graveyard = c->next;
 		free(c->out);
 		free(c->cmd.out);
+		free(c->cmd.acc);
 		free(c);
 	}
 }
@@ -177,6 +178,7 @@ static void reply(struct conn *c)
 
 	log_reply(pkt);
 	c->cmd.out = NULL;
+	free(c->cmd.acc);
 	memset(&c->cmd, 0, sizeof(c->cmd));
 	if (len == 0)
 		len = 1;   /* the NUL of an empty reply */
@@ -319,16 +321,38 @@ static void finish(struct conn *c, const struct mps_chan *answer, const char *fa
 	reply(c);
 }
 
-void mps_conn_answer(pid_t server, const struct mps_chan *m)
+/* Takes server off c's list of servers to answer: whether it was there. */
+static bool unwait(struct conn *c, pid_t server)
+{
+	for (int i = 0; i < c->cmd.nwait; i++) {
+		if (c->cmd.wait_pids[i] == server) {
+			c->cmd.wait_pids[i] = c->cmd.wait_pids[--c->cmd.nwait];
+			return true;
+		}
+	}
+	return false;
+}
+
+void mps_conn_answer(pid_t server, const struct mps_chan *m, int fd)
 {
 	for (struct conn *c = conns, *next; c; c = next) {
 		next = c->next;
 		if (c->waiting && c->cmd.wait == MPS_WAIT_REPLY && c->cmd.wait_server == server &&
 		    c->cmd.wait_req == m->req) {
+			if (fd >= 0)
+				close(fd);
 			finish(c, m, NULL);
 			return;
 		}
+		if (c->waiting && c->cmd.wait == MPS_WAIT_REPLIES && c->cmd.wait_req == m->req && unwait(c, server)) {
+			c->cmd.partial(&c->cmd, m, fd, NULL);
+			if (!c->cmd.nwait)
+				finish(c, NULL, NULL);
+			return;
+		}
 	}
+	if (fd >= 0)
+		close(fd);
 }
 
 void mps_conn_server_gone(pid_t server, const char *why)
@@ -338,6 +362,11 @@ void mps_conn_server_gone(pid_t server, const char *why)
 		if (c->waiting && (c->cmd.wait == MPS_WAIT_REPLY || c->cmd.wait == MPS_WAIT_READY) &&
 		    c->cmd.wait_server == server)
 			finish(c, NULL, why);
+		else if (c->waiting && c->cmd.wait == MPS_WAIT_REPLIES && unwait(c, server)) {
+			c->cmd.partial(&c->cmd, NULL, -1, why);
+			if (!c->cmd.nwait)
+				finish(c, NULL, NULL);
+		}
 	}
 }
 

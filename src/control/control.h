@@ -153,7 +153,10 @@ enum mps_wait {
 	MPS_WAIT_REPLY,             /* a REPLY packet numbered wait_req from wait_server */
 	MPS_WAIT_DEVICES,           /* the device list */
 	MPS_WAIT_READY,             /* wait_server to report READY */
+	MPS_WAIT_REPLIES,           /* a REPLY numbered wait_req from each of wait_pids */
 };
+
+#define MPS_WAIT_SERVERS_MAX 64
 
 struct mps_cmd {
 	uid_t uid;                  /* the caller, from SO_PEERCRED */
@@ -165,6 +168,14 @@ struct mps_cmd {
 	uint32_t wait_req;
 	uint32_t wait_ms;           /* how long to wait */
 	void (*done)(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure);
+	/* MPS_WAIT_REPLIES: the servers still to answer; each answer (or the
+	 * server's end: answer NULL, failure why) goes to partial, with the
+	 * fd that came with it (-1: none; partial closes it); done comes last. */
+	pid_t wait_pids[MPS_WAIT_SERVERS_MAX];
+	int nwait;
+	void (*partial)(struct mps_cmd *cmd, const struct mps_chan *answer, int fd, const char *failure);
+	char *acc;                  /* what partial gathered (malloc'ed; freed with the command) */
+	size_t acc_len;
 };
 
 /* daemon.c */
@@ -177,7 +188,7 @@ uint64_t mps_now_ms(void);
 void mps_conn_accept(int lfd, bool privileged);
 void mps_conn_event(void *conn, uint32_t events);
 /* A server answered request req. */
-void mps_conn_answer(pid_t server, const struct mps_chan *m);
+void mps_conn_answer(pid_t server, const struct mps_chan *m, int fd);
 /* A server is gone: every command waiting on it fails with why. */
 void mps_conn_server_gone(pid_t server, const char *why);
 /* The device list became known (or cannot be: why). */

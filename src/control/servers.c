@@ -359,6 +359,7 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 	struct mps_server_client *c;
 	bool reset = false;
 	struct mps_chan m;
+	int rfd;
 	ssize_t n;
 
 	if ((events & EPOLLOUT) && s->chan_full)
@@ -369,7 +370,13 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 	for (;;) {
 		if (s->chan < 0)
 			return;
-		n = mps_sock_recv(s->chan, &m, sizeof(m), NULL);
+		rfd = -1;
+		n = mps_sock_recv(s->chan, &m, sizeof(m), &rfd);
+		/* Only a REPLY may carry an fd (get_metrics's samples). */
+		if (rfd >= 0 && (n != (ssize_t)sizeof(m) || m.op != MPS_CHAN_REPLY)) {
+			close(rfd);
+			rfd = -1;
+		}
 		if (n == -EAGAIN || n == -EINTR)
 			return;
 		/* A server that exits with messages of ours unread resets the
@@ -385,6 +392,8 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 		}
 		if ((size_t)n != sizeof(m) || m.magic != MPS_CHAN_MAGIC) {
 			mps_log_warn("server %d sent a malformed message; ignored", (int)s->pid);
+			if (rfd >= 0)
+				close(rfd);
 			continue;
 		}
 		m.comm[sizeof(m.comm) - 1] = 0;
@@ -422,7 +431,7 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 			client_down(s, &m);
 			break;
 		case MPS_CHAN_REPLY:
-			mps_conn_answer(s->pid, &m);
+			mps_conn_answer(s->pid, &m, rfd);
 			break;
 		case MPS_CHAN_FAULT:
 			/* New clients go to a fresh server from now on (routing.c

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,11 +22,12 @@
 #include "common/log.h"
 #include "common/sock.h"
 #include "server/control.h"
+#include "server/metrics.h"
 #include "server/server.h"
 
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void mps_control_send(struct mps_chan *m)
+static void send_with(struct mps_chan *m, int fd)
 {
 	ssize_t n;
 
@@ -33,11 +35,33 @@ void mps_control_send(struct mps_chan *m)
 		return;
 	m->magic = MPS_CHAN_MAGIC;
 	pthread_mutex_lock(&send_lock);
-	n = mps_sock_send(mps_srv.channel, m, sizeof(*m), -1);
+	n = mps_sock_send(mps_srv.channel, m, sizeof(*m), fd);
 	pthread_mutex_unlock(&send_lock);
 	if (n != (ssize_t)sizeof(*m))
 		mps_log_warn("cannot tell the control daemon (message %u): %s", m->op,
 			     n < 0 ? strerror((int)-n) : "short send");
+}
+
+void mps_control_send(struct mps_chan *m)
+{
+	send_with(m, -1);
+}
+
+/* get_metrics: the samples in a memfd, with the REPLY. */
+static void metrics(const struct mps_chan *q)
+{
+	struct mps_chan m = { .op = MPS_CHAN_REPLY, .req = q->req };
+	int fd = memfd_create("openmps-metrics", MFD_CLOEXEC);
+
+	if (fd < 0 || mps_metrics_write(fd) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		m.value = -EIO;
+		snprintf(m.text, sizeof(m.text), "the server could not write its metrics");
+		send_with(&m, -1);
+	} else {
+		send_with(&m, fd);
+	}
+	if (fd >= 0)
+		close(fd);
 }
 
 static void send_reply(uint32_t req, pid_t pid, int value, const char *text)
@@ -363,6 +387,10 @@ int mps_control_handle(int fd)
 		return 0;
 	case MPS_CHAN_SET_CLIENT:
 		set_client(&m);
+		return 0;
+	case MPS_CHAN_METRICS:
+		if (m.req != 0)
+			metrics(&m);
 		return 0;
 	default:
 		mps_log_warn("unknown request %u from the control daemon", m.op);

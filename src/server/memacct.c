@@ -34,6 +34,8 @@ int mps_memacct_charge(struct mps_memacct *m, int device, uint64_t size)
 	if (lim && (size > lim || held > lim - size))
 		return -ENOMEM;
 	mps_store_relaxed(&m->bytes[device], held + size);
+	if (held + size > mps_load_relaxed(&m->peak[device]))
+		mps_store_relaxed(&m->peak[device], held + size);
 	return 0;
 }
 

@@ -53,6 +53,7 @@ struct mps_memacct {
 	struct mps_mrange *r;
 	size_t n, cap;
 	uint64_t bytes[MPS_MAX_DEVICES];   /* device bytes held, read by others */
+	uint64_t peak[MPS_MAX_DEVICES];    /* the most bytes ever held, read by others */
 	uint64_t limit[MPS_MAX_DEVICES];   /* 0: no limit; atomic (changed while the client runs) */
 	uint64_t host_bytes;               /* pinned host bytes held, read by others */
 	uint64_t host_limit;               /* 0: no limit */

@@ -10,6 +10,7 @@
  * synchronous one is answered when the GPU has finished it, and a staged one
  * hands its staging chunk back to the client at that moment.
  */
+#include "common/atomics.h"
 #include "server/driver.h"
 #include "server/server.h"
 #include "server/streams.h"
@@ -114,6 +115,9 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 	staged = m->slot != MPS_NO_SLOT && q->kind == MPS_COPY_H2D && q->host_region == MPS_HOST_INLINE &&
 		 !(m->flags & MPS_COPY_STAGE) && mps_drv.cuStreamQuery(st->s) == CUDA_SUCCESS;
 	if (q->size) {
+		uint64_t *n = q->kind == MPS_COPY_H2D ? &c->stats.h2d : q->kind == MPS_COPY_D2H ? &c->stats.d2h : &c->stats.d2d;
+
+		mps_store_relaxed(n, *n + q->size);
 		switch (q->kind) {
 		case MPS_COPY_H2D:
 			r = mps_drv.cuMemcpyHtoDAsync((CUdeviceptr)q->dst, host, (size_t)q->size, st->s);

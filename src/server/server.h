@@ -185,6 +185,11 @@ struct mps_client {
 	struct mps_memacct mem;
 	struct mps_completions comp;
 	int deferred;                   /* atomic CUresult: first asynchronous error not yet reported */
+	struct {                        /* for get_metrics (metrics.c); its service thread's, read by others */
+		uint64_t launches;
+		uint64_t h2d, d2h, d2d;     /* bytes copied */
+		uint64_t errors;            /* calls answered with an error, asynchronous ones included */
+	} stats;
 	struct {                        /* its last GPU work, for a fault's report (fault.h); atomics */
 		uint64_t ns;
 		int dev;

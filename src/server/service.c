@@ -70,6 +70,7 @@ void mps__defer_error(struct mps_client *c, CUresult r, const char *what)
 	if (r == CUDA_SUCCESS)
 		return;
 	mps_fault_check(r);
+	mps_store_relaxed(&c->stats.errors, c->stats.errors + 1);
 	mps_log_debug("client %d: %s failed asynchronously: %s", (int)c->pid, what, mps_driver_errname(r));
 	/* The first error wins, as CUDA reports the first failure. */
 	mps_cas(&c->deferred, &none, (int)r);
@@ -90,6 +91,8 @@ void mps__reply(struct mps_client *c, uint32_t slot, CUresult r)
 	struct mps_slot *s = mps__slot(c, slot);
 
 	mps_fault_check(r);
+	if (r != CUDA_SUCCESS)
+		mps_store_relaxed(&c->stats.errors, c->stats.errors + 1);
 	s->result = (int32_t)r;
 	/* Release: the reply's data and result are visible before DONE. */
 	if (mps_xchg(&s->state, MPS_SLOT_DONE) == MPS_SLOT_SLEEPING)
@@ -137,7 +140,7 @@ void mps__dispatch(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	op_table[op].fn(c, m);
-	c->ops++;
+	mps_store_relaxed(&c->ops, c->ops + 1);   /* read by get_metrics */
 }
 
 /* Makes the client's shared region: sealed memfd, mapped here, registered

@@ -306,11 +306,28 @@ static void answer(struct mps_cmd *cmd, const char *line, unsigned int how)
 	enum mps_wait wait = cmd->wait;
 	struct mps_chan a;
 
-	if (wait != MPS_WAIT_REPLY && wait != MPS_WAIT_DEVICES && wait != MPS_WAIT_READY)
+	if (wait != MPS_WAIT_REPLY && wait != MPS_WAIT_DEVICES && wait != MPS_WAIT_READY && wait != MPS_WAIT_REPLIES)
 		fail("'%s' waits for %d", line, (int)wait);
 	if (!cmd->done || !cmd->wait_ms)
 		fail("'%s' waits, but for no time or with nothing to finish it", line);
 	cmd->wait = MPS_WAIT_NONE;
+	if (wait == MPS_WAIT_REPLIES) {
+		/* Each server answers (with nothing to add) or goes away. */
+		if (!cmd->partial || cmd->nwait <= 0 || cmd->nwait > MPS_WAIT_SERVERS_MAX)
+			fail("'%s' waits for %d servers' replies", line, cmd->nwait);
+		while (cmd->nwait > 0) {
+			pid_t p = cmd->wait_pids[--cmd->nwait];
+
+			if (!mps_server_by_pid(p))
+				fail("'%s' waits for server %d, which does not exist", line, (int)p);
+			memset(&a, 0, sizeof(a));
+			a.op = MPS_CHAN_REPLY;
+			a.req = cmd->wait_req;
+			cmd->partial(cmd, how == 3 ? NULL : &a, -1, how == 3 ? "the server went away" : NULL);
+		}
+		cmd->done(cmd, NULL, NULL);
+		return;
+	}
 	if (how == 3) {
 		cmd->done(cmd, NULL, "the server went away");
 	} else if (wait == MPS_WAIT_REPLY) {
@@ -354,6 +371,7 @@ static void run_line(const char *line, bool whole_lines, unsigned int opts, unsi
 		answer(&cmd, line, (caller >> 3) & 3);
 		check_reply(&cmd, line, whole_lines);
 	}
+	free(cmd.acc);
 	free(cmd.out);
 }
 

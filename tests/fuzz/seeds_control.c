@@ -64,6 +64,8 @@ static const struct {
 	{ PRIV, 0, "set_default_client_priority 2" },
 	{ 0, 0, "get_default_client_priority" },
 	{ 0, 0, "get_default_fault_domain" },
+	{ SERVERS(2), 0, "get_metrics" },
+	{ 0, 0, "get_metrics" },
 	{ PRIV | SERVERS(1), 0, "set_client_priority 4200 1" },
 	{ PRIV | SERVERS(2), 0, "set_client_device_pinned_mem_limit 4211 0 1G" },
 	{ SERVERS(1), 0, "set_client_active_thread_percentage 4200 25" },

@@ -19,6 +19,10 @@
  *   baddev        cuDeviceGet of ordinal 99, called directly and through the
  *                 pointer cuGetProcAddress gives: "baddev RESULT RESULT"
  *   sync          cuCtxSynchronize
+ *   launch:N      N launches of the test kernels' `empty` (module from
+ *                 OPENMPS_TEST_PTX), then a synchronize: "launch N RESULT"
+ *   copy:MIB      MIB MiB host to device, then device to host, through the
+ *                 first allocation: "copy MIB RESULT"
  *   wait:PATH     prints "waiting PATH", then waits (up to 60 s) for PATH to exist
  *   sleep:MS      sleeps
  *
@@ -74,6 +78,32 @@ static CUresult use_device(int ordinal)
 		r = cuDevicePrimaryCtxRetain(&ctx, dev);
 	if (r == CUDA_SUCCESS)
 		r = cuCtxSetCurrent(ctx);
+	return r;
+}
+
+/* n launches of `empty`, then a synchronize. */
+static CUresult launch_empty(long n)
+{
+	const char *path = getenv("OPENMPS_TEST_PTX");
+	static char ptx[1 << 20];
+	CUfunction f;
+	CUmodule mod;
+	CUresult r;
+	FILE *fp = path ? fopen(path, "r") : NULL;
+	size_t len;
+
+	if (!fp)
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	len = fread(ptx, 1, sizeof(ptx) - 1, fp);
+	fclose(fp);
+	ptx[len] = 0;
+	r = cuModuleLoadData(&mod, ptx);
+	if (r == CUDA_SUCCESS)
+		r = cuModuleGetFunction(&f, mod, "empty");
+	for (long i = 0; i < n && r == CUDA_SUCCESS; i++)
+		r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+	if (r == CUDA_SUCCESS)
+		r = cuCtxSynchronize();
 	return r;
 }
 
@@ -169,6 +199,17 @@ int main(int argc, char **argv)
 			printf("\n");
 		} else if (!strcmp(a, "sync")) {
 			printf("sync %s\n", name(cuCtxSynchronize()));
+		} else if (!strncmp(a, "launch:", 7)) {
+			printf("launch %ld %s\n", atol(a + 7), name(launch_empty(atol(a + 7))));
+		} else if (!strncmp(a, "copy:", 5)) {
+			size_t bytes = (size_t)atol(a + 5) << 20;
+			void *h = calloc(1, bytes ? bytes : 1);
+
+			r = !h || !nallocs ? CUDA_ERROR_INVALID_VALUE : cuMemcpyHtoD(allocs[0], h, bytes);
+			if (r == CUDA_SUCCESS)
+				r = cuMemcpyDtoH(h, allocs[0], bytes);
+			free(h);
+			printf("copy %ld %s\n", atol(a + 5), name(r));
 		} else if (!strncmp(a, "wait:", 5)) {
 			int waited = 0;
 

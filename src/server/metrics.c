@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+/*
+ * See metrics.h. The numbers are the ones the server keeps anyway: the
+ * memory account's bytes and peak per device, the messages handled, and
+ * counters the service threads bump as they go (launches, bytes copied
+ * each way, calls answered with an error). They are read here, on the main
+ * thread, with relaxed loads under the client-list lock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/atomics.h"
+#include "server/metrics.h"
+#include "server/server.h"
+
+/* A label value as the format wants it: backslash, quote and newline escaped. */
+static void label(char *out, size_t size, const char *in)
+{
+	size_t n = 0;
+
+	for (; *in && n + 3 < size; in++) {
+		if (*in == '\\' || *in == '"') {
+			out[n++] = '\\';
+			out[n++] = *in;
+		} else if (*in == '\n') {
+			out[n++] = '\\';
+			out[n++] = 'n';
+		} else {
+			out[n++] = *in;
+		}
+	}
+	out[n] = 0;
+}
+
+int mps_metrics_write(int fd)
+{
+	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 };
+	char comm[160];
+	int server = (int)getpid(), n = 0;
+	FILE *f;
+
+	fd = dup(fd);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client *c = mps_srv.clients; c; c = c->next) {
+		char id[400];
+
+		n++;
+		label(comm, sizeof(comm), c->comm);
+		snprintf(id, sizeof(id), "server=\"%d\",pid=\"%d\",id=\"%u\",comm=\"%s\"", server, (int)c->pid, c->id,
+			 comm);
+		fprintf(f, "openmps_client_calls_total{%s} %llu\n", id, (unsigned long long)mps_load_relaxed(&c->ops));
+		fprintf(f, "openmps_client_kernels_total{%s} %llu\n", id,
+			(unsigned long long)mps_load_relaxed(&c->stats.launches));
+		fprintf(f, "openmps_client_copy_bytes_total{%s,direction=\"h2d\"} %llu\n", id,
+			(unsigned long long)mps_load_relaxed(&c->stats.h2d));
+		fprintf(f, "openmps_client_copy_bytes_total{%s,direction=\"d2h\"} %llu\n", id,
+			(unsigned long long)mps_load_relaxed(&c->stats.d2h));
+		fprintf(f, "openmps_client_copy_bytes_total{%s,direction=\"d2d\"} %llu\n", id,
+			(unsigned long long)mps_load_relaxed(&c->stats.d2d));
+		fprintf(f, "openmps_client_errors_total{%s} %llu\n", id,
+			(unsigned long long)mps_load_relaxed(&c->stats.errors));
+		fprintf(f, "openmps_client_pinned_host_bytes{%s} %llu\n", id,
+			(unsigned long long)mps_load_relaxed(&c->mem.host_bytes));
+		for (int d = 0; d < mps_srv.ndev; d++) {
+			uint64_t b = mps_load_relaxed(&c->mem.bytes[d]), p = mps_load_relaxed(&c->mem.peak[d]);
+			uint64_t lim = mps_load_relaxed(&c->mem.limit[d]);
+
+			if (!p && !lim)
+				continue;   /* never used the device, no limit there */
+			dev_bytes[d] += b;
+			fprintf(f, "openmps_client_memory_bytes{%s,device=\"%d\"} %llu\n", id, d, (unsigned long long)b);
+			fprintf(f, "openmps_client_memory_peak_bytes{%s,device=\"%d\"} %llu\n", id, d,
+				(unsigned long long)p);
+			if (lim)
+				fprintf(f, "openmps_client_memory_limit_bytes{%s,device=\"%d\"} %llu\n", id, d,
+					(unsigned long long)lim);
+		}
+		fprintf(f, "openmps_client_priority{%s} %d\n", id, mps_load_relaxed(&c->priority));
+		fprintf(f, "openmps_client_active_thread_percentage{%s} %.1f\n", id,
+			mps_load_relaxed(&c->thread_pct) / 100.0);
+	}
+	pthread_mutex_unlock(&mps_srv.lock);
+	fprintf(f, "openmps_server_clients{server=\"%d\"} %d\n", server, n);
+	for (int d = 0; d < mps_srv.ndev; d++)
+		fprintf(f, "openmps_server_memory_bytes{server=\"%d\",device=\"%d\"} %llu\n", server, d,
+			(unsigned long long)dev_bytes[d]);
+	return fclose(f) == 0 ? 0 : -EIO;
+}

@@ -1,0 +1,53 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# get_metrics: per-client metrics in the Prometheus text exposition format.
+# Two clients do known work (one allocates 64 MiB and 8 MiB of pinned host
+# memory, launches 37 kernels and copies 3 MiB each way; the other
+# allocates 16 MiB and asks for memory it may not have); the figures must be
+# exactly those, every family must have its HELP and TYPE once, before its
+# samples, and every sample line must parse.
+#
+#   usage: control_metrics.sh BUILD_DIR
+
+name=control_metrics; . "$(dirname "$0")/c_lib.sh"
+MiB=1048576
+
+start_daemon
+out=$(ui get_metrics)
+echo "$out" | grep -q "^openmps_servers 0$" || fail "with no server: $out"
+
+client A init alloc:64 halloc:8 launch:37 copy:3 "wait:$dir/goA"
+client B init alloc:16 alloc:100000 "wait:$dir/goB"
+wait_for "$dir/A.out" "^waiting" || fail "A was not served"
+wait_for "$dir/B.out" "^waiting" || fail "B was not served"
+a=$(cpid A); b=$(cpid B)
+m=$(ui get_metrics); st=$?
+[ $st -eq 0 ] || fail "get_metrics exited $st"
+sample() {   # METRIC PID [EXTRA-LABEL]: the sample's value
+	echo "$m" | grep "^$1{" | grep "pid=\"$2\"" | grep "${3:-}" | awk '{ print $NF }'
+}
+[ "$(sample openmps_client_memory_bytes "$a" 'device="0"')" = $((64 * MiB)) ] || fail "A's memory: $(sample openmps_client_memory_bytes "$a")"
+[ "$(sample openmps_client_memory_peak_bytes "$a" 'device="0"')" = $((64 * MiB)) ] || fail "A's peak"
+[ "$(sample openmps_client_pinned_host_bytes "$a")" -ge $((8 * MiB)) ] || fail "A's pinned host memory (8M and its staging): $(sample openmps_client_pinned_host_bytes "$a")"
+[ "$(sample openmps_client_kernels_total "$a")" = 37 ] || fail "A's kernels: $(sample openmps_client_kernels_total "$a")"
+[ "$(sample openmps_client_copy_bytes_total "$a" 'direction="h2d"')" -ge $((3 * MiB)) ] || fail "A's h2d bytes"
+[ "$(sample openmps_client_copy_bytes_total "$a" 'direction="d2h"')" -ge $((3 * MiB)) ] || fail "A's d2h bytes"
+[ "$(sample openmps_client_errors_total "$a")" = 0 ] || fail "A's errors: $(sample openmps_client_errors_total "$a")"
+[ "$(sample openmps_client_memory_bytes "$b" 'device="0"')" = $((16 * MiB)) ] || fail "B's memory"
+[ "$(sample openmps_client_errors_total "$b")" -ge 1 ] || fail "B's failed allocation is not counted"
+[ "$(sample openmps_client_kernels_total "$b")" = 0 ] || fail "B's kernels"
+echo "$m" | grep -q '^openmps_server_clients{server="[0-9]*"} 2$' || fail "server clients: $(echo "$m" | grep server_clients)"
+echo "$m" | grep -q "^openmps_server_memory_bytes{server=\"[0-9]*\",device=\"0\"} $((80 * MiB))$" ||
+	fail "server memory: $(echo "$m" | grep server_memory)"
+# The format: HELP then TYPE once per family, before its samples; samples parse.
+echo "$m" | awk '
+	/^# HELP / { if (seen[$3]++) bad = bad " twice:" $3; help = $3; next }
+	/^# TYPE / { if ($3 != help || ($4 != "gauge" && $4 != "counter")) bad = bad " type:" $3; fam = $3; next }
+	/^#/ { next }
+	{ split($1, p, "{"); if (p[1] != fam) bad = bad " outside:" p[1];
+	  if ($0 !~ /^[a-z_]+(\{([a-z]+="[^"]*",?)*\})? [0-9.]+$/) bad = bad " parse:" $0 }
+	END { if (bad != "") { print bad; exit 1 } }' || fail "not the exposition format: $(echo "$m" | head -5)"
+touch "$dir/goA" "$dir/goB"
+stop_daemon
+finish
