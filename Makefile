@@ -2,7 +2,8 @@
 #
 # openmps build. `make` builds the daemon, the server and the client library
 # under build/; `make test` builds and runs the CPU test suite (the software
-# stand-in driver replaces the GPU); `make install PREFIX=...` installs.
+# stand-in driver replaces the GPU); `make install PREFIX=...` installs and
+# `make uninstall PREFIX=...` removes what it installed.
 #
 # Each folder adds its own targets in a module.mk included below, so the tree
 # and the build describe the same architecture.
@@ -34,7 +35,7 @@ LDFLAGS   += -fsanitize=thread
 export TSAN_OPTIONS := suppressions=$(CURDIR)/tests/tsan.supp $(TSAN_OPTIONS)
 endif
 
-.PHONY: all test install clean check-cuda
+.PHONY: all test install uninstall clean check-cuda
 all:
 
 # Modules append to these.
@@ -64,11 +65,37 @@ $(BUILD)/obj/%.o: %.S
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/openmps
-	install -m 755 $(BUILD)/bin/openmps-control $(BUILD)/bin/openmps-server $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(BUILD)/lib/libcuda.so.1 $(DESTDIR)$(PREFIX)/lib/openmps/
-	ln -sf libcuda.so.1 $(DESTDIR)$(PREFIX)/lib/openmps/libcuda.so
+# What `make install` puts where (DESTDIR for staging, PREFIX for the place):
+# the two programs; the client library in lib/openmps (a program picks it by
+# LD_LIBRARY_PATH); the stand-in driver in lib/openmps/standin, for trying
+# openmps without a GPU (OPENMPS_DRIVER); the man pages; the systemd unit;
+# the Slurm examples. `make uninstall` removes each of them.
+VERSION   := $(shell sed -n 's/.*OPENMPS_VERSION "\(.*\)"/\1/p' src/common/version.h)
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+I         := $(DESTDIR)$(PREFIX)
+INSTALLED := $(I)/bin/openmps-control $(I)/bin/openmps-server $(I)/lib/openmps/libcuda.so.1 \
+             $(I)/lib/openmps/libcuda.so $(I)/lib/openmps/standin/libcuda.so.1 \
+             $(I)/share/man/man1/openmps-control.1 $(I)/share/man/man8/openmps-server.8 \
+             $(I)/share/man/man7/openmps.7 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/openmps.service \
+             $(addprefix $(I)/share/doc/openmps/slurm/,prolog.sh prolog_task.sh epilog.sh)
+
+install: all $(STANDIN_LIB)
+	install -d $(I)/bin $(I)/lib/openmps/standin $(I)/share/man/man1 $(I)/share/man/man7 $(I)/share/man/man8 \
+		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(I)/share/doc/openmps/slurm
+	install -m 755 $(BUILD)/bin/openmps-control $(BUILD)/bin/openmps-server $(I)/bin/
+	install -m 755 $(BUILD)/lib/libcuda.so.1 $(I)/lib/openmps/
+	ln -sf libcuda.so.1 $(I)/lib/openmps/libcuda.so
+	install -m 755 $(STANDIN_LIB) $(I)/lib/openmps/standin/libcuda.so.1
+	for m in openmps-control.1:man1 openmps-server.8:man8 openmps.7:man7; do \
+		sed 's/@VERSION@/$(VERSION)/' packaging/man/$${m%%:*} >$(I)/share/man/$${m#*:}/$${m%%:*} || exit 1; \
+	done
+	sed 's|@PREFIX@|$(PREFIX)|g' packaging/systemd/openmps.service >$(DESTDIR)$(SYSTEMD_UNIT_DIR)/openmps.service
+	install -m 755 packaging/slurm/prolog.sh packaging/slurm/prolog_task.sh packaging/slurm/epilog.sh \
+		$(I)/share/doc/openmps/slurm/
+
+uninstall:
+	rm -f $(INSTALLED)
+	-rmdir $(I)/lib/openmps/standin $(I)/lib/openmps $(I)/share/doc/openmps/slurm $(I)/share/doc/openmps 2>/dev/null
 
 clean:
 	rm -rf build build-address build-thread

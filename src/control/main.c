@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "common/version.h"
+#include "common/wire.h"
 #include "control/control.h"
 
 static void usage(FILE *f)
@@ -22,13 +24,14 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: openmps-control [-d | -f] [-multiuser-server] [--exclusive-users]\n"
 		"       openmps-control            (commands on standard input)\n"
-		"       openmps-control -h\n"
+		"       openmps-control -h | --version\n"
 		"  -d                   start the control daemon in the background\n"
 		"  -f                   start the control daemon in the foreground\n"
 		"  -multiuser-server    one server, running as root, serves every user (needs root)\n"
 		"  --exclusive-users    one user's server at a time: other users' clients wait\n"
 		"                       until its clients have left (NVIDIA's behaviour)\n"
 		"  -h, --help           print this help\n"
+		"  --version            print the version\n"
 		"With no option, reads control commands from standard input and sends them\n"
 		"to the running daemon, e.g.  echo get_server_list | openmps-control\n"
 		"Environment: CUDA_MPS_PIPE_DIRECTORY (default %s),\n"
@@ -60,6 +63,9 @@ int main(int argc, char **argv)
 
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+			printf("openmps-control %s (wire protocol %d)\n", OPENMPS_VERSION, MPS_WIRE_VERSION);
 			return 0;
 		} else if (!strcmp(a, "-d") || !strcmp(a, "-f")) {
 			if (mode)

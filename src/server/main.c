@@ -28,6 +28,7 @@
 #include "common/atomics.h"
 #include "common/log.h"
 #include "common/memvalue.h"
+#include "common/version.h"
 #include "server/control.h"
 #include "server/crash.h"
 #include "server/device.h"
@@ -171,7 +172,7 @@ static void report_failed(const char *why)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: openmps-server --channel FD\n"
+	fprintf(f, "usage: openmps-server --channel FD | --version\n"
 		   "Started by openmps-control; not meant to be run by hand.\n");
 }
 
@@ -187,6 +188,9 @@ int main(int argc, char **argv)
 			mps_srv.channel = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+			printf("openmps-server %s (wire protocol %d)\n", OPENMPS_VERSION, MPS_WIRE_VERSION);
 			return 0;
 		} else {
 			fprintf(stderr, "openmps-server: unknown argument '%s'\n", argv[i]);

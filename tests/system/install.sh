@@ -1,0 +1,55 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# make install and make uninstall: into a fresh PREFIX the programs, the
+# client library, the stand-in driver, the man pages (with the version), the
+# systemd unit (with the PREFIX) and the Slurm examples; the installed
+# programs give their version; the installed daemon, on the installed
+# stand-in, serves a client through the installed library; `make uninstall`
+# then leaves no file behind.
+#
+#   usage: install.sh BUILD_DIR
+
+build=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+name=install
+tmp=$(mktemp -d /tmp/openmps-install.XXXXXX)
+p=$tmp/usr
+rc=0
+fail() { echo "$name: FAIL: $*"; rc=1; }
+mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$root" BUILD="$build" PREFIX="$p" "$@"; }
+
+mk install >"$tmp/make.out" 2>&1 || fail "make install: $(tail -5 "$tmp/make.out")"
+version=$(sed -n 's/.*OPENMPS_VERSION "\(.*\)"/\1/p' "$root/src/common/version.h")
+for f in bin/openmps-control bin/openmps-server lib/openmps/libcuda.so.1 lib/openmps/libcuda.so \
+	 lib/openmps/standin/libcuda.so.1 share/man/man1/openmps-control.1 share/man/man8/openmps-server.8 \
+	 share/man/man7/openmps.7 lib/systemd/system/openmps.service share/doc/openmps/slurm/prolog.sh \
+	 share/doc/openmps/slurm/prolog_task.sh share/doc/openmps/slurm/epilog.sh; do
+	[ -e "$p/$f" ] || fail "$f was not installed"
+done
+"$p/bin/openmps-control" --version | grep -q "^openmps-control $version " || fail "openmps-control --version: $("$p/bin/openmps-control" --version)"
+"$p/bin/openmps-server" --version | grep -q "^openmps-server $version " || fail "openmps-server --version"
+grep -q "openmps $version" "$p/share/man/man1/openmps-control.1" || fail "the man page does not carry the version"
+grep -q "^ExecStart=$p/bin/openmps-control -f$" "$p/lib/systemd/system/openmps.service" || fail "the unit does not name the installed daemon"
+if command -v groff >/dev/null; then
+	for m in man1/openmps-control.1 man8/openmps-server.8 man7/openmps.7; do
+		w=$(groff -man -Tutf8 -ww -z "$p/share/man/$m" 2>&1)
+		[ -z "$w" ] || fail "groff warns about $m: $w"
+	done
+fi
+
+# The installed pieces work together, with no GPU.
+export CUDA_MPS_PIPE_DIRECTORY=$tmp/pipe CUDA_MPS_LOG_DIRECTORY=$tmp/log
+OPENMPS_DRIVER=$p/lib/openmps/standin/libcuda.so.1 "$p/bin/openmps-control" -d || fail "the installed daemon did not start"
+out=$(LD_LIBRARY_PATH=$p/lib/openmps "$build/tests/system/c_client" init alloc:1 sync)
+echo "$out" | grep -q "^sync CUDA_SUCCESS$" || fail "a client of the installed daemon: $out"
+echo get_server_list | "$p/bin/openmps-control" | grep -q "^[0-9]" || fail "the installed daemon ran no server"
+echo quit | "$p/bin/openmps-control" >/dev/null
+i=0; while [ -e "$tmp/pipe/openmps-control.pid" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+
+mk uninstall >"$tmp/make.out" 2>&1 || fail "make uninstall: $(tail -5 "$tmp/make.out")"
+left=$(find "$p" -type f -o -type l)
+[ -z "$left" ] || fail "make uninstall left: $left"
+rm -rf "$tmp"
+[ $rc -eq 0 ] && echo "$name: passed"
+exit $rc
