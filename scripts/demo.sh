@@ -12,6 +12,7 @@
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
+echo "openmps demo: building (a few seconds the first time)..."
 make -s -j"$(nproc)" BUILD="$build" check-build || exit 1
 
 dir=$(mktemp -d /tmp/openmps-demo.XXXXXX)

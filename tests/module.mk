@@ -16,7 +16,9 @@ TEST_DEPS := $(ALL_TARGETS) $(TEST_BINS) $(TESTS_CUDA) $(TEST_DEPS_EXTRA) $(KERN
 .PHONY: test check-build
 check-build: $(TEST_DEPS)
 
-test: check-build
+# The build under it runs on every CPU unless -j was given.
+test:
+	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) check-build
 	@tests/run-tests.sh $(TEST_BINS) $(STANDIN_TEST) \
 		$(foreach t,$(TESTS_CUDA),"tests/system/with-openmps.sh $(BUILD) $(t)") \
 		$(foreach t,$(TEST_SCRIPTS),"$(t) $(BUILD)")

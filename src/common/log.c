@@ -18,6 +18,7 @@
 static const char *log_role = "Client";
 static int log_out = 2;
 static int log_level = MPS_LOG_INFO;
+static const char *bad_level;   /* an OPENMPS_LOG_LEVEL not understood, said once */
 
 void mps_log_init(const char *role, int fd)
 {
@@ -35,6 +36,12 @@ void mps_log_init(const char *role, int fd)
 			log_level = MPS_LOG_INFO;
 		else if (!strcasecmp(lv, "debug"))
 			log_level = MPS_LOG_DEBUG;
+		else if (*lv)
+			bad_level = lv;
+	}
+	if (bad_level) {
+		mps_log(MPS_LOG_WARN, "OPENMPS_LOG_LEVEL=%s is not error, warn, info or debug: info it is", bad_level);
+		bad_level = NULL;
 	}
 }
 

@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,8 +144,20 @@ static int take_lock(void)
 	return -1;
 }
 
+/* Makes *path absolute (in buf), for a path that exists. */
+static int absolute(const char **path, char *buf)
+{
+	if ((*path)[0] == '/')
+		return 0;
+	if (!realpath(*path, buf))
+		return -1;
+	*path = buf;
+	return 0;
+}
+
 static int setup(void)
 {
+	static char pipe_abs[PATH_MAX], log_abs[PATH_MAX];
 	char why[512];
 	int fd, r;
 
@@ -155,6 +168,13 @@ static int setup(void)
 		fprintf(stderr, "openmps-control: %s\n", why);
 		return -1;
 	}
+	/* A socket's path has at most 107 bytes: refuse before making anything. */
+	if (strlen(mps_daemon.pipe_dir) + 1 + strlen(MPS_PRIV_SOCKET) > 107) {
+		fprintf(stderr, "openmps-control: the pipe directory %s is too long: its sockets' paths would have %zu "
+				"bytes, and a socket's path has at most 107 (set CUDA_MPS_PIPE_DIRECTORY to a shorter one)\n",
+			mps_daemon.pipe_dir, strlen(mps_daemon.pipe_dir) + 1 + strlen(MPS_PRIV_SOCKET));
+		return -1;
+	}
 	r = mkdir_p(mps_daemon.pipe_dir, 0755);
 	if (r < 0) {
 		fprintf(stderr, "openmps-control: cannot create the pipe directory %s: %s "
@@ -162,7 +182,16 @@ static int setup(void)
 			mps_daemon.pipe_dir, strerror(-r));
 		return -1;
 	}
+	/* The daemon runs from / once detached: relative paths would move. */
+	if (r == 0 && absolute(&mps_daemon.pipe_dir, pipe_abs) < 0)
+		r = -errno;
+	if (r < 0) {
+		fprintf(stderr, "openmps-control: cannot use the pipe directory %s: %s\n", mps_daemon.pipe_dir, strerror(-r));
+		return -1;
+	}
 	r = mkdir_p(mps_daemon.log_dir, 0755);
+	if (r == 0 && absolute(&mps_daemon.log_dir, log_abs) < 0)
+		r = -errno;
 	if (r == 0)
 		r = open_log("control.log", &fd);
 	if (r == 0)
@@ -188,7 +217,8 @@ static int setup(void)
 	}
 	mps_daemon.lock_fd = open(mps_daemon.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (mps_daemon.lock_fd < 0) {
-		fprintf(stderr, "openmps-control: cannot open %s: %s\n", mps_daemon.lock_path, strerror(errno));
+		fprintf(stderr, "openmps-control: cannot open %s: %s (set CUDA_MPS_PIPE_DIRECTORY to a directory of yours)\n",
+			mps_daemon.lock_path, strerror(errno));
 		return -1;
 	}
 	if (take_lock() < 0) {

@@ -211,7 +211,9 @@ int main(int argc, char **argv)
 	host_limits();
 
 	if (mps_driver_load() < 0) {
-		report_failed("cannot load the CUDA driver");
+		report_failed(getenv("OPENMPS_DRIVER") ? "cannot load the CUDA driver OPENMPS_DRIVER names"
+						       : "cannot load the CUDA driver (is the NVIDIA driver installed? "
+							 "OPENMPS_DRIVER can name it, or the stand-in)");
 		return 1;
 	}
 	mps_log_info("Server starting on driver %s", mps_drv.path);

@@ -45,6 +45,25 @@ err=$(CUDA_MPS_PIPE_DIRECTORY=/dev/null/pipe "$ctl" -d 2>&1); st=$?
 echo "$err" | grep -q "cannot create the pipe directory /dev/null/pipe" || fail "an unusable pipe directory: $err"
 [ ! -e "$pipe/openmps-control.pid" ] || fail "a daemon started without its log directory"
 
+# A pipe directory too long for a socket's path: refused, saying the limit,
+# and nothing made.
+long="$dir/$(printf 'p%.0s' $(seq 1 100))"
+err=$(CUDA_MPS_PIPE_DIRECTORY=$long "$ctl" -d 2>&1); st=$?
+[ $st -eq 1 ] && echo "$err" | grep -q "too long.*at most 107" || fail "a too-long pipe directory: exit $st: $err"
+[ ! -e "$long" ] || fail "a too-long pipe directory was made anyway"
+
+# A relative pipe directory: the daemon keeps to it after it detaches.
+( cd "$dir" && CUDA_MPS_PIPE_DIRECTORY=relpipe "$ctl" -d ) || fail "a daemon on a relative pipe directory did not start"
+[ -f "$dir/relpipe/openmps-control.pid" ] || fail "a relative pipe directory got no pid file"
+( cd "$dir" && echo quit | CUDA_MPS_PIPE_DIRECTORY=relpipe "$ctl" >/dev/null )
+i=0; while [ -e "$dir/relpipe/openmps-control.pid" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ -z "$(ls "$dir/relpipe" | grep -E 'sock|pid')" ] || fail "quit left behind in a relative pipe directory: $(ls "$dir/relpipe")"
+
+# A log level that means nothing: said, not ignored.
+OPENMPS_LOG_LEVEL=bogus start_daemon
+stop_daemon
+grep -q "OPENMPS_LOG_LEVEL=bogus is not" "$CUDA_MPS_LOG_DIRECTORY/control.log" || fail "OPENMPS_LOG_LEVEL=bogus passed in silence"
+
 # Bad settings in the environment: refused at start.
 err=$(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=abc "$ctl" -d 2>&1); st=$?
 [ $st -eq 1 ] && echo "$err" | grep -q "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=abc" ||

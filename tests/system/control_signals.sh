@@ -53,7 +53,7 @@ secs_between "$t" 0 1.5 || fail "quit with an idle server took ${t}s"
 OPENMPS_DRIVER=/nonexistent/libcuda.so.1 start_daemon
 got=$(ui "start_server -uid $(id -u)"); st=$?
 [ $st -ne 0 ] || fail "start_server with a server that cannot start exited 0 (reply: $got)"
-printf '%s\n' "$got" | grep -q "^Error: the server did not start" ||
+printf '%s\n' "$got" | grep -q "^Error: the server did not start: cannot load the CUDA driver OPENMPS_DRIVER names" ||
 	fail "start_server with a server that cannot start replied '$got'"
 stop_daemon
 
