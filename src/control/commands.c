@@ -101,10 +101,44 @@ static struct mps_server_rec *server_named(struct mps_cmd *cmd, const char *arg)
 	return s;
 }
 
+static const char *current_line;   /* the command mps_command() runs */
+
+/* The command again, now that the devices are known (device_arg). */
+static void rerun(struct mps_cmd *cmd, const char *line)
+{
+	mps_command(line, cmd);
+}
+
+static void rerun_done(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure)
+{
+	char *line = cmd->acc;
+
+	(void)answer;
+	cmd->acc = NULL;
+	cmd->acc_len = 0;
+	if (failure || !line || !mps_daemon.devices_known)
+		mps_err(cmd, "Error: cannot check the device: %s\n", failure ? failure : "the devices are not known");
+	else
+		rerun(cmd, line);
+	free(line);
+}
+
+/* A device argument. While the daemon does not know the devices (no server
+ * has run), a server is started to learn them and the command runs again
+ * once they are known (-EAGAIN: it waits), so a device that does not exist
+ * is refused as it would be later. */
 static int device_arg(struct mps_cmd *cmd, const char *arg, char *dev, size_t len)
 {
-	if (mps_parse_device(arg, dev, len) == 0)
-		return 0;
+	if (mps_parse_device(arg, dev, len) == 0) {
+		if (mps_daemon.devices_known || !current_line || cmd->wait != MPS_WAIT_NONE)
+			return 0;
+		if (mps_servers_probe_devices() < 0 || !(cmd->acc = strdup(current_line)))
+			return 0;   /* cannot learn them: taken as given, as before */
+		cmd->wait = MPS_WAIT_DEVICES;
+		cmd->wait_ms = DEVICES_MS;
+		cmd->done = rerun_done;
+		return -EAGAIN;
+	}
 	if (mps_daemon.devices_known)
 		mps_err(cmd, "Error: '%s' is not a device (an ordinal below %d, or a device UUID)\n", arg,
 			mps_daemon.ndev);
@@ -826,6 +860,7 @@ void mps_command(const char *line, struct mps_cmd *cmd)
 	int argc = 0;
 
 	snprintf(buf, sizeof(buf), "%s", line);
+	current_line = line;
 	for (char *t = strtok_r(buf, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
 		if (argc == ARGS_MAX) {
 			mps_err(cmd, "Error: too many arguments\n");

@@ -11,6 +11,7 @@
 #   usage: control_cli.sh BUILD_DIR
 
 name=control_cli; . "$(dirname "$0")/c_lib.sh"
+export OPENMPS_STANDIN_DEVICES=2   # the limits below name device 1
 pipe=$CUDA_MPS_PIPE_DIRECTORY
 
 # -h: usage on stdout, exit 0.

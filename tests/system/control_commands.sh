@@ -17,6 +17,9 @@ start_daemon
 expect get_server_list ""
 expect get_default_active_thread_percentage "100.0"
 expect get_default_client_priority "0"
+# A device that does not exist, named before the daemon knows the devices:
+# it learns them first, then refuses.
+expect_err "set_default_device_pinned_mem_limit 7 1G" "not a device"
 expect "get_default_device_pinned_mem_limit 0" "0M"
 
 # device_query starts a server only to learn the devices, then stops it.
