@@ -98,6 +98,14 @@ void mps__ring_end(void);
 /* Receives the fd the server sends before answering a host allocation. */
 int mps__recv_fd(uint32_t region, uint64_t *size);
 
+/* A call whose answer is a file descriptor the server sends ahead of it
+ * (an export: written to out as an int), or that sends one ahead (an
+ * import of os_handle, an fd: val[0] into *out) (vmm.c). One transfer at a
+ * time (mps_conn.fd_lock). */
+struct mps_msg_vmm;
+CUresult mps__fd_export(enum mps_op op, struct mps_msg_vmm *q, void *out);
+CUresult mps__fd_import(enum mps_op op, struct mps_msg_vmm *q, void *os_handle, uint64_t *out);
+
 /* Waits until *word leaves `busy`/`sleeping` (the staging handshake):
  * spins, then sleeps after moving it from busy to sleeping. */
 CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32_t done);

@@ -32,16 +32,6 @@
 			mps_log_warn(__VA_ARGS__);                      \
 	} while (0)
 
-/* The bytes a side spans from its base address (as the server checks). */
-static bool side_span(const struct mps_copy3d_side *s, const struct mps_copy3d *p, uint64_t *start, uint64_t *span)
-{
-	uint64_t slice = s->height * s->pitch;
-
-	*start = s->z * slice + s->y * s->pitch + s->x;
-	*span = (p->depth - 1) * slice + (p->height - 1) * s->pitch + p->width;
-	return p->width && p->height && p->depth;
-}
-
 /* One side of a copy node for the wire: device memory as it is, pinned
  * host memory as its region and the base's offset in it. */
 static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr dev, const struct mps_copy3d *p,
@@ -65,7 +55,10 @@ static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr de
 		WARN_ONCE("graph copy nodes with arrays are not served");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	if (!side_span(s, p, &start, &span)) {
+	span = mps_copy3d_span(s, p, &start);
+	if (span == UINT64_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!span) {
 		s->addr = (uint64_t)(uintptr_t)base;   /* nothing to copy: the server checks no memory */
 		return type == CU_MEMORYTYPE_HOST ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 	}

@@ -11,11 +11,8 @@
  * at a time, mps_conn.fd_lock), from the server on export and to it on
  * import; a pointer's export data is the server's 64 bytes (server/ipc.h).
  */
-#include <fcntl.h>
-#include <pthread.h>
 #include <string.h>
 
-#include "common/sock.h"
 
 #include "client/api.h"
 #include "client/client.h"
@@ -133,53 +130,27 @@ static CUresult pool_export(void *handle_out, CUmemoryPool pool, CUmemAllocation
 			    unsigned long long flags)
 {
 	struct mps_msg_vmm q = { .type = (uint32_t)type, .flags = flags };
-	uint64_t h, size = 0;
-	CUresult r;
-	int fd;
+	uint64_t h;
+	CUresult r = mps__fwd_h_pool(pool, &h);
 
-	if (!handle_out)
-		return CUDA_ERROR_INVALID_VALUE;
-	r = mps__fwd_h_pool(pool, &h);
 	if (r != CUDA_SUCCESS)
 		return r;
 	q.handle = (uint32_t)h;
-	/* The fd comes over the socket just before the reply. */
-	pthread_mutex_lock(&mps_conn.fd_lock);
-	r = pool_call(MPS_OP_POOL_EXPORT, &q, sizeof(q), NULL, NULL, 0);
-	fd = r == CUDA_SUCCESS ? mps__recv_fd(MPS_FD_EXPORT, &size) : -1;
-	pthread_mutex_unlock(&mps_conn.fd_lock);
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (fd < 0)
-		return CUDA_ERROR_OPERATING_SYSTEM;
-	memcpy(handle_out, &fd, sizeof(fd));
-	return CUDA_SUCCESS;
+	return mps__fd_export(MPS_OP_POOL_EXPORT, &q, handle_out);
 }
 
 static CUresult pool_import(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType type,
 			    unsigned long long flags)
 {
-	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
 	struct mps_msg_vmm q = { .type = (uint32_t)type, .flags = flags };
-	int fd = (int)(intptr_t)handle;
-	uint64_t v[2];
+	uint64_t h = 0;
 	CUresult r;
 
 	if (!pool_out)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-		return type == CU_MEM_HANDLE_TYPE_NONE ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
-	if (fd < 0 || fcntl(fd, F_GETFD) < 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	/* The fd goes ahead of the message, which the server answers by taking it. */
-	pthread_mutex_lock(&mps_conn.fd_lock);
-	if (mps_sock_send(mps_conn.sock, &fm, sizeof(fm), fd) < 0)
-		r = CUDA_ERROR_OPERATING_SYSTEM;
-	else
-		r = pool_call(MPS_OP_POOL_IMPORT, &q, sizeof(q), v, NULL, 0);
-	pthread_mutex_unlock(&mps_conn.fd_lock);
+	r = mps__fd_import(MPS_OP_POOL_IMPORT, &q, handle, &h);
 	if (r == CUDA_SUCCESS)
-		r = mps__fwd_obj(MPS_H_POOL, (uint32_t)v[0], 0, (void **)pool_out);
+		r = mps__fwd_obj(MPS_H_POOL, (uint32_t)h, 0, (void **)pool_out);
 	return r;
 }
 

@@ -125,42 +125,37 @@ static CUresult retain_allocation_handle(CUmemGenericAllocationHandle *handle, v
 	return r;
 }
 
-static CUresult export_to_shareable_handle(void *shareable, CUmemGenericAllocationHandle handle,
-					   CUmemAllocationHandleType type, unsigned long long flags)
+CUresult mps__fd_export(enum mps_op op, struct mps_msg_vmm *q, void *out)
 {
-	struct mps_msg_vmm q = { .handle = (uint32_t)handle, .type = (uint32_t)type, .flags = flags };
 	uint64_t size = 0;
 	CUresult r;
 	int fd;
 
-	if (!shareable || handle > UINT32_MAX)
+	if (!out)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* The fd comes over the socket just before the reply. */
 	pthread_mutex_lock(&mps_conn.fd_lock);
-	r = vmm_call(MPS_OP_VMM_EXPORT, &q, NULL);
+	r = vmm_call(op, q, NULL);
 	fd = r == CUDA_SUCCESS ? mps__recv_fd(MPS_FD_EXPORT, &size) : -1;
 	pthread_mutex_unlock(&mps_conn.fd_lock);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (fd < 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
-	memcpy(shareable, &fd, sizeof(fd));
+	memcpy(out, &fd, sizeof(fd));
 	return CUDA_SUCCESS;
 }
 
-static CUresult import_from_shareable_handle(CUmemGenericAllocationHandle *handle, void *os_handle,
-					     CUmemAllocationHandleType type)
+CUresult mps__fd_import(enum mps_op op, struct mps_msg_vmm *q, void *os_handle, uint64_t *out)
 {
 	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
-	struct mps_msg_vmm q = { .type = (uint32_t)type };
 	int fd = (int)(intptr_t)os_handle;
-	uint64_t h = 0;
 	CUresult r;
 
-	if (!handle)
+	if (!out)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-		return type == CU_MEM_HANDLE_TYPE_NONE ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+	if (q->type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return q->type == CU_MEM_HANDLE_TYPE_NONE ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
 	if (fd < 0 || fcntl(fd, F_GETFD) < 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* The fd goes ahead of the message, which the server answers by taking it. */
@@ -168,8 +163,31 @@ static CUresult import_from_shareable_handle(CUmemGenericAllocationHandle *handl
 	if (mps_sock_send(mps_conn.sock, &fm, sizeof(fm), fd) < 0)
 		r = CUDA_ERROR_OPERATING_SYSTEM;
 	else
-		r = vmm_call(MPS_OP_VMM_IMPORT, &q, &h);
+		r = vmm_call(op, q, out);
 	pthread_mutex_unlock(&mps_conn.fd_lock);
+	return r;
+}
+
+static CUresult export_to_shareable_handle(void *shareable, CUmemGenericAllocationHandle handle,
+					   CUmemAllocationHandleType type, unsigned long long flags)
+{
+	struct mps_msg_vmm q = { .handle = (uint32_t)handle, .type = (uint32_t)type, .flags = flags };
+
+	if (handle > UINT32_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	return mps__fd_export(MPS_OP_VMM_EXPORT, &q, shareable);
+}
+
+static CUresult import_from_shareable_handle(CUmemGenericAllocationHandle *handle, void *os_handle,
+					     CUmemAllocationHandleType type)
+{
+	struct mps_msg_vmm q = { .type = (uint32_t)type };
+	uint64_t h = 0;
+	CUresult r;
+
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__fd_import(MPS_OP_VMM_IMPORT, &q, os_handle, &h);
 	if (r == CUDA_SUCCESS)
 		*handle = h;
 	return r;

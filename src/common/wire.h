@@ -621,6 +621,32 @@ struct mps_copy3d {
 	uint64_t width, height, depth;
 };
 
+/* Where one side of a copy starts (*start, from its base address) and how
+ * many bytes it spans from there: 0 for an empty copy, UINT64_MAX when the
+ * numbers overflow or rows would overlap. Client and server both use it. */
+static inline uint64_t mps_copy3d_span(const struct mps_copy3d_side *s, const struct mps_copy3d *p, uint64_t *start)
+{
+	const uint64_t q = UINT64_MAX / 4;   /* each term below stays under it */
+	uint64_t slice, span;
+
+	*start = 0;
+	if (!p->width || !p->height || !p->depth)
+		return 0;
+	if ((p->height > 1 || p->depth > 1) && s->pitch < s->x + p->width)
+		return UINT64_MAX;
+	if (p->depth > 1 && s->height < s->y + p->height)
+		return UINT64_MAX;
+	if (s->pitch && s->height > UINT64_MAX / s->pitch)
+		return UINT64_MAX;
+	slice = s->height * s->pitch;
+	if ((slice && s->z > q / slice) || (s->pitch && s->y > q / s->pitch) || s->x > q ||
+	    (slice && p->depth - 1 > q / slice) || (s->pitch && p->height - 1 > q / s->pitch) || p->width > q)
+		return UINT64_MAX;
+	*start = s->z * slice + s->y * s->pitch + s->x;
+	span = (p->depth - 1) * slice + (p->height - 1) * s->pitch + p->width;
+	return *start > UINT64_MAX - span ? UINT64_MAX : span;
+}
+
 /* MPS_OP_MEMCPY_NODE: a copy node added or given new parameters (flags:
  * enum mps_kernel_node_what); ndeps node handles (add only) follow,
  * padded to 8 bytes. ctx: the copy's context (0: the message's). */

@@ -27,38 +27,12 @@
 #include "server/forward.h"
 #include "server/server.h"
 
-/* The bytes one side of a 3D copy spans from its start, or UINT64_MAX when
- * the numbers overflow or do not describe a layout. */
-static uint64_t side_span(const struct mps_copy3d_side *s, const struct mps_copy3d *p, uint64_t *start)
-{
-	uint64_t slice, span;
-
-	if (!p->width || !p->height || !p->depth)
-		return 0;
-	if ((p->height > 1 || p->depth > 1) && s->pitch < s->x + p->width)
-		return UINT64_MAX;
-	if (p->depth > 1 && s->height < s->y + p->height)
-		return UINT64_MAX;
-	if (s->pitch && s->height > UINT64_MAX / s->pitch)
-		return UINT64_MAX;
-	slice = s->height * s->pitch;
-	if ((slice && s->z > UINT64_MAX / 4 / slice) || (s->pitch && s->y > UINT64_MAX / 4 / s->pitch) ||
-	    s->x > UINT64_MAX / 4)
-		return UINT64_MAX;
-	*start = s->z * slice + s->y * s->pitch + s->x;
-	if ((slice && p->depth - 1 > UINT64_MAX / 4 / slice) || (s->pitch && p->height - 1 > UINT64_MAX / 4 / s->pitch) ||
-	    p->width > UINT64_MAX / 4)
-		return UINT64_MAX;
-	span = (p->depth - 1) * slice + (p->height - 1) * s->pitch + p->width;
-	return *start > UINT64_MAX - span ? UINT64_MAX : span;
-}
-
 /* Fills one side of the driver's parameters from the wire's: CUDA_SUCCESS
  * when it lies in memory the client owns. */
 static CUresult side_in(struct mps_client *c, const struct mps_copy3d_side *s, const struct mps_copy3d *p,
 			CUmemorytype *type, void **host, CUdeviceptr *dev)
 {
-	uint64_t start = 0, span = side_span(s, p, &start);
+	uint64_t start = 0, span = mps_copy3d_span(s, p, &start);
 	struct mps_shost *h;
 
 	if (span == UINT64_MAX)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -359,4 +360,32 @@ int t_finish(void)
 	}
 	printf("%s: PASS\n", prog);
 	return T_PASS;
+}
+
+long long t_free_memory(void)
+{
+	int fds[2];
+	long long v = -1;
+	pid_t pid;
+
+	if (pipe(fds) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		size_t fr = 0, total = 0;
+
+		close(fds[0]);
+		t_primary(t_device());
+		CHECK(cuMemGetInfo(&fr, &total));
+		v = (long long)fr;
+		if (write(fds[1], &v, sizeof(v)) != sizeof(v))
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	if (read(fds[0], &v, sizeof(v)) != sizeof(v))
+		v = -1;
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+	return v;
 }

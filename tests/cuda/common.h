@@ -141,6 +141,11 @@ int t_near(double got, double want, double rel_tol, double abs_tol);
 
 /* Checks that every byte of p[0..n) is `v`; counts a failure if not. */
 size_t t_expect_fill(const char *file, int line, const void *p, size_t n, unsigned char v, const char *what);
+
+/* Device 0's free memory as a fresh client sees it, asked in a child
+ * process (so the caller need not have initialised CUDA, and may fork
+ * later); -1 if it cannot be read. */
+long long t_free_memory(void);
 #define EXPECT_FILL(p, n, v, what) t_expect_fill(__FILE__, __LINE__, (p), (n), (v), (what))
 
 /* Monotonic seconds. */

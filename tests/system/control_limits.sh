@@ -56,9 +56,9 @@ run F "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=100M" init meminfo
 
 run G "CUDA_MPS_CLIENT_PRIORITY=1 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25" init sync
 grep -q "^sync CUDA_SUCCESS$" "$dir/G.out" || fail "a below-normal client at 25% failed: $(cat "$dir/G.out")"
-g=$(grep -o "Client {PID: [0-9]*" "$slog" | tail -1 | grep -o "[0-9]*$")
-grep -q "client $g: priority below normal" "$slog" || fail "CUDA_MPS_CLIENT_PRIORITY=1 was not taken"
-grep -q "client $g: active thread percentage 25.0" "$slog" || fail "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 was not taken"
+g=$(grep -o "client [0-9]*: priority below normal (its own)" "$slog" | tail -1 | awk '{ print $2 }' | tr -d :)
+[ -n "$g" ] || fail "CUDA_MPS_CLIENT_PRIORITY=1 was not taken"
+grep -q "client $g: active thread percentage 25.0 (its own)" "$slog" || fail "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 was not taken"
 
 run H "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=zero=12 CUDA_MPS_CLIENT_PRIORITY=7 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=250" init meminfo
 [ "$(total H)" = $((384 * MiB)) ] || fail "unreadable values changed the total: $(total H)"

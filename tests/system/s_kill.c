@@ -30,35 +30,6 @@
 #define COPY_BYTES   (24u << 20)
 #define SLACK        (4ll << 20)   /* a real driver's own bookkeeping may move a little */
 
-/* Device free memory as a fresh client sees it, in a child process (the
- * parent must not initialise CUDA before it forks). */
-static long long free_memory(void)
-{
-	int fds[2];
-	long long v = -1;
-	pid_t pid;
-
-	if (pipe(fds) < 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		size_t fr = 0, total = 0;
-
-		close(fds[0]);
-		t_primary(t_device());
-		CHECK(cuMemGetInfo(&fr, &total));
-		v = (long long)fr;
-		if (write(fds[1], &v, sizeof(v)) != sizeof(v))
-			_exit(1);
-		_exit(0);
-	}
-	close(fds[1]);
-	if (read(fds[0], &v, sizeof(v)) != sizeof(v))
-		v = -1;
-	close(fds[0]);
-	waitpid(pid, NULL, 0);
-	return v;
-}
 
 static void *copy_forever(void *arg)
 {
@@ -235,7 +206,7 @@ int main(int argc, char **argv)
 	char c;
 
 	t_init(argc, argv);
-	before = free_memory();
+	before = t_free_memory();
 	REQUIRE(before > 0, "cannot read the device's free memory");
 	if (pipe(ready) < 0 || pipe(stop) < 0)
 		return T_FAIL;
@@ -259,7 +230,7 @@ int main(int argc, char **argv)
 
 	/* The server frees the victim's memory once its GPU work has drained. */
 	for (int i = 0; i < 100; i++) {
-		after = free_memory();
+		after = t_free_memory();
 		if (llabs(after - before) <= SLACK)
 			break;
 		usleep(100 * 1000);

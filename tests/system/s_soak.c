@@ -170,33 +170,6 @@ static int count_dir(pid_t pid, const char *what)
 	return n;
 }
 
-static long long free_memory(void)
-{
-	int fds[2];
-	long long v = -1;
-	pid_t pid;
-
-	if (pipe(fds) < 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		size_t fr = 0, total = 0;
-
-		close(fds[0]);
-		t_primary(t_device());
-		CHECK(cuMemGetInfo(&fr, &total));
-		v = (long long)fr;
-		if (write(fds[1], &v, sizeof(v)) != sizeof(v))
-			_exit(1);
-		_exit(0);
-	}
-	close(fds[1]);
-	if (read(fds[0], &v, sizeof(v)) != sizeof(v))
-		v = -1;
-	close(fds[0]);
-	waitpid(pid, NULL, 0);
-	return v;
-}
 
 static long env_num(const char *name, long def, long lo, long hi)
 {
@@ -237,7 +210,7 @@ int main(int argc, char **argv)
 	if (pipe(report) < 0 || pipe(anchor_go) < 0)
 		return T_FAIL;
 	fcntl(report[0], F_SETFL, O_NONBLOCK);
-	before = free_memory();
+	before = t_free_memory();
 	REQUIRE(before > 0, "cannot read the device's free memory");
 
 	/* The anchor: holds the shared server, idle, until told to go. */
@@ -331,7 +304,7 @@ int main(int argc, char **argv)
 	EXPECT(threads1 == threads0, "the server has %d threads, %d with the anchor alone before", threads1, threads0);
 	REQUIRE(write(anchor_go[1], "g", 1) == 1, "pipe");
 	waitpid(anchor, &st, 0);
-	after = free_memory();
+	after = t_free_memory();
 	EXPECT(after >= before - SLACK, "free device memory %lld, %lld before the soak", after, before);
 	EXPECT(command("get_server_list", buf, sizeof(buf)) == 0, "the daemon does not answer");
 	printf("s_soak: %.0f s, %ld clients (%d at a time), %ld verified rounds, %ld kills, %ld terminations, %ld "
