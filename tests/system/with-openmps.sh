@@ -4,8 +4,10 @@
 # Runs one program as a client of a fresh openmps daemon on the software
 # stand-in driver (or on the real driver with OPENMPS_DRIVER set to it), in
 # private pipe and log directories, and stops the daemon afterwards. The
-# program's exit status is this script's. On failure the daemon's and the
-# server's logs are shown.
+# program's exit status is this script's, except that a sanitizer's report
+# in the daemon's or the server's log (a sanitized build's data race, say,
+# which does not stop the process) fails it too. On failure the daemon's and
+# the server's logs are shown.
 #
 #   usage: with-openmps.sh BUILD_DIR PROGRAM [ARGS...]
 
@@ -27,6 +29,10 @@ echo quit | "$build/bin/openmps-control" >/dev/null 2>&1
 # Wait for the daemon to finish, so nothing outlives the test.
 i=0
 while [ -e "$dir/pipe/openmps-control.pid" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+if grep -q "ThreadSanitizer\|AddressSanitizer\|LeakSanitizer\|runtime error:" "$dir/log/server.log" "$dir/log/control.log" 2>/dev/null; then
+	echo "SANITIZER REPORT in the daemon's or server's log"; grep -A8 "ThreadSanitizer\|AddressSanitizer\|runtime error:" "$dir/log/server.log" "$dir/log/control.log" | head -40
+	rc=1
+fi
 if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
 	echo "--- control.log"; tail -n 20 "$dir/log/control.log" 2>/dev/null
 	echo "--- server.log"; tail -n 30 "$dir/log/server.log" 2>/dev/null
