@@ -86,6 +86,15 @@ static int culprit(void)
 	usleep(200 * 1000);
 	r = cuMemAlloc(&d, 4096);
 	EXPECT(r == CUDA_ERROR_ILLEGAL_ADDRESS, "a call after the fault: %s", t_errname(r));
+	/* Its name and text, with the server gone. */
+	{
+		const char *name = NULL, *text = NULL;
+
+		EXPECT(cuGetErrorName(r, &name) == CUDA_SUCCESS && name && !strcmp(name, "CUDA_ERROR_ILLEGAL_ADDRESS"),
+		       "the fault's name after the server went: %s", name ? name : "none");
+		EXPECT(cuGetErrorString(r, &text) == CUDA_SUCCESS && text && strstr(text, "illegal memory access"),
+		       "the fault's text after the server went: %s", text ? text : "none");
+	}
 	return t_failures() ? T_FAIL : T_PASS;
 }
 
