@@ -221,6 +221,10 @@ bool mps__devmem_has(uint64_t addr);
  * number visible, or -errno. Once, right after connecting. */
 int mps__select_devices(void);
 
+/* Why the connection failed: what the server said as it ended us
+ * (terminate_client, a GPU fault), else CUDA_ERROR_MPS_CONNECTION_FAILED. */
+CUresult mps__conn_failure(void);
+
 /* Sends the limits the environment asks for (limits.c): 0, or -1 if the
  * server refused them. Once, right after mps__select_devices(). */
 int mps__send_limits(void);

@@ -211,6 +211,15 @@ static CUresult conn_state(void)
 	return CUDA_SUCCESS;
 }
 
+static bool server_gone(void);
+
+CUresult mps__conn_failure(void)
+{
+	if (mps_load_acquire(&mps_conn.dead) || (mps_conn.sock >= 0 && server_gone()))
+		return dead_result();
+	return CUDA_ERROR_MPS_CONNECTION_FAILED;
+}
+
 /* After a bounded wait: is the server still there? */
 static bool server_gone(void)
 {

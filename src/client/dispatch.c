@@ -133,13 +133,15 @@ static void decide(void)
 		}
 	}
 	if (r == 0 && mps__select_devices() < 0) {
-		mps_log_warn("openmps: the server did not take this process's visible devices");
-		refusal = CUDA_ERROR_MPS_CONNECTION_FAILED;
+		refusal = mps__conn_failure();
+		if (refusal == CUDA_ERROR_MPS_CONNECTION_FAILED)
+			mps_log_warn("openmps: the server did not take this process's visible devices");
 		r = -EPROTO;
 	}
 	if (r == 0 && mps__send_limits() < 0) {
-		mps_log_warn("openmps: the server did not take this process's limits");
-		refusal = CUDA_ERROR_MPS_CONNECTION_FAILED;
+		refusal = mps__conn_failure();
+		if (refusal == CUDA_ERROR_MPS_CONNECTION_FAILED)
+			mps_log_warn("openmps: the server did not take this process's limits");
 		r = -EPROTO;
 	}
 	if (r == 0) {

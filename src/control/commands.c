@@ -126,11 +126,12 @@ static void rerun_done(struct mps_cmd *cmd, const struct mps_chan *answer, const
 /* A device argument. While the daemon does not know the devices (no server
  * has run), a server is started to learn them and the command runs again
  * once they are known (-EAGAIN: it waits), so a device that does not exist
- * is refused as it would be later. */
+ * is refused as it would be later. Device 0 needs no asking. */
 static int device_arg(struct mps_cmd *cmd, const char *arg, char *dev, size_t len)
 {
 	if (mps_parse_device(arg, dev, len) == 0) {
-		if (mps_daemon.devices_known || !current_line || cmd->wait != MPS_WAIT_NONE)
+		/* Device 0 is there wherever a server can run at all. */
+		if (mps_daemon.devices_known || !current_line || cmd->wait != MPS_WAIT_NONE || !strcmp(dev, "0"))
 			return 0;
 		if (mps_servers_probe_devices() < 0 || !(cmd->acc = strdup(current_line)))
 			return 0;   /* cannot learn them: taken as given, as before */

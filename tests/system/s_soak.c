@@ -74,8 +74,12 @@ static int worker(unsigned id, int report)
 	    (r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
 	    (r = cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS ||
 	    (r = cuMemAllocHost((void **)&in, 2 * WORDS * 4)) != CUDA_SUCCESS ||
-	    (r = cuMemAlloc(&d, WORDS * 4)) != CUDA_SUCCESS)
-		return r == CUDA_ERROR_MPS_CLIENT_TERMINATED ? WORKER_TERMINATED : T_FAIL;
+	    (r = cuMemAlloc(&d, WORDS * 4)) != CUDA_SUCCESS) {
+		if (r == CUDA_ERROR_MPS_CLIENT_TERMINATED)
+			return WORKER_TERMINATED;
+		fprintf(stderr, "s_soak: worker %u: %s while setting up\n", id, t_errname(r));
+		return T_FAIL;
+	}
 	free(ptx);
 	out = in + WORDS;
 	while (!stopping) {
