@@ -22,6 +22,7 @@
 #include "client/client.h"
 #include "client/forward.h"
 #include "client/gen/forward.h"
+#include "common/copy3d.h"
 #include "common/log.h"
 
 /* Says why once per process, where a program may ask again and again. */
@@ -85,19 +86,7 @@ static CUresult copy_to_wire(const CUDA_MEMCPY3D *c, struct mps_copy3d *w)
 	CUresult r;
 
 	memset(w, 0, sizeof(*w));
-	w->width = c->WidthInBytes;
-	w->height = c->Height;
-	w->depth = c->Depth;
-	w->src.x = c->srcXInBytes;
-	w->src.y = c->srcY;
-	w->src.z = c->srcZ;
-	w->src.pitch = c->srcPitch;
-	w->src.height = c->srcHeight;
-	w->dst.x = c->dstXInBytes;
-	w->dst.y = c->dstY;
-	w->dst.z = c->dstZ;
-	w->dst.pitch = c->dstPitch;
-	w->dst.height = c->dstHeight;
+	mps_copy3d_geometry_in(w, c);
 	if (c->srcLOD || c->dstLOD || c->reserved0 || c->reserved1)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = side_to_wire(c->srcMemoryType, c->srcHost, c->srcDevice, w, &w->src);
@@ -114,19 +103,7 @@ static CUresult copy_from_wire(const struct mps_copy3d *w, CUDA_MEMCPY3D *c)
 	    (w->dst.region && !(dst = mps__hostmem_base(w->dst.region))))
 		return CUDA_ERROR_NOT_SUPPORTED;
 	memset(c, 0, sizeof(*c));
-	c->srcXInBytes = w->src.x;
-	c->srcY = w->src.y;
-	c->srcZ = w->src.z;
-	c->srcPitch = w->src.pitch;
-	c->srcHeight = w->src.height;
-	c->dstXInBytes = w->dst.x;
-	c->dstY = w->dst.y;
-	c->dstZ = w->dst.z;
-	c->dstPitch = w->dst.pitch;
-	c->dstHeight = w->dst.height;
-	c->WidthInBytes = w->width;
-	c->Height = w->height;
-	c->Depth = w->depth;
+	mps_copy3d_geometry_out(c, w);
 	if (src) {
 		c->srcMemoryType = CU_MEMORYTYPE_HOST;
 		c->srcHost = src + w->src.addr;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/copy3d.h"
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/forward.h"
@@ -63,19 +64,7 @@ static CUresult params_in(struct mps_client *c, const struct mps_copy3d *w, CUDA
 		r = side_in(c, &w->dst, w, &p->dstMemoryType, &p->dstHost, &p->dstDevice);
 	if (r != CUDA_SUCCESS)
 		return r;
-	p->srcXInBytes = w->src.x;
-	p->srcY = w->src.y;
-	p->srcZ = w->src.z;
-	p->srcPitch = w->src.pitch;
-	p->srcHeight = w->src.height;
-	p->dstXInBytes = w->dst.x;
-	p->dstY = w->dst.y;
-	p->dstZ = w->dst.z;
-	p->dstPitch = w->dst.pitch;
-	p->dstHeight = w->dst.height;
-	p->WidthInBytes = w->width;
-	p->Height = w->height;
-	p->Depth = w->depth;
+	mps_copy3d_geometry_out(p, w);
 	return CUDA_SUCCESS;
 }
 
@@ -222,19 +211,7 @@ void mps__op_memcpy_node_get(struct mps_client *c, const struct mps_msg *m)
 	r = side_out(c, p.srcMemoryType, p.srcHost, p.srcDevice, &o->src);
 	if (r == CUDA_SUCCESS)
 		r = side_out(c, p.dstMemoryType, p.dstHost, p.dstDevice, &o->dst);
-	o->src.x = p.srcXInBytes;
-	o->src.y = p.srcY;
-	o->src.z = p.srcZ;
-	o->src.pitch = p.srcPitch;
-	o->src.height = p.srcHeight;
-	o->dst.x = p.dstXInBytes;
-	o->dst.y = p.dstY;
-	o->dst.z = p.dstZ;
-	o->dst.pitch = p.dstPitch;
-	o->dst.height = p.dstHeight;
-	o->width = p.WidthInBytes;
-	o->height = p.Height;
-	o->depth = p.Depth;
+	mps_copy3d_geometry_in(o, &p);
 out:
 	mps__reply(c, m->slot, r);
 }
