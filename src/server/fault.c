@@ -115,12 +115,17 @@ const char *mps_fault_name(const char *name)
 	return found;
 }
 
-void mps_fault_note_work(struct mps_client *c, int dev, uint32_t stream, const struct mps_sfunc *f)
+void mps_fault_note_work(struct mps_client *c, int dev, uint32_t stream)
 {
 	mps_store_relaxed(&c->work.dev, dev);
 	mps_store_relaxed(&c->work.stream, stream);
-	mps_store_relaxed(&c->work.kernel, f ? f->name : NULL);
+	mps_store_relaxed(&c->work.kernel, NULL);
 	mps_store_release(&c->work.ns, mps_now_ns());
+}
+
+void mps_fault_note_kernel(struct mps_client *c, const struct mps_sfunc *f)
+{
+	mps_store_relaxed(&c->work.kernel, f->name);
 }
 
 /* Appends to buf what the report says of c. */

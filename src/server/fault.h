@@ -64,9 +64,11 @@ static inline void mps_fault_check(CUresult r)
  * memory). */
 const char *mps_fault_name(const char *name);
 
-/* Work client c queued on stream `stream` of device dev, and the kernel if
- * it was a launch (f may be NULL): what names a culprit. Service thread. */
-void mps_fault_note_work(struct mps_client *c, int dev, uint32_t stream, const struct mps_sfunc *f);
+/* Work client c queued on stream `stream` of device dev (every piece of
+ * stream work passes here, in mps_stream_for_work), then, for a launch,
+ * its kernel: what names a culprit. Service thread. */
+void mps_fault_note_work(struct mps_client *c, int dev, uint32_t stream);
+void mps_fault_note_kernel(struct mps_client *c, const struct mps_sfunc *f);
 
 /* Main thread, once woken: reports the fault, tells every client and the
  * daemon, and ends the server. Does not return. */

@@ -48,7 +48,7 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 	}
 	for (uint32_t i = 0; i < f->nparams; i++)
 		kp[i] = (void *)(args + f->param[2 * i]);
-	mps_fault_note_work(c, st->ctx->device, st->handle, f);
+	mps_fault_note_kernel(c, f);
 	mps_store_relaxed(&c->stats.launches, c->stats.launches + 1);
 	if (q->nattrs == 0 && !(m->flags & MPS_LAUNCH_COOPERATIVE)) {
 		r = mps_drv.cuLaunchKernel(f->f, q->grid[0], q->grid[1], q->grid[2], q->block[0], q->block[1],

@@ -227,7 +227,7 @@ struct mps_sstream *mps_stream_for_work(struct mps_client *c, const struct mps_m
 		return NULL;
 	if (mps_load_relaxed(&c->priority) != c->priority_applied)
 		reprioritize(c);
-	mps_fault_note_work(c, st->ctx->device, st->handle, NULL);
+	mps_fault_note_work(c, st->ctx->device, st->handle);
 	return st;
 }
 
