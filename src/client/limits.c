@@ -15,22 +15,19 @@
 #include "client/client.h"
 #include "common/log.h"
 #include "common/memvalue.h"
+#include "common/visible.h"
 
 /* The program's ordinal of the device a limit names, or -1. */
 static int device_named(const char *name, size_t len)
 {
-	char uuid[48];
+	char uuid[MPS_UUID_TEXT];
 	char *end;
 	long v;
 
 	if (len >= 4 && !strncasecmp(name, "GPU-", 4)) {
 		for (int i = 0; i < mps_conn.ndev; i++) {
-			const uint8_t *u = mps_conn.welcome->dev[i].uuid;
-
-			snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-				 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-				 u[14], u[15]);
-			if (len == strlen(uuid) && !strncasecmp(uuid, name, len))
+			mps_uuid_text(uuid, mps_conn.welcome->dev[i].uuid);
+			if (len - 4 == strlen(uuid) && !strncasecmp(uuid, name + 4, len - 4))
 				return i;
 		}
 		return -1;

@@ -32,15 +32,20 @@ static void enumeration(const char *order, const struct mps_wire_device *devs, i
 	}
 }
 
-/* Whether the entry (after "GPU-", up to its end) is a prefix of the UUID
- * written as the driver writes it, 8-4-4-4-12 hex digits. */
-static bool uuid_prefix(const char *e, size_t len, const uint8_t *uuid)
+void mps_uuid_text(char *out, const uint8_t *uuid)
 {
-	char s[40];
-
-	snprintf(s, sizeof(s), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", uuid[0],
+	snprintf(out, MPS_UUID_TEXT, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", uuid[0],
 		 uuid[1], uuid[2], uuid[3], uuid[4], uuid[5], uuid[6], uuid[7], uuid[8], uuid[9], uuid[10], uuid[11],
 		 uuid[12], uuid[13], uuid[14], uuid[15]);
+}
+
+/* Whether the entry (after "GPU-", up to its end) is a prefix of the UUID
+ * written as the driver writes it. */
+static bool uuid_prefix(const char *e, size_t len, const uint8_t *uuid)
+{
+	char s[MPS_UUID_TEXT];
+
+	mps_uuid_text(s, uuid);
 	return len > 0 && len <= strlen(s) && !strncasecmp(e, s, len);
 }
 

@@ -19,6 +19,11 @@
 
 #include "common/wire.h"
 
+/* A device UUID as the driver writes it after "GPU-": 8-4-4-4-12 hex
+ * digits, in out (MPS_UUID_TEXT bytes with its NUL). */
+#define MPS_UUID_TEXT 37
+void mps_uuid_text(char *out, const uint8_t *uuid);
+
 /* Fills map[i] with the server's index of the program's device i; returns
  * how many there are (0 .. ndev), or -1 if a device is named twice.
  * visible and order may be NULL (unset). */

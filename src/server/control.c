@@ -21,6 +21,7 @@
 #include "common/atomics.h"
 #include "common/log.h"
 #include "common/sock.h"
+#include "common/visible.h"
 #include "server/control.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -126,8 +127,10 @@ void mps_control_apply_settings(struct mps_client *c)
 
 static void format_uuid(char *buf, size_t len, const uint8_t *u)
 {
-	snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	char t[MPS_UUID_TEXT];
+
+	mps_uuid_text(t, u);
+	snprintf(buf, len, "GPU-%s", t);
 }
 
 void mps_control_report_ready(void)
