@@ -104,11 +104,6 @@ static struct mps_server_rec *server_named(struct mps_cmd *cmd, const char *arg)
 static const char *current_line;   /* the command mps_command() runs */
 
 /* The command again, now that the devices are known (device_arg). */
-static void rerun(struct mps_cmd *cmd, const char *line)
-{
-	mps_command(line, cmd);
-}
-
 static void rerun_done(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure)
 {
 	char *line = cmd->acc;
@@ -119,7 +114,7 @@ static void rerun_done(struct mps_cmd *cmd, const struct mps_chan *answer, const
 	if (failure || !line || !mps_daemon.devices_known)
 		mps_err(cmd, "Error: cannot check the device: %s\n", failure ? failure : "the devices are not known");
 	else
-		rerun(cmd, line);
+		mps_command(line, cmd);
 	free(line);
 }
 
