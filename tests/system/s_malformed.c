@@ -395,6 +395,27 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 		CHECK(call(MPS_OP_MEM_INFO, ctx, &m, 16, NULL));
 	}
 
+	/* Its own limits, sent once it has a context (too late), with values
+	 * out of range, and cut short: refused, no limit taken. */
+	{
+		union {
+			struct mps_msg_client_limits l;
+			uint8_t bytes[sizeof(struct mps_msg_client_limits) + MPS_MSG_ALIGN];
+		} lm;
+
+		memset(&lm, 0, sizeof(lm));
+		lm.l.priority = -1;
+		lm.l.mem_limit[0] = 1 << 20;
+		CHECK_ERR(call(MPS_OP_CLIENT_LIMITS, ctx, &lm, sizeof(lm.l), NULL), CUDA_ERROR_INVALID_VALUE);
+		lm.l.priority = 7;
+		lm.l.thread_pct = 20000;
+		CHECK_ERR(call(MPS_OP_CLIENT_LIMITS, ctx, &lm, sizeof(lm.l), NULL), CUDA_ERROR_INVALID_VALUE);
+		CHECK_ERR(call(MPS_OP_CLIENT_LIMITS, ctx, &lm, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
+		memset(&m, 0, sizeof(m));
+		CHECK(call(MPS_OP_MEM_INFO, ctx, &m, 16, &s));
+		EXPECT(s->val[1] > (1u << 20), "a refused 1 MiB limit shows: total %llu", (unsigned long long)s->val[1]);
+	}
+
 	/* A graph's picture, asked of a context and of nothing. */
 	memset(&m, 0, sizeof(m));
 	m.ipc.ptr = ctx;   /* the first word: mps_msg_graph_dot's graph */
