@@ -199,6 +199,7 @@ struct mps_client {
 	unsigned int captures;          /* stream captures it has begun and not ended (ops_capture.c) */
 	uint32_t pool_default[MPS_MAX_DEVICES];   /* its own default pool per device, made on first use */
 	uint32_t pool_current[MPS_MAX_DEVICES];   /* cuDeviceSetMemPool's choice; 0: the default (ops_pool.c) */
+	uint32_t graph_mem_devs;        /* devices it made graph allocation nodes on (ops_gnode.c) */
 	struct mps_vmm vmm;             /* address reservations and mappings (vmm.h) */
 	uint8_t vis[MPS_MAX_DEVICES];   /* the server's index of the client's device i */
 	int nvis;                       /* devices it sees (MPS_OP_DEVICES; all by default) */

@@ -269,6 +269,11 @@ void mps__client_teardown(struct mps_client *c)
 			 !mps_ipc_orphan_mem(c, r.base))
 			mps_drv.cuMemFree((CUdeviceptr)r.base);
 	}
+	/* The driver keeps freed graph allocations' memory for later graphs
+	 * until it is trimmed: give back what this client's graphs left. */
+	for (int d = 0; d < MPS_MAX_DEVICES && mps_drv.cuDeviceGraphMemTrim; d++)
+		if ((c->graph_mem_devs & (1u << d)) && mps__bind_device(c, d) == CUDA_SUCCESS)
+			mps_drv.cuDeviceGraphMemTrim(mps_srv.dev[d].dev);
 	mps_handles_free(&c->handles);
 	mps_memacct_free(&c->mem);
 	region_teardown(c);
