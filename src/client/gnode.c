@@ -356,12 +356,13 @@ static CUresult add_cond_node(CUgraphNode *out, CUgraph graph, const CUgraphNode
 {
 	struct mps_msg_cond_node q = { .ndeps = (uint32_t)ndeps };
 	struct mps_call call;
+	CUgraph *bodies = NULL;
 	uint32_t *wdeps = NULL, cur = 0;
 	size_t dep_bytes = 0;
 	uint64_t h;
 	CUresult r;
 
-	if (!p->phGraph_out || !p->size || p->size > MPS_COND_BODIES_MAX)
+	if (!p->size || p->size > MPS_COND_BODIES_MAX)
 		return p->size > MPS_COND_BODIES_MAX ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
 	r = mps__fwd_ctx(&cur, true);
 	if (r == CUDA_SUCCESS)
@@ -378,9 +379,22 @@ static CUresult add_cond_node(CUgraphNode *out, CUgraph graph, const CUgraphNode
 	r = mps__call(MPS_OP_COND_NODE, cur, &q.hdr, sizeof(q), wdeps, dep_bytes, &call);
 	if (r == CUDA_SUCCESS)
 		r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);
+	/* As the driver: the bodies in an array the node owns, which
+	 * phGraph_out is set to point at. */
+	if (r == CUDA_SUCCESS && !(bodies = calloc(p->size, sizeof(*bodies))))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
 	for (unsigned i = 0; r == CUDA_SUCCESS && i < p->size; i++)
 		r = mps__fwd_obj(MPS_H_GRAPH, ((const uint32_t *)call.s->data)[i], (uint32_t)call.s->val[0],
-				 (void **)&p->phGraph_out[i]);
+				 (void **)&bodies[i]);
+	if (r == CUDA_SUCCESS) {
+		struct mps_gobj *g = (struct mps_gobj *)*out;
+
+		free(g->data);
+		g->data = bodies;
+		p->phGraph_out = bodies;
+		bodies = NULL;
+	}
+	free(bodies);
 	mps__call_end(&call);
 	free(wdeps);
 	return r;

@@ -289,6 +289,7 @@ void mps__op_alloc_node(struct mps_client *c, const struct mps_msg *m)
 		goto out;
 	}
 	charged = false;   /* the range holds the charge now */
+	c->graph_mem_devs |= 1u << d;
 	r = mps__fwd_new(c, MPS_H_NODE, node, q->graph, &s->val[0]);
 	s->val[1] = p.dptr;
 out:
@@ -342,7 +343,7 @@ void mps__op_cond_node(struct mps_client *c, const struct mps_msg *m)
 	const struct mps_msg_cond_node *q = (const void *)m;
 	struct mps_slot *s = mps__slot(c, m->slot);
 	uint32_t *bodies = (uint32_t *)s->data;
-	CUgraph graph, body[MPS_COND_BODIES_MAX];
+	CUgraph graph;
 	CUgraphNode *deps = NULL, node = NULL;
 	CUgraphNodeParams p;
 	CUcontext ctx;
@@ -366,12 +367,10 @@ void mps__op_cond_node(struct mps_client *c, const struct mps_msg *m)
 	if (r != CUDA_SUCCESS)
 		goto out;
 	memset(&p, 0, sizeof(p));
-	memset(body, 0, sizeof(body));
 	p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
 	p.conditional.handle = (CUgraphConditionalHandle)q->handle;
 	p.conditional.type = (CUgraphConditionalNodeType)q->type;
 	p.conditional.size = q->size;
-	p.conditional.phGraph_out = body;
 	p.conditional.ctx = ctx;
 	r = mps_drv.cuGraphAddNode_v2 ? mps_drv.cuGraphAddNode_v2(&node, graph, deps, NULL, q->ndeps, &p)
 				      : CUDA_ERROR_NOT_SUPPORTED;
@@ -380,9 +379,11 @@ void mps__op_cond_node(struct mps_client *c, const struct mps_msg *m)
 	r = mps__fwd_new(c, MPS_H_NODE, node, q->graph, &s->val[0]);
 	if (r != CUDA_SUCCESS)
 		goto out;
+	/* The driver points phGraph_out at an array of its own. */
 	for (uint32_t i = 0; i < q->size && r == CUDA_SUCCESS; i++) {
 		h = 0;
-		r = body[i] ? mps__fwd_handle_of(c, MPS_H_GRAPH, body[i], (uint32_t)s->val[0], &h)
+		r = p.conditional.phGraph_out && p.conditional.phGraph_out[i]
+			    ? mps__fwd_handle_of(c, MPS_H_GRAPH, p.conditional.phGraph_out[i], (uint32_t)s->val[0], &h)
 			    : CUDA_ERROR_UNKNOWN;
 		bodies[i] = (uint32_t)h;
 	}

@@ -35,6 +35,7 @@ void mps__gnode_free(struct si_gnode *n)
 		if (n->bodies[i])
 			mps__graph_free(n->bodies[i]);
 	free(n->bodies);
+	free(n->body_handles);
 	si_list_del(&n->link);
 	n->graph->nnodes--;
 	free(n->deps);
@@ -526,6 +527,20 @@ struct si_graph *mps__graph_clone(struct si_graph *src)
 	return g;
 }
 
+/* The driver clones no graph with memory allocation, memory free or
+ * conditional nodes, at any depth. */
+static bool clonable(const struct si_graph *g)
+{
+	for (struct si_list *l = g->nodes.next; l != &g->nodes; l = l->next) {
+		const struct si_gnode *n = si_container_of(l, struct si_gnode, link);
+
+		if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE ||
+		    n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL || (n->child && !clonable(n->child)))
+			return false;
+	}
+	return true;
+}
+
 CU_API CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
 	struct si_graph *o, *g = NULL;
@@ -533,7 +548,9 @@ CU_API CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 
 	mps__lock();
 	o = mps__graph_arg(originalGraph);
-	if (phGraphClone && o && !o->cap) {
+	if (o && !clonable(o))
+		rc = CUDA_ERROR_NOT_SUPPORTED;
+	else if (phGraphClone && o && !o->cap) {
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
 		g = mps__graph_clone(o);
 		if (g && (g->handle = mps__handle_add(SI_H_GRAPH, g))) {

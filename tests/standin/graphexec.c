@@ -349,7 +349,10 @@ CU_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNo
 	mps__lock();
 	x = mps__handle_get((uintptr_t)hGraphExec, SI_H_GEXEC);
 	st = x ? step_of(x, hNode) : NULL;
-	if (st && st->type == CU_GRAPH_NODE_TYPE_MEMCPY && (rc = mps__copy3d_op(copyParams, &op)) == CUDA_SUCCESS) {
+	/* As the driver: the node's copy and the new one must both be of one row. */
+	if (st && st->type == CU_GRAPH_NODE_TYPE_MEMCPY && st->op && st->op->copy.rows <= 1 && st->op->copy.slices <= 1 &&
+	    copyParams && copyParams->Height <= 1 && copyParams->Depth <= 1 &&
+	    (rc = mps__copy3d_op(copyParams, &op)) == CUDA_SUCCESS) {
 		mps__op_free(st->op);
 		st->op = op;
 	}

@@ -266,14 +266,14 @@ CU_API CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr
 }
 
 /* A conditional node and its bodies, each a graph of its own the caller
- * may fill. */
+ * may fill; as the driver, phGraph_out is set to an array the node owns. */
 static CUresult add_conditional(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
-				const CUDA_CONDITIONAL_NODE_PARAMS *p)
+				CUDA_CONDITIONAL_NODE_PARAMS *p)
 {
 	struct si_gnode *n;
 	CUresult rc;
 
-	if (!p->phGraph_out || !p->size || mps__cond_value(p->handle, &(unsigned){ 0 }) < 0 || (p->type == CU_GRAPH_COND_TYPE_WHILE && p->size != 1) ||
+	if (!p->size || mps__cond_value(p->handle, &(unsigned){ 0 }) < 0 || (p->type == CU_GRAPH_COND_TYPE_WHILE && p->size != 1) ||
 	    (p->type == CU_GRAPH_COND_TYPE_IF && p->size > 2) || p->type > CU_GRAPH_COND_TYPE_SWITCH)
 		return CUDA_ERROR_INVALID_VALUE;
 	rc = mps__graph_add_node(out, hg, deps, ndeps, CU_GRAPH_NODE_TYPE_CONDITIONAL, &n);
@@ -282,7 +282,8 @@ static CUresult add_conditional(CUgraphNode *out, CUgraph hg, const CUgraphNode 
 	n->cond = p->handle;
 	n->cond_type = p->type;
 	n->bodies = calloc(p->size, sizeof(*n->bodies));
-	if (!n->bodies)
+	n->body_handles = calloc(p->size, sizeof(*n->body_handles));
+	if (!n->bodies || !n->body_handles)
 		goto oom;
 	n->nbodies = p->size;
 	for (unsigned i = 0; i < p->size; i++) {
@@ -290,8 +291,9 @@ static CUresult add_conditional(CUgraphNode *out, CUgraph hg, const CUgraphNode 
 		if (!n->bodies[i] || !(n->bodies[i]->handle = mps__handle_add(SI_H_GRAPH, n->bodies[i])))
 			goto oom;
 		n->bodies[i]->parent = n;
-		p->phGraph_out[i] = (CUgraph)n->bodies[i]->handle;
+		n->body_handles[i] = (CUgraph)n->bodies[i]->handle;
 	}
+	p->phGraph_out = n->body_handles;
 	return CUDA_SUCCESS;
 oom:
 	mps__gnode_free(n);

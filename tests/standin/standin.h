@@ -521,6 +521,7 @@ struct si_gnode {
 	size_t bytes;                   /* mem alloc */
 	CUDA_MEMCPY3D copy;             /* memcpy: the parameters as given */
 	struct si_graph **bodies;       /* conditional: the body graphs it owns */
+	CUgraph *body_handles;          /* conditional: their handles, the array phGraph_out points at */
 	unsigned nbodies;
 	CUgraphConditionalHandle cond;
 	CUgraphConditionalNodeType cond_type;
