@@ -5,6 +5,9 @@
  * device queries never leave the client), and holds each device's primary
  * context for the life of the server.
  */
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "common/log.h"
 #include "server/device.h"
 #include "server/driver.h"
@@ -42,22 +45,30 @@ static void enable_peers(void)
 		mps_drv.cuCtxSetCurrent(mps_srv.dev[0].primary);
 }
 
-int mps_devices_init(void)
+/* Logs why the devices could not be set up and puts it in why. Returns -1. */
+__attribute__((format(printf, 3, 4))) static int init_failed(char *why, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, size, fmt, ap);
+	va_end(ap);
+	mps_log_error("%s", why);
+	return -1;
+}
+
+int mps_devices_init(char *why, size_t size)
 {
 	CUresult r;
 	int n;
 
 	r = mps_drv.cuInit(0);
-	if (r != CUDA_SUCCESS) {
-		mps_log_error("cuInit failed: %s", mps_driver_errname(r));
-		return -1;
-	}
+	if (r != CUDA_SUCCESS)
+		return init_failed(why, size, "cuInit failed: %s", mps_driver_errname(r));
 	mps_drv.cuDriverGetVersion(&mps_srv.driver_version);
 	r = mps_drv.cuDeviceGetCount(&n);
-	if (r != CUDA_SUCCESS || n <= 0) {
-		mps_log_error("no CUDA devices (%s)", mps_driver_errname(r));
-		return -1;
-	}
+	if (r != CUDA_SUCCESS || n <= 0)
+		return init_failed(why, size, "no CUDA devices (%s)", mps_driver_errname(r));
 	if (n > MPS_MAX_DEVICES) {
 		mps_log_warn("serving the first %d of %d devices", MPS_MAX_DEVICES, n);
 		n = MPS_MAX_DEVICES;
@@ -71,10 +82,8 @@ int mps_devices_init(void)
 		    (r = mps_drv.cuDeviceGetName(w->name, sizeof(w->name), d->dev)) != CUDA_SUCCESS ||
 		    (r = mps_drv.cuDeviceGetUuid((CUuuid *)w->uuid, d->dev)) != CUDA_SUCCESS ||
 		    (r = mps_drv.cuDeviceTotalMem(&total, d->dev)) != CUDA_SUCCESS ||
-		    (r = mps_drv.cuDeviceGetPCIBusId(w->pci_bus_id, sizeof(w->pci_bus_id), d->dev)) != CUDA_SUCCESS) {
-			mps_log_error("cannot query device %d: %s", i, mps_driver_errname(r));
-			return -1;
-		}
+		    (r = mps_drv.cuDeviceGetPCIBusId(w->pci_bus_id, sizeof(w->pci_bus_id), d->dev)) != CUDA_SUCCESS)
+			return init_failed(why, size, "cannot query device %d: %s", i, mps_driver_errname(r));
 		w->total_mem = total;
 		for (int a = 0; a < MPS_WIRE_ATTRS; a++) {
 			if (mps_drv.cuDeviceGetAttribute(&w->attr[a], (CUdevice_attribute)a, d->dev) == CUDA_SUCCESS)
@@ -84,10 +93,9 @@ int mps_devices_init(void)
 		}
 		mps_log_info("Creating server context on device %d (%s)", i, w->name);
 		r = mps_drv.cuDevicePrimaryCtxRetain(&d->primary, d->dev);
-		if (r != CUDA_SUCCESS) {
-			mps_log_error("cannot create the context on device %d: %s", i, mps_driver_errname(r));
-			return -1;
-		}
+		if (r != CUDA_SUCCESS)
+			return init_failed(why, size, "cannot create the context on device %d: %s", i,
+					   mps_driver_errname(r));
 		if (i == 0) {
 			mps_drv.cuCtxSetCurrent(d->primary);
 			mps_drv.cuCtxGetStreamPriorityRange(&mps_srv.prio_least, &mps_srv.prio_greatest);

@@ -7,7 +7,8 @@
 
 /* cuInit, every device's identity and attributes into mps_srv.dev, and each
  * device's primary context retained. 0, or -1 with the reason logged. */
-int mps_devices_init(void);
+/* Sets up every device; on failure, -1 with the reason in why. */
+int mps_devices_init(char *why, size_t size);
 
 /* Releases the primary contexts. */
 void mps_devices_release(void);

@@ -217,9 +217,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	mps_log_info("Server starting on driver %s", mps_drv.path);
-	if (mps_devices_init() < 0) {
-		report_failed("cannot initialise the CUDA devices");
-		return 1;
+	{
+		char why[160], text[200];
+
+		if (mps_devices_init(why, sizeof(why)) < 0) {
+			snprintf(text, sizeof(text), "cannot initialise the CUDA devices: %s", why);
+			report_failed(text);
+			return 1;
+		}
 	}
 	/* The server is on every client's path: when the CPUs are all busy, a
 	 * service thread that waits for its turn holds up every client it

@@ -447,6 +447,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+	char why[160];
+
 	(void)argc;
 	(void)argv;
 	find_driver();
@@ -457,7 +459,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	mps_log_init("Server", 2);
 	mps_srv.spin_ns = 0;
 	mps_srv.max_clients = 1024;
-	if (mps_driver_load() < 0 || mps_devices_init() < 0)
+	if (mps_driver_load() < 0 || mps_devices_init(why, sizeof(why)) < 0)
 		fail("cannot start the driver %s", getenv("OPENMPS_DRIVER"));
 	for (int d = 0; d < mps_srv.ndev; d++) {
 		size_t total = 0;
