@@ -13,23 +13,30 @@
 # driver. Run after `make` and the test programs are built. Prints a
 # PASS/FAIL line each and the tests' own summaries; exits 0 when both pass.
 # Environment: OPENMPS_NATIVE_LIB (default /usr/local/nvidia/lib64),
-# SOAK_CLIENTS (default 16), SOAK_SECONDS (default 600).
+# SOAK_CLIENTS (default 16), SOAK_SECONDS (default 600), SOAK_FAULT_MS (the
+# least time between two faults, default 2000); each test's whole
+# output goes to $OUT/faults (/tmp/faults without OUT).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
 BUILD=build
 NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
 rc=0
+# Each test's whole output, the daemon's and server's logs included on failure.
+LOGS=${OUT:-/tmp}/faults
+mkdir -p "$LOGS"
 
 run() {   # name program [env...]
 	local name=$1 prog=$2 out; shift 2
 	out=$(env "$@" OPENMPS_DRIVER="$NATIVE_LIB/libcuda.so.1" OPENMPS_STANDIN_DEVICES= \
 		tests/system/with-openmps.sh "$BUILD" "$BUILD/tests/system/$prog" 2>&1)
 	if [ $? -eq 0 ]; then printf 'PASS  %s\n' "$name"; else printf 'FAIL  %s\n' "$name"; rc=1; fi
-	printf '%s\n' "$out" | grep -E "^s_(fault|soak):|FAIL" | sed 's/^/      /'
+	printf '%s\n' "$out" | grep -E "^s_(fault|soak):|FAIL" | sort | uniq -c | sed 's/^/      /'
+	printf '%s\n' "$out" >"$LOGS/$prog.log"
 }
 
 run "fault in the shared server, then in a domain of its own" s_fault
 run "soak: ${SOAK_CLIENTS:-16} clients, ${SOAK_SECONDS:-600} s of kills, terminations and faults" s_soak \
-	OPENMPS_SOAK_CLIENTS="${SOAK_CLIENTS:-16}" OPENMPS_SOAK_SECONDS="${SOAK_SECONDS:-600}"
+	OPENMPS_SOAK_CLIENTS="${SOAK_CLIENTS:-16}" OPENMPS_SOAK_SECONDS="${SOAK_SECONDS:-600}" \
+	OPENMPS_SOAK_FAULT_MS="${SOAK_FAULT_MS:-2000}"
 exit $rc

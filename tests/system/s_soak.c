@@ -7,8 +7,9 @@
  * buffer, a pool allocation, each result compared. Meanwhile a chaos loop,
  * for OPENMPS_SOAK_SECONDS (default 15), every 100 to 300 ms either
  * SIGKILLs a random worker, has the daemon terminate_client one, or starts
- * a client in a fault domain of its own that faults the GPU; every worker
- * that goes is replaced. An idle anchor client holds the shared server from
+ * a client in a fault domain of its own that faults the GPU (at most one
+ * every OPENMPS_SOAK_FAULT_MS, default 0: a real GPU recovers from each
+ * fault in its own time); every worker that goes is replaced. An idle anchor client holds the shared server from
  * start to end.
  *
  * At the end: no worker ever saw a wrong word or an error other than its
@@ -157,6 +158,19 @@ static pid_t shared_server(void)
 	return (pid_t)atoi(buf);
 }
 
+/* How many servers the daemon lists. */
+static int servers(void)
+{
+	char buf[512];
+	int n = 0;
+
+	if (command("get_server_list", buf, sizeof(buf)) < 0)
+		return -1;
+	for (char *p = buf; *p; p++)
+		n += *p == '\n' || (!p[1] && *p != '\n');
+	return n;
+}
+
 static int count_dir(pid_t pid, const char *what)
 {
 	char path[64];
@@ -200,6 +214,7 @@ int main(int argc, char **argv)
 {
 	int nworkers = (int)env_num("OPENMPS_SOAK_CLIENTS", 8, 1, MAX_WORKERS);
 	double secs = (double)env_num("OPENMPS_SOAK_SECONDS", 15, 1, 86400), end;
+	double fault_gap = (double)env_num("OPENMPS_SOAK_FAULT_MS", 0, 0, 3600000) / 1000, next_fault = 0;
 	int report[2], anchor_go[2], fds0, threads0, fds1, threads1, st;
 	long kills = 0, terms = 0, faults = 0, started = 0, rounds = 0, r;
 	struct slot w[MAX_WORKERS];
@@ -270,12 +285,13 @@ int main(int argc, char **argv)
 			snprintf(buf, sizeof(buf), "terminate_client %d %d", (int)srv, (int)w[k].pid);
 			if (command(buf, buf, sizeof(buf)) == 0 && strncmp(buf, "Error", 5))
 				terms++;
-		} else {
+		} else if (now_s() >= next_fault) {
 			pid_t f = fork();
 
 			if (f == 0)
 				faulter();
 			faults++;
+			next_fault = now_s() + fault_gap;
 		}
 	}
 
@@ -308,7 +324,18 @@ int main(int argc, char **argv)
 	EXPECT(threads1 == threads0, "the server has %d threads, %d with the anchor alone before", threads1, threads0);
 	REQUIRE(write(anchor_go[1], "g", 1) == 1, "pipe");
 	waitpid(anchor, &st, 0);
-	after = t_free_memory();
+	/* The last faulters' servers end on their own time (a real GPU takes a
+	 * while to tear down a context that faulted): wait for the shared
+	 * server to be the only one, then for the memory. */
+	for (int i = 0; i < 300 && servers() > 1; i++)
+		usleep(100 * 1000);
+	EXPECT(servers() == 1, "%d servers left after the soak, only the shared one expected", servers());
+	for (int i = 0; i < 50; i++) {
+		after = t_free_memory();
+		if (after >= before - SLACK)
+			break;
+		usleep(100 * 1000);
+	}
 	EXPECT(after >= before - SLACK, "free device memory %lld, %lld before the soak", after, before);
 	EXPECT(command("get_server_list", buf, sizeof(buf)) == 0, "the daemon does not answer");
 	printf("s_soak: %.0f s, %ld clients (%d at a time), %ld verified rounds, %ld kills, %ld terminations, %ld "
