@@ -263,7 +263,7 @@ step_openmps() {
 step_system() {
 	local t d=$NATIVE_LIB/libcuda.so.1
 	make -s -j16 check-build >>"$LOGDIR/build.log" 2>&1 || { result FAIL "build" "make check-build"; return; }
-	for t in s_clients s_kill s_malformed s_ipc; do
+	for t in s_clients s_kill s_malformed s_ipc s_poolshare; do
 		run_check "$t" "$LOGDIR/system-$t.log" "$TEST_TIMEOUT" plain \
 			env OPENMPS_DRIVER="$d" OPENMPS_TEST_PTX="$PTX" tests/system/with-openmps.sh "$BUILD" "$BUILD/tests/system/$t"
 	done
@@ -302,8 +302,28 @@ step_control() {
 	else
 		result FAIL "start, list, ps with 3 real clients"
 	fi
+	# The per-client metrics while the three are connected.
+	out=$(echo get_metrics | om_ctl 2>&1)
+	echo "$out" >"$LOGDIR/control-metrics.log"
+	if [ "$(echo "$out" | grep -c '^openmps_client_memory_bytes{')" -ge 3 ]; then
+		result PASS "get_metrics lists the 3 clients"
+	else
+		result FAIL "get_metrics lists the 3 clients"; show_tail "$LOGDIR/control-metrics.log"
+	fi
 	touch "$WORK/ctl-go"
 	for p in $pids; do wait "$p"; done
+	# A client's own pinned-memory limit: its view of the device and its allocations.
+	out=$(env "LD_LIBRARY_PATH=$ROOT/$BUILD/lib" "CUDA_MPS_PIPE_DIRECTORY=$OM_PIPE" \
+		CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=256M "$BUILD/tests/system/c_client" \
+		init meminfo alloc:200 alloc:100 free 2>&1)
+	echo "$out" >"$LOGDIR/control-limit.log"
+	if echo "$out" | grep -q '^meminfo CUDA_SUCCESS [0-9]* 268435456$' &&
+	   echo "$out" | grep -q '^alloc 200 CUDA_SUCCESS' &&
+	   echo "$out" | grep -q '^alloc 100 CUDA_ERROR_OUT_OF_MEMORY'; then
+		result PASS "client limit CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=256M"
+	else
+		result FAIL "client limit CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=256M"; show_tail "$LOGDIR/control-limit.log"
+	fi
 	if [ "$(cat "$LOGDIR"/control-client*.log | grep -c '^free CUDA_SUCCESS')" -eq 3 ]; then
 		result PASS "clients finished"
 	else
