@@ -32,7 +32,7 @@ struct capture {
 	uint32_t stream;          /* the server's stream handle */
 	CUstreamCaptureMode mode;
 	pthread_t thread;         /* that began it */
-	bool invalidated;         /* by an unsafe call elsewhere */
+	bool invalidated;         /* by an unsafe call elsewhere, or one not captured */
 	struct capture *next;
 };
 
@@ -68,6 +68,28 @@ CUresult mps__capture_check(void)
 			k->invalidated = true;
 	pthread_mutex_unlock(&lock);
 	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+void mps__capture_invalidate(uint32_t stream)
+{
+	pthread_mutex_lock(&lock);
+	for (struct capture *k = captures; k; k = k->next)
+		if (k->stream == stream)
+			k->invalidated = true;
+	pthread_mutex_unlock(&lock);
+}
+
+bool mps__capture_on(uint32_t stream)
+{
+	bool on = false;
+
+	if (!mps_load_relaxed(&active))
+		return false;
+	pthread_mutex_lock(&lock);
+	for (struct capture *k = captures; k && !on; k = k->next)
+		on = k->stream == stream;
+	pthread_mutex_unlock(&lock);
+	return on;
 }
 
 /* Removes the record of the capture on stream, or NULL. Caller holds the lock. */

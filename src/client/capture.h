@@ -5,11 +5,22 @@
 #ifndef MPS_CLIENT_CAPTURE_H
 #define MPS_CLIENT_CAPTURE_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include <cuda.h>
 
 /* For a potentially unsafe call (an allocation): CUDA_SUCCESS if the calling
  * thread may make it now; else CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the
  * captures that forbid it are invalidated, as the driver does. */
 CUresult mps__capture_check(void);
+
+/* Whether a capture this process began is going on the server's stream
+ * handle stream (a stream drawn into it by an event is not seen here). */
+bool mps__capture_on(uint32_t stream);
+
+/* A call the capture on stream cannot take ends it as the driver does: its
+ * end gives CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph. */
+void mps__capture_invalidate(uint32_t stream);
 
 #endif

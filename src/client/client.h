@@ -236,6 +236,13 @@ int mps__peer_capable(CUdevice d, CUdevice peer);
  * not known to the program, never freed. */
 CUresult mps__host_region(size_t size, uint32_t *handle, void **addr);
 
+/* Host functions kept by a graph (hostfn.c): a slot for good, with its
+ * sequence number; given back if the node could not be made; a node's
+ * function and data read (get) or changed (set). */
+CUresult mps__hostfn_keep(CUhostFn fn, void *data, uint32_t *slot, uint32_t *seq);
+void mps__hostfn_unkeep(uint32_t slot);
+CUresult mps__hostfn_params(uint32_t slot, CUDA_HOST_NODE_PARAMS *get, const CUDA_HOST_NODE_PARAMS *set);
+
 /* Pinned host memory: the region holding [p, p + len), or false. */
 bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *offset);
 

@@ -400,6 +400,90 @@ static CUresult add_cond_node(CUgraphNode *out, CUgraph graph, const CUgraphNode
 	return r;
 }
 
+/* A host node's data: its slot among the host functions (hostfn.c). */
+#define HOST_NODE_MAGIC 0x54534f48u
+
+struct host_node {
+	uint32_t magic;
+	uint32_t slot;
+};
+
+static CUresult add_host_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+			      const CUDA_HOST_NODE_PARAMS *p)
+{
+	struct mps_msg_graph_host_node q = { .ndeps = (uint32_t)ndeps };
+	struct host_node *hn = NULL;
+	struct mps_call call;
+	uint32_t *wdeps = NULL, cur = 0;
+	size_t dep_bytes = 0;
+	bool called = false;
+	uint64_t h;
+	CUresult r;
+
+	if (!out || !p || !p->fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__fwd_ctx(&cur, true);
+	if (r == CUDA_SUCCESS && (r = mps__fwd_h_graph(graph, &h)) == CUDA_SUCCESS)
+		q.graph = (uint32_t)h;
+	if (r == CUDA_SUCCESS)
+		r = deps_to_wire(deps, ndeps, &wdeps, &dep_bytes);
+	if (r == CUDA_SUCCESS && !(hn = malloc(sizeof(*hn))))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (r == CUDA_SUCCESS)
+		r = mps__hostfn_keep(p->fn, p->userData, &q.slot, &q.seq);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	hn->magic = HOST_NODE_MAGIC;
+	hn->slot = q.slot;
+	r = mps__call(MPS_OP_GRAPH_HOST_NODE, cur, &q.hdr, sizeof(q), wdeps, dep_bytes, &call);
+	called = true;
+	if (r == CUDA_SUCCESS)
+		r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);
+	if (r == CUDA_SUCCESS) {
+		struct mps_gobj *g = (struct mps_gobj *)*out;
+
+		free(g->data);
+		g->data = hn;
+		hn = NULL;
+	} else {
+		mps__hostfn_unkeep(q.slot);
+	}
+out:
+	if (called)
+		mps__call_end(&call);
+	free(hn);
+	free(wdeps);
+	return r;
+}
+
+/* The host function slot behind node, or -1. */
+static int64_t host_slot(CUgraphNode node)
+{
+	struct mps_gobj *g = mps__obj(node, MPS_MAGIC_GOBJ);
+	const struct host_node *hn = g ? g->data : NULL;
+
+	return hn && hn->magic == HOST_NODE_MAGIC ? (int64_t)hn->slot : -1;
+}
+
+static CUresult host_node_get(CUgraphNode node, CUDA_HOST_NODE_PARAMS *p)
+{
+	int64_t slot = host_slot(node);
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	return slot < 0 ? CUDA_ERROR_INVALID_VALUE : mps__hostfn_params((uint32_t)slot, p, NULL);
+}
+
+/* Changes what every launch of the node runs, instantiated or not. */
+static CUresult host_node_set(CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
+{
+	int64_t slot = host_slot(node);
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	return slot < 0 ? CUDA_ERROR_INVALID_VALUE : mps__hostfn_params((uint32_t)slot, NULL, p);
+}
+
 /* Whether every edge is the default kind (all fields 0). */
 static bool edges_default(const CUgraphEdgeData *e, size_t n)
 {
@@ -557,6 +641,9 @@ const struct mps_impl mps__gnode_api[] = {
 	MPS_IMPL(cuGraphExecMemcpyNodeSetParams, exec_memcpy_node_set),
 	MPS_IMPL(cuGraphAddMemAllocNode, add_alloc_node),
 	MPS_IMPL(cuGraphMemAllocNodeGetParams, alloc_node_get),
+	MPS_IMPL(cuGraphAddHostNode, add_host_node),
+	MPS_IMPL(cuGraphHostNodeGetParams, host_node_get),
+	MPS_IMPL(cuGraphHostNodeSetParams, host_node_set),
 	MPS_IMPL(cuGraphAddNode_v2, add_node_v2),
 	MPS_IMPL_PFN(cuGraphAddNode, PFN_cuGraphAddNode_v12020, add_node_v1),
 	MPS_IMPL(cuGraphNodeSetParams, node_set_params),

@@ -201,7 +201,10 @@ enum mps_op_sync {
 	X(POOL_IMPORT, pool_import, mps_msg_vmm, MPS_SYNC)                /* the fd went ahead; val[0] = pool */ \
 	X(POOL_EXPORT_PTR, pool_export_ptr, mps_msg_ipc, MPS_SYNC)        /* data = the export data */ \
 	X(POOL_IMPORT_PTR, pool_import_ptr, mps_msg_ipc, MPS_SYNC)        /* event: the pool; val[0] = address, val[1] = size */ \
-	X(CLIENT_LIMITS, client_limits, mps_msg_client_limits, MPS_SYNC)  /* after DEVICES, before any context */
+	X(CLIENT_LIMITS, client_limits, mps_msg_client_limits, MPS_SYNC)  /* after DEVICES, before any context */ \
+	X(HOSTFN_SETUP, hostfn_setup, mps_msg_hostfn_setup, MPS_SYNC)     /* the notification pipe's fd went ahead */ \
+	X(HOSTFN, hostfn, mps_msg_hostfn, MPS_ASYNC)                      /* a host function's place in a stream */ \
+	X(GRAPH_HOST_NODE, graph_host_node, mps_msg_graph_host_node, MPS_SYNC) /* deps follow; val[0] = node */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -590,6 +593,52 @@ struct mps_msg_kernel_node {
 	uint32_t shared_mem;
 	uint32_t ndeps;
 	uint32_t arg_size;
+};
+
+/* Host functions (cuLaunchHostFunc, cuStreamAddCallback) run in the client,
+ * in stream order. The client gives the server, once, a pinned region of
+ * MPS_HOSTFN_SLOTS 32-bit words and the write end of a pipe (HOSTFN_SETUP).
+ * For each host function it takes a free slot, bumps that slot's sequence
+ * number and posts HOSTFN: the server queues on the stream a host function
+ * of its own, which writes the 8-byte struct mps_hostfn_note into the pipe,
+ * then a wait until the slot's word reaches the sequence number (the
+ * driver's cyclic comparison). The client's runner thread reads the note,
+ * runs the program's function and stores the sequence number into the
+ * word, and the stream goes on. */
+#define MPS_HOSTFN_SLOTS 1024u
+
+struct mps_msg_hostfn_setup {
+	struct mps_msg hdr;
+	uint32_t region;   /* the client's pinned region of the words */
+	uint32_t pad;
+	uint64_t offset;   /* of the first word in it; MPS_HOSTFN_SLOTS words must fit */
+};
+
+struct mps_msg_hostfn {
+	struct mps_msg hdr;
+	uint32_t stream;
+	uint32_t slot;     /* < MPS_HOSTFN_SLOTS */
+	uint32_t seq;
+	uint32_t flags;    /* MPS_HOSTFN_CAPTURED */
+};
+
+/* In a stream capture, and in a graph (GRAPH_HOST_NODE), a host function
+ * keeps its slot for good and becomes three nodes: the note, a wait until
+ * the word equals the sequence number, and a write of 0 to the word, so
+ * every launch of the graph waits for its own run of the function. */
+#define MPS_HOSTFN_CAPTURED 0x1u
+
+struct mps_msg_graph_host_node {
+	struct mps_msg hdr;
+	uint32_t graph;
+	uint32_t ndeps;    /* the dependencies' node handles follow */
+	uint32_t slot;
+	uint32_t seq;
+};
+
+struct mps_hostfn_note {
+	uint32_t slot;
+	uint32_t seq;
 };
 
 /* MPS_OP_CLIENT_LIMITS: what the client's environment asks for itself

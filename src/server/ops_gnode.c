@@ -396,3 +396,31 @@ out:
 	free(deps);
 	mps__reply(c, m->slot, r);
 }
+
+/* cuGraphAddHostNode: the host function's nodes (ops_hostfn.c); the client
+ * names the last of them. */
+void mps__op_graph_host_node(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_graph_host_node *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	CUgraphNode *deps = NULL, last = NULL;
+	CUgraph graph;
+	int device = 0;
+	CUresult r;
+
+	if (!mps__fwd_get(c, MPS_H_GRAPH, q->graph, (void **)&graph, &r) ||
+	    !(deps = deps_in(c, m, sizeof(*q), q->ndeps, &r)))
+		goto out;
+	if (!node_ctx(c, m, 0, &device)) {
+		r = CUDA_ERROR_INVALID_CONTEXT;
+		goto out;
+	}
+	r = mps__bind_device(c, device);
+	if (r == CUDA_SUCCESS)
+		r = mps__hostfn_nodes(c, graph, deps, q->ndeps, device, q->slot, q->seq, &last);
+	if (r == CUDA_SUCCESS)
+		r = mps__fwd_new(c, MPS_H_NODE, last, q->graph, &s->val[0]);
+out:
+	free(deps);
+	mps__reply(c, m->slot, r);
+}

@@ -200,6 +200,7 @@ struct mps_client {
 	uint32_t pool_default[MPS_MAX_DEVICES];   /* its own default pool per device, made on first use */
 	uint32_t pool_current[MPS_MAX_DEVICES];   /* cuDeviceSetMemPool's choice; 0: the default (ops_pool.c) */
 	uint32_t graph_mem_devs;        /* devices it made graph allocation nodes on (ops_gnode.c) */
+	struct mps_hostfn *hostfn;      /* its host functions' pipe and words (ops_hostfn.c) */
 	struct mps_vmm vmm;             /* address reservations and mappings (vmm.h) */
 	uint8_t vis[MPS_MAX_DEVICES];   /* the server's index of the client's device i */
 	int nvis;                       /* devices it sees (MPS_OP_DEVICES; all by default) */
@@ -306,6 +307,14 @@ int mps__take_fd(struct mps_client *c);
 struct mps_sobj;
 CUresult mps__pool_release(struct mps_client *c, struct mps_sobj *o);
 void mps__host_release_all(struct mps_client *c);
+/* ops_hostfn.c: at teardown, first every host function's wait let go, then
+ * (once the streams have drained) the pipe closed. */
+void mps__hostfn_release(struct mps_client *c);
+void mps__hostfn_free(struct mps_client *c);
+/* A host function's three nodes in graph g after deps (ops_hostfn.c); *last
+ * is the one that later nodes follow. */
+CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
+			   uint32_t slot, uint32_t seq, CUgraphNode *last);
 
 /* The client's pinned host region called handle, NULL if none or freed. */
 struct mps_shost *mps__host_get(struct mps_client *c, uint32_t handle);

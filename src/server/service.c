@@ -251,7 +251,9 @@ const char *mps__client_setup(struct mps_client *c)
 void mps__client_teardown(struct mps_client *c)
 {
 	mps_comp_shutdown(c);
+	mps__hostfn_release(c);        /* its streams no longer wait for its callbacks */
 	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */
+	mps__hostfn_free(c);
 	mps__vmm_release_all(c);       /* mappings, then address reservations */
 	mps_obj_release_all(c);        /* executable graphs, graphs, pools, physical allocations */
 	mps__modules_release_all(c);   /* functions, modules, libraries */

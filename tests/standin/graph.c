@@ -141,8 +141,10 @@ CUresult mps__graph_add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *de
 	*node = NULL;
 	if (!out)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* A capture's graph takes nodes too (cuStreamGetCaptureInfo gives it
+	 * out for that, with cuStreamUpdateCaptureDependencies). */
 	g = mps__graph_arg(hg);
-	if (!g || g->cap)
+	if (!g)
 		return CUDA_ERROR_INVALID_VALUE;
 	rc = deps_arg(g, deps, ndeps, &d);
 	if (rc != CUDA_SUCCESS)
@@ -153,6 +155,18 @@ CUresult mps__graph_add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *de
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*out = (CUgraphNode)(*node)->handle;
 	return CUDA_SUCCESS;
+}
+
+CUresult mps__graph_add_op_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
+				CUgraphNodeType type, struct si_op *op, struct si_gnode **node)
+{
+	CUresult rc = mps__graph_add_node(out, hg, deps, ndeps, type, node);
+
+	if (rc == CUDA_SUCCESS)
+		(*node)->op = op;
+	else
+		mps__op_free(op);
+	return rc;
 }
 
 CU_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
@@ -241,15 +255,10 @@ CU_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph
 
 	mps__lock();
 	rc = kernel_from(nodeParams, &op, &fn);
-	if (rc == CUDA_SUCCESS) {
-		rc = mps__graph_add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL, &n);
-		if (rc == CUDA_SUCCESS) {
-			n->op = op;
-			n->fn = fn;
-		} else {
-			mps__op_free(op);
-		}
-	}
+	if (rc == CUDA_SUCCESS &&
+	    (rc = mps__graph_add_op_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_KERNEL,
+					 op, &n)) == CUDA_SUCCESS)
+		n->fn = fn;
 	mps__unlock();
 	return rc;
 }
@@ -343,13 +352,9 @@ CU_API CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
 	(void)ctx;
 	mps__lock();
 	rc = memset_from(memsetParams, &op);
-	if (rc == CUDA_SUCCESS) {
-		rc = mps__graph_add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMSET, &n);
-		if (rc == CUDA_SUCCESS)
-			n->op = op;
-		else
-			mps__op_free(op);
-	}
+	if (rc == CUDA_SUCCESS)
+		rc = mps__graph_add_op_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMSET,
+					    op, &n);
 	mps__unlock();
 	return rc;
 }

@@ -114,13 +114,15 @@ static CUresult visit(struct si_gexec *x, struct si_gnode *n)
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:   /* the memory is there from the node's making */
 	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+	case CU_GRAPH_NODE_TYPE_HOST:
+	case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
 		rc = step_add(x, n);
 		break;
 	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
 		rc = conditional(x, n);
 		break;
 	default:
-		rc = CUDA_ERROR_NOT_SUPPORTED;   /* host nodes */
+		rc = CUDA_ERROR_NOT_SUPPORTED;
 		break;
 	}
 	n->mark = 2;

@@ -96,16 +96,10 @@ CU_API CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, c
 	(void)ctx;
 	mps__lock();
 	rc = mps__copy3d_op(copyParams, &op);
-	if (rc == CUDA_SUCCESS) {
-		rc = mps__graph_add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMCPY,
-					 &n);
-		if (rc == CUDA_SUCCESS) {
-			n->op = op;
-			n->copy = *copyParams;
-		} else {
-			mps__op_free(op);
-		}
-	}
+	if (rc == CUDA_SUCCESS &&
+	    (rc = mps__graph_add_op_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEMCPY,
+					 op, &n)) == CUDA_SUCCESS)
+		n->copy = *copyParams;
 	mps__unlock();
 	return rc;
 }

@@ -47,6 +47,9 @@ void mps__op_free(struct si_op *op)
 		break;
 	case SI_OP_MEMSET:
 	case SI_OP_MARKER:
+	case SI_OP_HOSTFN:
+	case SI_OP_VALUE_WAIT:
+	case SI_OP_VALUE_WRITE:
 		break;
 	}
 	free(op);
@@ -79,6 +82,13 @@ struct si_op *mps__op_clone(const struct si_op *op)
 			goto err;
 		memcpy(c->kernel.params, op->kernel.params, op->kernel.entry->param_bytes);
 		c->kernel.mod->refs++;
+		break;
+	case SI_OP_HOSTFN:
+		c->hostfn = op->hostfn;
+		break;
+	case SI_OP_VALUE_WAIT:
+	case SI_OP_VALUE_WRITE:
+		c->value_wait = op->value_wait;
 		break;
 	default:
 		c->kind = SI_OP_MARKER;   /* records and waits are made afresh, not copied */

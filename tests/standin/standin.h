@@ -375,6 +375,9 @@ enum si_op_kind {
 	SI_OP_RECORD,
 	SI_OP_WAIT,
 	SI_OP_MARKER,                   /* does nothing: something to wait for */
+	SI_OP_HOSTFN,                   /* a host function (memops.c) */
+	SI_OP_VALUE_WAIT,               /* a wait on a 32-bit word (memops.c) */
+	SI_OP_VALUE_WRITE,              /* a write of a 32-bit word (memops.c) */
 };
 
 struct si_op {
@@ -408,6 +411,15 @@ struct si_op {
 			unsigned char *params;
 		} kernel;
 		struct si_record *rec;          /* RECORD, WAIT: referenced */
+		struct {
+			CUhostFn fn;
+			void *data;
+		} hostfn;
+		struct {
+			uint32_t *addr;
+			uint32_t value;
+			unsigned flags;
+		} value_wait;               /* VALUE_WAIT and VALUE_WRITE */
 	};
 };
 
@@ -434,6 +446,10 @@ struct si_stream {
 struct si_op *mps__op_new(enum si_op_kind kind);
 /* Frees an operation and what it holds. Under the lock. */
 void mps__op_free(struct si_op *op);
+/* Runs a host function, waits until a word allows the stream on or writes
+ * a word (memops.c).
+ * Without the lock; gone(arg) says when to stop waiting. */
+void mps__memop_run(struct si_op *op, bool (*gone)(void *), void *arg);
 /* Runs a copy, memset or kernel. Without the lock. CUDA_SUCCESS or the fault. */
 CUresult mps__op_execute(struct si_op *op, int device);
 
@@ -554,6 +570,10 @@ struct si_gnode *mps__gnode_arg(CUgraphNode h);
  * dependencies, makes the node after them. Under the lock. */
 CUresult mps__graph_add_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
 			     CUgraphNodeType type, struct si_gnode **node);
+/* The same, for a node that does op (taken: freed if the node cannot be
+ * made). Under the lock. */
+CUresult mps__graph_add_op_node(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
+				CUgraphNodeType type, struct si_op *op, struct si_gnode **node);
 /* Frees a node no other node depends on (and what it owns). */
 void mps__gnode_free(struct si_gnode *n);
 /* A conditional handle's value at launch: its default. 0, or -1 if the

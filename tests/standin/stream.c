@@ -94,8 +94,22 @@ static CUresult dropped(const struct si_stream *s)
 	return s->killed ? CUDA_ERROR_CONTEXT_IS_DESTROYED : s->ctx->sticky;
 }
 
+/* Whether a stream waiting on a word must give up (reset or destroyed with
+ * its context). Without the lock. */
+static bool stream_gone(void *arg)
+{
+	struct si_stream *s = arg;
+	bool gone;
+
+	mps__lock();
+	gone = dropped(s) != CUDA_SUCCESS;
+	mps__unlock();
+	return gone;
+}
+
 /* Runs one operation of a stream thread. Under the lock; drops it while a
- * copy or kernel runs. Returns the operation's result. */
+ * copy, kernel, host function or wait on a word runs. Returns the
+ * operation's result. */
 static CUresult dispatch(struct si_stream *s, struct si_op *op)
 {
 	struct si_context *ctx = s->ctx;
@@ -119,6 +133,13 @@ static CUresult dispatch(struct si_stream *s, struct si_op *op)
 		if (res != CUDA_SUCCESS)
 			mps__ctx_fault(ctx, res);
 		return res;
+	case SI_OP_HOSTFN:
+	case SI_OP_VALUE_WAIT:
+	case SI_OP_VALUE_WRITE:
+		mps__unlock();
+		mps__memop_run(op, stream_gone, s);
+		mps__lock();
+		return dropped(s);
 	default:                /* RECORD, WAIT, MARKER: reaching them is all */
 		return CUDA_SUCCESS;
 	}

@@ -3,16 +3,16 @@
  * A client killed with SIGKILL in the middle of its work: the server must
  * free everything it held and the other clients must not notice.
  *
- * The victim allocates device and pinned memory, memory of its pools (one
- * it made, whose freed memory stays cached, and its default pool) and a
+ * The victim allocates device and pinned memory, memory of its pools (one it
+ * made, whose freed memory stays cached, and its default pool) and a
  * physical allocation it mapped and released, a graph allocation left
  * allocated and pinned memory freed under a graph's copy node, queues many
- * spin kernels
- * and launches of a graph, leaves a stream capture open, and keeps a thread
- * in a large pageable copy (so staging chunks are in flight) when it is
- * killed. A survivor runs verified work all along. After
- * the kill, a fresh client checks that the device's free memory is back to
- * what it was before the victim started, and that new clients still work.
+ * spin kernels and launches of a graph, leaves a stream capture open, and
+ * keeps a thread in a large pageable copy (so staging chunks are in flight)
+ * and another inside a host function that a stream waits for when it is
+ * killed, with a graph's host node launched three times behind it. A survivor runs verified work all along. After the kill, a fresh
+ * client checks that the device's free memory is back to what it was before
+ * the victim started, and that new clients still work.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -120,11 +120,27 @@ static void hold_graph_memory(CUdevice dev, CUdeviceptr d, CUstream s)
 	CHECK(cuStreamSynchronize(s));
 }
 
+static int in_callback;   /* atomic */
+
+/* A host function that never returns: the victim dies inside it. */
+static void CUDA_CB stuck(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&in_callback, 1, __ATOMIC_RELEASE);
+	for (;;)
+		pause();
+}
+
+static void CUDA_CB never_reached(void *arg)
+{
+	(void)arg;
+}
+
 static int victim(int ready)
 {
 	CUdeviceptr d, out;
 	CUfunction spin;
-	CUstream s, cap;
+	CUstream s, cap, hs;
 	CUgraph g;
 	CUgraphExec ge;
 	pthread_t th;
@@ -159,6 +175,34 @@ static int victim(int ready)
 			CHECK(t_launch(spin, 1, 32, cap, args));
 		}
 	}
+	/* A stream held by a host function the victim is inside of when it
+	 * dies, with work behind it; and one not reached yet. */
+	CHECK(cuStreamCreate(&hs, CU_STREAM_NON_BLOCKING));
+	CHECK(cuLaunchHostFunc(hs, stuck, NULL));
+	{
+		CUdeviceptr out2 = out + 2048;   /* apart from the other streams' spins */
+		void *args[] = { &cycles, &out2 };
+
+		CHECK(t_launch(spin, 1, 32, hs, args));
+	}
+	CHECK(cuLaunchHostFunc(s, never_reached, NULL));
+	/* A graph's host node, launched three times behind the stuck one: its
+	 * waits start again at each launch. */
+	{
+		CUDA_HOST_NODE_PARAMS hp = { .fn = never_reached, .userData = NULL };
+		CUgraphNode hn;
+		CUgraphExec hge;
+		CUgraph hg;
+
+		CHECK(cuGraphCreate(&hg, 0));
+		CHECK(cuGraphAddHostNode(&hn, hg, NULL, 0, &hp));
+		CHECK(cuGraphInstantiateWithFlags(&hge, hg, 0));
+		for (int i = 0; i < 3; i++)
+			CHECK(cuGraphLaunch(hge, hs));
+	}
+	for (int i = 0; i < 200 && !__atomic_load_n(&in_callback, __ATOMIC_ACQUIRE); i++)
+		usleep(10 * 1000);
+	REQUIRE(__atomic_load_n(&in_callback, __ATOMIC_ACQUIRE), "the host function did not start");
 	pthread_create(&th, NULL, copy_forever, &d);
 	usleep(100 * 1000);
 	if (write(ready, "r", 1) != 1)

@@ -424,6 +424,33 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 	CHECK_ERR(call(MPS_OP_GRAPH_DOT, ctx, &m, sizeof(struct mps_msg_graph_dot), NULL), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* Host functions: one before any set-up (refused at the next
+ * synchronize), and a set-up with no pipe ahead of it naming no region. */
+static void attack_hostfn(uint32_t ctx)
+{
+	struct mps_msg_hostfn_setup su;
+	struct mps_msg_hostfn hf;
+	union {
+		struct mps_msg hdr;
+		uint8_t raw[64];
+	} z;
+
+	memset(&hf, 0, sizeof(hf));
+	hf.slot = 0;
+	hf.seq = 1;
+	post(MPS_OP_HOSTFN, ctx, &hf, sizeof(hf));
+	hf.slot = MPS_HOSTFN_SLOTS;
+	post(MPS_OP_HOSTFN, ctx, &hf, sizeof(hf));
+	memset(&z, 0, sizeof(z));
+	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&su, 0, sizeof(su));
+	su.region = 0x7777;
+	CHECK_ERR(call(MPS_OP_HOSTFN_SETUP, ctx, &su, sizeof(su), NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(call(MPS_OP_HOSTFN_SETUP, ctx, &su, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
+	memset(&z, 0, sizeof(z));
+	CHECK(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL));
+}
+
 static void attack_graphs(uint32_t ctx, uint32_t mod)
 {
 	union {
@@ -986,6 +1013,7 @@ int main(int argc, char **argv)
 		attack_graphs(ctx, mod);
 		attack_gnodes(ctx, theirs);
 		attack_memory(ctx, theirs);
+		attack_hostfn(ctx);
 	}
 
 	/* A reply slot out of range is ignored; the next call still works. */

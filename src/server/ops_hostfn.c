@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Host functions in stream order (cuLaunchHostFunc, cuStreamAddCallback),
+ * run in the client process, never in the server's.
+ *
+ * HOSTFN_SETUP gives the server the client's notification pipe and a
+ * pinned region of MPS_HOSTFN_SLOTS words (wire.h). HOSTFN queues two
+ * things on the client's stream: a host function of the server's own that
+ * writes a note (slot, sequence number) into the pipe, then a wait until
+ * the slot's word reaches the sequence number. The driver's thread that
+ * runs the note never blocks (a pipe holds far more notes than there are
+ * slots), so one client's slow callback holds only its own stream; the
+ * wait is the GPU's own, so no server thread waits either.
+ *
+ * In a stream capture or a graph (cuGraphAddHostNode) the slot is the
+ * graph's for good and the function becomes three nodes: the note, a wait
+ * until the word equals the number, and a write of 0 to it, so that each
+ * launch of the graph waits for its own run (mps__hostfn_nodes).
+ *
+ * A client that dies inside a callback leaves its stream waiting: before
+ * its streams are waited for, teardown writes every slot's last sequence
+ * number into its word itself (mps__hostfn_release) — over and over, from a
+ * thread of its own, while graphs that reset their words may still run —
+ * and the streams drain. The pipe is closed once they have
+ * (mps__hostfn_free), so no note is written to a closed descriptor.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/wire.h"
+#include "server/driver.h"
+#include "server/server.h"
+#include "server/streams.h"
+
+struct note_job {
+	int fd;
+	bool kept;                        /* a graph's: lives until the client leaves */
+	struct mps_hostfn_note note;
+	struct note_job *next;            /* in mps_hostfn.kept */
+};
+
+struct mps_hostfn {
+	struct mps_shost *h;              /* the region of the words, kept until the client leaves */
+	uint32_t *words;                  /* in the server's mapping of it */
+	CUdeviceptr dp;                   /* the first word, as the GPU sees it */
+	int fd;                           /* the pipe's write end */
+	uint32_t last[MPS_HOSTFN_SLOTS];  /* the last sequence number queued, per slot */
+	bool graphed[MPS_HOSTFN_SLOTS];   /* a graph's slot: its word is reset at each launch */
+	struct note_job *kept;            /* the graphs' notes */
+	pthread_t releaser;               /* at teardown, while graphs may still wait */
+	int releasing;                    /* atomic: 1 while the releaser runs */
+	bool has_releaser;
+};
+
+/* On the driver's thread, in stream order: tell the client. */
+static void CUDA_CB notify(void *arg)
+{
+	struct note_job *j = arg;
+	ssize_t n;
+
+	do
+		n = write(j->fd, &j->note, sizeof(j->note));
+	while (n < 0 && errno == EINTR);
+	/* A client that has gone has closed the read end: EPIPE, and teardown
+	 * releases the wait that follows. */
+	if (!j->kept)
+		free(j);
+}
+
+void mps__op_hostfn_setup(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_hostfn_setup *q = (const void *)m;
+	int fd = mps__take_fd(c);   /* first, whatever the answer: it must not linger */
+	const size_t bytes = MPS_HOSTFN_SLOTS * sizeof(uint32_t);
+	struct mps_hostfn *hf = NULL;
+	struct mps_shost *h;
+	CUresult r = CUDA_ERROR_INVALID_VALUE;
+	int d = mps__cur_device();
+
+	h = mps__host_get(c, q->region);
+	if (fd < 0 || c->hostfn || !h || q->offset % sizeof(uint32_t) || q->offset > h->size ||
+	    h->size - q->offset < bytes)
+		goto out;
+	if (!mps_drv.cuLaunchHostFunc || !mps_drv.cuStreamWaitValue32) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	hf = calloc(1, sizeof(*hf));
+	if (!hf) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	r = mps__bind_device(c, d < 0 ? 0 : d);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	hf->words = (uint32_t *)((uint8_t *)h->addr + q->offset);
+	r = mps_drv.cuMemHostGetDevicePointer(&hf->dp, hf->words, 0);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	for (uint32_t i = 0; i < MPS_HOSTFN_SLOTS; i++)
+		__atomic_store_n(&hf->words[i], 0, __ATOMIC_RELAXED);
+	/* The words must outlive any stream that waits on them: the client
+	 * may free the region, the pages stay (as a graph's). */
+	h->graphed = true;
+	hf->h = h;
+	hf->fd = fd;
+	fd = -1;
+	c->hostfn = hf;
+	hf = NULL;
+out:
+	free(hf);
+	if (fd >= 0)
+		close(fd);
+	mps__reply(c, m->slot, r);
+}
+
+/* Lets every wait of the client's go: once for a stream's (the word only
+ * grows), again and again for a graph's, which resets its word after each
+ * wait, until the streams have drained. */
+static void release_all(struct mps_hostfn *hf)
+{
+	for (uint32_t i = 0; i < MPS_HOSTFN_SLOTS; i++)
+		if (hf->last[i])
+			__atomic_store_n(&hf->words[i], hf->last[i], __ATOMIC_RELEASE);
+}
+
+static void *releaser(void *arg)
+{
+	struct mps_hostfn *hf = arg;
+	const struct timespec pause = { .tv_nsec = 500 * 1000 };
+
+	while (__atomic_load_n(&hf->releasing, __ATOMIC_ACQUIRE)) {
+		release_all(hf);
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
+void mps__hostfn_release(struct mps_client *c)
+{
+	struct mps_hostfn *hf = c->hostfn;
+
+	if (!hf)
+		return;
+	release_all(hf);
+	if (hf->kept) {
+		__atomic_store_n(&hf->releasing, 1, __ATOMIC_RELEASE);
+		hf->has_releaser = pthread_create(&hf->releaser, NULL, releaser, hf) == 0;
+		if (!hf->has_releaser)
+			mps_log_warn("client %d: no thread to release its graphs' host functions", (int)c->pid);
+	}
+}
+
+void mps__hostfn_free(struct mps_client *c)
+{
+	struct mps_hostfn *hf = c->hostfn;
+
+	if (!hf)
+		return;
+	if (hf->has_releaser) {
+		__atomic_store_n(&hf->releasing, 0, __ATOMIC_RELEASE);
+		pthread_join(hf->releaser, NULL);
+	}
+	while (hf->kept) {
+		struct note_job *j = hf->kept;
+
+		hf->kept = j->next;
+		free(j);
+	}
+	close(hf->fd);
+	free(hf);
+	c->hostfn = NULL;
+}
+
+CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
+			   uint32_t slot, uint32_t seq, CUgraphNode *last)
+{
+	struct mps_hostfn *hf = c->hostfn;
+	CUstreamBatchMemOpParams op;
+	CUDA_BATCH_MEM_OP_NODE_PARAMS bp;
+	CUDA_HOST_NODE_PARAMS hp;
+	CUgraphNode note, wait;
+	struct note_job *j;
+	CUresult r;
+
+	if (!hf || slot >= MPS_HOSTFN_SLOTS || !seq || (hf->last[slot] && !hf->graphed[slot]))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuGraphAddHostNode || !mps_drv.cuGraphAddBatchMemOpNode)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	j->fd = hf->fd;
+	j->kept = true;
+	j->note.slot = slot;
+	j->note.seq = seq;
+	j->next = hf->kept;
+	hf->kept = j;
+	hf->graphed[slot] = true;
+	hf->last[slot] = seq;
+	hp.fn = notify;
+	hp.userData = j;
+	r = mps_drv.cuGraphAddHostNode(&note, g, deps, ndeps, &hp);
+	if (r != CUDA_SUCCESS)
+		return r;
+	memset(&op, 0, sizeof(op));
+	op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+	op.waitValue.address = hf->dp + slot * sizeof(uint32_t);
+	op.waitValue.value = seq;
+	op.waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+	memset(&bp, 0, sizeof(bp));
+	bp.ctx = mps_srv.dev[device].primary;
+	bp.count = 1;
+	bp.paramArray = &op;
+	r = mps_drv.cuGraphAddBatchMemOpNode(&wait, g, &note, 1, &bp);
+	if (r != CUDA_SUCCESS)
+		return r;
+	memset(&op, 0, sizeof(op));
+	op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+	op.writeValue.address = hf->dp + slot * sizeof(uint32_t);
+	op.writeValue.value = 0;
+	return mps_drv.cuGraphAddBatchMemOpNode(last, g, &wait, 1, &bp);
+}
+
+/* A host function on a capturing stream: its nodes added to the capture's
+ * graph after the stream's current dependencies, which they become. */
+static CUresult captured(struct mps_client *c, struct mps_sstream *st, uint32_t slot, uint32_t seq)
+{
+	CUstreamCaptureStatus status;
+	const CUgraphNode *deps = NULL;
+	size_t ndeps = 0;
+	CUgraphNode last;
+	CUgraph g = NULL;
+	CUresult r;
+
+	if (!mps_drv.cuStreamGetCaptureInfo_v3 || !mps_drv.cuStreamUpdateCaptureDependencies_v2)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	r = mps_drv.cuStreamGetCaptureInfo_v3(st->s, &status, NULL, &g, &deps, NULL, &ndeps);
+	if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+		r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	if (r == CUDA_SUCCESS)
+		r = mps__hostfn_nodes(c, g, deps, ndeps, st->ctx->device, slot, seq, &last);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuStreamUpdateCaptureDependencies_v2(st->s, &last, NULL, 1,
+								 CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+	return r;
+}
+
+void mps__op_hostfn(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_hostfn *q = (const void *)m;
+	struct mps_hostfn *hf = c->hostfn;
+	struct mps_sstream *st;
+	struct note_job *j;
+	CUresult r;
+
+	if (!hf || q->slot >= MPS_HOSTFN_SLOTS) {
+		mps__defer_error(c, CUDA_ERROR_INVALID_VALUE, "cuLaunchHostFunc");
+		return;
+	}
+	st = mps_stream_for_work(c, m, q->stream, &r);
+	if (!st) {
+		mps__defer_error(c, r, "cuLaunchHostFunc");
+		return;
+	}
+	if (mps_stream_capturing(c, st) || (q->flags & MPS_HOSTFN_CAPTURED)) {
+		/* Only a slot the client gave for good may be captured: a
+		 * stream's wait would hold a sequence number that every launch
+		 * after the first finds passed. */
+		r = !(q->flags & MPS_HOSTFN_CAPTURED) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+			: !mps_stream_capturing(c, st) ? CUDA_ERROR_INVALID_VALUE
+			: captured(c, st, q->slot, q->seq);
+		mps__defer_error(c, r, "cuLaunchHostFunc");
+		return;
+	}
+	if (hf->graphed[q->slot]) {
+		mps__defer_error(c, CUDA_ERROR_INVALID_VALUE, "cuLaunchHostFunc");
+		return;
+	}
+	j = malloc(sizeof(*j));
+	if (!j) {
+		mps__defer_error(c, CUDA_ERROR_OUT_OF_MEMORY, "cuLaunchHostFunc");
+		return;
+	}
+	j->fd = hf->fd;
+	j->note.slot = q->slot;
+	j->note.seq = q->seq;
+	r = mps_drv.cuLaunchHostFunc(st->s, notify, j);
+	if (r != CUDA_SUCCESS) {
+		free(j);
+		mps__defer_error(c, r, "cuLaunchHostFunc");
+		return;
+	}
+	hf->last[q->slot] = q->seq;
+	r = mps_drv.cuStreamWaitValue32(st->s, hf->dp + q->slot * sizeof(uint32_t), q->seq,
+					CU_STREAM_WAIT_VALUE_GEQ);
+	mps__defer_error(c, r, "cuLaunchHostFunc");
+}

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Host functions in stream order (cuLaunchHostFunc, cuStreamAddCallback).
+ *
+ * Both directions of the order: behind a kernel that spins ~100 ms and then
+ * stores a word, and a copy of it to pinned memory, a host function must
+ * see the stored word; it then sleeps and writes pinned memory that a
+ * later copy and kernel on the stream take, so work after it must wait for
+ * it to return. Many host functions on several streams (more than a
+ * thousand in flight) each run once, in their stream's order. A stream
+ * callback gets its stream and CUDA_SUCCESS; bad arguments are refused.
+ * The legacy and per-thread default streams take host functions too.
+ * In a graph, built with a host node or captured, the function runs once
+ * per launch, after the work before it and before the work after it; a
+ * stream callback cannot be captured. Host functions make no CUDA call, as
+ * the driver requires.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+
+#define N      4096
+#define FLAG   0x5a5a1234u
+#define POISON 0xdeadbeefu
+
+struct order {
+	const uint32_t *seen;   /* pinned: the copy of the spinning kernel's word */
+	uint32_t *give;         /* pinned: what the function writes for later work */
+	uint32_t mul, add;
+	uint32_t got;           /* what it saw */
+	int ran;
+};
+
+static void CUDA_CB order_fn(void *arg)
+{
+	struct order *o = arg;
+	const struct timespec nap = { .tv_nsec = 100 * 1000 * 1000 };
+
+	__atomic_store_n(&o->got, __atomic_load_n(&o->seen[0], __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+	nanosleep(&nap, NULL);   /* later work that does not wait reads the poison */
+	for (uint32_t i = 0; i < N; i++)
+		o->give[i] = i * o->mul + o->add;
+	__atomic_store_n(&o->ran, 1, __ATOMIC_RELEASE);
+}
+
+static void both_directions(CUstream s)
+{
+	CUfunction spin = t_func(t_module(), "spin_then_store"), affine = t_func(t_module(), "affine_u32");
+	uint64_t rng = t_rng(1);
+	struct order o = { .mul = (uint32_t)t_rand(&rng) | 1, .add = (uint32_t)t_rand(&rng) };
+	uint32_t *seen, *give, *want = malloc(N * 4), mul2 = (uint32_t)t_rand(&rng) | 1, add2 = (uint32_t)t_rand(&rng);
+	long long cycles = 200LL * 1000 * 1000;
+	uint32_t value = FLAG;
+	CUdeviceptr d;
+	int n = N;
+
+	REQUIRE(want, "out of memory");
+	CHECK(cuMemAlloc(&d, N * 4));
+	CHECK(cuMemAllocHost((void **)&seen, N * 4));
+	CHECK(cuMemAllocHost((void **)&give, N * 4));
+	for (int i = 0; i < N; i++)
+		give[i] = POISON;
+	seen[0] = POISON;
+	o.seen = seen;
+	o.give = give;
+	CHECK(cuMemsetD32(d, POISON, N));
+	CHECK(cuCtxSynchronize());
+
+	{
+		void *args[] = { &cycles, &d, &value };
+
+		CHECK(t_launch(spin, 1, 1, s, args));
+	}
+	CHECK(cuMemcpyDtoHAsync(seen, d, 4, s));
+	CHECK(cuLaunchHostFunc(s, order_fn, &o));
+	CHECK(cuMemcpyHtoDAsync(d, give, N * 4, s));
+	{
+		void *args[] = { &d, &mul2, &add2, &n };
+
+		CHECK(t_launch(affine, N / 256, 256, s, args));
+	}
+	CHECK(cuMemcpyDtoHAsync(seen, d, N * 4, s));
+	CHECK(cuStreamSynchronize(s));
+	EXPECT(__atomic_load_n(&o.ran, __ATOMIC_ACQUIRE) == 1, "the host function did not run");
+	EXPECT(__atomic_load_n(&o.got, __ATOMIC_ACQUIRE) == FLAG,
+	       "the host function ran before the work ahead of it (saw %#x)", o.got);
+	for (uint32_t i = 0; i < N; i++)
+		want[i] = (i * o.mul + o.add) * mul2 + add2;
+	CMP_U32(seen, want, N, "the work after the host function, on what it wrote");
+	CHECK(cuMemFreeHost(seen));
+	CHECK(cuMemFreeHost(give));
+	CHECK(cuMemFree(d));
+	free(want);
+}
+
+#define STREAMS 3
+#define EACH    700     /* STREAMS * EACH host functions queued before any may finish */
+
+struct counter {
+	int next;               /* the index the next call must carry */
+	int wrong;
+};
+
+struct tick {
+	struct counter *c;
+	int index;
+};
+
+static void CUDA_CB tick_fn(void *arg)
+{
+	struct tick *t = arg;
+
+	if (__atomic_load_n(&t->c->next, __ATOMIC_ACQUIRE) != t->index)
+		__atomic_fetch_add(&t->c->wrong, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->c->next, t->index + 1, __ATOMIC_RELEASE);
+}
+
+static void many(void)
+{
+	struct counter c[STREAMS];
+	struct tick *t = calloc(STREAMS * EACH, sizeof(*t));
+	CUstream s[STREAMS];
+	CUevent go;
+	CUfunction spin = t_func(t_module(), "spin");
+	CUdeviceptr out;
+	long long cycles = 50LL * 1000 * 1000;
+
+	REQUIRE(t, "out of memory");
+	memset(c, 0, sizeof(c));
+	CHECK(cuMemAlloc(&out, 4));
+	CHECK(cuEventCreate(&go, CU_EVENT_DISABLE_TIMING));
+	for (int i = 0; i < STREAMS; i++)
+		CHECK(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
+	{
+		/* Every stream waits behind a spinning kernel, so all of them
+		 * are queued before the first runs. */
+		void *args[] = { &cycles, &out };
+
+		CHECK(t_launch(spin, 1, 1, s[0], args));
+		CHECK(cuEventRecord(go, s[0]));
+	}
+	for (int i = 0; i < STREAMS; i++) {
+		if (i)
+			CHECK(cuStreamWaitEvent(s[i], go, 0));
+		for (int k = 0; k < EACH; k++) {
+			t[i * EACH + k].c = &c[i];
+			t[i * EACH + k].index = k;
+			CHECK(cuLaunchHostFunc(s[i], tick_fn, &t[i * EACH + k]));
+		}
+	}
+	for (int i = 0; i < STREAMS; i++) {
+		CHECK(cuStreamSynchronize(s[i]));
+		int next = __atomic_load_n(&c[i].next, __ATOMIC_ACQUIRE), wrong = __atomic_load_n(&c[i].wrong, __ATOMIC_ACQUIRE);
+
+		EXPECT(next == EACH && !wrong, "stream %d: %d host functions ran, %d out of order", i, next, wrong);
+		CHECK(cuStreamDestroy(s[i]));
+	}
+	CHECK(cuEventDestroy(go));
+	CHECK(cuMemFree(out));
+	free(t);
+}
+
+struct cbseen {
+	CUstream stream;
+	CUresult status;
+	int calls;
+};
+
+static void CUDA_CB callback(CUstream hStream, CUresult status, void *arg)
+{
+	struct cbseen *c = arg;
+
+	__atomic_store_n(&c->stream, hStream, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->status, status, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&c->calls, 1, __ATOMIC_RELEASE);
+}
+
+static void CUDA_CB count_fn(void *arg)
+{
+	__atomic_fetch_add((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+static void callbacks_and_defaults(CUstream s)
+{
+	struct cbseen c = { .status = CUDA_ERROR_UNKNOWN };
+	int legacy = 0, per_thread = 0;
+
+	CHECK(cuStreamAddCallback(s, callback, &c, 0));
+	CHECK(cuStreamSynchronize(s));
+	EXPECT(__atomic_load_n(&c.calls, __ATOMIC_ACQUIRE) == 1 && __atomic_load_n(&c.stream, __ATOMIC_RELAXED) == s &&
+	       __atomic_load_n(&c.status, __ATOMIC_RELAXED) == CUDA_SUCCESS,
+	       "a stream callback: %d calls, stream %p, status %d", c.calls, (void *)c.stream, (int)c.status);
+	CHECK_ERR(cuStreamAddCallback(s, callback, &c, 1), CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(cuLaunchHostFunc(s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+
+	CHECK(cuLaunchHostFunc(NULL, count_fn, &legacy));
+	CHECK(cuLaunchHostFunc(CU_STREAM_PER_THREAD, count_fn, &per_thread));
+	CHECK(cuCtxSynchronize());
+	EXPECT(__atomic_load_n(&legacy, __ATOMIC_ACQUIRE) == 1 && __atomic_load_n(&per_thread, __ATOMIC_ACQUIRE) == 1,
+	       "default streams: %d and %d host functions ran", legacy, per_thread);
+}
+
+/* A graph's host function, between a kernel that fills a pinned word
+ * through device memory and a memset after it: each launch runs it once,
+ * after the kernel, and the memset waits for it. */
+struct graph_run {
+	const uint32_t *word;   /* pinned: copied from the device before the function */
+	uint32_t want;          /* what this launch's kernel stored */
+	int runs, wrong;
+};
+
+static void CUDA_CB graph_fn(void *arg)
+{
+	struct graph_run *g = arg;
+	const struct timespec nap = { .tv_nsec = 20 * 1000 * 1000 };
+
+	if (__atomic_load_n(&g->word[0], __ATOMIC_ACQUIRE) != __atomic_load_n(&g->want, __ATOMIC_ACQUIRE))
+		__atomic_fetch_add(&g->wrong, 1, __ATOMIC_RELEASE);
+	nanosleep(&nap, NULL);   /* the memset after it must not have run */
+	__atomic_fetch_add(&g->runs, 1, __ATOMIC_RELEASE);
+}
+
+/* The graph: spin_then_store(value) -> copy to the pinned word -> host
+ * function -> memset of the device word to 0, built by hand (host node) or
+ * by capture. */
+static CUgraph graph_with_host(CUstream s, bool capture, struct graph_run *g, CUdeviceptr d, uint32_t *word,
+			       uint32_t *value)
+{
+	CUfunction spin = t_func(t_module(), "spin_then_store");
+	long long cycles = 20LL * 1000 * 1000;
+	CUgraph graph;
+
+	if (capture) {
+		void *args[] = { &cycles, &d, value };
+
+		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		CHECK(t_launch(spin, 1, 1, s, args));
+		CHECK(cuMemcpyDtoHAsync(word, d, 4, s));
+		CHECK(cuLaunchHostFunc(s, graph_fn, g));
+		CHECK(cuMemsetD32Async(d, 0, 1, s));
+		CHECK(cuStreamEndCapture(s, &graph));
+	} else {
+		CUDA_KERNEL_NODE_PARAMS kp;
+		CUDA_MEMCPY3D cp;
+		CUDA_HOST_NODE_PARAMS hp = { .fn = graph_fn, .userData = g }, got;
+		CUDA_MEMSET_NODE_PARAMS mp;
+		CUgraphNode k, c, h, m;
+		CUcontext ctx;
+		void *args[] = { &cycles, &d, value };
+
+		CHECK(cuCtxGetCurrent(&ctx));
+		CHECK(cuGraphCreate(&graph, 0));
+		memset(&kp, 0, sizeof(kp));
+		kp.func = spin;
+		kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+		kp.blockDimX = kp.blockDimY = kp.blockDimZ = 1;
+		kp.kernelParams = args;
+		CHECK(cuGraphAddKernelNode(&k, graph, NULL, 0, &kp));
+		memset(&cp, 0, sizeof(cp));
+		cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+		cp.srcDevice = d;
+		cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+		cp.dstHost = word;
+		cp.WidthInBytes = 4;
+		cp.Height = 1;
+		cp.Depth = 1;
+		CHECK(cuGraphAddMemcpyNode(&c, graph, &k, 1, &cp, ctx));
+		CHECK(cuGraphAddHostNode(&h, graph, &c, 1, &hp));
+		memset(&got, 0, sizeof(got));
+		CHECK(cuGraphHostNodeGetParams(h, &got));
+		EXPECT(got.fn == graph_fn && got.userData == g, "a host node's parameters read back wrong");
+		memset(&mp, 0, sizeof(mp));
+		mp.dst = d;
+		mp.elementSize = 4;
+		mp.width = 1;
+		mp.height = 1;
+		mp.value = 0;
+		CHECK(cuGraphAddMemsetNode(&m, graph, &h, 1, &mp, ctx));
+	}
+	return graph;
+}
+
+static void graphs(CUstream s)
+{
+	uint32_t *word, value = 0, back;
+	CUdeviceptr d;
+	CUgraph none = NULL;
+
+	/* A stream callback cannot be captured: the capture is over. */
+	CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CHECK_ERR(cuStreamAddCallback(s, callback, NULL, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CHECK_ERR(cuStreamEndCapture(s, &none), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	EXPECT(!none, "an invalidated capture gave a graph");
+
+	CHECK(cuMemAlloc(&d, 4));
+	CHECK(cuMemAllocHost((void **)&word, 4));
+	for (int capture = 0; capture < 2; capture++) {
+		struct graph_run g = { .word = word };
+		CUgraphExec ge;
+		CUgraph graph;
+
+		value = FLAG;
+		graph = graph_with_host(s, capture, &g, d, word, &value);
+		CHECK(cuGraphInstantiateWithFlags(&ge, graph, 0));
+		for (int i = 0; i < 3; i++) {
+			__atomic_store_n(&word[0], POISON, __ATOMIC_RELEASE);
+			__atomic_store_n(&g.want, FLAG, __ATOMIC_RELEASE);
+			CHECK(cuMemsetD32Async(d, POISON, 1, s));
+			CHECK(cuGraphLaunch(ge, s));
+			CHECK(cuMemcpyDtoHAsync(&back, d, 4, s));
+			CHECK(cuStreamSynchronize(s));
+			EXPECT(back == 0, "%s graph, launch %d: the memset after the host function left %#x",
+			       capture ? "a captured" : "a built", i, back);
+		}
+		EXPECT(__atomic_load_n(&g.runs, __ATOMIC_ACQUIRE) == 3 && !__atomic_load_n(&g.wrong, __ATOMIC_ACQUIRE),
+		       "%s graph: its host function ran %d times for 3 launches, %d early",
+		       capture ? "a captured" : "a built", g.runs, g.wrong);
+		CHECK(cuGraphExecDestroy(ge));
+		CHECK(cuGraphDestroy(graph));
+	}
+	CHECK(cuMemFreeHost(word));
+	CHECK(cuMemFree(d));
+}
+
+int main(int argc, char **argv)
+{
+	CUstream s;
+
+	t_init(argc, argv);
+	t_primary(t_device());
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	both_directions(s);
+	many();
+	callbacks_and_defaults(s);
+	graphs(s);
+	CHECK(cuStreamDestroy(s));
+	return t_finish();
+}
