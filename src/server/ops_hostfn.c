@@ -282,7 +282,7 @@ void mps__op_hostfn(struct mps_client *c, const struct mps_msg *m)
 		mps__defer_error(c, CUDA_ERROR_INVALID_VALUE, "cuLaunchHostFunc");
 		return;
 	}
-	j = malloc(sizeof(*j));
+	j = calloc(1, sizeof(*j));
 	if (!j) {
 		mps__defer_error(c, CUDA_ERROR_OUT_OF_MEMORY, "cuLaunchHostFunc");
 		return;
