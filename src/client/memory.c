@@ -40,6 +40,7 @@ struct hostreg {
 	uint32_t handle;
 	unsigned int flags;
 	uint64_t devptr;
+	void *user;          /* registered memory (hostreg.c): the pointer the program gave; NULL if allocated */
 };
 
 struct table {
@@ -229,6 +230,47 @@ void *mps__hostmem_base(uint32_t region)
 			base = ((struct hostreg *)hostmem.v)[i].addr;
 	pthread_rwlock_unlock(&hostmem.lock);
 	return base;
+}
+
+bool mps__hostmem_overlaps(const void *p, size_t len)
+{
+	const uint8_t *a = p;
+	bool any = false;
+
+	pthread_rwlock_rdlock(&hostmem.lock);
+	for (size_t i = 0; i < hostmem.n && !any; i++) {
+		const struct hostreg *h = (const struct hostreg *)hostmem.v + i;
+
+		any = a < h->addr + h->size && h->addr < a + len;
+	}
+	pthread_rwlock_unlock(&hostmem.lock);
+	return any;
+}
+
+CUresult mps__hostmem_add_registered(void *addr, size_t size, uint32_t handle, unsigned int flags, uint64_t devptr,
+				     void *user)
+{
+	struct hostreg reg = { .addr = addr, .size = size, .handle = handle, .flags = flags, .devptr = devptr,
+			       .user = user };
+	return insert(&hostmem, &reg, (uint64_t)(uintptr_t)addr) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+bool mps__hostmem_take_registered(const void *user, uint32_t *handle)
+{
+	bool found = false;
+
+	pthread_rwlock_wrlock(&hostmem.lock);
+	for (size_t i = 0; i < hostmem.n && !found; i++) {
+		const struct hostreg *h = (const struct hostreg *)hostmem.v + i;
+
+		if (h->user && h->user == user) {
+			*handle = h->handle;
+			erase(&hostmem, i);
+			found = true;
+		}
+	}
+	pthread_rwlock_unlock(&hostmem.lock);
+	return found;
 }
 
 /* A copy of the host region containing p. */
@@ -431,6 +473,7 @@ static CUresult region_new(size_t size, unsigned int flags, struct hostreg *reg)
 	reg->size = (size_t)call.s->val[2];
 	reg->devptr = call.s->val[3];
 	reg->flags = flags;
+	reg->user = NULL;
 	mps__call_end(&call);
 	fd = mps__recv_fd(reg->handle, &got);
 	pthread_mutex_unlock(&mps_conn.fd_lock);
@@ -506,9 +549,9 @@ static CUresult mem_free_host(void *p)
 
 	pthread_rwlock_wrlock(&hostmem.lock);
 	i = find(&hostmem, (uint64_t)(uintptr_t)p, 1);
-	if (i < 0 || ((struct hostreg *)hostmem.v)[i].addr != p) {
+	if (i < 0 || ((struct hostreg *)hostmem.v)[i].addr != p || ((struct hostreg *)hostmem.v)[i].user) {
 		pthread_rwlock_unlock(&hostmem.lock);
-		return CUDA_ERROR_INVALID_VALUE;
+		return CUDA_ERROR_INVALID_VALUE;   /* registered memory is the program's to free */
 	}
 	reg = ((struct hostreg *)hostmem.v)[i];
 	erase(&hostmem, (size_t)i);

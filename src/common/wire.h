@@ -204,7 +204,8 @@ enum mps_op_sync {
 	X(CLIENT_LIMITS, client_limits, mps_msg_client_limits, MPS_SYNC)  /* after DEVICES, before any context */ \
 	X(HOSTFN_SETUP, hostfn_setup, mps_msg_hostfn_setup, MPS_SYNC)     /* the notification pipe's fd went ahead */ \
 	X(HOSTFN, hostfn, mps_msg_hostfn, MPS_ASYNC)                      /* a host function's place in a stream */ \
-	X(GRAPH_HOST_NODE, graph_host_node, mps_msg_graph_host_node, MPS_SYNC) /* deps follow; val[0] = node */
+	X(GRAPH_HOST_NODE, graph_host_node, mps_msg_graph_host_node, MPS_SYNC) /* deps follow; val[0] = node */ \
+	X(HOST_REGISTER, host_register, mps_msg_host_register, MPS_SYNC)  /* the memfd went ahead; val as HOST_ALLOC */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -337,6 +338,14 @@ struct mps_attr_value {
 	int32_t result;   /* CUresult for this attribute */
 	uint32_t pad;
 	uint64_t value;   /* the value, widened; a context comes back as its handle */
+};
+
+/* cuMemHostRegister: the program's pages [addr, addr + size), page-aligned,
+ * moved in place into a memfd sealed against shrinking, which goes ahead. */
+struct mps_msg_host_register {
+	struct mps_msg hdr;
+	uint64_t addr;
+	uint64_t size;
 };
 
 struct mps_msg_host_alloc {

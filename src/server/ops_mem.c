@@ -327,6 +327,69 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 	mps__reply(c, m->slot, CUDA_SUCCESS);
 }
 
+/* Pinned host memory of the client's in fd (size bytes, sealed against
+ * shrinking): mapped here (at hint if given and free), registered with the
+ * driver, charged, named. Takes fd (closed on failure). NULL and *err. */
+static struct mps_shost *host_adopt(struct mps_client *c, int fd, size_t size, void *hint, int device,
+				    CUdeviceptr *dp, CUresult *err)
+{
+	struct mps_shost *h;
+	CUresult r;
+
+	*err = CUDA_ERROR_OUT_OF_MEMORY;
+	if (mps_memacct_charge_host(&c->mem, size) < 0) {
+		mps_log_warn("client %d: refused %zu bytes of pinned host memory: it holds %llu, may hold %llu; "
+			     "all clients hold %llu of %llu", (int)c->pid, size,
+			     (unsigned long long)c->mem.host_bytes, (unsigned long long)c->mem.host_limit,
+			     (unsigned long long)mps_srv.host_pool.used, (unsigned long long)mps_srv.host_pool.limit);
+		close(fd);
+		return NULL;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		goto err_close;
+	h->fd = fd;
+	h->addr = hint ? mps_shm_map(fd, size, hint) : NULL;
+	if (!h->addr)
+		h->addr = mps_shm_map(fd, size, NULL);
+	if (!h->addr)
+		goto err_free;
+	h->size = size;
+	r = mps__bind_device(c, device);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuMemHostRegister(h->addr, size,
+					      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+	if (r != CUDA_SUCCESS) {
+		mps_log_warn("client %d: cannot pin %zu bytes of host memory: %s", (int)c->pid, size,
+			     mps_driver_errname(r));
+		goto err_unmap;
+	}
+	if (mps_drv.cuMemHostGetDevicePointer(dp, h->addr, 0) != CUDA_SUCCESS)
+		*dp = (CUdeviceptr)(uintptr_t)h->addr;
+	h->handle = mps_handle_new(&c->handles, MPS_H_HOST, h);
+	if (!h->handle)
+		goto err_unregister;
+	if (mps_memacct_add(&c->mem, *dp, size, MPS_MEM_HOST, device, h->handle) < 0)
+		goto err_handle;
+	*err = CUDA_SUCCESS;
+	return h;
+
+err_handle:
+	mps_handle_del(&c->handles, h->handle);
+err_unregister:
+	mps_drv.cuMemHostUnregister(h->addr);
+err_unmap:
+	munmap(h->addr, size);
+err_free:
+	free(h);
+err_close:
+	close(fd);
+	mps_memacct_uncharge_host(&c->mem, size);
+	return NULL;
+}
+
+static void host_free(struct mps_client *c, struct mps_shost *h);
+
 void mps__op_host_alloc(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_host_alloc *q = (const void *)m;
@@ -338,74 +401,74 @@ void mps__op_host_alloc(struct mps_client *c, const struct mps_msg *m)
 	CUdeviceptr dp = 0;
 	size_t size;
 	CUresult r;
-	int err;
+	int fd;
 
 	if (q->size == 0 || q->size > HOST_ALLOC_MAX) {
 		mps__reply(c, m->slot, q->size ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
 	size = (size_t)((q->size + 4095) & ~4095ull);
-	if (mps_memacct_charge_host(&c->mem, size) < 0) {
-		mps_log_warn("client %d: refused %zu bytes of pinned host memory: it holds %llu, may hold %llu; "
-			     "all clients hold %llu of %llu", (int)c->pid, size,
-			     (unsigned long long)c->mem.host_bytes, (unsigned long long)c->mem.host_limit,
-			     (unsigned long long)mps_srv.host_pool.used, (unsigned long long)mps_srv.host_pool.limit);
+	fd = mps_shm_create("openmps-host", size);
+	if (fd < 0) {
 		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
-	h = calloc(1, sizeof(*h));
-	if (!h)
-		goto err_oom;
-	h->fd = mps_shm_create("openmps-host", size);
-	if (h->fd < 0)
-		goto err_free;
-	h->addr = mps_shm_map(h->fd, size, NULL);
-	if (!h->addr)
-		goto err_close;
-	h->size = size;
-	r = mps__bind_device(c, device);
-	if (r == CUDA_SUCCESS)
-		r = mps_drv.cuMemHostRegister(h->addr, size,
-					      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-	if (r != CUDA_SUCCESS) {
-		mps_log_warn("client %d: cannot pin %zu bytes of host memory: %s", (int)c->pid, size,
-			     mps_driver_errname(r));
-		goto err_unmap;
+	h = host_adopt(c, fd, size, NULL, device, &dp, &r);
+	if (!h) {
+		mps__reply(c, m->slot, r);
+		return;
 	}
-	if (mps_drv.cuMemHostGetDevicePointer(&dp, h->addr, 0) != CUDA_SUCCESS)
-		dp = (CUdeviceptr)(uintptr_t)h->addr;
-	h->handle = mps_handle_new(&c->handles, MPS_H_HOST, h);
-	if (!h->handle)
-		goto err_unregister;
-	err = mps_memacct_add(&c->mem, dp, size, MPS_MEM_HOST, device, h->handle);
-	if (err < 0)
-		goto err_handle;
 	fm.region = h->handle;
 	fm.size = size;
-	if (mps_sock_send(c->sock, &fm, sizeof(fm), h->fd) < 0)
-		goto err_range;
+	if (mps_sock_send(c->sock, &fm, sizeof(fm), h->fd) < 0) {
+		host_free(c, h);
+		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+		return;
+	}
 	s->val[0] = h->handle;
 	s->val[1] = (uint64_t)(uintptr_t)h->addr;
 	s->val[2] = size;
 	s->val[3] = dp;
 	mps__reply(c, m->slot, CUDA_SUCCESS);
-	return;
+}
 
-err_range:
-	mps_memacct_remove(&c->mem, dp, MPS_MEM_HOST, NULL);
-err_handle:
-	mps_handle_del(&c->handles, h->handle);
-err_unregister:
-	mps_drv.cuMemHostUnregister(h->addr);
-err_unmap:
-	munmap(h->addr, size);
-err_close:
-	close(h->fd);
-err_free:
-	free(h);
-err_oom:
-	mps_memacct_uncharge_host(&c->mem, size);
-	mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+/* cuMemHostRegister: the client moved the pages into a sealed memfd of its
+ * own, sent ahead; the server maps it, at the client's address if that is
+ * free here (so the device address is the program's), and pins it. */
+void mps__op_host_register(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_host_register *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	struct mps_sctx *x = mps__msg_ctx(c, m);
+	int fd = mps__take_fd(c);   /* first, whatever the answer: it must not linger */
+	struct mps_shost *h;
+	CUdeviceptr dp = 0;
+	long long have;
+	CUresult r;
+
+	if (fd < 0) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	have = mps_shm_sealed_size(fd);
+	if (!q->size || q->size % 4096 || q->addr % 4096 || q->size > HOST_ALLOC_MAX || have < 0 ||
+	    (unsigned long long)have < q->size) {
+		mps_log_info("client %d: a host registration of %llu bytes without a sealed memfd that size",
+			     (int)c->pid, (unsigned long long)q->size);
+		close(fd);
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	h = host_adopt(c, fd, (size_t)q->size, (void *)(uintptr_t)q->addr, x ? x->device : 0, &dp, &r);
+	if (!h) {
+		mps__reply(c, m->slot, r);
+		return;
+	}
+	s->val[0] = h->handle;
+	s->val[1] = (uint64_t)(uintptr_t)h->addr;
+	s->val[2] = q->size;
+	s->val[3] = dp;
+	mps__reply(c, m->slot, CUDA_SUCCESS);
 }
 
 /* Forgets the region's device address: whatever range carries its handle. */

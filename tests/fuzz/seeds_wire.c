@@ -465,12 +465,17 @@ static void seed_streams(struct seq *s)
 	with_handle(s, MPS_OP_EVENT_DESTROY, NO, CTX, H(5));
 	with_handle(s, MPS_OP_STREAM_DESTROY, NO, CTX, H(3));
 	{
-		/* Host functions: a set-up with no pipe, then one in a stream. */
+		/* Host functions: a set-up with no pipe, then one in a stream; a
+		 * host registration with no memfd. */
 		struct mps_msg_hostfn_setup su = { .hdr = HDR(MPS_OP_HOSTFN_SETUP, 6, CTX), .region = H(6) };
 		struct mps_msg_hostfn hf = { .hdr = HDR(MPS_OP_HOSTFN, NO, CTX), .stream = H(2), .slot = 3, .seq = 1 };
 
+		struct mps_msg_host_register hr = { .hdr = HDR(MPS_OP_HOST_REGISTER, 6, CTX), .addr = 1 << 20,
+						    .size = 1 << 16 };
+
 		put(s, &su, sizeof(su));
 		put(s, &hf, sizeof(hf));
+		put(s, &hr, sizeof(hr));
 	}
 	simple(s, MPS_OP_CTX_SYNC, 7, CTX);
 	simple(s, MPS_OP_CTX_DESTROY, 8, CTX);

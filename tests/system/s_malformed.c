@@ -425,7 +425,8 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 }
 
 /* Host functions: one before any set-up (refused at the next
- * synchronize), and a set-up with no pipe ahead of it naming no region. */
+ * synchronize), and a set-up with no pipe ahead of it naming no region;
+ * host registrations without their memfd. */
 static void attack_hostfn(uint32_t ctx)
 {
 	struct mps_msg_hostfn_setup su;
@@ -449,6 +450,19 @@ static void attack_hostfn(uint32_t ctx)
 	CHECK_ERR(call(MPS_OP_HOSTFN_SETUP, ctx, &su, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
 	memset(&z, 0, sizeof(z));
 	CHECK(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL));
+
+	/* Host registrations with no memfd ahead, of no size and cut short. */
+	{
+		struct mps_msg_host_register hr;
+
+		memset(&hr, 0, sizeof(hr));
+		hr.addr = 0x100000;
+		hr.size = 1 << 20;
+		CHECK_ERR(call(MPS_OP_HOST_REGISTER, ctx, &hr, sizeof(hr), NULL), CUDA_ERROR_INVALID_VALUE);
+		hr.size = 0;
+		CHECK_ERR(call(MPS_OP_HOST_REGISTER, ctx, &hr, sizeof(hr), NULL), CUDA_ERROR_INVALID_VALUE);
+		CHECK_ERR(call(MPS_OP_HOST_REGISTER, ctx, &hr, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	}
 }
 
 static void attack_graphs(uint32_t ctx, uint32_t mod)

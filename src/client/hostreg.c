@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Registered host memory: cuMemHostRegister and cuMemHostUnregister.
+ *
+ * The driver pins the program's own pages where they are; the server can
+ * only pin memory it can map. So registration moves the pages in place
+ * into shared memory: their contents are copied into a memfd (sealed
+ * against shrinking and growing), which is then mapped over the same
+ * addresses (MAP_FIXED), so the program's pointers and data are unchanged.
+ * The memfd goes to the server, which maps it — at the same address where
+ * that is free in the server, so the device address is the program's — and
+ * registers it with the driver; from then on the range is pinned memory of
+ * the client's like cuMemAllocHost's (zero-copy copies, mapped kernel
+ * access, cuMemHostGetDevicePointer), charged to its pinned-memory limit.
+ * Unregistering unpins it in the server and leaves the pages where they are,
+ * still the program's to free.
+ *
+ * The range is taken whole pages at a time, and only private read-write
+ * memory (heap, stack, anonymous or private file mappings) is moved: a
+ * shared mapping would lose what it shares. A write by another thread
+ * into the range while it is being moved may be lost; the driver's own
+ * registration has no such window.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "client/api.h"
+#include "client/capture.h"
+#include "client/client.h"
+#include "common/log.h"
+#include "common/sock.h"
+#include "common/wire.h"
+
+#define KNOWN_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | \
+		     CU_MEMHOSTREGISTER_READ_ONLY)
+
+/* Whether [start, end) is all mapped private and read-write. */
+static bool private_rw(uintptr_t start, uintptr_t end)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512], perms[8];
+	unsigned long lo, hi;
+	uintptr_t at = start;
+
+	if (!f)
+		return false;
+	while (at < end && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= at)
+			continue;
+		if (lo > at || perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p')
+			break;   /* a hole, or memory that cannot move */
+		at = hi;
+	}
+	fclose(f);
+	return at >= end;
+}
+
+/* The pages [start, start + len) moved into a new sealed memfd mapped over
+ * them; its fd, or -1. */
+static int move_pages(uint8_t *start, size_t len)
+{
+	size_t done = 0;
+	ssize_t n;
+	int fd = memfd_create("openmps-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)len) < 0)
+		goto fail;
+	while (done < len) {
+		/* The whole pages, beyond what the program allocated: the
+		 * kernel reads them (a plain pwrite would look, to a memory
+		 * checker in the program, like a read past its buffer). */
+		n = syscall(SYS_pwrite64, fd, start + done, len - done, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto fail;
+		done += (size_t)n;
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail;
+	if (mmap(start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != start)
+		goto fail;   /* MAP_FIXED fails before it unmaps anything */
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+static CUresult host_register(void *p, size_t bytesize, unsigned int flags)
+{
+	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
+	struct mps_msg_host_register q;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start, end;
+	struct mps_call call;
+	uint32_t cur = 0;
+	CUresult r;
+	int fd;
+
+	if (!p || !bytesize || (flags & ~(unsigned int)KNOWN_FLAGS) || (uintptr_t)p + bytesize < (uintptr_t)p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (flags & CU_MEMHOSTREGISTER_IOMEMORY) {
+		mps__unsupported("cuMemHostRegister of I/O memory");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (!mps__ctx_cur())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = mps__capture_check();
+	if (r != CUDA_SUCCESS)
+		return r;
+	start = (uintptr_t)p & ~(page - 1);
+	end = ((uintptr_t)p + bytesize + page - 1) & ~(page - 1);
+	if (mps__hostmem_overlaps((void *)start, end - start))
+		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+	if (!private_rw(start, end)) {
+		mps_log_warn("openmps: cuMemHostRegister of %p (%zu bytes): only private read-write memory can be "
+			     "registered", p, bytesize);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	fd = move_pages((uint8_t *)start, end - start);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memset(&q, 0, sizeof(q));
+	q.addr = start;
+	q.size = end - start;
+	mps__cur_handle(&cur);
+	/* The memfd goes ahead of the message that takes it. */
+	pthread_mutex_lock(&mps_conn.fd_lock);
+	if (mps_sock_send(mps_conn.sock, &fm, sizeof(fm), fd) < 0) {
+		r = CUDA_ERROR_OPERATING_SYSTEM;
+	} else {
+		r = mps__call(MPS_OP_HOST_REGISTER, cur, &q.hdr, sizeof(q), NULL, 0, &call);
+		if (r == CUDA_SUCCESS)
+			r = mps__hostmem_add_registered((void *)start, end - start, (uint32_t)call.s->val[0], flags,
+							call.s->val[3], p);
+		mps__call_end(&call);
+	}
+	pthread_mutex_unlock(&mps_conn.fd_lock);
+	close(fd);   /* the pages stay mapped, and the server has its own */
+	return r;
+}
+
+static CUresult host_unregister(void *p)
+{
+	struct mps_msg_handle q;
+	struct mps_call call;
+	CUresult r;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(&q, 0, sizeof(q));
+	if (!mps__hostmem_take_registered(p, &q.handle))
+		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	r = mps__call(MPS_OP_HOST_FREE, 0, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	return r;
+}
+
+const struct mps_impl mps__hostreg_api[] = {
+	MPS_IMPL(cuMemHostRegister_v2, host_register),
+	MPS_IMPL(cuMemHostUnregister, host_unregister),
+	MPS_IMPL_END
+};

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Registered host memory (cuMemHostRegister / cuMemHostUnregister) on the
+ * program's own malloc'd buffer, not page-aligned: its contents survive
+ * registration; asynchronous copies to and from it are right; a kernel
+ * given its device pointer reads and writes it in place, and the program
+ * sees the kernel's writes; registering it twice, or unregistering what is
+ * not registered, gets the driver's errors; after unregistering, the data
+ * is still there and free() takes the buffer back.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define WORDS (64 * 1024)
+
+int main(int argc, char **argv)
+{
+	uint64_t rng;
+	uint32_t *raw, *buf, *in, *out, *want, mul, add;
+	CUfunction affine;
+	CUdeviceptr d, mapped;
+	CUstream s;
+	int n = WORDS;
+
+	t_init(argc, argv);
+	t_primary(t_device());
+	rng = t_rng(1);
+	affine = t_func(t_module(), "affine_u32");
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	raw = malloc(2 * WORDS * 4 + 64);
+	want = malloc(2 * WORDS * 4);
+	REQUIRE(raw && want, "out of memory");
+	buf = raw + 3;                   /* not at a page's start */
+	in = buf;
+	out = buf + WORDS;
+	t_fill_u32(buf, 2 * WORDS, &rng);
+	memcpy(want, buf, 2 * WORDS * 4);
+
+	CHECK_ERR(cuMemHostRegister(NULL, 4096, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(cuMemHostRegister(buf, 0, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK(cuMemHostRegister(buf, 2 * WORDS * 4, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+	CMP_U32(buf, want, 2 * WORDS, "the buffer's contents after registering it");
+	CHECK_ERR(cuMemHostRegister(buf + 8, 64, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+
+	/* Copies from and to it, around a kernel. */
+	mul = (uint32_t)t_rand(&rng) | 1;
+	add = (uint32_t)t_rand(&rng);
+	CHECK(cuMemAlloc(&d, WORDS * 4));
+	CHECK(cuMemcpyHtoDAsync(d, in, WORDS * 4, s));
+	{
+		void *args[] = { &d, &mul, &add, &n };
+
+		CHECK(t_launch(affine, WORDS / 256, 256, s, args));
+	}
+	CHECK(cuMemcpyDtoHAsync(out, d, WORDS * 4, s));
+	CHECK(cuStreamSynchronize(s));
+	for (int i = 0; i < WORDS; i++)
+		want[WORDS + i] = want[i] * mul + add;
+	CMP_U32(out, want + WORDS, WORDS, "a kernel's result copied into registered memory");
+
+	/* A kernel on it in place, through its device pointer. */
+	CHECK(cuMemHostGetDevicePointer(&mapped, in, 0));
+	{
+		void *args[] = { &mapped, &mul, &add, &n };
+
+		CHECK(t_launch(affine, WORDS / 256, 256, s, args));
+	}
+	CHECK(cuStreamSynchronize(s));
+	for (int i = 0; i < WORDS; i++)
+		want[i] = want[i] * mul + add;
+	CMP_U32(in, want, WORDS, "a kernel's writes to registered memory, seen by the program");
+
+	CHECK(cuMemHostUnregister(buf));
+	CHECK_ERR(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	CMP_U32(buf, want, 2 * WORDS, "the buffer's contents after unregistering it");
+	buf[0] ^= 1;   /* still the program's memory */
+	CHECK(cuMemFree(d));
+	CHECK(cuStreamDestroy(s));
+	free(raw);
+	free(want);
+	return t_finish();
+}
