@@ -244,12 +244,18 @@ void mps__hostfn_unkeep(uint32_t slot);
 CUresult mps__hostfn_params(uint32_t slot, CUDA_HOST_NODE_PARAMS *get, const CUDA_HOST_NODE_PARAMS *set);
 
 /* Registered host memory (hostreg.c) in the table of pinned regions
- * (memory.c): whether any region meets [p, p + len); a region added; the
+ * (memory.c): whether any region meets [p, p + len); a region added (user
+ * NULL: adopted for a graph, still pageable memory to the program); the
  * one registered at the program's pointer user taken out (its handle). */
 bool mps__hostmem_overlaps(const void *p, size_t len);
 CUresult mps__hostmem_add_registered(void *addr, size_t size, uint32_t handle, unsigned int flags, uint64_t devptr,
 				     void *user);
 bool mps__hostmem_take_registered(const void *user, uint32_t *handle);
+
+/* Pageable memory [p, p + len) that a graph's copy node names, moved in
+ * place into shared memory the server pins, for the client's life
+ * (hostreg.c). CUDA_SUCCESS, then mps__hostmem_find finds it. */
+CUresult mps__host_adopt(const void *p, size_t len);
 
 /* Pinned host memory: the region holding [p, p + len), or false. */
 bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *offset);

@@ -4,10 +4,11 @@
  * generic node calls (cuGraphAddNode, cuGraphNodeSetParams,
  * cuGraphExecNodeSetParams), which come down to the per-kind ones.
  *
- * Copy nodes: a host side must be pinned memory from cuMemAllocHost or
- * cuMemHostAlloc, told to the server as region and offset (it cannot read
- * the program's other memory when the graph runs, long after the call);
- * pageable memory and arrays are refused with CUDA_ERROR_NOT_SUPPORTED.
+ * Copy nodes: a host side is told to the server as region and offset of
+ * pinned memory (it cannot read the program's other memory when the graph
+ * runs, long after the call): pinned or registered memory as it is,
+ * pageable memory once moved in place into shared memory the server pins
+ * (hostreg.c); arrays are refused with CUDA_ERROR_NOT_SUPPORTED.
  * Allocation nodes: the location and access devices as the program numbers
  * them; what cuGraphMemAllocNodeGetParams returns lives in the node's
  * struct until the node goes. Conditional nodes: the body graphs come back
@@ -64,12 +65,20 @@ static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr de
 		return type == CU_MEMORYTYPE_HOST ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 	}
 	if (!mps__hostmem_find(base + start, span, &region, &off)) {
-		if (type == CU_MEMORYTYPE_UNIFIED) {   /* device memory, by its address */
+		CUresult r;
+
+		/* Pageable memory: moved in place into memory the server pins.
+		 * A unified address that is not host memory is the device's. */
+		r = type == CU_MEMORYTYPE_UNIFIED && mps__devmem_has(dev + start) ? CUDA_ERROR_INVALID_VALUE
+										   : mps__host_adopt(base + start, span);
+		if (r != CUDA_SUCCESS && type == CU_MEMORYTYPE_UNIFIED) {
 			s->addr = dev;
 			return CUDA_SUCCESS;
 		}
-		WARN_ONCE("graph copy nodes reach host memory only when it is pinned (cuMemAllocHost)");
-		return CUDA_ERROR_NOT_SUPPORTED;
+		if (r != CUDA_SUCCESS || !mps__hostmem_find(base + start, span, &region, &off)) {
+			WARN_ONCE("graph copy nodes reach host memory only when it is pinned or private read-write");
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
 	}
 	s->region = region;
 	if (off >= start) {

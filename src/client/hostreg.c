@@ -15,6 +15,13 @@
  * Unregistering unpins it in the server and leaves the pages where they are,
  * still the program's to free.
  *
+ * A graph's copy node on pageable memory gets the same move (adopted
+ * memory): the server copies to and from the pages whenever the graph
+ * runs, so they stay pinned for the client's life; to the program they are
+ * still pageable memory (pointer attributes, cuMemFreeHost and
+ * cuMemHostUnregister do not see them). Moved pages are shared memory: a
+ * child the program forks shares them rather than getting a copy.
+ *
  * The range is taken whole pages at a time, and only private read-write
  * memory (heap, stack, anonymous or private file mappings) is moved: a
  * shared mapping would lose what it shares. A write by another thread
@@ -93,7 +100,9 @@ fail:
 	return -1;
 }
 
-static CUresult host_register(void *p, size_t bytesize, unsigned int flags)
+/* The pages holding [p, p + bytesize) moved and pinned in the server, and
+ * entered in the table (user: the program's pointer, NULL if adopted). */
+static CUresult pin_pages(const void *p, size_t bytesize, unsigned int flags, void *user)
 {
 	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
 	struct mps_msg_host_register q;
@@ -103,24 +112,13 @@ static CUresult host_register(void *p, size_t bytesize, unsigned int flags)
 	CUresult r;
 	int fd;
 
-	if (!p || !bytesize || (flags & ~(unsigned int)KNOWN_FLAGS) || (uintptr_t)p + bytesize < (uintptr_t)p)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (flags & CU_MEMHOSTREGISTER_IOMEMORY) {
-		mps__unsupported("cuMemHostRegister of I/O memory");
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-	if (!mps__ctx_cur())
-		return CUDA_ERROR_INVALID_CONTEXT;
-	r = mps__capture_check();
-	if (r != CUDA_SUCCESS)
-		return r;
 	start = (uintptr_t)p & ~(page - 1);
 	end = ((uintptr_t)p + bytesize + page - 1) & ~(page - 1);
 	if (mps__hostmem_overlaps((void *)start, end - start))
 		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
 	if (!private_rw(start, end)) {
-		mps_log_warn("openmps: cuMemHostRegister of %p (%zu bytes): only private read-write memory can be "
-			     "registered", p, bytesize);
+		mps_log_warn("openmps: host memory at %p (%zu bytes): only private read-write memory can be pinned",
+			     p, bytesize);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	fd = move_pages((uint8_t *)start, end - start);
@@ -138,12 +136,35 @@ static CUresult host_register(void *p, size_t bytesize, unsigned int flags)
 		r = mps__call(MPS_OP_HOST_REGISTER, cur, &q.hdr, sizeof(q), NULL, 0, &call);
 		if (r == CUDA_SUCCESS)
 			r = mps__hostmem_add_registered((void *)start, end - start, (uint32_t)call.s->val[0], flags,
-							call.s->val[3], p);
+							call.s->val[3], user);
 		mps__call_end(&call);
 	}
 	pthread_mutex_unlock(&mps_conn.fd_lock);
 	close(fd);   /* the pages stay mapped, and the server has its own */
 	return r;
+}
+
+static CUresult host_register(void *p, size_t bytesize, unsigned int flags)
+{
+	CUresult r;
+
+	if (!p || !bytesize || (flags & ~(unsigned int)KNOWN_FLAGS) || (uintptr_t)p + bytesize < (uintptr_t)p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (flags & CU_MEMHOSTREGISTER_IOMEMORY) {
+		mps__unsupported("cuMemHostRegister of I/O memory");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (!mps__ctx_cur())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = mps__capture_check();
+	return r == CUDA_SUCCESS ? pin_pages(p, bytesize, flags, p) : r;
+}
+
+CUresult mps__host_adopt(const void *p, size_t len)
+{
+	if (!p || !len || (uintptr_t)p + len < (uintptr_t)p)
+		return CUDA_ERROR_INVALID_VALUE;
+	return pin_pages(p, len, 0, NULL);
 }
 
 static CUresult host_unregister(void *p)

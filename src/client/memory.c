@@ -41,6 +41,8 @@ struct hostreg {
 	unsigned int flags;
 	uint64_t devptr;
 	void *user;          /* registered memory (hostreg.c): the pointer the program gave; NULL if allocated */
+	bool adopted;        /* pageable memory a graph's copy node names, moved for it (hostreg.c): to the
+			      * program still pageable memory */
 };
 
 struct table {
@@ -251,7 +253,7 @@ CUresult mps__hostmem_add_registered(void *addr, size_t size, uint32_t handle, u
 				     void *user)
 {
 	struct hostreg reg = { .addr = addr, .size = size, .handle = handle, .flags = flags, .devptr = devptr,
-			       .user = user };
+			       .user = user, .adopted = !user };
 	return insert(&hostmem, &reg, (uint64_t)(uintptr_t)addr) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
@@ -280,6 +282,8 @@ static bool hostreg_of(const void *p, struct hostreg *out)
 
 	pthread_rwlock_rdlock(&hostmem.lock);
 	i = find(&hostmem, (uint64_t)(uintptr_t)p, 1);
+	if (i >= 0 && ((struct hostreg *)hostmem.v)[i].adopted)
+		i = -1;   /* pageable memory to the program */
 	if (i >= 0)
 		*out = ((struct hostreg *)hostmem.v)[i];
 	pthread_rwlock_unlock(&hostmem.lock);
@@ -474,6 +478,7 @@ static CUresult region_new(size_t size, unsigned int flags, struct hostreg *reg)
 	reg->devptr = call.s->val[3];
 	reg->flags = flags;
 	reg->user = NULL;
+	reg->adopted = false;
 	mps__call_end(&call);
 	fd = mps__recv_fd(reg->handle, &got);
 	pthread_mutex_unlock(&mps_conn.fd_lock);
@@ -549,7 +554,8 @@ static CUresult mem_free_host(void *p)
 
 	pthread_rwlock_wrlock(&hostmem.lock);
 	i = find(&hostmem, (uint64_t)(uintptr_t)p, 1);
-	if (i < 0 || ((struct hostreg *)hostmem.v)[i].addr != p || ((struct hostreg *)hostmem.v)[i].user) {
+	if (i < 0 || ((struct hostreg *)hostmem.v)[i].addr != p || ((struct hostreg *)hostmem.v)[i].user ||
+	    ((struct hostreg *)hostmem.v)[i].adopted) {
 		pthread_rwlock_unlock(&hostmem.lock);
 		return CUDA_ERROR_INVALID_VALUE;   /* registered memory is the program's to free */
 	}
