@@ -60,7 +60,7 @@
 	X(cuMemPoolExportToShareableHandle) X(cuMemPoolImportFromShareableHandle) X(cuMemPoolExportPointer) \
 	X(cuMemPoolImportPointer) \
 	X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuGetExportTable) \
-	X(cuLaunchHostFunc) X(cuStreamWaitValue32) X(cuGraphAddHostNode) X(cuGraphAddBatchMemOpNode)
+	X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuGraphAddBatchMemOpNode)
 
 #define MPS_DRIVER_FIELD(name) __typeof__(&name) name;
 

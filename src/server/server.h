@@ -201,6 +201,7 @@ struct mps_client {
 	uint32_t pool_current[MPS_MAX_DEVICES];   /* cuDeviceSetMemPool's choice; 0: the default (ops_pool.c) */
 	uint32_t graph_mem_devs;        /* devices it made graph allocation nodes on (ops_gnode.c) */
 	struct mps_hostfn *hostfn;      /* its host functions' pipe and words (ops_hostfn.c) */
+	struct mps_memwaits *memwaits;  /* its last stream waits on memory (ops_memop.c) */
 	struct mps_vmm vmm;             /* address reservations and mappings (vmm.h) */
 	uint8_t vis[MPS_MAX_DEVICES];   /* the server's index of the client's device i */
 	int nvis;                       /* devices it sees (MPS_OP_DEVICES; all by default) */
@@ -311,6 +312,8 @@ void mps__host_release_all(struct mps_client *c);
  * (once the streams have drained) the pipe closed. */
 void mps__hostfn_release(struct mps_client *c);
 void mps__hostfn_free(struct mps_client *c);
+/* ops_memop.c: at teardown, every wait on memory the client left let go. */
+void mps__memwaits_release(struct mps_client *c);
 /* A host function's three nodes in graph g after deps (ops_hostfn.c); *last
  * is the one that later nodes follow. */
 CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,

@@ -252,6 +252,7 @@ void mps__client_teardown(struct mps_client *c)
 {
 	mps_comp_shutdown(c);
 	mps__hostfn_release(c);        /* its streams no longer wait for its callbacks */
+	mps__memwaits_release(c);      /* nor for values in its memory */
 	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */
 	mps__hostfn_free(c);
 	mps__vmm_release_all(c);       /* mappings, then address reservations */

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Host functions and waits on memory in stream order: cuLaunchHostFunc
+ * Host functions and memory operations in stream order: cuLaunchHostFunc
  * queues a call of the function on the stream's thread when the stream
- * reaches it (the stream's later work waits for it to return), and
- * cuStreamWaitValue32 holds the stream until a 32-bit word in device or
+ * reaches it (the stream's later work waits for it to return);
+ * cuStreamWaitValue32/64 hold the stream until a word in device or
  * registered host memory compares as asked (GEQ with the driver's cyclic
- * comparison, EQ, AND, NOR), polling it as the GPU would; a reset or a
- * destroyed context ends a wait. In graphs: host nodes and batch
+ * comparison, EQ, AND, NOR), polling it as the GPU would (a reset or a
+ * destroyed context ends a wait); cuStreamWriteValue32/64 store one. In graphs: host nodes and batch
  * memory-operation nodes of one 32-bit wait or write. Stream capture of
  * either call is not modelled (a graph gets them as nodes).
  */
@@ -15,17 +15,22 @@
 #include "standin.h"
 
 /* Whether the word lets the stream on. */
-static bool value_ok(uint32_t v, uint32_t want, unsigned flags)
+static bool value_ok(const struct si_op *op)
 {
-	switch (flags & 0xf) {
+	uint64_t v, want = op->value_wait.value;
+	bool wide = op->value_wait.wide;
+
+	v = wide ? __atomic_load_n((uint64_t *)op->value_wait.addr, __ATOMIC_ACQUIRE)
+		 : __atomic_load_n((uint32_t *)op->value_wait.addr, __ATOMIC_ACQUIRE);
+	switch (op->value_wait.flags & 0xf) {
 	case CU_STREAM_WAIT_VALUE_GEQ:
-		return (int32_t)(v - want) >= 0;
+		return wide ? (int64_t)(v - want) >= 0 : (int32_t)(uint32_t)(v - want) >= 0;
 	case CU_STREAM_WAIT_VALUE_EQ:
 		return v == want;
 	case CU_STREAM_WAIT_VALUE_AND:
 		return (v & want) != 0;
 	case CU_STREAM_WAIT_VALUE_NOR:
-		return ~(v | want) != 0;
+		return (wide ? ~(v | want) : (uint32_t)~(v | want)) != 0;
 	default:
 		return true;
 	}
@@ -40,12 +45,15 @@ void mps__memop_run(struct si_op *op, bool (*gone)(void *), void *arg)
 		return;
 	}
 	if (op->kind == SI_OP_VALUE_WRITE) {
-		__atomic_store_n(op->value_wait.addr, op->value_wait.value, __ATOMIC_RELEASE);
+		if (op->value_wait.wide)
+			__atomic_store_n((uint64_t *)op->value_wait.addr, op->value_wait.value, __ATOMIC_RELEASE);
+		else
+			__atomic_store_n((uint32_t *)op->value_wait.addr, (uint32_t)op->value_wait.value,
+					 __ATOMIC_RELEASE);
 		return;
 	}
 	for (unsigned n = 0;; n++) {
-		if (value_ok(__atomic_load_n(op->value_wait.addr, __ATOMIC_ACQUIRE), op->value_wait.value,
-			     op->value_wait.flags))
+		if (value_ok(op))
 			return;
 		if (n % 64 == 0 && gone(arg))
 			return;
@@ -88,27 +96,53 @@ CU_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 	return queue(hStream, op);
 }
 
-CU_API CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+/* A wait (or write) of a 32- or 64-bit word queued on stream. */
+static CUresult value_op(CUstream stream, CUdeviceptr addr, uint64_t value, unsigned int flags, bool wait, bool wide)
 {
-	struct si_range *r;
+	unsigned int bytes = wide ? 8 : 4;
+	struct si_range *r = NULL;
 	struct si_op *op;
 
 	if (!mps__initialized())
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (addr % 4 || (flags & 0xf) > CU_STREAM_WAIT_VALUE_NOR || (flags & ~(0xfu | CU_STREAM_WAIT_VALUE_FLUSH)))
+	if (addr % bytes || (wait && ((flags & 0xf) > CU_STREAM_WAIT_VALUE_NOR ||
+				     (flags & ~(0xfu | CU_STREAM_WAIT_VALUE_FLUSH)))) ||
+	    (!wait && (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)))
 		return CUDA_ERROR_INVALID_VALUE;
 	mps__lock();
-	r = mps__range_classify((uintptr_t)addr, 4, &r) == 1 ? r : NULL;
+	if (mps__range_classify((uintptr_t)addr, bytes, &r) != 1)
+		r = NULL;
 	mps__unlock();
 	if (!r)
 		return CUDA_ERROR_INVALID_VALUE;
-	op = mps__op_new(SI_OP_VALUE_WAIT);
+	op = mps__op_new(wait ? SI_OP_VALUE_WAIT : SI_OP_VALUE_WRITE);
 	if (!op)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	op->value_wait.addr = (uint32_t *)(uintptr_t)addr;
+	op->value_wait.addr = (void *)(uintptr_t)addr;
 	op->value_wait.value = value;
-	op->value_wait.flags = flags;
+	op->value_wait.flags = wait ? flags : 0;
+	op->value_wait.wide = wide;
 	return queue(stream, op);
+}
+
+CU_API CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	return value_op(stream, addr, value, flags, true, false);
+}
+
+CU_API CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	return value_op(stream, addr, value, flags, true, true);
+}
+
+CU_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	return value_op(stream, addr, value, flags, false, false);
+}
+
+CU_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	return value_op(stream, addr, value, flags, false, true);
 }
 
 /* A wait or write of one 32-bit word, as a batch memory-operation node has it. */
@@ -128,9 +162,10 @@ static CUresult memop_from(const CUstreamBatchMemOpParams *p, struct si_op **out
 	if (!op)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	/* waitValue and writeValue share their address and value's place. */
-	op->value_wait.addr = (uint32_t *)(uintptr_t)p->waitValue.address;
+	op->value_wait.addr = (void *)(uintptr_t)p->waitValue.address;
 	op->value_wait.value = wait ? p->waitValue.value : p->writeValue.value;
 	op->value_wait.flags = wait ? p->waitValue.flags : 0;
+	op->value_wait.wide = false;
 	*out = op;
 	return CUDA_SUCCESS;
 }

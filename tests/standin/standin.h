@@ -376,8 +376,8 @@ enum si_op_kind {
 	SI_OP_WAIT,
 	SI_OP_MARKER,                   /* does nothing: something to wait for */
 	SI_OP_HOSTFN,                   /* a host function (memops.c) */
-	SI_OP_VALUE_WAIT,               /* a wait on a 32-bit word (memops.c) */
-	SI_OP_VALUE_WRITE,              /* a write of a 32-bit word (memops.c) */
+	SI_OP_VALUE_WAIT,               /* a wait on a 32- or 64-bit word (memops.c) */
+	SI_OP_VALUE_WRITE,              /* a write of one (memops.c) */
 };
 
 struct si_op {
@@ -416,9 +416,10 @@ struct si_op {
 			void *data;
 		} hostfn;
 		struct {
-			uint32_t *addr;
-			uint32_t value;
+			void *addr;
+			uint64_t value;
 			unsigned flags;
+			bool wide;              /* 64-bit */
 		} value_wait;               /* VALUE_WAIT and VALUE_WRITE */
 	};
 };

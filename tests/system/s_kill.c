@@ -10,7 +10,8 @@
  * spin kernels and launches of a graph, leaves a stream capture open, and
  * keeps a thread in a large pageable copy (so staging chunks are in flight)
  * and another inside a host function that a stream waits for when it is
- * killed, with a graph's host node launched three times behind it. A survivor runs verified work all along. After the kill, a fresh
+ * killed, with a graph's host node launched three times behind it, and a
+ * stream waits for a word in its memory that nobody writes. A survivor runs verified work all along. After the kill, a fresh
  * client checks that the device's free memory is back to what it was before
  * the victim started, and that new clients still work.
  */
@@ -140,7 +141,7 @@ static int victim(int ready)
 {
 	CUdeviceptr d, out;
 	CUfunction spin;
-	CUstream s, cap, hs;
+	CUstream s, cap, hs, ws;
 	CUgraph g;
 	CUgraphExec ge;
 	pthread_t th;
@@ -186,6 +187,15 @@ static int victim(int ready)
 		CHECK(t_launch(spin, 1, 32, hs, args));
 	}
 	CHECK(cuLaunchHostFunc(s, never_reached, NULL));
+	/* A stream waiting for a word nobody writes, with work behind it. */
+	CHECK(cuStreamCreate(&ws, CU_STREAM_NON_BLOCKING));
+	CHECK(cuStreamWaitValue32(ws, out + 3072, 1, CU_STREAM_WAIT_VALUE_EQ));
+	{
+		CUdeviceptr out3 = out + 1024;
+		void *args[] = { &cycles, &out3 };
+
+		CHECK(t_launch(spin, 1, 32, ws, args));
+	}
 	/* A graph's host node, launched three times behind the stuck one: its
 	 * waits start again at each launch. */
 	{

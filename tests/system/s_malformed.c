@@ -425,8 +425,9 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 }
 
 /* Host functions: one before any set-up (refused at the next
- * synchronize), and a set-up with no pipe ahead of it naming no region;
- * host registrations without their memfd. */
+ * synchronize), and a set-up with no pipe ahead of it naming no region; a
+ * stream wait on memory not the client's; host registrations without
+ * their memfd. */
 static void attack_hostfn(uint32_t ctx)
 {
 	struct mps_msg_hostfn_setup su;
@@ -450,6 +451,19 @@ static void attack_hostfn(uint32_t ctx)
 	CHECK_ERR(call(MPS_OP_HOSTFN_SETUP, ctx, &su, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
 	memset(&z, 0, sizeof(z));
 	CHECK(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL));
+
+	/* A wait on memory that is not the client's (the legacy stream): its
+	 * error comes with the next synchronize, and the stream does not wait. */
+	{
+		struct mps_fwd_cuStreamWaitValue32_v2 wv;
+
+		memset(&wv, 0, sizeof(wv));
+		wv.a1 = 0x7f0000001000ull;
+		wv.a2 = 1;
+		post(MPS_OP_FWD_cuStreamWaitValue32_v2, ctx, &wv, sizeof(wv));
+		memset(&z, 0, sizeof(z));
+		CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	}
 
 	/* Host registrations with no memfd ahead, of no size and cut short. */
 	{

@@ -218,6 +218,174 @@ CUresult mps__fwd_cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
 	return r;
 }
 
+CUresult mps__fwd_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	struct mps_fwd_cuStreamWaitValue32_v2 q;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, false, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)addr;
+	q.a2 = (uint64_t)value;
+	q.a3 = (uint64_t)flags;
+	r = mps__post(MPS_OP_FWD_cuStreamWaitValue32_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	struct mps_fwd_cuStreamWaitValue32_v2 q;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = MPS_FWD_PER_THREAD;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, true, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)addr;
+	q.a2 = (uint64_t)value;
+	q.a3 = (uint64_t)flags;
+	r = mps__post(MPS_OP_FWD_cuStreamWaitValue32_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	struct mps_fwd_cuStreamWaitValue64_v2 q;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, false, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)addr;
+	q.a2 = (uint64_t)value;
+	q.a3 = (uint64_t)flags;
+	r = mps__post(MPS_OP_FWD_cuStreamWaitValue64_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	struct mps_fwd_cuStreamWaitValue64_v2 q;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = MPS_FWD_PER_THREAD;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, true, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)addr;
+	q.a2 = (uint64_t)value;
+	q.a3 = (uint64_t)flags;
+	r = mps__post(MPS_OP_FWD_cuStreamWaitValue64_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	struct mps_fwd_cuStreamWriteValue32_v2 q;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, false, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)addr;
+	q.a2 = (uint64_t)value;
+	q.a3 = (uint64_t)flags;
+	r = mps__post(MPS_OP_FWD_cuStreamWriteValue32_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	struct mps_fwd_cuStreamWriteValue32_v2 q;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = MPS_FWD_PER_THREAD;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, true, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)addr;
+	q.a2 = (uint64_t)value;
+	q.a3 = (uint64_t)flags;
+	r = mps__post(MPS_OP_FWD_cuStreamWriteValue32_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	struct mps_fwd_cuStreamWriteValue64_v2 q;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, false, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)addr;
+	q.a2 = (uint64_t)value;
+	q.a3 = (uint64_t)flags;
+	r = mps__post(MPS_OP_FWD_cuStreamWriteValue64_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	struct mps_fwd_cuStreamWriteValue64_v2 q;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = MPS_FWD_PER_THREAD;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, true, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)addr;
+	q.a2 = (uint64_t)value;
+	q.a3 = (uint64_t)flags;
+	r = mps__post(MPS_OP_FWD_cuStreamWriteValue64_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0);
+	return r;
+}
+
 CUresult mps__fwd_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
 	struct mps_fwd_cuGraphCreate q;
@@ -2646,6 +2814,14 @@ const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL_AS(cuStreamSetAttribute_ptsz, cuStreamSetAttribute, mps__fwd_cuStreamSetAttribute_ptsz),
 	MPS_IMPL(cuStreamCopyAttributes, mps__fwd_cuStreamCopyAttributes),
 	MPS_IMPL_AS(cuStreamCopyAttributes_ptsz, cuStreamCopyAttributes, mps__fwd_cuStreamCopyAttributes_ptsz),
+	MPS_IMPL(cuStreamWaitValue32_v2, mps__fwd_cuStreamWaitValue32_v2),
+	MPS_IMPL_AS(cuStreamWaitValue32_v2_ptsz, cuStreamWaitValue32_v2, mps__fwd_cuStreamWaitValue32_v2_ptsz),
+	MPS_IMPL(cuStreamWaitValue64_v2, mps__fwd_cuStreamWaitValue64_v2),
+	MPS_IMPL_AS(cuStreamWaitValue64_v2_ptsz, cuStreamWaitValue64_v2, mps__fwd_cuStreamWaitValue64_v2_ptsz),
+	MPS_IMPL(cuStreamWriteValue32_v2, mps__fwd_cuStreamWriteValue32_v2),
+	MPS_IMPL_AS(cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32_v2, mps__fwd_cuStreamWriteValue32_v2_ptsz),
+	MPS_IMPL(cuStreamWriteValue64_v2, mps__fwd_cuStreamWriteValue64_v2),
+	MPS_IMPL_AS(cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64_v2, mps__fwd_cuStreamWriteValue64_v2_ptsz),
 	MPS_IMPL(cuGraphCreate, mps__fwd_cuGraphCreate),
 	MPS_IMPL(cuGraphDestroy, mps__fwd_cuGraphDestroy),
 	MPS_IMPL(cuGraphClone, mps__fwd_cuGraphClone),

@@ -17,6 +17,14 @@ CUresult mps__fwd_cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, co
 CUresult mps__fwd_cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value);
 CUresult mps__fwd_cuStreamCopyAttributes(CUstream dst, CUstream src);
 CUresult mps__fwd_cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src);
+CUresult mps__fwd_cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult mps__fwd_cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult mps__fwd_cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
+CUresult mps__fwd_cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
+CUresult mps__fwd_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult mps__fwd_cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult mps__fwd_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
+CUresult mps__fwd_cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
 CUresult mps__fwd_cuGraphCreate(CUgraph *phGraph, unsigned int flags);
 CUresult mps__fwd_cuGraphDestroy(CUgraph hGraph);
 CUresult mps__fwd_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph);

@@ -137,6 +137,106 @@ out:
 	mps__reply(c, m->slot, r);
 }
 
+void mps__op_fwd_cuStreamWaitValue32_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuStreamWaitValue32_v2 *q = (const void *)m;
+	struct mps_sstream *stream_s = NULL;
+	CUdeviceptr addr;
+	cuuint32_t value;
+	unsigned int flags;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	stream_s = mps__fwd_stream(c, m, (uint32_t)q->a0, true, &r);
+	if (!stream_s)
+		goto out;
+	addr = (CUdeviceptr)q->a1;
+	value = (cuuint32_t)q->a2;
+	flags = (unsigned int)q->a3;
+	r = mps__hook_cuStreamWaitValue32_v2(c, stream_s, addr, value, flags);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__defer_error(c, r, "cuStreamWaitValue32_v2");
+}
+
+void mps__op_fwd_cuStreamWaitValue64_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuStreamWaitValue64_v2 *q = (const void *)m;
+	struct mps_sstream *stream_s = NULL;
+	CUdeviceptr addr;
+	cuuint64_t value;
+	unsigned int flags;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	stream_s = mps__fwd_stream(c, m, (uint32_t)q->a0, true, &r);
+	if (!stream_s)
+		goto out;
+	addr = (CUdeviceptr)q->a1;
+	value = (cuuint64_t)q->a2;
+	flags = (unsigned int)q->a3;
+	r = mps__hook_cuStreamWaitValue64_v2(c, stream_s, addr, value, flags);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__defer_error(c, r, "cuStreamWaitValue64_v2");
+}
+
+void mps__op_fwd_cuStreamWriteValue32_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuStreamWriteValue32_v2 *q = (const void *)m;
+	struct mps_sstream *stream_s = NULL;
+	CUdeviceptr addr;
+	cuuint32_t value;
+	unsigned int flags;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	stream_s = mps__fwd_stream(c, m, (uint32_t)q->a0, true, &r);
+	if (!stream_s)
+		goto out;
+	addr = (CUdeviceptr)q->a1;
+	value = (cuuint32_t)q->a2;
+	flags = (unsigned int)q->a3;
+	r = mps__hook_cuStreamWriteValue32_v2(c, stream_s, addr, value, flags);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__defer_error(c, r, "cuStreamWriteValue32_v2");
+}
+
+void mps__op_fwd_cuStreamWriteValue64_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuStreamWriteValue64_v2 *q = (const void *)m;
+	struct mps_sstream *stream_s = NULL;
+	CUdeviceptr addr;
+	cuuint64_t value;
+	unsigned int flags;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	stream_s = mps__fwd_stream(c, m, (uint32_t)q->a0, true, &r);
+	if (!stream_s)
+		goto out;
+	addr = (CUdeviceptr)q->a1;
+	value = (cuuint64_t)q->a2;
+	flags = (unsigned int)q->a3;
+	r = mps__hook_cuStreamWriteValue64_v2(c, stream_s, addr, value, flags);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__defer_error(c, r, "cuStreamWriteValue64_v2");
+}
+
 void mps__op_fwd_cuGraphCreate(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_fwd_cuGraphCreate *q = (const void *)m;

@@ -14,6 +14,10 @@
 	X(cuStreamGetAttribute) \
 	X(cuStreamSetAttribute) \
 	X(cuStreamCopyAttributes) \
+	X(cuStreamWaitValue32_v2) \
+	X(cuStreamWaitValue64_v2) \
+	X(cuStreamWriteValue32_v2) \
+	X(cuStreamWriteValue64_v2) \
 	X(cuGraphCreate) \
 	X(cuGraphDestroy) \
 	X(cuGraphClone) \

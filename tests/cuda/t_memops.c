@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Stream memory operations: cuStreamWaitValue32/64 and
+ * cuStreamWriteValue32/64 between two streams. A stream that waits for a
+ * word runs its later work only once another stream, behind a kernel that
+ * spins ~50 ms and then stores a flag, has written the word: the work after
+ * the wait sees the flag. The same with a 64-bit word and EQ, and with a
+ * word in pinned host memory that the program itself writes.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+
+#define FLAG 0x600dcafeu
+
+int main(int argc, char **argv)
+{
+	CUfunction spin;
+	CUdeviceptr d, mapped;
+	CUstream s1, s2;
+	uint32_t *host, flag = FLAG;
+	long long cycles = 100LL * 1000 * 1000;
+	const uint64_t big = 0x123456789abcdef1ull;
+	const struct timespec nap = { .tv_nsec = 50 * 1000 * 1000 };
+
+	t_init(argc, argv);
+	t_primary(t_device());
+	spin = t_func(t_module(), "spin_then_store");
+	CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+	CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	CHECK(cuMemAlloc(&d, 64));
+	CHECK(cuMemsetD32(d, 0, 16));
+	CHECK(cuMemAllocHost((void **)&host, 64));
+	memset(host, 0, 64);
+	CHECK(cuCtxSynchronize());
+
+	/* 32-bit, GEQ: s2 waits for s1's write, which follows the kernel. */
+	CHECK(cuStreamWaitValue32(s2, d, 7, CU_STREAM_WAIT_VALUE_GEQ));
+	CHECK(cuMemcpyDtoHAsync(&host[8], d + 32, 4, s2));   /* pinned: a pageable one would wait here */
+	{
+		CUdeviceptr f = d + 32;
+		void *args[] = { &cycles, &f, &flag };
+
+		CHECK(t_launch(spin, 1, 1, s1, args));
+	}
+	CHECK(cuStreamWriteValue32(s1, d, 9, 0));
+	CHECK(cuStreamSynchronize(s2));
+	EXPECT(host[8] == FLAG, "the work after a 32-bit wait ran before the write it waited for (%#x)", host[8]);
+
+	/* 64-bit, EQ. */
+	CHECK(cuMemsetD32(d + 32, 0, 2));
+	CHECK(cuCtxSynchronize());
+	CHECK(cuStreamWaitValue64(s2, d + 8, big, CU_STREAM_WAIT_VALUE_EQ));
+	CHECK(cuMemcpyDtoHAsync(&host[9], d + 32, 4, s2));
+	{
+		CUdeviceptr f = d + 32;
+		void *args[] = { &cycles, &f, &flag };
+
+		CHECK(t_launch(spin, 1, 1, s1, args));
+	}
+	CHECK(cuStreamWriteValue64(s1, d + 8, big, 0));
+	CHECK(cuStreamSynchronize(s2));
+	EXPECT(host[9] == FLAG, "the work after a 64-bit wait ran before the write it waited for (%#x)", host[9]);
+	{
+		uint64_t back = 0;
+
+		CHECK(cuMemcpyDtoH(&back, d + 8, 8));
+		EXPECT(back == big, "a 64-bit write left %#llx", (unsigned long long)back);
+	}
+
+	/* A word in pinned host memory, written by the program. */
+	CHECK(cuMemHostGetDevicePointer(&mapped, host, 0));
+	CHECK(cuStreamWaitValue32(s2, mapped, 5, CU_STREAM_WAIT_VALUE_EQ));
+	CHECK(cuStreamWriteValue32(s2, mapped + 4, 11, 0));
+	nanosleep(&nap, NULL);
+	EXPECT(__atomic_load_n(&host[1], __ATOMIC_ACQUIRE) == 0, "the write after a wait on host memory ran first");
+	__atomic_store_n(&host[0], 5, __ATOMIC_RELEASE);
+	CHECK(cuStreamSynchronize(s2));
+	EXPECT(__atomic_load_n(&host[1], __ATOMIC_ACQUIRE) == 11, "the write after a wait on host memory: %u",
+	       host[1]);
+
+	CHECK(cuMemFreeHost(host));
+	CHECK(cuMemFree(d));
+	CHECK(cuStreamDestroy(s1));
+	CHECK(cuStreamDestroy(s2));
+	return t_finish();
+}
