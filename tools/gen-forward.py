@@ -769,6 +769,11 @@ class Gen:
                     call_args.append("(q->present & (1ull << %d)) ? &%s_v : NULL" % (i, n))
                 else:
                     call_args.append("&%s_v" % n)
+            elif r == "ain" and "const" not in a["type"]:
+                # A prototype without const (the driver may write into the
+                # array, e.g. cuStreamBatchMemOp's alias fields): the
+                # message is the server's own copy, so it may.
+                call_args.append("(%s)%s" % (a["type"], n))
             elif r in ("ain", "aout", "hin", "hout", "str"):
                 call_args.append(n)
         if "hook" in e["opts"]:

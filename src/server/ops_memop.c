@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Stream memory operations (cuStreamWaitValue32/64, cuStreamWriteValue32/64):
- * forwarded (forward.def) once the address is known to lie in memory the
- * client owns, device memory or its pinned host memory.
+ * Stream memory operations (cuStreamWaitValue32/64, cuStreamWriteValue32/64,
+ * cuStreamBatchMemOp): forwarded (forward.def) once every address is known
+ * to lie in memory the client owns, device memory or its pinned host
+ * memory.
  *
  * A wait for a value that never comes holds its stream for good, and a
  * client that dies leaves such waits behind: the server would then wait
@@ -101,6 +102,51 @@ CUresult mps__hook_cuStreamWriteValue64_v2(struct mps_client *c, struct mps_sstr
 	CUresult r = check(c, addr, 8);
 
 	return r == CUDA_SUCCESS ? mps_drv.cuStreamWriteValue64_v2(stream->s, addr, value, flags) : r;
+}
+
+/* At most this many operations in one batch (the driver's own limit). */
+#define BATCH_MAX 256
+
+CUresult mps__hook_cuStreamBatchMemOp_v2(struct mps_client *c, struct mps_sstream *stream, unsigned int count,
+					 CUstreamBatchMemOpParams *paramArray, unsigned int flags)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	if (!count || count > BATCH_MAX || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuStreamBatchMemOp_v2)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	for (unsigned int i = 0; i < count && r == CUDA_SUCCESS; i++) {
+		const CUstreamBatchMemOpParams *p = &paramArray[i];
+
+		switch (p->operation) {
+		case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+		case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+			r = check(c, p->waitValue.address, 4);   /* writeValue's address is in the same place */
+			break;
+		case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+		case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+			r = check(c, p->waitValue.address, 8);
+			break;
+		case CU_STREAM_MEM_OP_BARRIER:
+		case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+			break;
+		default:
+			r = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
+	}
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuStreamBatchMemOp_v2(stream->s, count, paramArray, flags);
+	for (unsigned int i = 0; i < count && r == CUDA_SUCCESS; i++) {
+		const CUstreamBatchMemOpParams *p = &paramArray[i];
+
+		if (p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_32)
+			keep(c, stream, p->waitValue.address, p->waitValue.value, p->waitValue.flags, false);
+		else if (p->operation == CU_STREAM_MEM_OP_WAIT_VALUE_64)
+			keep(c, stream, p->waitValue.address, p->waitValue.value64, p->waitValue.flags, true);
+	}
+	return r;
 }
 
 /* A value that lets a wait pass, or false if none can. */

@@ -5,7 +5,8 @@
  * word runs its later work only once another stream, behind a kernel that
  * spins ~50 ms and then stores a flag, has written the word: the work after
  * the wait sees the flag. The same with a 64-bit word and EQ, and with a
- * word in pinned host memory that the program itself writes.
+ * word in pinned host memory that the program itself writes, and a batch
+ * (cuStreamBatchMemOp) of a wait and two writes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,32 @@ int main(int argc, char **argv)
 	CHECK(cuStreamSynchronize(s2));
 	EXPECT(__atomic_load_n(&host[1], __ATOMIC_ACQUIRE) == 11, "the write after a wait on host memory: %u",
 	       host[1]);
+
+	/* A batch: wait for a word the program writes, then write two. */
+	{
+		CUstreamBatchMemOpParams ops[3];
+
+		memset(ops, 0, sizeof(ops));
+		ops[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+		ops[0].waitValue.address = mapped + 8;
+		ops[0].waitValue.value = 3;
+		ops[0].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+		ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+		ops[1].writeValue.address = mapped + 12;
+		ops[1].writeValue.value = 21;
+		ops[2].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+		ops[2].writeValue.address = mapped + 16;
+		ops[2].writeValue.value64 = big;
+		__atomic_store_n(&host[2], 0, __ATOMIC_RELEASE);
+		CHECK(cuStreamBatchMemOp(s2, 3, ops, 0));
+		nanosleep(&nap, NULL);
+		EXPECT(__atomic_load_n(&host[3], __ATOMIC_ACQUIRE) == 0, "a batch's write ran before its wait");
+		__atomic_store_n(&host[2], 3, __ATOMIC_RELEASE);
+		CHECK(cuStreamSynchronize(s2));
+		EXPECT(__atomic_load_n(&host[3], __ATOMIC_ACQUIRE) == 21 &&
+		       __atomic_load_n((uint64_t *)&host[4], __ATOMIC_ACQUIRE) == big,
+		       "a batch's writes: %u and %#llx", host[3], (unsigned long long)*(uint64_t *)&host[4]);
+	}
 
 	CHECK(cuMemFreeHost(host));
 	CHECK(cuMemFree(d));

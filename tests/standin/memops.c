@@ -6,7 +6,8 @@
  * cuStreamWaitValue32/64 hold the stream until a word in device or
  * registered host memory compares as asked (GEQ with the driver's cyclic
  * comparison, EQ, AND, NOR), polling it as the GPU would (a reset or a
- * destroyed context ends a wait); cuStreamWriteValue32/64 store one. In graphs: host nodes and batch
+ * destroyed context ends a wait); cuStreamWriteValue32/64 store one;
+ * cuStreamBatchMemOp queues its operations one after another. In graphs: host nodes and batch
  * memory-operation nodes of one 32-bit wait or write. Stream capture of
  * either call is not modelled (a graph gets them as nodes).
  */
@@ -143,6 +144,42 @@ CU_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuin
 CU_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
 	return value_op(stream, addr, value, flags, false, true);
+}
+
+CU_API CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,
+				      unsigned int flags)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	if (!count || !paramArray || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned int i = 0; i < count && rc == CUDA_SUCCESS; i++) {
+		const CUstreamBatchMemOpParams *p = &paramArray[i];
+
+		switch (p->operation) {
+		case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+			rc = value_op(stream, p->waitValue.address, p->waitValue.value, p->waitValue.flags, true, false);
+			break;
+		case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+			rc = value_op(stream, p->waitValue.address, p->waitValue.value64, p->waitValue.flags, true, true);
+			break;
+		case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+			rc = value_op(stream, p->writeValue.address, p->writeValue.value, p->writeValue.flags, false,
+				      false);
+			break;
+		case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+			rc = value_op(stream, p->writeValue.address, p->writeValue.value64, p->writeValue.flags, false,
+				      true);
+			break;
+		case CU_STREAM_MEM_OP_BARRIER:
+		case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+			break;   /* the stand-in's memory is coherent */
+		default:
+			rc = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
+	}
+	return rc;
 }
 
 /* A wait or write of one 32-bit word, as a batch memory-operation node has it. */

@@ -430,51 +430,89 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
  * their memfd. */
 static void attack_hostfn(uint32_t ctx)
 {
-	struct mps_msg_hostfn_setup su;
-	struct mps_msg_hostfn hf;
+	/* Each message in a buffer as long as the ring's rounding of it. */
+	union {
+		struct mps_msg_hostfn_setup su;
+		uint8_t raw[256];
+	} sub;
+	union {
+		struct mps_msg_hostfn hf;
+		uint8_t raw[256];
+	} hfb;
+	struct mps_msg_hostfn_setup *const su_p = &sub.su;
+	struct mps_msg_hostfn *const hf_p = &hfb.hf;
 	union {
 		struct mps_msg hdr;
-		uint8_t raw[64];
+		uint8_t raw[256];
 	} z;
 
-	memset(&hf, 0, sizeof(hf));
-	hf.slot = 0;
-	hf.seq = 1;
-	post(MPS_OP_HOSTFN, ctx, &hf, sizeof(hf));
-	hf.slot = MPS_HOSTFN_SLOTS;
-	post(MPS_OP_HOSTFN, ctx, &hf, sizeof(hf));
+	memset(&hfb, 0, sizeof(hfb));
+	hf_p->slot = 0;
+	hf_p->seq = 1;
+	post(MPS_OP_HOSTFN, ctx, hf_p, sizeof(*hf_p));
+	hf_p->slot = MPS_HOSTFN_SLOTS;
+	post(MPS_OP_HOSTFN, ctx, hf_p, sizeof(*hf_p));
 	memset(&z, 0, sizeof(z));
 	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
-	memset(&su, 0, sizeof(su));
-	su.region = 0x7777;
-	CHECK_ERR(call(MPS_OP_HOSTFN_SETUP, ctx, &su, sizeof(su), NULL), CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(call(MPS_OP_HOSTFN_SETUP, ctx, &su, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
+	memset(&sub, 0, sizeof(sub));
+	su_p->region = 0x7777;
+	CHECK_ERR(call(MPS_OP_HOSTFN_SETUP, ctx, su_p, sizeof(*su_p), NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(call(MPS_OP_HOSTFN_SETUP, ctx, su_p, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
 	memset(&z, 0, sizeof(z));
 	CHECK(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL));
 
 	/* A wait on memory that is not the client's (the legacy stream): its
 	 * error comes with the next synchronize, and the stream does not wait. */
 	{
-		struct mps_fwd_cuStreamWaitValue32_v2 wv;
+		union {
+			struct mps_fwd_cuStreamWaitValue32_v2 q;
+			uint8_t raw[256];
+		} wv;
 
 		memset(&wv, 0, sizeof(wv));
-		wv.a1 = 0x7f0000001000ull;
-		wv.a2 = 1;
-		post(MPS_OP_FWD_cuStreamWaitValue32_v2, ctx, &wv, sizeof(wv));
+		wv.q.a1 = 0x7f0000001000ull;
+		wv.q.a2 = 1;
+		post(MPS_OP_FWD_cuStreamWaitValue32_v2, ctx, &wv, sizeof(wv.q));
 		memset(&z, 0, sizeof(z));
 		CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	}
+	/* The same in a batch, a batch of an unknown operation, and one whose
+	 * count is past the array sent. */
+	{
+		union {
+			struct {
+				struct mps_fwd_cuStreamBatchMemOp_v2 q;
+				CUstreamBatchMemOpParams p[1];
+			} m;
+			uint8_t raw[512];
+		} bb;
+		__typeof__(bb.m) *const b = &bb.m;
+
+		for (int k = 0; k < 3; k++) {
+			memset(&bb, 0, sizeof(bb));
+			b->q.present = 1ull << 2;
+			b->q.a1 = k == 2 ? 1000 : 1;
+			b->p[0].waitValue.operation = k == 1 ? (CUstreamBatchMemOpType)77 : CU_STREAM_MEM_OP_WAIT_VALUE_32;
+			b->p[0].waitValue.address = 0x7f0000002000ull;
+			post(MPS_OP_FWD_cuStreamBatchMemOp_v2, ctx, b, sizeof(*b));
+			memset(&z, 0, sizeof(z));
+			CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+		}
 	}
 
 	/* Host registrations with no memfd ahead, of no size and cut short. */
 	{
-		struct mps_msg_host_register hr;
+		union {
+			struct mps_msg_host_register q;
+			uint8_t raw[256];
+		} hr;
 
 		memset(&hr, 0, sizeof(hr));
-		hr.addr = 0x100000;
-		hr.size = 1 << 20;
-		CHECK_ERR(call(MPS_OP_HOST_REGISTER, ctx, &hr, sizeof(hr), NULL), CUDA_ERROR_INVALID_VALUE);
-		hr.size = 0;
-		CHECK_ERR(call(MPS_OP_HOST_REGISTER, ctx, &hr, sizeof(hr), NULL), CUDA_ERROR_INVALID_VALUE);
+		hr.q.addr = 0x100000;
+		hr.q.size = 1 << 20;
+		CHECK_ERR(call(MPS_OP_HOST_REGISTER, ctx, &hr, sizeof(hr.q), NULL), CUDA_ERROR_INVALID_VALUE);
+		hr.q.size = 0;
+		CHECK_ERR(call(MPS_OP_HOST_REGISTER, ctx, &hr, sizeof(hr.q), NULL), CUDA_ERROR_INVALID_VALUE);
 		CHECK_ERR(call(MPS_OP_HOST_REGISTER, ctx, &hr, 16, NULL), CUDA_ERROR_INVALID_VALUE);
 	}
 }

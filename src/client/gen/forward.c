@@ -386,6 +386,82 @@ CUresult mps__fwd_cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr
 	return r;
 }
 
+CUresult mps__fwd_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags)
+{
+	struct mps_fwd_cuStreamBatchMemOp_v2 q;
+	uint8_t *extra = NULL;
+	size_t extra_len = 0, at = 0;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, false, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)count;
+	if (paramArray)
+		q.present |= 1ull << 2;
+	q.a3 = (uint64_t)flags;
+	if (paramArray && (uint64_t)count > MPS_MSG_MAX / sizeof(CUstreamBatchMemOpParams))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (paramArray)
+		extra_len += MPS_FWD_ROUND((size_t)count * sizeof(CUstreamBatchMemOpParams));
+	if (sizeof(q) + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	extra = calloc(1, extra_len ? extra_len : 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (paramArray) {
+		memcpy(extra + at, paramArray, (size_t)count * sizeof(CUstreamBatchMemOpParams));
+		at += MPS_FWD_ROUND((size_t)count * sizeof(CUstreamBatchMemOpParams));
+	}
+	r = mps__post(MPS_OP_FWD_cuStreamBatchMemOp_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), extra, extra_len);
+	free(extra);
+	return r;
+}
+
+CUresult mps__fwd_cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags)
+{
+	struct mps_fwd_cuStreamBatchMemOp_v2 q;
+	uint8_t *extra = NULL;
+	size_t extra_len = 0, at = 0;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = MPS_FWD_PER_THREAD;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_stream(stream, true, &q.a0, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)count;
+	if (paramArray)
+		q.present |= 1ull << 2;
+	q.a3 = (uint64_t)flags;
+	if (paramArray && (uint64_t)count > MPS_MSG_MAX / sizeof(CUstreamBatchMemOpParams))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (paramArray)
+		extra_len += MPS_FWD_ROUND((size_t)count * sizeof(CUstreamBatchMemOpParams));
+	if (sizeof(q) + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	extra = calloc(1, extra_len ? extra_len : 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (paramArray) {
+		memcpy(extra + at, paramArray, (size_t)count * sizeof(CUstreamBatchMemOpParams));
+		at += MPS_FWD_ROUND((size_t)count * sizeof(CUstreamBatchMemOpParams));
+	}
+	r = mps__post(MPS_OP_FWD_cuStreamBatchMemOp_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), extra, extra_len);
+	free(extra);
+	return r;
+}
+
 CUresult mps__fwd_cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
 	struct mps_fwd_cuGraphCreate q;
@@ -2822,6 +2898,8 @@ const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL_AS(cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32_v2, mps__fwd_cuStreamWriteValue32_v2_ptsz),
 	MPS_IMPL(cuStreamWriteValue64_v2, mps__fwd_cuStreamWriteValue64_v2),
 	MPS_IMPL_AS(cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64_v2, mps__fwd_cuStreamWriteValue64_v2_ptsz),
+	MPS_IMPL(cuStreamBatchMemOp_v2, mps__fwd_cuStreamBatchMemOp_v2),
+	MPS_IMPL_AS(cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp_v2, mps__fwd_cuStreamBatchMemOp_v2_ptsz),
 	MPS_IMPL(cuGraphCreate, mps__fwd_cuGraphCreate),
 	MPS_IMPL(cuGraphDestroy, mps__fwd_cuGraphDestroy),
 	MPS_IMPL(cuGraphClone, mps__fwd_cuGraphClone),

@@ -25,6 +25,8 @@ CUresult mps__fwd_cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuu
 CUresult mps__fwd_cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 CUresult mps__fwd_cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
 CUresult mps__fwd_cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
+CUresult mps__fwd_cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags);
+CUresult mps__fwd_cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags);
 CUresult mps__fwd_cuGraphCreate(CUgraph *phGraph, unsigned int flags);
 CUresult mps__fwd_cuGraphDestroy(CUgraph hGraph);
 CUresult mps__fwd_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph);

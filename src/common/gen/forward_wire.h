@@ -141,6 +141,20 @@ struct mps_fwd_cuStreamWriteValue64_v2_out {
 };
 _Static_assert(sizeof(struct mps_fwd_cuStreamWriteValue64_v2_out) <= MPS_SLOT_DATA, "fits a slot");
 
+struct mps_fwd_cuStreamBatchMemOp_v2 {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* stream (h) */
+	uint64_t a1;   /* count (val) */
+	uint64_t a3;   /* flags (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuStreamBatchMemOp_v2) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuStreamBatchMemOp_v2_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuStreamBatchMemOp_v2_out) <= MPS_SLOT_DATA, "fits a slot");
+
 struct mps_fwd_cuGraphCreate {
 	struct mps_msg hdr;
 	uint64_t present;
@@ -985,6 +999,7 @@ _Static_assert(sizeof(struct mps_fwd_cuMemGetAccess_out) <= MPS_SLOT_DATA, "fits
 	X(FWD_cuStreamWaitValue64_v2, fwd_cuStreamWaitValue64_v2, mps_fwd_cuStreamWaitValue64_v2, MPS_ASYNC) \
 	X(FWD_cuStreamWriteValue32_v2, fwd_cuStreamWriteValue32_v2, mps_fwd_cuStreamWriteValue32_v2, MPS_ASYNC) \
 	X(FWD_cuStreamWriteValue64_v2, fwd_cuStreamWriteValue64_v2, mps_fwd_cuStreamWriteValue64_v2, MPS_ASYNC) \
+	X(FWD_cuStreamBatchMemOp_v2, fwd_cuStreamBatchMemOp_v2, mps_fwd_cuStreamBatchMemOp_v2, MPS_ASYNC) \
 	X(FWD_cuGraphCreate, fwd_cuGraphCreate, mps_fwd_cuGraphCreate, MPS_SYNC) \
 	X(FWD_cuGraphDestroy, fwd_cuGraphDestroy, mps_fwd_cuGraphDestroy, MPS_SYNC) \
 	X(FWD_cuGraphClone, fwd_cuGraphClone, mps_fwd_cuGraphClone, MPS_SYNC) \

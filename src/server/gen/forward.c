@@ -237,6 +237,41 @@ out:
 	mps__defer_error(c, r, "cuStreamWriteValue64_v2");
 }
 
+void mps__op_fwd_cuStreamBatchMemOp_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuStreamBatchMemOp_v2 *q = (const void *)m;
+	struct mps_sstream *stream_s = NULL;
+	unsigned int count;
+	const CUstreamBatchMemOpParams *paramArray = NULL;
+	unsigned int flags;
+	const uint8_t *at = (const uint8_t *)(q + 1), *end = (const uint8_t *)m + m->len;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	stream_s = mps__fwd_stream(c, m, (uint32_t)q->a0, true, &r);
+	if (!stream_s)
+		goto out;
+	count = (unsigned int)q->a1;
+	flags = (unsigned int)q->a3;
+	if (q->present & (1ull << 2)) {
+		const void *p = mps__fwd_array(&at, end, q->a1, sizeof(CUstreamBatchMemOpParams), &r);
+
+		if (!p)
+			goto out;
+		paramArray = p;
+	} else if (q->a1) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	r = mps__hook_cuStreamBatchMemOp_v2(c, stream_s, count, (CUstreamBatchMemOpParams*)paramArray, flags);
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__defer_error(c, r, "cuStreamBatchMemOp_v2");
+}
+
 void mps__op_fwd_cuGraphCreate(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_fwd_cuGraphCreate *q = (const void *)m;

@@ -18,6 +18,7 @@
 	X(cuStreamWaitValue64_v2) \
 	X(cuStreamWriteValue32_v2) \
 	X(cuStreamWriteValue64_v2) \
+	X(cuStreamBatchMemOp_v2) \
 	X(cuGraphCreate) \
 	X(cuGraphDestroy) \
 	X(cuGraphClone) \
