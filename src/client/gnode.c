@@ -483,6 +483,17 @@ static CUresult host_node_get(CUgraphNode node, CUDA_HOST_NODE_PARAMS *p)
 	return slot < 0 ? CUDA_ERROR_INVALID_VALUE : mps__hostfn_params((uint32_t)slot, p, NULL);
 }
 
+/* A host node is three nodes in the server's graph; the program's handle
+ * names the last, and is a host node to it. */
+static CUresult node_get_type(CUgraphNode node, CUgraphNodeType *type)
+{
+	if (type && host_slot(node) >= 0) {
+		*type = CU_GRAPH_NODE_TYPE_HOST;
+		return CUDA_SUCCESS;
+	}
+	return mps__fwd_cuGraphNodeGetType(node, type);
+}
+
 /* Changes what every launch of the node runs, instantiated or not. */
 static CUresult host_node_set(CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
 {
@@ -653,6 +664,7 @@ const struct mps_impl mps__gnode_api[] = {
 	MPS_IMPL(cuGraphAddHostNode, add_host_node),
 	MPS_IMPL(cuGraphHostNodeGetParams, host_node_get),
 	MPS_IMPL(cuGraphHostNodeSetParams, host_node_set),
+	MPS_IMPL(cuGraphNodeGetType, node_get_type),
 	MPS_IMPL(cuGraphAddNode_v2, add_node_v2),
 	MPS_IMPL_PFN(cuGraphAddNode, PFN_cuGraphAddNode_v12020, add_node_v1),
 	MPS_IMPL(cuGraphNodeSetParams, node_set_params),

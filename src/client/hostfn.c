@@ -51,6 +51,7 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
 	bool ready;
+	bool gone;                  /* the server closed the pipe */
 	CUresult failed;            /* the set-up's error, for every later call */
 	uint32_t *words;
 	int rfd;
@@ -81,8 +82,14 @@ static void *runner(void *arg)
 		got = read(hf.rfd, &n, sizeof(n));
 		if (got < 0 && errno == EINTR)
 			continue;
-		if (got != sizeof(n))
-			return NULL;   /* the server has gone */
+		if (got != sizeof(n)) {
+			/* The server has gone: nobody waiting for a slot may wait on. */
+			pthread_mutex_lock(&hf.lock);
+			hf.gone = true;
+			pthread_cond_broadcast(&hf.freed);
+			pthread_mutex_unlock(&hf.lock);
+			return NULL;
+		}
 		pthread_mutex_lock(&hf.lock);
 		struct slot s = hf.slot[n.slot % MPS_HOSTFN_SLOTS];
 		bool ours = n.slot < MPS_HOSTFN_SLOTS && s.busy && s.seq == n.seq;
@@ -174,8 +181,10 @@ static CUresult take(bool kept, bool callback, CUhostFn fn, CUstreamCallback cb,
 	 * never holds a stream's number. */
 	if (kept && hf.nkept >= MAX_KEPT)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	while (!kept && !hf.nfree)
+	while (!kept && !hf.nfree && !hf.gone)
 		pthread_cond_wait(&hf.freed, &hf.lock);
+	if (hf.gone)
+		return mps__conn_failure();
 	for (i = kept ? MAX_KEPT : 0; hf.slot[i].busy; i++)
 		;
 	if (kept)

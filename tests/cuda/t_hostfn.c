@@ -273,6 +273,12 @@ static CUgraph graph_with_host(CUstream s, bool capture, struct graph_run *g, CU
 		memset(&got, 0, sizeof(got));
 		CHECK(cuGraphHostNodeGetParams(h, &got));
 		EXPECT(got.fn == graph_fn && got.userData == g, "a host node's parameters read back wrong");
+		{
+			CUgraphNodeType t;
+
+			CHECK(cuGraphNodeGetType(h, &t));
+			EXPECT(t == CU_GRAPH_NODE_TYPE_HOST, "a host node has type %d", (int)t);
+		}
 		memset(&mp, 0, sizeof(mp));
 		mp.dst = d;
 		mp.elementSize = 4;
