@@ -236,15 +236,16 @@ void *mps__hostmem_base(uint32_t region)
 
 bool mps__hostmem_overlaps(const void *p, size_t len)
 {
-	const uint8_t *a = p;
-	bool any = false;
+	uint64_t k = (uint64_t)(uintptr_t)p;
+	size_t i;
+	bool any;
 
+	/* The regions do not overlap and are sorted: only the last one that
+	 * starts at or before p and the first one after it can meet the range. */
 	pthread_rwlock_rdlock(&hostmem.lock);
-	for (size_t i = 0; i < hostmem.n && !any; i++) {
-		const struct hostreg *h = (const struct hostreg *)hostmem.v + i;
-
-		any = a < h->addr + h->size && h->addr < a + len;
-	}
+	i = upper(&hostmem, k);
+	any = (i > 0 && k - key(&hostmem, i - 1) < extent(&hostmem, i - 1)) ||
+	      (i < hostmem.n && key(&hostmem, i) - k < len);
 	pthread_rwlock_unlock(&hostmem.lock);
 	return any;
 }
@@ -259,20 +260,18 @@ CUresult mps__hostmem_add_registered(void *addr, size_t size, uint32_t handle, u
 
 bool mps__hostmem_take_registered(const void *user, uint32_t *handle)
 {
-	bool found = false;
+	long i;
 
 	pthread_rwlock_wrlock(&hostmem.lock);
-	for (size_t i = 0; i < hostmem.n && !found; i++) {
-		const struct hostreg *h = (const struct hostreg *)hostmem.v + i;
-
-		if (h->user && h->user == user) {
-			*handle = h->handle;
-			erase(&hostmem, i);
-			found = true;
-		}
+	i = find(&hostmem, (uint64_t)(uintptr_t)user, 1);   /* the region holding the program's pointer */
+	if (i >= 0 && ((struct hostreg *)hostmem.v)[i].user == user) {
+		*handle = ((struct hostreg *)hostmem.v)[i].handle;
+		erase(&hostmem, (size_t)i);
+	} else {
+		i = -1;
 	}
 	pthread_rwlock_unlock(&hostmem.lock);
-	return found;
+	return i >= 0;
 }
 
 /* A copy of the host region containing p. */
