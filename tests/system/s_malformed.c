@@ -425,9 +425,9 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 }
 
 /* Host functions: one before any set-up (refused at the next
- * synchronize), and a set-up with no pipe ahead of it naming no region; a
- * stream wait on memory not the client's; host registrations without
- * their memfd. */
+ * synchronize), a set-up with no pipe ahead of it naming no region, graph
+ * host nodes naming no graph or made before the set-up; stream waits on
+ * memory not the client's; host registrations without their memfd. */
 static void attack_hostfn(uint32_t ctx)
 {
 	/* Each message in a buffer as long as the ring's rounding of it. */
@@ -460,6 +460,34 @@ static void attack_hostfn(uint32_t ctx)
 	CHECK_ERR(call(MPS_OP_HOSTFN_SETUP, ctx, su_p, 16, NULL), CUDA_ERROR_INVALID_VALUE);   /* cut short */
 	memset(&z, 0, sizeof(z));
 	CHECK(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL));
+
+	/* A graph host node naming no graph, and one in a real graph before
+	 * any host-function set-up: each refused. */
+	{
+		union {
+			struct mps_msg_graph_host_node q;
+			uint8_t raw[256];
+		} gh;
+		union {
+			struct mps_fwd_cuGraphCreate q;
+			uint8_t raw[256];
+		} gc;
+		struct mps_slot *sl;
+
+		memset(&gh, 0, sizeof(gh));
+		gh.q.graph = 0x7777;
+		gh.q.seq = 1;
+		CHECK_ERR(call(MPS_OP_GRAPH_HOST_NODE, ctx, &gh, sizeof(gh.q), NULL), CUDA_ERROR_INVALID_VALUE);
+		memset(&gc, 0, sizeof(gc));
+		gc.q.present = 1;
+		CHECK(call(MPS_OP_FWD_cuGraphCreate, ctx, &gc, sizeof(gc.q), &sl));
+		memset(&gh, 0, sizeof(gh));
+		gh.q.graph = (uint32_t)((const struct mps_fwd_cuGraphCreate_out *)sl->data)->o0;
+		gh.q.seq = 1;
+		CHECK_ERR(call(MPS_OP_GRAPH_HOST_NODE, ctx, &gh, sizeof(gh.q), NULL), CUDA_ERROR_INVALID_VALUE);
+		gh.q.ndeps = 1000;   /* dependencies past the message */
+		CHECK_ERR(call(MPS_OP_GRAPH_HOST_NODE, ctx, &gh, sizeof(gh.q), NULL), CUDA_ERROR_INVALID_VALUE);
+	}
 
 	/* A wait on memory that is not the client's (the legacy stream): its
 	 * error comes with the next synchronize, and the stream does not wait. */
