@@ -43,6 +43,7 @@ struct mps_conn {
 	int dead_result;            /* atomic: why, if it said (a CUresult), else 0 */
 	int forked;                 /* this is a child of the process that connected */
 	uint64_t spin_ns;           /* OPENMPS_CLIENT_SPIN_US, when spin_fixed */
+	uint64_t yield_ns;          /* OPENMPS_CLIENT_YIELD_US: how long a GPU-written reply is polled */
 	bool spin_fixed;            /* else the server's advice in the region */
 	pthread_mutex_t fd_lock;    /* serialises calls that receive an fd */
 	struct mps_welcome *welcome;     /* its devices renumbered as this process sees them */

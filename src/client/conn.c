@@ -11,7 +11,9 @@
  * threads outnumber the CPUs, where spinning would steal the server's CPU)
  * and then sleeps on a futex; every sleep is bounded so the waiter notices a
  * server that died without answering, and then every call returns
- * CUDA_ERROR_MPS_CONNECTION_FAILED.
+ * CUDA_ERROR_MPS_CONNECTION_FAILED. A reply the GPU writes into the slot
+ * (region.h) is polled longer, yielding the CPU between looks, before the
+ * thread asks to be woken and sleeps.
  *
  * A child made by fork() shares the parent's mapping of the ring but is not
  * the process the server knows; it must never write there, so after a fork
@@ -179,6 +181,7 @@ int mps__connect(CUresult *refusal)
 	mps_conn.ndev = w->ndev;
 	mps_conn.spin_fixed = getenv("OPENMPS_CLIENT_SPIN_US") && *getenv("OPENMPS_CLIENT_SPIN_US");
 	mps_conn.spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_SPIN_US", 50) * 1000;
+	mps_conn.yield_ns = (uint64_t)env_ms("OPENMPS_CLIENT_YIELD_US", 1000) * 1000;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	return 0;
 
@@ -274,6 +277,55 @@ CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32
 				continue;   /* it changed: look again */
 		}
 		if (mps_futex_wait(word, sleeping, SLEEP_NS) == -ETIMEDOUT && server_gone())
+			return dead_result();
+	}
+}
+
+/* Waits for the reply in slot s (number slot). A reply the GPU writes
+ * (MPS_SLOT_GPU) is polled as the driver polls its own: spinning while the
+ * server advises it, then giving the CPU away between looks for up to
+ * OPENMPS_CLIENT_YIELD_US; only then does the thread sleep, once it has
+ * asked the server to wake it (MPS_OP_SLOT_WAKE). A reply the server writes
+ * is waited for as any word (mps__wait_word). */
+static CUresult wait_slot(struct mps_slot *s, uint32_t slot)
+{
+	uint64_t start = mps_now_ns(), waited = 0;
+	unsigned int spins = 0;
+	bool asked = false;
+
+	for (;;) {
+		uint32_t st = mps_load_acquire(&s->state), exp = st;
+
+		if (st == MPS_SLOT_DONE)
+			return CUDA_SUCCESS;
+		if (++spins < 64) {
+			mps_cpu_relax();
+			continue;
+		}
+		waited = mps_now_ns() - start;
+		if (waited < spin_budget()) {
+			mps_cpu_relax();
+			continue;
+		}
+		if ((st == MPS_SLOT_GPU || st == MPS_SLOT_BUSY) && waited < mps_conn.yield_ns) {
+			sched_yield();
+			continue;
+		}
+		if (st == MPS_SLOT_BUSY || st == MPS_SLOT_GPU) {
+			uint32_t sleeping = st == MPS_SLOT_BUSY ? MPS_SLOT_SLEEPING : MPS_SLOT_GPU_SLEEPING;
+
+			if (!mps_cas(&s->state, &exp, sleeping))
+				continue;   /* it changed: look again */
+			st = sleeping;
+		}
+		if (st == MPS_SLOT_GPU_SLEEPING && !asked) {
+			struct mps_msg_handle q = { .handle = slot };
+
+			asked = true;
+			if (mps__post(MPS_OP_SLOT_WAKE, 0, &q.hdr, sizeof(q), NULL, 0) != CUDA_SUCCESS && server_gone())
+				return dead_result();
+		}
+		if (mps_futex_wait(&s->state, st, SLEEP_NS) == -ETIMEDOUT && server_gone())
 			return dead_result();
 	}
 }
@@ -398,7 +450,7 @@ static CUresult call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len,
 		c->slot = -1;
 		return r;
 	}
-	r = mps__wait_word(&c->s->state, MPS_SLOT_BUSY, MPS_SLOT_SLEEPING, MPS_SLOT_DONE);
+	r = wait_slot(c->s, (uint32_t)c->slot);
 	if (r != CUDA_SUCCESS) {
 		/* The server is gone; the slot stays taken. */
 		c->slot = -1;

@@ -21,7 +21,15 @@
  * Reply slots: a thread making a synchronous call owns a slot (the client
  * hands them out), sends the slot number with the message, and waits on the
  * slot's state word; the server fills in the reply and stores MPS_SLOT_DONE
- * with release order.
+ * with release order. A reply that only waits for the GPU (a synchronize, a
+ * small synchronous copy) is written by the GPU itself: the server fills in
+ * the result, moves the word from BUSY to MPS_SLOT_GPU, and queues on the
+ * stream a write of MPS_SLOT_DONE into the word (the region is registered
+ * with the driver, so the GPU can store into it). The client polls the word
+ * and, to sleep instead, moves it to MPS_SLOT_GPU_SLEEPING and sends
+ * MPS_OP_SLOT_WAKE, after which the server wakes it once the stream gets
+ * there. A word the client already moved to SLEEPING is answered by the
+ * server as before.
  *
  * Wakeups follow the NEED_WAKEUP pattern: a side that is about to sleep sets
  * its flag, issues a full fence, re-checks for work, and only then sleeps; a
@@ -42,7 +50,7 @@
 #include <stdint.h>
 
 #define MPS_REGION_MAGIC    0x53504d4fu /* "OMPS" little-endian */
-#define MPS_REGION_VERSION  2
+#define MPS_REGION_VERSION  3
 
 #define MPS_SQ_SIZE         (256u * 1024u)     /* power of two */
 #define MPS_MSG_ALIGN       16u
@@ -69,6 +77,8 @@
 #define MPS_SLOT_BUSY       1u  /* request sent, reply not yet written */
 #define MPS_SLOT_SLEEPING   2u  /* as BUSY, and the client sleeps on the word */
 #define MPS_SLOT_DONE       3u  /* reply written */
+#define MPS_SLOT_GPU        4u  /* result written; the GPU stores DONE when the stream gets there */
+#define MPS_SLOT_GPU_SLEEPING 5u /* as GPU, and the client sleeps on the word (it sent SLOT_WAKE) */
 
 /* Values of a staging chunk's state word (see mps_region.stage). */
 #define MPS_STAGE_IDLE      0u  /* owned by the client */

@@ -12,6 +12,7 @@
 #include "server/crash.h"
 #include "server/driver.h"
 #include "server/server.h"
+#include "server/streams.h"
 
 void mps_comp_stage_done(struct mps_client *c, uint32_t stage, CUresult r)
 {
@@ -51,6 +52,14 @@ static void finish(struct mps_client *c, struct mps_pending *p, CUresult r)
 		if (r == CUDA_SUCCESS && p->deferred_ok)
 			r = mps__take_deferred(c);
 		mps__reply(c, p->index, r);
+	} else if (p->kind == MPS_PEND_WAKE) {
+		/* The GPU stored DONE before this point, unless the stream
+		 * failed on the way: then it never will, and the error is the
+		 * reply. */
+		if (r != CUDA_SUCCESS)
+			mps__reply(c, p->index, r);
+		else
+			mps_futex_wake(&mps__slot(c, p->index)->state, 1);
 	} else {
 		mps_comp_stage_done(c, p->index, r);
 	}
@@ -107,7 +116,11 @@ static void *waiter_main(void *arg)
 int mps_comp_init(struct mps_client *c)
 {
 	struct mps_completions *q = &c->comp;
+	const char *e = getenv("OPENMPS_GPU_REPLIES");
 	int r;
+
+	q->gpu_replies = mps_drv.cuStreamWriteValue32_v2 && mps_drv.cuMemHostGetDevicePointer &&
+			 !(e && e[0] == '0' && !e[1]);
 
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);
@@ -261,7 +274,11 @@ CUresult mps_comp_after_stream(struct mps_client *c, struct mps_sstream *st, int
 			       bool deferred_ok)
 {
 	struct mps_completions *q = &c->comp;
-	CUresult r = queue(c, NULL, true, st->ctx->device, kind, index, deferred_ok);
+	CUresult r;
+
+	if (kind == MPS_PEND_REPLY && deferred_ok && mps_comp_gpu_reply(c, st->ctx, st, index))
+		return CUDA_SUCCESS;
+	r = queue(c, NULL, true, st->ctx->device, kind, index, deferred_ok);
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -269,6 +286,82 @@ CUresult mps_comp_after_stream(struct mps_client *c, struct mps_sstream *st, int
 	q->tail->lazy_next = st->lazy;
 	st->lazy = q->tail;
 	return CUDA_SUCCESS;
+}
+
+bool mps_comp_gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_sstream *st, uint32_t slot)
+{
+	struct mps_completions *q = &c->comp;
+	struct mps_slot *s = mps__slot(c, slot);
+	CUdeviceptr word = q->region_dp[ctx->device];
+	CUstream stream = st ? st->s : ctx->join;
+	uint32_t exp = MPS_SLOT_BUSY;
+	CUresult r;
+
+	if (!q->gpu_replies || !word || !stream || (st && mps_stream_capturing(c, st)) ||
+	    mps_load_relaxed(&c->deferred) != CUDA_SUCCESS)
+		return false;
+	s->result = CUDA_SUCCESS;
+	/* Release: the result is visible before the word says GPU. A client
+	 * already asleep (SLEEPING) is answered the usual way. */
+	if (!mps_cas(&s->state, &exp, MPS_SLOT_GPU))
+		return false;
+	word += (CUdeviceptr)((uint8_t *)&s->state - (uint8_t *)c->region);
+	/* With the default flags the write follows a memory barrier: the
+	 * stream's earlier work, a copy into the slot's data included, is
+	 * visible before the word says DONE. */
+	r = mps_drv.cuStreamWriteValue32_v2(stream, word, MPS_SLOT_DONE, 0);
+	if (r != CUDA_SUCCESS) {
+		/* Back to BUSY for the caller's completion; a client that went
+		 * to sleep meanwhile sleeps as on BUSY (its wake message finds
+		 * no GPU reply and only wakes it). */
+		exp = MPS_SLOT_GPU;
+		if (!mps_cas(&s->state, &exp, MPS_SLOT_BUSY))
+			mps_store_release(&s->state, MPS_SLOT_SLEEPING);
+		q->gpu[slot].kind = MPS_GPU_NONE;
+		return false;
+	}
+	q->gpu[slot] = (struct mps_gpu_reply){
+		.kind = st ? MPS_GPU_STREAM : MPS_GPU_JOIN,
+		.ctx = ctx->handle,
+		.stream = st ? st->handle : 0,
+	};
+	return true;
+}
+
+void mps_comp_gpu_wake(struct mps_client *c, uint32_t slot)
+{
+	struct mps_gpu_reply *g = &c->comp.gpu[slot];
+	struct mps_sctx *x = g->kind ? mps__obj(c, g->ctx, MPS_H_CTX) : NULL;
+	CUstream s = NULL;
+	CUresult r;
+
+	if (x && mps__bind_device(c, x->device) == CUDA_SUCCESS) {
+		if (g->kind == MPS_GPU_JOIN) {
+			s = x->join;
+		} else {
+			struct mps_sstream *st = g->stream ? mps_stream_resolve(c, x, g->stream, &r) : x->legacy;
+
+			if (st && !mps_stream_capturing(c, st))
+				s = st->s;
+		}
+	}
+	g->kind = MPS_GPU_NONE;
+	/* A stream that is done has made the store: wake the client now.
+	 * Else an event recorded now follows the store, and its completion
+	 * wakes the client. Without a stream to look at (destroyed since: its
+	 * work is queued still, but nothing to wait on is left), wake the
+	 * client at once; it sleeps again, a bounded sleep, if the store has
+	 * not come yet. A stream that reports an error has failed (a fault):
+	 * the GPU will never answer, and the error is the reply. */
+	r = s ? mps_drv.cuStreamQuery(s) : CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS) {
+		mps_futex_wake(&mps__slot(c, slot)->state, 1);
+		return;
+	}
+	if (r == CUDA_ERROR_NOT_READY)
+		r = mps_comp_after(c, s, x->device, MPS_PEND_WAKE, slot, false);
+	if (r != CUDA_SUCCESS)
+		mps__reply(c, slot, r);
 }
 
 CUresult mps_comp_settle(struct mps_client *c, struct mps_sstream *st)

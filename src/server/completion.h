@@ -26,6 +26,12 @@
  * cuEventSynchronize on the mirror rather than spinning, and only long waits
  * pay for the interrupt. A completion belongs to exactly one of the two at a
  * time.
+ *
+ * Most replies need none of this: a reply that only waits for the GPU is
+ * written by the GPU (region.h, MPS_SLOT_GPU), so no server thread polls
+ * for it and the client waits on its own memory, as it would on the driver.
+ * Only a client that goes to sleep on such a reply (MPS_OP_SLOT_WAKE) gets
+ * a completion, of kind MPS_PEND_WAKE, that wakes it.
  */
 #ifndef MPS_SERVER_COMPLETION_H
 #define MPS_SERVER_COMPLETION_H
@@ -36,6 +42,7 @@
 
 #include <cuda.h>
 
+#include "common/region.h"
 #include "common/wire.h"
 
 struct mps_client;
@@ -43,9 +50,22 @@ struct mps_client;
 enum mps_pend_kind {
 	MPS_PEND_REPLY = 1,   /* write the result into reply slot `index` */
 	MPS_PEND_STAGE,       /* mark staging chunk `index` done */
+	MPS_PEND_WAKE,        /* the GPU answered slot `index`: wake its sleeper (or report a fault) */
+};
+
+/* Where the GPU will answer a reply slot, for a later MPS_OP_SLOT_WAKE: a
+ * client stream (handle; 0 the legacy stream) or the context's join stream,
+ * looked up again by handle, so a stream destroyed since is not touched. */
+enum { MPS_GPU_NONE, MPS_GPU_STREAM, MPS_GPU_JOIN };
+
+struct mps_gpu_reply {
+	uint8_t kind;
+	uint32_t ctx;
+	uint32_t stream;
 };
 
 struct mps_sstream;
+struct mps_sctx;
 
 struct mps_pending {
 	struct mps_pending *next;
@@ -73,6 +93,9 @@ struct mps_completions {
 	bool stop;
 	bool waiter_started;
 	pthread_t waiter;
+	bool gpu_replies;                  /* OPENMPS_GPU_REPLIES is not 0 and the driver can */
+	CUdeviceptr region_dp[MPS_MAX_DEVICES];      /* the region as each device sees it; 0: none */
+	struct mps_gpu_reply gpu[MPS_SLOT_COUNT];    /* worker's: the slots the GPU answers */
 	CUevent *pool;                     /* free internal events, per device */
 	int *pool_dev;
 	unsigned int pool_n, pool_cap;
@@ -106,6 +129,17 @@ CUresult mps_comp_settle(struct mps_client *c, struct mps_sstream *st);
 /* Queues a completion on an event the caller owns (a client's event). */
 CUresult mps_comp_on_event(struct mps_client *c, CUevent ev, int device, int kind, uint32_t index,
 			   bool deferred_ok);
+
+/* Has the GPU answer reply slot `slot` once the stream gets to this point:
+ * st, or ctx's join stream if st is NULL (bound and ready). True if it
+ * will; false if the caller must queue a completion (the client sleeps
+ * already, an error of an earlier call is waiting to be reported, the
+ * stream captures, the driver cannot). */
+bool mps_comp_gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_sstream *st, uint32_t slot);
+
+/* MPS_OP_SLOT_WAKE: the client sleeps on slot `slot`, which the GPU
+ * answers; wakes it once the stream has got there. */
+void mps_comp_gpu_wake(struct mps_client *c, uint32_t slot);
 
 /* Finishes the completions whose events are done. Returns how many. */
 unsigned int mps_comp_poll(struct mps_client *c);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Streams and events. Synchronizing calls never block the worker: they
- * queue a completion (completion.h) that answers the client when the GPU gets
- * there, so the client's other threads keep submitting meanwhile. An event
+ * Streams and events. Synchronizing calls never block the worker: the GPU
+ * answers them itself (a store into the reply slot queued on the stream), or
+ * they queue a completion (completion.h) that answers the client when the GPU
+ * gets there, so the client's other threads keep submitting meanwhile. An event
  * synchronize is taken through the context's join stream (wait for the event,
  * record an internal one): that captures the event's record at the moment of
  * the call, as cuEventSynchronize does, and never touches the client's event
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "server/driver.h"
 #include "server/server.h"
 #include "server/streams.h"
@@ -222,10 +224,22 @@ void mps__op_event_sync(struct mps_client *c, const struct mps_msg *m)
 		r = mps_stream_join(c, x, &join);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuStreamWaitEvent(join, e->ev, 0);
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS && !mps_comp_gpu_reply(c, x, NULL, m->slot))
 		r = mps_comp_after(c, join, x->device, MPS_PEND_REPLY, m->slot, true);
 	if (r != CUDA_SUCCESS)
 		mps__reply(c, m->slot, r);
+}
+
+void mps__op_slot_wake(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_handle *q = (const void *)m;
+
+	if (q->handle >= MPS_SLOT_COUNT) {
+		mps_log_warn("client %d asked to be woken on reply slot %u (of %u); ignored", (int)c->pid, q->handle,
+			     MPS_SLOT_COUNT);
+		return;
+	}
+	mps_comp_gpu_wake(c, q->handle);
 }
 
 void mps__op_event_query(struct mps_client *c, const struct mps_msg *m)

@@ -853,6 +853,24 @@ static unsigned int cpus(void)
 	return (unsigned int)env_num("OPENMPS_CPUS", n, 1, 4096);
 }
 
+/* How many service threads by default: a quarter of the CPUs, at least
+ * four (or all of them, at least two, where there are fewer). More threads
+ * than that serve the same clients worse once the clients themselves keep
+ * the CPUs busy: threads serving one context at once contend in the
+ * driver and with the clients for CPUs, and a thread preempted while it
+ * holds a client holds up that client's calls. On a 16-CPU H100 host with
+ * 8-32 processes of batch-1 inference, 4 threads served as many requests
+ * as 16 or more (up to 1.3x at 32 processes) with a p99 latency a third
+ * as long (docs/BENCHMARKS.md). */
+static unsigned int default_threads(unsigned int ncpu)
+{
+	unsigned int n = ncpu / 4;
+
+	if (n < 4)
+		n = ncpu < 4 ? ncpu : 4;
+	return n < 2 ? 2 : n;
+}
+
 int mps_sched_start(void)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = UINT64_MAX };
@@ -860,7 +878,7 @@ int mps_sched_start(void)
 
 	sched.ncpu = cpus();
 	sched.strict = getenv("OPENMPS_SCHED_STRICT") && *getenv("OPENMPS_SCHED_STRICT") == '1';
-	sched.nthreads = (unsigned int)env_num("OPENMPS_THREADS", sched.ncpu < 2 ? 2 : sched.ncpu, 1, 256);
+	sched.nthreads = (unsigned int)env_num("OPENMPS_THREADS", default_threads(sched.ncpu), 1, 256);
 	sched.spin_free_ns = mps_srv.spin_ns;
 	sched.client_free_ns = (uint32_t)env_num("OPENMPS_CLIENT_SPIN_US", 1000, 0, 1000000) * 1000;
 	sched.client_spin_ns = sched.client_free_ns;

@@ -95,8 +95,12 @@ void mps__reply(struct mps_client *c, uint32_t slot, CUresult r)
 		mps_store_relaxed(&c->stats.errors, c->stats.errors + 1);
 	s->result = (int32_t)r;
 	/* Release: the reply's data and result are visible before DONE. */
-	if (mps_xchg(&s->state, MPS_SLOT_DONE) == MPS_SLOT_SLEEPING)
+	switch (mps_xchg(&s->state, MPS_SLOT_DONE)) {
+	case MPS_SLOT_SLEEPING:
+	case MPS_SLOT_GPU_SLEEPING:
 		mps_futex_wake(&s->state, 1);
+		break;
+	}
 }
 
 void *mps__obj(struct mps_client *c, uint32_t handle, int type)
@@ -177,6 +181,13 @@ static int region_setup(struct mps_client *c)
 			      mps_driver_errname(cr));
 		err = -ENOMEM;
 		goto err_unmap;
+	}
+	/* Where each device stores the replies it answers (registered as
+	 * portable: every context may). */
+	for (int d = 0; d < mps_srv.ndev; d++) {
+		if (mps__bind_device(c, d) != CUDA_SUCCESS ||
+		    mps_drv.cuMemHostGetDevicePointer(&c->comp.region_dp[d], r, 0) != CUDA_SUCCESS)
+			c->comp.region_dp[d] = 0;
 	}
 	mps_sq_consumer_init(&c->sq, r);
 	mps_store_release(&c->region, r);   /* the main thread may kick it from now on */

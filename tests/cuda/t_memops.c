@@ -6,8 +6,15 @@
  * spins ~50 ms and then stores a flag, has written the word: the work after
  * the wait sees the flag. The same with a 64-bit word and EQ, and with a
  * word in pinned host memory that the program itself writes, and a batch
- * (cuStreamBatchMemOp) of a wait and two writes.
+ * (cuStreamBatchMemOp) of a wait and two writes. Last, a synchronize (of
+ * the stream, then of an event) held by such a wait returns only after
+ * another thread lets the stream go, and soon after: under openmps with
+ * OPENMPS_CLIENT_YIELD_US=0 (tests/system/replies.sh) the waiting thread
+ * sleeps after its spin and the server must wake it, well before the
+ * client's own 100 ms liveness check would.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +22,61 @@
 #include "common.h"
 
 #define FLAG 0x600dcafeu
+
+struct release {
+	uint32_t *word;
+	uint64_t at_ns;   /* when it stored the word */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *release_later(void *arg)
+{
+	struct release *r = arg;
+	const struct timespec nap = { .tv_nsec = 30 * 1000 * 1000 };
+
+	nanosleep(&nap, NULL);
+	r->at_ns = now_ns();
+	__atomic_store_n(r->word, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Holds s behind a wait for *word (device address mapped), queues a copy of
+ * d's first word into *out, and synchronizes (the stream, or an event
+ * recorded after the copy) while another thread lets the stream go. */
+static void held_sync(CUstream s, uint32_t *word, CUdeviceptr mapped, CUdeviceptr d, uint32_t *out, bool event)
+{
+	struct release rel = { .word = word };
+	CUevent ev = NULL;
+	pthread_t t;
+	uint64_t back;
+
+	__atomic_store_n(word, 0, __ATOMIC_RELEASE);
+	*out = 0;
+	CHECK(cuStreamWaitValue32(s, mapped, 1, CU_STREAM_WAIT_VALUE_GEQ));
+	CHECK(cuMemcpyDtoHAsync(out, d, 4, s));
+	if (event) {
+		CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+		CHECK(cuEventRecord(ev, s));
+	}
+	REQUIRE(pthread_create(&t, NULL, release_later, &rel) == 0, "pthread_create");
+	CHECK(event ? cuEventSynchronize(ev) : cuStreamSynchronize(s));
+	back = now_ns();
+	pthread_join(t, NULL);
+	EXPECT(rel.at_ns && back >= rel.at_ns, "a %s synchronize returned before the stream was let go",
+	       event ? "event" : "stream");
+	EXPECT(back - rel.at_ns < 40ull * 1000 * 1000, "a %s synchronize returned %.1f ms after the stream was let go",
+	       event ? "event" : "stream", (double)(back - rel.at_ns) / 1e6);
+	EXPECT(*out == 9, "the copy behind the wait: %u", *out);
+	if (ev)
+		CHECK(cuEventDestroy(ev));
+}
 
 int main(int argc, char **argv)
 {
@@ -107,6 +169,11 @@ int main(int argc, char **argv)
 		       __atomic_load_n((uint64_t *)&host[4], __ATOMIC_ACQUIRE) == big,
 		       "a batch's writes: %u and %#llx", host[3], (unsigned long long)*(uint64_t *)&host[4]);
 	}
+
+	/* A long synchronize, released by another thread. d's first word is
+	 * 9 since the first case. */
+	held_sync(s2, &host[6], mapped + 24, d, &host[7], false);
+	held_sync(s2, &host[6], mapped + 24, d, &host[7], true);
 
 	CHECK(cuMemFreeHost(host));
 	CHECK(cuMemFree(d));

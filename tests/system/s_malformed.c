@@ -428,6 +428,31 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
  * synchronize), a set-up with no pipe ahead of it naming no region, graph
  * host nodes naming no graph or made before the set-up; stream waits on
  * memory not the client's; host registrations without their memfd. */
+/* Requests to be woken on reply slots out of range, on a slot no reply is
+ * pending on, and on one the GPU answered already: each ignored or a
+ * harmless wake-up, the server answering on. */
+static void attack_wake(uint32_t ctx)
+{
+	union {
+		struct mps_msg_handle q;
+		uint8_t raw[64];
+	} w;
+	struct mps_msg_handle *const w_p = &w.q;
+	const uint32_t bad[] = { MPS_SLOT_COUNT, 999, UINT32_MAX, 7 };
+
+	memset(&w, 0, sizeof(w));
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		w_p->handle = bad[i];
+		post(MPS_OP_SLOT_WAKE, ctx, w_p, sizeof(*w_p));
+	}
+	w_p->handle = 0;
+	CHECK(call(MPS_OP_STREAM_SYNC, ctx, w_p, sizeof(*w_p), NULL));
+	post(MPS_OP_SLOT_WAKE, ctx, w_p, sizeof(*w_p));   /* answered already */
+	post(MPS_OP_SLOT_WAKE, ctx, w_p, sizeof(*w_p));
+	CHECK(call(MPS_OP_STREAM_SYNC, ctx, w_p, sizeof(*w_p), NULL));
+	CHECK(call(MPS_OP_CTX_SYNC, ctx, w_p, 16, NULL));
+}
+
 static void attack_hostfn(uint32_t ctx)
 {
 	/* Each message in a buffer as long as the ring's rounding of it. */
@@ -1108,6 +1133,7 @@ int main(int argc, char **argv)
 		attack_gnodes(ctx, theirs);
 		attack_memory(ctx, theirs);
 		attack_hostfn(ctx);
+		attack_wake(ctx);
 	}
 
 	/* A reply slot out of range is ignored; the next call still works. */
