@@ -47,7 +47,8 @@
 # INFER_WINDOW_S (default 2), INFER_WARMUP (default 50), INFER_BUDGET_S,
 # INFER_IDLE_CLIENTS (default 16), INFER_LAUNCHES (default 200000),
 # INFER_SYNCS (default 20000), INFER_SPINS (default 5000), INFER_DEVICE
-# (default cuda).
+# (default cuda), INFER_COLUMNS (default "native mps openmps": which columns
+# run, to compare one column under other settings).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
@@ -82,7 +83,7 @@ if [ -n "$TABLE_FROM" ]; then
 	exec "$PYTHON" bench/infer.py table "$TABLE_FROM"
 fi
 
-COLS=(native mps openmps)
+COLS=(${INFER_COLUMNS:-native mps openmps})
 declare -A COL_TITLE=([native]="native" [mps]="NVIDIA MPS" [openmps]="openmps")
 if [ "$QUICK" = 1 ]; then
 	NS_DEFAULT="1 8 16 32 64"; MODELS_DEFAULT="cnn"

@@ -22,7 +22,9 @@
 # Environment: OPENMPS_NATIVE_LIB (default /usr/local/nvidia/lib64),
 # NVIDIA_MPS_BIN (default /usr/local/nvidia/bin), BENCH_NATIVE_CLIENT_CAP
 # (default 32: how many native contexts the clients row starts),
-# BENCH_MAX_CLIENTS (default 300, 128 with --quick).
+# BENCH_MAX_CLIENTS (default 300, 128 with --quick), BENCH_COLUMNS (default
+# "native mps openmps": which columns run, to compare one column under other
+# settings).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,7 +46,7 @@ done
 OUTDIR=$(realpath -m -- "${OUT:-/tmp}")
 cd "$ROOT" || exit 1
 
-COLS=(native mps openmps)
+COLS=(${BENCH_COLUMNS:-native mps openmps})
 declare -A COL_TITLE=([native]="native" [mps]="NVIDIA MPS" [openmps]="openmps")
 
 # Rows: id|label|better ("lower" or "higher").
