@@ -107,9 +107,12 @@ struct mps_msg_vmm;
 CUresult mps__fd_export(enum mps_op op, struct mps_msg_vmm *q, void *out);
 CUresult mps__fd_import(enum mps_op op, struct mps_msg_vmm *q, void *os_handle, uint64_t *out);
 
-/* Waits until *word leaves `busy`/`sleeping` (the staging handshake):
- * spins, then sleeps after moving it from busy to sleeping. */
-CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32_t done);
+/* Waits until *word (a reply slot's or a staging chunk's state word,
+ * region.h) says DONE: spins while the server advises it, then gives the
+ * CPU away between looks for up to OPENMPS_CLIENT_YIELD_US, then sleeps —
+ * after asking the server (MPS_OP_SLOT_WAKE, number `wake`) to wake it if
+ * the GPU is to store the word. */
+CUresult mps__wait_reply(uint32_t *word, uint32_t wake);
 
 /* ------------------------------------------------------------------ */
 /* Objects */

@@ -8,12 +8,13 @@
  * Waiting spins for as long as the server advises in the region (long while
  * CPUs are free: a reply to a launch-then-synchronize arrives within
  * microseconds, and a wake-up costs more than that; short when runnable
- * threads outnumber the CPUs, where spinning would steal the server's CPU)
- * and then sleeps on a futex; every sleep is bounded so the waiter notices a
- * server that died without answering, and then every call returns
- * CUDA_ERROR_MPS_CONNECTION_FAILED. A reply the GPU writes into the slot
- * (region.h) is polled longer, yielding the CPU between looks, before the
- * thread asks to be woken and sleeps.
+ * threads outnumber the CPUs, where spinning would steal the server's CPU),
+ * then looks on for a while giving the CPU away between looks
+ * (OPENMPS_CLIENT_YIELD_US), and then sleeps on a futex — for a reply or a
+ * staging chunk the GPU stores itself (region.h), once it has asked the
+ * server to wake it. Every sleep is bounded so the waiter notices a server
+ * that died without answering, and then every call returns
+ * CUDA_ERROR_MPS_CONNECTION_FAILED.
  *
  * A child made by fork() shares the parent's mapping of the ring but is not
  * the process the server knows; it must never write there, so after a fork
@@ -256,45 +257,14 @@ static uint64_t spin_budget(void)
 	return mps_load_relaxed(&mps_conn.region->spin_hint_ns);
 }
 
-CUresult mps__wait_word(uint32_t *word, uint32_t busy, uint32_t sleeping, uint32_t done)
-{
-	uint64_t start = mps_now_ns();
-	unsigned int spins = 0;
-
-	for (;;) {
-		uint32_t st = mps_load_acquire(word);
-
-		if (st == done)
-			return CUDA_SUCCESS;
-		if (++spins < 64 || mps_now_ns() - start < spin_budget()) {
-			mps_cpu_relax();
-			continue;
-		}
-		if (st == busy) {
-			uint32_t exp = busy;
-
-			if (!mps_cas(word, &exp, sleeping))
-				continue;   /* it changed: look again */
-		}
-		if (mps_futex_wait(word, sleeping, SLEEP_NS) == -ETIMEDOUT && server_gone())
-			return dead_result();
-	}
-}
-
-/* Waits for the reply in slot s (number slot). A reply the GPU writes
- * (MPS_SLOT_GPU) is polled as the driver polls its own: spinning while the
- * server advises it, then giving the CPU away between looks for up to
- * OPENMPS_CLIENT_YIELD_US; only then does the thread sleep, once it has
- * asked the server to wake it (MPS_OP_SLOT_WAKE). A reply the server writes
- * is waited for as any word (mps__wait_word). */
-static CUresult wait_slot(struct mps_slot *s, uint32_t slot)
+CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 {
 	uint64_t start = mps_now_ns(), waited = 0;
 	unsigned int spins = 0;
 	bool asked = false;
 
 	for (;;) {
-		uint32_t st = mps_load_acquire(&s->state), exp = st;
+		uint32_t st = mps_load_acquire(word), exp = st;
 
 		if (st == MPS_SLOT_DONE)
 			return CUDA_SUCCESS;
@@ -314,18 +284,18 @@ static CUresult wait_slot(struct mps_slot *s, uint32_t slot)
 		if (st == MPS_SLOT_BUSY || st == MPS_SLOT_GPU) {
 			uint32_t sleeping = st == MPS_SLOT_BUSY ? MPS_SLOT_SLEEPING : MPS_SLOT_GPU_SLEEPING;
 
-			if (!mps_cas(&s->state, &exp, sleeping))
+			if (!mps_cas(word, &exp, sleeping))
 				continue;   /* it changed: look again */
 			st = sleeping;
 		}
 		if (st == MPS_SLOT_GPU_SLEEPING && !asked) {
-			struct mps_msg_handle q = { .handle = slot };
+			struct mps_msg_handle q = { .handle = wake };
 
 			asked = true;
 			if (mps__post(MPS_OP_SLOT_WAKE, 0, &q.hdr, sizeof(q), NULL, 0) != CUDA_SUCCESS && server_gone())
 				return dead_result();
 		}
-		if (mps_futex_wait(&s->state, st, SLEEP_NS) == -ETIMEDOUT && server_gone())
+		if (mps_futex_wait(word, st, SLEEP_NS) == -ETIMEDOUT && server_gone())
 			return dead_result();
 	}
 }
@@ -450,7 +420,7 @@ static CUresult call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len,
 		c->slot = -1;
 		return r;
 	}
-	r = wait_slot(c->s, (uint32_t)c->slot);
+	r = mps__wait_reply(&c->s->state, (uint32_t)c->slot);
 	if (r != CUDA_SUCCESS) {
 		/* The server is gone; the slot stays taken. */
 		c->slot = -1;

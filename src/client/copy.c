@@ -61,7 +61,7 @@ static CUresult chunk_reclaim(unsigned int k)
 
 	if (mps_load_acquire(st) == MPS_STAGE_IDLE)
 		return CUDA_SUCCESS;
-	r = mps__wait_word(st, MPS_STAGE_INFLIGHT, MPS_STAGE_SLEEPING, MPS_STAGE_DONE);
+	r = mps__wait_reply(st, MPS_WAKE_STAGE(k));
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = (CUresult)mps_conn.region->stage_result[k];

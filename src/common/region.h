@@ -29,7 +29,9 @@
  * and, to sleep instead, moves it to MPS_SLOT_GPU_SLEEPING and sends
  * MPS_OP_SLOT_WAKE, after which the server wakes it once the stream gets
  * there. A word the client already moved to SLEEPING is answered by the
- * server as before.
+ * server as before. A staging chunk's state word goes the same way
+ * (MPS_STAGE_GPU, with the same values), so the chunk comes back the moment
+ * its copy is done.
  *
  * Wakeups follow the NEED_WAKEUP pattern: a side that is about to sleep sets
  * its flag, issues a full fence, re-checks for work, and only then sleeps; a
@@ -85,6 +87,13 @@
 #define MPS_STAGE_INFLIGHT  1u  /* handed to the server, copy not finished */
 #define MPS_STAGE_SLEEPING  2u  /* as INFLIGHT, and the client sleeps on the word */
 #define MPS_STAGE_DONE      3u  /* the server's copy finished; result in stage_result */
+#define MPS_STAGE_GPU       4u  /* as INFLIGHT; the GPU stores DONE when the copy is done */
+#define MPS_STAGE_GPU_SLEEPING 5u /* as GPU, and the client sleeps on the word (it sent SLOT_WAKE) */
+
+/* A wake-up request (MPS_OP_SLOT_WAKE) names reply slot i as i and staging
+ * chunk k as MPS_WAKE_STAGE(k). */
+#define MPS_WAKE_STAGE(k)   (MPS_SLOT_COUNT + (k))
+#define MPS_WAKE_COUNT      (MPS_SLOT_COUNT + MPS_STAGE_MAX)
 
 /* One index on its own cache line, so producer and consumer don't false-share. */
 struct mps_line32 {
@@ -144,6 +153,9 @@ struct mps_slot {
 _Static_assert((MPS_SQ_SIZE & (MPS_SQ_SIZE - 1)) == 0, "ring size must be a power of two");
 _Static_assert(MPS_SQ_SIZE % MPS_MSG_ALIGN == 0, "ring size must be a multiple of the message alignment");
 _Static_assert(MPS_MSG_MAX <= MPS_SQ_SIZE / 2, "a message must fit in half the ring");
+_Static_assert(MPS_STAGE_INFLIGHT == MPS_SLOT_BUSY && MPS_STAGE_SLEEPING == MPS_SLOT_SLEEPING &&
+	       MPS_STAGE_DONE == MPS_SLOT_DONE && MPS_STAGE_GPU == MPS_SLOT_GPU &&
+	       MPS_STAGE_GPU_SLEEPING == MPS_SLOT_GPU_SLEEPING, "slot and staging words wait alike");
 _Static_assert(sizeof(struct mps_line32) == 64, "cache line");
 _Static_assert(sizeof(struct mps_region) == MPS_HEADER_SIZE, "region header size");
 _Static_assert(offsetof(struct mps_region, magic) == 0, "magic first");

@@ -206,7 +206,7 @@ enum mps_op_sync {
 	X(HOSTFN, hostfn, mps_msg_hostfn, MPS_ASYNC)                      /* a host function's place in a stream */ \
 	X(GRAPH_HOST_NODE, graph_host_node, mps_msg_graph_host_node, MPS_SYNC) /* deps follow; val[0] = node */ \
 	X(HOST_REGISTER, host_register, mps_msg_host_register, MPS_SYNC)  /* the memfd went ahead; val as HOST_ALLOC */ \
-	X(SLOT_WAKE, slot_wake, mps_msg_handle, MPS_ASYNC)                /* handle: a slot the GPU answers; wake its waiter */
+	X(SLOT_WAKE, slot_wake, mps_msg_handle, MPS_ASYNC)                /* handle: a word the GPU answers (region.h); wake its waiter */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 

@@ -18,10 +18,29 @@ void mps_comp_stage_done(struct mps_client *c, uint32_t stage, CUresult r)
 {
 	struct mps_region *reg = c->region;
 
-	reg->stage_result[stage] = r;
+	mps_store_relaxed(&reg->stage_result[stage], (int32_t)r);   /* see mps__reply */
 	/* Release: the result is visible before the state says DONE. */
-	if (mps_xchg(&reg->stage_state[stage], MPS_STAGE_DONE) == MPS_STAGE_SLEEPING)
+	switch (mps_xchg(&reg->stage_state[stage], MPS_STAGE_DONE)) {
+	case MPS_STAGE_SLEEPING:
+	case MPS_STAGE_GPU_SLEEPING:
 		mps_futex_wake(&reg->stage_state[stage], 1);
+		break;
+	}
+}
+
+/* The word MPS_OP_SLOT_WAKE number w names. */
+static uint32_t *wake_word(struct mps_client *c, uint32_t w)
+{
+	return w < MPS_SLOT_COUNT ? &mps__slot(c, w)->state : &c->region->stage_state[w - MPS_SLOT_COUNT];
+}
+
+/* The answer when the GPU will never store: the stream's error r. */
+static void wake_failed(struct mps_client *c, uint32_t w, CUresult r)
+{
+	if (w < MPS_SLOT_COUNT)
+		mps__reply(c, w, r);
+	else
+		mps_comp_stage_done(c, w - MPS_SLOT_COUNT, r);
 }
 
 /* Takes a lazy completion off its stream's list. */
@@ -57,9 +76,9 @@ static void finish(struct mps_client *c, struct mps_pending *p, CUresult r)
 		 * failed on the way: then it never will, and the error is the
 		 * reply. */
 		if (r != CUDA_SUCCESS)
-			mps__reply(c, p->index, r);
+			wake_failed(c, p->index, r);
 		else
-			mps_futex_wake(&mps__slot(c, p->index)->state, 1);
+			mps_futex_wake(wake_word(c, p->index), 1);
 	} else {
 		mps_comp_stage_done(c, p->index, r);
 	}
@@ -288,39 +307,41 @@ CUresult mps_comp_after_stream(struct mps_client *c, struct mps_sstream *st, int
 	return CUDA_SUCCESS;
 }
 
-bool mps_comp_gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_sstream *st, uint32_t slot)
+/* Has the GPU store DONE into *state (a reply slot's or a staging chunk's
+ * word, whose result is *result) once the stream gets to this point; wake
+ * is the word's number in MPS_OP_SLOT_WAKE. */
+static bool gpu_store(struct mps_client *c, struct mps_sctx *ctx, struct mps_sstream *st, uint32_t *state,
+		      int32_t *result, uint32_t wake)
 {
 	struct mps_completions *q = &c->comp;
-	struct mps_slot *s = mps__slot(c, slot);
 	CUdeviceptr word = q->region_dp[ctx->device];
 	CUstream stream = st ? st->s : ctx->join;
 	uint32_t exp = MPS_SLOT_BUSY;
 	CUresult r;
 
-	if (!q->gpu_replies || !word || !stream || (st && mps_stream_capturing(c, st)) ||
-	    mps_load_relaxed(&c->deferred) != CUDA_SUCCESS)
+	if (!q->gpu_replies || !word || !stream || (st && mps_stream_capturing(c, st)))
 		return false;
-	s->result = CUDA_SUCCESS;
+	mps_store_relaxed(result, CUDA_SUCCESS);   /* see mps__reply */
 	/* Release: the result is visible before the word says GPU. A client
 	 * already asleep (SLEEPING) is answered the usual way. */
-	if (!mps_cas(&s->state, &exp, MPS_SLOT_GPU))
+	if (!mps_cas(state, &exp, MPS_SLOT_GPU))
 		return false;
-	word += (CUdeviceptr)((uint8_t *)&s->state - (uint8_t *)c->region);
+	word += (CUdeviceptr)((uint8_t *)state - (uint8_t *)c->region);
 	/* With the default flags the write follows a memory barrier: the
-	 * stream's earlier work, a copy into the slot's data included, is
-	 * visible before the word says DONE. */
+	 * stream's earlier work, a copy into the slot's data or the chunk
+	 * included, is visible before the word says DONE. */
 	r = mps_drv.cuStreamWriteValue32_v2(stream, word, MPS_SLOT_DONE, 0);
 	if (r != CUDA_SUCCESS) {
 		/* Back to BUSY for the caller's completion; a client that went
 		 * to sleep meanwhile sleeps as on BUSY (its wake message finds
-		 * no GPU reply and only wakes it). */
+		 * no GPU store and only wakes it). */
 		exp = MPS_SLOT_GPU;
-		if (!mps_cas(&s->state, &exp, MPS_SLOT_BUSY))
-			mps_store_release(&s->state, MPS_SLOT_SLEEPING);
-		q->gpu[slot].kind = MPS_GPU_NONE;
+		if (!mps_cas(state, &exp, MPS_SLOT_BUSY))
+			mps_store_release(state, MPS_SLOT_SLEEPING);
+		q->gpu[wake].kind = MPS_GPU_NONE;
 		return false;
 	}
-	q->gpu[slot] = (struct mps_gpu_reply){
+	q->gpu[wake] = (struct mps_gpu_reply){
 		.kind = st ? MPS_GPU_STREAM : MPS_GPU_JOIN,
 		.ctx = ctx->handle,
 		.stream = st ? st->handle : 0,
@@ -328,9 +349,26 @@ bool mps_comp_gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_s
 	return true;
 }
 
-void mps_comp_gpu_wake(struct mps_client *c, uint32_t slot)
+bool mps_comp_gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_sstream *st, uint32_t slot)
 {
-	struct mps_gpu_reply *g = &c->comp.gpu[slot];
+	struct mps_slot *s = mps__slot(c, slot);
+
+	/* An earlier call's error is reported by the server's reply. */
+	if (mps_load_relaxed(&c->deferred) != CUDA_SUCCESS)
+		return false;
+	return gpu_store(c, ctx, st, &s->state, &s->result, slot);
+}
+
+bool mps_comp_gpu_stage(struct mps_client *c, struct mps_sstream *st, uint32_t stage)
+{
+	struct mps_region *reg = c->region;
+
+	return gpu_store(c, st->ctx, st, &reg->stage_state[stage], &reg->stage_result[stage], MPS_WAKE_STAGE(stage));
+}
+
+void mps_comp_gpu_wake(struct mps_client *c, uint32_t w)
+{
+	struct mps_gpu_reply *g = &c->comp.gpu[w];
 	struct mps_sctx *x = g->kind ? mps__obj(c, g->ctx, MPS_H_CTX) : NULL;
 	CUstream s = NULL;
 	CUresult r;
@@ -355,13 +393,13 @@ void mps_comp_gpu_wake(struct mps_client *c, uint32_t slot)
 	 * the GPU will never answer, and the error is the reply. */
 	r = s ? mps_drv.cuStreamQuery(s) : CUDA_SUCCESS;
 	if (r == CUDA_SUCCESS) {
-		mps_futex_wake(&mps__slot(c, slot)->state, 1);
+		mps_futex_wake(wake_word(c, w), 1);
 		return;
 	}
 	if (r == CUDA_ERROR_NOT_READY)
-		r = mps_comp_after(c, s, x->device, MPS_PEND_WAKE, slot, false);
+		r = mps_comp_after(c, s, x->device, MPS_PEND_WAKE, w, false);
 	if (r != CUDA_SUCCESS)
-		mps__reply(c, slot, r);
+		wake_failed(c, w, r);
 }
 
 CUresult mps_comp_settle(struct mps_client *c, struct mps_sstream *st)
@@ -403,7 +441,9 @@ unsigned int mps_comp_poll(struct mps_client *c)
 		CUresult r;
 
 		mps__bind_device(c, p->device);
-		if (p->lazy)
+		if (p->kind == MPS_PEND_WAKE && mps_load_acquire(wake_word(c, p->index)) == MPS_SLOT_DONE)
+			r = CUDA_SUCCESS;   /* stored: the event, recorded later, may be far behind */
+		else if (p->lazy)
 			r = mps_drv.cuStreamQuery(p->lazy->s);
 		else
 			r = p->ev ? mps_drv.cuEventQuery(p->ev) : eventless(p);

@@ -27,9 +27,10 @@
  * pay for the interrupt. A completion belongs to exactly one of the two at a
  * time.
  *
- * Most replies need none of this: a reply that only waits for the GPU is
- * written by the GPU (region.h, MPS_SLOT_GPU), so no server thread polls
- * for it and the client waits on its own memory, as it would on the driver.
+ * Most replies need none of this: a reply that only waits for the GPU, and
+ * a staging chunk's return, are written by the GPU (region.h, MPS_SLOT_GPU),
+ * so no server thread polls for them and the client waits on its own
+ * memory, as it would on the driver.
  * Only a client that goes to sleep on such a reply (MPS_OP_SLOT_WAKE) gets
  * a completion, of kind MPS_PEND_WAKE, that wakes it.
  */
@@ -50,7 +51,7 @@ struct mps_client;
 enum mps_pend_kind {
 	MPS_PEND_REPLY = 1,   /* write the result into reply slot `index` */
 	MPS_PEND_STAGE,       /* mark staging chunk `index` done */
-	MPS_PEND_WAKE,        /* the GPU answered slot `index`: wake its sleeper (or report a fault) */
+	MPS_PEND_WAKE,        /* the GPU answers word `index` (MPS_OP_SLOT_WAKE's numbering): wake its sleeper */
 };
 
 /* Where the GPU will answer a reply slot, for a later MPS_OP_SLOT_WAKE: a
@@ -95,7 +96,7 @@ struct mps_completions {
 	pthread_t waiter;
 	bool gpu_replies;                  /* OPENMPS_GPU_REPLIES is not 0 and the driver can */
 	CUdeviceptr region_dp[MPS_MAX_DEVICES];      /* the region as each device sees it; 0: none */
-	struct mps_gpu_reply gpu[MPS_SLOT_COUNT];    /* worker's: the slots the GPU answers */
+	struct mps_gpu_reply gpu[MPS_WAKE_COUNT];    /* worker's: the words the GPU answers */
 	CUevent *pool;                     /* free internal events, per device */
 	int *pool_dev;
 	unsigned int pool_n, pool_cap;
@@ -137,9 +138,14 @@ CUresult mps_comp_on_event(struct mps_client *c, CUevent ev, int device, int kin
  * stream captures, the driver cannot). */
 bool mps_comp_gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_sstream *st, uint32_t slot);
 
-/* MPS_OP_SLOT_WAKE: the client sleeps on slot `slot`, which the GPU
- * answers; wakes it once the stream has got there. */
-void mps_comp_gpu_wake(struct mps_client *c, uint32_t slot);
+/* The same for staging chunk `stage` (< MPS_STAGE_MAX) after its copy on
+ * st: the chunk goes back to the client when the GPU has done the copy. */
+bool mps_comp_gpu_stage(struct mps_client *c, struct mps_sstream *st, uint32_t stage);
+
+/* MPS_OP_SLOT_WAKE: the client sleeps on word w (< MPS_WAKE_COUNT, see
+ * region.h), which the GPU answers; wakes it once the stream has got
+ * there, or answers with the stream's error. */
+void mps_comp_gpu_wake(struct mps_client *c, uint32_t w);
 
 /* Finishes the completions whose events are done. Returns how many. */
 unsigned int mps_comp_poll(struct mps_client *c);

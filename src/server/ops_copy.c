@@ -8,7 +8,8 @@
  * library uses for large pageable copies. The device side must lie inside
  * memory the client owns. Every copy is queued on the client's stream; a
  * synchronous one is answered when the GPU has finished it, and a staged one
- * hands its staging chunk back to the client at that moment.
+ * hands its staging chunk back to the client at that moment (both stores
+ * the GPU makes itself where it can: completion.h).
  */
 #include "common/atomics.h"
 #include "server/driver.h"
@@ -52,7 +53,7 @@ static void finish(struct mps_client *c, const struct mps_msg *m, struct mps_sst
 	if ((m->flags & MPS_COPY_STAGE) && stage < MPS_STAGE_MAX) {
 		CUresult sr = r;
 
-		if (sr == CUDA_SUCCESS)
+		if (sr == CUDA_SUCCESS && !mps_comp_gpu_stage(c, st, stage))
 			sr = mps_comp_after_stream(c, st, MPS_PEND_STAGE, stage, false);
 		if (sr != CUDA_SUCCESS)
 			mps_comp_stage_done(c, stage, sr);   /* hand the chunk back at once */

@@ -234,9 +234,9 @@ void mps__op_slot_wake(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_handle *q = (const void *)m;
 
-	if (q->handle >= MPS_SLOT_COUNT) {
-		mps_log_warn("client %d asked to be woken on reply slot %u (of %u); ignored", (int)c->pid, q->handle,
-			     MPS_SLOT_COUNT);
+	if (q->handle >= MPS_WAKE_COUNT) {
+		mps_log_warn("client %d asked to be woken on word %u (of %u); ignored", (int)c->pid, q->handle,
+			     MPS_WAKE_COUNT);
 		return;
 	}
 	mps_comp_gpu_wake(c, q->handle);

@@ -93,7 +93,9 @@ void mps__reply(struct mps_client *c, uint32_t slot, CUresult r)
 	mps_fault_check(r);
 	if (r != CUDA_SUCCESS)
 		mps_store_relaxed(&c->stats.errors, c->stats.errors + 1);
-	s->result = (int32_t)r;
+	/* Atomic: the thread answering this slot's previous call may not be
+	 * this one, and what orders the two goes through the client. */
+	mps_store_relaxed(&s->result, (int32_t)r);
 	/* Release: the reply's data and result are visible before DONE. */
 	switch (mps_xchg(&s->state, MPS_SLOT_DONE)) {
 	case MPS_SLOT_SLEEPING:

@@ -11,7 +11,9 @@
  * another thread lets the stream go, and soon after: under openmps with
  * OPENMPS_CLIENT_YIELD_US=0 (tests/system/replies.sh) the waiting thread
  * sleeps after its spin and the server must wake it, well before the
- * client's own 100 ms liveness check would.
+ * client's own 100 ms liveness check would. A large pageable copy queued
+ * behind such a wait returns once its staging (the driver's, or openmps's
+ * chunks) has room again, after the release, with every byte arriving.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -76,6 +78,32 @@ static void held_sync(CUstream s, uint32_t *word, CUdeviceptr mapped, CUdevicept
 	EXPECT(*out == 9, "the copy behind the wait: %u", *out);
 	if (ev)
 		CHECK(cuEventDestroy(ev));
+}
+
+/* Holds s behind a wait for *word, then copies `n` bytes of pageable
+ * memory to dst on s, asynchronously: more than any staging holds, so the
+ * call returns only once the stream has been let go. */
+static void held_copy(CUstream s, uint32_t *word, CUdeviceptr mapped, CUdeviceptr dst, size_t n)
+{
+	struct release rel = { .word = word };
+	uint32_t *src = malloc(n), *back = malloc(n);
+	uint64_t rng = t_rng(11), done;
+	pthread_t t;
+
+	REQUIRE(src && back, "out of memory");
+	t_fill_u32(src, n / 4, &rng);
+	__atomic_store_n(word, 0, __ATOMIC_RELEASE);
+	CHECK(cuStreamWaitValue32(s, mapped, 1, CU_STREAM_WAIT_VALUE_GEQ));
+	REQUIRE(pthread_create(&t, NULL, release_later, &rel) == 0, "pthread_create");
+	CHECK(cuMemcpyHtoDAsync(dst, src, n, s));
+	done = now_ns();
+	pthread_join(t, NULL);
+	CHECK(cuStreamSynchronize(s));
+	EXPECT(rel.at_ns && done >= rel.at_ns, "a pageable copy behind a held stream returned before the release");
+	CHECK(cuMemcpyDtoH(back, dst, n));
+	EXPECT(memcmp(src, back, n) == 0, "a pageable copy behind a held stream: the bytes differ");
+	free(src);
+	free(back);
 }
 
 int main(int argc, char **argv)
@@ -174,6 +202,14 @@ int main(int argc, char **argv)
 	 * 9 since the first case. */
 	held_sync(s2, &host[6], mapped + 24, d, &host[7], false);
 	held_sync(s2, &host[6], mapped + 24, d, &host[7], true);
+	{
+		const size_t n = 18u << 20;   /* just past openmps's 16 MiB of staging */
+		CUdeviceptr big_d;
+
+		CHECK(cuMemAlloc(&big_d, n));
+		held_copy(s2, &host[6], mapped + 24, big_d, n);
+		CHECK(cuMemFree(big_d));
+	}
 
 	CHECK(cuMemFreeHost(host));
 	CHECK(cuMemFree(d));

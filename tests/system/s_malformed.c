@@ -428,9 +428,9 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
  * synchronize), a set-up with no pipe ahead of it naming no region, graph
  * host nodes naming no graph or made before the set-up; stream waits on
  * memory not the client's; host registrations without their memfd. */
-/* Requests to be woken on reply slots out of range, on a slot no reply is
- * pending on, and on one the GPU answered already: each ignored or a
- * harmless wake-up, the server answering on. */
+/* Requests to be woken on words out of range, on a slot and a staging chunk
+ * nothing is pending on, and on a slot the GPU answered already: each
+ * ignored or a harmless wake-up, the server answering on. */
 static void attack_wake(uint32_t ctx)
 {
 	union {
@@ -438,7 +438,7 @@ static void attack_wake(uint32_t ctx)
 		uint8_t raw[64];
 	} w;
 	struct mps_msg_handle *const w_p = &w.q;
-	const uint32_t bad[] = { MPS_SLOT_COUNT, 999, UINT32_MAX, 7 };
+	const uint32_t bad[] = { MPS_WAKE_COUNT, 999, UINT32_MAX, 7, MPS_WAKE_STAGE(3) };
 
 	memset(&w, 0, sizeof(w));
 	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
