@@ -259,12 +259,13 @@ static uint64_t spin_budget(void)
 
 CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 {
-	uint64_t start = mps_now_ns(), waited = 0;
+	uint64_t start = mps_now_ns();
 	unsigned int spins = 0;
 	bool asked = false;
 
 	for (;;) {
-		uint32_t st = mps_load_acquire(word), exp = st;
+		uint32_t st = mps_load_acquire(word);
+		uint64_t waited;
 
 		if (st == MPS_SLOT_DONE)
 			return CUDA_SUCCESS;
@@ -277,13 +278,13 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 			mps_cpu_relax();
 			continue;
 		}
-		if ((st == MPS_SLOT_GPU || st == MPS_SLOT_BUSY) && waited < mps_conn.yield_ns) {
-			sched_yield();
-			continue;
-		}
 		if (st == MPS_SLOT_BUSY || st == MPS_SLOT_GPU) {
-			uint32_t sleeping = st == MPS_SLOT_BUSY ? MPS_SLOT_SLEEPING : MPS_SLOT_GPU_SLEEPING;
+			uint32_t exp = st, sleeping = st == MPS_SLOT_BUSY ? MPS_SLOT_SLEEPING : MPS_SLOT_GPU_SLEEPING;
 
+			if (waited < mps_conn.yield_ns) {
+				sched_yield();
+				continue;
+			}
 			if (!mps_cas(word, &exp, sleeping))
 				continue;   /* it changed: look again */
 			st = sleeping;

@@ -34,10 +34,14 @@ static uint32_t *wake_word(struct mps_client *c, uint32_t w)
 	return w < MPS_SLOT_COUNT ? &mps__slot(c, w)->state : &c->region->stage_state[w - MPS_SLOT_COUNT];
 }
 
-/* The answer when the GPU will never store: the stream's error r. */
-static void wake_failed(struct mps_client *c, uint32_t w, CUresult r)
+/* Once the stream got past the GPU's store into word w (r: how it went):
+ * wake the client; if the stream failed on the way the store never comes,
+ * and its error r is the answer. */
+static void wake_answer(struct mps_client *c, uint32_t w, CUresult r)
 {
-	if (w < MPS_SLOT_COUNT)
+	if (r == CUDA_SUCCESS)
+		mps_futex_wake(wake_word(c, w), 1);
+	else if (w < MPS_SLOT_COUNT)
 		mps__reply(c, w, r);
 	else
 		mps_comp_stage_done(c, w - MPS_SLOT_COUNT, r);
@@ -72,13 +76,7 @@ static void finish(struct mps_client *c, struct mps_pending *p, CUresult r)
 			r = mps__take_deferred(c);
 		mps__reply(c, p->index, r);
 	} else if (p->kind == MPS_PEND_WAKE) {
-		/* The GPU stored DONE before this point, unless the stream
-		 * failed on the way: then it never will, and the error is the
-		 * reply. */
-		if (r != CUDA_SUCCESS)
-			wake_failed(c, p->index, r);
-		else
-			mps_futex_wake(wake_word(c, p->index), 1);
+		wake_answer(c, p->index, r);
 	} else {
 		mps_comp_stage_done(c, p->index, r);
 	}
@@ -289,24 +287,6 @@ CUresult mps_comp_on_event(struct mps_client *c, CUevent ev, int device, int kin
 	return queue(c, ev, false, device, kind, index, deferred_ok);
 }
 
-CUresult mps_comp_after_stream(struct mps_client *c, struct mps_sstream *st, int kind, uint32_t index,
-			       bool deferred_ok)
-{
-	struct mps_completions *q = &c->comp;
-	CUresult r;
-
-	if (kind == MPS_PEND_REPLY && deferred_ok && mps_comp_gpu_reply(c, st->ctx, st, index))
-		return CUDA_SUCCESS;
-	r = queue(c, NULL, true, st->ctx->device, kind, index, deferred_ok);
-
-	if (r != CUDA_SUCCESS)
-		return r;
-	q->tail->lazy = st;
-	q->tail->lazy_next = st->lazy;
-	st->lazy = q->tail;
-	return CUDA_SUCCESS;
-}
-
 /* Has the GPU store DONE into *state (a reply slot's or a staging chunk's
  * word, whose result is *result) once the stream gets to this point; wake
  * is the word's number in MPS_OP_SLOT_WAKE. */
@@ -349,7 +329,12 @@ static bool gpu_store(struct mps_client *c, struct mps_sctx *ctx, struct mps_sst
 	return true;
 }
 
-bool mps_comp_gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_sstream *st, uint32_t slot)
+/* Has the GPU answer reply slot `slot` once the stream gets to this point:
+ * st, or ctx's join stream if st is NULL (bound and ready). True if it
+ * will; false if the caller must queue a completion (the client sleeps
+ * already, an error of an earlier call is waiting to be reported, the
+ * stream captures, the driver cannot). */
+static bool gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_sstream *st, uint32_t slot)
 {
 	struct mps_slot *s = mps__slot(c, slot);
 
@@ -357,6 +342,31 @@ bool mps_comp_gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_s
 	if (mps_load_relaxed(&c->deferred) != CUDA_SUCCESS)
 		return false;
 	return gpu_store(c, ctx, st, &s->state, &s->result, slot);
+}
+
+CUresult mps_comp_after_stream(struct mps_client *c, struct mps_sstream *st, int kind, uint32_t index,
+			       bool deferred_ok)
+{
+	struct mps_completions *q = &c->comp;
+	CUresult r;
+
+	if (kind == MPS_PEND_REPLY && deferred_ok && gpu_reply(c, st->ctx, st, index))
+		return CUDA_SUCCESS;
+	r = queue(c, NULL, true, st->ctx->device, kind, index, deferred_ok);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	q->tail->lazy = st;
+	q->tail->lazy_next = st->lazy;
+	st->lazy = q->tail;
+	return CUDA_SUCCESS;
+}
+
+CUresult mps_comp_after_join(struct mps_client *c, struct mps_sctx *ctx, uint32_t slot)
+{
+	if (gpu_reply(c, ctx, NULL, slot))
+		return CUDA_SUCCESS;
+	return mps_comp_after(c, ctx->join, ctx->device, MPS_PEND_REPLY, slot, true);
 }
 
 bool mps_comp_gpu_stage(struct mps_client *c, struct mps_sstream *st, uint32_t stage)
@@ -392,14 +402,12 @@ void mps_comp_gpu_wake(struct mps_client *c, uint32_t w)
 	 * not come yet. A stream that reports an error has failed (a fault):
 	 * the GPU will never answer, and the error is the reply. */
 	r = s ? mps_drv.cuStreamQuery(s) : CUDA_SUCCESS;
-	if (r == CUDA_SUCCESS) {
-		mps_futex_wake(wake_word(c, w), 1);
-		return;
-	}
-	if (r == CUDA_ERROR_NOT_READY)
+	if (r == CUDA_ERROR_NOT_READY) {
 		r = mps_comp_after(c, s, x->device, MPS_PEND_WAKE, w, false);
-	if (r != CUDA_SUCCESS)
-		wake_failed(c, w, r);
+		if (r == CUDA_SUCCESS)
+			return;   /* its completion answers */
+	}
+	wake_answer(c, w, r);
 }
 
 CUresult mps_comp_settle(struct mps_client *c, struct mps_sstream *st)

@@ -119,7 +119,8 @@ CUresult mps_comp_after(struct mps_client *c, CUstream stream, int device, int k
 
 /* Queues a completion for when a client stream has finished the work
  * queued on it so far, polling the stream until more work comes (see
- * above). Returns CUDA_SUCCESS or the failure (nothing queued then). */
+ * above); a reply the GPU can store itself needs none. Returns
+ * CUDA_SUCCESS or the failure (nothing queued then). */
 CUresult mps_comp_after_stream(struct mps_client *c, struct mps_sstream *st, int kind, uint32_t index,
 			       bool deferred_ok);
 
@@ -131,15 +132,14 @@ CUresult mps_comp_settle(struct mps_client *c, struct mps_sstream *st);
 CUresult mps_comp_on_event(struct mps_client *c, CUevent ev, int device, int kind, uint32_t index,
 			   bool deferred_ok);
 
-/* Has the GPU answer reply slot `slot` once the stream gets to this point:
- * st, or ctx's join stream if st is NULL (bound and ready). True if it
- * will; false if the caller must queue a completion (the client sleeps
- * already, an error of an earlier call is waiting to be reported, the
- * stream captures, the driver cannot). */
-bool mps_comp_gpu_reply(struct mps_client *c, struct mps_sctx *ctx, struct mps_sstream *st, uint32_t slot);
+/* Answers reply slot `slot` once ctx's join stream (made and bound) gets
+ * past what it waits for now: by the GPU's store where it can, else by a
+ * completion. Returns CUDA_SUCCESS or the failure (nothing queued then). */
+CUresult mps_comp_after_join(struct mps_client *c, struct mps_sctx *ctx, uint32_t slot);
 
-/* The same for staging chunk `stage` (< MPS_STAGE_MAX) after its copy on
- * st: the chunk goes back to the client when the GPU has done the copy. */
+/* Has the GPU hand staging chunk `stage` (< MPS_STAGE_MAX) back to the
+ * client once its copy on st is done. True if it will; false if the
+ * caller must queue a completion. */
 bool mps_comp_gpu_stage(struct mps_client *c, struct mps_sstream *st, uint32_t stage);
 
 /* MPS_OP_SLOT_WAKE: the client sleeps on word w (< MPS_WAKE_COUNT, see

@@ -224,8 +224,8 @@ void mps__op_event_sync(struct mps_client *c, const struct mps_msg *m)
 		r = mps_stream_join(c, x, &join);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuStreamWaitEvent(join, e->ev, 0);
-	if (r == CUDA_SUCCESS && !mps_comp_gpu_reply(c, x, NULL, m->slot))
-		r = mps_comp_after(c, join, x->device, MPS_PEND_REPLY, m->slot, true);
+	if (r == CUDA_SUCCESS)
+		r = mps_comp_after_join(c, x, m->slot);
 	if (r != CUDA_SUCCESS)
 		mps__reply(c, m->slot, r);
 }

@@ -271,7 +271,5 @@ CUresult mps_stream_sync_all(struct mps_client *c, struct mps_sctx *ctx, uint32_
 		t->busy = false;
 	}
 	ctx->join_busy = false;
-	if (mps_comp_gpu_reply(c, ctx, NULL, slot))
-		return CUDA_SUCCESS;
-	return mps_comp_after(c, join, ctx->device, MPS_PEND_REPLY, slot, true);
+	return mps_comp_after_join(c, ctx, slot);
 }
