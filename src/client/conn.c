@@ -61,7 +61,11 @@ static long env_ms(const char *name, long def)
 	if (!v || !*v)
 		return def;
 	x = strtol(v, &end, 10);
-	return *end || x < 0 ? def : x;
+	if (*end || x < 0) {
+		mps_log_warn("openmps: %s=%s is not a whole number; ignored", name, v);
+		return def;
+	}
+	return x;
 }
 
 static void own_comm(char *buf, size_t len)

@@ -133,11 +133,7 @@ static void *waiter_main(void *arg)
 int mps_comp_init(struct mps_client *c)
 {
 	struct mps_completions *q = &c->comp;
-	const char *e = getenv("OPENMPS_GPU_REPLIES");
 	int r;
-
-	q->gpu_replies = mps_drv.cuStreamWriteValue32_v2 && mps_drv.cuMemHostGetDevicePointer &&
-			 !(e && e[0] == '0' && !e[1]);
 
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);
@@ -299,7 +295,7 @@ static bool gpu_store(struct mps_client *c, struct mps_sctx *ctx, struct mps_sst
 	uint32_t exp = MPS_SLOT_BUSY;
 	CUresult r;
 
-	if (!q->gpu_replies || !word || !stream || (st && mps_stream_capturing(c, st)))
+	if (!mps_srv.gpu_replies || !word || !stream || (st && mps_stream_capturing(c, st)))
 		return false;
 	mps_store_relaxed(result, CUDA_SUCCESS);   /* see mps__reply */
 	/* Release: the result is visible before the word says GPU. A client

@@ -94,7 +94,6 @@ struct mps_completions {
 	bool stop;
 	bool waiter_started;
 	pthread_t waiter;
-	bool gpu_replies;                  /* OPENMPS_GPU_REPLIES is not 0 and the driver can */
 	CUdeviceptr region_dp[MPS_MAX_DEVICES];      /* the region as each device sees it; 0: none */
 	struct mps_gpu_reply gpu[MPS_WAKE_COUNT];    /* worker's: the words the GPU answers */
 	CUevent *pool;                     /* free internal events, per device */

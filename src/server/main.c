@@ -217,6 +217,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	mps_log_info("Server starting on driver %s", mps_drv.path);
+	mps_srv.gpu_replies = env_long("OPENMPS_GPU_REPLIES", 1, 0, 1) && mps_drv.cuStreamWriteValue32_v2 &&
+			      mps_drv.cuMemHostGetDevicePointer;
 	{
 		char why[160], text[200];
 
@@ -263,8 +265,8 @@ int main(int argc, char **argv)
 	}
 
 	mps_control_report_ready();
-	mps_log_info("Server ready: %d device(s), spin %llu us", mps_srv.ndev,
-		     (unsigned long long)(mps_srv.spin_ns / 1000));
+	mps_log_info("Server ready: %d device(s), spin %llu us, replies stored by the %s", mps_srv.ndev,
+		     (unsigned long long)(mps_srv.spin_ns / 1000), mps_srv.gpu_replies ? "GPU" : "server");
 
 	for (;;) {
 		struct epoll_event evs[64];

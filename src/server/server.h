@@ -52,6 +52,7 @@ struct mps_server {
 	int driver_version;
 	int prio_least, prio_greatest;
 	uint64_t spin_ns;          /* how long an idle worker spins before sleeping */
+	bool gpu_replies;          /* the GPU stores replies (OPENMPS_GPU_REPLIES, and the driver can) */
 	int max_clients;
 	int channel;               /* to the daemon */
 

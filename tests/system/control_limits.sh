@@ -9,7 +9,8 @@
 #   - CUDA_VISIBLE_DEVICES renumbers it with the devices;
 #   - CUDA_MPS_CLIENT_PRIORITY=1 and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE are
 #     taken (server.log) and only lower the server's;
-#   - values that cannot be read are ignored with a warning;
+#   - values that cannot be read are ignored with a warning (the client's
+#     and, for OPENMPS_GPU_REPLIES, the server's own);
 #   - set_client_device_pinned_mem_limit, set_client_priority and
 #     set_client_active_thread_percentage change a connected client's from
 #     its next work on; bad PIDs and values get an error.
@@ -60,9 +61,10 @@ g=$(grep -o "client [0-9]*: priority below normal (its own)" "$slog" | tail -1 |
 [ -n "$g" ] || fail "CUDA_MPS_CLIENT_PRIORITY=1 was not taken"
 grep -q "client $g: active thread percentage 25.0 (its own)" "$slog" || fail "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 was not taken"
 
-run H "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=zero=12 CUDA_MPS_CLIENT_PRIORITY=7 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=250" init meminfo
+run H "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=zero=12 CUDA_MPS_CLIENT_PRIORITY=7 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=250 OPENMPS_CLIENT_YIELD_US=soon" init meminfo sync
 [ "$(total H)" = $((384 * MiB)) ] || fail "unreadable values changed the total: $(total H)"
-for v in CUDA_MPS_PINNED_DEVICE_MEM_LIMIT CUDA_MPS_CLIENT_PRIORITY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; do
+grep -q "^sync CUDA_SUCCESS$" "$dir/H.out" || fail "a client with unreadable values did not synchronize: $(cat "$dir/H.out")"
+for v in CUDA_MPS_PINNED_DEVICE_MEM_LIMIT CUDA_MPS_CLIENT_PRIORITY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE OPENMPS_CLIENT_YIELD_US; do
 	grep -q "$v=.*ignored" "$dir/H.err" || fail "no warning for an unreadable $v: $(cat "$dir/H.err")"
 done
 # Live changes: a connected client's limit, priority and percentage by PID.
@@ -83,4 +85,17 @@ expect_err "set_client_priority $l 2" "not a priority"
 expect_err "set_client_device_pinned_mem_limit $l 0 12" "not a memory size|not a"
 expect_err "set_client_active_thread_percentage $l 0" "percentage"
 stop_daemon
+
+# The server's choice of who stores replies: an unreadable value is
+# ignored with a warning (the GPU stores them), 0 has the server store them;
+# clients are served either way.
+for v in maybe 0; do
+	OPENMPS_GPU_REPLIES=$v start_daemon
+	run R$v "" init sync
+	grep -q "^sync CUDA_SUCCESS$" "$dir/R$v.out" || fail "with OPENMPS_GPU_REPLIES=$v: $(cat "$dir/R$v.out")"
+	stop_daemon
+done
+grep -q "ignoring OPENMPS_GPU_REPLIES=maybe (want 0..1)" "$slog" || fail "OPENMPS_GPU_REPLIES=maybe passed in silence"
+grep -q "replies stored by the GPU" "$slog" || fail "server.log does not say the GPU stores replies by default"
+grep -q "replies stored by the server" "$slog" || fail "OPENMPS_GPU_REPLIES=0 was not taken"
 finish
