@@ -93,6 +93,7 @@ static void *waiter_main(void *arg)
 	struct mps_completions *q = &c->comp;
 	int bound = -1;
 
+	pthread_setname_np(pthread_self(), "omps-waiter");
 	mps_crash_thread(c->pid);
 	pthread_mutex_lock(&q->lock);
 	for (;;) {

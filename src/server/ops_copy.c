@@ -9,8 +9,12 @@
  * memory the client owns. Every copy is queued on the client's stream; a
  * synchronous one is answered when the GPU has finished it, and a staged one
  * hands its staging chunk back to the client at that moment (both stores
- * the GPU makes itself where it can: completion.h).
+ * the GPU makes itself where it can: completion.h). A few aligned bytes
+ * from the message go to the device as the stream's own stores of values
+ * (small_h2d), with no staging of host memory at all.
  */
+#include <string.h>
+
 #include "common/atomics.h"
 #include "server/driver.h"
 #include "server/server.h"
@@ -44,9 +48,9 @@ static void *host_side(struct mps_client *c, const struct mps_msg_copy *q, const
 
 /* What to do once the copy or memset is queued (or failed to be). `staged`:
  * a synchronous copy whose source the server already holds (host to device
- * from bytes in the message) on a stream that was idle: as the driver's
- * cuMemcpyHtoD from pageable memory, which returns once the data is staged
- * and the stream's earlier work is done, it is answered at once. */
+ * from bytes in the message) on a stream that was idle, answered before it
+ * was queued (mps__op_copy); what queueing it returned is the client's next
+ * call's, as an asynchronous copy's. */
 static void finish(struct mps_client *c, const struct mps_msg *m, struct mps_sstream *st, uint32_t stage,
 		   CUresult r, const char *what, bool staged)
 {
@@ -58,16 +62,48 @@ static void finish(struct mps_client *c, const struct mps_msg *m, struct mps_sst
 		if (sr != CUDA_SUCCESS)
 			mps_comp_stage_done(c, stage, sr);   /* hand the chunk back at once */
 	}
-	if (m->slot != MPS_NO_SLOT) {
-		if (r == CUDA_SUCCESS && staged)
-			mps__reply(c, m->slot, mps__take_deferred(c));
-		else if (r == CUDA_SUCCESS && (r = mps_comp_after_stream(c, st, MPS_PEND_REPLY, m->slot, true)) == CUDA_SUCCESS)
+	if (m->slot != MPS_NO_SLOT && staged) {
+		mps__defer_error(c, r, what);
+	} else if (m->slot != MPS_NO_SLOT) {
+		if (r == CUDA_SUCCESS && (r = mps_comp_after_stream(c, st, MPS_PEND_REPLY, m->slot, true)) == CUDA_SUCCESS)
 			;   /* answered when the GPU is done */
 		else
 			mps__reply(c, m->slot, r);
 	} else {
 		mps__defer_error(c, r, what);
 	}
+}
+
+/* Up to this many bytes from the message go as stores of values. */
+#define SMALL_H2D_MAX 32
+
+/* A small host-to-device copy of bytes the server holds, as the stream's
+ * own 32- and 64-bit stores (one cuStreamBatchMemOp): stream-ordered like
+ * the copy, with none of a pageable copy's staging, so it costs the server
+ * a fraction of cuMemcpyHtoDAsync. Needs 4-byte alignment and length; any
+ * failure leaves it to the caller's copy. */
+static CUresult small_h2d(struct mps_sstream *st, uint64_t dst, const uint8_t *src, uint64_t size)
+{
+	CUstreamBatchMemOpParams op[SMALL_H2D_MAX / 4];
+	unsigned int n = 0;
+
+	if (!mps_drv.cuStreamBatchMemOp_v2 || size > SMALL_H2D_MAX || size % 4 || dst % 4)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	memset(op, 0, sizeof(op));
+	for (uint64_t at = 0; at < size; n++) {
+		if ((dst + at) % 8 == 0 && size - at >= 8) {
+			op[n].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+			memcpy(&op[n].writeValue.value64, src + at, 8);
+			op[n].writeValue.address = (CUdeviceptr)(dst + at);
+			at += 8;
+		} else {
+			op[n].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+			memcpy(&op[n].writeValue.value, src + at, 4);
+			op[n].writeValue.address = (CUdeviceptr)(dst + at);
+			at += 4;
+		}
+	}
+	return mps_drv.cuStreamBatchMemOp_v2(st->s, n, op, 0);
 }
 
 void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
@@ -113,15 +149,33 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 		}
 		h->graphed = true;   /* kept for the graph (ops_gnode.c) */
 	}
+	/* As the driver's cuMemcpyHtoD from pageable memory, which returns once
+	 * the stream's earlier work is done and the bytes are staged: bytes in
+	 * the message are staged already (they stay until this call returns,
+	 * and the driver stages them again before cuMemcpyHtoDAsync returns),
+	 * so on an idle stream the client is answered before the copy is even
+	 * queued. Its later calls come after this one, on this thread. A stream
+	 * whose only work since it was idle is such copies counts as idle: what
+	 * is left of them is DMA out of staging, which the driver's own staged
+	 * copy leaves in flight too. */
 	staged = m->slot != MPS_NO_SLOT && q->kind == MPS_COPY_H2D && q->host_region == MPS_HOST_INLINE &&
-		 !(m->flags & MPS_COPY_STAGE) && mps_drv.cuStreamQuery(st->s) == CUDA_SUCCESS;
+		 !(m->flags & MPS_COPY_STAGE) &&
+		 ((st->staged_at && st->staged_at + 1 == st->work) || mps_drv.cuStreamQuery(st->s) == CUDA_SUCCESS);
+	if (staged) {
+		st->staged_at = st->work;
+		mps__reply(c, m->slot, mps__take_deferred(c));
+	}
 	if (q->size) {
 		uint64_t *n = q->kind == MPS_COPY_H2D ? &c->stats.h2d : q->kind == MPS_COPY_D2H ? &c->stats.d2h : &c->stats.d2d;
 
 		mps_store_relaxed(n, *n + q->size);
 		switch (q->kind) {
 		case MPS_COPY_H2D:
-			r = mps_drv.cuMemcpyHtoDAsync((CUdeviceptr)q->dst, host, (size_t)q->size, st->s);
+			r = CUDA_ERROR_NOT_SUPPORTED;
+			if (q->host_region == MPS_HOST_INLINE && !(m->flags & MPS_COPY_STAGE))
+				r = small_h2d(st, q->dst, host, q->size);
+			if (r != CUDA_SUCCESS)
+				r = mps_drv.cuMemcpyHtoDAsync((CUdeviceptr)q->dst, host, (size_t)q->size, st->s);
 			break;
 		case MPS_COPY_D2H:
 			r = mps_drv.cuMemcpyDtoHAsync(host, (CUdeviceptr)q->src, (size_t)q->size, st->s);

@@ -134,6 +134,7 @@ static void *releaser(void *arg)
 	struct mps_hostfn *hf = arg;
 	const struct timespec pause = { .tv_nsec = 500 * 1000 };
 
+	pthread_setname_np(pthread_self(), "omps-hostfn");
 	while (__atomic_load_n(&hf->releasing, __ATOMIC_ACQUIRE)) {
 		release_all(hf);
 		nanosleep(&pause, NULL);

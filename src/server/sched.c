@@ -377,6 +377,7 @@ static void *teardown_main(void *arg)
 {
 	struct mps_client *c = arg;
 
+	pthread_setname_np(pthread_self(), "omps-teardown");
 	mps_crash_thread(c->pid);
 	mps__client_finish(c);
 	return NULL;
@@ -773,6 +774,7 @@ static void spin_after(bool committed)
 static void *thread_main(void *arg)
 {
 	(void)arg;
+	pthread_setname_np(pthread_self(), "omps-service");
 	mps_crash_thread(0);
 	while (!mps_load_acquire(&sched.stop)) {
 		struct epoll_event evs[16];

@@ -106,6 +106,8 @@ struct mps_sstream {
 	uint64_t legacy_seen;           /* ctx->legacy_gen this stream last waited for */
 	bool capture_origin;            /* a capture the client began on it is under way */
 	struct mps_pending *lazy;       /* completions waiting for the stream as it is now (completion.h) */
+	uint64_t work;                  /* operations queued on it so far */
+	uint64_t staged_at;             /* `work` at a synchronous copy answered before it ran (ops_copy.c), 0 if none */
 };
 
 struct mps_sevent {

@@ -148,6 +148,7 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 			return r;
 	}
 	s->busy = true;
+	s->work++;
 	if (s == ctx->legacy) {
 		for (struct mps_sstream *t = ctx->streams; t; t = t->next) {
 			if (t == s || !t->blocking || !t->dirty)
@@ -162,6 +163,7 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 			if (r != CUDA_SUCCESS)
 				return r;
 			t->dirty = false;
+			s->staged_at = 0;   /* it waits for other work now */
 		}
 		ctx->legacy_gen++;
 		return CUDA_SUCCESS;
@@ -181,6 +183,7 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 		if (r != CUDA_SUCCESS)
 			return r;
 		s->legacy_seen = ctx->legacy_gen;
+		s->staged_at = 0;
 	}
 	return CUDA_SUCCESS;
 }

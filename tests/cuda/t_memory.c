@@ -695,6 +695,58 @@ static void test_alloc_async(void)
 	free(out);
 }
 
+/* Copies of a few bytes from pageable memory at every small length and
+ * alignment (the server writes aligned ones as values), and their order on
+ * a stream against kernels writing the same words either side. */
+static void test_small_copies(void)
+{
+	static const size_t sizes[] = { 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 28, 32, 36, 40, 64 };
+	static const size_t offs[] = { 0, 4, 8, 12, 2, 1 };
+	CUfunction iota = t_func(mod, "iota_u32");
+	uint32_t words[64], back[64], host[4];
+	unsigned int base = 1000;
+	int n = 64;
+	void *args[] = { NULL, &base, &n };
+	CUdeviceptr d;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (size_t j = 0; j < sizeof(offs) / sizeof(offs[0]); j++)
+			for (int async = 0; async < 2; async++)
+				copy_case(sizes[i], async, 0, j, offs[j], offs[(j + 1) % 6], 0);
+
+	CHECK(cuMemAlloc(&d, sizeof(words)));
+	args[0] = &d;
+	for (int round = 0; round < 20; round++) {
+		t_fill_u32(host, 4, &rng);
+		base = (unsigned int)t_rand(&rng);
+		/* kernel, then the copy over words 8..11: the copy's bytes win */
+		CHECK(t_launch(iota, 1, 64, stream, args));
+		CHECK(cuMemcpyHtoDAsync(d + 8 * 4, host, sizeof(host), stream));
+		CHECK(cuMemcpyDtoHAsync(back, d, sizeof(back), stream));
+		CHECK(cuStreamSynchronize(stream));
+		for (int k = 0; k < 64; k++)
+			words[k] = k >= 8 && k < 12 ? host[k - 8] : base + (unsigned int)k;
+		CMP_BYTES(back, words, sizeof(words), "a kernel, then a 16-byte copy over part of its output");
+		/* the copy, then the kernel: the kernel's words win */
+		CHECK(cuMemcpyHtoDAsync(d + 20 * 4, host, sizeof(host), stream));
+		CHECK(t_launch(iota, 1, 64, stream, args));
+		CHECK(cuMemcpyDtoHAsync(back, d, sizeof(back), stream));
+		CHECK(cuStreamSynchronize(stream));
+		for (int k = 0; k < 64; k++)
+			words[k] = base + (unsigned int)k;
+		CMP_BYTES(back, words, sizeof(words), "a 16-byte copy, then a kernel over it");
+		/* synchronous copies back to back, then read by a copy on the stream */
+		for (int k = 0; k < 16; k++)
+			CHECK(cuMemcpyHtoD(d + (CUdeviceptr)k * 4, &host[k % 4], 4));
+		CHECK(cuMemcpyDtoHAsync(back, d, 16 * 4, stream));
+		CHECK(cuStreamSynchronize(stream));
+		for (int k = 0; k < 16; k++)
+			words[k] = host[k % 4];
+		CMP_BYTES(back, words, 16 * 4, "sixteen 4-byte synchronous copies back to back");
+	}
+	CHECK(cuMemFree(d));
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -711,6 +763,7 @@ int main(int argc, char **argv)
 	test_pointer_attributes();
 	test_host_memory();
 	test_copies();
+	test_small_copies();
 	test_unified_copy();
 	test_memset();
 	test_memset_2d();

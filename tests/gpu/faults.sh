@@ -22,6 +22,11 @@ cd "$ROOT" || exit 1
 BUILD=build
 NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
 rc=0
+# The soak's report of a thread the server kept: every thread's backtrace.
+SOAK_DIAG=
+if command -v cuda-gdb >/dev/null; then
+	SOAK_DIAG="cuda-gdb -batch -nx -ex 'thread apply all bt' -p"
+fi
 # Each test's whole output, the daemon's and server's logs included on failure.
 LOGS=${OUT:-/tmp}/faults
 mkdir -p "$LOGS"
@@ -38,5 +43,5 @@ run() {   # name program [env...]
 run "fault in the shared server, then in a domain of its own" s_fault
 run "soak: ${SOAK_CLIENTS:-16} clients, ${SOAK_SECONDS:-600} s of kills, terminations and faults" s_soak \
 	OPENMPS_SOAK_CLIENTS="${SOAK_CLIENTS:-16}" OPENMPS_SOAK_SECONDS="${SOAK_SECONDS:-600}" \
-	OPENMPS_SOAK_FAULT_MS="${SOAK_FAULT_MS:-2000}"
+	OPENMPS_SOAK_FAULT_MS="${SOAK_FAULT_MS:-2000}" OPENMPS_SOAK_DIAG="$SOAK_DIAG"
 exit $rc

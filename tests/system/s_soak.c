@@ -18,7 +18,10 @@
  * were with the anchor alone, and the device's free memory is back where it
  * was after a warm-up (one second of the workers' work, before the chaos:
  * the driver keeps what a context grew to under load); the daemon answers. Prints the counts: clients, verified rounds,
- * kills, terminations, faults.
+ * kills, terminations, faults. When the server keeps a thread it did not
+ * have before, the report says what each of its threads waits for, and
+ * runs $OPENMPS_SOAK_DIAG with the server's pid (tests/gpu/faults.sh sets
+ * it to a debugger's backtraces where there is one).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -190,6 +193,126 @@ static int count_dir(pid_t pid, const char *what)
 }
 
 
+static int by_name(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+/* The names of pid's threads, sorted and joined by spaces, into out: what
+ * a report shows when their number changed (the server names its own;
+ * the driver's have names of their own). */
+static void thread_names(pid_t pid, char *out, size_t size)
+{
+	static char names[256][16];
+	char path[320];
+	struct dirent *e;
+	size_t n = 0, used = 0;
+	DIR *d;
+
+	out[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((e = readdir(d)) && n < 256) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(names[n], sizeof(names[n]), f)) {
+			names[n][strcspn(names[n], "\n")] = 0;
+			n++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), by_name);
+	for (size_t i = 0; i < n && used + 18 < size; i++)
+		used += (size_t)snprintf(out + used, size - used, "%s%s", i ? " " : "", names[i]);
+}
+
+/* Prints one line from a /proc file (its first line), prefixed. */
+static void show_proc_line(const char *prefix, const char *path)
+{
+	char line[256] = "";
+	FILE *f = fopen(path, "r");
+
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = 0;
+		fclose(f);
+	}
+	line[strcspn(line, "\n")] = 0;
+	printf("%s%s\n", prefix, line);
+}
+
+/* What the server's own threads other than the pool are doing, for a
+ * report of a leaked one: where each sleeps in the kernel and, readable to
+ * root, its kernel stack; then $OPENMPS_SOAK_DIAG, if set, is run with the
+ * server's pid as its last argument (a debugger's backtraces, say). */
+static void show_threads(pid_t pid)
+{
+	const char *diag = getenv("OPENMPS_SOAK_DIAG");
+	char path[320], name[32], prefix[400], cmd[512];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && (e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		name[0] = 0;
+		if (f) {
+			if (!fgets(name, sizeof(name), f))
+				name[0] = 0;
+			fclose(f);
+		}
+		name[strcspn(name, "\n")] = 0;
+		snprintf(prefix, sizeof(prefix), "s_soak: thread %s %s waits in ", e->d_name, name);
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/wchan", (int)pid, e->d_name);
+		show_proc_line(prefix, path);
+		if (strcmp(name, "omps-teardown") == 0) {
+			char line[256];
+
+			snprintf(path, sizeof(path), "/proc/%d/task/%s/stack", (int)pid, e->d_name);
+			f = fopen(path, "r");
+			while (f && fgets(line, sizeof(line), f))
+				printf("s_soak:   %s", line);
+			if (f)
+				fclose(f);
+		}
+	}
+	if (d)
+		closedir(d);
+	if (diag && *diag) {
+		snprintf(cmd, sizeof(cmd), "%s %d", diag, (int)pid);
+		fflush(stdout);
+		if (system(cmd) != 0)
+			printf("s_soak: %s did not succeed\n", cmd);
+	}
+}
+
+/* The memory lines of the daemon's metrics (what the servers account for). */
+static void print_memory_metrics(void)
+{
+	static char buf[65536];
+
+	if (command("get_metrics", buf, sizeof(buf)) < 0)
+		return;
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+		if (strstr(line, "memory_bytes{"))
+			printf("s_soak: metrics: %s\n", line);
+}
+
 static long env_num(const char *name, long def, long lo, long hi)
 {
 	const char *v = getenv(name);
@@ -266,6 +389,7 @@ int main(int argc, char **argv)
 	double secs = (double)env_num("OPENMPS_SOAK_SECONDS", 15, 1, 86400), end;
 	double fault_gap = (double)env_num("OPENMPS_SOAK_FAULT_MS", 0, 0, 3600000) / 1000, next_fault = 0;
 	int report[2], anchor_go[2], fds0, threads0, fds1, threads1, st;
+	static char names0[4096], names1[4096];
 	long kills = 0, terms = 0, faults = 0, started = 0, rounds = 0, r;
 	struct slot w[MAX_WORKERS];
 	long long before, after;
@@ -305,6 +429,7 @@ int main(int argc, char **argv)
 	before = t_free_memory();
 	REQUIRE(before > 0, "cannot read the device's free memory");
 	settle(srv, &fds0, &threads0);
+	thread_names(srv, names0, sizeof(names0));
 
 	for (int i = 0; i < nworkers; i++) {
 		w[i].id = next_id++;
@@ -376,7 +501,12 @@ int main(int argc, char **argv)
 	EXPECT(srv_end == srv, "the shared server changed (%d, then %d): a fault in another domain reached it", (int)srv,
 	       (int)srv_end);
 	EXPECT(fds1 == fds0, "the server has %d descriptors open, %d with the anchor alone before", fds1, fds0);
-	EXPECT(threads1 == threads0, "the server has %d threads, %d with the anchor alone before", threads1, threads0);
+	if (!EXPECT(threads1 == threads0, "the server has %d threads, %d with the anchor alone before", threads1,
+		    threads0)) {
+		thread_names(srv, names1, sizeof(names1));
+		printf("s_soak: server threads before: %s\ns_soak: server threads after:  %s\n", names0, names1);
+		show_threads(srv);
+	}
 	REQUIRE(write(anchor_go[1], "g", 1) == 1, "pipe");
 	waitpid(anchor, &st, 0);
 	/* The last faulters' servers end on their own time (a real GPU takes a
@@ -391,7 +521,8 @@ int main(int argc, char **argv)
 			break;
 		usleep(100 * 1000);
 	}
-	EXPECT(after >= before - SLACK, "free device memory %lld, %lld before the soak", after, before);
+	if (!EXPECT(after >= before - SLACK, "free device memory %lld, %lld before the soak", after, before))
+		print_memory_metrics();
 	EXPECT(command("get_server_list", buf, sizeof(buf)) == 0, "the daemon does not answer");
 	printf("s_soak: %.0f s, %ld clients (%d at a time), %ld verified rounds, %ld kills, %ld terminations, %ld "
 	       "faults; server descriptors %d -> %d, threads %d -> %d, free memory %lld -> %lld\n",
