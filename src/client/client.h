@@ -261,6 +261,32 @@ bool mps__hostmem_take_registered(const void *user, uint32_t *handle);
  * (hostreg.c). CUDA_SUCCESS, then mps__hostmem_find finds it. */
 CUresult mps__host_adopt(const void *p, size_t len);
 
+/* Shared memory of the client's own making: the sealed memfd fd, mapped
+ * here over [start, start + len), pinned in the server as adopted memory
+ * (hostreg.c); the server's device address of start in *devptr; unpinned
+ * again (the mapping here stays), and the table's entry for an adopted
+ * region at addr taken out (its handle). */
+CUresult mps__host_pin_shared(void *start, size_t len, int fd, uint64_t *devptr);
+CUresult mps__host_unpin_shared(void *start);
+bool mps__hostmem_take_adopted(const void *addr, uint32_t *handle);
+
+/* Managed memory (managed.c): whether p lies in a managed allocation, with
+ * its attribute a (*v) or its range; cuMemFree of one (true if p was
+ * one, *r the result); a prefetch of [p, p + count) to location id `to`
+ * (a device ordinal or CU_DEVICE_CPU): true if the range is managed, *r
+ * then the result. */
+bool mps__managed_attr(uint64_t p, CUpointer_attribute a, uint64_t *v, CUresult *r);
+bool mps__managed_range(uint64_t p, uint64_t *base, uint64_t *size);
+bool mps__managed_free(uint64_t p, CUresult *r);
+bool mps__managed_prefetch(uint64_t p, size_t count, int to, CUresult *r);
+
+/* A memory location as the device-numbered calls name it: a device ordinal
+ * of the program's, or CU_DEVICE_CPU; CU_DEVICE_INVALID if it is neither;
+ * and a device-numbered location (CU_DEVICE_CPU: the host) as a location
+ * (managed.c). */
+int mps__location_id(CUmemLocation loc);
+CUmemLocation mps__device_location(CUdevice d);
+
 /* Pinned host memory: the region holding [p, p + len), or false. */
 bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *offset);
 

@@ -100,15 +100,49 @@ fail:
 	return -1;
 }
 
+/* The sealed memfd fd, mapped here over [start, start + len), pinned in the
+ * server and entered in the table (user: the program's pointer, NULL if
+ * adopted); the server's device address of start in *devptr. */
+static CUresult send_pinned(uintptr_t start, size_t len, int fd, unsigned int flags, void *user, uint64_t *devptr)
+{
+	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
+	struct mps_msg_host_register q;
+	struct mps_call call;
+	uint32_t cur = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.addr = start;
+	q.size = len;
+	mps__cur_handle(&cur);
+	/* The memfd goes ahead of the message that takes it. */
+	pthread_mutex_lock(&mps_conn.fd_lock);
+	if (mps_sock_send(mps_conn.sock, &fm, sizeof(fm), fd) < 0) {
+		r = CUDA_ERROR_OPERATING_SYSTEM;
+	} else {
+		r = mps__call(MPS_OP_HOST_REGISTER, cur, &q.hdr, sizeof(q), NULL, 0, &call);
+		if (r == CUDA_SUCCESS) {
+			*devptr = call.s->val[3];
+			r = mps__hostmem_add_registered((void *)start, len, (uint32_t)call.s->val[0], flags,
+							call.s->val[3], user);
+		}
+		mps__call_end(&call);
+	}
+	pthread_mutex_unlock(&mps_conn.fd_lock);
+	return r;
+}
+
+CUresult mps__host_pin_shared(void *start, size_t len, int fd, uint64_t *devptr)
+{
+	return send_pinned((uintptr_t)start, len, fd, 0, NULL, devptr);
+}
+
 /* The pages holding [p, p + bytesize) moved and pinned in the server, and
  * entered in the table (user: the program's pointer, NULL if adopted). */
 static CUresult pin_pages(const void *p, size_t bytesize, unsigned int flags, void *user)
 {
-	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
-	struct mps_msg_host_register q;
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start, end;
-	struct mps_call call;
-	uint32_t cur = 0;
+	uint64_t devptr;
 	CUresult r;
 	int fd;
 
@@ -124,22 +158,7 @@ static CUresult pin_pages(const void *p, size_t bytesize, unsigned int flags, vo
 	fd = move_pages((uint8_t *)start, end - start);
 	if (fd < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	memset(&q, 0, sizeof(q));
-	q.addr = start;
-	q.size = end - start;
-	mps__cur_handle(&cur);
-	/* The memfd goes ahead of the message that takes it. */
-	pthread_mutex_lock(&mps_conn.fd_lock);
-	if (mps_sock_send(mps_conn.sock, &fm, sizeof(fm), fd) < 0) {
-		r = CUDA_ERROR_OPERATING_SYSTEM;
-	} else {
-		r = mps__call(MPS_OP_HOST_REGISTER, cur, &q.hdr, sizeof(q), NULL, 0, &call);
-		if (r == CUDA_SUCCESS)
-			r = mps__hostmem_add_registered((void *)start, end - start, (uint32_t)call.s->val[0], flags,
-							call.s->val[3], user);
-		mps__call_end(&call);
-	}
-	pthread_mutex_unlock(&mps_conn.fd_lock);
+	r = send_pinned(start, end - start, fd, flags, user, &devptr);
 	close(fd);   /* the pages stay mapped, and the server has its own */
 	return r;
 }
@@ -167,20 +186,36 @@ CUresult mps__host_adopt(const void *p, size_t len)
 	return pin_pages(p, len, 0, NULL);
 }
 
-static CUresult host_unregister(void *p)
+/* Unpins the region the server calls handle. */
+static CUresult unpin(uint32_t handle)
 {
 	struct mps_msg_handle q;
 	struct mps_call call;
 	CUresult r;
 
-	if (!p)
-		return CUDA_ERROR_INVALID_VALUE;
 	memset(&q, 0, sizeof(q));
-	if (!mps__hostmem_take_registered(p, &q.handle))
-		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	q.handle = handle;
 	r = mps__call(MPS_OP_HOST_FREE, 0, &q.hdr, sizeof(q), NULL, 0, &call);
 	mps__call_end(&call);
 	return r;
+}
+
+CUresult mps__host_unpin_shared(void *start)
+{
+	uint32_t handle;
+
+	return mps__hostmem_take_adopted(start, &handle) ? unpin(handle) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult host_unregister(void *p)
+{
+	uint32_t handle;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps__hostmem_take_registered(p, &handle))
+		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	return unpin(handle);
 }
 
 const struct mps_impl mps__hostreg_api[] = {

@@ -20,6 +20,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cudaTypedefs.h>
+
 #include "client/api.h"
 #include "client/capture.h"
 #include "client/client.h"
@@ -258,6 +260,22 @@ CUresult mps__hostmem_add_registered(void *addr, size_t size, uint32_t handle, u
 	return insert(&hostmem, &reg, (uint64_t)(uintptr_t)addr) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
+bool mps__hostmem_take_adopted(const void *addr, uint32_t *handle)
+{
+	long i;
+
+	pthread_rwlock_wrlock(&hostmem.lock);
+	i = find(&hostmem, (uint64_t)(uintptr_t)addr, 1);
+	if (i >= 0 && ((struct hostreg *)hostmem.v)[i].adopted && ((struct hostreg *)hostmem.v)[i].addr == addr) {
+		*handle = ((struct hostreg *)hostmem.v)[i].handle;
+		erase(&hostmem, (size_t)i);
+	} else {
+		i = -1;
+	}
+	pthread_rwlock_unlock(&hostmem.lock);
+	return i >= 0;
+}
+
 bool mps__hostmem_take_registered(const void *user, uint32_t *handle)
 {
 	long i;
@@ -339,6 +357,8 @@ static CUresult mem_free(CUdeviceptr p)
 
 	if (p == 0)
 		return CUDA_SUCCESS;
+	if (mps__managed_free(p, &r))
+		return r;
 	mps__cur_handle(&h);
 	r = mps__call(MPS_OP_MEM_FREE, h, &q.hdr, sizeof(q), NULL, 0, &call);
 	mps__call_end(&call);
@@ -433,9 +453,17 @@ static CUresult mem_get_address_range(CUdeviceptr *base, size_t *size, CUdevicep
 {
 	struct mps_msg_ptr q = { .ptr = p };
 	struct mps_call call;
+	uint64_t mb, ms;
 	uint32_t h = 0;
 	CUresult r;
 
+	if (mps__managed_range(p, &mb, &ms)) {
+		if (base)
+			*base = (CUdeviceptr)mb;
+		if (size)
+			*size = (size_t)ms;
+		return CUDA_SUCCESS;
+	}
 	r = mps__cur_handle(&h);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -685,6 +713,11 @@ static CUresult query(unsigned int n, const CUpointer_attribute *attrs, CUdevice
 	struct mps_call call;
 	CUresult r;
 
+	if (n && mps__managed_attr(ptr, attrs[0], &vals[0], &res[0])) {
+		for (unsigned int i = 1; i < n; i++)
+			mps__managed_attr(ptr, attrs[i], &vals[i], &res[i]);
+		return CUDA_SUCCESS;
+	}
 	if (hostreg_of((void *)(uintptr_t)ptr, &reg)) {
 		for (unsigned int i = 0; i < n; i++)
 			res[i] = host_attr(&reg, ptr, attrs[i], &vals[i]);
@@ -759,18 +792,32 @@ static CUresult pointer_get_attributes(unsigned int n, CUpointer_attribute *attr
 /* Prefetching moves managed memory; openmps hands out no managed memory, so
  * there is nothing to move. Libraries (cuBLAS) call it on ordinary device
  * memory and expect success; the range must still be the client's. */
+/* Prefetching moves nothing: device memory is where it is, and managed
+ * memory stays where the host and the device both reach it (managed.c),
+ * which keeps the location as the range's last prefetch location. */
 static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation loc, unsigned int flags, CUstream s, bool pt)
 {
 	uint32_t stream, ctx;
 	CUresult r;
 
-	(void)loc;
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = mps__stream_resolve(s, pt, &stream, &ctx);
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (count && mps__managed_prefetch(p, count, mps__location_id(loc), &r))
+		return r;
 	return count && !mps__devmem_has(p) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult mem_prefetch_async_v1(CUdeviceptr p, size_t count, CUdevice dst, CUstream s)
+{
+	return prefetch(p, count, mps__device_location(dst), 0, s, false);
+}
+
+static CUresult mem_prefetch_async_v1_ptsz(CUdeviceptr p, size_t count, CUdevice dst, CUstream s)
+{
+	return prefetch(p, count, mps__device_location(dst), 0, s, true);
 }
 
 static CUresult mem_prefetch_async(CUdeviceptr p, size_t count, CUmemLocation loc, unsigned int flags, CUstream s)
@@ -803,5 +850,7 @@ const struct mps_impl mps__memory_api[] = {
 	MPS_IMPL(cuPointerGetAttributes, pointer_get_attributes),
 	MPS_IMPL(cuMemPrefetchAsync_v2, mem_prefetch_async),
 	MPS_IMPL_AS(cuMemPrefetchAsync_v2_ptsz, cuMemPrefetchAsync_v2, mem_prefetch_async_ptsz),
+	MPS_IMPL_PFN(cuMemPrefetchAsync, PFN_cuMemPrefetchAsync_v8000, mem_prefetch_async_v1),
+	MPS_IMPL_PFN(cuMemPrefetchAsync_ptsz, PFN_cuMemPrefetchAsync_v8000_ptsz, mem_prefetch_async_v1_ptsz),
 	MPS_IMPL_END
 };
