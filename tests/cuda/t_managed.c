@@ -99,6 +99,18 @@ int main(int argc, char **argv)
 	CHECK(cuMemcpyDtoDAsync(p, d, bytes, s));
 	CHECK(cuStreamSynchronize(s));
 	CMP_U32(m, in, WORDS, "managed memory copied back from device memory");
+	/* cuMemcpy, which tells the direction from the pointers, either way. */
+	t_fill_u32(in, WORDS, &rng);
+	memcpy(m, in, bytes);
+	CHECK(cuMemsetD32(d, 0, WORDS));
+	CHECK(cuMemcpy(d, p, bytes));
+	CHECK(cuMemcpyDtoH(back, d, bytes));
+	CMP_U32(back, in, WORDS, "cuMemcpy from managed to device memory");
+	CHECK(cuMemsetD32(p, 0, WORDS));
+	CHECK(cuMemcpy(p, d, bytes));
+	CMP_U32(m, in, WORDS, "cuMemcpy from device to managed memory");
+	CHECK(cuMemcpy((CUdeviceptr)(uintptr_t)back, p, bytes));
+	CMP_U32(back, in, WORDS, "cuMemcpy from managed to pageable memory");
 
 	/* Advice, and what the range attributes make of it. */
 	CHECK(cuMemAdvise(p, bytes, CU_MEM_ADVISE_SET_READ_MOSTLY, here));

@@ -3,7 +3,8 @@
  * A client killed with SIGKILL in the middle of its work: the server must
  * free everything it held and the other clients must not notice.
  *
- * The victim allocates device and pinned memory, memory of its pools (one it
+ * The victim allocates device, pinned and managed memory (a kernel still
+ * writing the managed memory when it dies), memory of its pools (one it
  * made, whose freed memory stays cached, and its default pool) and a
  * physical allocation it mapped and released, a graph allocation left
  * allocated and pinned memory freed under a graph's copy node, queues many
@@ -147,12 +148,15 @@ static int victim(int ready)
 	pthread_t th;
 	void *pinned;
 	long long cycles = T_SPIN_1MS;
+	CUdeviceptr managed;
 
 	t_primary(t_device());
 	spin = t_func(t_module(), "spin");
 	CHECK(cuMemAlloc(&d, VICTIM_BYTES));
 	CHECK(cuMemAlloc(&out, 4096));
 	CHECK(cuMemAllocHost(&pinned, 8u << 20));
+	CHECK(cuMemAllocManaged(&managed, 4u << 20, CU_MEM_ATTACH_GLOBAL));
+	memset((void *)(uintptr_t)managed, 0x3c, 4u << 20);
 	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CHECK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
 	hold_pools_and_mappings(s);
@@ -168,9 +172,9 @@ static int victim(int ready)
 	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
 	CHECK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
 	for (int i = 0; i < 2000; i++) {
-		void *args[] = { &cycles, &out };
+		void *args[] = { &cycles, &out }, *margs[] = { &cycles, &managed };
 
-		CHECK(t_launch(spin, 1, 32, s, args));
+		CHECK(t_launch(spin, 1, 32, s, i % 2 ? margs : args));
 		if (i % 20 == 0) {
 			CHECK(cuGraphLaunch(ge, s));
 			CHECK(t_launch(spin, 1, 32, cap, args));
