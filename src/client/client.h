@@ -271,11 +271,12 @@ CUresult mps__host_unpin_shared(void *start);
 bool mps__hostmem_take_adopted(const void *addr, uint32_t *handle);
 
 /* Managed memory (managed.c): whether p lies in a managed allocation, with
- * its attribute a (*v) or its range; cuMemFree of one (true if p was
+ * its n attributes attrs (each value and result) or its range; cuMemFree of one (true if p was
  * one, *r the result); a prefetch of [p, p + count) to location id `to`
  * (a device ordinal or CU_DEVICE_CPU): true if the range is managed, *r
  * then the result. */
-bool mps__managed_attr(uint64_t p, CUpointer_attribute a, uint64_t *v, CUresult *r);
+bool mps__managed_attrs(uint64_t p, unsigned int n, const CUpointer_attribute *attrs, uint64_t *vals,
+			CUresult *res);
 bool mps__managed_range(uint64_t p, uint64_t *base, uint64_t *size);
 bool mps__managed_free(uint64_t p, CUresult *r);
 bool mps__managed_prefetch(uint64_t p, size_t count, int to, CUresult *r);

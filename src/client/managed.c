@@ -72,6 +72,7 @@ static long find_locked(uint64_t p, uint64_t count)
 	return -1;
 }
 
+/* The allocation holding [p, p + count), copied into *out. */
 static bool find(uint64_t p, uint64_t count, struct managed *out)
 {
 	long i;
@@ -215,14 +216,9 @@ bool mps__managed_range(uint64_t p, uint64_t *base, uint64_t *size)
 	return true;
 }
 
-bool mps__managed_attr(uint64_t p, CUpointer_attribute a, uint64_t *v, CUresult *r)
+/* Attribute a of p, inside allocation m, into *v. */
+static void attr(const struct managed *m, uint64_t p, CUpointer_attribute a, uint64_t *v)
 {
-	struct mps_ctx *ctx = mps__ctx_cur();
-	struct managed m;
-
-	if (!find(p, 0, &m))
-		return false;
-	*r = CUDA_SUCCESS;
 	switch (a) {
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
 		*v = CU_MEMORYTYPE_DEVICE;
@@ -232,18 +228,18 @@ bool mps__managed_attr(uint64_t p, CUpointer_attribute a, uint64_t *v, CUresult 
 		*v = p;
 		break;
 	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		*v = (uint64_t)(uintptr_t)ctx;
+		*v = (uint64_t)(uintptr_t)mps__ctx_cur();
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-		*v = (uint64_t)m.device;
+		*v = (uint64_t)m->device;
 		break;
 	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
 	case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
-		*v = m.base;
+		*v = m->base;
 		break;
 	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
 	case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
-		*v = m.size;
+		*v = m->size;
 		break;
 	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
 	case CU_POINTER_ATTRIBUTE_MAPPED:
@@ -254,11 +250,24 @@ bool mps__managed_attr(uint64_t p, CUpointer_attribute a, uint64_t *v, CUresult 
 		break;
 	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
 	case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
-		*v = m.base;   /* unique while it lives */
+		*v = m->base;   /* unique while it lives */
 		break;
 	default:           /* sync memops, IPC, handle types, RDMA, pools: none */
 		*v = 0;
 		break;
+	}
+}
+
+bool mps__managed_attrs(uint64_t p, unsigned int n, const CUpointer_attribute *attrs, uint64_t *vals,
+			CUresult *res)
+{
+	struct managed m;
+
+	if (!find(p, 0, &m))
+		return false;
+	for (unsigned int i = 0; i < n; i++) {
+		attr(&m, p, attrs[i], &vals[i]);
+		res[i] = CUDA_SUCCESS;
 	}
 	return true;
 }

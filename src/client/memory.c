@@ -260,14 +260,19 @@ CUresult mps__hostmem_add_registered(void *addr, size_t size, uint32_t handle, u
 	return insert(&hostmem, &reg, (uint64_t)(uintptr_t)addr) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
-bool mps__hostmem_take_adopted(const void *addr, uint32_t *handle)
+/* Takes out the region holding p if it is the one registered at the
+ * program's pointer p, or (adopted) the adopted one starting at p; its
+ * handle in *handle. */
+static bool take(const void *p, bool adopted, uint32_t *handle)
 {
+	const struct hostreg *h;
 	long i;
 
 	pthread_rwlock_wrlock(&hostmem.lock);
-	i = find(&hostmem, (uint64_t)(uintptr_t)addr, 1);
-	if (i >= 0 && ((struct hostreg *)hostmem.v)[i].adopted && ((struct hostreg *)hostmem.v)[i].addr == addr) {
-		*handle = ((struct hostreg *)hostmem.v)[i].handle;
+	i = find(&hostmem, (uint64_t)(uintptr_t)p, 1);
+	h = i >= 0 ? (struct hostreg *)hostmem.v + i : NULL;
+	if (h && (adopted ? h->adopted && h->addr == p : h->user == p)) {
+		*handle = h->handle;
 		erase(&hostmem, (size_t)i);
 	} else {
 		i = -1;
@@ -276,20 +281,14 @@ bool mps__hostmem_take_adopted(const void *addr, uint32_t *handle)
 	return i >= 0;
 }
 
+bool mps__hostmem_take_adopted(const void *addr, uint32_t *handle)
+{
+	return take(addr, true, handle);
+}
+
 bool mps__hostmem_take_registered(const void *user, uint32_t *handle)
 {
-	long i;
-
-	pthread_rwlock_wrlock(&hostmem.lock);
-	i = find(&hostmem, (uint64_t)(uintptr_t)user, 1);   /* the region holding the program's pointer */
-	if (i >= 0 && ((struct hostreg *)hostmem.v)[i].user == user) {
-		*handle = ((struct hostreg *)hostmem.v)[i].handle;
-		erase(&hostmem, (size_t)i);
-	} else {
-		i = -1;
-	}
-	pthread_rwlock_unlock(&hostmem.lock);
-	return i >= 0;
+	return take(user, false, handle);
 }
 
 /* A copy of the host region containing p. */
@@ -713,11 +712,8 @@ static CUresult query(unsigned int n, const CUpointer_attribute *attrs, CUdevice
 	struct mps_call call;
 	CUresult r;
 
-	if (n && mps__managed_attr(ptr, attrs[0], &vals[0], &res[0])) {
-		for (unsigned int i = 1; i < n; i++)
-			mps__managed_attr(ptr, attrs[i], &vals[i], &res[i]);
+	if (n && mps__managed_attrs(ptr, n, attrs, vals, res))
 		return CUDA_SUCCESS;
-	}
 	if (hostreg_of((void *)(uintptr_t)ptr, &reg)) {
 		for (unsigned int i = 0; i < n; i++)
 			res[i] = host_attr(&reg, ptr, attrs[i], &vals[i]);
@@ -789,12 +785,11 @@ static CUresult pointer_get_attributes(unsigned int n, CUpointer_attribute *attr
 	return CUDA_SUCCESS;
 }
 
-/* Prefetching moves managed memory; openmps hands out no managed memory, so
- * there is nothing to move. Libraries (cuBLAS) call it on ordinary device
- * memory and expect success; the range must still be the client's. */
-/* Prefetching moves nothing: device memory is where it is, and managed
- * memory stays where the host and the device both reach it (managed.c),
- * which keeps the location as the range's last prefetch location. */
+/* Prefetching moves nothing: device memory is where it is (libraries such
+ * as cuBLAS call it on ordinary device memory and expect success; the
+ * range must still be the client's), and managed memory stays where the
+ * host and the device both reach it (managed.c), which keeps the location
+ * as the range's last prefetch location. */
 static CUresult prefetch(CUdeviceptr p, size_t count, CUmemLocation loc, unsigned int flags, CUstream s, bool pt)
 {
 	uint32_t stream, ctx;

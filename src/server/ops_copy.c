@@ -112,7 +112,7 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 	struct mps_sstream *st = NULL;
 	CUresult r = CUDA_SUCCESS;
 	void *host = NULL;
-	bool staged;
+	bool inline_h2d, staged;
 
 	if ((m->flags & MPS_COPY_STAGE) && q->stage >= MPS_STAGE_MAX) {
 		r = CUDA_ERROR_INVALID_VALUE;
@@ -158,8 +158,8 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 	 * whose only work since it was idle is such copies counts as idle: what
 	 * is left of them is DMA out of staging, which the driver's own staged
 	 * copy leaves in flight too. */
-	staged = m->slot != MPS_NO_SLOT && q->kind == MPS_COPY_H2D && q->host_region == MPS_HOST_INLINE &&
-		 !(m->flags & MPS_COPY_STAGE) &&
+	inline_h2d = q->kind == MPS_COPY_H2D && q->host_region == MPS_HOST_INLINE && !(m->flags & MPS_COPY_STAGE);
+	staged = m->slot != MPS_NO_SLOT && inline_h2d &&
 		 ((st->staged_at && st->staged_at + 1 == st->work) || mps_drv.cuStreamQuery(st->s) == CUDA_SUCCESS);
 	if (staged) {
 		st->staged_at = st->work;
@@ -171,9 +171,7 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 		mps_store_relaxed(n, *n + q->size);
 		switch (q->kind) {
 		case MPS_COPY_H2D:
-			r = CUDA_ERROR_NOT_SUPPORTED;
-			if (q->host_region == MPS_HOST_INLINE && !(m->flags & MPS_COPY_STAGE))
-				r = small_h2d(st, q->dst, host, q->size);
+			r = inline_h2d ? small_h2d(st, q->dst, host, q->size) : CUDA_ERROR_NOT_SUPPORTED;
 			if (r != CUDA_SUCCESS)
 				r = mps_drv.cuMemcpyHtoDAsync((CUdeviceptr)q->dst, host, (size_t)q->size, st->s);
 			break;

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,21 @@ static int count_dir(pid_t pid, const char *what)
 }
 
 
+/* The first line of a file, without its newline, into buf; false (and
+ * buf empty) if there is none. */
+static bool first_line(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "r");
+	bool got = f && fgets(buf, (int)size, f);
+
+	if (f)
+		fclose(f);
+	if (!got)
+		buf[0] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	return got;
+}
+
 static int by_name(const void *a, const void *b)
 {
 	return strcmp((const char *)a, (const char *)b);
@@ -215,19 +231,10 @@ static void thread_names(pid_t pid, char *out, size_t size)
 	if (!d)
 		return;
 	while ((e = readdir(d)) && n < 256) {
-		FILE *f;
-
 		if (e->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(names[n], sizeof(names[n]), f)) {
-			names[n][strcspn(names[n], "\n")] = 0;
-			n++;
-		}
-		fclose(f);
+		n += first_line(path, names[n], sizeof(names[n]));
 	}
 	closedir(d);
 	qsort(names, n, sizeof(names[0]), by_name);
@@ -235,29 +242,14 @@ static void thread_names(pid_t pid, char *out, size_t size)
 		used += (size_t)snprintf(out + used, size - used, "%s%s", i ? " " : "", names[i]);
 }
 
-/* Prints one line from a /proc file (its first line), prefixed. */
-static void show_proc_line(const char *prefix, const char *path)
-{
-	char line[256] = "";
-	FILE *f = fopen(path, "r");
-
-	if (f) {
-		if (!fgets(line, sizeof(line), f))
-			line[0] = 0;
-		fclose(f);
-	}
-	line[strcspn(line, "\n")] = 0;
-	printf("%s%s\n", prefix, line);
-}
-
-/* What the server's own threads other than the pool are doing, for a
- * report of a leaked one: where each sleeps in the kernel and, readable to
- * root, its kernel stack; then $OPENMPS_SOAK_DIAG, if set, is run with the
+/* What the server's threads are doing, for a report of a leaked one: where
+ * each sleeps in the kernel and, for teardown threads, readable to root,
+ * the kernel stack; then $OPENMPS_SOAK_DIAG, if set, is run with the
  * server's pid as its last argument (a debugger's backtraces, say). */
 static void show_threads(pid_t pid)
 {
 	const char *diag = getenv("OPENMPS_SOAK_DIAG");
-	char path[320], name[32], prefix[400], cmd[512];
+	char path[320], name[32], wchan[256], cmd[512];
 	struct dirent *e;
 	DIR *d;
 
@@ -269,17 +261,10 @@ static void show_threads(pid_t pid)
 		if (e->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
-		f = fopen(path, "r");
-		name[0] = 0;
-		if (f) {
-			if (!fgets(name, sizeof(name), f))
-				name[0] = 0;
-			fclose(f);
-		}
-		name[strcspn(name, "\n")] = 0;
-		snprintf(prefix, sizeof(prefix), "s_soak: thread %s %s waits in ", e->d_name, name);
+		first_line(path, name, sizeof(name));
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/wchan", (int)pid, e->d_name);
-		show_proc_line(prefix, path);
+		first_line(path, wchan, sizeof(wchan));
+		printf("s_soak: thread %s %s waits in %s\n", e->d_name, name, wchan);
 		if (strcmp(name, "omps-teardown") == 0) {
 			char line[256];
 
