@@ -6,8 +6,9 @@
  * copies and memsets take it as device memory either way; the pointer
  * attributes and the address range say what it is; advice and prefetches
  * are accepted and reported back by the range attributes, and leave the
- * data as it was; attaching it to a stream is accepted; bad flags, sizes
- * and an interior pointer given to cuMemFree get the driver's errors.
+ * data as it was; attaching it to a stream is accepted; bad flags, sizes,
+ * advice, attribute sizes and an interior pointer given to cuMemFree get
+ * the driver's errors.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,10 @@ int main(int argc, char **argv)
 
 	CHECK_ERR(cuMemRangeGetAttribute(accessed, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, d, 4096),
 		  CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(cuMemRangeGetAttribute(accessed, 8, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, bytes),
+		  CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(cuMemAdvise(p, bytes, (CUmem_advise)99, here), CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(cuStreamAttachMemAsync(s, p, 0, 0), CUDA_ERROR_INVALID_VALUE);
 	CHECK_ERR(cuMemFree(p + 4096), CUDA_ERROR_INVALID_VALUE);
 	CHECK(cuMemFree(p));
 	CHECK(cuMemFree(d));
