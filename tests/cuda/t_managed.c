@@ -155,7 +155,9 @@ int main(int argc, char **argv)
 	CHECK_ERR(cuMemRangeGetAttribute(accessed, 8, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, bytes),
 		  CUDA_ERROR_INVALID_VALUE);
 	CHECK_ERR(cuMemAdvise(p, bytes, (CUmem_advise)99, here), CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuStreamAttachMemAsync(s, p, 0, 0), CUDA_ERROR_INVALID_VALUE);
+	/* cuStreamAttachMemAsync with no attach flag is not asked here: the
+	 * real driver (580) crashes on it, where openmps answers
+	 * CUDA_ERROR_INVALID_VALUE. */
 	CHECK_ERR(cuMemFree(p + 4096), CUDA_ERROR_INVALID_VALUE);
 	CHECK(cuMemFree(p));
 	CHECK(cuMemFree(d));
