@@ -680,6 +680,9 @@ static const struct {
 	{ "openmps_client_active_thread_percentage", "gauge", "A client's active thread percentage." },
 	{ "openmps_server_clients", "gauge", "Clients a server serves." },
 	{ "openmps_server_memory_bytes", "gauge", "Device memory a server's clients hold, by device." },
+	{ "openmps_server_streams", "gauge", "Driver streams a server holds, by device." },
+	{ "openmps_server_streams_peak", "gauge",
+	  "Most driver streams a server held at once, by device (the driver keeps memory for that many)." },
 };
 
 static void metrics_partial(struct mps_cmd *cmd, const struct mps_chan *answer, int fd, const char *failure)

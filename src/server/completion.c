@@ -171,7 +171,7 @@ void mps_comp_shutdown(struct mps_client *c)
 	mps_store_relaxed(&q->count, 0);
 	for (int d = 0; d < MPS_MAX_DEVICES; d++) {
 		if (q->helper[d] && mps__bind_device(c, d) == CUDA_SUCCESS)
-			mps_drv.cuStreamDestroy(q->helper[d]);
+			mps_stream_raw_free(d, q->helper[d]);
 		q->helper[d] = NULL;
 	}
 	for (unsigned int i = 0; i < q->pool_n; i++) {
@@ -479,10 +479,8 @@ static void mirror(struct mps_client *c, struct mps_pending *p)
 		return;
 	/* A stream of the server's own that runs no work, only waits; not a
 	 * client's stream, so not made in streams.c. */
-	if (!*h && mps_drv.cuStreamCreateWithPriority(h, CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
-		*h = NULL;
+	if (!*h && mps_stream_raw_new(p->device, 0, h) != CUDA_SUCCESS)
 		return;
-	}
 	if (mps_drv.cuEventCreate(&m, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
 		return;
 	if (mps_drv.cuStreamWaitEvent(*h, p->ev, 0) != CUDA_SUCCESS || mps_drv.cuEventRecord(m, *h) != CUDA_SUCCESS) {

@@ -12,6 +12,7 @@
 #include "server/device.h"
 #include "server/driver.h"
 #include "server/server.h"
+#include "server/streams.h"
 
 /* Peer access between every pair of devices that allows it, enabled once
  * for the server's contexts, in which every client's memory lives; each
@@ -43,6 +44,32 @@ static void enable_peers(void)
 	}
 	if (mps_srv.ndev)
 		mps_drv.cuCtxSetCurrent(mps_srv.dev[0].primary);
+}
+
+static void CUDA_CB nothing(void *arg)
+{
+	(void)arg;
+}
+
+/* The driver runs host functions on a thread of its own that it starts the
+ * first time one of its calls needs it: cuLaunchHostFunc, and also some
+ * stream destructions (seen from cuStreamDestroy in a client's teardown).
+ * One no-op host function per context at start makes that thread part of
+ * the server from the beginning, so a client's teardown starts none and
+ * the server's thread count stays what it was (a leak would show). */
+static void start_host_function_thread(int dev)
+{
+	struct mps_device *d = &mps_srv.dev[dev];
+	CUstream s;
+
+	if (!mps_drv.cuLaunchHostFunc)
+		return;
+	mps_drv.cuCtxSetCurrent(d->primary);
+	if (mps_stream_raw_new(dev, 0, &s) != CUDA_SUCCESS)
+		return;
+	if (mps_drv.cuLaunchHostFunc(s, nothing, NULL) == CUDA_SUCCESS)
+		mps_drv.cuStreamSynchronize(s);
+	mps_stream_raw_free(dev, s);
 }
 
 /* Logs why the devices could not be set up and puts it in why. Returns -1. */
@@ -102,6 +129,8 @@ int mps_devices_init(char *why, size_t size)
 		}
 	}
 	mps_srv.ndev = n;
+	for (int i = 0; i < n; i++)
+		start_host_function_thread(i);
 	enable_peers();
 	return 0;
 }

@@ -89,8 +89,13 @@ int mps_metrics_write(int fd)
 	}
 	pthread_mutex_unlock(&mps_srv.lock);
 	fprintf(f, "openmps_server_clients{server=\"%d\"} %d\n", server, n);
-	for (int d = 0; d < mps_srv.ndev; d++)
+	for (int d = 0; d < mps_srv.ndev; d++) {
 		fprintf(f, "openmps_server_memory_bytes{server=\"%d\",device=\"%d\"} %llu\n", server, d,
 			(unsigned long long)dev_bytes[d]);
+		fprintf(f, "openmps_server_streams{server=\"%d\",device=\"%d\"} %u\n", server, d,
+			mps_load_relaxed(&mps_srv.dev[d].streams));
+		fprintf(f, "openmps_server_streams_peak{server=\"%d\",device=\"%d\"} %u\n", server, d,
+			mps_load_relaxed(&mps_srv.dev[d].streams_peak));
+	}
 	return fclose(f) == 0 ? 0 : -EIO;
 }

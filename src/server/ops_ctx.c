@@ -80,16 +80,22 @@ static void ctx_free(struct mps_client *c, struct mps_sctx *x)
 	struct ctx_sweep w = { .c = c, .x = x };
 
 	mps__bind_device(c, x->device);
+	/* A stream synchronized here has nothing left for the join stream to
+	 * wait for when it is freed (which would make one just for that). */
 	for (struct mps_sstream *t = x->streams; t; t = t->next)
-		mps_drv.cuStreamSynchronize(t->s);
+		if (mps_drv.cuStreamSynchronize(t->s) == CUDA_SUCCESS)
+			t->busy = false;
 	if (x->join)
 		mps_drv.cuStreamSynchronize(x->join);
 	mps_handles_foreach(&c->handles, MPS_H_EVENT, drop_event, &w);
 	mps_handles_foreach(&c->handles, MPS_H_STREAM, drop_stream_handle, &w);
 	while (x->streams)
 		mps_stream_free(c, x->streams);
-	if (x->join)
-		mps_drv.cuStreamDestroy(x->join);
+	/* The streams just freed made it wait for their last work. */
+	if (x->join) {
+		mps_drv.cuStreamSynchronize(x->join);
+		mps_stream_raw_free(x->device, x->join);
+	}
 	mps__modules_release_ctx(c, x->handle);
 	for (size_t i = c->mem.n; i-- > 0;) {
 		struct mps_mrange r = c->mem.r[i];

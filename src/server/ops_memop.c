@@ -187,7 +187,7 @@ void mps__memwaits_release(struct mps_client *c)
 		if (!passing(w, &v) || check(c, w->addr, w->wide ? 8 : 4) != CUDA_SUCCESS ||
 		    mps__bind_device(c, d) != CUDA_SUCCESS)
 			continue;
-		if (!helper[d] && mps_drv.cuStreamCreateWithPriority(&helper[d], CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS)
+		if (!helper[d] && mps_stream_raw_new(d, 0, &helper[d]) != CUDA_SUCCESS)
 			continue;
 		if (w->wide)
 			mps_drv.cuStreamWriteValue64_v2(helper[d], w->addr, v, 0);
@@ -198,7 +198,7 @@ void mps__memwaits_release(struct mps_client *c)
 		if (!helper[d] || mps__bind_device(c, d) != CUDA_SUCCESS)
 			continue;
 		mps_drv.cuStreamSynchronize(helper[d]);
-		mps_drv.cuStreamDestroy(helper[d]);
+		mps_stream_raw_free(d, helper[d]);
 	}
 	free(k);
 	c->memwaits = NULL;

@@ -44,6 +44,10 @@ struct mps_device {
 	CUdevice dev;
 	CUcontext primary;
 	struct mps_wire_device info;
+	/* Driver streams the server holds on the device, now and at most at
+	 * once (server/streams.c counts them): the driver keeps memory for
+	 * the most streams a context ever had alive (get_metrics shows both). */
+	unsigned int streams, streams_peak;
 };
 
 struct mps_server {

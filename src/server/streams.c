@@ -35,7 +35,7 @@ CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int
 		goto err_free;
 	/* Always non-blocking on the server: the client's own legacy-stream
 	 * semantics are rebuilt in mps_stream_before(). */
-	r = mps_drv.cuStreamCreateWithPriority(&s->s, CU_STREAM_NON_BLOCKING, mps_stream_effective_priority(c, priority));
+	r = mps_stream_raw_new(ctx->device, mps_stream_effective_priority(c, priority), &s->s);
 	if (r != CUDA_SUCCESS)
 		goto err_free;
 	r = mps_drv.cuEventCreate(&s->ev, CU_EVENT_DISABLE_TIMING);
@@ -52,10 +52,33 @@ CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int
 	return CUDA_SUCCESS;
 
 err_stream:
-	mps_drv.cuStreamDestroy(s->s);
+	mps_stream_raw_free(ctx->device, s->s);
 err_free:
 	free(s);
 	return r;
+}
+
+CUresult mps_stream_raw_new(int dev, int priority, CUstream *out)
+{
+	struct mps_device *d = &mps_srv.dev[dev];
+	CUresult r = mps_drv.cuStreamCreateWithPriority(out, CU_STREAM_NON_BLOCKING, priority);
+	unsigned int n, peak;
+
+	if (r != CUDA_SUCCESS) {
+		*out = NULL;
+		return r;
+	}
+	n = mps_fetch_add(&d->streams, 1u) + 1;
+	peak = mps_load_relaxed(&d->streams_peak);
+	while (n > peak && !mps_cas(&d->streams_peak, &peak, n))
+		;
+	return CUDA_SUCCESS;
+}
+
+void mps_stream_raw_free(int dev, CUstream s)
+{
+	mps_drv.cuStreamDestroy(s);
+	mps_fetch_sub(&mps_srv.dev[dev].streams, 1u);
 }
 
 CUresult mps_stream_join(struct mps_client *c, struct mps_sctx *ctx, CUstream *join)
@@ -63,7 +86,7 @@ CUresult mps_stream_join(struct mps_client *c, struct mps_sctx *ctx, CUstream *j
 	CUresult r = mps__bind_device(c, ctx->device);
 
 	if (r == CUDA_SUCCESS && !ctx->join) {
-		r = mps_drv.cuStreamCreateWithPriority(&ctx->join, CU_STREAM_NON_BLOCKING, 0);
+		r = mps_stream_raw_new(ctx->device, 0, &ctx->join);
 		if (r != CUDA_SUCCESS)
 			ctx->join = NULL;
 	}
@@ -107,7 +130,7 @@ void mps_stream_free(struct mps_client *c, struct mps_sstream *s)
 			mps_drv.cuStreamWaitEvent(ctx->legacy->s, s->ev, 0);
 	}
 	mps_drv.cuEventDestroy(s->ev);
-	mps_drv.cuStreamDestroy(s->s);
+	mps_stream_raw_free(ctx->device, s->s);
 	free(s);
 }
 

@@ -6,7 +6,8 @@
 # memory, launches 37 kernels and copies 3 MiB each way; the other
 # allocates 16 MiB and asks for memory it may not have); the figures must be
 # exactly those, every family must have its HELP and TYPE once, before its
-# samples, and every sample line must parse.
+# samples, and every sample line must parse; the server's driver streams go
+# back to none when the clients leave, their peak kept.
 #
 #   usage: control_metrics.sh BUILD_DIR
 
@@ -48,6 +49,14 @@ echo "$m" | awk '
 	{ split($1, p, "{"); if (p[1] != fam) bad = bad " outside:" p[1];
 	  if ($0 !~ /^[a-z_]+(\{([a-z]+="[^"]*",?)*\})? [0-9.]+$/) bad = bad " parse:" $0 }
 	END { if (bad != "") { print bad; exit 1 } }' || fail "not the exposition format: $(echo "$m" | head -5)"
+# Driver streams: A's while it runs; none once the clients have gone, the
+# peak kept.
+streams() { echo "$1" | grep "^openmps_server_streams$2{" | awk '{ print $NF }'; }
+now=$(streams "$m" ""); peak=$(streams "$m" _peak)
+[ "${now:-0}" -ge 1 ] && [ "${peak:-0}" -ge "$now" ] || fail "server streams $now, peak $peak"
 touch "$dir/goA" "$dir/goB"
+gone() { m=$(ui get_metrics); [ "$(streams "$m" "")" = 0 ]; }
+wait_until 10 gone || fail "the server still holds $(streams "$m" "") streams after its clients left"
+[ "$(streams "$m" _peak)" -ge "$peak" ] || fail "the streams peak went from $peak to $(streams "$m" _peak)"
 stop_daemon
 finish
