@@ -96,8 +96,14 @@ CUresult mps__post_handle(uint16_t op, uint32_t ctx, uint32_t handle);
 void *mps__ring_begin(uint16_t op, uint32_t ctx, uint32_t len, uint16_t flags, CUresult *err);
 void mps__ring_end(void);
 
-/* Receives the fd the server sends before answering a host allocation. */
+/* Receives the fd the server sends before answering a host allocation (or
+ * an export); a negative errno if what came was something else, such as why
+ * the server is ending this client. */
 int mps__recv_fd(uint32_t region, uint64_t *size);
+
+/* What a call whose descriptor did not come returns: why the server ended
+ * this client if it did (terminate_client, a fault), else otherwise. */
+CUresult mps__fd_missing(CUresult otherwise);
 
 /* A call whose answer is a file descriptor the server sends ahead of it
  * (an export: written to out as an int), or that sends one ahead (an

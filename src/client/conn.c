@@ -228,6 +228,19 @@ CUresult mps__conn_failure(void)
 	return CUDA_ERROR_MPS_CONNECTION_FAILED;
 }
 
+/* Is this the message a server that ends us on purpose sends before it
+ * hangs up? Then every call returns what it says from now on. */
+static bool take_refusal(struct mps_refuse *why, ssize_t n)
+{
+	if (n != (ssize_t)sizeof(*why) || why->magic != MPS_REFUSE_MAGIC || !why->result)
+		return false;
+	why->text[sizeof(why->text) - 1] = 0;
+	mps_store_release(&mps_conn.dead_result, why->result);
+	mps_store_release(&mps_conn.dead, 1);
+	mps_log_warn("openmps: the server ended this client: %s", why->text);
+	return true;
+}
+
 /* After a bounded wait: is the server still there? */
 static bool server_gone(void)
 {
@@ -239,15 +252,8 @@ static bool server_gone(void)
 		return false;
 	if (mps_xchg(&mps_conn.dead, 1))
 		return true;
-	/* A server that ends us on purpose says so before it hangs up. */
-	if (mps_sock_recv(mps_conn.sock, &why, sizeof(why), NULL) == sizeof(why) &&
-	    why.magic == MPS_REFUSE_MAGIC && why.result) {
-		why.text[sizeof(why.text) - 1] = 0;
-		mps_store_release(&mps_conn.dead_result, why.result);
-		mps_log_warn("openmps: the server ended this client: %s", why.text);
-	} else {
+	if (!take_refusal(&why, mps_sock_recv(mps_conn.sock, &why, sizeof(why), NULL)))
 		mps_log_warn("openmps: lost the connection to the server");
-	}
 	return true;
 }
 
@@ -431,7 +437,13 @@ static CUresult call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len,
 		c->slot = -1;
 		return r;
 	}
-	return (CUresult)c->s->result;
+	r = (CUresult)c->s->result;
+	/* A call that failed because the server was ending this client (its
+	 * answer could not be sent, say) fails as the client ends: with what
+	 * the server said, not the failure it caused. */
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY && server_gone())
+		return dead_result();
+	return r;
 }
 
 CUresult mps__call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
@@ -479,20 +491,38 @@ CUresult mps__post_handle(uint16_t op, uint32_t ctx, uint32_t handle)
 	return mps__post(op, ctx, &q.hdr, sizeof(q), NULL, 0);
 }
 
+CUresult mps__fd_missing(CUresult otherwise)
+{
+	if (mps_load_acquire(&mps_conn.dead) || (mps_conn.sock >= 0 && server_gone()))
+		return dead_result();
+	return otherwise;
+}
+
 int mps__recv_fd(uint32_t region, uint64_t *size)
 {
-	struct mps_fdmsg fm;
+	/* What comes may instead be why the server is ending this client
+	 * (terminate_client while the descriptor was on its way). */
+	union {
+		struct mps_fdmsg fm;
+		struct mps_refuse why;
+	} u = { 0 };
 	int fd = -1;
 	ssize_t n;
 
 	mps_sock_set_timeout(mps_conn.sock, 10000);
-	n = mps_sock_recv(mps_conn.sock, &fm, sizeof(fm), &fd);
+	n = mps_sock_recv(mps_conn.sock, &u, sizeof(u), &fd);
 	mps_sock_set_timeout(mps_conn.sock, 0);
-	if (n != sizeof(fm) || fm.magic != MPS_FDMSG_MAGIC || fm.region != region || fd < 0) {
+	if (n != sizeof(u.fm) || u.fm.magic != MPS_FDMSG_MAGIC || u.fm.region != region || fd < 0) {
+		int e = n < 0 ? (int)-n : 0;
+
 		if (fd >= 0)
 			close(fd);
+		if (!take_refusal(&u.why, n) && !server_gone())
+			mps_log_warn("openmps: expected the descriptor of region %u from the server, got %zd bytes "
+				     "(magic %#x, region %u, descriptor %d%s%s)", region, n, u.fm.magic,
+				     n == (ssize_t)sizeof(u.fm) ? u.fm.region : 0, fd, e ? ": " : "", e ? strerror(e) : "");
 		return -EPROTO;
 	}
-	*size = fm.size;
+	*size = u.fm.size;
 	return fd;
 }

@@ -511,8 +511,10 @@ static CUresult region_new(size_t size, unsigned int flags, struct hostreg *reg)
 	if (fd < 0 || got != reg->size || mps_shm_sealed_size(fd) != (long long)reg->size) {
 		if (fd >= 0)
 			close(fd);
-		mps_log_warn("openmps: pinned allocation of %zu bytes: bad answer from the server", size);
-		return CUDA_ERROR_OUT_OF_MEMORY;
+		r = mps__fd_missing(CUDA_ERROR_OUT_OF_MEMORY);
+		if (r == CUDA_ERROR_OUT_OF_MEMORY)
+			mps_log_warn("openmps: pinned allocation of %zu bytes: bad answer from the server", size);
+		return r;
 	}
 	reg->addr = mps_shm_map(fd, reg->size, server_addr);
 	if (!reg->addr)

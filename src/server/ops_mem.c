@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/atomics.h"
 #include "common/log.h"
 #include "common/shm.h"
 #include "common/sock.h"
@@ -352,8 +353,11 @@ static struct mps_shost *host_adopt(struct mps_client *c, int fd, size_t size, v
 	h->addr = hint ? mps_shm_map(fd, size, hint) : NULL;
 	if (!h->addr)
 		h->addr = mps_shm_map(fd, size, NULL);
-	if (!h->addr)
+	if (!h->addr) {
+		mps_log_warn("client %d: cannot map %zu bytes of its pinned host memory: %s", (int)c->pid, size,
+			     strerror(errno));
 		goto err_free;
+	}
 	h->size = size;
 	r = mps__bind_device(c, device);
 	if (r == CUDA_SUCCESS)
@@ -410,6 +414,8 @@ void mps__op_host_alloc(struct mps_client *c, const struct mps_msg *m)
 	size = (size_t)((q->size + 4095) & ~4095ull);
 	fd = mps_shm_create("openmps-host", size);
 	if (fd < 0) {
+		mps_log_warn("client %d: no shared memory for %zu bytes of pinned host memory: %s", (int)c->pid, size,
+			     strerror(-fd));
 		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
@@ -421,6 +427,8 @@ void mps__op_host_alloc(struct mps_client *c, const struct mps_msg *m)
 	fm.region = h->handle;
 	fm.size = size;
 	if (mps_sock_send(c->sock, &fm, sizeof(fm), h->fd) < 0) {
+		if (!mps_load_relaxed(&c->dead))
+			mps_log_warn("client %d: cannot send its pinned host memory: %s", (int)c->pid, strerror(errno));
 		host_free(c, h);
 		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
