@@ -8,10 +8,11 @@
 # soak, say, where one command may run for less): `start` copies the
 # repository, build included, to /tmp/detached-NAME/tree (so that changes
 # to the working tree while it runs cannot reach it), runs COMMAND there in
-# a session of its own with its output in /tmp/detached-NAME/log, and
-# returns at once; `wait` waits up to SECONDS (default 570) for it to end,
-# then prints the log's last 200 lines. Exit status of `wait`: the job's,
-# or 75 if it is still running (call `wait` again).
+# a session of its own with its output in /tmp/detached-NAME/log and its
+# $OUT in /tmp/detached-NAME/out, and returns at once; `wait` waits up to
+# SECONDS (default 570) for it to end, then prints the log's last 200
+# lines. Exit status of `wait`: the job's, or 75 if it is still running
+# (call `wait` again).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 usage() { sed -n '4,5p' "$0" | sed 's/^# //' >&2; exit 2; }
@@ -29,7 +30,10 @@ start)
 	touch "$dir/running"
 	# $1.. are the command and its arguments, run as given in the copy.
 	# shellcheck disable=SC2016
-	setsid bash -c 'cd "$0/tree" && "${@}" > "$0/log" 2>&1; echo $? > "$0/rc"; rm -f "$0/running"' \
+	# OUT is the job's own ($dir/out): a device run's \$OUT is emptied at
+	# the next command, and what the job writes there must outlive it.
+	mkdir -p "$dir/out"
+	setsid env OUT="$dir/out" bash -c 'cd "$0/tree" && "${@}" > "$0/log" 2>&1; echo $? > "$0/rc"; rm -f "$0/running"' \
 		"$dir" "$@" < /dev/null > /dev/null 2>&1 &
 	echo "detach: $name started in $dir/tree (log: $dir/log)"
 	;;
