@@ -6,8 +6,12 @@
 # against the expected sum, a few steps of DDP training checked against the
 # same steps on one process, then the all-reduce's bus bandwidth. One line:
 # "allreduce WORLD GBPS ok". Run it natively, under NVIDIA MPS and under
-# openmps (tests/gpu/multigpu.sh does).
+# openmps (tests/gpu/multigpu.sh does). A job that has not ended after
+# $ALLREDUCE_DEADLINE seconds (default 300) is ended, each process's Python
+# stacks and threads' kernel waits written to stderr first.
+import faulthandler
 import os
+import signal
 import socket
 import sys
 import time
@@ -23,7 +27,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+def where(pid):
+    """What each thread of a process waits in (its name and kernel wait)."""
+    lines = []
+    for tid in sorted(os.listdir("/proc/%d/task" % pid), key=int):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                comm = f.read().strip()
+            with open("/proc/%d/task/%s/wchan" % (pid, tid)) as f:
+                wchan = f.read().strip()
+        except OSError:
+            continue
+        lines.append("allreduce: hung pid %d thread %s %s waits in %s\n" % (pid, tid, comm, wchan))
+    return "".join(lines)
+
+
 def worker(rank, world, port, mib, reps, out):
+    faulthandler.register(signal.SIGUSR1)   # a hung job's stacks, asked for by main()
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
     n = mib << 18
@@ -83,13 +103,17 @@ def main():
     procs = [ctx.Process(target=worker, args=(r, world, port, mib, reps, q)) for r in range(world)]
     for p in procs:
         p.start()
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + float(os.environ.get("ALLREDUCE_DEADLINE", "300"))
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():   # a hung job: end it, leaving the GPUs free
-            p.kill()
-            p.join()
+    hung = [p for p in procs if p.is_alive()]
+    for p in hung:   # a hung job: where each process waits, then end it, leaving the GPUs free
+        os.kill(p.pid, signal.SIGUSR1)
+        time.sleep(1)
+        sys.stderr.write(where(p.pid))
+    for p in hung:
+        p.kill()
+        p.join()
     if any(p.exitcode != 0 for p in procs) or q.empty():
         print("allreduce %d failed (exit codes %s)" % (world, [p.exitcode for p in procs]))
         return 1
