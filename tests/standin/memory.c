@@ -11,7 +11,13 @@
  * real GPU. Freeing and unregistering first wait for the work already
  * submitted to the owning context (cuda.h: cuMemFree "may perform implicit
  * synchronization"), so work queued earlier still sees the memory.
+ * OPENMPS_STANDIN_SLOW_REGISTER slows one size of registration down, for
+ * tests of what happens meanwhile.
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "standin.h"
 
 CU_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -159,6 +165,18 @@ CU_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdev
 	return rc;
 }
 
+/* OPENMPS_STANDIN_SLOW_REGISTER=BYTES:MS makes registering exactly BYTES
+ * take MS milliseconds more (outside the lock): a test's way to have
+ * something happen while one registration is under way. */
+static void slow_register(size_t bytesize)
+{
+	const char *v = getenv("OPENMPS_STANDIN_SLOW_REGISTER");
+	unsigned long long bytes, ms;
+
+	if (v && sscanf(v, "%llu:%llu", &bytes, &ms) == 2 && bytes == bytesize && ms <= 60000)
+		usleep((useconds_t)(ms * 1000));
+}
+
 CU_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
 	struct si_context *ctx;
@@ -171,6 +189,7 @@ CU_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flag
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!p || !bytesize || (Flags & ~known))
 		return CUDA_ERROR_INVALID_VALUE;
+	slow_register(bytesize);
 	mps__lock();
 	rc = mps__ctx_enter(&ctx);
 	if (rc == CUDA_SUCCESS)

@@ -14,12 +14,13 @@
 #     NAMESPACE, COMMAND) and get_device_client_list show the clients;
 #   - terminate_client prints 0, the client is gone from the lists at once,
 #     its memory is back (a fresh client sees as much free memory as before
-#     it allocated), and its next calls fail.
+#     it allocated), and its next calls fail; a pinned allocation under way
+#     when the termination comes fails as terminated.
 #
 #   usage: control_clients.sh BUILD_DIR
 
 name=control_clients; . "$(dirname "$0")/c_lib.sh"
-export OPENMPS_STANDIN_DEVICES=2
+export OPENMPS_STANDIN_DEVICES=2 OPENMPS_STANDIN_SLOW_REGISTER=3145728:2000
 # The server starts only when the test says so (or after 30 s).
 cat >"$dir/slow-server" <<EOF
 #!/bin/sh
@@ -100,6 +101,17 @@ grep -Eq "^alloc 1 CUDA_ERROR_MPS_CLIENT_TERMINATED$" "$dir/B.out" ||
 grep -q "client $b: terminated by the control daemon (terminate_client)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
 	fail "server.log does not record the termination"
 expect_err "terminate_client $srv $b" "has no client $b"
+
+# A termination that lands while a pinned allocation is in the server (the
+# stand-in takes 2 s to register 3 MiB): the allocation fails as
+# terminated, not as out of memory.
+client E init halloc:3
+wait_for "$dir/E.out" "^init CUDA_SUCCESS" || fail "client E was not served"
+sleep 0.5
+expect "terminate_client $srv $(cpid E)" "0"
+wait_for "$dir/E.out" "^halloc 3 " 10 || fail "E's allocation did not end: $(cat "$dir/E.out")"
+grep -q "^halloc 3 CUDA_ERROR_MPS_CLIENT_TERMINATED$" "$dir/E.out" ||
+	fail "a pinned allocation under way when its client was terminated: $(grep halloc "$dir/E.out")"
 
 # A per-server limit applies to clients that come later, not to A.
 expect "set_device_pinned_mem_limit $srv 0 16M" ""
