@@ -96,6 +96,16 @@ CUresult mps__post_handle(uint16_t op, uint32_t ctx, uint32_t handle);
 void *mps__ring_begin(uint16_t op, uint32_t ctx, uint32_t len, uint16_t flags, CUresult *err);
 void mps__ring_end(void);
 
+/* Uploads size bytes of data as the client's upload (a module's image, a
+ * linker's input: MPS_OP_BLOB_APPEND) and makes the call that takes it,
+ * one upload at a time. */
+CUresult mps__upload_call(uint16_t op, uint32_t ctx, const void *data, size_t size, struct mps_msg *hdr, size_t len,
+			  struct mps_call *call);
+
+/* A whole file into a new buffer with a NUL after it (PTX text); its size
+ * in *size if size is not NULL. */
+CUresult mps__read_file(const char *path, void **buf, size_t *size);
+
 /* Receives the fd the server sends before answering a host allocation (or
  * an export); a negative errno if what came was something else, such as why
  * the server is ending this client. */
@@ -128,6 +138,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake);
 #define MPS_MAGIC_EVENT  0x6e764553u
 #define MPS_MAGIC_MODULE 0x646f4d53u
 #define MPS_MAGIC_FUNC   0x6e754653u
+#define MPS_MAGIC_LINK   0x6b6e4c53u
 #define MPS_MAGIC_DEAD   0x64616544u
 
 struct mps_ctx {

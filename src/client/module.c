@@ -76,6 +76,31 @@ static void dump_image(int kind, const void *image, size_t size)
 	}
 }
 
+CUresult mps__upload_call(uint16_t op, uint32_t ctx, const void *data, size_t size, struct mps_msg *hdr, size_t len,
+			  struct mps_call *call)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&upload_lock);
+	for (size_t off = 0; r == CUDA_SUCCESS && (off < size || off == 0); off += UPLOAD_PIECE) {
+		size_t n = size - off < UPLOAD_PIECE ? size - off : UPLOAD_PIECE;
+		struct mps_msg_blob b = { .total = size, .bytes = (uint32_t)n };
+
+		b.hdr.flags = off == 0 ? MPS_BLOB_RESET : 0;
+		r = mps__post(MPS_OP_BLOB_APPEND, ctx, &b.hdr, sizeof(b), (const uint8_t *)data + off, n);
+		if (n == 0)
+			break;
+	}
+	if (r == CUDA_SUCCESS) {
+		r = mps__call(op, ctx, hdr, len, NULL, 0, call);
+	} else {
+		call->slot = -1;
+		call->s = NULL;
+	}
+	pthread_mutex_unlock(&upload_lock);
+	return r;
+}
+
 static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, CUlibrary *out_lib)
 {
 	struct mps_msg_module_load q = { .kind = (uint32_t)kind };
@@ -105,22 +130,8 @@ static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, 
 	if (!m)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_init(&m->lock, NULL);
-	pthread_mutex_lock(&upload_lock);
-	for (size_t off = 0; r == CUDA_SUCCESS && (off < size || off == 0); off += UPLOAD_PIECE) {
-		size_t n = size - off < UPLOAD_PIECE ? size - off : UPLOAD_PIECE;
-		struct mps_msg_blob b = { .total = size, .bytes = (uint32_t)n };
-
-		b.hdr.flags = off == 0 ? MPS_BLOB_RESET : 0;
-		r = mps__post(MPS_OP_BLOB_APPEND, h, &b.hdr, sizeof(b), (const uint8_t *)image + off, n);
-		if (n == 0)
-			break;
-	}
 	q.size = size;
-	if (r == CUDA_SUCCESS)
-		r = mps__call(MPS_OP_MODULE_LOAD, h, &q.hdr, sizeof(q), NULL, 0, &call);
-	else
-		call.slot = -1;
-	pthread_mutex_unlock(&upload_lock);
+	r = mps__upload_call(MPS_OP_MODULE_LOAD, h, image, size, &q.hdr, sizeof(q), &call);
 	if (r == CUDA_SUCCESS) {
 		m->handle = (uint32_t)call.s->val[0];
 		m->kind = kind;
@@ -181,7 +192,7 @@ static CUresult module_load_fat_binary(CUmodule *mod, const void *image)
 	return module_load_data(mod, image);
 }
 
-static CUresult read_file(const char *path, void **buf)
+CUresult mps__read_file(const char *path, void **buf, size_t *size)
 {
 	struct stat st;
 	int fd;
@@ -207,6 +218,8 @@ static CUresult read_file(const char *path, void **buf)
 		free(*buf);
 		return CUDA_ERROR_FILE_NOT_FOUND;
 	}
+	if (size)
+		*size = (size_t)st.st_size;
 	return CUDA_SUCCESS;
 }
 
@@ -217,7 +230,7 @@ static CUresult module_load(CUmodule *mod, const char *path)
 
 	if (!mod)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = read_file(path, &buf);
+	r = mps__read_file(path, &buf, NULL);
 	if (r == CUDA_SUCCESS) {
 		r = upload_and_load(MPS_MODULE, buf, mod, NULL);
 		free(buf);
@@ -580,7 +593,7 @@ static CUresult library_load_from_file(CUlibrary *lib, const char *path, CUjit_o
 
 	if (!lib)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = read_file(path, &buf);
+	r = mps__read_file(path, &buf, NULL);
 	if (r == CUDA_SUCCESS) {
 		r = library_load_data(lib, buf, jo, jv, njo, lo, lv, nlo);
 		free(buf);

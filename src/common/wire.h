@@ -29,7 +29,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        6
+#define MPS_WIRE_VERSION        7
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -108,6 +108,7 @@ struct mps_welcome {
 #define MPS_FD_IMPORT 0xfffffff0u
 #define MPS_FD_EXPORT 0xfffffff1u
 #define MPS_FD_DOT    0xfffffff2u   /* a graph's dot text, before the reply to MPS_OP_GRAPH_DOT */
+#define MPS_FD_LINK   0xfffffff3u   /* a linked image, before the reply to MPS_OP_LINK_COMPLETE */
 
 struct mps_fdmsg {
 	uint32_t magic;
@@ -206,7 +207,11 @@ enum mps_op_sync {
 	X(HOSTFN, hostfn, mps_msg_hostfn, MPS_ASYNC)                      /* a host function's place in a stream */ \
 	X(GRAPH_HOST_NODE, graph_host_node, mps_msg_graph_host_node, MPS_SYNC) /* deps follow; val[0] = node */ \
 	X(HOST_REGISTER, host_register, mps_msg_host_register, MPS_SYNC)  /* the memfd went ahead; val as HOST_ALLOC */ \
-	X(SLOT_WAKE, slot_wake, mps_msg_handle, MPS_ASYNC)                /* handle: a word the GPU answers (region.h); wake its waiter */
+	X(SLOT_WAKE, slot_wake, mps_msg_handle, MPS_ASYNC)                /* handle: a word the GPU answers (region.h); wake its waiter */ \
+	X(LINK_CREATE, link_create, mps_msg_link, MPS_SYNC)               /* val[0] = link; data = struct mps_link_reply */ \
+	X(LINK_ADD, link_add, mps_msg_link, MPS_SYNC)                     /* the upload is the input; data as above */ \
+	X(LINK_COMPLETE, link_complete, mps_msg_link, MPS_SYNC)           /* the image's fd goes ahead; val[0] = its size */ \
+	X(LINK_DESTROY, link_destroy, mps_msg_link, MPS_SYNC)
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -276,6 +281,39 @@ struct mps_msg_ipc {
 	uint32_t event;
 	uint32_t flags;
 	uint8_t bytes[MPS_IPC_HANDLE_SIZE];
+};
+
+/* The JIT linker (cuLinkCreate, cuLinkAddData/File, cuLinkComplete,
+ * cuLinkDestroy) runs in the server. Options travel as values: those that
+ * are plain numbers go to the driver; log buffers, their sizes and the wall
+ * time are the server's own, sent back after every step (struct
+ * mps_link_reply) for the client to write into the program's. An input is
+ * uploaded like a module image (MPS_OP_BLOB_APPEND) before MPS_OP_LINK_ADD;
+ * the linked image comes back in a memfd (region MPS_FD_LINK). */
+#define MPS_LINK_OPTS 32
+
+struct mps_link_opt {
+	uint32_t opt;     /* CUjit_option */
+	uint32_t pad;
+	uint64_t value;   /* the value as the void * the driver takes */
+};
+
+struct mps_msg_link {
+	struct mps_msg hdr;
+	uint32_t link;    /* ADD, COMPLETE, DESTROY */
+	uint32_t type;    /* ADD: CUjitInputType */
+	uint64_t size;    /* ADD: the upload's size */
+	uint32_t nopts;
+	uint32_t pad;
+	char name[256];   /* ADD: the input's name in the logs */
+	struct mps_link_opt opts[MPS_LINK_OPTS];
+};
+
+struct mps_link_reply {
+	uint32_t info_len, error_len;   /* the logs so far, in text[] one after the other */
+	float wall_ms;                  /* CU_JIT_WALL_TIME so far */
+	uint32_t threads;               /* CU_JIT_THREADS_PER_BLOCK as the driver left it; 0: not given */
+	char text[];
 };
 
 /* cuGraphDebugDotPrint: the server writes the graph to a memfd it sends

@@ -12,7 +12,7 @@
 #include "server/objects.h"
 #include "server/server.h"
 
-static const int generic_types[] = { MPS_H_GRAPH, MPS_H_NODE, MPS_H_EXEC, MPS_H_POOL, MPS_H_ALLOC };
+static const int generic_types[] = { MPS_H_GRAPH, MPS_H_NODE, MPS_H_EXEC, MPS_H_POOL, MPS_H_ALLOC, MPS_H_LINK };
 
 static uint32_t hash(int type, void *real)
 {
@@ -142,6 +142,9 @@ static void destroy(struct mps_client *c, struct mps_sobj *o)
 	case MPS_H_POOL:
 		r = mps__pool_release(c, o);
 		break;
+	case MPS_H_LINK:
+		r = mps__link_release(o->real);
+		break;
 	case MPS_H_ALLOC:
 		/* Every driver reference we hold; the memory goes with the last. */
 		for (uint32_t i = 0; i <= o->extra && mps_drv.cuMemRelease; i++)
@@ -226,7 +229,7 @@ static void del_rest(void *obj, void *arg)
 
 void mps_obj_release_all(struct mps_client *c)
 {
-	static const int order[] = { MPS_H_EXEC, MPS_H_GRAPH, MPS_H_NODE, MPS_H_POOL, MPS_H_ALLOC };
+	static const int order[] = { MPS_H_LINK, MPS_H_EXEC, MPS_H_GRAPH, MPS_H_NODE, MPS_H_POOL, MPS_H_ALLOC };
 
 	for (size_t t = 0; t < sizeof(order) / sizeof(order[0]); t++)
 		mps_handles_foreach(&c->handles, order[t], del_cb, c);

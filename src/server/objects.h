@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The driver objects a client makes through forwarded functions — graphs,
- * their nodes, executable graphs, memory pools, physical allocations — kept
+ * their nodes, executable graphs, memory pools, physical allocations — and
+ * JIT linker invocations (ops_link.c), kept
  * the same way for every kind: a small record behind a handle of the client's
  * table (handles.h), holding the driver's handle, the device it lives on and
  * the object whose life bounds its own (a node's graph, a child graph's

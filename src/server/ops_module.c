@@ -87,6 +87,21 @@ void mps__op_blob_append(struct mps_client *c, const struct mps_msg *m)
 	c->blob_len += n;
 }
 
+uint8_t *mps__upload_take(struct mps_client *c, uint64_t size)
+{
+	uint8_t *b = NULL;
+
+	if (c->uploading && c->blob_len == c->blob_total && size == c->blob_total)
+		b = realloc(c->blob, c->blob_len + 1);
+	if (b) {
+		b[c->blob_len] = 0;
+		c->blob = NULL;
+	}
+	drop_upload(c);
+	c->uploading = false;
+	return b;
+}
+
 void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_module_load *q = (const void *)m;

@@ -326,6 +326,14 @@ void mps__memwaits_release(struct mps_client *c);
 CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
 			   uint32_t slot, uint32_t seq, CUgraphNode *last);
 
+/* The client's finished upload (MPS_OP_BLOB_APPEND) if it is size bytes,
+ * with a NUL after it, now the caller's to free; NULL if there is none of
+ * that size (an upload under way is dropped either way). */
+uint8_t *mps__upload_take(struct mps_client *c, uint64_t size);
+
+/* Destroys a JIT linker invocation of ops_link.c (its record included). */
+CUresult mps__link_release(void *link);
+
 /* The client's pinned host region called handle, NULL if none or freed. */
 struct mps_shost *mps__host_get(struct mps_client *c, uint32_t handle);
 
@@ -343,6 +351,7 @@ enum {
 	MPS_H_POOL,
 	MPS_H_ALLOC,
 	MPS_H_USEROBJ,
+	MPS_H_LINK,       /* a JIT linker invocation (ops_link.c), an object too */
 };
 
 #endif

@@ -389,3 +389,30 @@ long long t_free_memory(void)
 	waitpid(pid, NULL, 0);
 	return v;
 }
+
+void t_run_vadd(CUfunction f, uint64_t *rng, const char *what)
+{
+	enum { N = 5000 };
+	static float a[N], b[N], c[N], ref[N];
+	CUdeviceptr da, db, dc;
+	int n = N;
+	void *args[] = { &da, &db, &dc, &n };
+
+	t_fill_f32(a, N, rng);
+	t_fill_f32(b, N, rng);
+	for (int i = 0; i < N; i++)
+		ref[i] = a[i] + b[i];
+	CHECK(cuMemAlloc(&da, sizeof(a)));
+	CHECK(cuMemAlloc(&db, sizeof(b)));
+	CHECK(cuMemAlloc(&dc, sizeof(c)));
+	CHECK(cuMemcpyHtoD(da, a, sizeof(a)));
+	CHECK(cuMemcpyHtoD(db, b, sizeof(b)));
+	CHECK(cuMemsetD32(dc, 0x7fc00001u, N));
+	CHECK(t_launch(f, (N + 127) / 128, 128, 0, args));
+	CHECK(cuCtxSynchronize());
+	CHECK(cuMemcpyDtoH(c, dc, sizeof(c)));
+	CMP_F32(c, ref, N, 0.0f, 0.0f, what);
+	CHECK(cuMemFree(da));
+	CHECK(cuMemFree(db));
+	CHECK(cuMemFree(dc));
+}

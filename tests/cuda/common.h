@@ -146,6 +146,10 @@ size_t t_expect_fill(const char *file, int line, const void *p, size_t n, unsign
  * process (so the caller need not have initialised CUDA, and may fork
  * later); -1 if it cannot be read. */
 long long t_free_memory(void);
+
+/* Runs the test kernels' vadd from f on a few thousand random floats drawn
+ * from *rng, in the current context, and checks every sum exactly. */
+void t_run_vadd(CUfunction f, uint64_t *rng, const char *what);
 #define EXPECT_FILL(p, n, v, what) t_expect_fill(__FILE__, __LINE__, (p), (n), (v), (what))
 
 /* Monotonic seconds. */

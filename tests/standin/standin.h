@@ -108,6 +108,7 @@ enum si_kind {
 	SI_H_GEXEC,
 	SI_H_POOL,
 	SI_H_PHYS,
+	SI_H_LINK,
 };
 
 /* Returns a new handle for obj, or 0 when out of memory. */

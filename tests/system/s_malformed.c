@@ -4,7 +4,8 @@
  * wrong operations, short messages, bad handles and devices, copies at
  * memory it does not own (including another client's), absurd sizes, a bad
  * image, symbol names that lie about their length, graphs, captures and
- * forwarded functions given the wrong handles and counts, a reply slot out
+ * forwarded functions given the wrong handles and counts, JIT linker steps
+ * with bad options and handles, a reply slot out
  * of range, and finally a broken ring. Each must get
  * a clear error (or, for the broken ring, the end of its connection), while
  * the server stays up and another client keeps working throughout.
@@ -451,6 +452,63 @@ static void attack_wake(uint32_t ctx)
 	post(MPS_OP_SLOT_WAKE, ctx, w_p, sizeof(*w_p));
 	CHECK(call(MPS_OP_STREAM_SYNC, ctx, w_p, sizeof(*w_p), NULL));
 	CHECK(call(MPS_OP_CTX_SYNC, ctx, w_p, 16, NULL));
+}
+
+/* The JIT linker: options that are not plain numbers (a log buffer, a
+ * symbol table, one past the last), too many options, an input with no
+ * upload or of an unknown kind, steps on a link that does not exist or was
+ * destroyed: each refused, with no link made; then a good link still
+ * works, and one left behind goes with the client. */
+static void attack_link(uint32_t ctx)
+{
+	struct mps_msg_link q;
+	struct mps_slot *s;
+	const uint32_t bad_opts[] = { CU_JIT_INFO_LOG_BUFFER, CU_JIT_GLOBAL_SYMBOL_ADDRESSES, CU_JIT_NUM_OPTIONS, 1000 };
+	uint32_t link;
+
+	for (unsigned int i = 0; i < sizeof(bad_opts) / sizeof(bad_opts[0]); i++) {
+		memset(&q, 0, sizeof(q));
+		q.nopts = 1;
+		q.opts[0].opt = bad_opts[i];
+		q.opts[0].value = 0x1000;
+		CHECK_ERR(call(MPS_OP_LINK_CREATE, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_VALUE);
+	}
+	memset(&q, 0, sizeof(q));
+	q.nopts = MPS_LINK_OPTS + 1;
+	CHECK_ERR(call(MPS_OP_LINK_CREATE, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&q, 0, sizeof(q));
+	CHECK_ERR(call(MPS_OP_LINK_CREATE, 0, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_CONTEXT);
+	q.link = 12345;
+	CHECK_ERR(call(MPS_OP_LINK_ADD, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_ERR(call(MPS_OP_LINK_COMPLETE, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_ERR(call(MPS_OP_LINK_DESTROY, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
+	q.link = ctx;   /* a handle of another kind */
+	CHECK_ERR(call(MPS_OP_LINK_DESTROY, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
+	memset(&q, 0, sizeof(q));
+	q.nopts = 1;
+	q.opts[0].opt = CU_JIT_OPTIMIZATION_LEVEL;
+	q.opts[0].value = 2;
+	REQUIRE(call(MPS_OP_LINK_CREATE, ctx, &q, sizeof(q), &s) == CUDA_SUCCESS, "a good link was refused");
+	link = (uint32_t)s->val[0];
+	memset(&q, 0, sizeof(q));
+	q.link = link;
+	q.type = CU_JIT_INPUT_PTX;
+	q.size = 100;   /* nothing was uploaded */
+	CHECK_ERR(call(MPS_OP_LINK_ADD, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_IMAGE);
+	q.type = CU_JIT_NUM_INPUT_TYPES;
+	CHECK_ERR(call(MPS_OP_LINK_ADD, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_IMAGE);
+	q.type = CU_JIT_INPUT_PTX;
+	q.nopts = 1;
+	q.opts[0].opt = CU_JIT_TARGET;   /* not for an input */
+	CHECK_ERR(call(MPS_OP_LINK_ADD, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_IMAGE);
+	q.nopts = 0;
+	/* Nothing to link: the driver's error, whichever it is. */
+	EXPECT(call(MPS_OP_LINK_COMPLETE, ctx, &q, sizeof(q), NULL) != CUDA_SUCCESS, "a link of no inputs completed");
+	CHECK(call(MPS_OP_LINK_DESTROY, ctx, &q, sizeof(q), NULL));
+	CHECK_ERR(call(MPS_OP_LINK_DESTROY, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
+	/* Left for the teardown. */
+	memset(&q, 0, sizeof(q));
+	CHECK(call(MPS_OP_LINK_CREATE, ctx, &q, sizeof(q), NULL));
 }
 
 static void attack_hostfn(uint32_t ctx)
@@ -1134,6 +1192,7 @@ int main(int argc, char **argv)
 		attack_memory(ctx, theirs);
 		attack_hostfn(ctx);
 		attack_wake(ctx);
+		attack_link(ctx);
 	}
 
 	/* A reply slot out of range is ignored; the next call still works. */
