@@ -102,6 +102,23 @@ void mps__ring_end(void);
 CUresult mps__upload_call(uint16_t op, uint32_t ctx, const void *data, size_t size, struct mps_msg *hdr, size_t len,
 			  struct mps_call *call);
 
+/* JIT options (link.c), for the linker and cuModuleLoadDataEx. The
+ * program's options into out (*nout of them): plain numbers as they are; the
+ * logs, their sizes and the wall time are the server's own, so they are left
+ * out (and refused for one input, as are targets, with per_input); options
+ * that carry pointers into the program (symbol tables, kernel name lists)
+ * cannot reach the server: CUDA_ERROR_NOT_SUPPORTED if strict, else left
+ * out (logged once). */
+CUresult mps__jit_pack(struct mps_link_opt *out, uint32_t *nout, unsigned int n, const CUjit_option *opts,
+		       void *const *vals, bool per_input, bool strict);
+/* The size the program gave for one of its logs (size_opt names it), 0 if none. */
+size_t mps__jit_cap(unsigned int n, const CUjit_option *opts, void *const *vals, CUjit_option size_opt);
+/* The server's answer (struct mps_link_reply in slot s) into the program's
+ * option values: its logs up to info_cap and error_cap bytes, the sizes
+ * written, the wall time, the threads per block. */
+void mps__jit_outputs(const CUjit_option *opts, void **vals, unsigned int n, size_t info_cap, size_t error_cap,
+		      const struct mps_slot *s);
+
 /* A whole file into a new buffer with a NUL after it (PTX text); its size
  * in *size if size is not NULL. */
 CUresult mps__read_file(const char *path, void **buf, size_t *size);

@@ -38,17 +38,12 @@ static struct mps_link *link_of(CUlinkState state)
 	return l && l->magic == MPS_MAGIC_LINK ? l : NULL;
 }
 
-/* The program's options into the message: plain numbers as they are; the
- * logs, their sizes and the wall time are the server's own (creation only:
- * an input takes none of them, nor a target). Options that carry pointers
- * into the program (symbol tables, kernel name lists) cannot reach the
- * server's linker: CUDA_ERROR_NOT_SUPPORTED. */
-static CUresult pack(struct mps_msg_link *q, unsigned int n, const CUjit_option *opts, void *const *vals,
-		     bool per_input)
+CUresult mps__jit_pack(struct mps_link_opt *out, uint32_t *nout, unsigned int n, const CUjit_option *opts,
+		       void *const *vals, bool per_input, bool strict)
 {
 	if (n && (!opts || !vals))
 		return CUDA_ERROR_INVALID_VALUE;
-	q->nopts = 0;
+	*nout = 0;
 	for (unsigned int i = 0; i < n; i++) {
 		switch (opts[i]) {
 		case CU_JIT_WALL_TIME:
@@ -73,18 +68,20 @@ static CUresult pack(struct mps_msg_link *q, unsigned int n, const CUjit_option 
 		case CU_JIT_REFERENCED_VARIABLE_COUNT:
 		case CU_JIT_LTO:
 		case CU_JIT_FAST_COMPILE:
-			mps__unsupported("cuLinkCreate with a symbol or LTO option");
-			return CUDA_ERROR_NOT_SUPPORTED;
+			mps__unsupported("a JIT symbol, kernel-name or LTO option");
+			if (strict)
+				return CUDA_ERROR_NOT_SUPPORTED;
+			continue;
 		default:
 			if ((unsigned int)opts[i] >= (unsigned int)CU_JIT_NUM_OPTIONS)
 				return CUDA_ERROR_INVALID_VALUE;
 			break;
 		}
-		if (q->nopts == MPS_LINK_OPTS)
+		if (*nout == MPS_LINK_OPTS)
 			return CUDA_ERROR_INVALID_VALUE;
-		q->opts[q->nopts].opt = (uint32_t)opts[i];
-		q->opts[q->nopts].value = (uint64_t)(uintptr_t)vals[i];
-		q->nopts++;
+		out[*nout].opt = (uint32_t)opts[i];
+		out[*nout].value = (uint64_t)(uintptr_t)vals[i];
+		(*nout)++;
 	}
 	return CUDA_SUCCESS;
 }
@@ -102,8 +99,7 @@ static size_t put_log(void *buf, size_t cap, const char *text, size_t len)
 	return len ? len + 1 : 0;
 }
 
-/* The server's outputs into the program's option values. */
-static void give_outputs(const CUjit_option *opts, void **vals, unsigned int n, size_t info_cap, size_t error_cap,
+void mps__jit_outputs(const CUjit_option *opts, void **vals, unsigned int n, size_t info_cap, size_t error_cap,
 			 const struct mps_slot *s)
 {
 	const struct mps_link_reply *rep = (const void *)s->data;
@@ -129,8 +125,7 @@ static void give_outputs(const CUjit_option *opts, void **vals, unsigned int n, 
 	}
 }
 
-/* A log's size as the program gave it, for a buffer it names. */
-static size_t log_cap(unsigned int n, const CUjit_option *opts, void *const *vals, CUjit_option size_opt)
+size_t mps__jit_cap(unsigned int n, const CUjit_option *opts, void *const *vals, CUjit_option size_opt)
 {
 	for (unsigned int i = 0; i < n; i++)
 		if (opts[i] == size_opt)
@@ -151,7 +146,7 @@ static CUresult link_create(unsigned int n, CUjit_option *opts, void **vals, CUl
 	r = mps__cur_handle(&ctx);
 	if (r != CUDA_SUCCESS)
 		return r;
-	r = pack(&q, n, opts, vals, false);
+	r = mps__jit_pack(q.opts, &q.nopts, n, opts, vals, false, true);
 	if (r != CUDA_SUCCESS)
 		return r;
 	l = calloc(1, sizeof(*l));
@@ -160,11 +155,11 @@ static CUresult link_create(unsigned int n, CUjit_option *opts, void **vals, CUl
 	l->n = n;
 	l->opts = opts;
 	l->vals = vals;
-	l->info_cap = log_cap(n, opts, vals, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
-	l->error_cap = log_cap(n, opts, vals, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
+	l->info_cap = mps__jit_cap(n, opts, vals, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
+	l->error_cap = mps__jit_cap(n, opts, vals, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
 	r = mps__call(MPS_OP_LINK_CREATE, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
 	if (call.slot >= 0 && call.s)
-		give_outputs(opts, vals, n, l->info_cap, l->error_cap, call.s);
+		mps__jit_outputs(opts, vals, n, l->info_cap, l->error_cap, call.s);
 	if (r == CUDA_SUCCESS) {
 		l->handle = (uint32_t)call.s->val[0];
 		l->magic = MPS_MAGIC_LINK;
@@ -186,7 +181,7 @@ static CUresult link_add(struct mps_link *l, CUjitInputType type, const void *da
 
 	if (!data || !size || (unsigned int)type >= (unsigned int)CU_JIT_NUM_INPUT_TYPES)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = pack(&q, n, opts, vals, true);
+	r = mps__jit_pack(q.opts, &q.nopts, n, opts, vals, true, true);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (name)
@@ -194,7 +189,7 @@ static CUresult link_add(struct mps_link *l, CUjitInputType type, const void *da
 	mps__cur_handle(&ctx);
 	r = mps__upload_call(MPS_OP_LINK_ADD, ctx, data, size, &q.hdr, sizeof(q), &call);
 	if (call.slot >= 0 && call.s)
-		give_outputs(l->opts, l->vals, l->n, l->info_cap, l->error_cap, call.s);
+		mps__jit_outputs(l->opts, l->vals, l->n, l->info_cap, l->error_cap, call.s);
 	mps__call_end(&call);
 	return r;
 }
@@ -252,7 +247,7 @@ static CUresult link_complete(CUlinkState state, void **image, size_t *size)
 		fd = mps__recv_fd(MPS_FD_LINK, &got);
 	pthread_mutex_unlock(&mps_conn.fd_lock);
 	if (call.slot >= 0 && call.s)
-		give_outputs(l->opts, l->vals, l->n, l->info_cap, l->error_cap, call.s);
+		mps__jit_outputs(l->opts, l->vals, l->n, l->info_cap, l->error_cap, call.s);
 	if (r == CUDA_SUCCESS && (fd < 0 || !got || got != call.s->val[0]))
 		r = fd < 0 ? mps__fd_missing(CUDA_ERROR_INVALID_IMAGE) : CUDA_ERROR_INVALID_IMAGE;
 	mps__call_end(&call);

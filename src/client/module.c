@@ -101,9 +101,14 @@ CUresult mps__upload_call(uint16_t op, uint32_t ctx, const void *data, size_t si
 	return r;
 }
 
-static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, CUlibrary *out_lib)
+/* Uploads and loads an image; a module's JIT options (n of them) go along,
+ * and its logs and wall time come back into the program's values. */
+static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, CUlibrary *out_lib, unsigned int n,
+				CUjit_option *opts, void **vals)
 {
 	struct mps_msg_module_load q = { .kind = (uint32_t)kind };
+	size_t info_cap = mps__jit_cap(n, opts, vals, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
+	size_t error_cap = mps__jit_cap(n, opts, vals, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
 	struct mps_module *m;
 	struct mps_call call;
 	size_t size;
@@ -125,6 +130,12 @@ static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, 
 	size = image_size(&image);
 	if (!size || !image)
 		return CUDA_ERROR_INVALID_IMAGE;
+	/* A module load leaves out the options it cannot pass (a program's
+	 * load should not fail for a symbol table it asks about), where a link
+	 * refuses them. */
+	r = mps__jit_pack(q.opts, &q.nopts, n, opts, vals, false, false);
+	if (r != CUDA_SUCCESS)
+		return r;
 	dump_image(kind, image, size);
 	m = calloc(1, sizeof(*m));
 	if (!m)
@@ -132,6 +143,8 @@ static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, 
 	pthread_mutex_init(&m->lock, NULL);
 	q.size = size;
 	r = mps__upload_call(MPS_OP_MODULE_LOAD, h, image, size, &q.hdr, sizeof(q), &call);
+	if (n && call.slot >= 0 && call.s)
+		mps__jit_outputs(opts, vals, n, info_cap, error_cap, call.s);
 	if (r == CUDA_SUCCESS) {
 		m->handle = (uint32_t)call.s->val[0];
 		m->kind = kind;
@@ -151,40 +164,21 @@ static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, 
 
 CUresult mps__module_load_image(CUmodule *out, const void *image)
 {
-	return upload_and_load(MPS_MODULE, image, out, NULL);
+	return upload_and_load(MPS_MODULE, image, out, NULL, 0, NULL, NULL);
 }
 
 static CUresult module_load_data(CUmodule *mod, const void *image)
 {
 	if (!mod)
 		return CUDA_ERROR_INVALID_VALUE;
-	return upload_and_load(MPS_MODULE, image, mod, NULL);
-}
-
-/* JIT log buffers the program passed: the server's JIT writes nothing into
- * them, so they say so (empty logs, zero bytes used). */
-static void clear_jit_logs(unsigned int n, CUjit_option *opts, void **vals)
-{
-	for (unsigned int i = 0; opts && vals && i < n; i++) {
-		if ((opts[i] == CU_JIT_INFO_LOG_BUFFER || opts[i] == CU_JIT_ERROR_LOG_BUFFER) && vals[i]) {
-			for (unsigned int j = 0; j < n; j++) {
-				if ((opts[j] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES && opts[i] == CU_JIT_INFO_LOG_BUFFER) ||
-				    (opts[j] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES && opts[i] == CU_JIT_ERROR_LOG_BUFFER)) {
-					if ((uintptr_t)vals[j] > 0)
-						((char *)vals[i])[0] = 0;
-					vals[j] = (void *)0;
-				}
-			}
-		}
-	}
+	return upload_and_load(MPS_MODULE, image, mod, NULL, 0, NULL, NULL);
 }
 
 static CUresult module_load_data_ex(CUmodule *mod, const void *image, unsigned int n, CUjit_option *opts, void **vals)
 {
 	if (!mod || (n && (!opts || !vals)))
 		return CUDA_ERROR_INVALID_VALUE;
-	clear_jit_logs(n, opts, vals);
-	return upload_and_load(MPS_MODULE, image, mod, NULL);
+	return upload_and_load(MPS_MODULE, image, mod, NULL, n, opts, vals);
 }
 
 static CUresult module_load_fat_binary(CUmodule *mod, const void *image)
@@ -232,7 +226,7 @@ static CUresult module_load(CUmodule *mod, const char *path)
 		return CUDA_ERROR_INVALID_VALUE;
 	r = mps__read_file(path, &buf, NULL);
 	if (r == CUDA_SUCCESS) {
-		r = upload_and_load(MPS_MODULE, buf, mod, NULL);
+		r = upload_and_load(MPS_MODULE, buf, mod, NULL, 0, NULL, NULL);
 		free(buf);
 	}
 	return r;
@@ -558,6 +552,25 @@ static CUresult module_get_loading_mode(CUmoduleLoadingMode *mode)
 	return CUDA_SUCCESS;
 }
 
+/* A library's JIT log buffers: the server loads libraries without the
+ * program's JIT options, so they say so (empty logs, zero bytes used). */
+static void clear_jit_logs(unsigned int n, CUjit_option *opts, void **vals)
+{
+	for (unsigned int i = 0; opts && vals && i < n; i++) {
+		if ((opts[i] == CU_JIT_INFO_LOG_BUFFER || opts[i] == CU_JIT_ERROR_LOG_BUFFER) && vals[i]) {
+			for (unsigned int j = 0; j < n; j++) {
+				if ((opts[j] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES && opts[i] == CU_JIT_INFO_LOG_BUFFER) ||
+				    (opts[j] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES && opts[i] == CU_JIT_ERROR_LOG_BUFFER)) {
+					if ((uintptr_t)vals[j] > 0)
+						((char *)vals[i])[0] = 0;
+					vals[j] = (void *)0;
+				}
+			}
+		}
+	}
+}
+
+
 static CUresult library_load_data(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned int njo,
 				  CUlibraryOption *lo, void **lv, unsigned int nlo)
 {
@@ -582,7 +595,7 @@ static CUresult library_load_data(CUlibrary *lib, const void *code, CUjit_option
 	for (unsigned int i = 0; i < njo; i++)
 		mps_log_debug("openmps: cuLibraryLoadData JIT option %d = %p", (int)jo[i], jv[i]);
 	clear_jit_logs(njo, jo, jv);
-	return upload_and_load(MPS_LIBRARY, code, NULL, lib);
+	return upload_and_load(MPS_LIBRARY, code, NULL, lib, 0, NULL, NULL);
 }
 
 static CUresult library_load_from_file(CUlibrary *lib, const char *path, CUjit_option *jo, void **jv,

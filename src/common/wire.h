@@ -148,7 +148,7 @@ enum mps_op_sync {
 	X(COPY, copy, mps_msg_copy, MPS_EITHER) \
 	X(MEMSET, memset, mps_msg_memset, MPS_EITHER) \
 	X(BLOB_APPEND, blob_append, mps_msg_blob, MPS_ASYNC)              /* to the client's upload buffer */ \
-	X(MODULE_LOAD, module_load, mps_msg_module_load, MPS_SYNC)        /* the upload; val[0] = module or library */ \
+	X(MODULE_LOAD, module_load, mps_msg_module_load, MPS_SYNC)        /* the upload; val[0] = module or library; data: JIT logs */ \
 	X(MODULE_UNLOAD, module_unload, mps_msg_handle, MPS_SYNC) \
 	X(GET_FUNCTION, get_function, mps_msg_get_symbol, MPS_SYNC)       /* val[0]; data = struct mps_func_info */ \
 	X(GET_GLOBAL, get_global, mps_msg_get_symbol, MPS_SYNC)           /* val[0] = dptr, val[1] = size */ \
@@ -455,8 +455,9 @@ enum mps_module_kind {
 struct mps_msg_module_load {
 	struct mps_msg hdr;
 	uint32_t kind;    /* enum mps_module_kind */
-	uint32_t pad;
+	uint32_t nopts;   /* a module's JIT options (cuModuleLoadDataEx), as for a link */
 	uint64_t size;    /* must equal the upload's size */
+	struct mps_link_opt opts[MPS_LINK_OPTS];
 };
 
 enum mps_func_kind {

@@ -29,7 +29,7 @@
 	X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) \
 	X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(cuMemsetD2D32Async) \
 	X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal) \
-	X(cuLinkCreate_v2) X(cuLinkAddData_v2) X(cuLinkComplete) X(cuLinkDestroy) \
+	X(cuModuleLoadDataEx) X(cuLinkCreate_v2) X(cuLinkAddData_v2) X(cuLinkComplete) X(cuLinkDestroy) \
 	X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLibraryGetGlobal) \
 	X(cuKernelGetFunction) X(cuKernelGetAttribute) X(cuKernelSetAttribute) \
 	X(cuKernelGetParamInfo) X(cuFuncGetAttribute) X(cuFuncSetAttribute) \

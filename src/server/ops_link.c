@@ -19,97 +19,14 @@
 #include "common/log.h"
 #include "common/sock.h"
 #include "server/driver.h"
+#include "server/jit.h"
 #include "server/objects.h"
 #include "server/server.h"
 
-#define LOG_BYTES 3072   /* each log; both fit a reply slot */
-#define OWN_OPTS 5       /* the logs, their sizes, the wall time */
-
 struct slink {
 	CUlinkState st;
-	unsigned int n;
-	CUjit_option opt[MPS_LINK_OPTS + OWN_OPTS];
-	void *val[MPS_LINK_OPTS + OWN_OPTS];
-	char info[LOG_BYTES], error[LOG_BYTES];
+	struct mps_jit jit;   /* the driver writes into it while the link lives */
 };
-
-_Static_assert(sizeof(struct mps_link_reply) + 2 * LOG_BYTES <= MPS_SLOT_DATA, "both logs fit a reply");
-
-/* Options whose value is a plain number, which the client may pass through;
- * per_input: those cuLinkAddData takes (compiler options only). */
-static bool plain_option(uint32_t o, bool per_input)
-{
-	switch (o) {
-	case CU_JIT_TARGET_FROM_CUCONTEXT:
-	case CU_JIT_TARGET:
-		return !per_input;
-	case CU_JIT_MAX_REGISTERS:
-	case CU_JIT_THREADS_PER_BLOCK:
-	case CU_JIT_OPTIMIZATION_LEVEL:
-	case CU_JIT_FALLBACK_STRATEGY:
-	case CU_JIT_GENERATE_DEBUG_INFO:
-	case CU_JIT_LOG_VERBOSE:
-	case CU_JIT_GENERATE_LINE_INFO:
-	case CU_JIT_CACHE_MODE:
-	case CU_JIT_FTZ:
-	case CU_JIT_PREC_DIV:
-	case CU_JIT_PREC_SQRT:
-	case CU_JIT_FMA:
-	case CU_JIT_OPTIMIZE_UNUSED_DEVICE_VARIABLES:
-	case CU_JIT_POSITION_INDEPENDENT_CODE:
-	case CU_JIT_MIN_CTA_PER_SM:
-	case CU_JIT_MAX_THREADS_PER_BLOCK:
-	case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
-	case CU_JIT_SPLIT_COMPILE:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* The message's options into opt/val: every one a plain number, at most
- * MPS_LINK_OPTS. Returns how many, or -1. */
-static int take_options(const struct mps_msg_link *q, bool per_input, CUjit_option *opt, void **val)
-{
-	if (q->nopts > MPS_LINK_OPTS)
-		return -1;
-	for (uint32_t i = 0; i < q->nopts; i++) {
-		if (!plain_option(q->opts[i].opt, per_input))
-			return -1;
-		opt[i] = (CUjit_option)q->opts[i].opt;
-		val[i] = (void *)(uintptr_t)q->opts[i].value;
-	}
-	return (int)q->nopts;
-}
-
-/* The logs, the wall time and the threads per block so far, into the reply. */
-static void answer(struct mps_client *c, uint32_t slot, const struct slink *l, CUresult r)
-{
-	struct mps_slot *s = mps__slot(c, slot);
-	struct mps_link_reply *rep = (struct mps_link_reply *)s->data;
-	size_t ni = l ? strnlen(l->info, LOG_BYTES - 1) : 0, ne = l ? strnlen(l->error, LOG_BYTES - 1) : 0;
-
-	memset(rep, 0, sizeof(*rep));
-	if (l) {
-		rep->info_len = (uint32_t)ni;
-		rep->error_len = (uint32_t)ne;
-		memcpy(rep->text, l->info, ni);
-		memcpy(rep->text + ni, l->error, ne);
-		for (unsigned int i = 0; i < l->n; i++) {
-			if (l->opt[i] == CU_JIT_WALL_TIME) {
-				float ms;
-				uint32_t bits = (uint32_t)(uintptr_t)l->val[i];
-
-				memcpy(&ms, &bits, sizeof(ms));
-				rep->wall_ms = ms;
-			} else if (l->opt[i] == CU_JIT_THREADS_PER_BLOCK) {
-				rep->threads = (uint32_t)(uintptr_t)l->val[i];
-			}
-		}
-	}
-	s->len = (uint32_t)(sizeof(*rep) + ni + ne);
-	mps__reply(c, slot, r);
-}
 
 static struct mps_sobj *link_get(struct mps_client *c, const struct mps_msg_link *q)
 {
@@ -125,43 +42,30 @@ void mps__op_link_create(struct mps_client *c, const struct mps_msg *m)
 	struct mps_sobj *o;
 	struct slink *l;
 	CUresult r;
-	int n;
 
 	if (!x) {
-		answer(c, m->slot, NULL, CUDA_ERROR_INVALID_CONTEXT);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_CONTEXT);
 		return;
 	}
 	if (!mps_drv.cuLinkCreate_v2) {
-		answer(c, m->slot, NULL, CUDA_ERROR_NOT_SUPPORTED);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_NOT_SUPPORTED);
 		return;
 	}
 	l = calloc(1, sizeof(*l));
 	if (!l) {
-		answer(c, m->slot, NULL, CUDA_ERROR_OUT_OF_MEMORY);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
-	n = take_options(q, false, l->opt, l->val);
-	if (n < 0) {
+	if (mps_jit_init(&l->jit, q->opts, q->nopts) < 0) {
 		free(l);
-		answer(c, m->slot, NULL, CUDA_ERROR_INVALID_VALUE);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
-	l->opt[n] = CU_JIT_INFO_LOG_BUFFER;
-	l->val[n++] = l->info;
-	l->opt[n] = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
-	l->val[n++] = (void *)(uintptr_t)LOG_BYTES;
-	l->opt[n] = CU_JIT_ERROR_LOG_BUFFER;
-	l->val[n++] = l->error;
-	l->opt[n] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
-	l->val[n++] = (void *)(uintptr_t)LOG_BYTES;
-	l->opt[n] = CU_JIT_WALL_TIME;
-	l->val[n++] = NULL;
-	l->n = (unsigned int)n;
 	r = mps__bind_device(c, x->device);
 	if (r == CUDA_SUCCESS)
-		r = mps_drv.cuLinkCreate_v2(l->n, l->opt, l->val, &l->st);
+		r = mps_drv.cuLinkCreate_v2(l->jit.n, l->jit.opt, l->jit.val, &l->st);
 	if (r != CUDA_SUCCESS) {
-		answer(c, m->slot, l, r);
+		mps_jit_answer(c, m->slot, &l->jit, r);
 		free(l);
 		return;
 	}
@@ -169,11 +73,11 @@ void mps__op_link_create(struct mps_client *c, const struct mps_msg *m)
 	if (!o) {
 		mps_drv.cuLinkDestroy(l->st);
 		free(l);
-		answer(c, m->slot, NULL, CUDA_ERROR_OUT_OF_MEMORY);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
 	mps__slot(c, m->slot)->val[0] = o->handle;
-	answer(c, m->slot, l, CUDA_SUCCESS);
+	mps_jit_answer(c, m->slot, &l->jit, CUDA_SUCCESS);
 }
 
 void mps__op_link_add(struct mps_client *c, const struct mps_msg *m)
@@ -190,13 +94,13 @@ void mps__op_link_add(struct mps_client *c, const struct mps_msg *m)
 
 	if (!l) {
 		free(data);
-		answer(c, m->slot, NULL, CUDA_ERROR_INVALID_HANDLE);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_HANDLE);
 		return;
 	}
-	n = take_options(q, true, opt, val);
+	n = mps_jit_options(q->opts, q->nopts, true, opt, val);
 	if (!data || n < 0 || q->type >= CU_JIT_NUM_INPUT_TYPES) {
 		free(data);
-		answer(c, m->slot, l, !data ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_INVALID_VALUE);
+		mps_jit_answer(c, m->slot, &l->jit, !data ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
 	memcpy(name, q->name, sizeof(name));
@@ -204,7 +108,7 @@ void mps__op_link_add(struct mps_client *c, const struct mps_msg *m)
 	r = mps_drv.cuLinkAddData_v2(l->st, (CUjitInputType)q->type, data, (size_t)q->size, name[0] ? name : NULL,
 				     (unsigned int)n, n ? opt : NULL, n ? val : NULL);
 	free(data);   /* the driver keeps no reference to an input */
-	answer(c, m->slot, l, r);
+	mps_jit_answer(c, m->slot, &l->jit, r);
 }
 
 void mps__op_link_complete(struct mps_client *c, const struct mps_msg *m)
@@ -219,14 +123,14 @@ void mps__op_link_complete(struct mps_client *c, const struct mps_msg *m)
 	int fd;
 
 	if (!l) {
-		answer(c, m->slot, NULL, CUDA_ERROR_INVALID_HANDLE);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_HANDLE);
 		return;
 	}
 	r = mps_drv.cuLinkComplete(l->st, &image, &size);
 	if (r == CUDA_SUCCESS && (!image || !size))
 		r = CUDA_ERROR_INVALID_IMAGE;
 	if (r != CUDA_SUCCESS) {
-		answer(c, m->slot, l, r);
+		mps_jit_answer(c, m->slot, &l->jit, r);
 		return;
 	}
 	fd = memfd_create("openmps-link", MFD_CLOEXEC);
@@ -242,7 +146,7 @@ void mps__op_link_complete(struct mps_client *c, const struct mps_msg *m)
 	if (fd >= 0)
 		close(fd);
 	mps__slot(c, m->slot)->val[0] = size;
-	answer(c, m->slot, l, r);
+	mps_jit_answer(c, m->slot, &l->jit, r);
 }
 
 void mps__op_link_destroy(struct mps_client *c, const struct mps_msg *m)

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/fault.h"
+#include "server/jit.h"
 #include "server/server.h"
 
 #define BLOB_MAX   (4ull << 30)    /* largest image a client may upload */
@@ -107,23 +108,31 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 	const struct mps_msg_module_load *q = (const void *)m;
 	struct mps_sctx *x = mps__msg_ctx(c, m);
 	struct mps_smodule *mod;
+	struct mps_jit *jit;
 	CUresult r;
 
 	if (!c->uploading || c->blob_len != c->blob_total || q->size != c->blob_total ||
 	    (q->kind != MPS_MODULE && q->kind != MPS_LIBRARY) ||
 	    /* The driver finds the image's end itself: it must lie within the upload. */
 	    !mps_image_extent(c->blob, c->blob_len)) {
-		mps__reply(c, m->slot, CUDA_ERROR_INVALID_IMAGE);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_IMAGE);
 		return;
 	}
 	/* A library belongs to no context: it may be loaded without one. */
 	if (!x && q->kind == MPS_MODULE) {
-		mps__reply(c, m->slot, CUDA_ERROR_INVALID_CONTEXT);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_CONTEXT);
+		return;
+	}
+	jit = malloc(sizeof(*jit));
+	if (!jit || mps_jit_init(jit, q->opts, q->nopts) < 0) {
+		mps_jit_answer(c, m->slot, NULL, jit ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY);
+		free(jit);
 		return;
 	}
 	mod = calloc(1, sizeof(*mod));
 	if (!mod) {
-		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+		free(jit);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
 	mod->kind = (int)q->kind;
@@ -131,14 +140,17 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 	mod->ctx = x ? x->handle : 0;
 	r = mps__bind_device(c, mod->device);
 	if (r == CUDA_SUCCESS) {
-		if (q->kind == MPS_MODULE)
+		if (q->kind == MPS_MODULE && mps_drv.cuModuleLoadDataEx)
+			r = mps_drv.cuModuleLoadDataEx(&mod->mod, c->blob, jit->n, jit->opt, jit->val);
+		else if (q->kind == MPS_MODULE)
 			r = mps_drv.cuModuleLoadData(&mod->mod, c->blob);
 		else
 			r = mps_drv.cuLibraryLoadData(&mod->lib, c->blob, NULL, NULL, 0, NULL, NULL, 0);
 	}
 	if (r != CUDA_SUCCESS) {
 		free(mod);
-		mps__reply(c, m->slot, r);
+		mps_jit_answer(c, m->slot, jit, r);
+		free(jit);
 		return;
 	}
 	mod->image = c->blob;
@@ -153,11 +165,13 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 			mps_drv.cuLibraryUnload(mod->lib);
 		free(mod->image);
 		free(mod);
-		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
+		free(jit);
+		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
 	mps__slot(c, m->slot)->val[0] = mod->handle;
-	mps__reply(c, m->slot, CUDA_SUCCESS);
+	mps_jit_answer(c, m->slot, jit, CUDA_SUCCESS);
+	free(jit);
 }
 
 static void module_free(struct mps_client *c, struct mps_smodule *mod)

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+/*
+ * See jit.h. The program's log buffers live in its own process, so the
+ * driver writes into the server's (struct mps_jit) and every answer carries
+ * them back, with the wall time and the threads per block the driver left,
+ * for the client to write where the program asked. Options that are plain
+ * numbers are the only ones taken from a client: a pointer option would
+ * have the driver write into the server.
+ */
+#include <string.h>
+
+#include "server/jit.h"
+#include "server/server.h"
+
+_Static_assert(sizeof(struct mps_link_reply) + 2 * MPS_JIT_LOG_BYTES <= MPS_SLOT_DATA, "both logs fit a reply");
+
+static bool plain_option(uint32_t o, bool per_input)
+{
+	switch (o) {
+	case CU_JIT_TARGET_FROM_CUCONTEXT:
+	case CU_JIT_TARGET:
+		return !per_input;
+	case CU_JIT_MAX_REGISTERS:
+	case CU_JIT_THREADS_PER_BLOCK:
+	case CU_JIT_OPTIMIZATION_LEVEL:
+	case CU_JIT_FALLBACK_STRATEGY:
+	case CU_JIT_GENERATE_DEBUG_INFO:
+	case CU_JIT_LOG_VERBOSE:
+	case CU_JIT_GENERATE_LINE_INFO:
+	case CU_JIT_CACHE_MODE:
+	case CU_JIT_FTZ:
+	case CU_JIT_PREC_DIV:
+	case CU_JIT_PREC_SQRT:
+	case CU_JIT_FMA:
+	case CU_JIT_OPTIMIZE_UNUSED_DEVICE_VARIABLES:
+	case CU_JIT_POSITION_INDEPENDENT_CODE:
+	case CU_JIT_MIN_CTA_PER_SM:
+	case CU_JIT_MAX_THREADS_PER_BLOCK:
+	case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
+	case CU_JIT_SPLIT_COMPILE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int mps_jit_options(const struct mps_link_opt *in, uint32_t n, bool per_input, CUjit_option *opt, void **val)
+{
+	if (n > MPS_LINK_OPTS)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!plain_option(in[i].opt, per_input))
+			return -1;
+		opt[i] = (CUjit_option)in[i].opt;
+		val[i] = (void *)(uintptr_t)in[i].value;
+	}
+	return (int)n;
+}
+
+int mps_jit_init(struct mps_jit *j, const struct mps_link_opt *in, uint32_t n)
+{
+	int k = mps_jit_options(in, n, false, j->opt, j->val);
+
+	if (k < 0)
+		return -1;
+	j->info[0] = j->error[0] = 0;
+	j->opt[k] = CU_JIT_INFO_LOG_BUFFER;
+	j->val[k++] = j->info;
+	j->opt[k] = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+	j->val[k++] = (void *)(uintptr_t)MPS_JIT_LOG_BYTES;
+	j->opt[k] = CU_JIT_ERROR_LOG_BUFFER;
+	j->val[k++] = j->error;
+	j->opt[k] = CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+	j->val[k++] = (void *)(uintptr_t)MPS_JIT_LOG_BYTES;
+	j->opt[k] = CU_JIT_WALL_TIME;
+	j->val[k++] = NULL;
+	j->n = (unsigned int)k;
+	return 0;
+}
+
+void mps_jit_answer(struct mps_client *c, uint32_t slot, const struct mps_jit *j, CUresult r)
+{
+	struct mps_slot *s = mps__slot(c, slot);
+	struct mps_link_reply *rep = (struct mps_link_reply *)s->data;
+	size_t ni = j ? strnlen(j->info, MPS_JIT_LOG_BYTES - 1) : 0, ne = j ? strnlen(j->error, MPS_JIT_LOG_BYTES - 1) : 0;
+
+	memset(rep, 0, sizeof(*rep));
+	if (j) {
+		rep->info_len = (uint32_t)ni;
+		rep->error_len = (uint32_t)ne;
+		memcpy(rep->text, j->info, ni);
+		memcpy(rep->text + ni, j->error, ne);
+		for (unsigned int i = 0; i < j->n; i++) {
+			if (j->opt[i] == CU_JIT_WALL_TIME) {
+				uint32_t bits = (uint32_t)(uintptr_t)j->val[i];
+
+				memcpy(&rep->wall_ms, &bits, sizeof(rep->wall_ms));
+			} else if (j->opt[i] == CU_JIT_THREADS_PER_BLOCK) {
+				rep->threads = (uint32_t)(uintptr_t)j->val[i];
+			}
+		}
+	}
+	s->len = (uint32_t)(sizeof(*rep) + ni + ne);
+	mps__reply(c, slot, r);
+}
