@@ -454,6 +454,14 @@ static void attack_wake(uint32_t ctx)
 	CHECK(call(MPS_OP_CTX_SYNC, ctx, w_p, 16, NULL));
 }
 
+/* A link message q sent from u, which has room for its rounding up. */
+static CUresult link_call(void *u, const struct mps_msg_link *q, uint16_t op, uint32_t ctx, struct mps_slot **out)
+{
+	memset(u, 0, sizeof(*q) + MPS_MSG_ALIGN);
+	memcpy(u, q, sizeof(*q));
+	return call(op, ctx, u, sizeof(*q), out);
+}
+
 /* The JIT linker: options that are not plain numbers (a log buffer, a
  * symbol table, one past the last), too many options, an input with no
  * upload or of an unknown kind, steps on a link that does not exist or was
@@ -461,6 +469,10 @@ static void attack_wake(uint32_t ctx)
  * works, and one left behind goes with the client. */
 static void attack_link(uint32_t ctx)
 {
+	union {
+		struct mps_msg_link q;
+		uint8_t raw[sizeof(struct mps_msg_link) + MPS_MSG_ALIGN];   /* sent rounded up */
+	} u;
 	struct mps_msg_link q;
 	struct mps_slot *s;
 	const uint32_t bad_opts[] = { CU_JIT_INFO_LOG_BUFFER, CU_JIT_GLOBAL_SYMBOL_ADDRESSES, CU_JIT_NUM_OPTIONS, 1000 };
@@ -471,44 +483,44 @@ static void attack_link(uint32_t ctx)
 		q.nopts = 1;
 		q.opts[0].opt = bad_opts[i];
 		q.opts[0].value = 0x1000;
-		CHECK_ERR(call(MPS_OP_LINK_CREATE, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_VALUE);
+		CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_CREATE, ctx, NULL), CUDA_ERROR_INVALID_VALUE);
 	}
 	memset(&q, 0, sizeof(q));
 	q.nopts = MPS_LINK_OPTS + 1;
-	CHECK_ERR(call(MPS_OP_LINK_CREATE, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_CREATE, ctx, NULL), CUDA_ERROR_INVALID_VALUE);
 	memset(&q, 0, sizeof(q));
-	CHECK_ERR(call(MPS_OP_LINK_CREATE, 0, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_CREATE, 0, NULL), CUDA_ERROR_INVALID_CONTEXT);
 	q.link = 12345;
-	CHECK_ERR(call(MPS_OP_LINK_ADD, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
-	CHECK_ERR(call(MPS_OP_LINK_COMPLETE, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
-	CHECK_ERR(call(MPS_OP_LINK_DESTROY, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_ADD, ctx, NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_COMPLETE, ctx, NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_DESTROY, ctx, NULL), CUDA_ERROR_INVALID_HANDLE);
 	q.link = ctx;   /* a handle of another kind */
-	CHECK_ERR(call(MPS_OP_LINK_DESTROY, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_DESTROY, ctx, NULL), CUDA_ERROR_INVALID_HANDLE);
 	memset(&q, 0, sizeof(q));
 	q.nopts = 1;
 	q.opts[0].opt = CU_JIT_OPTIMIZATION_LEVEL;
 	q.opts[0].value = 2;
-	REQUIRE(call(MPS_OP_LINK_CREATE, ctx, &q, sizeof(q), &s) == CUDA_SUCCESS, "a good link was refused");
+	REQUIRE(link_call(&u, &q, MPS_OP_LINK_CREATE, ctx, &s) == CUDA_SUCCESS, "a good link was refused");
 	link = (uint32_t)s->val[0];
 	memset(&q, 0, sizeof(q));
 	q.link = link;
 	q.type = CU_JIT_INPUT_PTX;
 	q.size = 100;   /* nothing was uploaded */
-	CHECK_ERR(call(MPS_OP_LINK_ADD, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_IMAGE);
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_ADD, ctx, NULL), CUDA_ERROR_INVALID_IMAGE);
 	q.type = CU_JIT_NUM_INPUT_TYPES;
-	CHECK_ERR(call(MPS_OP_LINK_ADD, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_IMAGE);
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_ADD, ctx, NULL), CUDA_ERROR_INVALID_IMAGE);
 	q.type = CU_JIT_INPUT_PTX;
 	q.nopts = 1;
 	q.opts[0].opt = CU_JIT_TARGET;   /* not for an input */
-	CHECK_ERR(call(MPS_OP_LINK_ADD, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_IMAGE);
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_ADD, ctx, NULL), CUDA_ERROR_INVALID_IMAGE);
 	q.nopts = 0;
 	/* Nothing to link: the driver's error, whichever it is. */
-	EXPECT(call(MPS_OP_LINK_COMPLETE, ctx, &q, sizeof(q), NULL) != CUDA_SUCCESS, "a link of no inputs completed");
-	CHECK(call(MPS_OP_LINK_DESTROY, ctx, &q, sizeof(q), NULL));
-	CHECK_ERR(call(MPS_OP_LINK_DESTROY, ctx, &q, sizeof(q), NULL), CUDA_ERROR_INVALID_HANDLE);
+	EXPECT(link_call(&u, &q, MPS_OP_LINK_COMPLETE, ctx, NULL) != CUDA_SUCCESS, "a link of no inputs completed");
+	CHECK(link_call(&u, &q, MPS_OP_LINK_DESTROY, ctx, NULL));
+	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_DESTROY, ctx, NULL), CUDA_ERROR_INVALID_HANDLE);
 	/* Left for the teardown. */
 	memset(&q, 0, sizeof(q));
-	CHECK(call(MPS_OP_LINK_CREATE, ctx, &q, sizeof(q), NULL));
+	CHECK(link_call(&u, &q, MPS_OP_LINK_CREATE, ctx, NULL));
 }
 
 static void attack_hostfn(uint32_t ctx)
