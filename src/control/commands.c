@@ -356,19 +356,6 @@ static void cmd_get_device_client_list(struct mps_cmd *cmd, int argc, char **arg
 	mps_list_device_clients(cmd, s);
 }
 
-static void cmd_ps(struct mps_cmd *cmd, int argc, char **argv)
-{
-	struct mps_server_rec *s = NULL;
-
-	if (argc != 1 && !(argc == 3 && !strcmp(argv[1], "-p"))) {
-		USAGE(cmd, "ps [-p <server PID>]");
-		return;
-	}
-	if (argc == 3 && !(s = server_named(cmd, argv[2])))
-		return;
-	mps_list_ps(cmd, s);
-}
-
 static void terminate_done(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure)
 {
 	if (!answer)
@@ -737,29 +724,75 @@ static void metrics_done(struct mps_cmd *cmd, const struct mps_chan *answer, con
 		mps_out(cmd, "# not every server answered: %s\n", failure);
 }
 
-static void cmd_get_metrics(struct mps_cmd *cmd, int argc, char **argv)
+/* Asks every serving server for its metrics text, gathered in cmd->acc;
+ * done runs once all have answered (or at once, with none to ask). */
+static void gather_metrics(struct mps_cmd *cmd, void (*done)(struct mps_cmd *, const struct mps_chan *, const char *))
 {
 	struct mps_chan m = { .op = MPS_CHAN_METRICS };
 
-	(void)argv;
-	if (argc != 1) {
-		USAGE(cmd, "get_metrics");
-		return;
-	}
 	m.req = mps_daemon.next_req;
 	mps_daemon.next_req = mps_daemon.next_req >= 0x7fffffff ? 1 : mps_daemon.next_req + 1;
 	for (struct mps_server_rec *s = mps_daemon.servers; s && cmd->nwait < MPS_WAIT_SERVERS_MAX; s = s->next)
 		if (s->ready && s->chan >= 0 && mps_server_send(s, &m) == 0)
 			cmd->wait_pids[cmd->nwait++] = s->pid;
 	if (!cmd->nwait) {
-		metrics_done(cmd, NULL, NULL);
+		done(cmd, NULL, NULL);
 		return;
 	}
 	cmd->wait = MPS_WAIT_REPLIES;
 	cmd->wait_req = m.req;
 	cmd->wait_ms = 5000;
 	cmd->partial = metrics_partial;
-	cmd->done = metrics_done;
+	cmd->done = done;
+}
+
+static void cmd_get_metrics(struct mps_cmd *cmd, int argc, char **argv)
+{
+	(void)argv;
+	if (argc != 1) {
+		USAGE(cmd, "get_metrics");
+		return;
+	}
+	gather_metrics(cmd, metrics_done);
+}
+
+static void ps_done(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure)
+{
+	struct mps_server_rec *only = cmd->wait_server ? mps_server_by_pid(cmd->wait_server) : NULL;
+
+	(void)answer;
+	if (cmd->wait_server && !only) {
+		mps_err(cmd, "Error: no server with PID %d\n", (int)cmd->wait_server);
+		return;
+	}
+	mps_list_ps(cmd, only, cmd->acc ? cmd->acc : "");
+	if (failure)
+		mps_out(cmd, "(not every server answered: %s)\n", failure);
+}
+
+static void cmd_ps(struct mps_cmd *cmd, int argc, char **argv)
+{
+	struct mps_server_rec *s = NULL;
+	bool verbose = false;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-v") && !verbose) {
+			verbose = true;
+		} else if (!strcmp(argv[i], "-p") && i + 1 < argc && !s) {
+			if (!(s = server_named(cmd, argv[++i])))
+				return;
+		} else {
+			USAGE(cmd, "ps [-v] [-p <server PID>]");
+			return;
+		}
+	}
+	if (!verbose) {
+		mps_list_ps(cmd, s, NULL);
+		return;
+	}
+	/* The memory columns come from the servers. */
+	cmd->wait_server = s ? s->pid : 0;
+	gather_metrics(cmd, ps_done);
 }
 
 static void cmd_set_default_prio(struct mps_cmd *cmd, int argc, char **argv)

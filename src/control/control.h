@@ -258,7 +258,7 @@ void mps_out(struct mps_cmd *cmd, const char *fmt, ...) __attribute__((format(pr
 void mps_err(struct mps_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* listings.c */
-void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only);
+void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *metrics);
 void mps_list_device_clients(struct mps_cmd *cmd, struct mps_server_rec *only);
 void mps_list_devices(struct mps_cmd *cmd);
 /* The ordinal a device argument names, from the known device list; -1. */

@@ -118,12 +118,44 @@ static struct mps_server_client **sorted_clients(const struct mps_server_rec *s,
 }
 
 #define PS_ROW "%-8s %-4s %-8s %-22s %-12s %s\n"
+#define PS_ROW_V "%-8s %-4s %-8s %-22s %10s %10s %-12s %s\n"
 
-void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only)
+/* A client's figure for one device from the servers' metrics text (the
+ * family's samples: server, pid, ..., device labels, then the value), as
+ * MiB text; "-" when there is none. The device label is the last one, after
+ * the escaped command name, so its last occurrence is the real one. */
+static void metric_mib(const char *metrics, const char *family, pid_t server, pid_t pid, int dev, char *out,
+		       size_t size)
 {
-	char pid[16], id[16], srv[16], dev[64], ns[64], command[COMMAND_MAX];
+	char head[128];
+	size_t hl;
 
-	mps_out(cmd, PS_ROW, "PID", "ID", "SERVER", "DEVICE", "NAMESPACE", "COMMAND");
+	snprintf(out, size, "-");
+	hl = (size_t)snprintf(head, sizeof(head), "%s{server=\"%d\",pid=\"%d\",", family, (int)server, (int)pid);
+	for (const char *l = metrics; l && *l;) {
+		const char *e = strchr(l, '\n'), *close, *d = NULL;
+		size_t n = e ? (size_t)(e - l) : strlen(l);
+
+		if (n > hl && !strncmp(l, head, hl) && (close = memchr(l, '}', n))) {
+			for (const char *p = l; (p = strstr(p, ",device=\"")) && p < close; p++)
+				d = p;
+			if (d && atoi(d + 9) == dev && close[1] == ' ') {
+				snprintf(out, size, "%.1f", strtod(close + 2, NULL) / (1024.0 * 1024.0));
+				return;
+			}
+		}
+		l += n + (e != NULL);
+	}
+}
+
+void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *metrics)
+{
+	char pid[16], id[16], srv[16], dev[64], ns[64], command[COMMAND_MAX], mem[32], peak[32];
+
+	if (metrics)
+		mps_out(cmd, PS_ROW_V, "PID", "ID", "SERVER", "DEVICE", "MEM_MIB", "PEAK_MIB", "NAMESPACE", "COMMAND");
+	else
+		mps_out(cmd, PS_ROW, "PID", "ID", "SERVER", "DEVICE", "NAMESPACE", "COMMAND");
 	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next) {
 		struct mps_server_client **v;
 		size_t n;
@@ -144,10 +176,20 @@ void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only)
 				if (!(c->devmask & (1ull << d)))
 					continue;
 				short_uuid(dev, sizeof(dev), d);
-				mps_out(cmd, PS_ROW, pid, id, srv, dev, ns, command);
+				if (metrics) {
+					metric_mib(metrics, "openmps_client_memory_bytes", s->pid, c->pid, d, mem,
+						   sizeof(mem));
+					metric_mib(metrics, "openmps_client_memory_peak_bytes", s->pid, c->pid, d,
+						   peak, sizeof(peak));
+					mps_out(cmd, PS_ROW_V, pid, id, srv, dev, mem, peak, ns, command);
+				} else {
+					mps_out(cmd, PS_ROW, pid, id, srv, dev, ns, command);
+				}
 				any = true;
 			}
-			if (!any)
+			if (!any && metrics)
+				mps_out(cmd, PS_ROW_V, pid, id, srv, "-", "-", "-", ns, command);
+			else if (!any)
 				mps_out(cmd, PS_ROW, pid, id, srv, "-", ns, command);
 		}
 		free(v);

@@ -11,7 +11,8 @@
 #     as the total and what is left of it as free; a per-server change
 #     applies to clients that connect later, not to those already there;
 #   - get_client_list, ps (PID, ID, SERVER, DEVICE per device used,
-#     NAMESPACE, COMMAND) and get_device_client_list show the clients;
+#     NAMESPACE, COMMAND; with -v the memory held on each device and its
+#     peak) and get_device_client_list show the clients;
 #   - terminate_client prints 0, the client is gone from the lists at once,
 #     its memory is back (a fresh client sees as much free memory as before
 #     it allocated), and its next calls fail; a pinned allocation under way
@@ -76,6 +77,17 @@ client M1 init dev:1 meminfo
 wait_for "$dir/M1.out" "^meminfo" || fail "M1 did not report its memory"
 free1=$(awk '/^meminfo/ { print $3 }' "$dir/M1.out")
 [ $((free0 - free1)) -ge $((32 << 20)) ] || fail "B's 32M does not show in the free memory ($free0 -> $free1)"
+# ps -v: the same rows with each client's device memory and its peak (MiB).
+psv=$(ui "ps -v")
+[ "$(echo "$psv" | head -1 | awk '{ print $4, $5, $6, $7, $8 }')" = "DEVICE MEM_MIB PEAK_MIB NAMESPACE COMMAND" ] ||
+	fail "ps -v header: $(echo "$psv" | head -1)"
+dev1=$(ui device_query | awk '$1 == 1 { print substr($2, 1, 22) }')
+[ "$(echo "$psv" | awk -v p="$b" -v d="$dev1" '$1 == p && $4 == d { print $5, $6 }')" = "32.0 32.0" ] ||
+	fail "ps -v: B's 32M on device 1 ($dev1): $(echo "$psv" | awk -v p="$b" '$1 == p')"
+[ "$(echo "$psv" | wc -l)" = "$(ui ps | wc -l)" ] || fail "ps -v and ps list different rows"
+[ "$(ui "ps -p $srv -v")" = "$psv" ] || fail "ps -p -v differs from ps -v with one server"
+expect_err "ps -x" "usage"
+expect_err "ps -v -v" "usage"
 expect "get_client_list $srv" "$(printf '%s\n%s' "$a" "$b" | sort -n)"
 u0=$(echo "$uuids" | awk '{ print $1 }')
 out=$(ui get_device_client_list)
