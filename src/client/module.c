@@ -101,8 +101,8 @@ CUresult mps__upload_call(uint16_t op, uint32_t ctx, const void *data, size_t si
 	return r;
 }
 
-/* Uploads and loads an image; a module's JIT options (n of them) go along,
- * and its logs and wall time come back into the program's values. */
+/* Uploads and loads an image; its JIT options (n of them) go along, and
+ * its logs and wall time come back into the program's values. */
 static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, CUlibrary *out_lib, unsigned int n,
 				CUjit_option *opts, void **vals)
 {
@@ -552,25 +552,6 @@ static CUresult module_get_loading_mode(CUmoduleLoadingMode *mode)
 	return CUDA_SUCCESS;
 }
 
-/* A library's JIT log buffers: the server loads libraries without the
- * program's JIT options, so they say so (empty logs, zero bytes used). */
-static void clear_jit_logs(unsigned int n, CUjit_option *opts, void **vals)
-{
-	for (unsigned int i = 0; opts && vals && i < n; i++) {
-		if ((opts[i] == CU_JIT_INFO_LOG_BUFFER || opts[i] == CU_JIT_ERROR_LOG_BUFFER) && vals[i]) {
-			for (unsigned int j = 0; j < n; j++) {
-				if ((opts[j] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES && opts[i] == CU_JIT_INFO_LOG_BUFFER) ||
-				    (opts[j] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES && opts[i] == CU_JIT_ERROR_LOG_BUFFER)) {
-					if ((uintptr_t)vals[j] > 0)
-						((char *)vals[i])[0] = 0;
-					vals[j] = (void *)0;
-				}
-			}
-		}
-	}
-}
-
-
 static CUresult library_load_data(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned int njo,
 				  CUlibraryOption *lo, void **lv, unsigned int nlo)
 {
@@ -594,8 +575,7 @@ static CUresult library_load_data(CUlibrary *lib, const void *code, CUjit_option
 		mps_log_debug("openmps: cuLibraryLoadData library option %d = %p", (int)lo[i], lv[i]);
 	for (unsigned int i = 0; i < njo; i++)
 		mps_log_debug("openmps: cuLibraryLoadData JIT option %d = %p", (int)jo[i], jv[i]);
-	clear_jit_logs(njo, jo, jv);
-	return upload_and_load(MPS_LIBRARY, code, NULL, lib, 0, NULL, NULL);
+	return upload_and_load(MPS_LIBRARY, code, NULL, lib, njo, jo, jv);
 }
 
 static CUresult library_load_from_file(CUlibrary *lib, const char *path, CUjit_option *jo, void **jv,

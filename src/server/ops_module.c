@@ -145,7 +145,7 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 		else if (q->kind == MPS_MODULE)
 			r = mps_drv.cuModuleLoadData(&mod->mod, c->blob);
 		else
-			r = mps_drv.cuLibraryLoadData(&mod->lib, c->blob, NULL, NULL, 0, NULL, NULL, 0);
+			r = mps_drv.cuLibraryLoadData(&mod->lib, c->blob, jit->opt, jit->val, jit->n, NULL, NULL, 0);
 	}
 	if (r != CUDA_SUCCESS) {
 		free(mod);

@@ -325,6 +325,25 @@ static void test_library(const char *ptx)
 	size_t bytes = 0;
 	int v = -1;
 
+	{
+		/* With JIT options: logs within their buffers, terminated. */
+		static char info[1024], error[1024];
+		CUjit_option jo[] = { CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+				      CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_OPTIMIZATION_LEVEL };
+		void *jv[] = { info, (void *)(uintptr_t)sizeof(info), error, (void *)(uintptr_t)sizeof(error),
+			       (void *)(uintptr_t)2 };
+		CUlibrary l2;
+
+		memset(info, 0x55, sizeof(info));
+		memset(error, 0x55, sizeof(error));
+		CHECK(cuLibraryLoadData(&l2, ptx, jo, jv, 5, NULL, NULL, 0));
+		EXPECT((uintptr_t)jv[1] <= sizeof(info) && (uintptr_t)jv[3] <= sizeof(error),
+		       "library JIT log sizes %zu/%zu exceed the buffers", (size_t)(uintptr_t)jv[1],
+		       (size_t)(uintptr_t)jv[3]);
+		EXPECT(memchr(info, '\0', sizeof(info)) && memchr(error, '\0', sizeof(error)),
+		       "library JIT logs not terminated");
+		CHECK(cuLibraryUnload(l2));
+	}
 	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
 	CHECK(cuLibraryGetKernel(&kv, lib, "vadd"));
 	CHECK(cuLibraryGetKernel(&kb, lib, "bump_global"));
