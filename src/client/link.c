@@ -45,43 +45,35 @@ CUresult mps__jit_pack(struct mps_link_opt *out, uint32_t *nout, unsigned int n,
 		return CUDA_ERROR_INVALID_VALUE;
 	*nout = 0;
 	for (unsigned int i = 0; i < n; i++) {
-		switch (opts[i]) {
-		case CU_JIT_WALL_TIME:
-		case CU_JIT_INFO_LOG_BUFFER:
-		case CU_JIT_ERROR_LOG_BUFFER:
-		case CU_JIT_TARGET_FROM_CUCONTEXT:
-		case CU_JIT_TARGET:
+		uint32_t o = (uint32_t)opts[i];
+
+		/* The server's own: the logs, their sizes, the wall time. */
+		if (o == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES || o == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+			continue;
+		if (o == CU_JIT_WALL_TIME || o == CU_JIT_INFO_LOG_BUFFER || o == CU_JIT_ERROR_LOG_BUFFER) {
 			if (per_input)
 				return CUDA_ERROR_INVALID_VALUE;
-			if (opts[i] != CU_JIT_TARGET_FROM_CUCONTEXT && opts[i] != CU_JIT_TARGET)
-				continue;
-			break;
-		case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
-		case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
 			continue;
-		case CU_JIT_GLOBAL_SYMBOL_NAMES:
-		case CU_JIT_GLOBAL_SYMBOL_ADDRESSES:
-		case CU_JIT_GLOBAL_SYMBOL_COUNT:
-		case CU_JIT_REFERENCED_KERNEL_NAMES:
-		case CU_JIT_REFERENCED_KERNEL_COUNT:
-		case CU_JIT_REFERENCED_VARIABLE_NAMES:
-		case CU_JIT_REFERENCED_VARIABLE_COUNT:
-		case CU_JIT_LTO:
-		case CU_JIT_FAST_COMPILE:
-			mps__unsupported("a JIT symbol, kernel-name or LTO option");
-			if (strict)
-				return CUDA_ERROR_NOT_SUPPORTED;
-			continue;
-		default:
-			if ((unsigned int)opts[i] >= (unsigned int)CU_JIT_NUM_OPTIONS)
-				return CUDA_ERROR_INVALID_VALUE;
-			break;
 		}
-		if (*nout == MPS_LINK_OPTS)
+		if (mps_jit_plain(o, per_input) && *nout < MPS_LINK_OPTS) {
+			out[*nout].opt = o;
+			out[*nout].value = (uint64_t)(uintptr_t)vals[i];
+			(*nout)++;
+			continue;
+		}
+		/* A target for one input, an option that carries a pointer into
+		 * the program (symbol tables, kernel names), one this library
+		 * does not know, or one too many. */
+		if (!strict) {
+			mps__unsupported("a JIT option that cannot reach the server (left out)");
+			continue;
+		}
+		if (per_input && (o == CU_JIT_TARGET || o == CU_JIT_TARGET_FROM_CUCONTEXT))
 			return CUDA_ERROR_INVALID_VALUE;
-		out[*nout].opt = (uint32_t)opts[i];
-		out[*nout].value = (uint64_t)(uintptr_t)vals[i];
-		(*nout)++;
+		if (o >= (uint32_t)CU_JIT_NUM_OPTIONS || *nout == MPS_LINK_OPTS)
+			return CUDA_ERROR_INVALID_VALUE;
+		mps__unsupported("a JIT symbol, kernel-name or LTO option");
+		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	return CUDA_SUCCESS;
 }

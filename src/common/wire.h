@@ -23,6 +23,7 @@
 #ifndef MPS_COMMON_WIRE_H
 #define MPS_COMMON_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -297,6 +298,38 @@ struct mps_link_opt {
 	uint32_t pad;
 	uint64_t value;   /* the value as the void * the driver takes */
 };
+
+/* Whether a JIT option's value is a plain number, which may travel;
+ * per_input: one cuLinkAddData takes (compiler options, no target). */
+static inline bool mps_jit_plain(uint32_t o, bool per_input)
+{
+	switch (o) {
+	case CU_JIT_TARGET_FROM_CUCONTEXT:
+	case CU_JIT_TARGET:
+		return !per_input;
+	case CU_JIT_MAX_REGISTERS:
+	case CU_JIT_THREADS_PER_BLOCK:
+	case CU_JIT_OPTIMIZATION_LEVEL:
+	case CU_JIT_FALLBACK_STRATEGY:
+	case CU_JIT_GENERATE_DEBUG_INFO:
+	case CU_JIT_LOG_VERBOSE:
+	case CU_JIT_GENERATE_LINE_INFO:
+	case CU_JIT_CACHE_MODE:
+	case CU_JIT_FTZ:
+	case CU_JIT_PREC_DIV:
+	case CU_JIT_PREC_SQRT:
+	case CU_JIT_FMA:
+	case CU_JIT_OPTIMIZE_UNUSED_DEVICE_VARIABLES:
+	case CU_JIT_POSITION_INDEPENDENT_CODE:
+	case CU_JIT_MIN_CTA_PER_SM:
+	case CU_JIT_MAX_THREADS_PER_BLOCK:
+	case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
+	case CU_JIT_SPLIT_COMPILE:
+		return true;
+	default:
+		return false;
+	}
+}
 
 struct mps_msg_link {
 	struct mps_msg hdr;

@@ -14,42 +14,12 @@
 
 _Static_assert(sizeof(struct mps_link_reply) + 2 * MPS_JIT_LOG_BYTES <= MPS_SLOT_DATA, "both logs fit a reply");
 
-static bool plain_option(uint32_t o, bool per_input)
-{
-	switch (o) {
-	case CU_JIT_TARGET_FROM_CUCONTEXT:
-	case CU_JIT_TARGET:
-		return !per_input;
-	case CU_JIT_MAX_REGISTERS:
-	case CU_JIT_THREADS_PER_BLOCK:
-	case CU_JIT_OPTIMIZATION_LEVEL:
-	case CU_JIT_FALLBACK_STRATEGY:
-	case CU_JIT_GENERATE_DEBUG_INFO:
-	case CU_JIT_LOG_VERBOSE:
-	case CU_JIT_GENERATE_LINE_INFO:
-	case CU_JIT_CACHE_MODE:
-	case CU_JIT_FTZ:
-	case CU_JIT_PREC_DIV:
-	case CU_JIT_PREC_SQRT:
-	case CU_JIT_FMA:
-	case CU_JIT_OPTIMIZE_UNUSED_DEVICE_VARIABLES:
-	case CU_JIT_POSITION_INDEPENDENT_CODE:
-	case CU_JIT_MIN_CTA_PER_SM:
-	case CU_JIT_MAX_THREADS_PER_BLOCK:
-	case CU_JIT_OVERRIDE_DIRECTIVE_VALUES:
-	case CU_JIT_SPLIT_COMPILE:
-		return true;
-	default:
-		return false;
-	}
-}
-
 int mps_jit_options(const struct mps_link_opt *in, uint32_t n, bool per_input, CUjit_option *opt, void **val)
 {
 	if (n > MPS_LINK_OPTS)
 		return -1;
 	for (uint32_t i = 0; i < n; i++) {
-		if (!plain_option(in[i].opt, per_input))
+		if (!mps_jit_plain(in[i].opt, per_input))
 			return -1;
 		opt[i] = (CUjit_option)in[i].opt;
 		val[i] = (void *)(uintptr_t)in[i].value;
