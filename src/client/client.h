@@ -113,11 +113,12 @@ CUresult mps__jit_pack(struct mps_link_opt *out, uint32_t *nout, unsigned int n,
 		       void *const *vals, bool per_input, bool strict);
 /* The size the program gave for one of its logs (size_opt names it), 0 if none. */
 size_t mps__jit_cap(unsigned int n, const CUjit_option *opts, void *const *vals, CUjit_option size_opt);
-/* The server's answer (struct mps_link_reply in slot s) into the program's
- * option values: its logs up to info_cap and error_cap bytes, the sizes
- * written, the wall time, the threads per block. */
+/* The server's answer to call (struct mps_link_reply in its slot's data),
+ * if it answered, into the program's option values: its logs up to
+ * info_cap and error_cap bytes, the sizes written, the wall time, the
+ * threads per block. */
 void mps__jit_outputs(const CUjit_option *opts, void **vals, unsigned int n, size_t info_cap, size_t error_cap,
-		      const struct mps_slot *s);
+		      const struct mps_call *call);
 
 /* A whole file into a new buffer with a NUL after it (PTX text); its size
  * in *size if size is not NULL. */
@@ -127,10 +128,6 @@ CUresult mps__read_file(const char *path, void **buf, size_t *size);
  * an export); a negative errno if what came was something else, such as why
  * the server is ending this client. */
 int mps__recv_fd(uint32_t region, uint64_t *size);
-
-/* What a call whose descriptor did not come returns: why the server ended
- * this client if it did (terminate_client, a fault), else otherwise. */
-CUresult mps__fd_missing(CUresult otherwise);
 
 /* A call whose answer is a file descriptor the server sends ahead of it
  * (an export: written to out as an int), or that sends one ahead (an
@@ -259,9 +256,11 @@ bool mps__devmem_has(uint64_t addr);
  * number visible, or -errno. Once, right after connecting. */
 int mps__select_devices(void);
 
-/* Why the connection failed: what the server said as it ended us
- * (terminate_client, a GPU fault), else CUDA_ERROR_MPS_CONNECTION_FAILED. */
-CUresult mps__conn_failure(void);
+/* What a call that failed on the connection (or whose descriptor did not
+ * come) returns: what the server said as it ended us (terminate_client, a
+ * GPU fault) if it did, else otherwise (CUDA_ERROR_MPS_CONNECTION_FAILED
+ * for a failed connection). */
+CUresult mps__ended_or(CUresult otherwise);
 
 /* Sends the limits the environment asks for (limits.c): 0, or -1 if the
  * server refused them. Once, right after mps__select_devices(). */

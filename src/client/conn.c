@@ -221,11 +221,11 @@ static CUresult conn_state(void)
 
 static bool server_gone(void);
 
-CUresult mps__conn_failure(void)
+CUresult mps__ended_or(CUresult otherwise)
 {
 	if (mps_load_acquire(&mps_conn.dead) || (mps_conn.sock >= 0 && server_gone()))
 		return dead_result();
-	return CUDA_ERROR_MPS_CONNECTION_FAILED;
+	return otherwise;
 }
 
 /* Is this the message a server that ends us on purpose sends before it
@@ -489,13 +489,6 @@ CUresult mps__post_handle(uint16_t op, uint32_t ctx, uint32_t handle)
 	struct mps_msg_handle q = { .handle = handle };
 
 	return mps__post(op, ctx, &q.hdr, sizeof(q), NULL, 0);
-}
-
-CUresult mps__fd_missing(CUresult otherwise)
-{
-	if (mps_load_acquire(&mps_conn.dead) || (mps_conn.sock >= 0 && server_gone()))
-		return dead_result();
-	return otherwise;
 }
 
 int mps__recv_fd(uint32_t region, uint64_t *size)

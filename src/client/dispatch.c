@@ -134,13 +134,13 @@ static void decide(void)
 		}
 	}
 	if (r == 0 && mps__select_devices() < 0) {
-		refusal = mps__conn_failure();
+		refusal = mps__ended_or(CUDA_ERROR_MPS_CONNECTION_FAILED);
 		if (refusal == CUDA_ERROR_MPS_CONNECTION_FAILED)
 			mps_log_warn("openmps: the server did not take this process's visible devices");
 		r = -EPROTO;
 	}
 	if (r == 0 && mps__send_limits() < 0) {
-		refusal = mps__conn_failure();
+		refusal = mps__ended_or(CUDA_ERROR_MPS_CONNECTION_FAILED);
 		if (refusal == CUDA_ERROR_MPS_CONNECTION_FAILED)
 			mps_log_warn("openmps: the server did not take this process's limits");
 		r = -EPROTO;

@@ -350,7 +350,7 @@ static CUresult debug_dot_print(CUgraph graph, const char *path, unsigned int fl
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (in < 0)
-		return mps__fd_missing(CUDA_ERROR_OPERATING_SYSTEM);
+		return mps__ended_or(CUDA_ERROR_OPERATING_SYSTEM);
 	out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (out < 0)
 		r = CUDA_ERROR_OPERATING_SYSTEM;

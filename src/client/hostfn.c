@@ -184,7 +184,7 @@ static CUresult take(bool kept, bool callback, CUhostFn fn, CUstreamCallback cb,
 	while (!kept && !hf.nfree && !hf.gone)
 		pthread_cond_wait(&hf.freed, &hf.lock);
 	if (hf.gone)
-		return mps__conn_failure();
+		return mps__ended_or(CUDA_ERROR_MPS_CONNECTION_FAILED);
 	for (i = kept ? MAX_KEPT : 0; hf.slot[i].busy; i++)
 		;
 	if (kept)

@@ -28,7 +28,6 @@ struct mps_link {
 	void **vals;
 	size_t info_cap, error_cap;   /* its log buffers' sizes at creation */
 	void *image;               /* the linked image, once complete */
-	size_t image_size;
 };
 
 static struct mps_link *link_of(CUlinkState state)
@@ -92,12 +91,13 @@ static size_t put_log(void *buf, size_t cap, const char *text, size_t len)
 }
 
 void mps__jit_outputs(const CUjit_option *opts, void **vals, unsigned int n, size_t info_cap, size_t error_cap,
-			 const struct mps_slot *s)
+		      const struct mps_call *call)
 {
-	const struct mps_link_reply *rep = (const void *)s->data;
+	const struct mps_slot *s = call->slot >= 0 ? call->s : NULL;
+	const struct mps_link_reply *rep = s ? (const void *)s->data : NULL;
 	size_t info = 0, error = 0;
 
-	if (s->len < sizeof(*rep) || rep->info_len + rep->error_len > s->len - sizeof(*rep))
+	if (!n || !s || s->len < sizeof(*rep) || rep->info_len + rep->error_len > s->len - sizeof(*rep))
 		return;
 	for (unsigned int i = 0; i < n; i++) {
 		if (opts[i] == CU_JIT_INFO_LOG_BUFFER)
@@ -150,8 +150,7 @@ static CUresult link_create(unsigned int n, CUjit_option *opts, void **vals, CUl
 	l->info_cap = mps__jit_cap(n, opts, vals, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES);
 	l->error_cap = mps__jit_cap(n, opts, vals, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
 	r = mps__call(MPS_OP_LINK_CREATE, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
-	if (call.slot >= 0 && call.s)
-		mps__jit_outputs(opts, vals, n, l->info_cap, l->error_cap, call.s);
+	mps__jit_outputs(opts, vals, n, l->info_cap, l->error_cap, &call);
 	if (r == CUDA_SUCCESS) {
 		l->handle = (uint32_t)call.s->val[0];
 		l->magic = MPS_MAGIC_LINK;
@@ -180,8 +179,7 @@ static CUresult link_add(struct mps_link *l, CUjitInputType type, const void *da
 		strncpy(q.name, name, sizeof(q.name) - 1);
 	mps__cur_handle(&ctx);
 	r = mps__upload_call(MPS_OP_LINK_ADD, ctx, data, size, &q.hdr, sizeof(q), &call);
-	if (call.slot >= 0 && call.s)
-		mps__jit_outputs(l->opts, l->vals, l->n, l->info_cap, l->error_cap, call.s);
+	mps__jit_outputs(l->opts, l->vals, l->n, l->info_cap, l->error_cap, &call);
 	mps__call_end(&call);
 	return r;
 }
@@ -238,10 +236,9 @@ static CUresult link_complete(CUlinkState state, void **image, size_t *size)
 	if (r == CUDA_SUCCESS)
 		fd = mps__recv_fd(MPS_FD_LINK, &got);
 	pthread_mutex_unlock(&mps_conn.fd_lock);
-	if (call.slot >= 0 && call.s)
-		mps__jit_outputs(l->opts, l->vals, l->n, l->info_cap, l->error_cap, call.s);
+	mps__jit_outputs(l->opts, l->vals, l->n, l->info_cap, l->error_cap, &call);
 	if (r == CUDA_SUCCESS && (fd < 0 || !got || got != call.s->val[0]))
-		r = fd < 0 ? mps__fd_missing(CUDA_ERROR_INVALID_IMAGE) : CUDA_ERROR_INVALID_IMAGE;
+		r = fd < 0 ? mps__ended_or(CUDA_ERROR_INVALID_IMAGE) : CUDA_ERROR_INVALID_IMAGE;
 	mps__call_end(&call);
 	if (r == CUDA_SUCCESS && !(copy = malloc((size_t)got)))
 		r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -255,7 +252,6 @@ static CUresult link_complete(CUlinkState state, void **image, size_t *size)
 	}
 	free(l->image);
 	l->image = copy;
-	l->image_size = (size_t)got;
 	*image = copy;
 	*size = (size_t)got;
 	return CUDA_SUCCESS;

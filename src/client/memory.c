@@ -511,7 +511,7 @@ static CUresult region_new(size_t size, unsigned int flags, struct hostreg *reg)
 	if (fd < 0 || got != reg->size || mps_shm_sealed_size(fd) != (long long)reg->size) {
 		if (fd >= 0)
 			close(fd);
-		r = mps__fd_missing(CUDA_ERROR_OUT_OF_MEMORY);
+		r = mps__ended_or(CUDA_ERROR_OUT_OF_MEMORY);
 		if (r == CUDA_ERROR_OUT_OF_MEMORY)
 			mps_log_warn("openmps: pinned allocation of %zu bytes: bad answer from the server", size);
 		return r;

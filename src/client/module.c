@@ -143,8 +143,7 @@ static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, 
 	pthread_mutex_init(&m->lock, NULL);
 	q.size = size;
 	r = mps__upload_call(MPS_OP_MODULE_LOAD, h, image, size, &q.hdr, sizeof(q), &call);
-	if (n && call.slot >= 0 && call.s)
-		mps__jit_outputs(opts, vals, n, info_cap, error_cap, call.s);
+	mps__jit_outputs(opts, vals, n, info_cap, error_cap, &call);
 	if (r == CUDA_SUCCESS) {
 		m->handle = (uint32_t)call.s->val[0];
 		m->kind = kind;

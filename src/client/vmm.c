@@ -141,7 +141,7 @@ CUresult mps__fd_export(enum mps_op op, struct mps_msg_vmm *q, void *out)
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (fd < 0)
-		return mps__fd_missing(CUDA_ERROR_OPERATING_SYSTEM);
+		return mps__ended_or(CUDA_ERROR_OPERATING_SYSTEM);
 	memcpy(out, &fd, sizeof(fd));
 	return CUDA_SUCCESS;
 }

@@ -477,8 +477,8 @@ static void mirror(struct mps_client *c, struct mps_pending *p)
 
 	if (!p->ev || mps__bind_device(c, p->device) != CUDA_SUCCESS)
 		return;
-	/* A stream of the server's own that runs no work, only waits; not a
-	 * client's stream, so not made in streams.c. */
+	/* A stream of the server's own that runs no work, only waits: a raw
+	 * one (streams.c counts it), not a client's. */
 	if (!*h && mps_stream_raw_new(p->device, 0, h) != CUDA_SUCCESS)
 		return;
 	if (mps_drv.cuEventCreate(&m, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)

@@ -85,13 +85,12 @@ static void ctx_free(struct mps_client *c, struct mps_sctx *x)
 	for (struct mps_sstream *t = x->streams; t; t = t->next)
 		if (mps_drv.cuStreamSynchronize(t->s) == CUDA_SUCCESS)
 			t->busy = false;
-	if (x->join)
-		mps_drv.cuStreamSynchronize(x->join);
 	mps_handles_foreach(&c->handles, MPS_H_EVENT, drop_event, &w);
 	mps_handles_foreach(&c->handles, MPS_H_STREAM, drop_stream_handle, &w);
 	while (x->streams)
 		mps_stream_free(c, x->streams);
-	/* The streams just freed made it wait for their last work. */
+	/* Idle before it goes (the streams freed may have made it wait for
+	 * their last work). */
 	if (x->join) {
 		mps_drv.cuStreamSynchronize(x->join);
 		mps_stream_raw_free(x->device, x->join);

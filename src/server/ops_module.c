@@ -107,34 +107,33 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_module_load *q = (const void *)m;
 	struct mps_sctx *x = mps__msg_ctx(c, m);
-	struct mps_smodule *mod;
-	struct mps_jit *jit;
+	struct mps_smodule *mod = NULL;
+	struct mps_jit *jit = NULL;
 	CUresult r;
 
 	if (!c->uploading || c->blob_len != c->blob_total || q->size != c->blob_total ||
 	    (q->kind != MPS_MODULE && q->kind != MPS_LIBRARY) ||
 	    /* The driver finds the image's end itself: it must lie within the upload. */
 	    !mps_image_extent(c->blob, c->blob_len)) {
-		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_IMAGE);
-		return;
+		r = CUDA_ERROR_INVALID_IMAGE;
+		goto answer;
 	}
 	/* A library belongs to no context: it may be loaded without one. */
 	if (!x && q->kind == MPS_MODULE) {
-		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_CONTEXT);
-		return;
+		r = CUDA_ERROR_INVALID_CONTEXT;
+		goto answer;
 	}
-	jit = malloc(sizeof(*jit));
-	if (!jit || mps_jit_init(jit, q->opts, q->nopts) < 0) {
-		mps_jit_answer(c, m->slot, NULL, jit ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY);
-		free(jit);
-		return;
+	r = CUDA_ERROR_OUT_OF_MEMORY;
+	jit = calloc(1, sizeof(*jit));   /* no logs until the driver writes some */
+	if (!jit)
+		goto answer;
+	if (mps_jit_init(jit, q->opts, q->nopts) < 0) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto answer;
 	}
 	mod = calloc(1, sizeof(*mod));
-	if (!mod) {
-		free(jit);
-		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_OUT_OF_MEMORY);
-		return;
-	}
+	if (!mod)
+		goto answer;
 	mod->kind = (int)q->kind;
 	mod->device = x ? x->device : 0;
 	mod->ctx = x ? x->handle : 0;
@@ -147,12 +146,8 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 		else
 			r = mps_drv.cuLibraryLoadData(&mod->lib, c->blob, jit->opt, jit->val, jit->n, NULL, NULL, 0);
 	}
-	if (r != CUDA_SUCCESS) {
-		free(mod);
-		mps_jit_answer(c, m->slot, jit, r);
-		free(jit);
-		return;
-	}
+	if (r != CUDA_SUCCESS)
+		goto err_mod;
 	mod->image = c->blob;
 	c->blob = NULL;
 	c->blob_len = c->blob_total = c->blob_cap = 0;
@@ -164,13 +159,16 @@ void mps__op_module_load(struct mps_client *c, const struct mps_msg *m)
 		else
 			mps_drv.cuLibraryUnload(mod->lib);
 		free(mod->image);
-		free(mod);
-		free(jit);
-		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_OUT_OF_MEMORY);
-		return;
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto err_mod;
 	}
 	mps__slot(c, m->slot)->val[0] = mod->handle;
-	mps_jit_answer(c, m->slot, jit, CUDA_SUCCESS);
+	goto answer;
+
+err_mod:
+	free(mod);
+answer:
+	mps_jit_answer(c, m->slot, jit, r);
 	free(jit);
 }
 

@@ -85,11 +85,8 @@ CUresult mps_stream_join(struct mps_client *c, struct mps_sctx *ctx, CUstream *j
 {
 	CUresult r = mps__bind_device(c, ctx->device);
 
-	if (r == CUDA_SUCCESS && !ctx->join) {
-		r = mps_stream_raw_new(ctx->device, 0, &ctx->join);
-		if (r != CUDA_SUCCESS)
-			ctx->join = NULL;
-	}
+	if (r == CUDA_SUCCESS && !ctx->join)
+		r = mps_stream_raw_new(ctx->device, 0, &ctx->join);   /* NULL if it failed */
 	*join = ctx->join;
 	return r;
 }

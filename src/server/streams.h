@@ -26,14 +26,15 @@ int mps_stream_effective_priority(const struct mps_client *c, int priority);
 CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int flags, int priority,
 			struct mps_sstream **out);
 
-/* The context's internal join stream, made on first use: work that must
- * follow every stream of the context (synchronizes) is queued behind it. */
 /* A driver stream (non-blocking, of that priority) of the current context on
- * device dev, counted in mps_srv.dev[dev].streams; every stream the server
- * makes comes from here and goes back through mps_stream_raw_free. */
+ * device dev, counted in mps_srv.dev[dev].streams (*out NULL on failure);
+ * every stream the server makes comes from here and goes back through
+ * mps_stream_raw_free. */
 CUresult mps_stream_raw_new(int dev, int priority, CUstream *out);
 void mps_stream_raw_free(int dev, CUstream s);
 
+/* The context's internal join stream, made on first use: work that must
+ * follow every stream of the context (synchronizes) is queued behind it. */
 CUresult mps_stream_join(struct mps_client *c, struct mps_sctx *ctx, CUstream *join);
 
 /* Destroys a stream (its queued work still completes, as with CUDA). */
