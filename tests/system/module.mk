@@ -13,7 +13,7 @@ $(SYSTEM_BINS): $(BUILD)/tests/system/%: $(BUILD)/obj/tests/system/%.o $(BUILD)/
 TESTS_CUDA   += $(filter-out %/s_passthrough,$(SYSTEM_BINS))
 TEST_DEPS_EXTRA += $(BUILD)/tests/system/s_passthrough
 TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh tests/system/sched.sh \
-                tests/system/replies.sh
+                tests/system/replies.sh tests/system/replies_server.sh
 
 # The control daemon's tests (openmps-control): scripts that start their own
 # daemons, with two helper programs: c_client, a CUDA client driven step by
