@@ -204,9 +204,13 @@ static CUresult link_add_file(CUlinkState state, CUjitInputType type, const char
 
 	if (!l)
 		return CUDA_ERROR_INVALID_HANDLE;
+	/* A file that cannot be read is CUDA_ERROR_INVALID_VALUE here, as the
+	 * driver (580) answers, where cuModuleLoad says FILE_NOT_FOUND. */
 	r = mps__read_file(path, &buf, &size);
+	if (r == CUDA_ERROR_FILE_NOT_FOUND || r == CUDA_ERROR_INVALID_IMAGE)
+		return CUDA_ERROR_INVALID_VALUE;
 	if (r != CUDA_SUCCESS)
-		return r == CUDA_ERROR_INVALID_IMAGE ? CUDA_ERROR_FILE_NOT_FOUND : r;
+		return r;
 	/* PTX text goes with its NUL, as cuLinkAddData wants it. */
 	r = link_add(l, type, buf, type == CU_JIT_INPUT_PTX ? size + 1 : size, path, n, opts, vals);
 	free(buf);

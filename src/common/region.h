@@ -52,10 +52,11 @@
 #include <stdint.h>
 
 #define MPS_REGION_MAGIC    0x53504d4fu /* "OMPS" little-endian */
-#define MPS_REGION_VERSION  3
+#define MPS_REGION_VERSION  4
 
 #define MPS_SQ_SIZE         (256u * 1024u)     /* power of two */
 #define MPS_MSG_ALIGN       16u
+#define MPS_REGION_DEVICES  16                 /* = MPS_MAX_DEVICES (wire.h checks) */
 #define MPS_MSG_MAX         (64u * 1024u)      /* largest message, header included */
 
 #define MPS_SLOT_COUNT      32u
@@ -127,7 +128,13 @@ struct mps_region {
 	 * before it sleeps, in nanoseconds (long while CPUs are free, short
 	 * when they are not). Advice only. */
 	uint32_t spin_hint_ns;
-	uint8_t pad1[MPS_HEADER_SIZE - 64 - 3 * 64 - MPS_STAGE_MAX * 8 - 4];
+
+	/* Written by the server: the SMs the client's kernels may use on each
+	 * of the server's devices (its active thread percentage as SMs, see
+	 * server/smshare.h), kept current when the percentage changes; 0: not
+	 * known yet. What the client answers for the SM count. */
+	uint32_t sm_count[MPS_REGION_DEVICES];
+	uint8_t pad1[MPS_HEADER_SIZE - 64 - 3 * 64 - MPS_STAGE_MAX * 8 - 4 - 4 * MPS_REGION_DEVICES];
 };
 
 /* Every message starts with this header. */
@@ -165,6 +172,7 @@ _Static_assert(offsetof(struct mps_region, sq_need_wakeup) == 192, "sq_need_wake
 _Static_assert(offsetof(struct mps_region, stage_state) == 256, "stage_state offset");
 _Static_assert(offsetof(struct mps_region, stage_result) == 256 + 4 * MPS_STAGE_MAX, "stage_result offset");
 _Static_assert(offsetof(struct mps_region, spin_hint_ns) == 256 + 8 * MPS_STAGE_MAX, "spin_hint_ns offset");
+_Static_assert(offsetof(struct mps_region, sm_count) == 260 + 8 * MPS_STAGE_MAX, "sm_count offset");
 _Static_assert(sizeof(struct mps_msg) == 16, "message header size");
 _Static_assert(sizeof(struct mps_msg) == MPS_MSG_ALIGN, "a pad message is one header");
 _Static_assert(offsetof(struct mps_msg, len) == 4, "len offset");

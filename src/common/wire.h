@@ -928,6 +928,7 @@ _Static_assert(MPS_WIRE_ATTRS % 8 == 0, "attribute bitmap");
 _Static_assert(sizeof(struct mps_hello) == 112, "hello size");
 _Static_assert(sizeof(struct mps_refuse) == 256, "refuse size");
 _Static_assert(offsetof(struct mps_welcome, dev) == 32, "welcome layout");
+_Static_assert(MPS_REGION_DEVICES == MPS_MAX_DEVICES, "the region has a word per device");
 _Static_assert(sizeof(struct mps_wire_device) == 1112, "device record size");
 _Static_assert(sizeof(struct mps_msg_launch) + MPS_LAUNCH_ATTRS_MAX * sizeof(struct mps_launch_attr) +
 	       MPS_ARGS_MAX <= MPS_MSG_MAX, "a launch fits in one message");

@@ -665,11 +665,14 @@ static const struct {
 	{ "openmps_client_errors_total", "counter", "Calls of a client that returned an error." },
 	{ "openmps_client_priority", "gauge", "A client's priority (0 normal, 1 below normal)." },
 	{ "openmps_client_active_thread_percentage", "gauge", "A client's active thread percentage." },
+	{ "openmps_client_sms", "gauge", "SMs a client's kernels may use, by device (its percentage as SMs)." },
 	{ "openmps_server_clients", "gauge", "Clients a server serves." },
 	{ "openmps_server_memory_bytes", "gauge", "Device memory a server's clients hold, by device." },
 	{ "openmps_server_streams", "gauge", "Driver streams a server holds, by device." },
 	{ "openmps_server_streams_peak", "gauge",
 	  "Most driver streams a server held at once, by device (the driver keeps memory for that many)." },
+	{ "openmps_server_green_contexts", "gauge",
+	  "Green contexts a server made for SM shares, by device (kept for reuse)." },
 };
 
 static void metrics_partial(struct mps_cmd *cmd, const struct mps_chan *answer, int fd, const char *failure)

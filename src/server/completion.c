@@ -479,7 +479,7 @@ static void mirror(struct mps_client *c, struct mps_pending *p)
 		return;
 	/* A stream of the server's own that runs no work, only waits: a raw
 	 * one (streams.c counts it), not a client's. */
-	if (!*h && mps_stream_raw_new(p->device, 0, h) != CUDA_SUCCESS)
+	if (!*h && mps_stream_raw_new(p->device, NULL, 0, h) != CUDA_SUCCESS)
 		return;
 	if (mps_drv.cuEventCreate(&m, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
 		return;

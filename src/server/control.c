@@ -25,6 +25,7 @@
 #include "server/control.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/smshare.h"
 
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -230,6 +231,7 @@ static void set_client(const struct mps_chan *m)
 			break;
 		case MPS_SET_CLIENT_THREADS:
 			mps_store_relaxed(&c->thread_pct, (int)m->arg);
+			mps_sm_publish(c);   /* its streams move at their next work */
 			mps_log_info("client %d: active thread percentage %d.%d from now on", (int)c->pid,
 				     (int)m->arg / 100, (int)m->arg % 100 / 10);
 			break;

@@ -12,6 +12,7 @@
 #include "server/device.h"
 #include "server/driver.h"
 #include "server/server.h"
+#include "server/smshare.h"
 #include "server/streams.h"
 
 /* Peer access between every pair of devices that allows it, enabled once
@@ -65,7 +66,7 @@ static void start_host_function_thread(int dev)
 	if (!mps_drv.cuLaunchHostFunc)
 		return;
 	mps_drv.cuCtxSetCurrent(d->primary);
-	if (mps_stream_raw_new(dev, 0, &s) != CUDA_SUCCESS)
+	if (mps_stream_raw_new(dev, NULL, 0, &s) != CUDA_SUCCESS)
 		return;
 	if (mps_drv.cuLaunchHostFunc(s, nothing, NULL) == CUDA_SUCCESS)
 		mps_drv.cuStreamSynchronize(s);
@@ -129,8 +130,10 @@ int mps_devices_init(char *why, size_t size)
 		}
 	}
 	mps_srv.ndev = n;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		start_host_function_thread(i);
+		mps_sm_init(i);
+	}
 	enable_peers();
 	return 0;
 }

@@ -61,7 +61,9 @@
 	X(cuMemPoolExportToShareableHandle) X(cuMemPoolImportFromShareableHandle) X(cuMemPoolExportPointer) \
 	X(cuMemPoolImportPointer) \
 	X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuGetExportTable) \
-	X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuGraphAddBatchMemOpNode)
+	X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuGraphAddBatchMemOpNode) \
+	X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) \
+	X(cuGreenCtxCreate) X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx)
 
 #define MPS_DRIVER_FIELD(name) __typeof__(&name) name;
 

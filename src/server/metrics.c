@@ -14,6 +14,7 @@
 #include "common/atomics.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/smshare.h"
 
 /* A label value as the format wants it: backslash, quote and newline escaped. */
 static void label(char *out, size_t size, const char *in)
@@ -86,6 +87,9 @@ int mps_metrics_write(int fd)
 		fprintf(f, "openmps_client_priority{%s} %d\n", id, mps_load_relaxed(&c->priority));
 		fprintf(f, "openmps_client_active_thread_percentage{%s} %.1f\n", id,
 			mps_load_relaxed(&c->thread_pct) / 100.0);
+		for (int d = 0; d < mps_srv.ndev; d++)
+			fprintf(f, "openmps_client_sms{%s,device=\"%d\"} %u\n", id, d,
+				mps_sm_count(d, mps_load_relaxed(&c->thread_pct)));
 	}
 	pthread_mutex_unlock(&mps_srv.lock);
 	fprintf(f, "openmps_server_clients{server=\"%d\"} %d\n", server, n);
@@ -96,6 +100,8 @@ int mps_metrics_write(int fd)
 			mps_load_relaxed(&mps_srv.dev[d].streams));
 		fprintf(f, "openmps_server_streams_peak{server=\"%d\",device=\"%d\"} %u\n", server, d,
 			mps_load_relaxed(&mps_srv.dev[d].streams_peak));
+		fprintf(f, "openmps_server_green_contexts{server=\"%d\",device=\"%d\"} %u\n", server, d,
+			mps_sm_greens(d));
 	}
 	return fclose(f) == 0 ? 0 : -EIO;
 }

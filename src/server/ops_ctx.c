@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/control.h"
+#include "common/atomics.h"
 #include "common/log.h"
+#include "server/control.h"
 #include "server/driver.h"
 #include "server/server.h"
+#include "server/smshare.h"
 #include "server/streams.h"
 
 void mps__op_ctx_create(struct mps_client *c, const struct mps_msg *m)
@@ -220,7 +222,8 @@ void mps__op_client_limits(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	if (q->thread_pct && q->thread_pct < (uint32_t)c->thread_pct) {
-		c->thread_pct = (int)q->thread_pct;
+		mps_store_relaxed(&c->thread_pct, (int)q->thread_pct);
+		mps_sm_publish(c);
 		mps_log_info("client %d: active thread percentage %d.%d (its own)", (int)c->pid, c->thread_pct / 100,
 			     c->thread_pct % 100 / 10);
 	}

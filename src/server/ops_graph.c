@@ -18,12 +18,14 @@
 #include "server/driver.h"
 #include "server/forward.h"
 #include "server/server.h"
+#include "server/smshare.h"
 
 /* The device a kernel node's function runs on: the function's own (a
  * CUfunction), or the context's the message names (a CUkernel). */
 static int node_device(struct mps_client *c, const struct mps_msg *m, const struct mps_msg_kernel_node *q,
 		       const struct mps_sfunc *f, CUcontext *ctx)
 {
+	struct mps_green *green;
 	struct mps_sctx *x;
 
 	*ctx = NULL;
@@ -32,7 +34,10 @@ static int node_device(struct mps_client *c, const struct mps_msg *m, const stru
 	x = mps__obj(c, q->ctx ? q->ctx : m->ctx, MPS_H_CTX);
 	if (!x)
 		return -1;
-	*ctx = mps_srv.dev[x->device].primary;
+	/* The context a kernel (not a function) runs in: the client's SM
+	 * share's, where it has one. */
+	green = mps_sm_bind(c, x->device);
+	*ctx = green && mps_sm_ctx(green) ? mps_sm_ctx(green) : mps_srv.dev[x->device].primary;
 	return x->device;
 }
 

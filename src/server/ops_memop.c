@@ -187,7 +187,7 @@ void mps__memwaits_release(struct mps_client *c)
 		if (!passing(w, &v) || check(c, w->addr, w->wide ? 8 : 4) != CUDA_SUCCESS ||
 		    mps__bind_device(c, d) != CUDA_SUCCESS)
 			continue;
-		if (!helper[d] && mps_stream_raw_new(d, 0, &helper[d]) != CUDA_SUCCESS)
+		if (!helper[d] && mps_stream_raw_new(d, NULL, 0, &helper[d]) != CUDA_SUCCESS)
 			continue;
 		if (w->wide)
 			mps_drv.cuStreamWriteValue64_v2(helper[d], w->addr, v, 0);

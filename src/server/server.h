@@ -112,6 +112,7 @@ struct mps_sstream {
 	struct mps_pending *lazy;       /* completions waiting for the stream as it is now (completion.h) */
 	uint64_t work;                  /* operations queued on it so far */
 	uint64_t staged_at;             /* `work` at a synchronous copy answered before it ran (ops_copy.c), 0 if none */
+	struct mps_green *green;        /* the SM share its driver stream is in (smshare.h); NULL: all SMs */
 };
 
 struct mps_sevent {
@@ -225,6 +226,10 @@ struct mps_client {
 	int priority;                   /* 0 normal, 1 below normal; atomic (set_client_priority) */
 	int priority_applied;           /* the priority its streams have: its service thread's */
 	uint32_t devmask;               /* worker only: devices it made contexts on */
+	struct mps_smbind {             /* worker only: its SM share on each device (smshare.h) */
+		struct mps_green *green;    /* NULL: all SMs */
+		int pct;                    /* the thread_pct it was chosen for; 0: none yet */
+	} sm[MPS_MAX_DEVICES];
 	int term_req;                   /* atomic: terminate_client request to answer
 					 * when torn down; -1 once it has been */
 };

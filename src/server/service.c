@@ -26,6 +26,7 @@
 #include "server/ipc.h"
 #include "server/sched.h"
 #include "server/server.h"
+#include "server/smshare.h"
 
 
 /* Built from the op list in wire.h. */
@@ -267,6 +268,7 @@ void mps__client_teardown(struct mps_client *c)
 	mps__hostfn_release(c);        /* its streams no longer wait for its callbacks */
 	mps__memwaits_release(c);      /* nor for values in its memory */
 	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */
+	mps_sm_release(c);             /* its SM shares, now that no stream is in them */
 	mps__hostfn_free(c);
 	mps__vmm_release_all(c);       /* mappings, then address reservations */
 	mps_obj_release_all(c);        /* executable graphs, graphs, pools, physical allocations */
@@ -308,6 +310,7 @@ int mps__client_greet(struct mps_client *c)
 		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, why);
 		return -1;
 	}
+	mps_sm_publish(c);   /* the SM counts it will see, before it looks */
 	if (send_welcome(c) < 0) {
 		mps_log_warn("client %d left before the handshake finished", (int)c->pid);
 		return -1;

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/fault.h"
+#include "server/smshare.h"
 #include "server/streams.h"
 
 int mps_stream_effective_priority(const struct mps_client *c, int priority)
@@ -34,8 +35,10 @@ CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int
 	if (r != CUDA_SUCCESS)
 		goto err_free;
 	/* Always non-blocking on the server: the client's own legacy-stream
-	 * semantics are rebuilt in mps_stream_before(). */
-	r = mps_stream_raw_new(ctx->device, mps_stream_effective_priority(c, priority), &s->s);
+	 * semantics are rebuilt in mps_stream_before(). In the client's SM
+	 * share. */
+	s->green = mps_sm_bind(c, ctx->device);
+	r = mps_stream_raw_new(ctx->device, s->green, mps_stream_effective_priority(c, priority), &s->s);
 	if (r != CUDA_SUCCESS)
 		goto err_free;
 	r = mps_drv.cuEventCreate(&s->ev, CU_EVENT_DISABLE_TIMING);
@@ -58,12 +61,16 @@ err_free:
 	return r;
 }
 
-CUresult mps_stream_raw_new(int dev, int priority, CUstream *out)
+CUresult mps_stream_raw_new(int dev, struct mps_green *green, int priority, CUstream *out)
 {
 	struct mps_device *d = &mps_srv.dev[dev];
-	CUresult r = mps_drv.cuStreamCreateWithPriority(out, CU_STREAM_NON_BLOCKING, priority);
 	unsigned int n, peak;
+	CUresult r;
 
+	if (green)
+		r = mps_sm_stream_new(green, priority, out);
+	else
+		r = mps_drv.cuStreamCreateWithPriority(out, CU_STREAM_NON_BLOCKING, priority);
 	if (r != CUDA_SUCCESS) {
 		*out = NULL;
 		return r;
@@ -86,7 +93,7 @@ CUresult mps_stream_join(struct mps_client *c, struct mps_sctx *ctx, CUstream *j
 	CUresult r = mps__bind_device(c, ctx->device);
 
 	if (r == CUDA_SUCCESS && !ctx->join)
-		r = mps_stream_raw_new(ctx->device, 0, &ctx->join);   /* NULL if it failed */
+		r = mps_stream_raw_new(ctx->device, NULL, 0, &ctx->join);   /* NULL if it failed */
 	*join = ctx->join;
 	return r;
 }
@@ -237,15 +244,49 @@ static void reprioritize(struct mps_client *c)
 		mps__bind_device(c, dev);
 }
 
+/* The client's SM share changed: the stream's work from now on goes to a
+ * driver stream in the new share, after everything queued on the old one
+ * (which the driver finishes after it is destroyed). A capturing stream
+ * keeps its stream until the capture ends. */
+static void stream_move(struct mps_client *c, struct mps_sstream *s, struct mps_green *green)
+{
+	int dev = s->ctx->device;
+	CUstream ns;
+	CUresult r;
+
+	if (mps_stream_capturing(c, s))
+		return;
+	r = mps_comp_settle(c, s);
+	if (r == CUDA_SUCCESS)
+		r = mps_stream_raw_new(dev, green, mps_stream_effective_priority(c, s->priority), &ns);
+	if (r != CUDA_SUCCESS) {
+		mps_log_warn("client %d: stream %u stays in its old SM share (%s)", (int)c->pid, s->handle,
+			     mps_driver_errname(r));
+		s->green = green;   /* not again */
+		return;
+	}
+	if (s->work && (mps_drv.cuEventRecord(s->ev, s->s) != CUDA_SUCCESS ||
+			mps_drv.cuStreamWaitEvent(ns, s->ev, 0) != CUDA_SUCCESS))
+		mps_drv.cuStreamSynchronize(s->s);   /* the order, at the cost of a wait */
+	mps_stream_raw_free(dev, s->s);
+	s->s = ns;
+	s->green = green;
+}
+
 struct mps_sstream *mps_stream_for_work(struct mps_client *c, const struct mps_msg *m, uint32_t h, CUresult *err)
 {
 	struct mps_sstream *st = mps_stream_resolve(c, h ? NULL : mps__msg_ctx(c, m), h, err);
+	struct mps_green *green;
 
 	if (!st)
 		return NULL;
 	*err = mps__bind_device(c, st->ctx->device);
-	if (*err == CUDA_SUCCESS)
-		*err = mps_stream_before(c, st);
+	if (*err != CUDA_SUCCESS)
+		return NULL;
+	green = mps_sm_bind(c, st->ctx->device);
+	if (green != st->green)
+		stream_move(c, st, green);
+	*err = mps_stream_before(c, st);
 	if (*err != CUDA_SUCCESS)
 		return NULL;
 	if (mps_load_relaxed(&c->priority) != c->priority_applied)

@@ -10,8 +10,8 @@
  *     that has had work since it last waited for it;
  *   - before work on a blocking stream, it waits for the legacy stream if
  *     the legacy stream has had work since this stream last waited for it.
- * This file is the one place client streams are created, so the per-client
- * SM limit (a green context per client) plugs in here.
+ * This file is the one place client streams are created: each is made in
+ * the client's SM share (smshare.h) and moves when the share changes.
  */
 #ifndef MPS_SERVER_STREAMS_H
 #define MPS_SERVER_STREAMS_H
@@ -27,10 +27,10 @@ CUresult mps_stream_new(struct mps_client *c, struct mps_sctx *ctx, unsigned int
 			struct mps_sstream **out);
 
 /* A driver stream (non-blocking, of that priority) of the current context on
- * device dev, counted in mps_srv.dev[dev].streams (*out NULL on failure);
- * every stream the server makes comes from here and goes back through
- * mps_stream_raw_free. */
-CUresult mps_stream_raw_new(int dev, int priority, CUstream *out);
+ * device dev, or of the SM share `green` (smshare.h) unless NULL, counted
+ * in mps_srv.dev[dev].streams (*out NULL on failure); every stream the
+ * server makes comes from here and goes back through mps_stream_raw_free. */
+CUresult mps_stream_raw_new(int dev, struct mps_green *green, int priority, CUstream *out);
 void mps_stream_raw_free(int dev, CUstream s);
 
 /* The context's internal join stream, made on first use: work that must

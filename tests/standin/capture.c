@@ -122,6 +122,12 @@ void mps__capture_op(struct si_stream *s, struct si_op *op)
 		return;
 	}
 	n->op = op;
+	/* A captured kernel runs on its stream's SMs wherever the graph is
+	 * launched (the node carries the stream's context). */
+	if (op->kind == SI_OP_KERNEL && !op->kernel.sm_count) {
+		op->kernel.sm_first = s->sm_count ? s->sm_first : 0;
+		op->kernel.sm_count = s->sm_count ? s->sm_count : SI_SM_COUNT;
+	}
 	if (set_deps(s, &n, 1) < 0)
 		cap->invalidated = true;
 	s->cap_ops++;

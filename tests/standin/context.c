@@ -23,8 +23,16 @@
 
 #include "standin.h"
 
-/* The calling thread's current context, as a handle (0: none). */
+/* The calling thread's current context, as a handle (0: none), and the SMs
+ * of the green context it was made current as (count 0: all). */
 static __thread uintptr_t current;
+static __thread unsigned current_sm_first, current_sm_count;
+
+void mps__ctx_sm_range(unsigned *first, unsigned *count)
+{
+	*first = current_sm_count ? current_sm_first : 0;
+	*count = current_sm_count ? current_sm_count : SI_SM_COUNT;
+}
 
 static const size_t default_limits[SI_NLIMITS] = {
 	1024,           /* CU_LIMIT_STACK_SIZE */
@@ -166,13 +174,26 @@ CU_API CUresult cuCtxSetCurrent(CUcontext ctx)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!ctx) {
 		current = 0;
+		current_sm_count = 0;
 		return CUDA_SUCCESS;
 	}
 	mps__lock();
-	if (mps__handle_get((uintptr_t)ctx, SI_H_CONTEXT))
+	if (mps__handle_get((uintptr_t)ctx, SI_H_CONTEXT)) {
 		current = (uintptr_t)ctx;
-	else
-		rc = CUDA_ERROR_INVALID_CONTEXT;
+		current_sm_count = 0;
+	} else {
+		int dev;
+		unsigned first, count;
+
+		/* A green context: its device's primary context, on its SMs. */
+		if (mps__green_ctx((uintptr_t)ctx, &dev, &first, &count)) {
+			current = mps__devices[dev].ctx->handle;
+			current_sm_first = first;
+			current_sm_count = count;
+		} else {
+			rc = CUDA_ERROR_INVALID_CONTEXT;
+		}
+	}
 	mps__unlock();
 	return rc;
 }

@@ -222,7 +222,9 @@ CU_API CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, co
 }
 
 /* The kernel operation node parameters describe: their function resolved in
- * their context (or the current one). */
+ * their context (or the current one). A kernel (not a function) runs on the
+ * SMs of the context named, a green one's included (or the current one's);
+ * a function on its own context's, all of them. */
 static CUresult kernel_from(const CUDA_KERNEL_NODE_PARAMS *p, struct si_op **op, const struct si_function **fn)
 {
 	struct si_context *ctx;
@@ -240,9 +242,20 @@ static CUresult kernel_from(const CUDA_KERNEL_NODE_PARAMS *p, struct si_op **op,
 	rc = mps__kernel_op(f, (const unsigned[3]){ p->gridDimX, p->gridDimY, p->gridDimZ },
 			    (const unsigned[3]){ p->blockDimX, p->blockDimY, p->blockDimZ }, p->sharedMemBytes,
 			    p->kernelParams, p->extra, op);
-	if (rc == CUDA_SUCCESS)
-		*fn = f;
-	return rc;
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	*fn = f;
+	(*op)->kernel.sm_first = 0;
+	(*op)->kernel.sm_count = SI_SM_COUNT;
+	if (!p->func) {
+		int dev;
+
+		if (!p->ctx)
+			mps__ctx_sm_range(&(*op)->kernel.sm_first, &(*op)->kernel.sm_count);
+		else if (!mps__green_ctx((uintptr_t)p->ctx, &dev, &(*op)->kernel.sm_first, &(*op)->kernel.sm_count))
+			(*op)->kernel.sm_count = SI_SM_COUNT;
+	}
+	return CUDA_SUCCESS;
 }
 
 CU_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,

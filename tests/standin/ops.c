@@ -171,13 +171,15 @@ static CUresult run_memset(struct si_op *op)
 	return CUDA_SUCCESS;
 }
 
-static CUresult run_kernel(struct si_op *op, int device)
+static CUresult run_kernel(struct si_op *op, int device, unsigned sm_first, unsigned sm_count)
 {
 	struct si_launch l = {
 		.params = op->kernel.params,
 		.entry = op->kernel.entry,
 		.mod = op->kernel.mod,
 		.device = device,
+		.sm_first = op->kernel.sm_count ? op->kernel.sm_first : sm_first,
+		.sm_count = op->kernel.sm_count ? op->kernel.sm_count : sm_count ? sm_count : SI_SM_COUNT,
 	};
 	CUresult res;
 
@@ -191,7 +193,7 @@ static CUresult run_kernel(struct si_op *op, int device)
 	return res;
 }
 
-CUresult mps__op_execute(struct si_op *op, int device)
+CUresult mps__op_execute(struct si_op *op, int device, unsigned sm_first, unsigned sm_count)
 {
 	switch (op->kind) {
 	case SI_OP_COPY:
@@ -199,7 +201,7 @@ CUresult mps__op_execute(struct si_op *op, int device)
 	case SI_OP_MEMSET:
 		return run_memset(op);
 	case SI_OP_KERNEL:
-		return run_kernel(op, device);
+		return run_kernel(op, device, sm_first, sm_count);
 	default:
 		return CUDA_SUCCESS;
 	}

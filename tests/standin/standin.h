@@ -109,6 +109,9 @@ enum si_kind {
 	SI_H_POOL,
 	SI_H_PHYS,
 	SI_H_LINK,
+	SI_H_RESDESC,
+	SI_H_GREEN,
+	SI_H_GREENCTX,                  /* a green context as a CUcontext (cuCtxFromGreenCtx) */
 };
 
 /* Returns a new handle for obj, or 0 when out of memory. */
@@ -157,6 +160,13 @@ struct si_context {
 	struct si_list modules;
 	size_t limits[SI_NLIMITS];
 };
+
+/* The SMs of the calling thread's current context: a green context's, made
+ * current through cuCtxFromGreenCtx, or all of them. */
+void mps__ctx_sm_range(unsigned *first, unsigned *count);
+/* The device and SMs of a green context's CUcontext handle, or false
+ * (green.c). Under the lock. */
+bool mps__green_ctx(uintptr_t handle, int *device, unsigned *first, unsigned *count);
 
 /* Creates the primary context of each device at cuInit. 0 or -ENOMEM. */
 int mps__contexts_create(void);
@@ -410,6 +420,7 @@ struct si_op {
 			const struct si_entry *entry;
 			unsigned grid[3], block[3];
 			unsigned char *params;
+			unsigned sm_first, sm_count;   /* a graph's SMs (its context's); 0: the stream's */
 		} kernel;
 		struct si_record *rec;          /* RECORD, WAIT: referenced */
 		struct {
@@ -443,6 +454,7 @@ struct si_stream {
 	unsigned ncap_deps, cap_deps_cap;
 	uint64_t cap_ops;               /* work captured on it (unjoined detection) */
 	bool cap_unjoined;              /* forked into the capture and not joined back */
+	unsigned sm_first, sm_count;    /* the SMs its kernels run on (a green context's, or all) */
 };
 
 struct si_op *mps__op_new(enum si_op_kind kind);
@@ -452,8 +464,13 @@ void mps__op_free(struct si_op *op);
  * a word (memops.c).
  * Without the lock; gone(arg) says when to stop waiting. */
 void mps__memop_run(struct si_op *op, bool (*gone)(void *), void *arg);
-/* Runs a copy, memset or kernel. Without the lock. CUDA_SUCCESS or the fault. */
-CUresult mps__op_execute(struct si_op *op, int device);
+/* Runs a copy, memset or kernel (on SMs [sm_first, sm_first + sm_count)).
+ * Without the lock. CUDA_SUCCESS or the fault. */
+CUresult mps__op_execute(struct si_op *op, int device, unsigned sm_first, unsigned sm_count);
+/* A stream of ctx whose kernels run on SMs [sm_first, sm_first + sm_count)
+ * (green.c). Under the lock. */
+CUresult mps__stream_create_in(struct si_context *ctx, unsigned flags, int priority, unsigned sm_first,
+			       unsigned sm_count, CUstream *out);
 
 /* True for the handles that name the legacy stream (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). */
 bool mps__stream_is_legacy(CUstream h);
@@ -491,6 +508,7 @@ struct si_launch {                      /* what a twin sees */
 	const struct si_entry *entry;
 	struct si_module *mod;
 	int device;
+	unsigned sm_first, sm_count;    /* the SMs the stream may use */
 	struct si_range *pinned[8];
 	unsigned npinned;
 };

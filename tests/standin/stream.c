@@ -128,7 +128,7 @@ static CUresult dispatch(struct si_stream *s, struct si_op *op)
 	case SI_OP_MEMSET:
 	case SI_OP_KERNEL:
 		mps__unlock();
-		res = mps__op_execute(op, ctx->device);
+		res = mps__op_execute(op, ctx->device, s->sm_first, s->sm_count);
 		mps__lock();
 		if (res != CUDA_SUCCESS)
 			mps__ctx_fault(ctx, res);
@@ -319,39 +319,45 @@ void mps__streams_kill(struct si_context *ctx)
 		mps__wait();
 }
 
+CUresult mps__stream_create_in(struct si_context *ctx, unsigned flags, int priority, unsigned sm_first,
+			       unsigned sm_count, CUstream *out)
+{
+	struct si_stream *s;
+
+	/* Out-of-range priorities are clamped, as cuda.h documents. */
+	if (priority < -5)
+		priority = -5;
+	if (priority > 0)
+		priority = 0;
+	s = stream_new(ctx, flags, priority);
+	if (!s)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	s->sm_first = sm_first;
+	s->sm_count = sm_count;
+	s->handle = mps__handle_add(SI_H_STREAM, s);
+	if (!s->handle) {
+		s->destroyed = true;    /* the thread exits at once */
+		pthread_cond_signal(&s->wake);
+		mps__stream_put(s);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*out = (CUstream)s->handle;
+	return CUDA_SUCCESS;
+}
+
 static CUresult stream_create(CUstream *phStream, unsigned flags, int priority)
 {
 	struct si_context *ctx;
-	struct si_stream *s;
 	CUresult rc;
 
 	if (!mps__initialized())
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
 		return CUDA_ERROR_INVALID_VALUE;
-	/* Out-of-range priorities are clamped, as cuda.h documents. */
-	if (priority < -5)
-		priority = -5;
-	if (priority > 0)
-		priority = 0;
 	mps__lock();
 	rc = mps__ctx_enter(&ctx);
-	if (rc != CUDA_SUCCESS)
-		goto out_unlock;
-	rc = CUDA_ERROR_OUT_OF_MEMORY;
-	s = stream_new(ctx, flags, priority);
-	if (!s)
-		goto out_unlock;
-	s->handle = mps__handle_add(SI_H_STREAM, s);
-	if (!s->handle) {
-		s->destroyed = true;    /* the thread exits at once */
-		pthread_cond_signal(&s->wake);
-		mps__stream_put(s);
-		goto out_unlock;
-	}
-	*phStream = (CUstream)s->handle;
-	rc = CUDA_SUCCESS;
-out_unlock:
+	if (rc == CUDA_SUCCESS)
+		rc = mps__stream_create_in(ctx, flags, priority, 0, SI_SM_COUNT, phStream);
 	mps__unlock();
 	return rc;
 }

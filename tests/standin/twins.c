@@ -152,7 +152,7 @@ static CUresult spin(struct si_launch *l)
 	ACCESS(l, u64_param(l, 1), (size_t)l->grid[0] * sizeof(int32_t), 4, &out);
 	spin_for((long long)u64_param(l, 0));
 	for (unsigned b = 0; b < l->grid[0]; b++)
-		out[b] = (int32_t)(b % SI_SM_COUNT);
+		out[b] = (int32_t)(l->sm_first + b % l->sm_count);   /* the stream's SMs, in turn */
 	return CUDA_SUCCESS;
 }
 

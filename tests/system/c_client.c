@@ -23,12 +23,22 @@
  *                 OPENMPS_TEST_PTX), then a synchronize: "launch N RESULT"
  *   copy:MIB      MIB MiB host to device, then device to host, through the
  *                 first allocation: "copy MIB RESULT"
+ *   sms           the current device's SM count: "sms RESULT N"
+ *   smids:N       N blocks of the test kernels' `spin` (each records the SM
+ *                 it ran on) on a stream made at the first smids and kept,
+ *                 then a synchronize: "smids RESULT DISTINCT FIRST LAST LIST"
+ *                 (the SMs used, LIST comma-separated in order)
+ *   gsmids:N      as smids:N, through a graph captured on that stream,
+ *                 instantiated and launched there: "gsmids RESULT ..."
+ *   spin:N:T:C    the same with N blocks of T threads spinning C cycles
+ *                 each, timed: "spin RESULT MILLISECONDS DISTINCT"
  *   wait:PATH     prints "waiting PATH", then waits (up to 60 s) for PATH to exist
  *   sleep:MS      sleeps
  *
  * Every line is flushed as it is printed. The exit status is 0 unless a
  * step could not be understood (2): results are for the script to judge.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,15 +91,14 @@ static CUresult use_device(int ordinal)
 	return r;
 }
 
-/* n launches of `empty`, then a synchronize. */
-static CUresult launch_empty(long n)
+/* The test kernel called name, from a module of OPENMPS_TEST_PTX. */
+static CUresult test_function(const char *name, CUfunction *f)
 {
 	const char *path = getenv("OPENMPS_TEST_PTX");
 	static char ptx[1 << 20];
-	CUfunction f;
+	FILE *fp = path ? fopen(path, "r") : NULL;
 	CUmodule mod;
 	CUresult r;
-	FILE *fp = path ? fopen(path, "r") : NULL;
 	size_t len;
 
 	if (!fp)
@@ -99,12 +108,98 @@ static CUresult launch_empty(long n)
 	ptx[len] = 0;
 	r = cuModuleLoadData(&mod, ptx);
 	if (r == CUDA_SUCCESS)
-		r = cuModuleGetFunction(&f, mod, "empty");
+		r = cuModuleGetFunction(f, mod, name);
+	return r;
+}
+
+/* n launches of `empty`, then a synchronize. */
+static CUresult launch_empty(long n)
+{
+	CUfunction f;
+	CUresult r = test_function("empty", &f);
+
 	for (long i = 0; i < n && r == CUDA_SUCCESS; i++)
 		r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
 	if (r == CUDA_SUCCESS)
 		r = cuCtxSynchronize();
 	return r;
+}
+
+/* Launches `spin` in n blocks of `threads` on a stream kept from the first
+ * call and prints the SMs they ran on, or (timed) how long it took. */
+static void smids(long n, unsigned int threads, long long cycles, bool timed, bool graph)
+{
+	static CUfunction f;
+	static CUstream s;
+	static unsigned char seen[4096];
+	struct timespec t0, t1;
+	int32_t *ids = calloc((size_t)(n > 0 ? n : 1), sizeof(*ids));
+	CUdeviceptr out = 0;
+	CUresult r = ids && n > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	int distinct = 0, first = -1, last = -1;
+
+	if (r == CUDA_SUCCESS && !f) {
+		r = test_function("spin", &f);
+		if (r == CUDA_SUCCESS)
+			r = cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+		if (r != CUDA_SUCCESS)
+			f = NULL;
+	}
+	if (r == CUDA_SUCCESS)
+		r = cuMemAlloc(&out, (size_t)n * sizeof(*ids));
+	if (r == CUDA_SUCCESS) {
+		void *args[] = { &cycles, &out };
+
+		CUgraph g = NULL;
+		CUgraphExec x = NULL;
+
+		r = cuStreamSynchronize(s);
+		if (r == CUDA_SUCCESS && graph)
+			r = cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (r == CUDA_SUCCESS)
+			r = cuLaunchKernel(f, (unsigned int)n, 1, 1, threads, 1, 1, 0, s, args, NULL);
+		if (r == CUDA_SUCCESS && graph) {
+			r = cuStreamEndCapture(s, &g);
+			if (r == CUDA_SUCCESS)
+				r = cuGraphInstantiate(&x, g, 0);
+			if (r == CUDA_SUCCESS)
+				r = cuGraphLaunch(x, s);
+		}
+		if (r == CUDA_SUCCESS)
+			r = cuStreamSynchronize(s);
+		if (x)
+			cuGraphExecDestroy(x);
+		if (g)
+			cuGraphDestroy(g);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (r == CUDA_SUCCESS)
+			r = cuMemcpyDtoH(ids, out, (size_t)n * sizeof(*ids));
+		cuMemFree(out);
+	}
+	memset(seen, 0, sizeof(seen));
+	for (long i = 0; r == CUDA_SUCCESS && i < n; i++)
+		if (ids[i] >= 0 && ids[i] < 4096 && !seen[ids[i]]++)
+			distinct++;
+	if (timed) {
+		printf("spin %s %.3f %d\n", name(r),
+		       (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6, distinct);
+		free(ids);
+		return;
+	}
+	printf("%s %s %d", graph ? "gsmids" : "smids", name(r), distinct);
+	for (int i = 0; i < 4096; i++)
+		if (seen[i]) {
+			if (first < 0)
+				first = i;
+			last = i;
+		}
+	printf(" %d %d ", first, last);
+	for (int i = 0, k = 0; i < 4096; i++)
+		if (seen[i])
+			printf(k++ ? ",%d" : "%d", i);
+	printf("\n");
+	free(ids);
 }
 
 static void sleep_ms(long ms)
@@ -210,6 +305,27 @@ int main(int argc, char **argv)
 				r = cuMemcpyDtoH(h, allocs[0], bytes);
 			free(h);
 			printf("copy %ld %s\n", atol(a + 5), name(r));
+		} else if (!strcmp(a, "sms")) {
+			int v = 0;
+			CUdevice d = 0;
+
+			r = cuCtxGetDevice(&d);
+			if (r == CUDA_SUCCESS)
+				r = cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d);
+			printf("sms %s %d\n", name(r), v);
+		} else if (!strncmp(a, "smids:", 6)) {
+			smids(atol(a + 6), 32, 2000, false, false);
+		} else if (!strncmp(a, "gsmids:", 7)) {
+			smids(atol(a + 7), 32, 2000, false, true);
+		} else if (!strncmp(a, "spin:", 5)) {
+			long n = 0, t = 0;
+			long long cyc = 0;
+
+			if (sscanf(a + 5, "%ld:%ld:%lld", &n, &t, &cyc) != 3 || t < 1 || t > 1024) {
+				fprintf(stderr, "c_client: spin:BLOCKS:THREADS:CYCLES, not '%s'\n", a);
+				return 2;
+			}
+			smids(n, (unsigned int)t, cyc, true, false);
 		} else if (!strncmp(a, "wait:", 5)) {
 			int waited = 0;
 

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+/*
+ * SM shares: a client's active thread percentage as the SMs its kernels may
+ * use. At start each device's SMs are split once into equal groups the
+ * hardware co-schedules (cuDevSmResourceSplitByCount at the smallest size:
+ * 8 SMs on Hopper, so thread block clusters keep working inside a share). A
+ * share is the whole number of groups nearest the percentage, or the whole
+ * device when that is nearer; a share below the whole device is a green
+ * context over that many groups, and the client's streams on the device are
+ * made in it (server/streams.c), so every kernel, copy and memset it queues
+ * runs on those SMs only.
+ *
+ * Green contexts are shared and kept: clients with the same groups use one
+ * (each with streams of its own), and one is never destroyed, because the
+ * driver keeps the device memory of a destroyed green context (about 6 MiB
+ * each on an H200) — a pool reuses them instead. A new share takes the
+ * groups fewest clients use, so two clients at 50% land on different SMs
+ * where the device has room, as they would under NVIDIA MPS.
+ *
+ * What the client is told: the SM count of its share on each device, in its
+ * shared region (mps_region.sm_count), which it answers for
+ * CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, so frameworks size their grids
+ * to it. A changed percentage (set_client_active_thread_percentage) takes
+ * effect at the client's next work on each stream (its streams move to the
+ * new share, ordered after what they had queued).
+ */
+#ifndef MPS_SERVER_SMSHARE_H
+#define MPS_SERVER_SMSHARE_H
+
+#include <cuda.h>
+
+struct mps_client;
+struct mps_green;
+
+/* Splits device dev's SMs (its primary context current). Without green
+ * contexts (an older driver) shares are not enforced, which it logs once. */
+void mps_sm_init(int dev);
+
+/* The SMs a share of pct (hundredths of a percent) gets on device dev. */
+unsigned int mps_sm_count(int dev, int pct);
+
+/* The green context client c's new streams on device dev go in, for its
+ * percentage now (NULL: the whole device). Worker only. */
+struct mps_green *mps_sm_bind(struct mps_client *c, int dev);
+
+/* A non-blocking stream of that priority in green context g. */
+CUresult mps_sm_stream_new(struct mps_green *g, int priority, CUstream *out);
+
+/* The green context g as a context, for a graph's kernel node that names
+ * the context it runs in (a CUkernel's); NULL if the driver cannot say. */
+CUcontext mps_sm_ctx(struct mps_green *g);
+
+/* Writes the SM counts of c's percentage into its region, for every device. */
+void mps_sm_publish(struct mps_client *c);
+
+/* Gives back c's shares (teardown). */
+void mps_sm_release(struct mps_client *c);
+
+/* Green contexts made on device dev so far (get_metrics). */
+unsigned int mps_sm_greens(int dev);
+
+#endif

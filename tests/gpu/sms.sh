@@ -1,0 +1,124 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# tests/gpu/sms.sh: the active thread percentage on a GPU, side by side
+# natively (no limit there), under NVIDIA MPS and under openmps:
+#   - the SM count a client reads and the SMs its kernels ran on (%smid of
+#     every block), at 100, 50, 25 and 12.5%;
+#   - a full-GPU spin grid (blocks of 1024 threads, several waves): its time
+#     at each percentage against the same column at 100%;
+#   - two clients at 50% at once against one alone (disjoint SMs: no slow-down);
+#   - a connected client moved from 100% to 25% (openmps: live change);
+#   - PyTorch at 100% and 25% (tests/gpu/torch_share.py: its SM count,
+#     checked matmuls and a CUDA graph, a bf16 matmul's time).
+# Prints one PASS/FAIL line per openmps check and a table; exits 0 when
+# every check passed. Run after `make all check-build` (c_client, the
+# test kernels' PTX).
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT" || exit 1
+BUILD=build
+NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
+MPS_BIN=${MPS_BIN:-/usr/local/nvidia/bin}
+PYTHON=${PYTHON:-python3}
+WORK=$(mktemp -d /tmp/openmps-sms.XXXXXX)
+MPS_UP=0 OPENMPS_UP=0
+rc=0
+mps_ctl() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/mps-log" \
+	timeout 20 "$MPS_BIN/nvidia-cuda-mps-control" "$@"; }
+om_ctl() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/om-log" \
+	OPENMPS_DRIVER="$NATIVE_LIB/libcuda.so.1" timeout 20 "$ROOT/$BUILD/bin/openmps-control" "$@"; }
+# shellcheck source=bench/daemons.sh
+. "$ROOT/bench/daemons.sh"
+trap 'stop_openmps >/dev/null 2>&1; stop_mps >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
+export OPENMPS_TEST_PTX=$ROOT/$BUILD/tests/kernels.ptx
+C=$ROOT/$BUILD/tests/system/c_client
+native() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/none" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
+under_mps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
+under_openmps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$@"; }
+check() { if [ "$1" = ok ]; then printf 'PASS  %s\n' "$2"; else printf 'FAIL  %s\n' "$2"; rc=1; fi; }
+
+N=$(native "$C" init sms | awk '/^sms/ { print $3 }')
+[ -n "$N" ] && [ "$N" -gt 0 ] || { echo "no GPU answers"; exit 1; }
+B=$((N * 8))               # 4 waves of 2 blocks of 1024 threads per SM
+CYC=${SMS_CYCLES:-2000000}  # about 1 ms per wave
+echo "device: $N SMs; spin grid $B blocks x 1024 threads x $CYC cycles"
+start_mps || true
+start_openmps || exit 1
+
+# row MODE PCT: "sms used graph-used ms" of one client at PCT: the SM count
+# it reads, the SMs its kernels and a graph it captured ran on, the time of
+# the second of two spin grids.
+row() {
+	local out
+	out=$($1 env CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="$2" "$C" init sms "smids:$((N * 8))" "gsmids:$((N * 8))" \
+		"spin:$B:1024:$CYC" "spin:$B:1024:$CYC" 2>&1)
+	printf '%s %s %s %s\n' "$(echo "$out" | awk '/^sms/ { print $3 }')" \
+		"$(echo "$out" | awk '/^smids/ { print $3 }')" "$(echo "$out" | awk '/^gsmids/ { print $3 }')" \
+		"$(echo "$out" | awk '/^spin/ { v = $3 } END { print v }')"
+}
+declare -A base
+printf '%-8s %-6s %-6s %-6s %-6s %-10s %-6s\n' column pct sms used graph "spin ms" "x 100%"
+for mode in native under_mps under_openmps; do
+	[ $mode = under_mps ] && [ "$MPS_UP" != 1 ] && continue
+	for pct in 100 50 25 12.5; do
+		[ $mode = native ] && [ $pct != 100 ] && continue
+		read -r sms used gused ms <<<"$(row $mode $pct)"
+		[ $pct = 100 ] && base[$mode]=$ms
+		ratio=$(awk -v a="$ms" -v b="${base[$mode]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+		printf '%-8s %-6s %-6s %-6s %-6s %-10s %-6s\n' "${mode#under_}" "$pct" "$sms" "$used" "$gused" "$ms" "$ratio"
+		if [ $mode = under_openmps ]; then
+			want=$(awk -v n="$N" -v p="$pct" 'BEGIN { k = int(n * p / 100 / 8 + 0.5); if (k < 1) k = 1;
+				if (p >= 100 || k * 8 >= n) print n; else print k * 8 }')
+			[ "$sms" = "$want" ] && [ "$used" = "$want" ] && [ "$gused" = "$want" ] &&
+				check ok "openmps at $pct%: $sms SMs seen, kernels on $used, a graph on $gused" ||
+				check no "openmps at $pct%: $sms SMs seen, kernels on $used, a graph on $gused, want $want"
+		fi
+	done
+done
+
+# Two clients at 50% at once, against one alone.
+for mode in under_mps under_openmps; do
+	[ $mode = under_mps ] && [ "$MPS_UP" != 1 ] && continue
+	alone=$(row $mode 50 | awk '{ print $4 }')
+	$mode env CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 "$C" init "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" \
+		"spin:$B:1024:$CYC" >"$WORK/pa" 2>&1 &
+	$mode env CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 "$C" init "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" \
+		"spin:$B:1024:$CYC" >"$WORK/pb" 2>&1
+	wait
+	both=$(cat "$WORK/pa" "$WORK/pb" | awk '/^spin/ { n++; if (n % 3 == 2) s += $3 } END { if (n) printf "%.3f", s / 2 }')
+	printf '%-8s two clients at 50%% at once: %s ms each, alone %s ms: %sx\n' "${mode#under_}" "$both" "$alone" \
+		"$(awk -v a="$both" -v b="$alone" 'BEGIN { if (b > 0) printf "%.2f", a / b }')"
+done
+
+# A connected client moved from 100% to 25%.
+env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$C" init "spin:$B:1024:$CYC" \
+	"spin:$B:1024:$CYC" "wait:$WORK/go" sms "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" >"$WORK/live" 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do grep -q '^waiting' "$WORK/live" && break; sleep 0.1; done
+echo "set_client_active_thread_percentage $pid 25" | om_ctl
+for _ in $(seq 1 100); do grep -q "client $pid: active thread percentage 25.0" "$WORK/om-log/server.log" && break; sleep 0.1; done
+touch "$WORK/go"
+wait
+before=$(awk '/^spin/ { n++; if (n == 2) print $3 }' "$WORK/live")
+after=$(awk '/^spin/ { n++; if (n == 4) print $3 }' "$WORK/live")
+sms=$(awk '/^sms/ { print $3 }' "$WORK/live")
+printf 'openmps live change 100%% -> 25%%: %s SMs, spin %s -> %s ms\n' "$sms" "$before" "$after"
+awk -v a="$after" -v b="$before" 'BEGIN { exit !(b > 0 && a / b > 2.5) }' && [ "$sms" = "$(( (N * 25 / 100 + 4) / 8 * 8 ))" ] &&
+	check ok "openmps live change to 25%" || check no "openmps live change to 25% (sms $sms, $before -> $after ms)"
+
+# PyTorch at 100% and 25%.
+for mode in native under_mps under_openmps; do
+	[ $mode = under_mps ] && [ "$MPS_UP" != 1 ] && continue
+	for pct in 100 25; do
+		[ $mode = native ] && [ $pct != 100 ] && continue
+		line=$($mode env CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$pct "$PYTHON" tests/gpu/torch_share.py 2>&1 | tail -1)
+		printf '%-8s torch at %s%%: %s\n' "${mode#under_}" "$pct" "$line"
+		if [ $mode = under_openmps ]; then
+			case "$line" in *" ok") check ok "openmps torch at $pct%" ;; *) check no "openmps torch at $pct%: $line" ;; esac
+		fi
+	done
+done
+grep -E "SMs|green|share" "$WORK/om-log/server.log" | tail -12 | sed 's/^/  server.log: /'
+exit $rc
