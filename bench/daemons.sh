@@ -4,7 +4,7 @@
 # for one column of a benchmark, with private pipe and log directories under
 # $WORK; sourced by bench/run.sh and bench/infer.sh. The caller defines
 # mps_ctl and om_ctl (the control programs run in the column's environment)
-# and sets ROOT, BUILD, MPS_BIN, WORK, MPS_UP and OPENMPS_UP.
+# (or calls default_ctls) and sets ROOT, BUILD, MPS_BIN, WORK, MPS_UP and OPENMPS_UP.
 # shellcheck shell=bash
 # pid... : daemon processes this script started; waits up to 15 s for them
 # to exit after a quit, then ends the ones left by their pid.
@@ -87,4 +87,13 @@ stop_openmps() {
 			tail -n 30 "$f"
 		done
 	fi
+}
+
+# The usual control programs: NVIDIA's from $MPS_BIN and openmps's on the
+# real driver in $NATIVE_LIB, each with private directories under $WORK.
+default_ctls() {
+	mps_ctl() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/mps-log" \
+		timeout 20 "$MPS_BIN/nvidia-cuda-mps-control" "$@"; }
+	om_ctl() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/om-log" \
+		OPENMPS_DRIVER="$NATIVE_LIB/libcuda.so.1" timeout 20 "$ROOT/$BUILD/bin/openmps-control" "$@"; }
 }

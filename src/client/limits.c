@@ -2,9 +2,10 @@
 /*
  * The limits a client's environment asks for itself, as under NVIDIA MPS:
  * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (a percentage), CUDA_MPS_CLIENT_PRIORITY
- * (0 normal, 1 below normal) and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+ * (0 normal, 1 below normal), CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
  * ("0=1G,1=512M": devices by this process's ordinal or by UUID, or one size
- * for every device). They are sent once, right after the devices are
+ * for every device) and CUDA_MPS_SM_PARTITION (the name of an SM partition
+ * the control daemon defines with sm_partition add). They are sent once, right after the devices are
  * chosen; the server keeps each only where it lowers its own setting. A
  * value that cannot be read is logged and left out.
  */
@@ -73,6 +74,7 @@ int mps__send_limits(void)
 	const char *pct = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
 	const char *prio = getenv("CUDA_MPS_CLIENT_PRIORITY");
 	const char *mem = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+	const char *part = getenv("CUDA_MPS_SM_PARTITION");
 	struct mps_msg_client_limits q;
 	struct mps_call call;
 	CUresult r;
@@ -98,7 +100,16 @@ int mps__send_limits(void)
 		mps_log_warn("openmps: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=%s cannot be read; ignored", mem);
 		memset(q.mem_limit, 0, sizeof(q.mem_limit));
 	}
-	if (!q.thread_pct && q.priority < 0 && !mem)
+	if (part && *part) {
+		size_t n = strlen(part);
+
+		if (n >= sizeof(q.sm_partition) || strspn(part, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+							     "0123456789-_") != n)
+			mps_log_warn("openmps: CUDA_MPS_SM_PARTITION=%s is not a partition name; ignored", part);
+		else
+			memcpy(q.sm_partition, part, n + 1);
+	}
+	if (!q.thread_pct && q.priority < 0 && !mem && !q.sm_partition[0])
 		return 0;
 	r = mps__call(MPS_OP_CLIENT_LIMITS, 0, &q.hdr, sizeof(q), NULL, 0, &call);
 	mps__call_end(&call);

@@ -24,7 +24,8 @@
  *   SET_CLIENT      a running client's setting, changed: client `pid`, value
  *                   what (MPS_SET_CLIENT_*), arg the new value (priority,
  *                   hundredths of a percent, or bytes), text the device
- *                   (memory limits). Applies to its next work.
+ *                   (memory limits) or SM partition's name. Applies to its
+ *                   next work.
  *   METRICS         the server's and its clients' metrics (get_metrics): the
  *                   REPLY numbered req carries a memfd with the samples
  *                   (server/metrics.h).
@@ -33,6 +34,9 @@
  *   SET_MEMLIMIT    pinned device memory limit for later clients: text names
  *                   the device (ordinal, or a UUID "GPU-…"/"MIG-…"), arg is
  *                   the limit in bytes (0: none).
+ *   SM_PARTITION    an SM partition defined (value = its SMs, arg = 1 if idle
+ *                   SMs may be lent) or removed (value 0): comm is its name,
+ *                   text the device as SET_MEMLIMIT names it.
  *   All settings are sent right after the server starts (before any client)
  *   and again whenever they change.
  *
@@ -78,12 +82,14 @@ enum mps_chan_op {
 	MPS_CHAN_LOG,            /* daemon -> server */
 	MPS_CHAN_SET_CLIENT,     /* daemon -> server */
 	MPS_CHAN_METRICS,        /* daemon -> server, answered by REPLY */
+	MPS_CHAN_SM_PARTITION,   /* daemon -> server */
 };
 
 enum mps_set_client {
 	MPS_SET_CLIENT_PRIORITY = 1,
 	MPS_SET_CLIENT_THREADS,
 	MPS_SET_CLIENT_MEMLIMIT,
+	MPS_SET_CLIENT_PARTITION,  /* text: the partition's name, "" for none */
 };
 
 struct mps_chan {

@@ -30,7 +30,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        7
+#define MPS_WIRE_VERSION        8
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -732,6 +732,7 @@ struct mps_msg_client_limits {
 	uint32_t thread_pct;                  /* hundredths of a percent; 0: not set */
 	int32_t priority;                     /* 0 normal, 1 below normal; -1: not set */
 	uint64_t mem_limit[MPS_MAX_DEVICES];  /* bytes, by the client's device ordinal; 0: not set */
+	char sm_partition[32];                /* CUDA_MPS_SM_PARTITION, NUL-terminated; "": none */
 };
 
 /* A copy of a graph's copy node (CUDA_MEMCPY3D as the wire carries it).

@@ -648,6 +648,72 @@ static void cmd_set_client_mem(struct mps_cmd *cmd, int argc, char **argv)
 	set_client(cmd, argv[1], MPS_SET_CLIENT_MEMLIMIT, bytes, dev, "set_client_device_pinned_mem_limit");
 }
 
+static void cmd_set_client_part(struct mps_cmd *cmd, int argc, char **argv)
+{
+	if (argc != 3) {
+		USAGE(cmd, "set_client_sm_partition <client PID> <partition name|none>");
+		return;
+	}
+	if (strcmp(argv[2], "none") && !mps_partition_name_ok(argv[2])) {
+		mps_err(cmd, "Error: '%s' is not a partition name\n", argv[2]);
+		return;
+	}
+	set_client(cmd, argv[1], MPS_SET_CLIENT_PARTITION, 0, strcmp(argv[2], "none") ? argv[2] : "",
+		   "set_client_sm_partition");
+}
+
+/* sm_partition add NAME DEVICE SMS [lend] | rm NAME | list */
+static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
+{
+	static const char usage[] = "sm_partition add <name> <device> <SMs> [lend] | sm_partition rm <name> | "
+				    "sm_partition list";
+	char dev[64], *end;
+	long sms;
+	int r;
+
+	if (argc == 2 && !strcmp(argv[1], "list")) {
+		for (int i = 0; i < mps_daemon.npart; i++) {
+			const struct mps_partition *p = &mps_daemon.part[i];
+
+			mps_out(cmd, "%s %s %d%s\n", p->name, p->dev, p->sms, p->lend ? " lend" : "");
+		}
+		return;
+	}
+	if (!admin(cmd)) {
+		deny(cmd, "sm_partition");
+		return;
+	}
+	if (argc == 3 && !strcmp(argv[1], "rm")) {
+		if (mps_partition_remove(argv[2]) < 0)
+			mps_err(cmd, "Error: no SM partition named '%s'\n", argv[2]);
+		return;
+	}
+	if (!((argc == 5 || (argc == 6 && !strcmp(argv[5], "lend"))) && !strcmp(argv[1], "add"))) {
+		USAGE(cmd, usage);
+		return;
+	}
+	if (!mps_partition_name_ok(argv[2])) {
+		mps_err(cmd, "Error: '%s' is not a partition name (up to %d letters, digits, '-' or '_'; not 'none')\n",
+			argv[2], MPS_PARTITION_NAME - 1);
+		return;
+	}
+	errno = 0;
+	sms = strtol(argv[4], &end, 10);
+	if (errno || *end || end == argv[4] || sms < 1 || sms > 100000) {
+		mps_err(cmd, "Error: '%s' is not a number of SMs\n", argv[4]);
+		return;
+	}
+	if (device_arg(cmd, argv[3], dev, sizeof(dev)) < 0)
+		return;
+	r = mps_partition_set(argv[2], dev, (int)sms, argc == 6);
+	if (r == -ENOSPC)
+		mps_err(cmd, "Error: there are %d SM partitions already\n", MPS_PARTITIONS_MAX);
+	else if (r < 0)
+		mps_err(cmd, "Error: cannot define SM partition '%s'\n", argv[2]);
+	else
+		mps_out(cmd, "%s\n", argv[2]);
+}
+
 /* ---- get_metrics ----------------------------------------------------- */
 
 /* The metrics, in the order printed: every server's samples of one are
@@ -673,6 +739,8 @@ static const struct {
 	  "Most driver streams a server held at once, by device (the driver keeps memory for that many)." },
 	{ "openmps_server_green_contexts", "gauge",
 	  "Green contexts a server made for SM shares, by device (kept for reuse)." },
+	{ "openmps_server_sm_partition_sms", "gauge", "SMs an SM partition holds on a server's device." },
+	{ "openmps_server_sm_partition_clients", "gauge", "Clients in an SM partition on a server's device." },
 };
 
 static void metrics_partial(struct mps_cmd *cmd, const struct mps_chan *answer, int fd, const char *failure)
@@ -887,6 +955,8 @@ static const struct {
 	{ "set_client_active_thread_percentage", cmd_set_client_atp, ANYONE },
 	{ "set_client_device_pinned_mem_limit", cmd_set_client_mem, ANYONE },
 	{ "get_default_fault_domain", cmd_get_default_domain, ANYONE },
+	{ "sm_partition", cmd_sm_partition, ANYONE },
+	{ "set_client_sm_partition", cmd_set_client_part, ANYONE },
 };
 
 void mps_command(const char *line, struct mps_cmd *cmd)

@@ -78,6 +78,17 @@ struct mps_settings {
 	struct mps_memlimit mem[MPS_MEMLIMITS_MAX];
 };
 
+/* An SM partition: SMs of one device that only its clients use (the
+ * server chooses which, in whole groups). */
+#define MPS_PARTITIONS_MAX 32
+#define MPS_PARTITION_NAME 32
+struct mps_partition {
+	char name[MPS_PARTITION_NAME];
+	char dev[64];               /* as mps_parse_device gives it */
+	int sms;
+	bool lend;                  /* its SMs serve other clients while it has none */
+};
+
 struct mps_device_info {
 	char uuid[64];
 	char name[256];
@@ -133,6 +144,8 @@ struct mps_daemon {
 	struct mps_server_rec *servers;         /* in start order */
 	struct mps_pending_client *waiting, **waiting_tail; /* exclusive mode: other users */
 	struct mps_settings defaults;
+	struct mps_partition part[MPS_PARTITIONS_MAX];   /* every server's */
+	int npart;
 	char default_domain[32];    /* the fault domain of clients that name none ("": shared) */
 	bool devices_known;
 	int ndev;
@@ -248,6 +261,13 @@ uint64_t mps_settings_memlimit(const struct mps_settings *s, const char *dev);
 int mps_settings_set_memlimit(struct mps_settings *s, const char *dev, uint64_t bytes);
 /* Hands settings to a server: all of them, or one kind. */
 void mps_settings_send_all(struct mps_server_rec *srv);
+/* SM partitions (every server has them all): defined or redefined, removed
+ * (-ENOENT if there is none of that name), sent. A name is letters, digits,
+ * '-' and '_' (-EINVAL otherwise); -ENOSPC when the list is full. */
+int mps_partition_set(const char *name, const char *dev, int sms, bool lend);
+int mps_partition_remove(const char *name);
+bool mps_partition_name_ok(const char *name);
+void mps_partition_send(struct mps_server_rec *srv, const struct mps_partition *p, bool remove);
 void mps_settings_send_threads(struct mps_server_rec *srv);
 void mps_settings_send_priority(struct mps_server_rec *srv);
 void mps_settings_send_memlimit(struct mps_server_rec *srv, const char *dev, uint64_t bytes);

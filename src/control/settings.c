@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * The settings a server hands its new clients — active thread percentage,
- * pinned device memory limits, client priority — as the control commands
- * and the daemon's environment give them: parsing, showing in NVIDIA's
- * forms ("25.0", "10G", "512M"), and sending them down a server's channel.
+ * pinned device memory limits, client priority, SM partitions — as the
+ * control commands and the daemon's environment give them: parsing, showing
+ * in NVIDIA's forms ("25.0", "10G", "512M"), and sending them down a
+ * server's channel.
  *
  * The daemon keeps one set of defaults (copied into each server it starts)
  * and one set per server. Memory limits are kept by the device as the user
@@ -218,4 +219,70 @@ void mps_settings_send_all(struct mps_server_rec *srv)
 	mps_settings_send_priority(srv);
 	for (int i = 0; i < srv->settings.nmem; i++)
 		mps_settings_send_memlimit(srv, srv->settings.mem[i].dev, srv->settings.mem[i].bytes);
+	for (int i = 0; i < mps_daemon.npart; i++)
+		mps_partition_send(srv, &mps_daemon.part[i], false);
+}
+
+bool mps_partition_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!n || n >= MPS_PARTITION_NAME || !strcmp(name, "none"))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && name[i] != '-' && name[i] != '_')
+			return false;
+	return true;
+}
+
+void mps_partition_send(struct mps_server_rec *srv, const struct mps_partition *p, bool remove)
+{
+	struct mps_chan m = { .op = MPS_CHAN_SM_PARTITION, .value = remove ? 0 : p->sms, .arg = p->lend };
+
+	snprintf(m.comm, sizeof(m.comm), "%s", p->name);
+	snprintf(m.text, sizeof(m.text), "%s", p->dev);
+	mps_server_send(srv, &m);
+}
+
+static void partition_send_all(const struct mps_partition *p, bool remove)
+{
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
+		if (s->chan >= 0)
+			mps_partition_send(s, p, remove);
+}
+
+int mps_partition_set(const char *name, const char *dev, int sms, bool lend)
+{
+	struct mps_partition *p = NULL;
+
+	if (!mps_partition_name_ok(name) || sms < 1)
+		return -EINVAL;
+	for (int i = 0; i < mps_daemon.npart; i++)
+		if (!strcmp(mps_daemon.part[i].name, name))
+			p = &mps_daemon.part[i];
+	if (p) {
+		partition_send_all(p, true);   /* redefined: its clients move with it */
+	} else {
+		if (mps_daemon.npart == MPS_PARTITIONS_MAX)
+			return -ENOSPC;
+		p = &mps_daemon.part[mps_daemon.npart++];
+	}
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	snprintf(p->dev, sizeof(p->dev), "%s", dev);
+	p->sms = sms;
+	p->lend = lend;
+	partition_send_all(p, false);
+	return 0;
+}
+
+int mps_partition_remove(const char *name)
+{
+	for (int i = 0; i < mps_daemon.npart; i++) {
+		if (strcmp(mps_daemon.part[i].name, name))
+			continue;
+		partition_send_all(&mps_daemon.part[i], true);
+		mps_daemon.part[i] = mps_daemon.part[--mps_daemon.npart];
+		return 0;
+	}
+	return -ENOENT;
 }

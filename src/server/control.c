@@ -205,8 +205,13 @@ static int find_device(const char *spec)
 static void set_client(const struct mps_chan *m)
 {
 	char spec[sizeof(m->text)];
-	int dev = -1;
+	int dev = -1, part = 0;
 
+	if (m->value == MPS_SET_CLIENT_PARTITION) {
+		memcpy(spec, m->text, sizeof(spec));
+		spec[sizeof(spec) - 1] = 0;
+		part = mps_sm_name_id(spec, true);   /* 0 for "" (none) */
+	}
 	if (m->value == MPS_SET_CLIENT_MEMLIMIT) {
 		memcpy(spec, m->text, sizeof(spec));
 		spec[sizeof(spec) - 1] = 0;
@@ -240,6 +245,11 @@ static void set_client(const struct mps_chan *m)
 			mps_log_info("client %d: device %d pinned memory limit %llu MiB from now on", (int)c->pid, dev,
 				     (unsigned long long)(m->arg >> 20));
 			break;
+		case MPS_SET_CLIENT_PARTITION:
+			mps_store_relaxed(&c->sm_part, part);
+			mps_sm_publish(c);
+			mps_log_info("client %d: SM partition %s from now on", (int)c->pid, part ? spec : "none");
+			break;
 		default:
 			break;
 		}
@@ -265,6 +275,27 @@ static void set_memlimit(const struct mps_chan *m)
 			     (unsigned long long)(m->arg >> 20));
 	else
 		mps_log_info("Device %d pinned memory limit for new clients: none", dev);
+}
+
+/* An SM partition defined, moved or removed (smshare.h). */
+static void sm_partition(const struct mps_chan *m)
+{
+	char name[sizeof(m->comm)], spec[sizeof(m->text)];
+	int dev;
+
+	memcpy(name, m->comm, sizeof(name));
+	name[sizeof(name) - 1] = 0;
+	memcpy(spec, m->text, sizeof(spec));
+	spec[sizeof(spec) - 1] = 0;
+	mps_sm_partition_remove(name);
+	if (m->value <= 0)
+		return;
+	dev = find_device(spec);
+	if (dev < 0) {
+		mps_log_warn("SM partition %s ignored: no device %s", name, spec);
+		return;
+	}
+	mps_sm_partition_set(dev, name, (unsigned int)m->value, m->arg != 0);
 }
 
 /* terminate_client: see the comment at the top of this file. */
@@ -392,6 +423,9 @@ int mps_control_handle(int fd)
 		return 0;
 	case MPS_CHAN_SET_CLIENT:
 		set_client(&m);
+		return 0;
+	case MPS_CHAN_SM_PARTITION:
+		sm_partition(&m);
 		return 0;
 	case MPS_CHAN_METRICS:
 		if (m.req != 0)

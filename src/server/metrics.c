@@ -89,7 +89,7 @@ int mps_metrics_write(int fd)
 			mps_load_relaxed(&c->thread_pct) / 100.0);
 		for (int d = 0; d < mps_srv.ndev; d++)
 			fprintf(f, "openmps_client_sms{%s,device=\"%d\"} %u\n", id, d,
-				mps_sm_count(d, mps_load_relaxed(&c->thread_pct)));
+				mps_sm_client_count(c, d));
 	}
 	pthread_mutex_unlock(&mps_srv.lock);
 	fprintf(f, "openmps_server_clients{server=\"%d\"} %d\n", server, n);
@@ -103,5 +103,6 @@ int mps_metrics_write(int fd)
 		fprintf(f, "openmps_server_green_contexts{server=\"%d\",device=\"%d\"} %u\n", server, d,
 			mps_sm_greens(d));
 	}
+	mps_sm_partition_metrics(f, server);
 	return fclose(f) == 0 ? 0 : -EIO;
 }

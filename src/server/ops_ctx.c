@@ -227,6 +227,18 @@ void mps__op_client_limits(struct mps_client *c, const struct mps_msg *m)
 		mps_log_info("client %d: active thread percentage %d.%d (its own)", (int)c->pid, c->thread_pct / 100,
 			     c->thread_pct % 100 / 10);
 	}
+	if (q->sm_partition[0]) {
+		char name[sizeof(q->sm_partition)];
+
+		memcpy(name, q->sm_partition, sizeof(name));
+		name[sizeof(name) - 1] = 0;
+		mps_store_relaxed(&c->sm_part, mps_sm_name_id(name, false));
+		mps_sm_publish(c);
+		if (mps_load_relaxed(&c->sm_part))
+			mps_log_info("client %d: SM partition %s (its own)", (int)c->pid, name);
+		else
+			mps_log_warn("client %d: no SM partition named %s; it shares the SMs", (int)c->pid, name);
+	}
 	if (q->priority > c->priority) {
 		c->priority = q->priority;
 		c->priority_applied = q->priority;   /* no stream yet */

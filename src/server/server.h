@@ -226,9 +226,13 @@ struct mps_client {
 	int priority;                   /* 0 normal, 1 below normal; atomic (set_client_priority) */
 	int priority_applied;           /* the priority its streams have: its service thread's */
 	uint32_t devmask;               /* worker only: devices it made contexts on */
+	int sm_part;                    /* atomic: the SM partition it asks for (smshare.h's name id; 0: none) */
 	struct mps_smbind {             /* worker only: its SM share on each device (smshare.h) */
 		struct mps_green *green;    /* NULL: all SMs */
 		int pct;                    /* the thread_pct it was chosen for; 0: none yet */
+		int part;                   /* the sm_part it was chosen for */
+		unsigned int gen;           /* the device's share generation then */
+		bool in_part;               /* green is partition `part`'s */
 	} sm[MPS_MAX_DEVICES];
 	int term_req;                   /* atomic: terminate_client request to answer
 					 * when torn down; -1 once it has been */

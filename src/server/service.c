@@ -210,7 +210,11 @@ static void region_teardown(struct mps_client *c)
 
 	if (!r)
 		return;
-	mps_store_release(&c->region, NULL);   /* before the unmap: see mps_client_kill */
+	/* Before the unmap, under the list lock: whoever writes advice into
+	 * the regions of listed clients (sched.c, smshare.c) holds it. */
+	pthread_mutex_lock(&mps_srv.lock);
+	mps_store_release(&c->region, NULL);
+	pthread_mutex_unlock(&mps_srv.lock);
 	mps__bind_device(c, 0);
 	mps_drv.cuMemHostUnregister(r);
 	munmap(r, MPS_REGION_SIZE);

@@ -7,8 +7,10 @@
  * threads. A green context is never made current. Nothing else is held
  * meanwhile.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/atomics.h"
@@ -19,6 +21,8 @@
 
 #define SM_GROUPS_MAX 64u   /* groups of one split (132 SMs / 8 = 16 on an H200) */
 #define SM_POOL_MAX   32u   /* green contexts kept per device */
+#define SM_PARTS_MAX  32u   /* partitions per device */
+#define SM_NAMES_MAX  64u   /* partition names ever named (clients may name one before it exists) */
 
 struct mps_green {
 	CUgreenCtx g;
@@ -26,6 +30,14 @@ struct mps_green {
 	uint64_t groups;          /* bit i: group i */
 	unsigned int sms;
 	int dev;
+};
+
+struct sm_part {
+	int name;                 /* mps_sm_name_id's; 0: free slot */
+	uint64_t groups;          /* reserved; 0: it did not fit */
+	unsigned int asked;       /* SMs asked for */
+	bool lend;                /* its groups serve shares while it has no client */
+	unsigned int users;       /* clients bound in it */
 };
 
 static struct sm_device {
@@ -37,9 +49,41 @@ static struct sm_device {
 	unsigned int load[SM_GROUPS_MAX];   /* clients whose share holds group i */
 	struct mps_green pool[SM_POOL_MAX];
 	unsigned int npool;
+	struct sm_part part[SM_PARTS_MAX];
+	unsigned int gen;         /* atomic: bumped when the groups open to shares change */
 } sm_dev[MPS_MAX_DEVICES] = {
 	[0 ... MPS_MAX_DEVICES - 1] = { .lock = PTHREAD_MUTEX_INITIALIZER },
 };
+
+/* Partition names, interned: an id stays the name's for good. */
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static char names[SM_NAMES_MAX][MPS_SM_PARTITION_NAME];
+static unsigned int nnames;
+
+int mps_sm_name_id(const char *name, bool add)
+{
+	int id = 0;
+
+	if (!name || !*name || strlen(name) >= MPS_SM_PARTITION_NAME)
+		return 0;
+	pthread_mutex_lock(&names_lock);
+	for (unsigned int i = 0; i < nnames && !id; i++)
+		if (!strcmp(names[i], name))
+			id = (int)i + 1;
+	if (!id && add && nnames < SM_NAMES_MAX) {
+		strcpy(names[nnames], name);
+		id = (int)++nnames;
+	}
+	pthread_mutex_unlock(&names_lock);
+	if (!id && add)
+		mps_log_warn("SM partition name '%s' ignored: %u names are known already", name, SM_NAMES_MAX);
+	return id;
+}
+
+static const char *name_of(int id)
+{
+	return id > 0 && (unsigned int)id <= SM_NAMES_MAX ? names[id - 1] : "";
+}
 
 void mps_sm_init(int dev)
 {
@@ -70,6 +114,36 @@ void mps_sm_init(int dev)
 	mps_log_info("device %d: %u SMs, shares in %u groups of %u", dev, d->total, d->ngroups, d->group_sms);
 }
 
+static unsigned int popcount64(uint64_t v)
+{
+	return (unsigned int)__builtin_popcountll(v);
+}
+
+static uint64_t all_groups(const struct sm_device *d)
+{
+	return d->ngroups >= 64 ? ~0ull : (1ull << d->ngroups) - 1;
+}
+
+/* The groups shares may use: those no partition holds, and those of a
+ * partition that lends them while it has no client. Under d->lock. */
+static uint64_t open_groups(const struct sm_device *d)
+{
+	uint64_t held = 0;
+
+	for (unsigned int i = 0; i < SM_PARTS_MAX; i++)
+		if (d->part[i].name && !(d->part[i].lend && !d->part[i].users))
+			held |= d->part[i].groups;
+	return all_groups(d) & ~held;
+}
+
+static struct sm_part *part_named(struct sm_device *d, int name)
+{
+	for (unsigned int i = 0; name && i < SM_PARTS_MAX; i++)
+		if (d->part[i].name == name)
+			return &d->part[i];
+	return NULL;
+}
+
 /* How many groups a share of pct gets; 0: the whole device. */
 static unsigned int groups_for(const struct sm_device *d, int pct)
 {
@@ -91,6 +165,30 @@ static unsigned int groups_for(const struct sm_device *d, int pct)
 	return k;
 }
 
+/* What client settings (pct, partition name) come to on device d: the
+ * groups (0 with *whole: all SMs, the primary context). Under d->lock. */
+static uint64_t wanted(struct sm_device *d, int pct, int name, bool *whole, unsigned int *k)
+{
+	struct sm_part *p = part_named(d, name);
+	uint64_t open = open_groups(d);
+
+	*whole = false;
+	if (p && p->groups) {
+		*k = popcount64(p->groups);
+		return p->groups;
+	}
+	*k = groups_for(d, pct);
+	/* Nothing open (partitions hold every group): the whole device,
+	 * theirs included, rather than nothing. */
+	if ((!*k && open == all_groups(d)) || !open) {
+		*whole = true;
+		return 0;
+	}
+	if (!*k || *k > popcount64(open))
+		*k = popcount64(open);
+	return open;   /* k of these */
+}
+
 unsigned int mps_sm_count(int dev, int pct)
 {
 	struct sm_device *d = &sm_dev[dev];
@@ -99,9 +197,19 @@ unsigned int mps_sm_count(int dev, int pct)
 	return k ? k * d->group_sms : d->total;
 }
 
-static unsigned int popcount64(uint64_t v)
+unsigned int mps_sm_client_count(const struct mps_client *c, int dev)
 {
-	return (unsigned int)__builtin_popcountll(v);
+	struct sm_device *d = &sm_dev[dev];
+	unsigned int k;
+	bool whole;
+
+	if (!d->on)
+		return d->total;
+	pthread_mutex_lock(&d->lock);
+	wanted(d, mps_load_relaxed(&((struct mps_client *)c)->thread_pct),
+	       mps_load_relaxed(&((struct mps_client *)c)->sm_part), &whole, &k);
+	pthread_mutex_unlock(&d->lock);
+	return whole ? d->total : k * d->group_sms;
 }
 
 static unsigned int load_of(const struct sm_device *d, uint64_t groups)
@@ -114,9 +222,9 @@ static unsigned int load_of(const struct sm_device *d, uint64_t groups)
 	return sum;
 }
 
-/* The k groups fewest clients use (the lowest first among equals, so equal
- * shares meet the same pool entries again). */
-static uint64_t least_loaded(const struct sm_device *d, unsigned int k)
+/* The k groups of `from` fewest clients use (the lowest first among
+ * equals, so equal shares meet the same pool entries again). */
+static uint64_t least_loaded(const struct sm_device *d, unsigned int k, uint64_t from)
 {
 	uint64_t set = 0;
 
@@ -124,8 +232,11 @@ static uint64_t least_loaded(const struct sm_device *d, unsigned int k)
 		unsigned int best = SM_GROUPS_MAX;
 
 		for (unsigned int i = 0; i < d->ngroups; i++)
-			if (!(set & (1ull << i)) && (best == SM_GROUPS_MAX || d->load[i] < d->load[best]))
+			if ((from & (1ull << i)) && !(set & (1ull << i)) &&
+			    (best == SM_GROUPS_MAX || d->load[i] < d->load[best]))
 				best = i;
+		if (best == SM_GROUPS_MAX)
+			break;
 		set |= 1ull << best;
 	}
 	return set;
@@ -159,10 +270,12 @@ static CUresult green_make(struct sm_device *d, int dev, uint64_t groups, struct
 	return CUDA_SUCCESS;
 }
 
-/* A green context of k groups for a new user. Under d->lock. */
-static CUresult green_get(struct sm_device *d, int dev, unsigned int k, struct mps_green **out)
+/* A green context of k groups of `from` for a new user (exactly `from`
+ * when exact). Under d->lock. */
+static CUresult green_get(struct sm_device *d, int dev, unsigned int k, uint64_t from, bool exact,
+			  struct mps_green **out)
 {
-	uint64_t want = least_loaded(d, k);
+	uint64_t want = exact ? from : least_loaded(d, k, from);
 	struct mps_green *best = NULL;
 
 	for (unsigned int i = 0; i < d->npool; i++) {
@@ -172,7 +285,8 @@ static CUresult green_get(struct sm_device *d, int dev, unsigned int k, struct m
 			best = g;
 			break;
 		}
-		if (popcount64(g->groups) == k && (!best || load_of(d, g->groups) < load_of(d, best->groups)))
+		if (!exact && popcount64(g->groups) == k && !(g->groups & ~from) &&
+		    (!best || load_of(d, g->groups) < load_of(d, best->groups)))
 			best = g;
 	}
 	/* A new set of groups while the pool has room and the best one kept
@@ -200,23 +314,61 @@ static void green_put(struct sm_device *d, struct mps_green *g)
 			d->load[i]--;
 }
 
+/* A client joins or leaves partition p: one that lends its groups takes
+ * them back from shares at its first client and lends them at its last.
+ * True when the groups open to shares changed. */
+static bool part_users(struct sm_device *d, struct sm_part *p, int delta)
+{
+	if (!p)
+		return false;
+	if (delta < 0 && p->users)
+		p->users--;
+	else if (delta > 0)
+		p->users++;
+	if (p->lend && p->users == (delta > 0 ? 1u : 0u)) {
+		mps_fetch_add(&d->gen, 1u);
+		return true;
+	}
+	return false;
+}
+
+/* The open groups changed: every client's SM count, told again (they move
+ * at their next work). Takes mps_srv.lock: no device lock may be held. */
+static void publish_all(void)
+{
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client *c = mps_srv.clients; c; c = c->next)
+		mps_sm_publish(c);
+	pthread_mutex_unlock(&mps_srv.lock);
+}
+
 struct mps_green *mps_sm_bind(struct mps_client *c, int dev)
 {
 	struct sm_device *d = &sm_dev[dev];
 	struct mps_smbind *b = &c->sm[dev];
-	int pct = mps_load_relaxed(&c->thread_pct);
+	int pct = mps_load_relaxed(&c->thread_pct), name = mps_load_relaxed(&c->sm_part);
 	struct mps_green *g = NULL;
+	struct sm_part *p;
+	uint64_t from;
 	unsigned int k;
+	bool whole, keep, changed = false;
 
-	if (b->pct == pct)
+	if (!d->on || (b->pct == pct && b->part == name && b->gen == mps_load_relaxed(&d->gen)))
 		return b->green;
-	k = groups_for(d, pct);
 	pthread_mutex_lock(&d->lock);
-	if (b->green && k && popcount64(b->green->groups) == k) {
-		g = b->green;   /* the same size: keep its SMs */
+	b->gen = mps_load_relaxed(&d->gen);
+	from = wanted(d, pct, name, &whole, &k);
+	p = part_named(d, name);
+	if (p && !p->groups)
+		p = NULL;
+	/* The same SMs still open to it, in the same number: it stays. */
+	keep = !whole && b->green && popcount64(b->green->groups) == k &&
+	       (p ? b->green->groups == from : !(b->green->groups & ~from)) && b->in_part == (p != NULL);
+	if (keep) {
+		g = b->green;
 	} else {
-		if (k) {
-			CUresult r = green_get(d, dev, k, &g);
+		if (!whole) {
+			CUresult r = green_get(d, dev, k, from, p != NULL, &g);
 
 			if (r != CUDA_SUCCESS) {
 				mps_log_warn("client %d: no green context of %u SMs on device %d (%s); it runs on all %u",
@@ -226,15 +378,119 @@ struct mps_green *mps_sm_bind(struct mps_client *c, int dev)
 		}
 		if (b->green)
 			green_put(d, b->green);
+		if (b->in_part)
+			changed |= part_users(d, part_named(d, b->part), -1);
+		b->in_part = p != NULL && g != NULL;
+		if (b->in_part)
+			changed |= part_users(d, p, +1);
 	}
 	pthread_mutex_unlock(&d->lock);
+	if (changed)
+		publish_all();
 	if (g != b->green)
-		mps_log_info("client %d: %u of %u SMs on device %d", (int)c->pid, g ? g->sms : d->total, d->total, dev);
+		mps_log_info("client %d: %u of %u SMs on device %d%s%s", (int)c->pid, g ? g->sms : d->total, d->total,
+			     dev, b->in_part ? ", partition " : "", b->in_part ? name_of(name) : "");
 	b->green = g;
 	b->pct = pct;
+	b->part = name;
 	if (c->region)
 		mps_store_relaxed(&c->region->sm_count[dev], g ? g->sms : d->total);
 	return g;
+}
+
+int mps_sm_partition_set(int dev, const char *name, unsigned int sms, bool lend)
+{
+	struct sm_device *d = &sm_dev[dev];
+	int id = mps_sm_name_id(name, true);
+	struct sm_part *p;
+	uint64_t free_groups = 0;
+	unsigned int k;
+
+	if (!id)
+		return -EINVAL;
+	if (!d->on) {
+		mps_log_warn("SM partition %s ignored: device %d has no SM shares", name, dev);
+		return -ENOTSUP;
+	}
+	pthread_mutex_lock(&d->lock);
+	p = part_named(d, id);
+	for (unsigned int i = 0; !p && i < SM_PARTS_MAX; i++)
+		if (!d->part[i].name)
+			p = &d->part[i];
+	if (!p) {
+		pthread_mutex_unlock(&d->lock);
+		mps_log_warn("SM partition %s ignored: device %d has %u already", name, dev, SM_PARTS_MAX);
+		return -ENOSPC;
+	}
+	p->name = 0;   /* redefined: its own groups are free to choose again */
+	free_groups = all_groups(d);
+	for (unsigned int i = 0; i < SM_PARTS_MAX; i++)
+		if (d->part[i].name)
+			free_groups &= ~d->part[i].groups;
+	k = (sms + d->group_sms / 2) / d->group_sms;
+	if (k < 1)
+		k = 1;
+	p->name = id;
+	p->asked = sms;
+	p->lend = lend;
+	p->groups = 0;
+	/* From the top: shares start at the bottom. */
+	if (k <= popcount64(free_groups)) {
+		for (int i = (int)d->ngroups - 1; i >= 0 && popcount64(p->groups) < k; i--)
+			if (free_groups & (1ull << i))
+				p->groups |= 1ull << i;
+	}
+	mps_fetch_add(&d->gen, 1u);
+	pthread_mutex_unlock(&d->lock);
+	publish_all();
+	if (!p->groups) {
+		mps_log_warn("SM partition %s: %u SMs do not fit on device %d (%u SMs free); its clients share the "
+			     "rest", name, sms, dev, popcount64(free_groups) * d->group_sms);
+		return -ENOSPC;
+	}
+	mps_log_info("SM partition %s: %u SMs of device %d%s", name, k * d->group_sms, dev,
+		     lend ? ", lent while it has no client" : "");
+	return 0;
+}
+
+void mps_sm_partition_remove(const char *name)
+{
+	int id = mps_sm_name_id(name, false);
+
+	for (int dev = 0; id && dev < mps_srv.ndev; dev++) {
+		struct sm_device *d = &sm_dev[dev];
+		struct sm_part *p;
+
+		pthread_mutex_lock(&d->lock);
+		p = part_named(d, id);
+		if (p) {
+			memset(p, 0, sizeof(*p));   /* its clients share again at their next work */
+			mps_fetch_add(&d->gen, 1u);
+			mps_log_info("SM partition %s removed from device %d", name, dev);
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+	publish_all();
+}
+
+void mps_sm_partition_metrics(FILE *f, int server)
+{
+	for (int dev = 0; dev < mps_srv.ndev; dev++) {
+		struct sm_device *d = &sm_dev[dev];
+
+		pthread_mutex_lock(&d->lock);
+		for (unsigned int i = 0; i < SM_PARTS_MAX; i++) {
+			const struct sm_part *p = &d->part[i];
+
+			if (!p->name)
+				continue;
+			fprintf(f, "openmps_server_sm_partition_sms{server=\"%d\",device=\"%d\",partition=\"%s\"} %u\n",
+				server, dev, name_of(p->name), popcount64(p->groups) * d->group_sms);
+			fprintf(f, "openmps_server_sm_partition_clients{server=\"%d\",device=\"%d\",partition=\"%s\"} %u\n",
+				server, dev, name_of(p->name), p->users);
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
 }
 
 CUresult mps_sm_stream_new(struct mps_green *g, int priority, CUstream *out)
@@ -255,12 +511,10 @@ CUcontext mps_sm_ctx(struct mps_green *g)
 
 void mps_sm_publish(struct mps_client *c)
 {
-	int pct = mps_load_relaxed(&c->thread_pct);
+	struct mps_region *r = mps_load_acquire(&c->region);
 
-	if (!c->region)
-		return;
-	for (int dev = 0; dev < mps_srv.ndev; dev++)
-		mps_store_relaxed(&c->region->sm_count[dev], mps_sm_count(dev, pct));
+	for (int dev = 0; r && dev < mps_srv.ndev; dev++)
+		mps_store_relaxed(&r->sm_count[dev], mps_sm_client_count(c, dev));
 }
 
 void mps_sm_release(struct mps_client *c)
@@ -268,13 +522,18 @@ void mps_sm_release(struct mps_client *c)
 	for (int dev = 0; dev < mps_srv.ndev; dev++) {
 		struct mps_smbind *b = &c->sm[dev];
 
+		bool changed = false;
+
 		if (b->green) {
 			pthread_mutex_lock(&sm_dev[dev].lock);
 			green_put(&sm_dev[dev], b->green);
+			if (b->in_part)
+				changed = part_users(&sm_dev[dev], part_named(&sm_dev[dev], b->part), -1);
 			pthread_mutex_unlock(&sm_dev[dev].lock);
 		}
-		b->green = NULL;
-		b->pct = 0;
+		memset(b, 0, sizeof(*b));
+		if (changed)
+			publish_all();
 	}
 }
 

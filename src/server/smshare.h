@@ -27,7 +27,12 @@
 #ifndef MPS_SERVER_SMSHARE_H
 #define MPS_SERVER_SMSHARE_H
 
+#include <stdbool.h>
+#include <stdio.h>
+
 #include <cuda.h>
+
+#define MPS_SM_PARTITION_NAME 32
 
 struct mps_client;
 struct mps_green;
@@ -36,8 +41,31 @@ struct mps_green;
  * contexts (an older driver) shares are not enforced, which it logs once. */
 void mps_sm_init(int dev);
 
-/* The SMs a share of pct (hundredths of a percent) gets on device dev. */
+/* The SMs a share of pct (hundredths of a percent) gets on device dev,
+ * with no partition defined. */
 unsigned int mps_sm_count(int dev, int pct);
+
+/* The SMs client c gets on device dev, as its settings stand now. */
+unsigned int mps_sm_client_count(const struct mps_client *c, int dev);
+
+/* SM partitions: groups of a device reserved for the clients that name the
+ * partition (CUDA_MPS_SM_PARTITION, set_client_sm_partition), exactly
+ * those whatever their percentage; shares use the groups no partition
+ * holds, and those of a partition that lends them while it has no client
+ * (with no group open, the whole device: partitions may take it all). A changed set of open groups
+ * moves the streams of the clients it concerns at their next work.
+ * mps_sm_partition_set places (or moves) one: 0, or -ENOSPC when it does
+ * not fit (its clients then share). Main thread. */
+int mps_sm_partition_set(int dev, const char *name, unsigned int sms, bool lend);
+void mps_sm_partition_remove(const char *name);
+/* A number for a partition name (0: none, or no room for more names): the
+ * client's sm_part. With add, a name not yet known gets one (the daemon's
+ * names: a partition, or a client moved by set_client_sm_partition before
+ * it is defined); without, only names the daemon gave (what a client asks
+ * for itself: it cannot fill the table). */
+int mps_sm_name_id(const char *name, bool add);
+/* openmps_server_sm_partition_sms and _clients samples. */
+void mps_sm_partition_metrics(FILE *f, int server);
 
 /* The green context client c's new streams on device dev go in, for its
  * percentage now (NULL: the whole device). Worker only. */
@@ -50,7 +78,8 @@ CUresult mps_sm_stream_new(struct mps_green *g, int priority, CUstream *out);
  * the context it runs in (a CUkernel's); NULL if the driver cannot say. */
 CUcontext mps_sm_ctx(struct mps_green *g);
 
-/* Writes the SM counts of c's percentage into its region, for every device. */
+/* Writes c's SM count on every device into its region (mps_srv.lock held,
+ * or on c's own service thread). */
 void mps_sm_publish(struct mps_client *c);
 
 /* Gives back c's shares (teardown). */

@@ -9,6 +9,8 @@
 #     at each percentage against the same column at 100%;
 #   - two clients at 50% at once against one alone (disjoint SMs: no slow-down);
 #   - a connected client moved from 100% to 25% (openmps: live change);
+#   - an SM partition (openmps): its client on exactly its SMs, disjoint
+#     from an unpartitioned client's, and not slowed by a flood outside it;
 #   - PyTorch at 100% and 25% (tests/gpu/torch_share.py: its SM count,
 #     checked matmuls and a CUDA graph, a bf16 matmul's time).
 # Prints one PASS/FAIL line per openmps check and a table; exits 0 when
@@ -24,12 +26,9 @@ PYTHON=${PYTHON:-python3}
 WORK=$(mktemp -d /tmp/openmps-sms.XXXXXX)
 MPS_UP=0 OPENMPS_UP=0
 rc=0
-mps_ctl() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/mps-log" \
-	timeout 20 "$MPS_BIN/nvidia-cuda-mps-control" "$@"; }
-om_ctl() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/om-log" \
-	OPENMPS_DRIVER="$NATIVE_LIB/libcuda.so.1" timeout 20 "$ROOT/$BUILD/bin/openmps-control" "$@"; }
 # shellcheck source=bench/daemons.sh
 . "$ROOT/bench/daemons.sh"
+default_ctls
 trap 'stop_openmps >/dev/null 2>&1; stop_mps >/dev/null 2>&1; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 export OPENMPS_TEST_PTX=$ROOT/$BUILD/tests/kernels.ptx
@@ -107,6 +106,32 @@ sms=$(awk '/^sms/ { print $3 }' "$WORK/live")
 printf 'openmps live change 100%% -> 25%%: %s SMs, spin %s -> %s ms\n' "$sms" "$before" "$after"
 awk -v a="$after" -v b="$before" 'BEGIN { exit !(b > 0 && a / b > 2.5) }' && [ "$sms" = "$(( (N * 25 / 100 + 4) / 8 * 8 ))" ] &&
 	check ok "openmps live change to 25%" || check no "openmps live change to 25% (sms $sms, $before -> $after ms)"
+
+# SM partitions (openmps): a client in a partition of 32 SMs runs on
+# exactly those, an unpartitioned one on the rest, and their spin grids do
+# not slow each other down.
+echo "sm_partition add p32 0 32" | om_ctl >/dev/null
+for _ in $(seq 1 50); do grep -q "SM partition p32" "$WORK/om-log/server.log" && break; sleep 0.1; done
+under_openmps env CUDA_MPS_SM_PARTITION=p32 "$C" init sms "smids:$((N * 8))" >"$WORK/pin" 2>&1
+under_openmps "$C" init sms "smids:$((N * 8))" >"$WORK/pout" 2>&1
+pin=$(awk '/^smids/ { print $6 }' "$WORK/pin" | tr ',' '\n' | sort)
+pout=$(awk '/^smids/ { print $6 }' "$WORK/pout" | tr ',' '\n' | sort)
+common=$(comm -12 <(echo "$pin") <(echo "$pout") | wc -l)
+in_n=$(awk '/^smids/ { print $3 }' "$WORK/pin"); out_n=$(awk '/^smids/ { print $3 }' "$WORK/pout")
+echo "openmps partition p32: inside reads $(awk '/^sms/ { print $3 }' "$WORK/pin") SMs, ran on $in_n; outside ran on $out_n; $common in common"
+[ "$in_n" = 32 ] && [ "$common" = 0 ] && [ "$out_n" -gt 0 ] && check ok "openmps partition: 32 SMs, disjoint" ||
+	check no "openmps partition: inside $in_n, outside $out_n, $common in common"
+inside_alone=$(under_openmps env CUDA_MPS_SM_PARTITION=p32 "$C" init "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" |
+	awk '/^spin/ { v = $3 } END { print v }')
+under_openmps "$C" init "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" \
+	"spin:$B:1024:$CYC" "spin:$B:1024:$CYC" >"$WORK/pflood" 2>&1 &
+sleep 0.05
+inside_busy=$(under_openmps env CUDA_MPS_SM_PARTITION=p32 "$C" init "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" |
+	awk '/^spin/ { v = $3 } END { print v }')
+wait
+printf 'openmps partition p32: spin grid alone %s ms, beside a flood outside it %s ms (%sx)\n' "$inside_alone" \
+	"$inside_busy" "$(awk -v a="$inside_busy" -v b="$inside_alone" 'BEGIN { if (b > 0) printf "%.2f", a / b }')"
+echo "sm_partition rm p32" | om_ctl >/dev/null
 
 # PyTorch at 100% and 25%.
 for mode in native under_mps under_openmps; do
