@@ -80,9 +80,18 @@ static void own_comm(char *buf, size_t len)
 	}
 }
 
+/* Every virtual device names a GPU of the welcome, and no GPU is one. */
+static bool virtual_ok(const struct mps_welcome *w)
+{
+	for (int i = 0; i < w->ndev + w->nvirt; i++)
+		if (i < w->ndev ? w->dev[i].base != 0 : (w->dev[i].base < 1 || w->dev[i].base > w->ndev))
+			return false;
+	return true;
+}
+
 int mps__connect(CUresult *refusal)
 {
-	size_t max = sizeof(struct mps_welcome) + MPS_MAX_DEVICES * sizeof(struct mps_wire_device);
+	size_t max = sizeof(struct mps_welcome) + (MPS_MAX_DEVICES + MPS_MAX_VDEVICES) * sizeof(struct mps_wire_device);
 	struct mps_hello hello;
 	struct mps_welcome *w = NULL;
 	struct mps_region *reg;
@@ -144,9 +153,9 @@ int mps__connect(CUresult *refusal)
 		goto err_free;
 	}
 	if (w->magic != MPS_WELCOME_MAGIC || w->version != MPS_WIRE_VERSION || rfd < 0 ||
-	    w->ndev > MPS_MAX_DEVICES ||
-	    (size_t)n != sizeof(*w) + (size_t)w->ndev * sizeof(struct mps_wire_device) ||
-	    w->region_size != MPS_REGION_SIZE) {
+	    w->ndev > MPS_MAX_DEVICES || w->nvirt > MPS_MAX_VDEVICES ||
+	    (size_t)n != sizeof(*w) + (size_t)(w->ndev + w->nvirt) * sizeof(struct mps_wire_device) ||
+	    w->region_size != MPS_REGION_SIZE || !virtual_ok(w)) {
 		mps_log_warn("openmps: unexpected handshake from the server (version %u)", (unsigned)w->version);
 		err = -EPROTO;
 		goto err_free;

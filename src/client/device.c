@@ -95,7 +95,12 @@ int mps__select_devices(void)
 	int n;
 
 	memset(&q, 0, sizeof(q));
-	n = mps_visible_select(getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"), w->dev, w->ndev, q.map);
+	/* OPENMPS_VISIBLE_DEVICES first: a virtual device's UUID there leaves
+	 * CUDA_VISIBLE_DEVICES to name its GPU, for frameworks that read that
+	 * one against NVML's devices (PyTorch's device count). */
+	n = mps_visible_select(getenv("OPENMPS_VISIBLE_DEVICES") ? getenv("OPENMPS_VISIBLE_DEVICES") :
+								  getenv("CUDA_VISIBLE_DEVICES"),
+			       getenv("CUDA_DEVICE_ORDER"), w->dev, w->ndev, w->nvirt, q.map);
 	mps_conn.devices_named_twice = n < 0;
 	if (n < 0)
 		n = 0;
@@ -110,7 +115,8 @@ int mps__select_devices(void)
 		return -ENOMEM;
 	for (int i = 0; i < n; i++) {
 		keep[i] = w->dev[q.map[i]];
-		mps_conn.server_index[i] = q.map[i];
+		/* A virtual device is a slice of the server's device base - 1. */
+		mps_conn.server_index[i] = q.map[i] < w->ndev ? q.map[i] : (uint8_t)(keep[i].base - 1);
 	}
 	memcpy(w->dev, keep, (size_t)n * sizeof(*keep));
 	free(keep);

@@ -37,6 +37,9 @@
  *   SM_PARTITION    an SM partition defined (value = its SMs, arg = 1 if idle
  *                   SMs may be lent) or removed (value 0): comm is its name,
  *                   text the device as SET_MEMLIMIT names it.
+ *   VDEVICE         a virtual device defined (value = its SMs, or -N for a
+ *                   1/N slice of SMs and memory; arg = its memory in bytes)
+ *                   or removed (value 0): comm its name, text its GPU.
  *   All settings are sent right after the server starts (before any client)
  *   and again whenever they change.
  *
@@ -83,6 +86,7 @@ enum mps_chan_op {
 	MPS_CHAN_SET_CLIENT,     /* daemon -> server */
 	MPS_CHAN_METRICS,        /* daemon -> server, answered by REPLY */
 	MPS_CHAN_SM_PARTITION,   /* daemon -> server */
+	MPS_CHAN_VDEVICE,        /* daemon -> server */
 };
 
 enum mps_set_client {

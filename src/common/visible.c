@@ -32,6 +32,44 @@ static void enumeration(const char *order, const struct mps_wire_device *devs, i
 	}
 }
 
+void mps_vdev_uuid(const uint8_t *phys, const char *name, uint8_t *out)
+{
+	uint64_t h = 0xcbf29ce484222325ull, g;
+
+	for (const char *p = name; *p; p++)
+		h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+	g = (h ^ 0x9e3779b97f4a7c15ull) * 0x100000001b3ull;
+	for (int i = 0; i < 8; i++) {
+		out[i] = (uint8_t)(phys[i] ^ (uint8_t)(h >> (8 * i)));
+		out[8 + i] = (uint8_t)(phys[8 + i] ^ (uint8_t)(g >> (8 * i)));
+	}
+	out[6] = (uint8_t)((out[6] & 0x0f) | 0x80);   /* version 8: made, not the hardware's */
+	out[8] = (uint8_t)((out[8] & 0x3f) | 0x80);
+}
+
+int mps_uuid_parse(const char *text, uint8_t *out)
+{
+	int n = 0;
+
+	if (!strncasecmp(text, "GPU-", 4))
+		text += 4;
+	for (; *text && n < 32; text++) {
+		int v;
+
+		if (*text == '-')
+			continue;
+		if (!isxdigit((unsigned char)*text))
+			return -1;
+		v = isdigit((unsigned char)*text) ? *text - '0' : (tolower((unsigned char)*text) - 'a' + 10);
+		if (n % 2 == 0)
+			out[n / 2] = (uint8_t)(v << 4);
+		else
+			out[n / 2] |= (uint8_t)v;
+		n++;
+	}
+	return n == 32 && !*text ? 0 : -1;
+}
+
 void mps_uuid_text(char *out, const uint8_t *uuid)
 {
 	snprintf(out, MPS_UUID_TEXT, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", uuid[0],
@@ -50,9 +88,11 @@ static bool uuid_prefix(const char *e, size_t len, const uint8_t *uuid)
 }
 
 /* The server's index of the device one entry names, or -1. A list is of
- * UUIDs or of ordinals, as its first entry is: the other kind ends it. */
+ * UUIDs or of ordinals, as its first entry is: the other kind ends it.
+ * UUIDs name virtual devices too (devs[ndev .. nall)); ordinals only
+ * physical ones. */
 static int entry(const char *e, size_t len, bool uuids, const uint8_t *idx, const struct mps_wire_device *devs,
-		 int ndev)
+		 int ndev, int nall)
 {
 	unsigned long v = 0;
 	size_t i = 0;
@@ -67,7 +107,7 @@ static int entry(const char *e, size_t len, bool uuids, const uint8_t *idx, cons
 	if (uuids != (len >= 4 && !strncmp(e, "GPU-", 4)))
 		return -1;
 	if (uuids) {
-		for (int d = 0; d < ndev; d++) {
+		for (int d = 0; d < nall; d++) {
 			if (!uuid_prefix(e + 4, len - 4, devs[d].uuid))
 				continue;
 			if (found >= 0)
@@ -83,8 +123,14 @@ static int entry(const char *e, size_t len, bool uuids, const uint8_t *idx, cons
 	return idx[v];
 }
 
+/* The physical device behind entry d of devs. */
+static int physical(const struct mps_wire_device *devs, int ndev, int d)
+{
+	return d < ndev ? d : (int)devs[d].base - 1;
+}
+
 int mps_visible_select(const char *visible, const char *order, const struct mps_wire_device *devs, int ndev,
-		       uint8_t *map)
+		       int nvirt, uint8_t *map)
 {
 	uint8_t idx[MPS_MAX_DEVICES];
 	bool uuids;
@@ -92,6 +138,8 @@ int mps_visible_select(const char *visible, const char *order, const struct mps_
 
 	if (ndev > MPS_MAX_DEVICES)
 		ndev = MPS_MAX_DEVICES;
+	if (nvirt < 0 || nvirt > MPS_MAX_VDEVICES)
+		nvirt = 0;
 	enumeration(order, devs, ndev, idx);
 	if (!visible) {
 		memcpy(map, idx, (size_t)ndev);
@@ -100,13 +148,15 @@ int mps_visible_select(const char *visible, const char *order, const struct mps_
 	uuids = !strncmp(visible + strspn(visible, " \t"), "GPU-", 4);
 	for (const char *p = visible; *p;) {
 		size_t len = strcspn(p, ",");
-		int d = entry(p, len, uuids, idx, devs, ndev);
+		int d = entry(p, len, uuids, idx, devs, ndev, ndev + nvirt);
 
-		if (d < 0)
+		if (d < 0 || physical(devs, ndev, d) < 0 || physical(devs, ndev, d) >= ndev)
 			break;
+		/* A device named twice, a virtual one included (two slices of a
+		 * GPU, or a slice and the GPU). */
 		for (int k = 0; k < n; k++)
-			if (map[k] == d)
-				return -1;   /* named twice */
+			if (physical(devs, ndev, map[k]) == physical(devs, ndev, d))
+				return -1;
 		if (n == MPS_MAX_DEVICES)
 			break;
 		map[n++] = (uint8_t)d;

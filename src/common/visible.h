@@ -24,10 +24,19 @@
 #define MPS_UUID_TEXT 37
 void mps_uuid_text(char *out, const uint8_t *uuid);
 
-/* Fills map[i] with the server's index of the program's device i; returns
- * how many there are (0 .. ndev), or -1 if a device is named twice.
- * visible and order may be NULL (unset). */
+/* Fills map[i] with the index in devs of the program's device i; returns
+ * how many there are (0 .. ndev), or -1 if a device is named twice. devs
+ * holds ndev physical devices, then nvirt virtual ones (slices of a
+ * physical device: `base` is its index + 1), which only a UUID names, and
+ * never together with their GPU or another slice of it. visible and order
+ * may be NULL (unset). */
 int mps_visible_select(const char *visible, const char *order, const struct mps_wire_device *devs, int ndev,
-		       uint8_t *map);
+		       int nvirt, uint8_t *map);
+
+/* A virtual device's UUID: its GPU's, mixed with its name (FNV-1a), marked
+ * version 8 (not a hardware UUID); the same on every server. */
+void mps_vdev_uuid(const uint8_t *phys, const char *name, uint8_t *out);
+/* 16 bytes from "GPU-8-4-4-4-12" (or without GPU-): 0, or -1. */
+int mps_uuid_parse(const char *text, uint8_t *out);
 
 #endif

@@ -38,6 +38,7 @@
 #define MPS_WAIT_MAGIC          0x54494157u /* "WAIT" */
 
 #define MPS_MAX_DEVICES         16
+#define MPS_MAX_VDEVICES        16   /* virtual devices a server offers */
 #define MPS_WIRE_ATTRS          192         /* >= CU_DEVICE_ATTRIBUTE_MAX */
 #define MPS_NAME_MAX            256         /* device names, symbol names */
 #define MPS_LAUNCH_ATTRS_MAX    8
@@ -80,7 +81,7 @@ struct mps_wire_device {
 	int32_t attr[MPS_WIRE_ATTRS];
 	uint8_t attr_ok[MPS_WIRE_ATTRS / 8]; /* bit set: the driver answered */
 	uint32_t peers;                      /* bit j: the server's device j is its peer (access enabled) */
-	uint32_t pad;
+	uint32_t base;                       /* a virtual device's GPU: its index + 1; 0 for a GPU */
 };
 
 /* server -> client, with the region's fd (SCM_RIGHTS). */
@@ -94,7 +95,9 @@ struct mps_welcome {
 	int32_t prio_least;
 	int32_t prio_greatest;
 	uint32_t region_size;
-	struct mps_wire_device dev[]; /* ndev of them */
+	uint16_t nvirt;               /* virtual devices after the GPUs (server/vdevice.h) */
+	uint16_t pad[3];
+	struct mps_wire_device dev[]; /* ndev GPUs, then nvirt virtual devices */
 };
 
 /* server -> client, with an fd (SCM_RIGHTS): a host region's, sent before
@@ -928,7 +931,7 @@ _Static_assert(offsetof(struct mps_msg_vmm, prop) == 56, "vmm layout");
 _Static_assert(MPS_WIRE_ATTRS % 8 == 0, "attribute bitmap");
 _Static_assert(sizeof(struct mps_hello) == 112, "hello size");
 _Static_assert(sizeof(struct mps_refuse) == 256, "refuse size");
-_Static_assert(offsetof(struct mps_welcome, dev) == 32, "welcome layout");
+_Static_assert(offsetof(struct mps_welcome, dev) == 40, "welcome layout");
 _Static_assert(MPS_REGION_DEVICES == MPS_MAX_DEVICES, "the region has a word per device");
 _Static_assert(sizeof(struct mps_wire_device) == 1112, "device record size");
 _Static_assert(sizeof(struct mps_msg_launch) + MPS_LAUNCH_ATTRS_MAX * sizeof(struct mps_launch_attr) +

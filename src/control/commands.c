@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/visible.h"
 #include "control/control.h"
 
 #define ARGS_MAX        8
@@ -141,6 +142,20 @@ static int device_arg(struct mps_cmd *cmd, const char *arg, char *dev, size_t le
 	else
 		mps_err(cmd, "Error: '%s' is not a device (an ordinal, or a device UUID)\n", arg);
 	return -EINVAL;
+}
+
+/* As device_arg, and the daemon learns the devices first even for device 0
+ * (a virtual device's UUID is made from its GPU's). */
+static int device_arg_known(struct mps_cmd *cmd, const char *arg, char *dev, size_t len)
+{
+	if (mps_parse_device(arg, dev, len) == 0 && !mps_daemon.devices_known && current_line &&
+	    cmd->wait == MPS_WAIT_NONE && mps_servers_probe_devices() == 0 && (cmd->acc = strdup(current_line))) {
+		cmd->wait = MPS_WAIT_DEVICES;
+		cmd->wait_ms = DEVICES_MS;
+		cmd->done = rerun_done;
+		return -EAGAIN;
+	}
+	return device_arg(cmd, arg, dev, len);
 }
 
 static int percentage_arg(struct mps_cmd *cmd, const char *arg, int *hundredths)
@@ -706,12 +721,122 @@ static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
 	if (device_arg(cmd, argv[3], dev, sizeof(dev)) < 0)
 		return;
 	r = mps_partition_set(argv[2], dev, (int)sms, argc == 6);
-	if (r == -ENOSPC)
+	if (r == -EEXIST)
+		mps_err(cmd, "Error: '%s' is a virtual device's name\n", argv[2]);
+	else if (r == -ENOSPC)
 		mps_err(cmd, "Error: there are %d SM partitions already\n", MPS_PARTITIONS_MAX);
 	else if (r < 0)
 		mps_err(cmd, "Error: cannot define SM partition '%s'\n", argv[2]);
 	else
 		mps_out(cmd, "%s\n", argv[2]);
+}
+
+/* A virtual device's UUID as "GPU-…", if the daemon knows its GPU's; else "-". */
+static void vdevice_uuid(const struct mps_vdevice *v, char *out, size_t len)
+{
+	const char *phys = NULL;
+	uint8_t pu[16], vu[16];
+	char text[MPS_UUID_TEXT];
+	char *end;
+	long ord = strtol(v->dev, &end, 10);
+
+	if (!*end && end != v->dev)
+		phys = mps_daemon.devices_known && ord >= 0 && ord < mps_daemon.ndev ? mps_daemon.dev[ord].uuid : NULL;
+	else
+		phys = v->dev;
+	if (!phys || mps_uuid_parse(phys, pu) < 0) {
+		snprintf(out, len, "-");
+		return;
+	}
+	mps_vdev_uuid(pu, v->name, vu);
+	mps_uuid_text(text, vu);
+	snprintf(out, len, "GPU-%s", text);
+}
+
+/* vdevice add NAME DEV SMS MEM | split DEV N | rm NAME | list */
+static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
+{
+	static const char usage[] = "vdevice add <name> <device> <SMs> <memory> | vdevice split <device> <count> | "
+				    "vdevice rm <name> | vdevice list";
+	struct mps_vdevice v;
+	char uuid[48], *end;
+	long n;
+	int r = 0;
+
+	if (argc == 2 && !strcmp(argv[1], "list")) {
+		for (int i = 0; i < mps_daemon.nvdev; i++) {
+			const struct mps_vdevice *x = &mps_daemon.vdev[i];
+			char mem[32];
+
+			vdevice_uuid(x, uuid, sizeof(uuid));
+			if (x->sms)
+				mps_format_mem_value(mem, sizeof(mem), x->mem);
+			else
+				snprintf(mem, sizeof(mem), "1/%d", x->parts);
+			mps_out(cmd, "%s %s %s %s%d %s\n", x->name, uuid, x->dev, x->sms ? "" : "1/",
+				x->sms ? x->sms : x->parts, mem);
+		}
+		return;
+	}
+	if (!admin(cmd)) {
+		deny(cmd, "vdevice");
+		return;
+	}
+	if (argc == 3 && !strcmp(argv[1], "rm")) {
+		if (mps_vdevice_remove(argv[2]) < 0)
+			mps_err(cmd, "Error: no virtual device named '%s'\n", argv[2]);
+		return;
+	}
+	memset(&v, 0, sizeof(v));
+	if (argc == 6 && !strcmp(argv[1], "add")) {
+		if (!mps_partition_name_ok(argv[2])) {
+			mps_err(cmd, "Error: '%s' is not a virtual device name (up to %d letters, digits, '-' or '_')\n",
+				argv[2], MPS_PARTITION_NAME - 1);
+			return;
+		}
+		n = strtol(argv[4], &end, 10);
+		if (*end || end == argv[4] || n < 1 || n > 100000) {
+			mps_err(cmd, "Error: '%s' is not a number of SMs\n", argv[4]);
+			return;
+		}
+		if (mem_arg(cmd, argv[5], &v.mem) < 0 || device_arg_known(cmd, argv[3], v.dev, sizeof(v.dev)) < 0)
+			return;
+		snprintf(v.name, sizeof(v.name), "%s", argv[2]);
+		v.sms = (int)n;
+		r = mps_vdevice_set(&v);
+		vdevice_uuid(&v, uuid, sizeof(uuid));
+		if (!r)
+			mps_out(cmd, "%s %s\n", v.name, uuid);
+	} else if (argc == 4 && !strcmp(argv[1], "split")) {
+		n = strtol(argv[3], &end, 10);
+		if (*end || end == argv[3] || n < 2 || n > MPS_VDEVICES_MAX) {
+			mps_err(cmd, "Error: '%s' is not a number of slices (2 to %d)\n", argv[3], MPS_VDEVICES_MAX);
+			return;
+		}
+		if (device_arg_known(cmd, argv[2], v.dev, sizeof(v.dev)) < 0)
+			return;
+		if (strspn(v.dev, "0123456789") != strlen(v.dev)) {
+			mps_err(cmd, "Error: vdevice split takes a device ordinal\n");
+			return;
+		}
+		v.parts = (int)n;
+		for (long i = 0; i < n && !r; i++) {
+			snprintf(v.name, sizeof(v.name), "vgpu%s-%ld", v.dev, i);
+			r = mps_vdevice_set(&v);
+			vdevice_uuid(&v, uuid, sizeof(uuid));
+			if (!r)
+				mps_out(cmd, "%s %s\n", v.name, uuid);
+		}
+	} else {
+		USAGE(cmd, usage);
+		return;
+	}
+	if (r == -EEXIST)
+		mps_err(cmd, "Error: '%s' is an SM partition's name\n", v.name);
+	else if (r == -ENOSPC)
+		mps_err(cmd, "Error: there are %d virtual devices already\n", MPS_VDEVICES_MAX);
+	else if (r < 0)
+		mps_err(cmd, "Error: cannot define virtual device '%s'\n", v.name);
 }
 
 /* ---- get_metrics ----------------------------------------------------- */
@@ -741,6 +866,9 @@ static const struct {
 	  "Green contexts a server made for SM shares, by device (kept for reuse)." },
 	{ "openmps_server_sm_partition_sms", "gauge", "SMs an SM partition holds on a server's device." },
 	{ "openmps_server_sm_partition_clients", "gauge", "Clients in an SM partition on a server's device." },
+	{ "openmps_server_vdevice_sms", "gauge", "SMs of a virtual device (label uuid: the UUID clients select)." },
+	{ "openmps_server_vdevice_memory_bytes", "gauge", "Device memory of a virtual device." },
+	{ "openmps_server_vdevice_clients", "gauge", "Clients that chose a virtual device." },
 };
 
 static void metrics_partial(struct mps_cmd *cmd, const struct mps_chan *answer, int fd, const char *failure)
@@ -957,6 +1085,7 @@ static const struct {
 	{ "get_default_fault_domain", cmd_get_default_domain, ANYONE },
 	{ "sm_partition", cmd_sm_partition, ANYONE },
 	{ "set_client_sm_partition", cmd_set_client_part, ANYONE },
+	{ "vdevice", cmd_vdevice, ANYONE },
 };
 
 void mps_command(const char *line, struct mps_cmd *cmd)

@@ -89,6 +89,17 @@ struct mps_partition {
 	bool lend;                  /* its SMs serve other clients while it has none */
 };
 
+/* A virtual device: a slice of one GPU (SMs as a partition of its own, a
+ * memory limit, a UUID made from the GPU's and the name). */
+#define MPS_VDEVICES_MAX 16
+struct mps_vdevice {
+	char name[MPS_PARTITION_NAME];
+	char dev[64];
+	int sms;                    /* 0: a 1/parts slice */
+	int parts;
+	uint64_t mem;
+};
+
 struct mps_device_info {
 	char uuid[64];
 	char name[256];
@@ -146,6 +157,8 @@ struct mps_daemon {
 	struct mps_settings defaults;
 	struct mps_partition part[MPS_PARTITIONS_MAX];   /* every server's */
 	int npart;
+	struct mps_vdevice vdev[MPS_VDEVICES_MAX];       /* every server's */
+	int nvdev;
 	char default_domain[32];    /* the fault domain of clients that name none ("": shared) */
 	bool devices_known;
 	int ndev;
@@ -268,6 +281,12 @@ int mps_partition_set(const char *name, const char *dev, int sms, bool lend);
 int mps_partition_remove(const char *name);
 bool mps_partition_name_ok(const char *name);
 void mps_partition_send(struct mps_server_rec *srv, const struct mps_partition *p, bool remove);
+/* Virtual devices, as partitions (their names are partition names too). */
+int mps_vdevice_set(const struct mps_vdevice *v);
+int mps_vdevice_remove(const char *name);
+void mps_vdevice_send(struct mps_server_rec *srv, const struct mps_vdevice *v, bool remove);
+/* True if a partition or a virtual device has that name. */
+bool mps_partition_name_used(const char *name);
 void mps_settings_send_threads(struct mps_server_rec *srv);
 void mps_settings_send_priority(struct mps_server_rec *srv);
 void mps_settings_send_memlimit(struct mps_server_rec *srv, const char *dev, uint64_t bytes);

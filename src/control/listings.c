@@ -118,14 +118,15 @@ static struct mps_server_client **sorted_clients(const struct mps_server_rec *s,
 }
 
 #define PS_ROW "%-8s %-4s %-8s %-22s %-12s %s\n"
-#define PS_ROW_V "%-8s %-4s %-8s %-22s %10s %10s %-12s %s\n"
+#define PS_ROW_V "%-8s %-4s %-8s %-22s %10s %10s %5s %5s %4s %-12s %s\n"
 
-/* A client's figure for one device from the servers' metrics text (the
- * family's samples: server, pid, ..., device labels, then the value), as
- * MiB text; "-" when there is none. The device label is the last one, after
- * the escaped command name, so its last occurrence is the real one. */
-static void metric_mib(const char *metrics, const char *family, pid_t server, pid_t pid, int dev, char *out,
-		       size_t size)
+/* A client's figure from the servers' metrics text (the family's samples:
+ * server, pid, ..., the device label where dev >= 0, then the value), as
+ * text in fmt after dividing by scale; "-" when there is none. The device
+ * label is the last one, after the escaped command name, so its last
+ * occurrence is the real one. */
+static void metric_text(const char *metrics, const char *family, pid_t server, pid_t pid, int dev,
+			const char *fmt, double scale, char *out, size_t size)
 {
 	char head[128];
 	size_t hl;
@@ -136,11 +137,11 @@ static void metric_mib(const char *metrics, const char *family, pid_t server, pi
 		const char *e = strchr(l, '\n'), *close, *d = NULL;
 		size_t n = e ? (size_t)(e - l) : strlen(l);
 
-		if (n > hl && !strncmp(l, head, hl) && (close = memchr(l, '}', n))) {
-			for (const char *p = l; (p = strstr(p, ",device=\"")) && p < close; p++)
+		if (n > hl && !strncmp(l, head, hl) && (close = memchr(l, '}', n)) && close[1] == ' ') {
+			for (const char *p = l; dev >= 0 && (p = strstr(p, ",device=\"")) && p < close; p++)
 				d = p;
-			if (d && atoi(d + 9) == dev && close[1] == ' ') {
-				snprintf(out, size, "%.1f", strtod(close + 2, NULL) / (1024.0 * 1024.0));
+			if (dev < 0 || (d && atoi(d + 9) == dev)) {
+				snprintf(out, size, fmt, strtod(close + 2, NULL) / scale);
 				return;
 			}
 		}
@@ -150,10 +151,12 @@ static void metric_mib(const char *metrics, const char *family, pid_t server, pi
 
 void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *metrics)
 {
-	char pid[16], id[16], srv[16], dev[64], ns[64], command[COMMAND_MAX], mem[32], peak[32];
+	char pid[16], id[16], srv[16], dev[64], ns[64], command[COMMAND_MAX], mem[32], peak[32], sms[32], pct[32],
+		prio[32];
 
 	if (metrics)
-		mps_out(cmd, PS_ROW_V, "PID", "ID", "SERVER", "DEVICE", "MEM_MIB", "PEAK_MIB", "NAMESPACE", "COMMAND");
+		mps_out(cmd, PS_ROW_V, "PID", "ID", "SERVER", "DEVICE", "MEM_MIB", "PEAK_MIB", "SMS", "PCT", "PRIO",
+			"NAMESPACE", "COMMAND");
 	else
 		mps_out(cmd, PS_ROW, "PID", "ID", "SERVER", "DEVICE", "NAMESPACE", "COMMAND");
 	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next) {
@@ -172,23 +175,32 @@ void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *m
 			snprintf(srv, sizeof(srv), "%d", (int)s->pid);
 			read_namespace(c->pid, ns, sizeof(ns));
 			read_cmdline(c->pid, c->comm, command, sizeof(command));
+			if (metrics) {
+				metric_text(metrics, "openmps_client_active_thread_percentage", s->pid, c->pid, -1, "%.1f",
+					    1.0, pct, sizeof(pct));
+				metric_text(metrics, "openmps_client_priority", s->pid, c->pid, -1, "%.0f", 1.0, prio,
+					    sizeof(prio));
+			}
 			for (int d = 0; d < MPS_MAX_DEVICES; d++) {
 				if (!(c->devmask & (1ull << d)))
 					continue;
 				short_uuid(dev, sizeof(dev), d);
 				if (metrics) {
-					metric_mib(metrics, "openmps_client_memory_bytes", s->pid, c->pid, d, mem,
-						   sizeof(mem));
-					metric_mib(metrics, "openmps_client_memory_peak_bytes", s->pid, c->pid, d,
-						   peak, sizeof(peak));
-					mps_out(cmd, PS_ROW_V, pid, id, srv, dev, mem, peak, ns, command);
+					metric_text(metrics, "openmps_client_memory_bytes", s->pid, c->pid, d, "%.1f",
+						    1048576.0, mem, sizeof(mem));
+					metric_text(metrics, "openmps_client_memory_peak_bytes", s->pid, c->pid, d,
+						    "%.1f", 1048576.0, peak, sizeof(peak));
+					metric_text(metrics, "openmps_client_sms", s->pid, c->pid, d, "%.0f", 1.0, sms,
+						    sizeof(sms));
+					mps_out(cmd, PS_ROW_V, pid, id, srv, dev, mem, peak, sms, pct, prio, ns,
+						command);
 				} else {
 					mps_out(cmd, PS_ROW, pid, id, srv, dev, ns, command);
 				}
 				any = true;
 			}
 			if (!any && metrics)
-				mps_out(cmd, PS_ROW_V, pid, id, srv, "-", "-", "-", ns, command);
+				mps_out(cmd, PS_ROW_V, pid, id, srv, "-", "-", "-", "-", pct, prio, ns, command);
 			else if (!any)
 				mps_out(cmd, PS_ROW, pid, id, srv, "-", ns, command);
 		}

@@ -221,6 +221,69 @@ void mps_settings_send_all(struct mps_server_rec *srv)
 		mps_settings_send_memlimit(srv, srv->settings.mem[i].dev, srv->settings.mem[i].bytes);
 	for (int i = 0; i < mps_daemon.npart; i++)
 		mps_partition_send(srv, &mps_daemon.part[i], false);
+	for (int i = 0; i < mps_daemon.nvdev; i++)
+		mps_vdevice_send(srv, &mps_daemon.vdev[i], false);
+}
+
+bool mps_partition_name_used(const char *name)
+{
+	for (int i = 0; i < mps_daemon.npart; i++)
+		if (!strcmp(mps_daemon.part[i].name, name))
+			return true;
+	for (int i = 0; i < mps_daemon.nvdev; i++)
+		if (!strcmp(mps_daemon.vdev[i].name, name))
+			return true;
+	return false;
+}
+
+void mps_vdevice_send(struct mps_server_rec *srv, const struct mps_vdevice *v, bool remove)
+{
+	struct mps_chan m = { .op = MPS_CHAN_VDEVICE, .value = remove ? 0 : v->sms ? v->sms : -v->parts,
+			      .arg = v->mem };
+
+	snprintf(m.comm, sizeof(m.comm), "%s", v->name);
+	snprintf(m.text, sizeof(m.text), "%s", v->dev);
+	mps_server_send(srv, &m);
+}
+
+static void vdevice_send_all(const struct mps_vdevice *v, bool remove)
+{
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
+		if (s->chan >= 0)
+			mps_vdevice_send(s, v, remove);
+}
+
+int mps_vdevice_set(const struct mps_vdevice *nv)
+{
+	struct mps_vdevice *v = NULL;
+
+	if (!mps_partition_name_ok(nv->name) || (nv->sms < 1 && nv->parts < 2))
+		return -EINVAL;
+	for (int i = 0; i < mps_daemon.nvdev; i++)
+		if (!strcmp(mps_daemon.vdev[i].name, nv->name))
+			v = &mps_daemon.vdev[i];
+	if (!v) {
+		if (mps_partition_name_used(nv->name))
+			return -EEXIST;
+		if (mps_daemon.nvdev == MPS_VDEVICES_MAX)
+			return -ENOSPC;
+		v = &mps_daemon.vdev[mps_daemon.nvdev++];
+	}
+	*v = *nv;
+	vdevice_send_all(v, false);
+	return 0;
+}
+
+int mps_vdevice_remove(const char *name)
+{
+	for (int i = 0; i < mps_daemon.nvdev; i++) {
+		if (strcmp(mps_daemon.vdev[i].name, name))
+			continue;
+		vdevice_send_all(&mps_daemon.vdev[i], true);
+		mps_daemon.vdev[i] = mps_daemon.vdev[--mps_daemon.nvdev];
+		return 0;
+	}
+	return -ENOENT;
 }
 
 bool mps_partition_name_ok(const char *name)
@@ -263,6 +326,8 @@ int mps_partition_set(const char *name, const char *dev, int sms, bool lend)
 	if (p) {
 		partition_send_all(p, true);   /* redefined: its clients move with it */
 	} else {
+		if (mps_partition_name_used(name))
+			return -EEXIST;   /* a virtual device's */
 		if (mps_daemon.npart == MPS_PARTITIONS_MAX)
 			return -ENOSPC;
 		p = &mps_daemon.part[mps_daemon.npart++];

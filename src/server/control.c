@@ -26,6 +26,7 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/smshare.h"
+#include "server/vdevice.h"
 
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -298,6 +299,31 @@ static void sm_partition(const struct mps_chan *m)
 	mps_sm_partition_set(dev, name, (unsigned int)m->value, m->arg != 0);
 }
 
+/* A virtual device defined, changed or removed (vdevice.h). */
+static void vdevice(const struct mps_chan *m)
+{
+	char name[sizeof(m->comm)], spec[sizeof(m->text)];
+	int dev;
+
+	memcpy(name, m->comm, sizeof(name));
+	name[sizeof(name) - 1] = 0;
+	memcpy(spec, m->text, sizeof(spec));
+	spec[sizeof(spec) - 1] = 0;
+	if (m->value == 0) {
+		mps_vdev_remove(name);
+		return;
+	}
+	dev = find_device(spec);
+	if (dev < 0 || m->value < -MPS_MAX_VDEVICES) {
+		mps_log_warn("virtual device %s ignored: no device %s", name, spec);
+		return;
+	}
+	if (m->value < 0)
+		mps_vdev_set(name, dev, 0, 0, (unsigned int)-m->value);
+	else
+		mps_vdev_set(name, dev, (unsigned int)m->value, m->arg, 0);
+}
+
 /* terminate_client: see the comment at the top of this file. */
 static void terminate(const struct mps_chan *m)
 {
@@ -426,6 +452,9 @@ int mps_control_handle(int fd)
 		return 0;
 	case MPS_CHAN_SM_PARTITION:
 		sm_partition(&m);
+		return 0;
+	case MPS_CHAN_VDEVICE:
+		vdevice(&m);
 		return 0;
 	case MPS_CHAN_METRICS:
 		if (m.req != 0)

@@ -15,6 +15,7 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/smshare.h"
+#include "server/vdevice.h"
 
 /* A label value as the format wants it: backslash, quote and newline escaped. */
 static void label(char *out, size_t size, const char *in)
@@ -104,5 +105,6 @@ int mps_metrics_write(int fd)
 			mps_sm_greens(d));
 	}
 	mps_sm_partition_metrics(f, server);
+	mps_vdev_metrics(f, server);
 	return fclose(f) == 0 ? 0 : -EIO;
 }

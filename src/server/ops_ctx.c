@@ -17,6 +17,7 @@
 #include "server/driver.h"
 #include "server/server.h"
 #include "server/smshare.h"
+#include "server/vdevice.h"
 #include "server/streams.h"
 
 void mps__op_ctx_create(struct mps_client *c, const struct mps_msg *m)
@@ -200,15 +201,22 @@ void mps__op_devices(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
+	/* Each a GPU, or a virtual device its welcome listed; no GPU twice. */
 	for (uint32_t i = 0; i < q->count; i++) {
-		if (q->map[i] >= mps_srv.ndev || (seen & (1u << q->map[i]))) {
+		int d = q->map[i] < mps_srv.ndev ? q->map[i] :
+			q->map[i] - mps_srv.ndev < (int)c->nvwelcome ? c->vwelcome[q->map[i] - mps_srv.ndev].dev : -1;
+
+		if (d < 0 || (seen & (1u << d))) {
 			mps__reply(c, m->slot, CUDA_ERROR_INVALID_DEVICE);
 			return;
 		}
-		seen |= 1u << q->map[i];
+		seen |= 1u << d;
 	}
-	memcpy(c->vis, q->map, q->count);
+	for (uint32_t i = 0; i < q->count; i++)
+		c->vis[i] = (uint8_t)(q->map[i] < mps_srv.ndev ? q->map[i] :
+				      mps_vdev_select(c, (unsigned int)(q->map[i] - mps_srv.ndev)));
 	c->nvis = (int)q->count;
+	mps_sm_publish(c);   /* a slice's SMs, before it asks */
 	mps__reply(c, m->slot, CUDA_SUCCESS);
 }
 

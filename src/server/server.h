@@ -227,6 +227,14 @@ struct mps_client {
 	int priority_applied;           /* the priority its streams have: its service thread's */
 	uint32_t devmask;               /* worker only: devices it made contexts on */
 	int sm_part;                    /* atomic: the SM partition it asks for (smshare.h's name id; 0: none) */
+	int vpart[MPS_MAX_DEVICES];     /* the partition a virtual device it chose gives that GPU; 0: none */
+	struct mps_vpick {              /* the virtual devices its welcome listed (vdevice.h) */
+		int name;                   /* smshare.h's name id */
+		int dev;
+		uint64_t mem;
+	} vwelcome[MPS_MAX_VDEVICES];
+	unsigned int nvwelcome;
+	uint32_t vused;                 /* bit v: it chose vwelcome[v] */
 	struct mps_smbind {             /* worker only: its SM share on each device (smshare.h) */
 		struct mps_green *green;    /* NULL: all SMs */
 		int pct;                    /* the thread_pct it was chosen for; 0: none yet */

@@ -27,6 +27,7 @@
 #include "server/sched.h"
 #include "server/server.h"
 #include "server/smshare.h"
+#include "server/vdevice.h"
 
 
 /* Built from the op list in wire.h. */
@@ -224,12 +225,14 @@ static void region_teardown(struct mps_client *c)
 
 static int send_welcome(struct mps_client *c)
 {
-	size_t len = sizeof(struct mps_welcome) + (size_t)mps_srv.ndev * sizeof(struct mps_wire_device);
+	size_t len = sizeof(struct mps_welcome) + (size_t)(mps_srv.ndev + MPS_MAX_VDEVICES) * sizeof(struct mps_wire_device);
 	struct mps_welcome *w = calloc(1, len);
 	ssize_t n;
 
 	if (!w)
 		return -ENOMEM;
+	w->nvirt = (uint16_t)mps_vdev_welcome(c, &w->dev[mps_srv.ndev]);
+	len = sizeof(struct mps_welcome) + (size_t)(mps_srv.ndev + w->nvirt) * sizeof(struct mps_wire_device);
 	w->magic = MPS_WELCOME_MAGIC;
 	w->version = MPS_WIRE_VERSION;
 	w->ndev = (uint16_t)mps_srv.ndev;
@@ -273,6 +276,7 @@ void mps__client_teardown(struct mps_client *c)
 	mps__memwaits_release(c);      /* nor for values in its memory */
 	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */
 	mps_sm_release(c);             /* its SM shares, now that no stream is in them */
+	mps_vdev_release(c);
 	mps__hostfn_free(c);
 	mps__vmm_release_all(c);       /* mappings, then address reservations */
 	mps_obj_release_all(c);        /* executable graphs, graphs, pools, physical allocations */

@@ -85,6 +85,18 @@ static const char *name_of(int id)
 	return id > 0 && (unsigned int)id <= SM_NAMES_MAX ? names[id - 1] : "";
 }
 
+const char *mps_sm_name_of(int id)
+{
+	return name_of(id);
+}
+
+/* The partition a client asks for on device dev: a virtual device's for
+ * its GPU, else the one it named. */
+static int part_asked(const struct mps_client *c, int dev)
+{
+	return c->vpart[dev] ? c->vpart[dev] : mps_load_relaxed(&((struct mps_client *)c)->sm_part);
+}
+
 void mps_sm_init(int dev)
 {
 	struct sm_device *d = &sm_dev[dev];
@@ -206,8 +218,7 @@ unsigned int mps_sm_client_count(const struct mps_client *c, int dev)
 	if (!d->on)
 		return d->total;
 	pthread_mutex_lock(&d->lock);
-	wanted(d, mps_load_relaxed(&((struct mps_client *)c)->thread_pct),
-	       mps_load_relaxed(&((struct mps_client *)c)->sm_part), &whole, &k);
+	wanted(d, mps_load_relaxed(&((struct mps_client *)c)->thread_pct), part_asked(c, dev), &whole, &k);
 	pthread_mutex_unlock(&d->lock);
 	return whole ? d->total : k * d->group_sms;
 }
@@ -346,7 +357,7 @@ struct mps_green *mps_sm_bind(struct mps_client *c, int dev)
 {
 	struct sm_device *d = &sm_dev[dev];
 	struct mps_smbind *b = &c->sm[dev];
-	int pct = mps_load_relaxed(&c->thread_pct), name = mps_load_relaxed(&c->sm_part);
+	int pct = mps_load_relaxed(&c->thread_pct), name = part_asked(c, dev);
 	struct mps_green *g = NULL;
 	struct sm_part *p;
 	uint64_t from;
@@ -535,6 +546,27 @@ void mps_sm_release(struct mps_client *c)
 		if (changed)
 			publish_all();
 	}
+}
+
+unsigned int mps_sm_group_sms(int dev, unsigned int *ngroups)
+{
+	*ngroups = sm_dev[dev].on ? sm_dev[dev].ngroups : 0;
+	return sm_dev[dev].on ? sm_dev[dev].group_sms : 0;
+}
+
+unsigned int mps_sm_partition_sms(int dev, const char *name)
+{
+	struct sm_device *d = &sm_dev[dev];
+	int id = mps_sm_name_id(name, false);
+	struct sm_part *p;
+	unsigned int n = 0;
+
+	pthread_mutex_lock(&d->lock);
+	p = part_named(d, id);
+	if (p)
+		n = popcount64(p->groups) * d->group_sms;
+	pthread_mutex_unlock(&d->lock);
+	return n;
 }
 
 unsigned int mps_sm_greens(int dev)

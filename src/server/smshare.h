@@ -64,6 +64,12 @@ void mps_sm_partition_remove(const char *name);
  * it is defined); without, only names the daemon gave (what a client asks
  * for itself: it cannot fill the table). */
 int mps_sm_name_id(const char *name, bool add);
+/* The name of an id (mps_sm_name_id), "" for none. */
+const char *mps_sm_name_of(int id);
+/* The SMs partition `name` holds on device dev (0: none, or it did not fit). */
+unsigned int mps_sm_partition_sms(int dev, const char *name);
+/* The size of device dev's groups, and how many (0 without shares). */
+unsigned int mps_sm_group_sms(int dev, unsigned int *ngroups);
 /* openmps_server_sm_partition_sms and _clients samples. */
 void mps_sm_partition_metrics(FILE *f, int server);
 

@@ -11,6 +11,8 @@
 #   - a connected client moved from 100% to 25% (openmps: live change);
 #   - an SM partition (openmps): its client on exactly its SMs, disjoint
 #     from an unpartitioned client's, and not slowed by a flood outside it;
+#   - virtual devices (openmps): the GPU split in two, a client on a slice
+#     by its UUID (its SMs, memory, PyTorch's view), both slices busy;
 #   - PyTorch at 100% and 25% (tests/gpu/torch_share.py: its SM count,
 #     checked matmuls and a CUDA graph, a bf16 matmul's time).
 # Prints one PASS/FAIL line per openmps check and a table; exits 0 when
@@ -132,6 +134,41 @@ wait
 printf 'openmps partition p32: spin grid alone %s ms, beside a flood outside it %s ms (%sx)\n' "$inside_alone" \
 	"$inside_busy" "$(awk -v a="$inside_busy" -v b="$inside_alone" 'BEGIN { if (b > 0) printf "%.2f", a / b }')"
 echo "sm_partition rm p32" | om_ctl >/dev/null
+
+# Virtual devices (openmps): the GPU split in two, each slice selected by
+# its UUID as a container selects a GPU.
+om_ctl <<<"vdevice split 0 2" >"$WORK/vd"
+u0=$(awk '$1 == "vgpu0-0" { print $2 }' "$WORK/vd"); u1=$(awk '$1 == "vgpu0-1" { print $2 }' "$WORK/vd")
+total=$(native "$C" init meminfo | awk '/^meminfo/ { print $4 }')
+under_openmps env CUDA_VISIBLE_DEVICES="$u0" "$C" list init sms meminfo "smids:$((N * 8))" >"$WORK/vd0" 2>&1
+under_openmps env CUDA_VISIBLE_DEVICES="$u1" "$C" init sms "smids:$((N * 8))" >"$WORK/vd1" 2>&1
+vsms=$(awk '/^sms/ { print $3 }' "$WORK/vd0"); vused=$(awk '/^smids/ { print $3 }' "$WORK/vd0")
+vmem=$(awk '/^meminfo/ { print $4 }' "$WORK/vd0"); vuuid=$(awk '/^list/ { print $3 " " $4 }' "$WORK/vd0")
+common=$(comm -12 <(awk '/^smids/ { print $6 }' "$WORK/vd0" | tr ',' '\n' | sort) \
+	<(awk '/^smids/ { print $6 }' "$WORK/vd1" | tr ',' '\n' | sort) | wc -l)
+echo "openmps vdevice $u0: sees [$vuuid], $vsms SMs, ran on $vused, $vmem of $total bytes; $common SMs in common with $u1"
+want_uuid="1 $(echo "$u0" | sed 's/^GPU-//; s/-//g')"
+[ "$vuuid" = "$want_uuid" ] && [ "$vsms" = "$vused" ] && [ "$vsms" -le $((N / 2)) ] && [ "$common" = 0 ] &&
+	[ "$vmem" = $((total / 2)) ] && check ok "openmps virtual device: its UUID, SMs and memory" ||
+	check no "openmps virtual device ($vuuid, $vsms/$vused SMs, $vmem bytes, $common shared)"
+# Both slices at once, each as fast as alone.
+va=$(under_openmps env CUDA_VISIBLE_DEVICES="$u0" "$C" init "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" |
+	awk '/^spin/ { v = $3 } END { print v }')
+under_openmps env CUDA_VISIBLE_DEVICES="$u1" "$C" init "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" \
+	"spin:$B:1024:$CYC" >"$WORK/vdb" 2>&1 &
+vb=$(under_openmps env CUDA_VISIBLE_DEVICES="$u0" "$C" init "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" |
+	awk '/^spin/ { v = $3 } END { print v }')
+wait
+printf 'openmps vdevice: spin grid on one slice alone %s ms, beside the other slice busy %s ms\n' "$va" "$vb"
+# PyTorch counts devices through NVML by CUDA_VISIBLE_DEVICES: the slice
+# goes in OPENMPS_VISIBLE_DEVICES, which openmps reads first.
+line=$(under_openmps env CUDA_VISIBLE_DEVICES=0 OPENMPS_VISIBLE_DEVICES="$u0" "$PYTHON" -c "import torch; p = torch.cuda.get_device_properties(0);
+x = torch.randn(2048, 2048, device='cuda'); ok = torch.allclose((x @ x).cpu(), x.cpu() @ x.cpu(), rtol=1e-3, atol=1e-2);
+print('torch', torch.cuda.device_count(), p.multi_processor_count, p.total_memory, ok)" 2>&1 | tail -1)
+echo "openmps vdevice under PyTorch: $line (device count, SMs, memory, matmul ok)"
+case "$line" in "torch 1 $vsms $vmem True") check ok "openmps virtual device under PyTorch" ;;
+	*) check no "openmps virtual device under PyTorch: $line" ;; esac
+om_ctl <<<"vdevice rm vgpu0-0" >/dev/null; om_ctl <<<"vdevice rm vgpu0-1" >/dev/null
 
 # PyTorch at 100% and 25%.
 for mode in native under_mps under_openmps; do

@@ -77,13 +77,14 @@ client M1 init dev:1 meminfo
 wait_for "$dir/M1.out" "^meminfo" || fail "M1 did not report its memory"
 free1=$(awk '/^meminfo/ { print $3 }' "$dir/M1.out")
 [ $((free0 - free1)) -ge $((32 << 20)) ] || fail "B's 32M does not show in the free memory ($free0 -> $free1)"
-# ps -v: the same rows with each client's device memory and its peak (MiB).
+# ps -v: the same rows with each client's device memory and its peak (MiB),
+# its SMs on that device, its active thread percentage and priority.
 psv=$(ui "ps -v")
-[ "$(echo "$psv" | head -1 | awk '{ print $4, $5, $6, $7, $8 }')" = "DEVICE MEM_MIB PEAK_MIB NAMESPACE COMMAND" ] ||
-	fail "ps -v header: $(echo "$psv" | head -1)"
+[ "$(echo "$psv" | head -1 | awk '{ print $4, $5, $6, $7, $8, $9, $10, $11 }')" = \
+	"DEVICE MEM_MIB PEAK_MIB SMS PCT PRIO NAMESPACE COMMAND" ] || fail "ps -v header: $(echo "$psv" | head -1)"
 dev1=$(ui device_query | awk '$1 == 1 { print substr($2, 1, 22) }')
-[ "$(echo "$psv" | awk -v p="$b" -v d="$dev1" '$1 == p && $4 == d { print $5, $6 }')" = "32.0 32.0" ] ||
-	fail "ps -v: B's 32M on device 1 ($dev1): $(echo "$psv" | awk -v p="$b" '$1 == p')"
+[ "$(echo "$psv" | awk -v p="$b" -v d="$dev1" '$1 == p && $4 == d { print $5, $6, $7, $8, $9 }')" = "32.0 32.0 8 50.0 0" ] ||
+	fail "ps -v: B's 32M on device 1 ($dev1), 8 SMs (the default 50%), priority 0: $(echo "$psv" | awk -v p="$b" '$1 == p')"
 [ "$(echo "$psv" | wc -l)" = "$(ui ps | wc -l)" ] || fail "ps -v and ps list different rows"
 [ "$(ui "ps -p $srv -v")" = "$psv" ] || fail "ps -p -v differs from ps -v with one server"
 expect_err "ps -x" "usage"

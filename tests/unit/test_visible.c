@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as common/visible.c reads them,
- * over four made-up devices whose PCI order differs from the server's.
+ * over four made-up devices whose PCI order differs from the server's, and
+ * two virtual devices (slices of device 1, "vd-a" and "vd-b"), which only
+ * their UUIDs name; and the virtual devices' UUIDs themselves.
  */
 #include <stdio.h>
 #include <string.h>
@@ -9,14 +11,14 @@
 #include "check.h"
 #include "common/visible.h"
 
-static struct mps_wire_device devs[4];
+static struct mps_wire_device devs[6];
 
 /* Selects and compares with the expected server indices ("" for none). */
 static void expect(const char *visible, const char *order, const char *want)
 {
 	uint8_t map[MPS_MAX_DEVICES];
 	char got[64] = "";
-	int n = mps_visible_select(visible, order, devs, 4, map);
+	int n = mps_visible_select(visible, order, devs, 4, 2, map);
 
 	if (n < 0)
 		snprintf(got, sizeof(got), "error");
@@ -37,6 +39,11 @@ int main(void)
 		strcpy(devs[i].pci_bus_id, pci[i]);
 	}
 	devs[3].uuid[0] = 0xa2;   /* devices 2 and 3 share a first byte: "GPU-a2" is ambiguous */
+	for (int v = 0; v < 2; v++) {
+		devs[4 + v] = devs[1];
+		devs[4 + v].base = 2;
+		mps_vdev_uuid(devs[1].uuid, v ? "vd-b" : "vd-a", devs[4 + v].uuid);
+	}
 
 	expect(NULL, NULL, "0,1,2,3");
 	expect("", NULL, "");
@@ -67,6 +74,30 @@ int main(void)
 	expect("2,1", "PCI_BUS_ID", "3,0");
 	expect("0", "FASTEST_FIRST", "0");
 	expect("GPU-a2212", "PCI_BUS_ID", "2");
+	/* Virtual devices: by UUID only, never with their GPU or each other. */
+	{
+		char a[48], b[48], p1[128];
+		uint8_t back[16];
+
+		CHECK(memcmp(devs[4].uuid, devs[1].uuid, 16) && memcmp(devs[4].uuid, devs[5].uuid, 16) &&
+			      (devs[4].uuid[6] >> 4) == 8, "virtual UUIDs differ from the GPU's and each other's");
+		snprintf(a, sizeof(a), "GPU-");
+		mps_uuid_text(a + 4, devs[4].uuid);
+		snprintf(b, sizeof(b), "GPU-");
+		mps_uuid_text(b + 4, devs[5].uuid);
+		CHECK(mps_uuid_parse(a, back) == 0 && !memcmp(back, devs[4].uuid, 16), "UUID text round trip");
+		CHECK(mps_uuid_parse("GPU-12", back) < 0 && mps_uuid_parse("GPU-zz", back) < 0, "bad UUID text refused");
+		expect(NULL, NULL, "0,1,2,3");   /* not among the defaults */
+		expect(a, NULL, "4");
+		expect(b, NULL, "5");
+		snprintf(p1, sizeof(p1), "%s,GPU-a0", a);
+		expect(p1, NULL, "4,0");
+		snprintf(p1, sizeof(p1), "%s,%s", a, b);
+		expect(p1, NULL, "error");      /* two slices of one GPU */
+		snprintf(p1, sizeof(p1), "GPU-a1,%s", a);
+		expect(p1, NULL, "error");      /* a slice and its GPU */
+		expect("4", NULL, "");          /* ordinals count GPUs only */
+	}
 	printf("test_visible: %s\n", failures ? "FAIL" : "PASS");
 	return failures ? 1 : 0;
 }
