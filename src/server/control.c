@@ -278,16 +278,23 @@ static void set_memlimit(const struct mps_chan *m)
 		mps_log_info("Device %d pinned memory limit for new clients: none", dev);
 }
 
+/* The name (comm) and device (text) a partition or virtual device packet
+ * carries, terminated. */
+static void named_device(const struct mps_chan *m, char *name, char *spec)
+{
+	memcpy(name, m->comm, sizeof(m->comm));
+	name[sizeof(m->comm) - 1] = 0;
+	memcpy(spec, m->text, sizeof(m->text));
+	spec[sizeof(m->text) - 1] = 0;
+}
+
 /* An SM partition defined, moved or removed (smshare.h). */
 static void sm_partition(const struct mps_chan *m)
 {
 	char name[sizeof(m->comm)], spec[sizeof(m->text)];
 	int dev;
 
-	memcpy(name, m->comm, sizeof(name));
-	name[sizeof(name) - 1] = 0;
-	memcpy(spec, m->text, sizeof(spec));
-	spec[sizeof(spec) - 1] = 0;
+	named_device(m, name, spec);
 	mps_sm_partition_remove(name);
 	if (m->value <= 0)
 		return;
@@ -305,10 +312,7 @@ static void vdevice(const struct mps_chan *m)
 	char name[sizeof(m->comm)], spec[sizeof(m->text)];
 	int dev;
 
-	memcpy(name, m->comm, sizeof(name));
-	name[sizeof(name) - 1] = 0;
-	memcpy(spec, m->text, sizeof(spec));
-	spec[sizeof(spec) - 1] = 0;
+	named_device(m, name, spec);
 	if (m->value == 0) {
 		mps_vdev_remove(name);
 		return;
