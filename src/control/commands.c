@@ -854,6 +854,8 @@ static const struct {
 	{ "openmps_client_copy_bytes_total", "counter", "Bytes a client copied, by direction." },
 	{ "openmps_client_calls_total", "counter", "Calls the server handled for a client." },
 	{ "openmps_client_errors_total", "counter", "Calls of a client that returned an error." },
+	{ "openmps_client_gpu_seconds_total", "counter",
+	  "Time a client's kernels ran on the GPU, estimated from one launch in OPENMPS_GPU_TIME_SAMPLE (default 16)." },
 	{ "openmps_client_priority", "gauge", "A client's priority (0 normal, 1 below normal)." },
 	{ "openmps_client_active_thread_percentage", "gauge", "A client's active thread percentage." },
 	{ "openmps_client_sms", "gauge", "SMs a client's kernels may use, by device (its percentage as SMs)." },

@@ -118,7 +118,7 @@ static struct mps_server_client **sorted_clients(const struct mps_server_rec *s,
 }
 
 #define PS_ROW "%-8s %-4s %-8s %-22s %-12s %s\n"
-#define PS_ROW_V "%-8s %-4s %-8s %-22s %10s %10s %5s %5s %4s %-12s %s\n"
+#define PS_ROW_V "%-8s %-4s %-8s %-22s %10s %10s %5s %5s %4s %9s %-12s %s\n"
 
 /* A client's figure from the servers' metrics text (the family's samples:
  * server, pid, ..., the device label where dev >= 0, then the value), as
@@ -152,11 +152,11 @@ static void metric_text(const char *metrics, const char *family, pid_t server, p
 void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *metrics)
 {
 	char pid[16], id[16], srv[16], dev[64], ns[64], command[COMMAND_MAX], mem[32], peak[32], sms[32], pct[32],
-		prio[32];
+		prio[32], gpu[32];
 
 	if (metrics)
 		mps_out(cmd, PS_ROW_V, "PID", "ID", "SERVER", "DEVICE", "MEM_MIB", "PEAK_MIB", "SMS", "PCT", "PRIO",
-			"NAMESPACE", "COMMAND");
+			"GPU_S", "NAMESPACE", "COMMAND");
 	else
 		mps_out(cmd, PS_ROW, "PID", "ID", "SERVER", "DEVICE", "NAMESPACE", "COMMAND");
 	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next) {
@@ -180,6 +180,8 @@ void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *m
 					    1.0, pct, sizeof(pct));
 				metric_text(metrics, "openmps_client_priority", s->pid, c->pid, -1, "%.0f", 1.0, prio,
 					    sizeof(prio));
+				metric_text(metrics, "openmps_client_gpu_seconds_total", s->pid, c->pid, -1, "%.3f",
+					    1.0, gpu, sizeof(gpu));
 			}
 			for (int d = 0; d < MPS_MAX_DEVICES; d++) {
 				if (!(c->devmask & (1ull << d)))
@@ -192,7 +194,7 @@ void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *m
 						    "%.1f", 1048576.0, peak, sizeof(peak));
 					metric_text(metrics, "openmps_client_sms", s->pid, c->pid, d, "%.0f", 1.0, sms,
 						    sizeof(sms));
-					mps_out(cmd, PS_ROW_V, pid, id, srv, dev, mem, peak, sms, pct, prio, ns,
+					mps_out(cmd, PS_ROW_V, pid, id, srv, dev, mem, peak, sms, pct, prio, gpu, ns,
 						command);
 				} else {
 					mps_out(cmd, PS_ROW, pid, id, srv, dev, ns, command);
@@ -200,7 +202,7 @@ void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *m
 				any = true;
 			}
 			if (!any && metrics)
-				mps_out(cmd, PS_ROW_V, pid, id, srv, "-", "-", "-", "-", pct, prio, ns, command);
+				mps_out(cmd, PS_ROW_V, pid, id, srv, "-", "-", "-", "-", pct, prio, gpu, ns, command);
 			else if (!any)
 				mps_out(cmd, PS_ROW, pid, id, srv, "-", ns, command);
 		}

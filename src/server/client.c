@@ -67,6 +67,11 @@ struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *
 		free(c);
 		return NULL;
 	}
+	if (mps_gputime_setup(c) != 0) {
+		close(c->evfd);
+		free(c);
+		return NULL;
+	}
 	mps_handles_init(&c->handles);
 	mps_memacct_init(&c->mem);
 	for (int i = 0; i < mps_srv.ndev; i++)
@@ -130,6 +135,7 @@ void mps_client_put(struct mps_client *c)
 	pthread_mutex_unlock(&mps_srv.lock);
 	close(c->sock);
 	close(c->evfd);   /* kicks may come until the main thread's reference goes */
+	mps_gputime_free(c);   /* out of the list: get_metrics no longer reads it */
 	free(c);
 }
 

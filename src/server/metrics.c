@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -36,6 +37,35 @@ static void label(char *out, size_t size, const char *in)
 	out[n] = 0;
 }
 
+/* Each live client's GPU time samples that finished since its last launch,
+ * read first: the list lock is never held across a driver call. */
+static void collect_gpu_time(void)
+{
+	struct mps_client **v = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client *c = mps_srv.clients; c; c = c->next) {
+		if (mps_load_relaxed(&c->dead))
+			continue;
+		if (n == cap) {
+			struct mps_client **nv = realloc(v, (cap = cap ? 2 * cap : 16) * sizeof(*v));
+
+			if (!nv)
+				break;
+			v = nv;
+		}
+		mps_fetch_add(&c->refs, 1);
+		v[n++] = c;
+	}
+	pthread_mutex_unlock(&mps_srv.lock);
+	for (size_t i = 0; i < n; i++) {
+		mps_gputime_collect(v[i], false);
+		mps_client_put(v[i]);
+	}
+	free(v);
+}
+
 int mps_metrics_write(int fd)
 {
 	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 };
@@ -50,6 +80,7 @@ int mps_metrics_write(int fd)
 			close(fd);
 		return -errno;
 	}
+	collect_gpu_time();
 	pthread_mutex_lock(&mps_srv.lock);
 	for (struct mps_client *c = mps_srv.clients; c; c = c->next) {
 		char id[400];
@@ -69,6 +100,7 @@ int mps_metrics_write(int fd)
 			(unsigned long long)mps_load_relaxed(&c->stats.d2d));
 		fprintf(f, "openmps_client_errors_total{%s} %llu\n", id,
 			(unsigned long long)mps_load_relaxed(&c->stats.errors));
+		fprintf(f, "openmps_client_gpu_seconds_total{%s} %.6f\n", id, mps_load_relaxed(&c->gpu.ns) / 1e9);
 		fprintf(f, "openmps_client_pinned_host_bytes{%s} %llu\n", id,
 			(unsigned long long)mps_load_relaxed(&c->mem.host_bytes));
 		for (int d = 0; d < mps_srv.ndev; d++) {

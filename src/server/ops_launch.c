@@ -25,6 +25,7 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 	struct mps_sstream *st;
 	const uint8_t *args;
 	unsigned int na = 0;
+	int timed;
 	CUresult r;
 
 	if (!f) {
@@ -50,6 +51,7 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 		kp[i] = (void *)(args + f->param[2 * i]);
 	mps_fault_note_kernel(c, f);
 	mps_store_relaxed(&c->stats.launches, c->stats.launches + 1);
+	timed = mps_gputime_begin(c, st);
 	if (q->nattrs == 0 && !(m->flags & MPS_LAUNCH_COOPERATIVE)) {
 		r = mps_drv.cuLaunchKernel(f->f, q->grid[0], q->grid[1], q->grid[2], q->block[0], q->block[1],
 					   q->block[2], q->shared_mem, st->s, f->nparams ? kp : NULL, NULL);
@@ -58,6 +60,8 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 
 		for (uint32_t i = 0; i < q->nattrs; i++) {
 			if (!mps_launch_attr_plain(wa[i].id)) {
+				if (timed >= 0)
+					mps_gputime_end(c, st, timed, false);
 				mps__defer_error(c, CUDA_ERROR_NOT_SUPPORTED, "cuLaunchKernelEx");
 				return;
 			}
@@ -85,5 +89,7 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 		cfg.numAttrs = na;
 		r = mps_drv.cuLaunchKernelEx(&cfg, f->f, f->nparams ? kp : NULL, NULL);
 	}
+	if (timed >= 0)
+		mps_gputime_end(c, st, timed, r == CUDA_SUCCESS);
 	mps__defer_error(c, r, "cuLaunchKernel");
 }

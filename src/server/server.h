@@ -35,6 +35,7 @@
 #include "common/sq.h"
 #include "common/wire.h"
 #include "server/completion.h"
+#include "server/gputime.h"
 #include "server/handles.h"
 #include "server/memacct.h"
 #include "server/objects.h"
@@ -198,6 +199,7 @@ struct mps_client {
 		uint64_t h2d, d2h, d2d;     /* bytes copied */
 		uint64_t errors;            /* calls answered with an error, asynchronous ones included */
 	} stats;
+	struct mps_gputime gpu;         /* its kernels' GPU time, sampled (gputime.h) */
 	struct {                        /* its last GPU work, for a fault's report (fault.h); atomics */
 		uint64_t ns;
 		int dev;

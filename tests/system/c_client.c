@@ -77,6 +77,8 @@ static const char *name(CUresult r)
 	return s;
 }
 
+static int cur_ordinal;   /* the device `init` or `dev:` made current */
+
 static CUresult use_device(int ordinal)
 {
 	CUcontext ctx;
@@ -88,6 +90,8 @@ static CUresult use_device(int ordinal)
 		r = cuDevicePrimaryCtxRetain(&ctx, dev);
 	if (r == CUDA_SUCCESS)
 		r = cuCtxSetCurrent(ctx);
+	if (r == CUDA_SUCCESS)
+		cur_ordinal = ordinal;
 	return r;
 }
 
@@ -132,7 +136,7 @@ static void smids(long n, unsigned int threads, long long cycles, bool timed, bo
 	static CUfunction f;
 	static CUstream s;
 	static unsigned char seen[4096];
-	struct timespec t0, t1;
+	struct timespec t0 = { 0 }, t1 = { 0 };
 	int32_t *ids = calloc((size_t)(n > 0 ? n : 1), sizeof(*ids));
 	CUdeviceptr out = 0;
 	CUresult r = ids && n > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -309,7 +313,7 @@ int main(int argc, char **argv)
 			int v = 0;
 			CUdevice d = 0;
 
-			r = cuCtxGetDevice(&d);
+			r = cuDeviceGet(&d, cur_ordinal);
 			if (r == CUDA_SUCCESS)
 				r = cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d);
 			printf("sms %s %d\n", name(r), v);

@@ -81,7 +81,7 @@ free1=$(awk '/^meminfo/ { print $3 }' "$dir/M1.out")
 # its SMs on that device, its active thread percentage and priority.
 psv=$(ui "ps -v")
 [ "$(echo "$psv" | head -1 | awk '{ print $4, $5, $6, $7, $8, $9, $10, $11 }')" = \
-	"DEVICE MEM_MIB PEAK_MIB SMS PCT PRIO NAMESPACE COMMAND" ] || fail "ps -v header: $(echo "$psv" | head -1)"
+	"DEVICE MEM_MIB PEAK_MIB SMS PCT PRIO GPU_S NAMESPACE" ] || fail "ps -v header: $(echo "$psv" | head -1)"
 dev1=$(ui device_query | awk '$1 == 1 { print substr($2, 1, 22) }')
 [ "$(echo "$psv" | awk -v p="$b" -v d="$dev1" '$1 == p && $4 == d { print $5, $6, $7, $8, $9 }')" = "32.0 32.0 8 50.0 0" ] ||
 	fail "ps -v: B's 32M on device 1 ($dev1), 8 SMs (the default 50%), priority 0: $(echo "$psv" | awk -v p="$b" '$1 == p')"

@@ -7,7 +7,10 @@
 # allocates 16 MiB and asks for memory it may not have); the figures must be
 # exactly those, every family must have its HELP and TYPE once, before its
 # samples, and every sample line must parse; the server's driver streams go
-# back to none when the clients leave, their peak kept.
+# back to none when the clients leave, their peak kept. GPU time: clients
+# running kernels of known length (the stand-in's spin sleeps 1 ms per
+# 2,000,000 cycles) show about that long, timing every launch
+# (OPENMPS_GPU_TIME_SAMPLE=1) and one in 16 (the default).
 #
 #   usage: control_metrics.sh BUILD_DIR
 
@@ -59,4 +62,24 @@ gone() { m=$(ui get_metrics); [ "$(streams "$m" "")" = 0 ]; }
 wait_until 10 gone || fail "the server still holds $(streams "$m" "") streams after its clients left"
 [ "$(streams "$m" _peak)" -ge "$peak" ] || fail "the streams peak went from $peak to $(streams "$m" _peak)"
 stop_daemon
+
+# GPU time: 20 kernels of 1 ms each timed one by one, 64 sampled 1 in 16.
+spins() { n=$1; s=""; while [ "$n" -gt 0 ]; do s="$s spin:1:32:2000000"; n=$((n - 1)); done; echo "$s"; }
+within() {   # VALUE LO HI
+	awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v != "" && v >= lo && v <= hi) }'
+}
+for rate in 1 16; do
+	if [ $rate = 1 ]; then n=20; else n=64; fi
+	OPENMPS_GPU_TIME_SAMPLE=$rate start_daemon
+	# shellcheck disable=SC2046 # one step per word
+	client "T$rate" init $(spins $n) "wait:$dir/goT$rate"
+	wait_for "$dir/T$rate.out" "^waiting" 20 || fail "T$rate was not served"
+	m=$(ui get_metrics)
+	g=$(sample openmps_client_gpu_seconds_total "$(cpid "T$rate")")
+	within "$g" "$(echo "$n" | awk '{ print $1 * 0.0009 }')" "$(echo "$n" | awk '{ print $1 * 0.004 + 0.02 }')" ||
+		fail "$n kernels of 1 ms, one in $rate timed: $g s of GPU time"
+	[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "$n kernels of 1 ms, one in $rate timed: $g s"
+	touch "$dir/goT$rate"
+	stop_daemon
+done
 finish

@@ -1055,6 +1055,31 @@ int main(int argc, char **argv)
 	CHECK_ERR(call(999, 0, &m, 16, NULL), CUDA_ERROR_INVALID_VALUE);
 	memset(&m, 0, sizeof(m));
 	CHECK_ERR(call(MPS_OP_MEM_ALLOC, 0, &m, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	/* Before any context: a device past the GPUs where no virtual device
+	 * was offered, the same GPU twice; its own SM partition named with no
+	 * terminating NUL (taken as cut, an unknown name: it shares). */
+	{
+		union {
+			struct mps_msg_devices d;
+			uint8_t bytes[sizeof(struct mps_msg_devices) + MPS_MSG_ALIGN];
+		} dv;
+		union {
+			struct mps_msg_client_limits l;
+			uint8_t bytes[sizeof(struct mps_msg_client_limits) + MPS_MSG_ALIGN];
+		} lm;
+
+		memset(&dv, 0, sizeof(dv));
+		dv.d.count = 1;
+		dv.d.map[0] = MPS_MAX_DEVICES + 3;
+		CHECK_ERR(call(MPS_OP_DEVICES, 0, &dv, sizeof(dv.d), NULL), CUDA_ERROR_INVALID_DEVICE);
+		dv.d.count = 2;
+		dv.d.map[0] = dv.d.map[1] = 0;
+		CHECK_ERR(call(MPS_OP_DEVICES, 0, &dv, sizeof(dv.d), NULL), CUDA_ERROR_INVALID_DEVICE);
+		memset(&lm, 0, sizeof(lm));
+		lm.l.priority = -1;
+		memset(lm.l.sm_partition, 'p', sizeof(lm.l.sm_partition));
+		CHECK(call(MPS_OP_CLIENT_LIMITS, 0, &lm, sizeof(lm.l), NULL));
+	}
 	memset(&m, 0, sizeof(m));
 	m.cc.device = 99;
 	CHECK_ERR(call(MPS_OP_CTX_CREATE, 0, &m, sizeof(m.cc), NULL), CUDA_ERROR_INVALID_DEVICE);
