@@ -293,11 +293,12 @@ static CUresult memcpy_dtoh_async_ptsz(void *d, CUdeviceptr s, size_t n, CUstrea
 static CUresult memcpy_dtod_async_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(D2D, d, s, n, st, true, true); }
 static CUresult memcpy_unified_async_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return copy(UNIFIED, d, s, n, st, true, true); }
 
-/* One side of a 2D copy: its first byte, and the direction it gives. */
-static bool side2d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t pitch,
-		   uint64_t *at, int *kind)
+/* One side of a 2D or 3D copy: its first byte (slice z of `height` rows),
+ * and the direction it gives. */
+static bool side3d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t pitch,
+		   size_t height, uint64_t *at, int *kind)
 {
-	uint64_t base;
+	uint64_t base, row;
 
 	switch (type) {
 	case CU_MEMORYTYPE_HOST:
@@ -310,22 +311,51 @@ static bool side2d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t 
 	default:
 		return false;
 	}
-	if (!base || (y && pitch > (UINT64_MAX - x) / y))
+	if (z && height > (UINT64_MAX - y) / z)
 		return false;
-	*at = base + y * pitch + x;
+	row = z * height + y;
+	if (!base || (row && pitch > (UINT64_MAX - x) / row) || row * pitch + x > UINT64_MAX - base)
+		return false;
+	*at = base + row * pitch + x;
 	*kind = (int)type;
 	return true;
 }
 
-/* cuMemcpy2D and its forms: a row at a time, each row going the way a 1D
- * copy between the same kinds of memory goes (one copy when both sides are
- * contiguous). Arrays are not served yet. */
+static enum dir direction(int sk, int dk)
+{
+	if (sk == CU_MEMORYTYPE_HOST && dk == CU_MEMORYTYPE_DEVICE)
+		return H2D;
+	if (sk == CU_MEMORYTYPE_DEVICE && dk == CU_MEMORYTYPE_HOST)
+		return D2H;
+	if (sk == CU_MEMORYTYPE_DEVICE && dk == CU_MEMORYTYPE_DEVICE)
+		return D2D;
+	return UNIFIED;
+}
+
+/* height rows of width bytes, pitches apart: one copy when both sides are
+ * contiguous, else a row at a time, each going the way a 1D copy between
+ * the same kinds of memory goes. */
+static CUresult copy_rows(enum dir d, uint64_t dst, size_t dpitch, uint64_t src, size_t spitch, size_t width,
+			  size_t height, CUstream s, bool per_thread, bool async)
+{
+	CUresult r;
+
+	if (height == 1 || (spitch == width && dpitch == width))
+		return copy(d, dst, src, width * height, s, per_thread, async);
+	for (size_t h = 0; h < height; h++) {
+		r = copy(d, dst + h * dpitch, src + h * spitch, width, s, per_thread, async);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* cuMemcpy2D and its forms (copy_rows). Arrays are not served yet. */
 static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, bool per_thread, bool async)
 {
 	uint64_t src, dst;
 	int sk, dk;
 	enum dir d;
-	CUresult r;
 
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -333,32 +363,66 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, bool per_thread, bool
 		mps__unsupported("cuMemcpy2D with a CUDA array");
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	if (!side2d(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcPitch, &src, &sk) ||
-	    !side2d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstPitch, &dst, &dk))
+	if (!side3d(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, 0, p->srcPitch, 0, &src, &sk) ||
+	    !side3d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, 0, p->dstPitch, 0, &dst, &dk))
 		return CUDA_ERROR_INVALID_VALUE;
 	/* As the driver: rows may not overlap. */
 	if (p->Height > 1 && (p->srcPitch < p->WidthInBytes + p->srcXInBytes ||
 			      p->dstPitch < p->WidthInBytes + p->dstXInBytes))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (sk == CU_MEMORYTYPE_HOST && dk == CU_MEMORYTYPE_DEVICE)
-		d = H2D;
-	else if (sk == CU_MEMORYTYPE_DEVICE && dk == CU_MEMORYTYPE_HOST)
-		d = D2H;
-	else if (sk == CU_MEMORYTYPE_DEVICE && dk == CU_MEMORYTYPE_DEVICE)
-		d = D2D;
-	else
-		d = UNIFIED;
+	d = direction(sk, dk);
 	if (!p->WidthInBytes || !p->Height)
 		return copy(d, dst, src, 0, s, per_thread, async);
-	if (p->Height == 1 || (p->srcPitch == p->WidthInBytes && p->dstPitch == p->WidthInBytes))
-		return copy(d, dst, src, p->WidthInBytes * p->Height, s, per_thread, async);
-	for (size_t h = 0; h < p->Height; h++) {
-		r = copy(d, dst + h * p->dstPitch, src + h * p->srcPitch, p->WidthInBytes, s, per_thread, async);
+	return copy_rows(d, dst, p->dstPitch, src, p->srcPitch, p->WidthInBytes, p->Height, s, per_thread, async);
+}
+
+/* cuMemcpy3D and its forms: a slice at a time, each as a 2D copy (one copy
+ * when both sides are contiguous throughout). Arrays are not served yet;
+ * the reserved fields and levels of detail must be zero, as the driver
+ * wants them. */
+static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, bool per_thread, bool async)
+{
+	uint64_t src, dst;
+	int sk, dk;
+	enum dir d;
+	CUresult r;
+
+	if (!p || p->reserved0 || p->reserved1 || p->srcLOD || p->dstLOD)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+		mps__unsupported("cuMemcpy3D with a CUDA array");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (!side3d(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
+		    p->srcHeight, &src, &sk) ||
+	    !side3d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
+		    p->dstHeight, &dst, &dk))
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Rows may not overlap, nor slices. */
+	if ((p->Height > 1 || p->Depth > 1) && (p->srcPitch < p->WidthInBytes + p->srcXInBytes ||
+						p->dstPitch < p->WidthInBytes + p->dstXInBytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->Depth > 1 && (p->srcHeight < p->Height + p->srcY || p->dstHeight < p->Height + p->dstY))
+		return CUDA_ERROR_INVALID_VALUE;
+	d = direction(sk, dk);
+	if (!p->WidthInBytes || !p->Height || !p->Depth)
+		return copy(d, dst, src, 0, s, per_thread, async);
+	if (p->srcPitch == p->WidthInBytes && p->dstPitch == p->WidthInBytes &&
+	    (p->Depth == 1 || (p->srcHeight == p->Height && p->dstHeight == p->Height)))
+		return copy(d, dst, src, p->WidthInBytes * p->Height * p->Depth, s, per_thread, async);
+	for (size_t z = 0; z < p->Depth; z++) {
+		r = copy_rows(d, dst + z * p->dstHeight * p->dstPitch, p->dstPitch, src + z * p->srcHeight * p->srcPitch,
+			      p->srcPitch, p->WidthInBytes, p->Height, s, per_thread, async);
 		if (r != CUDA_SUCCESS)
 			return r;
 	}
 	return CUDA_SUCCESS;
 }
+
+static CUresult memcpy_3d(const CUDA_MEMCPY3D *p) { return copy3d(p, NULL, false, false); }
+static CUresult memcpy_3d_ptds(const CUDA_MEMCPY3D *p) { return copy3d(p, NULL, true, false); }
+static CUresult memcpy_3d_async(const CUDA_MEMCPY3D *p, CUstream s) { return copy3d(p, s, false, true); }
+static CUresult memcpy_3d_async_ptsz(const CUDA_MEMCPY3D *p, CUstream s) { return copy3d(p, s, true, true); }
 
 static CUresult memcpy_2d(const CUDA_MEMCPY2D *p) { return copy2d(p, NULL, false, false); }
 static CUresult memcpy_2d_ptds(const CUDA_MEMCPY2D *p) { return copy2d(p, NULL, true, false); }
@@ -458,6 +522,10 @@ const struct mps_impl mps__copy_api[] = {
 	MPS_IMPL_AS(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2, memcpy_dtoh_async_ptsz),
 	MPS_IMPL_AS(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2, memcpy_dtod_async_ptsz),
 	MPS_IMPL_AS(cuMemcpyAsync_ptsz, cuMemcpyAsync, memcpy_unified_async_ptsz),
+	MPS_IMPL(cuMemcpy3D_v2, memcpy_3d),
+	MPS_IMPL_AS(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2, memcpy_3d_ptds),
+	MPS_IMPL(cuMemcpy3DAsync_v2, memcpy_3d_async),
+	MPS_IMPL_AS(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2, memcpy_3d_async_ptsz),
 	MPS_IMPL(cuMemcpy2D_v2, memcpy_2d),
 	MPS_IMPL_AS(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2, memcpy_2d_ptds),
 	MPS_IMPL(cuMemcpy2DUnaligned_v2, memcpy_2d),

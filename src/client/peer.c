@@ -18,6 +18,8 @@
  * names (this library exports them all). */
 CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
 CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n);
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream s);
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p);
 
 /* The current context and the peer context's device bit, or an error. */
 static CUresult peer_of(CUcontext peer, struct mps_ctx **cur, uint32_t *bit)
@@ -97,9 +99,69 @@ static CUresult memcpy_peer_ptds(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr
 	return r != CUDA_SUCCESS ? r : cuMemcpyDtoD_v2_ptds(dst, src, n);
 }
 
+/* A 3D peer copy as a 3D copy (the unified address space names both
+ * sides), once both contexts are known; the peer form has no reserved
+ * fields, so none is carried over. */
+static CUresult peer3d(const CUDA_MEMCPY3D_PEER *p, CUDA_MEMCPY3D *c)
+{
+	CUresult r;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = check_contexts(p->dstContext, p->srcContext);
+	if (r != CUDA_SUCCESS)
+		return r;
+	*c = (CUDA_MEMCPY3D){
+		.srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcZ = p->srcZ, .srcLOD = p->srcLOD,
+		.srcMemoryType = p->srcMemoryType, .srcHost = p->srcHost, .srcDevice = p->srcDevice,
+		.srcArray = p->srcArray, .srcPitch = p->srcPitch, .srcHeight = p->srcHeight,
+		.dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstZ = p->dstZ, .dstLOD = p->dstLOD,
+		.dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost, .dstDevice = p->dstDevice,
+		.dstArray = p->dstArray, .dstPitch = p->dstPitch, .dstHeight = p->dstHeight,
+		.WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = p->Depth,
+	};
+	return CUDA_SUCCESS;
+}
+
+static CUresult memcpy_3d_peer(const CUDA_MEMCPY3D_PEER *p)
+{
+	CUDA_MEMCPY3D c;
+	CUresult r = peer3d(p, &c);
+
+	return r != CUDA_SUCCESS ? r : cuMemcpy3D(&c);
+}
+
+static CUresult memcpy_3d_peer_ptds(const CUDA_MEMCPY3D_PEER *p)
+{
+	CUDA_MEMCPY3D c;
+	CUresult r = peer3d(p, &c);
+
+	return r != CUDA_SUCCESS ? r : cuMemcpy3D_v2_ptds(&c);
+}
+
+static CUresult memcpy_3d_peer_async(const CUDA_MEMCPY3D_PEER *p, CUstream s)
+{
+	CUDA_MEMCPY3D c;
+	CUresult r = peer3d(p, &c);
+
+	return r != CUDA_SUCCESS ? r : cuMemcpy3DAsync(&c, s);
+}
+
+static CUresult memcpy_3d_peer_async_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream s)
+{
+	CUDA_MEMCPY3D c;
+	CUresult r = peer3d(p, &c);
+
+	return r != CUDA_SUCCESS ? r : cuMemcpy3DAsync_v2_ptsz(&c, s);
+}
+
 const struct mps_impl mps__peer_api[] = {
 	MPS_IMPL(cuCtxEnablePeerAccess, ctx_enable_peer_access),
 	MPS_IMPL(cuCtxDisablePeerAccess, ctx_disable_peer_access),
+	MPS_IMPL(cuMemcpy3DPeer, memcpy_3d_peer),
+	MPS_IMPL_AS(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, memcpy_3d_peer_ptds),
+	MPS_IMPL(cuMemcpy3DPeerAsync, memcpy_3d_peer_async),
+	MPS_IMPL_AS(cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, memcpy_3d_peer_async_ptsz),
 	MPS_IMPL(cuMemcpyPeer, memcpy_peer),
 	MPS_IMPL_AS(cuMemcpyPeer_ptds, cuMemcpyPeer, memcpy_peer_ptds),
 	MPS_IMPL(cuMemcpyPeerAsync, memcpy_peer_async),

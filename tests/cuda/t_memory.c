@@ -652,6 +652,100 @@ static void test_copy_2d(void)
 	free(out);
 }
 
+/* 3D copies: a host volume (pitch and height both padded) into a box of a
+ * larger device volume at an offset in x, y and z, from there to a packed
+ * device volume, and back to the host, synchronous and asynchronous; every
+ * row checked, padding included; then what the driver refuses. */
+static void test_copy_3d(void)
+{
+	enum { W = 300, H = 13, D = 7, HP = 320, HH = 16 };   /* row bytes, rows, slices; host pitch and height */
+	enum { BP = 512, BH = 20, BD = 10 };                  /* the big device volume */
+	unsigned char *in = xmalloc(HP * HH * D), *out = xmalloc(HP * HH * D);
+	CUdeviceptr big, packed;
+	CUDA_MEMCPY3D c;
+
+	t_fill_bytes(in, HP * HH * D, &rng);
+	CHECK(cuMemAlloc(&big, BP * BH * BD));
+	CHECK(cuMemAlloc(&packed, W * H * D));
+	CHECK(cuMemsetD8(big, 0, BP * BH * BD));
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = in;
+	c.srcPitch = HP;
+	c.srcHeight = HH;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = big;
+	c.dstPitch = BP;
+	c.dstHeight = BH;
+	c.dstXInBytes = 100;
+	c.dstY = 3;
+	c.dstZ = 2;
+	c.WidthInBytes = W;
+	c.Height = H;
+	c.Depth = D;
+	CHECK(cuMemcpy3D(&c));
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.srcDevice = big;
+	c.srcPitch = BP;
+	c.srcHeight = BH;
+	c.srcXInBytes = 100;
+	c.srcY = 3;
+	c.srcZ = 2;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = packed;
+	c.dstPitch = W;
+	c.dstHeight = H;
+	c.WidthInBytes = W;
+	c.Height = H;
+	c.Depth = D;
+	CHECK(cuMemcpy3DAsync(&c, stream));
+	memset(&c, 0, sizeof(c));
+	memset(out, 0x5c, HP * HH * D);
+	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.srcDevice = packed;
+	c.srcPitch = W;
+	c.srcHeight = H;
+	c.dstMemoryType = CU_MEMORYTYPE_HOST;
+	c.dstHost = out;
+	c.dstPitch = HP;
+	c.dstHeight = HH;
+	c.WidthInBytes = W;
+	c.Height = H;
+	c.Depth = D;
+	CHECK(cuMemcpy3DAsync(&c, stream));
+	CHECK(cuStreamSynchronize(stream));
+	for (int z = 0; z < D; z++)
+		for (int r = 0; r < HH; r++) {
+			const unsigned char *o = out + (z * HH + r) * HP, *i = in + (z * HH + r) * HP;
+			int n = r < H ? W : 0;
+
+			if (n && CMP_BYTES(o, i, n, "a row after three 3D copies"))
+				goto checked;
+			for (int x = n; x < HP; x++)
+				if (!EXPECT(o[x] == 0x5c, "byte %d of row %d of slice %d written (outside the box)", x, r, z))
+					goto checked;
+		}
+checked:
+	/* The big volume outside the box is still zero: one row above it. */
+	CHECK(cuMemcpyDtoH(out, big + (2 * BH + 2) * BP, BP));
+	for (int x = 0; x < BP; x++)
+		if (!EXPECT(out[x] == 0, "byte %d of the row above the box written", x))
+			break;
+	c.dstHeight = H - 1;   /* slices would overlap */
+	CHECK_ERR(cuMemcpy3D(&c), CUDA_ERROR_INVALID_VALUE);
+	c.dstHeight = HH;
+	c.reserved0 = (void *)&c;
+	CHECK_ERR(cuMemcpy3D(&c), CUDA_ERROR_INVALID_VALUE);
+	c.reserved0 = NULL;
+	c.dstPitch = W - 1;   /* rows would overlap */
+	CHECK_ERR(cuMemcpy3D(&c), CUDA_ERROR_INVALID_VALUE);
+	CHECK(cuMemFree(big));
+	CHECK(cuMemFree(packed));
+	free(in);
+	free(out);
+}
+
 static void test_alloc_async(void)
 {
 	enum { WORDS = 70001 };
@@ -768,6 +862,7 @@ int main(int argc, char **argv)
 	test_memset();
 	test_memset_2d();
 	test_copy_2d();
+	test_copy_3d();
 	test_alloc_async();
 
 	CHECK(cuStreamDestroy(stream));

@@ -2,7 +2,8 @@
 /*
  * Peer access between two devices: what cuDeviceCanAccessPeer and
  * cuDeviceGetP2PAttribute say, enabling and disabling access with the
- * driver's errors, peer copies (cuMemcpyPeer, its async form and the plain
+ * driver's errors, peer copies (cuMemcpyPeer, its async form, a 3D peer
+ * copy of a box into a padded box, and the plain
  * device-to-device copy across devices) checked against the source, and a
  * kernel on device 0 that reads and writes device 1's memory. Skipped with
  * fewer than two devices or where the two cannot reach each other.
@@ -89,6 +90,43 @@ int main(int argc, char **argv)
 		in[i] = in[i] * mul + add;
 	CMP_U32(out, in, WORDS, "device 1's memory after a kernel on device 0");
 
+	/* A 3D peer copy: a 64 x 8 x 4 box of device 0's words (rows of 256
+	 * bytes, slices of 8 rows) into a padded box of device 1's, and back. */
+	{
+		CUDA_MEMCPY3D_PEER p3;
+
+		CHECK(cuMemcpyHtoD(a, in, WORDS * 4));
+		CHECK(cuMemsetD32(b, 0, WORDS));
+		memset(&p3, 0, sizeof(p3));
+		p3.srcMemoryType = p3.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+		p3.srcDevice = a;
+		p3.srcContext = c0;
+		p3.srcPitch = 256;
+		p3.srcHeight = 8;
+		p3.dstDevice = b;
+		p3.dstContext = c1;
+		p3.dstPitch = 512;
+		p3.dstHeight = 9;
+		p3.dstXInBytes = 4;
+		p3.WidthInBytes = 256;
+		p3.Height = 8;
+		p3.Depth = 4;
+		CHECK(cuMemcpy3DPeer(&p3));
+		CHECK(cuMemcpyDtoH(out, b, WORDS * 4));
+		for (int z = 0; z < 4; z++)
+			for (int y = 0; y < 8; y++)
+				if (CMP_U32(out + (z * 9 + y) * 128 + 1, in + (z * 8 + y) * 64, 64, "a row of a 3D peer copy"))
+					goto done;
+		EXPECT(out[0] == 0 && out[65] == 0, "3D peer copy wrote outside its box");
+		p3.dstContext = NULL;
+		{
+			CUresult r = cuMemcpy3DPeerAsync(&p3, s);
+
+			EXPECT(r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_INVALID_VALUE,
+			       "a 3D peer copy with no destination context: %s", t_errname(r));
+		}
+	}
+done:
 	CHECK(cuCtxDisablePeerAccess(c1));
 	CHECK_ERR(cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
 	CHECK(cuMemFree(a));

@@ -1,0 +1,39 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# bench/hostmem.sh [MIB]: managed and registered host memory (bench/hostmem,
+# MIB MiB, default 256) natively, under NVIDIA MPS and under openmps, in one
+# run: a table of each step with openmps against native. Run after
+# `make all bench` on a machine with a GPU.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+BUILD=build
+NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
+MPS_BIN=${MPS_BIN:-/usr/local/nvidia/bin}
+MIB=${1:-256}
+WORK=$(mktemp -d /tmp/openmps-hostmem.XXXXXX)
+MPS_UP=0 OPENMPS_UP=0
+# shellcheck source=bench/daemons.sh
+. "$ROOT/bench/daemons.sh"
+default_ctls
+trap 'stop_openmps >/dev/null 2>&1; stop_mps >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
+export OPENMPS_TEST_PTX=$ROOT/$BUILD/tests/kernels.ptx
+
+start_mps >/dev/null || true
+start_openmps >/dev/null || exit 1
+env CUDA_MPS_PIPE_DIRECTORY="$WORK/none" LD_LIBRARY_PATH="$NATIVE_LIB" "$BUILD/bench/hostmem" "$MIB" >"$WORK/native" 2>&1
+[ "$MPS_UP" = 1 ] && env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" LD_LIBRARY_PATH="$NATIVE_LIB" \
+	"$BUILD/bench/hostmem" "$MIB" >"$WORK/mps" 2>&1
+env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$BUILD/bench/hostmem" "$MIB" \
+	>"$WORK/openmps" 2>&1
+for c in native mps openmps; do grep -h "error" "$WORK/$c" 2>/dev/null | sed "s/^/$c: /"; done
+val() { sed -n "s/^$2=//p" "$WORK/$1" 2>/dev/null; }
+printf '%-22s %12s %12s %12s %10s\n' "$MIB MiB" native "NVIDIA MPS" openmps "om/native"
+for k in managed_cpu_write_ms managed_gpu_first_ms managed_gpu_again_ms managed_cpu_read_ms managed_prefetch_ms \
+	reg_register_ms reg_h2d_gbs reg_d2h_gbs reg_zerocopy_gbs reg_unregister_ms; do
+	n=$(val native $k); m=$(val mps $k); o=$(val openmps $k)
+	printf '%-22s %12s %12s %12s %10s\n' "$k" "${n:--}" "${m:--}" "${o:--}" \
+		"$(awk -v a="$o" -v b="$n" 'BEGIN { if (a != "" && b > 0) printf "%.2f", a / b; else print "-" }')"
+done
