@@ -42,12 +42,14 @@ KINDS = {
     "CUgraphExec":  ("EXEC", "MPS_H_EXEC", "obj"),
     "CUmemoryPool": ("POOL", "MPS_H_POOL", "obj"),
     "CUuserObject": ("USEROBJ", "MPS_H_USEROBJ", "obj"),
+    "CUarray":      ("ARRAY", "MPS_H_ARRAY", "obj"),
+    "CUmipmappedArray": ("MIPMAP", "MPS_H_MIPMAP", "obj"),
     "CUmemGenericAllocationHandle": ("ALLOC", "MPS_H_ALLOC", "int"),
     "CUdevice":     ("DEVICE", None, "int"),
 }
 KIND_TYPE = {v[0]: k for k, v in KINDS.items()}
 # Kinds whose objects the forwarding layer creates and frees (server/objects.c).
-GENERIC = {"GRAPH", "NODE", "EXEC", "POOL", "USEROBJ", "ALLOC"}
+GENERIC = {"GRAPH", "NODE", "EXEC", "POOL", "USEROBJ", "ALLOC", "ARRAY", "MIPMAP"}
 
 SCALARS = {
     "int", "unsigned int", "unsigned", "size_t", "unsigned long long", "long long",

@@ -229,6 +229,9 @@ CUresult mps__cur_handle(uint32_t *handle);
 /* Resolves a CUstream as passed by the program. per_thread: the call is a
  * _ptsz/_ptds variant, where 0 means the per-thread default stream. Gives
  * the server's stream handle and the context handle to send with it. */
+/* A 2D or 3D copy with a CUDA array on one side or both (array.c). */
+CUresult mps__array_copy3d(const CUDA_MEMCPY3D *p, CUstream s, bool per_thread, bool async);
+
 CUresult mps__stream_resolve(CUstream s, bool per_thread, uint32_t *stream, uint32_t *ctx);
 
 /* Checks a handle's magic; NULL if it is not a live object of that kind. */

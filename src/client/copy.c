@@ -350,7 +350,7 @@ static CUresult copy_rows(enum dir d, uint64_t dst, size_t dpitch, uint64_t src,
 	return CUDA_SUCCESS;
 }
 
-/* cuMemcpy2D and its forms (copy_rows). Arrays are not served yet. */
+/* cuMemcpy2D and its forms (copy_rows; arrays: array.c). */
 static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, bool per_thread, bool async)
 {
 	uint64_t src, dst;
@@ -360,8 +360,17 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, bool per_thread, bool
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
-		mps__unsupported("cuMemcpy2D with a CUDA array");
-		return CUDA_ERROR_NOT_SUPPORTED;
+		CUDA_MEMCPY3D c3 = {
+			.srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
+			.srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcArray = p->srcArray,
+			.srcPitch = p->srcPitch, .srcHeight = p->Height + p->srcY,
+			.dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstMemoryType = p->dstMemoryType,
+			.dstHost = p->dstHost, .dstDevice = p->dstDevice, .dstArray = p->dstArray,
+			.dstPitch = p->dstPitch, .dstHeight = p->Height + p->dstY,
+			.WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = 1,
+		};
+
+		return mps__array_copy3d(&c3, s, per_thread, async);
 	}
 	if (!side3d(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, 0, p->srcPitch, 0, &src, &sk) ||
 	    !side3d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, 0, p->dstPitch, 0, &dst, &dk))
@@ -377,9 +386,9 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, bool per_thread, bool
 }
 
 /* cuMemcpy3D and its forms: a slice at a time, each as a 2D copy (one copy
- * when both sides are contiguous throughout). Arrays are not served yet;
- * the reserved fields and levels of detail must be zero, as the driver
- * wants them. */
+ * when both sides are contiguous throughout; arrays: array.c); the
+ * reserved fields and levels of detail must be zero, as the driver wants
+ * them. */
 static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, bool per_thread, bool async)
 {
 	uint64_t src, dst;
@@ -389,10 +398,8 @@ static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, bool per_thread, bool
 
 	if (!p || p->reserved0 || p->reserved1 || p->srcLOD || p->dstLOD)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
-		mps__unsupported("cuMemcpy3D with a CUDA array");
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
+	if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+		return mps__array_copy3d(p, s, per_thread, async);
 	if (!side3d(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
 		    p->srcHeight, &src, &sk) ||
 	    !side3d(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,

@@ -122,6 +122,8 @@ CUresult mps__fwd_h_node(CUgraphNode n, uint64_t *h) { return gobj_arg(n, MPS_H_
 CUresult mps__fwd_h_exec(CUgraphExec x, uint64_t *h) { return gobj_arg(x, MPS_H_EXEC, h); }
 CUresult mps__fwd_h_pool(CUmemoryPool p, uint64_t *h) { return gobj_arg(p, MPS_H_POOL, h); }
 CUresult mps__fwd_h_userobj(CUuserObject u, uint64_t *h) { return gobj_arg(u, MPS_H_USEROBJ, h); }
+CUresult mps__fwd_h_array(CUarray a, uint64_t *h) { return gobj_arg(a, MPS_H_ARRAY, h); }
+CUresult mps__fwd_h_mipmap(CUmipmappedArray m, uint64_t *h) { return gobj_arg(m, MPS_H_MIPMAP, h); }
 
 CUresult mps__fwd_h_alloc(CUmemGenericAllocationHandle a, uint64_t *h)
 {

@@ -46,6 +46,9 @@ enum {
 	MPS_H_POOL,
 	MPS_H_ALLOC,
 	MPS_H_USEROBJ,
+	MPS_H_LINK,
+	MPS_H_ARRAY,
+	MPS_H_MIPMAP,
 };
 
 /* The current context's handle; with none, CUDA_ERROR_INVALID_CONTEXT if
@@ -70,6 +73,8 @@ CUresult mps__fwd_h_node(CUgraphNode n, uint64_t *h);
 CUresult mps__fwd_h_exec(CUgraphExec x, uint64_t *h);
 CUresult mps__fwd_h_pool(CUmemoryPool p, uint64_t *h);
 CUresult mps__fwd_h_userobj(CUuserObject u, uint64_t *h);
+CUresult mps__fwd_h_array(CUarray a, uint64_t *h);
+CUresult mps__fwd_h_mipmap(CUmipmappedArray m, uint64_t *h);
 CUresult mps__fwd_h_alloc(CUmemGenericAllocationHandle a, uint64_t *h);
 
 /* The program's handle for a server handle of a type: the existing struct,

@@ -30,7 +30,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        8
+#define MPS_WIRE_VERSION        9
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -215,7 +215,8 @@ enum mps_op_sync {
 	X(LINK_CREATE, link_create, mps_msg_link, MPS_SYNC)               /* val[0] = link; data = struct mps_link_reply */ \
 	X(LINK_ADD, link_add, mps_msg_link, MPS_SYNC)                     /* the upload is the input; data as above */ \
 	X(LINK_COMPLETE, link_complete, mps_msg_link, MPS_SYNC)           /* the image's fd goes ahead; val[0] = its size */ \
-	X(LINK_DESTROY, link_destroy, mps_msg_link, MPS_SYNC)
+	X(LINK_DESTROY, link_destroy, mps_msg_link, MPS_SYNC) \
+	X(ARRAY_COPY, array_copy, mps_msg_array_copy, MPS_EITHER)         /* a copy to, from or between CUDA arrays */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -781,6 +782,18 @@ static inline uint64_t mps_copy3d_span(const struct mps_copy3d_side *s, const st
 	span = (p->depth - 1) * slice + (p->height - 1) * s->pitch + p->width;
 	return *start > UINT64_MAX - span ? UINT64_MAX : span;
 }
+
+/* MPS_OP_ARRAY_COPY: a copy with a CUDA array on one side or both, on a
+ * stream. Each side is an array (its handle; the side's addr, pitch and
+ * height are unused: the array's own) or device memory the client owns
+ * (array 0: addr is a device address), placed as in CUDA_MEMCPY3D. */
+struct mps_msg_array_copy {
+	struct mps_msg hdr;
+	uint32_t stream;
+	uint32_t src_array, dst_array;
+	uint32_t pad;
+	struct mps_copy3d p;
+};
 
 /* MPS_OP_MEMCPY_NODE: a copy node added or given new parameters (flags:
  * enum mps_kernel_node_what); ndeps node handles (add only) follow,

@@ -12,7 +12,8 @@
 #include "server/objects.h"
 #include "server/server.h"
 
-static const int generic_types[] = { MPS_H_GRAPH, MPS_H_NODE, MPS_H_EXEC, MPS_H_POOL, MPS_H_ALLOC, MPS_H_LINK };
+static const int generic_types[] = { MPS_H_GRAPH, MPS_H_NODE, MPS_H_EXEC, MPS_H_POOL, MPS_H_ALLOC, MPS_H_LINK,
+				     MPS_H_ARRAY, MPS_H_MIPMAP };
 
 static uint32_t hash(int type, void *real)
 {
@@ -144,6 +145,13 @@ static void destroy(struct mps_client *c, struct mps_sobj *o)
 		break;
 	case MPS_H_LINK:
 		r = mps__link_release(o->real);
+		break;
+	case MPS_H_ARRAY:
+		r = mps_drv.cuArrayDestroy ? mps_drv.cuArrayDestroy((CUarray)o->real) : CUDA_SUCCESS;
+		break;
+	case MPS_H_MIPMAP:
+		r = mps_drv.cuMipmappedArrayDestroy ? mps_drv.cuMipmappedArrayDestroy((CUmipmappedArray)o->real) :
+						      CUDA_SUCCESS;
 		break;
 	case MPS_H_ALLOC:
 		/* Every driver reference we hold; the memory goes with the last. */

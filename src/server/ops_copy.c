@@ -16,7 +16,9 @@
 #include <string.h>
 
 #include "common/atomics.h"
+#include "common/copy3d.h"
 #include "server/driver.h"
+#include "server/forward.h"
 #include "server/server.h"
 #include "server/streams.h"
 
@@ -247,4 +249,67 @@ fail:
 		mps__reply(c, m->slot, r);
 	else
 		mps__defer_error(c, r, "cuMemsetAsync");
+}
+
+/* One side of an array copy into the driver's form: an array of the
+ * client's, or device memory the client owns over the whole box. */
+static CUresult array_side(struct mps_client *c, uint32_t array, const struct mps_copy3d_side *w,
+			   const struct mps_copy3d *p, CUmemorytype *type, CUarray *arr, CUdeviceptr *dev)
+{
+	uint64_t start, span;
+	CUresult r;
+
+	if (array) {
+		if (!mps__fwd_get(c, MPS_H_ARRAY, array, (void **)arr, &r))
+			return r;
+		*type = CU_MEMORYTYPE_ARRAY;
+		return CUDA_SUCCESS;
+	}
+	span = mps_copy3d_span(w, p, &start);
+	if (span == UINT64_MAX || w->addr > UINT64_MAX - start ||
+	    (span && mps_memacct_check(&c->mem, w->addr + start, span) < 0))
+		return CUDA_ERROR_INVALID_VALUE;
+	*type = CU_MEMORYTYPE_DEVICE;
+	*dev = (CUdeviceptr)w->addr;
+	return CUDA_SUCCESS;
+}
+
+void mps__op_array_copy(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_array_copy *q = (const void *)m;
+	struct mps_sstream *st = NULL;
+	CUDA_MEMCPY3D d;
+	CUresult r;
+
+	memset(&d, 0, sizeof(d));
+	if (!q->src_array && !q->dst_array) {
+		r = CUDA_ERROR_INVALID_VALUE;   /* the plain copies have their own ops */
+		goto fail;
+	}
+	r = array_side(c, q->src_array, &q->p.src, &q->p, &d.srcMemoryType, &d.srcArray, &d.srcDevice);
+	if (r == CUDA_SUCCESS)
+		r = array_side(c, q->dst_array, &q->p.dst, &q->p, &d.dstMemoryType, &d.dstArray, &d.dstDevice);
+	if (r != CUDA_SUCCESS)
+		goto fail;
+	mps_copy3d_geometry_out(&d, &q->p);
+	if (q->src_array) {
+		d.srcPitch = 0;
+		d.srcHeight = 0;
+	}
+	if (q->dst_array) {
+		d.dstPitch = 0;
+		d.dstHeight = 0;
+	}
+	st = mps_stream_for_work(c, m, q->stream, &r);
+	if (!st)
+		goto fail;
+	if (q->p.width && q->p.height && q->p.depth)
+		r = mps_drv.cuMemcpy3DAsync ? mps_drv.cuMemcpy3DAsync(&d, st->s) : CUDA_ERROR_NOT_SUPPORTED;
+	finish(c, m, st, MPS_STAGE_MAX, r, "cuMemcpy3DAsync", false);
+	return;
+fail:
+	if (m->slot != MPS_NO_SLOT)
+		mps__reply(c, m->slot, r);
+	else
+		mps__defer_error(c, r, "cuMemcpy3DAsync");
 }

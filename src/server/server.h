@@ -371,6 +371,8 @@ enum {
 	MPS_H_ALLOC,
 	MPS_H_USEROBJ,
 	MPS_H_LINK,       /* a JIT linker invocation (ops_link.c), an object too */
+	MPS_H_ARRAY,      /* a CUDA array (ops_array.c) */
+	MPS_H_MIPMAP,     /* a mipmapped array; its levels are borrowed arrays */
 };
 
 #endif

@@ -191,3 +191,42 @@ CU_API CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsig
 {
 	return memset2d_async(dstDevice, dstPitch, ui, 4, Width, Height, hStream);
 }
+
+/* cuMemcpy3D between device memory, arrays and host memory: one copy
+ * operation of rows and slices on the stream (graphnodes.c builds it). A
+ * pageable host side is read or written when the copy runs: the
+ * synchronous form waits for it. */
+static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream h, bool wait)
+{
+	struct si_context *ctx;
+	struct si_stream *s;
+	struct si_op *op;
+	CUresult rc;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (p && (!p->WidthInBytes || !p->Height || !p->Depth))
+		return CUDA_SUCCESS;
+	mps__lock();
+	rc = mps__stream_enter(h, &ctx, &s);
+	if (rc == CUDA_SUCCESS)
+		rc = mps__copy3d_op(p, &op);
+	if (rc == CUDA_SUCCESS) {
+		if (wait)
+			rc = mps__submit_wait(s, op);
+		else
+			mps__submit(s, op);
+	}
+	mps__unlock();
+	return rc;
+}
+
+CU_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+	return copy3d(pCopy, hStream, false);
+}
+
+CU_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
+{
+	return copy3d(pCopy, NULL, true);
+}

@@ -17,13 +17,16 @@
 
 #include "standin.h"
 
-/* One side of a copy: its first byte and the bytes it spans. */
-static CUresult copy_side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
-			  size_t pitch, size_t height, const CUDA_MEMCPY3D *p, uint8_t **at, size_t *span,
-			  bool *pinned)
+/* One side of a copy: its first byte and the bytes it spans; *pitch and
+ * *height are an array's own. Under the lock. */
+static CUresult copy_side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array, size_t x, size_t y,
+			  size_t z, size_t *pitch_io, size_t *height_io, const CUDA_MEMCPY3D *p, uint8_t **at,
+			  size_t *span, bool *pinned)
 {
+	size_t pitch = *pitch_io, height = *height_io, slices;
 	struct si_range *r;
 	uintptr_t base;
+	CUresult rc;
 	int k;
 
 	switch (type) {
@@ -34,8 +37,18 @@ static CUresult copy_side(CUmemorytype type, const void *host, CUdeviceptr dev, 
 	case CU_MEMORYTYPE_UNIFIED:
 		base = (uintptr_t)dev;
 		break;
+	case CU_MEMORYTYPE_ARRAY:
+		/* The box must lie inside the array, as the driver checks. */
+		rc = mps__array_side(array, &base, &pitch, &height, &slices);
+		if (rc != CUDA_SUCCESS)
+			return rc;
+		if (x + p->WidthInBytes > pitch || y + p->Height > height || z + p->Depth > slices)
+			return CUDA_ERROR_INVALID_VALUE;
+		*pitch_io = pitch;
+		*height_io = height;
+		break;
 	default:
-		return CUDA_ERROR_NOT_SUPPORTED;   /* arrays */
+		return CUDA_ERROR_INVALID_VALUE;
 	}
 	if ((p->Height > 1 || p->Depth > 1) && pitch < x + p->WidthInBytes)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -61,11 +74,13 @@ CUresult mps__copy3d_op(const CUDA_MEMCPY3D *p, struct si_op **out)
 	*out = NULL;
 	if (!p || !p->WidthInBytes || !p->Height || !p->Depth || p->srcLOD || p->dstLOD)
 		return CUDA_ERROR_INVALID_VALUE;
-	rc = copy_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
-		       p->srcHeight, p, &src, &sspan, &spin);
+	size_t spitch = p->srcPitch, sheight = p->srcHeight, dpitch = p->dstPitch, dheight = p->dstHeight;
+
+	rc = copy_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY, p->srcZ,
+		       &spitch, &sheight, p, &src, &sspan, &spin);
 	if (rc == CUDA_SUCCESS)
-		rc = copy_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstZ,
-			       p->dstPitch, p->dstHeight, p, &dst, &dspan, &dpin);
+		rc = copy_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY,
+			       p->dstZ, &dpitch, &dheight, p, &dst, &dspan, &dpin);
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	op = mps__op_new(SI_OP_COPY);
@@ -78,10 +93,10 @@ CUresult mps__copy3d_op(const CUDA_MEMCPY3D *p, struct si_op **out)
 	op->copy.pin_src = spin;
 	op->copy.rows = p->Height;
 	op->copy.slices = p->Depth;
-	op->copy.spitch = p->srcPitch;
-	op->copy.dpitch = p->dstPitch;
-	op->copy.sslice = p->srcPitch * p->srcHeight;
-	op->copy.dslice = p->dstPitch * p->dstHeight;
+	op->copy.spitch = spitch;
+	op->copy.dpitch = dpitch;
+	op->copy.sslice = spitch * sheight;
+	op->copy.dslice = dpitch * dheight;
 	*out = op;
 	return CUDA_SUCCESS;
 }

@@ -112,6 +112,8 @@ enum si_kind {
 	SI_H_RESDESC,
 	SI_H_GREEN,
 	SI_H_GREENCTX,                  /* a green context as a CUcontext (cuCtxFromGreenCtx) */
+	SI_H_ARRAY,
+	SI_H_MIPMAP,
 };
 
 /* Returns a new handle for obj, or 0 when out of memory. */
@@ -601,6 +603,9 @@ void mps__gnode_free(struct si_gnode *n);
 int mps__cond_value(CUgraphConditionalHandle h, unsigned *value);
 /* The copy a copy node's parameters describe, checked (graphnodes.c). */
 CUresult mps__copy3d_op(const CUDA_MEMCPY3D *p, struct si_op **out);
+/* An array's memory as a copy sees it (array.c): its first byte, row
+ * bytes, rows per slice and slices. Under the lock. */
+CUresult mps__array_side(CUarray h, uintptr_t *base, size_t *pitch, size_t *height, size_t *slices);
 /* A deep copy of a kernel, copy or memset operation (for a node or a launch). */
 struct si_op *mps__op_clone(const struct si_op *op);
 /* Checks a kernel launch and makes its operation (launch.c): what the

@@ -171,6 +171,56 @@ static CUresult get_symbol(uint16_t op, uint32_t ctx, uint32_t mod, const char *
  * allocations, ranges that are not the client's, sizes past what the
  * server grants, an import without its fd and with an fd that is no
  * allocation's, and properties carrying pointers or foreign locations. */
+/* Array copies: no array at all, an array that is not one, a neighbour's
+ * memory on the other side, a box whose numbers overflow; then a real
+ * array copy still works, and the array is left to the teardown. */
+static void attack_array(uint32_t ctx, uint64_t theirs)
+{
+	union {
+		struct mps_msg hdr;
+		struct mps_msg_array_copy ac;
+		struct mps_fwd_cuArrayCreate_v2 cr;
+		struct mps_msg_mem_alloc ma;
+		uint8_t raw[512];
+	} m;
+	CUDA_ARRAY_DESCRIPTOR ad = { .Width = 64, .Height = 1, .Format = CU_AD_FORMAT_UNSIGNED_INT32, .NumChannels = 1 };
+	struct mps_slot *s;
+	uint32_t array;
+	uint64_t mine;
+
+	memset(&m, 0, sizeof(m));
+	m.cr.present = 0x3;
+	memcpy(&m.cr.a1, &ad, sizeof(ad));
+	CHECK(call(MPS_OP_FWD_cuArrayCreate_v2, ctx, &m, sizeof(m.cr), &s));
+	array = (uint32_t)((struct mps_fwd_cuArrayCreate_v2_out *)s->data)->o0;
+	REQUIRE(array, "no array");
+	memset(&m, 0, sizeof(m));
+	m.ma.size = 4096;
+	CHECK(call(MPS_OP_MEM_ALLOC, ctx, &m, sizeof(m.ma), &s));
+	mine = s->val[0];
+
+	memset(&m, 0, sizeof(m));
+	m.ac.p.width = 256;
+	m.ac.p.height = m.ac.p.depth = 1;
+	m.ac.p.src.addr = mine;
+	CHECK_ERR(call(MPS_OP_ARRAY_COPY, ctx, &m, sizeof(m.ac), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ac.dst_array = 0x7777701;
+	CHECK_ERR(call(MPS_OP_ARRAY_COPY, ctx, &m, sizeof(m.ac), NULL), CUDA_ERROR_INVALID_HANDLE);
+	m.ac.dst_array = array;
+	m.ac.p.src.addr = theirs;
+	CHECK_ERR(call(MPS_OP_ARRAY_COPY, ctx, &m, sizeof(m.ac), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ac.p.src.addr = mine;
+	m.ac.p.src.pitch = UINT64_MAX / 2;
+	m.ac.p.height = 3;
+	CHECK_ERR(call(MPS_OP_ARRAY_COPY, ctx, &m, sizeof(m.ac), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ac.p.src.pitch = 0;
+	m.ac.p.height = 1;
+	m.ac.p.src.x = 4000;   /* past the end of its 4096 bytes */
+	CHECK_ERR(call(MPS_OP_ARRAY_COPY, ctx, &m, sizeof(m.ac), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ac.p.src.x = 0;
+	CHECK(call(MPS_OP_ARRAY_COPY, ctx, &m, sizeof(m.ac), NULL));
+}
+
 static void attack_memory(uint32_t ctx, uint64_t theirs)
 {
 	union {
@@ -1230,6 +1280,7 @@ int main(int argc, char **argv)
 		attack_hostfn(ctx);
 		attack_wake(ctx);
 		attack_link(ctx);
+		attack_array(ctx, theirs);
 	}
 
 	/* A reply slot out of range is ignored; the next call still works. */

@@ -2882,6 +2882,233 @@ CUresult mps__fwd_cuMemGetAccess(unsigned long long *flags, const CUmemLocation 
 	return r;
 }
 
+CUresult mps__fwd_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
+{
+	struct mps_fwd_cuArrayCreate_v2 q;
+	struct mps_fwd_cuArrayCreate_v2_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pHandle)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	if (!pAllocateArray)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a1, pAllocateArray, sizeof(*pAllocateArray));
+	q.present |= 1ull << 1;
+	r = mps__call(MPS_OP_FWD_cuArrayCreate_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuArrayCreate_v2_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		if (pHandle && r == CUDA_SUCCESS)
+			r = mps__fwd_obj(MPS_H_ARRAY, (uint32_t)o->o0, 0, (void **)pHandle);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
+{
+	struct mps_fwd_cuArray3DCreate_v2 q;
+	struct mps_fwd_cuArray3DCreate_v2_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pHandle)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	if (!pAllocateArray)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a1, pAllocateArray, sizeof(*pAllocateArray));
+	q.present |= 1ull << 1;
+	r = mps__call(MPS_OP_FWD_cuArray3DCreate_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuArray3DCreate_v2_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		if (pHandle && r == CUDA_SUCCESS)
+			r = mps__fwd_obj(MPS_H_ARRAY, (uint32_t)o->o0, 0, (void **)pHandle);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuArrayDestroy(CUarray hArray)
+{
+	struct mps_fwd_cuArrayDestroy q;
+	struct mps_fwd_cuArrayDestroy_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_h_array(hArray, &q.a0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuArrayDestroy, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuArrayDestroy_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		mps__fwd_drop(MPS_H_ARRAY, (uint32_t)q.a0);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+{
+	struct mps_fwd_cuArrayGetDescriptor_v2 q;
+	struct mps_fwd_cuArrayGetDescriptor_v2_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pArrayDescriptor)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	r = mps__fwd_h_array(hArray, &q.a1);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuArrayGetDescriptor_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuArrayGetDescriptor_v2_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(pArrayDescriptor, o->o0, sizeof(*pArrayDescriptor));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+{
+	struct mps_fwd_cuArray3DGetDescriptor_v2 q;
+	struct mps_fwd_cuArray3DGetDescriptor_v2_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pArrayDescriptor)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	r = mps__fwd_h_array(hArray, &q.a1);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuArray3DGetDescriptor_v2, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuArray3DGetDescriptor_v2_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(pArrayDescriptor, o->o0, sizeof(*pArrayDescriptor));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels)
+{
+	struct mps_fwd_cuMipmappedArrayCreate q;
+	struct mps_fwd_cuMipmappedArrayCreate_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pHandle)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	if (!pMipmappedArrayDesc)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a1, pMipmappedArrayDesc, sizeof(*pMipmappedArrayDesc));
+	q.present |= 1ull << 1;
+	q.a2 = (uint64_t)numMipmapLevels;
+	r = mps__call(MPS_OP_FWD_cuMipmappedArrayCreate, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMipmappedArrayCreate_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		if (pHandle && r == CUDA_SUCCESS)
+			r = mps__fwd_obj(MPS_H_MIPMAP, (uint32_t)o->o0, 0, (void **)pHandle);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+	struct mps_fwd_cuMipmappedArrayDestroy q;
+	struct mps_fwd_cuMipmappedArrayDestroy_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_h_mipmap(hMipmappedArray, &q.a0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuMipmappedArrayDestroy, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMipmappedArrayDestroy_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		mps__fwd_drop(MPS_H_MIPMAP, (uint32_t)q.a0);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)
+{
+	struct mps_fwd_cuMipmappedArrayGetLevel q;
+	struct mps_fwd_cuMipmappedArrayGetLevel_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, false);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pLevelArray)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	r = mps__fwd_h_mipmap(hMipmappedArray, &q.a1);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a2 = (uint64_t)level;
+	r = mps__call(MPS_OP_FWD_cuMipmappedArrayGetLevel, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuMipmappedArrayGetLevel_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		if (pLevelArray && r == CUDA_SUCCESS)
+			r = mps__fwd_obj(MPS_H_ARRAY, (uint32_t)o->o0, (uint32_t)q.a1, (void **)pLevelArray);
+	}
+	mps__call_end(&call);
+	return r;
+}
+
 const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuDeviceGetP2PAttribute, mps__fwd_cuDeviceGetP2PAttribute),
 	MPS_IMPL(cuStreamGetAttribute, mps__fwd_cuStreamGetAttribute),
@@ -2961,5 +3188,13 @@ const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuMemGetAllocationPropertiesFromHandle, mps__fwd_cuMemGetAllocationPropertiesFromHandle),
 	MPS_IMPL(cuMemSetAccess, mps__fwd_cuMemSetAccess),
 	MPS_IMPL(cuMemGetAccess, mps__fwd_cuMemGetAccess),
+	MPS_IMPL(cuArrayCreate_v2, mps__fwd_cuArrayCreate_v2),
+	MPS_IMPL(cuArray3DCreate_v2, mps__fwd_cuArray3DCreate_v2),
+	MPS_IMPL(cuArrayDestroy, mps__fwd_cuArrayDestroy),
+	MPS_IMPL(cuArrayGetDescriptor_v2, mps__fwd_cuArrayGetDescriptor_v2),
+	MPS_IMPL(cuArray3DGetDescriptor_v2, mps__fwd_cuArray3DGetDescriptor_v2),
+	MPS_IMPL(cuMipmappedArrayCreate, mps__fwd_cuMipmappedArrayCreate),
+	MPS_IMPL(cuMipmappedArrayDestroy, mps__fwd_cuMipmappedArrayDestroy),
+	MPS_IMPL(cuMipmappedArrayGetLevel, mps__fwd_cuMipmappedArrayGetLevel),
 	MPS_IMPL_END
 };

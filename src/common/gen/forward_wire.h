@@ -990,6 +990,110 @@ struct mps_fwd_cuMemGetAccess_out {
 };
 _Static_assert(sizeof(struct mps_fwd_cuMemGetAccess_out) <= MPS_SLOT_DATA, "fits a slot");
 
+struct mps_fwd_cuArrayCreate_v2 {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a1[MPS_FWD_ROUND(sizeof(CUDA_ARRAY_DESCRIPTOR))];   /* pAllocateArray */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArrayCreate_v2) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuArrayCreate_v2_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint64_t o0;   /* pHandle */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArrayCreate_v2_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuArray3DCreate_v2 {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a1[MPS_FWD_ROUND(sizeof(CUDA_ARRAY3D_DESCRIPTOR))];   /* pAllocateArray */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArray3DCreate_v2) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuArray3DCreate_v2_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint64_t o0;   /* pHandle */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArray3DCreate_v2_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuArrayDestroy {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* hArray (del) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArrayDestroy) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuArrayDestroy_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArrayDestroy_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuArrayGetDescriptor_v2 {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* hArray (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArrayGetDescriptor_v2) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuArrayGetDescriptor_v2_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(CUDA_ARRAY_DESCRIPTOR))];   /* pArrayDescriptor */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArrayGetDescriptor_v2_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuArray3DGetDescriptor_v2 {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* hArray (h) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArray3DGetDescriptor_v2) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuArray3DGetDescriptor_v2_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(CUDA_ARRAY3D_DESCRIPTOR))];   /* pArrayDescriptor */
+};
+_Static_assert(sizeof(struct mps_fwd_cuArray3DGetDescriptor_v2_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMipmappedArrayCreate {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a1[MPS_FWD_ROUND(sizeof(CUDA_ARRAY3D_DESCRIPTOR))];   /* pMipmappedArrayDesc */
+	uint64_t a2;   /* numMipmapLevels (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMipmappedArrayCreate) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMipmappedArrayCreate_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint64_t o0;   /* pHandle */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMipmappedArrayCreate_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMipmappedArrayDestroy {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* hMipmappedArray (del) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMipmappedArrayDestroy) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMipmappedArrayDestroy_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMipmappedArrayDestroy_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuMipmappedArrayGetLevel {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* hMipmappedArray (h) */
+	uint64_t a2;   /* level (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMipmappedArrayGetLevel) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuMipmappedArrayGetLevel_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint64_t o0;   /* pLevelArray */
+};
+_Static_assert(sizeof(struct mps_fwd_cuMipmappedArrayGetLevel_out) <= MPS_SLOT_DATA, "fits a slot");
+
 #define MPS_FWD_OPS(X) \
 	X(FWD_cuDeviceGetP2PAttribute, fwd_cuDeviceGetP2PAttribute, mps_fwd_cuDeviceGetP2PAttribute, MPS_SYNC) \
 	X(FWD_cuStreamGetAttribute, fwd_cuStreamGetAttribute, mps_fwd_cuStreamGetAttribute, MPS_SYNC) \
@@ -1060,6 +1164,14 @@ _Static_assert(sizeof(struct mps_fwd_cuMemGetAccess_out) <= MPS_SLOT_DATA, "fits
 	X(FWD_cuMemGetAllocationGranularity, fwd_cuMemGetAllocationGranularity, mps_fwd_cuMemGetAllocationGranularity, MPS_SYNC) \
 	X(FWD_cuMemGetAllocationPropertiesFromHandle, fwd_cuMemGetAllocationPropertiesFromHandle, mps_fwd_cuMemGetAllocationPropertiesFromHandle, MPS_SYNC) \
 	X(FWD_cuMemSetAccess, fwd_cuMemSetAccess, mps_fwd_cuMemSetAccess, MPS_SYNC) \
-	X(FWD_cuMemGetAccess, fwd_cuMemGetAccess, mps_fwd_cuMemGetAccess, MPS_SYNC)
+	X(FWD_cuMemGetAccess, fwd_cuMemGetAccess, mps_fwd_cuMemGetAccess, MPS_SYNC) \
+	X(FWD_cuArrayCreate_v2, fwd_cuArrayCreate_v2, mps_fwd_cuArrayCreate_v2, MPS_SYNC) \
+	X(FWD_cuArray3DCreate_v2, fwd_cuArray3DCreate_v2, mps_fwd_cuArray3DCreate_v2, MPS_SYNC) \
+	X(FWD_cuArrayDestroy, fwd_cuArrayDestroy, mps_fwd_cuArrayDestroy, MPS_SYNC) \
+	X(FWD_cuArrayGetDescriptor_v2, fwd_cuArrayGetDescriptor_v2, mps_fwd_cuArrayGetDescriptor_v2, MPS_SYNC) \
+	X(FWD_cuArray3DGetDescriptor_v2, fwd_cuArray3DGetDescriptor_v2, mps_fwd_cuArray3DGetDescriptor_v2, MPS_SYNC) \
+	X(FWD_cuMipmappedArrayCreate, fwd_cuMipmappedArrayCreate, mps_fwd_cuMipmappedArrayCreate, MPS_SYNC) \
+	X(FWD_cuMipmappedArrayDestroy, fwd_cuMipmappedArrayDestroy, mps_fwd_cuMipmappedArrayDestroy, MPS_SYNC) \
+	X(FWD_cuMipmappedArrayGetLevel, fwd_cuMipmappedArrayGetLevel, mps_fwd_cuMipmappedArrayGetLevel, MPS_SYNC)
 
 #endif

@@ -2549,3 +2549,252 @@ out:
 	mps__reply(c, m->slot, r);
 }
 
+void mps__op_fwd_cuArrayCreate_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuArrayCreate_v2 *q = (const void *)m;
+	struct mps_fwd_cuArrayCreate_v2_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUarray pHandle_v = 0;
+	CUDA_ARRAY_DESCRIPTOR pAllocateArray_v;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memcpy(&pAllocateArray_v, q->a1, sizeof(pAllocateArray_v));
+	if (!mps_drv.cuArrayCreate_v2) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuArrayCreate_v2(&pHandle_v, &pAllocateArray_v);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (q->present & (1ull << 0)) {
+		r = mps__fwd_new(c, MPS_H_ARRAY, (void *)(uintptr_t)pHandle_v, 0, &o->o0);
+		if (r != CUDA_SUCCESS)
+			goto out;
+	}
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuArray3DCreate_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuArray3DCreate_v2 *q = (const void *)m;
+	struct mps_fwd_cuArray3DCreate_v2_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUarray pHandle_v = 0;
+	CUDA_ARRAY3D_DESCRIPTOR pAllocateArray_v;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memcpy(&pAllocateArray_v, q->a1, sizeof(pAllocateArray_v));
+	if (!mps_drv.cuArray3DCreate_v2) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuArray3DCreate_v2(&pHandle_v, &pAllocateArray_v);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (q->present & (1ull << 0)) {
+		r = mps__fwd_new(c, MPS_H_ARRAY, (void *)(uintptr_t)pHandle_v, 0, &o->o0);
+		if (r != CUDA_SUCCESS)
+			goto out;
+	}
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuArrayDestroy(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuArrayDestroy *q = (const void *)m;
+	CUarray hArray = 0;
+	void *hArray_o = NULL;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	hArray_o = mps__fwd_get(c, MPS_H_ARRAY, q->a0, (void **)&hArray, &r);
+	if (!hArray_o)
+		goto out;
+	if (!mps_drv.cuArrayDestroy) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuArrayDestroy(hArray);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	mps__fwd_del(c, MPS_H_ARRAY, (uint32_t)q->a0);
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuArrayGetDescriptor_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuArrayGetDescriptor_v2 *q = (const void *)m;
+	struct mps_fwd_cuArrayGetDescriptor_v2_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUDA_ARRAY_DESCRIPTOR pArrayDescriptor_v;
+	CUarray hArray = 0;
+	void *hArray_o = NULL;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&pArrayDescriptor_v, 0, sizeof(pArrayDescriptor_v));
+	hArray_o = mps__fwd_get(c, MPS_H_ARRAY, q->a1, (void **)&hArray, &r);
+	if (!hArray_o)
+		goto out;
+	if (!mps_drv.cuArrayGetDescriptor_v2) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuArrayGetDescriptor_v2(&pArrayDescriptor_v, hArray);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &pArrayDescriptor_v, sizeof(pArrayDescriptor_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuArray3DGetDescriptor_v2(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuArray3DGetDescriptor_v2 *q = (const void *)m;
+	struct mps_fwd_cuArray3DGetDescriptor_v2_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUDA_ARRAY3D_DESCRIPTOR pArrayDescriptor_v;
+	CUarray hArray = 0;
+	void *hArray_o = NULL;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&pArrayDescriptor_v, 0, sizeof(pArrayDescriptor_v));
+	hArray_o = mps__fwd_get(c, MPS_H_ARRAY, q->a1, (void **)&hArray, &r);
+	if (!hArray_o)
+		goto out;
+	if (!mps_drv.cuArray3DGetDescriptor_v2) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuArray3DGetDescriptor_v2(&pArrayDescriptor_v, hArray);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &pArrayDescriptor_v, sizeof(pArrayDescriptor_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMipmappedArrayCreate(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMipmappedArrayCreate *q = (const void *)m;
+	struct mps_fwd_cuMipmappedArrayCreate_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUmipmappedArray pHandle_v = 0;
+	CUDA_ARRAY3D_DESCRIPTOR pMipmappedArrayDesc_v;
+	unsigned int numMipmapLevels;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memcpy(&pMipmappedArrayDesc_v, q->a1, sizeof(pMipmappedArrayDesc_v));
+	numMipmapLevels = (unsigned int)q->a2;
+	if (!mps_drv.cuMipmappedArrayCreate) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuMipmappedArrayCreate(&pHandle_v, &pMipmappedArrayDesc_v, numMipmapLevels);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (q->present & (1ull << 0)) {
+		r = mps__fwd_new(c, MPS_H_MIPMAP, (void *)(uintptr_t)pHandle_v, 0, &o->o0);
+		if (r != CUDA_SUCCESS)
+			goto out;
+	}
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMipmappedArrayDestroy(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMipmappedArrayDestroy *q = (const void *)m;
+	CUmipmappedArray hMipmappedArray = 0;
+	void *hMipmappedArray_o = NULL;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	hMipmappedArray_o = mps__fwd_get(c, MPS_H_MIPMAP, q->a0, (void **)&hMipmappedArray, &r);
+	if (!hMipmappedArray_o)
+		goto out;
+	if (!mps_drv.cuMipmappedArrayDestroy) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuMipmappedArrayDestroy(hMipmappedArray);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	mps__fwd_del(c, MPS_H_MIPMAP, (uint32_t)q->a0);
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuMipmappedArrayGetLevel(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuMipmappedArrayGetLevel *q = (const void *)m;
+	struct mps_fwd_cuMipmappedArrayGetLevel_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUarray pLevelArray_v = 0;
+	CUmipmappedArray hMipmappedArray = 0;
+	void *hMipmappedArray_o = NULL;
+	unsigned int level;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, false);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	hMipmappedArray_o = mps__fwd_get(c, MPS_H_MIPMAP, q->a1, (void **)&hMipmappedArray, &r);
+	if (!hMipmappedArray_o)
+		goto out;
+	level = (unsigned int)q->a2;
+	if (!mps_drv.cuMipmappedArrayGetLevel) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuMipmappedArrayGetLevel(&pLevelArray_v, hMipmappedArray, level);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (q->present & (1ull << 0)) {
+		r = mps__fwd_handle_of(c, MPS_H_ARRAY, (void *)(uintptr_t)pLevelArray_v, (uint32_t)q->a1, &o->o0);
+		if (r != CUDA_SUCCESS)
+			goto out;
+	}
+out:
+	mps__reply(c, m->slot, r);
+}
+

@@ -79,6 +79,14 @@
 	X(cuMemGetAllocationGranularity) \
 	X(cuMemGetAllocationPropertiesFromHandle) \
 	X(cuMemSetAccess) \
-	X(cuMemGetAccess)
+	X(cuMemGetAccess) \
+	X(cuArrayCreate_v2) \
+	X(cuArray3DCreate_v2) \
+	X(cuArrayDestroy) \
+	X(cuArrayGetDescriptor_v2) \
+	X(cuArray3DGetDescriptor_v2) \
+	X(cuMipmappedArrayCreate) \
+	X(cuMipmappedArrayDestroy) \
+	X(cuMipmappedArrayGetLevel)
 
 #endif

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+/*
+ * CUDA arrays and the copies that reach them: a 2D float array filled from
+ * a pitched host matrix (cuMemcpy2D) and read into pitched device memory
+ * and back; a 1D array of 4-channel bytes written at an offset from the
+ * host, copied to a second array, to device memory and back to the host
+ * (the 1D forms, synchronous and asynchronous); a 3D array of 2-channel
+ * words written and read as a box inside it (cuMemcpy3D, async); a layered
+ * array's layers; a mipmapped array's second level. Every byte compared,
+ * what lies outside each box included; descriptors read back; and what
+ * the driver refuses: three channels, a box past the array's end.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+static uint64_t rng;
+static CUstream stream;
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n);
+
+	REQUIRE(p, "out of memory");
+	return p;
+}
+
+static void test_2d(void)
+{
+	enum { W = 64, H = 32, HP = W * 4 + 40 };   /* floats per row, rows, host pitch in bytes */
+	unsigned char *in = xmalloc(HP * H), *out = xmalloc(HP * H);
+	CUDA_ARRAY_DESCRIPTOR ad = { .Width = W, .Height = H, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1 }, got;
+	CUDA_MEMCPY2D c;
+	CUdeviceptr dp;
+	size_t pitch;
+	CUarray a;
+
+	t_fill_bytes(in, HP * H, &rng);
+	CHECK(cuArrayCreate(&a, &ad));
+	CHECK(cuArrayGetDescriptor(&got, a));
+	EXPECT(got.Width == W && got.Height == H && got.Format == CU_AD_FORMAT_FLOAT && got.NumChannels == 1,
+	       "the descriptor read back: %zu x %zu, format %d, %u channels", got.Width, got.Height, (int)got.Format,
+	       got.NumChannels);
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = in;
+	c.srcPitch = HP;
+	c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.dstArray = a;
+	c.WidthInBytes = W * 4;
+	c.Height = H;
+	CHECK(cuMemcpy2D(&c));
+	CHECK(cuMemAllocPitch(&dp, &pitch, W * 4, H, 4));
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.srcArray = a;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = dp;
+	c.dstPitch = pitch;
+	c.WidthInBytes = W * 4;
+	c.Height = H;
+	CHECK(cuMemcpy2DAsync(&c, stream));
+	memset(&c, 0, sizeof(c));
+	memset(out, 0x5c, HP * H);
+	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.srcDevice = dp;
+	c.srcPitch = pitch;
+	c.dstMemoryType = CU_MEMORYTYPE_HOST;
+	c.dstHost = out;
+	c.dstPitch = HP;
+	c.WidthInBytes = W * 4;
+	c.Height = H;
+	CHECK(cuMemcpy2DAsync(&c, stream));
+	CHECK(cuStreamSynchronize(stream));
+	for (int r = 0; r < H; r++) {
+		if (CMP_BYTES(out + r * HP, in + r * HP, W * 4, "a row through a 2D array"))
+			break;
+		if (EXPECT_FILL(out + r * HP + W * 4, HP - W * 4, 0x5c, "a row's padding"))
+			break;
+	}
+	/* Past the array's last row: refused. */
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = in;
+	c.srcPitch = HP;
+	c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.dstArray = a;
+	c.dstY = 1;
+	c.WidthInBytes = W * 4;
+	c.Height = H;
+	EXPECT(cuMemcpy2D(&c) != CUDA_SUCCESS, "a copy past the array's last row was taken");
+	CHECK(cuMemFree(dp));
+	CHECK(cuArrayDestroy(a));
+	free(in);
+	free(out);
+}
+
+static void test_1d(void)
+{
+	enum { W = 1000, BYTES = W * 4, OFF = 400, N = 2000 };   /* 4-channel bytes: 4 bytes an element */
+	CUDA_ARRAY_DESCRIPTOR ad = { .Width = W, .Height = 0, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4 };
+	unsigned char *in = xmalloc(N), *out = xmalloc(BYTES), *zero = calloc(1, BYTES);
+	CUarray a, b;
+	CUdeviceptr d;
+
+	REQUIRE(zero, "out of memory");
+	t_fill_bytes(in, N, &rng);
+	CHECK(cuArrayCreate(&a, &ad));
+	CHECK(cuArrayCreate(&b, &ad));
+	CHECK(cuMemAlloc(&d, BYTES));
+	/* Both arrays zero first, so what lies outside the copies is known. */
+	CHECK(cuMemcpyHtoA(a, 0, zero, BYTES));
+	CHECK(cuMemcpyHtoA(b, 0, zero, BYTES));
+	CHECK(cuMemcpyHtoAAsync(a, OFF, in, N, stream));
+	CHECK(cuStreamSynchronize(stream));
+	CHECK(cuMemcpyAtoA(b, 0, a, 0, BYTES));
+	CHECK(cuMemcpyAtoD(d, b, 0, BYTES));
+	memset(out, 0x5c, BYTES);
+	CHECK(cuMemcpyDtoH(out, d, BYTES));
+	EXPECT_FILL(out, OFF, 0, "the bytes before the copy's offset");
+	CMP_BYTES(out + OFF, in, N, "a 1D array's bytes, host -> array -> array -> device -> host");
+	EXPECT_FILL(out + OFF + N, BYTES - OFF - N, 0, "the bytes after the copy");
+	memset(out, 0x5c, BYTES);
+	CHECK(cuMemcpyDtoA(a, 0, d, BYTES));
+	CHECK(cuMemcpyAtoHAsync(out, a, OFF, N, stream));
+	CHECK(cuStreamSynchronize(stream));
+	CMP_BYTES(out, in, N, "device -> array -> host at an offset");
+	CHECK(cuMemcpyAtoH(out, b, OFF, N));
+	CMP_BYTES(out, in, N, "array -> host, synchronous");
+	EXPECT(cuMemcpyHtoA(a, BYTES - 8, in, 16) != CUDA_SUCCESS, "a copy past a 1D array's end was taken");
+	CHECK(cuMemFree(d));
+	CHECK(cuArrayDestroy(a));
+	CHECK(cuArrayDestroy(b));
+	free(in);
+	free(out);
+	free(zero);
+}
+
+/* A box of a 3D (or layered) array: written from a padded host volume at an
+ * offset, read back whole into a packed host volume. */
+static void box_3d(unsigned flags)
+{
+	enum { W = 16, H = 8, D = 4, E = 8 };   /* elements, rows, slices; bytes an element */
+	enum { BX = 2, BY = 1, BZ = 1, BW = 10, BH = 6, BD = 3 };   /* the box, in elements */
+	CUDA_ARRAY3D_DESCRIPTOR ad = { .Width = W, .Height = H, .Depth = D, .Format = CU_AD_FORMAT_UNSIGNED_INT32,
+				       .NumChannels = 2, .Flags = flags }, got;
+	size_t vol = (size_t)W * E * H * D, hp = BW * E + 24, hh = BH + 2;
+	unsigned char *in = xmalloc(hp * hh * BD), *out = xmalloc(vol), *zero = calloc(1, vol);
+	CUDA_MEMCPY3D c;
+	CUarray a;
+
+	REQUIRE(zero, "out of memory");
+	t_fill_bytes(in, hp * hh * BD, &rng);
+	CHECK(cuArray3DCreate(&a, &ad));
+	CHECK(cuArray3DGetDescriptor(&got, a));
+	EXPECT(got.Width == W && got.Height == H && got.Depth == D && got.NumChannels == 2 && got.Flags == flags,
+	       "the 3D descriptor read back: %zu x %zu x %zu, flags %#x", got.Width, got.Height, got.Depth, got.Flags);
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = zero;
+	c.srcPitch = W * E;
+	c.srcHeight = H;
+	c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.dstArray = a;
+	c.WidthInBytes = W * E;
+	c.Height = H;
+	c.Depth = D;
+	CHECK(cuMemcpy3D(&c));
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = in;
+	c.srcPitch = hp;
+	c.srcHeight = hh;
+	c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.dstArray = a;
+	c.dstXInBytes = BX * E;
+	c.dstY = BY;
+	c.dstZ = BZ;
+	c.WidthInBytes = BW * E;
+	c.Height = BH;
+	c.Depth = BD;
+	CHECK(cuMemcpy3DAsync(&c, stream));
+	memset(&c, 0, sizeof(c));
+	memset(out, 0x5c, vol);
+	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.srcArray = a;
+	c.dstMemoryType = CU_MEMORYTYPE_HOST;
+	c.dstHost = out;
+	c.dstPitch = W * E;
+	c.dstHeight = H;
+	c.WidthInBytes = W * E;
+	c.Height = H;
+	c.Depth = D;
+	CHECK(cuMemcpy3DAsync(&c, stream));
+	CHECK(cuStreamSynchronize(stream));
+	for (int z = 0; z < D; z++)
+		for (int y = 0; y < H; y++) {
+			const unsigned char *row = out + ((size_t)z * H + y) * W * E;
+			int in_box = z >= BZ && z < BZ + BD && y >= BY && y < BY + BH;
+
+			if (!in_box) {
+				if (EXPECT_FILL(row, W * E, 0, flags ? "a layer's row outside the box" :
+								       "a 3D array's row outside the box"))
+					return;
+				continue;
+			}
+			if (EXPECT_FILL(row, BX * E, 0, "the bytes before the box in its row") ||
+			    CMP_BYTES(row + BX * E, in + ((size_t)(z - BZ) * hh + (y - BY)) * hp, BW * E,
+				      "a row of the box") ||
+			    EXPECT_FILL(row + (BX + BW) * E, (W - BX - BW) * E, 0, "the bytes after the box"))
+				return;
+		}
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = in;
+	c.srcPitch = hp;
+	c.srcHeight = hh;
+	c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.dstArray = a;
+	c.dstZ = D - 1;
+	c.WidthInBytes = BW * E;
+	c.Height = BH;
+	c.Depth = 2;   /* one slice past the last */
+	EXPECT(cuMemcpy3D(&c) != CUDA_SUCCESS, "a box past the array's last slice was taken");
+	CHECK(cuArrayDestroy(a));
+	free(in);
+	free(out);
+	free(zero);
+}
+
+static void test_mipmap(void)
+{
+	enum { W = 64, L1 = W / 2 };
+	CUDA_ARRAY3D_DESCRIPTOR ad = { .Width = W, .Height = W, .Format = CU_AD_FORMAT_UNSIGNED_INT32,
+				       .NumChannels = 1 }, got;
+	uint32_t *in = xmalloc(L1 * L1 * 4), *out = xmalloc(L1 * L1 * 4);
+	CUmipmappedArray m;
+	CUarray level;
+	CUDA_MEMCPY2D c;
+
+	t_fill_u32(in, L1 * L1, &rng);
+	CHECK(cuMipmappedArrayCreate(&m, &ad, 3));
+	CHECK(cuMipmappedArrayGetLevel(&level, m, 1));
+	CHECK(cuArray3DGetDescriptor(&got, level));
+	EXPECT(got.Width == L1 && got.Height == L1, "level 1 is %zu x %zu, want %d x %d", got.Width, got.Height, L1, L1);
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = in;
+	c.srcPitch = L1 * 4;
+	c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.dstArray = level;
+	c.WidthInBytes = L1 * 4;
+	c.Height = L1;
+	CHECK(cuMemcpy2D(&c));
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.srcArray = level;
+	c.dstMemoryType = CU_MEMORYTYPE_HOST;
+	c.dstHost = out;
+	c.dstPitch = L1 * 4;
+	c.WidthInBytes = L1 * 4;
+	c.Height = L1;
+	CHECK(cuMemcpy2D(&c));
+	CMP_U32(out, in, L1 * L1, "a mipmapped array's level 1");
+	EXPECT(cuMipmappedArrayGetLevel(&level, m, 3) != CUDA_SUCCESS, "level 3 of 3 levels was given");
+	CHECK(cuMipmappedArrayDestroy(m));
+	free(in);
+	free(out);
+}
+
+int main(int argc, char **argv)
+{
+	CUDA_ARRAY_DESCRIPTOR bad = { .Width = 8, .Height = 8, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 3 };
+	CUarray a;
+
+	t_init(argc, argv);
+	t_primary(t_device());
+	rng = t_rng(1);
+	CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+	test_2d();
+	test_1d();
+	box_3d(0);
+	box_3d(CUDA_ARRAY3D_LAYERED);
+	test_mipmap();
+	CHECK_ERR(cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);
+	CHECK(cuStreamDestroy(stream));
+	return t_finish();
+}
