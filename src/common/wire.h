@@ -216,7 +216,8 @@ enum mps_op_sync {
 	X(LINK_ADD, link_add, mps_msg_link, MPS_SYNC)                     /* the upload is the input; data as above */ \
 	X(LINK_COMPLETE, link_complete, mps_msg_link, MPS_SYNC)           /* the image's fd goes ahead; val[0] = its size */ \
 	X(LINK_DESTROY, link_destroy, mps_msg_link, MPS_SYNC) \
-	X(ARRAY_COPY, array_copy, mps_msg_array_copy, MPS_EITHER)         /* a copy to, from or between CUDA arrays */
+	X(ARRAY_COPY, array_copy, mps_msg_array_copy, MPS_EITHER)         /* a copy to, from or between CUDA arrays */ \
+	X(TEXOBJ, texobj, mps_msg_texobj, MPS_SYNC)                       /* create: val[0] = the object */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -793,6 +794,26 @@ struct mps_msg_array_copy {
 	uint32_t src_array, dst_array;
 	uint32_t pad;
 	struct mps_copy3d p;
+};
+
+/* MPS_OP_TEXOBJ: a texture or surface object made (flags MPS_TEX_CREATE,
+ * MPS_SURF_CREATE) or destroyed (MPS_TEX_DESTROY, MPS_SURF_DESTROY:
+ * object). The resource is the driver's CUDA_RESOURCE_DESC with its array
+ * handle (an array or mipmapped array) in `array` instead; linear and
+ * pitched resources are device memory the client owns. A texture's
+ * descriptors are the driver's, plain values; view says whether the view
+ * descriptor counts. The client holds the object's value itself (kernels
+ * take it by value); the server knows which are the client's. */
+enum { MPS_TEX_CREATE = 1, MPS_TEX_DESTROY, MPS_SURF_CREATE, MPS_SURF_DESTROY };
+
+struct mps_msg_texobj {
+	struct mps_msg hdr;
+	uint64_t object;
+	uint32_t array;
+	uint32_t view;
+	CUDA_RESOURCE_DESC res;
+	CUDA_TEXTURE_DESC tex;
+	CUDA_RESOURCE_VIEW_DESC view_desc;
 };
 
 /* MPS_OP_MEMCPY_NODE: a copy node added or given new parameters (flags:

@@ -63,7 +63,8 @@
 	X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuGetExportTable) \
 	X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuGraphAddBatchMemOpNode) \
 	X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) \
-	X(cuGreenCtxCreate) X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx) X(cuMemcpy3DAsync)
+	X(cuGreenCtxCreate) X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx) X(cuMemcpy3DAsync) \
+	X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)
 
 #define MPS_DRIVER_FIELD(name) __typeof__(&name) name;
 

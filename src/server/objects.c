@@ -12,8 +12,8 @@
 #include "server/objects.h"
 #include "server/server.h"
 
-static const int generic_types[] = { MPS_H_GRAPH, MPS_H_NODE, MPS_H_EXEC, MPS_H_POOL, MPS_H_ALLOC, MPS_H_LINK,
-				     MPS_H_ARRAY, MPS_H_MIPMAP };
+static const int generic_types[] = { MPS_H_GRAPH, MPS_H_NODE,   MPS_H_EXEC,  MPS_H_POOL,   MPS_H_ALLOC,
+				     MPS_H_LINK,  MPS_H_ARRAY,  MPS_H_MIPMAP, MPS_H_TEXOBJ, MPS_H_SURFOBJ };
 
 static uint32_t hash(int type, void *real)
 {
@@ -153,6 +153,14 @@ static void destroy(struct mps_client *c, struct mps_sobj *o)
 		r = mps_drv.cuMipmappedArrayDestroy ? mps_drv.cuMipmappedArrayDestroy((CUmipmappedArray)o->real) :
 						      CUDA_SUCCESS;
 		break;
+	case MPS_H_TEXOBJ:
+		r = mps_drv.cuTexObjectDestroy ? mps_drv.cuTexObjectDestroy((CUtexObject)(uintptr_t)o->real) :
+						 CUDA_SUCCESS;
+		break;
+	case MPS_H_SURFOBJ:
+		r = mps_drv.cuSurfObjectDestroy ? mps_drv.cuSurfObjectDestroy((CUsurfObject)(uintptr_t)o->real) :
+						  CUDA_SUCCESS;
+		break;
 	case MPS_H_ALLOC:
 		/* Every driver reference we hold; the memory goes with the last. */
 		for (uint32_t i = 0; i <= o->extra && mps_drv.cuMemRelease; i++)
@@ -237,7 +245,8 @@ static void del_rest(void *obj, void *arg)
 
 void mps_obj_release_all(struct mps_client *c)
 {
-	static const int order[] = { MPS_H_LINK, MPS_H_EXEC, MPS_H_GRAPH, MPS_H_NODE, MPS_H_POOL, MPS_H_ALLOC };
+	static const int order[] = { MPS_H_LINK,   MPS_H_EXEC,  MPS_H_GRAPH,  MPS_H_NODE,  MPS_H_POOL, MPS_H_ALLOC,
+				     MPS_H_TEXOBJ, MPS_H_SURFOBJ, MPS_H_ARRAY, MPS_H_MIPMAP };
 
 	for (size_t t = 0; t < sizeof(order) / sizeof(order[0]); t++)
 		mps_handles_foreach(&c->handles, order[t], del_cb, c);

@@ -373,6 +373,8 @@ enum {
 	MPS_H_LINK,       /* a JIT linker invocation (ops_link.c), an object too */
 	MPS_H_ARRAY,      /* a CUDA array (ops_array.c) */
 	MPS_H_MIPMAP,     /* a mipmapped array; its levels are borrowed arrays */
+	MPS_H_TEXOBJ,     /* a texture object (ops_texture.c): the client holds its value */
+	MPS_H_SURFOBJ,    /* a surface object, likewise */
 };
 
 #endif

@@ -8,7 +8,10 @@
  * words written and read as a box inside it (cuMemcpy3D, async); a layered
  * array's layers; a mipmapped array's second level. Every byte compared,
  * what lies outside each box included; descriptors read back; and what
- * the driver refuses: three channels, a box past the array's end.
+ * the driver refuses: three channels, a box past the array's end. Then
+ * texture and surface objects: a kernel reads a linear float texture
+ * (tex1Dfetch) and its result is checked; objects over an array, a
+ * mipmapped array and pitched memory are made, read back and destroyed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -269,6 +272,101 @@ static void test_mipmap(void)
 	free(out);
 }
 
+static void test_textures(void)
+{
+	enum { N = 4096 };
+	CUfunction fetch = t_func(t_module(), "tex_fetch");
+	float *in = xmalloc(N * 4), *out = xmalloc(N * 4), *want = xmalloc(N * 4);
+	CUDA_ARRAY3D_DESCRIPTOR ad = { .Width = 32, .Height = 16, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1,
+				       .Flags = CUDA_ARRAY3D_SURFACE_LDST };
+	CUDA_RESOURCE_DESC rd, back;
+	CUDA_TEXTURE_DESC td, tback;
+	CUtexObject t, ta, tm, tp;
+	CUsurfObject sf;
+	CUmipmappedArray mm;
+	CUdeviceptr d, o, p;
+	size_t pitch;
+	CUarray a;
+	int n = N;
+
+	t_fill_f32_int(in, N, &rng);
+	for (int i = 0; i < N; i++)
+		want[i] = 2.0f * in[i] + 1.0f;
+	CHECK(cuMemAlloc(&d, N * 4));
+	CHECK(cuMemAlloc(&o, N * 4));
+	CHECK(cuMemcpyHtoD(d, in, N * 4));
+	memset(&rd, 0, sizeof(rd));
+	rd.resType = CU_RESOURCE_TYPE_LINEAR;
+	rd.res.linear.devPtr = d;
+	rd.res.linear.format = CU_AD_FORMAT_FLOAT;
+	rd.res.linear.numChannels = 1;
+	rd.res.linear.sizeInBytes = N * 4;
+	memset(&td, 0, sizeof(td));
+	td.filterMode = CU_TR_FILTER_MODE_POINT;
+	td.addressMode[0] = CU_TR_ADDRESS_MODE_CLAMP;
+	CHECK(cuTexObjectCreate(&t, &rd, &td, NULL));
+	EXPECT(t != 0, "a texture object of value 0");
+	{
+		void *args[] = { &t, &o, &n };
+
+		CHECK(t_launch(fetch, (N + 255) / 256, 256, stream, args));
+	}
+	CHECK(cuStreamSynchronize(stream));
+	CHECK(cuMemcpyDtoH(out, o, N * 4));
+	CMP_F32(out, want, N, 0, 0, "a kernel's reads of a linear texture");
+	CHECK(cuTexObjectGetResourceDesc(&back, t));
+	EXPECT(back.resType == CU_RESOURCE_TYPE_LINEAR && back.res.linear.devPtr == d &&
+		       back.res.linear.sizeInBytes == N * 4 && back.res.linear.format == CU_AD_FORMAT_FLOAT,
+	       "the texture's resource read back");
+	CHECK(cuTexObjectGetTextureDesc(&tback, t));
+	EXPECT(tback.filterMode == CU_TR_FILTER_MODE_POINT, "the texture's filter mode read back");
+
+	/* Over an array (and a surface over the same), a mipmapped array and
+	 * pitched memory. */
+	CHECK(cuArray3DCreate(&a, &ad));
+	memset(&rd, 0, sizeof(rd));
+	rd.resType = CU_RESOURCE_TYPE_ARRAY;
+	rd.res.array.hArray = a;
+	CHECK(cuTexObjectCreate(&ta, &rd, &td, NULL));
+	CHECK(cuSurfObjectCreate(&sf, &rd));
+	CHECK(cuSurfObjectGetResourceDesc(&back, sf));
+	EXPECT(back.resType == CU_RESOURCE_TYPE_ARRAY && back.res.array.hArray == a,
+	       "the surface's array read back");
+	ad.Flags = 0;
+	CHECK(cuMipmappedArrayCreate(&mm, &ad, 2));
+	memset(&rd, 0, sizeof(rd));
+	rd.resType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
+	rd.res.mipmap.hMipmappedArray = mm;
+	td.mipmapFilterMode = CU_TR_FILTER_MODE_POINT;
+	td.maxMipmapLevelClamp = 1;
+	CHECK(cuTexObjectCreate(&tm, &rd, &td, NULL));
+	CHECK(cuMemAllocPitch(&p, &pitch, 64 * 4, 16, 4));
+	memset(&rd, 0, sizeof(rd));
+	rd.resType = CU_RESOURCE_TYPE_PITCH2D;
+	rd.res.pitch2D.devPtr = p;
+	rd.res.pitch2D.format = CU_AD_FORMAT_FLOAT;
+	rd.res.pitch2D.numChannels = 1;
+	rd.res.pitch2D.width = 64;
+	rd.res.pitch2D.height = 16;
+	rd.res.pitch2D.pitchInBytes = pitch;
+	td.mipmapFilterMode = CU_TR_FILTER_MODE_POINT;
+	td.maxMipmapLevelClamp = 0;
+	CHECK(cuTexObjectCreate(&tp, &rd, &td, NULL));
+	CHECK(cuTexObjectDestroy(tp));
+	CHECK(cuTexObjectDestroy(tm));
+	CHECK(cuSurfObjectDestroy(sf));
+	CHECK(cuTexObjectDestroy(ta));
+	CHECK(cuTexObjectDestroy(t));
+	CHECK(cuMipmappedArrayDestroy(mm));
+	CHECK(cuArrayDestroy(a));
+	CHECK(cuMemFree(p));
+	CHECK(cuMemFree(d));
+	CHECK(cuMemFree(o));
+	free(in);
+	free(out);
+	free(want);
+}
+
 int main(int argc, char **argv)
 {
 	CUDA_ARRAY_DESCRIPTOR bad = { .Width = 8, .Height = 8, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 3 };
@@ -283,6 +381,7 @@ int main(int argc, char **argv)
 	box_3d(0);
 	box_3d(CUDA_ARRAY3D_LAYERED);
 	test_mipmap();
+	test_textures();
 	CHECK_ERR(cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);
 	CHECK(cuStreamDestroy(stream));
 	return t_finish();

@@ -115,3 +115,11 @@ extern "C" __global__ void store_at(unsigned int *p, unsigned int v)
 extern "C" __global__ void empty(void)
 {
 }
+
+/* out[i] = 2 * (element i of a linear float texture) + 1, for i < n. */
+extern "C" __global__ void tex_fetch(unsigned long long tex, float *out, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		out[i] = 2.0f * tex1Dfetch<float>((cudaTextureObject_t)tex, i) + 1.0f;
+}

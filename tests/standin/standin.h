@@ -114,6 +114,7 @@ enum si_kind {
 	SI_H_GREENCTX,                  /* a green context as a CUcontext (cuCtxFromGreenCtx) */
 	SI_H_ARRAY,
 	SI_H_MIPMAP,
+	SI_H_TEXOBJ,                    /* texture and surface objects */
 };
 
 /* Returns a new handle for obj, or 0 when out of memory. */
@@ -521,6 +522,11 @@ struct si_twin {
 	unsigned sizes[8];              /* the parameter sizes it expects */
 	CUresult (*run)(struct si_launch *l);
 };
+
+/* A linear texture object's memory (texture.c): its device address, size,
+ * format and channels. False for anything else. Under the lock. */
+bool mps__texture_linear(uint64_t value, uintptr_t *base, size_t *bytes, CUarray_format *format,
+			 unsigned *channels);
 
 /* The twin of an entry, or NULL when it has none or its signature differs. */
 const struct si_twin *mps__twin_find(const struct si_entry *e);

@@ -222,6 +222,34 @@ static CUresult store_at(struct si_launch *l)
 	return CUDA_SUCCESS;
 }
 
+/* tex1Dfetch of a linear float texture: elements past its end read 0, as
+ * the hardware's border does for fetches. */
+static CUresult tex_fetch(struct si_launch *l)
+{
+	size_t m = covered(l, (int)u32_param(l, 2)), bytes = 0, have;
+	CUarray_format format = CU_AD_FORMAT_FLOAT;
+	unsigned channels = 0;
+	uintptr_t base = 0;
+	const float *src = NULL;
+	float *out;
+	bool ok;
+
+	if (!m)
+		return CUDA_SUCCESS;
+	mps__lock();
+	ok = mps__texture_linear(u64_param(l, 0), &base, &bytes, &format, &channels);
+	mps__unlock();
+	if (!ok || format != CU_AD_FORMAT_FLOAT || channels != 1)
+		return CUDA_ERROR_ILLEGAL_ADDRESS;   /* not a texture this kernel can read */
+	have = bytes / sizeof(float);
+	if (have)
+		ACCESS(l, base, have * sizeof(float), 4, &src);
+	ACCESS(l, u64_param(l, 1), m * sizeof(float), 4, &out);
+	for (size_t i = 0; i < m; i++)
+		out[i] = 2.0f * (i < have ? src[i] : 0.0f) + 1.0f;
+	return CUDA_SUCCESS;
+}
+
 static CUresult empty(struct si_launch *l)
 {
 	(void)l;
@@ -240,6 +268,7 @@ static const struct si_twin twins[] = {
 	{ "reduce_sum",      3, { 8, 8, 4 },    reduce_sum },
 	{ "bump_global",     1, { 4 },          bump_global },
 	{ "store_at",        2, { 8, 4 },       store_at },
+	{ "tex_fetch",       3, { 8, 8, 4 },    tex_fetch },
 	{ "empty",           0, { 0 },          empty },
 };
 

@@ -179,9 +179,10 @@ static void attack_array(uint32_t ctx, uint64_t theirs)
 	union {
 		struct mps_msg hdr;
 		struct mps_msg_array_copy ac;
+		struct mps_msg_texobj tx;
 		struct mps_fwd_cuArrayCreate_v2 cr;
 		struct mps_msg_mem_alloc ma;
-		uint8_t raw[512];
+		uint8_t raw[1024];
 	} m;
 	CUDA_ARRAY_DESCRIPTOR ad = { .Width = 64, .Height = 1, .Format = CU_AD_FORMAT_UNSIGNED_INT32, .NumChannels = 1 };
 	struct mps_slot *s;
@@ -219,6 +220,52 @@ static void attack_array(uint32_t ctx, uint64_t theirs)
 	CHECK_ERR(call(MPS_OP_ARRAY_COPY, ctx, &m, sizeof(m.ac), NULL), CUDA_ERROR_INVALID_VALUE);
 	m.ac.p.src.x = 0;
 	CHECK(call(MPS_OP_ARRAY_COPY, ctx, &m, sizeof(m.ac), NULL));
+
+	/* Texture and surface objects: a resource of no kind, a false array,
+	 * a neighbour's memory, rows that overflow, a surface over memory, a
+	 * destroy of what is not one; a real one still works. */
+	memset(&m, 0, sizeof(m));
+	m.tx.hdr.flags = MPS_TEX_CREATE;
+	m.tx.res.resType = (CUresourcetype)77;
+	CHECK_ERR(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.tx.res.resType = CU_RESOURCE_TYPE_ARRAY;
+	m.tx.array = 0x7777701;
+	CHECK_ERR(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_HANDLE);
+	m.tx.res.resType = CU_RESOURCE_TYPE_LINEAR;
+	m.tx.res.res.linear.devPtr = theirs;
+	m.tx.res.res.linear.format = CU_AD_FORMAT_FLOAT;
+	m.tx.res.res.linear.numChannels = 1;
+	m.tx.res.res.linear.sizeInBytes = 256;
+	CHECK_ERR(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m.tx.res, 0, sizeof(m.tx.res));
+	m.tx.res.resType = CU_RESOURCE_TYPE_PITCH2D;
+	m.tx.res.res.pitch2D.devPtr = mine;
+	m.tx.res.res.pitch2D.format = CU_AD_FORMAT_FLOAT;
+	m.tx.res.res.pitch2D.numChannels = 1;
+	m.tx.res.res.pitch2D.width = 16;
+	m.tx.res.res.pitch2D.height = 1ull << 31;
+	m.tx.res.res.pitch2D.pitchInBytes = 1ull << 40;
+	CHECK_ERR(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.tx.hdr.flags = MPS_SURF_CREATE;
+	m.tx.res.resType = CU_RESOURCE_TYPE_LINEAR;
+	m.tx.res.res.linear.devPtr = mine;
+	m.tx.res.res.linear.sizeInBytes = 256;
+	CHECK_ERR(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.tx.hdr.flags = MPS_TEX_DESTROY;
+	m.tx.object = 0x1234;
+	CHECK_ERR(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.tx.hdr.flags = 99;
+	CHECK_ERR(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.tx.hdr.flags = MPS_SURF_CREATE;
+	m.tx.res.resType = CU_RESOURCE_TYPE_ARRAY;
+	m.tx.array = array;
+	CHECK(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), &s));
+	m.tx.object = s->val[0];
+	m.tx.hdr.flags = MPS_TEX_DESTROY;   /* a surface is not a texture */
+	CHECK_ERR(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.tx.hdr.flags = MPS_SURF_DESTROY;
+	CHECK(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL));
 }
 
 static void attack_memory(uint32_t ctx, uint64_t theirs)
