@@ -23,6 +23,8 @@
  *                 OPENMPS_TEST_PTX), then a synchronize: "launch N RESULT"
  *   copy:MIB      MIB MiB host to device, then device to host, through the
  *                 first allocation: "copy MIB RESULT"
+ *   array:MIB     a 2D float array of MIB MiB (1024 floats a row), kept:
+ *                 "array MIB RESULT"
  *   sms           the current device's SM count: "sms RESULT N"
  *   smids:N       N blocks of the test kernels' `spin` (each records the SM
  *                 it ran on) on a stream made at the first smids and kept,
@@ -309,6 +311,12 @@ int main(int argc, char **argv)
 				r = cuMemcpyDtoH(h, allocs[0], bytes);
 			free(h);
 			printf("copy %ld %s\n", atol(a + 5), name(r));
+		} else if (!strncmp(a, "array:", 6)) {
+			CUDA_ARRAY_DESCRIPTOR ad = { .Width = 1024, .Height = (size_t)atol(a + 6) << 8,
+						     .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1 };
+			CUarray arr;
+
+			printf("array %ld %s\n", atol(a + 6), name(cuArrayCreate(&arr, &ad)));
 		} else if (!strcmp(a, "sms")) {
 			int v = 0;
 			CUdevice d = 0;

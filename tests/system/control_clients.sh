@@ -105,6 +105,20 @@ client M2 init dev:1 meminfo
 wait_for "$dir/M2.out" "^meminfo" || fail "M2 did not report its memory"
 free2=$(awk '/^meminfo/ { print $3 }' "$dir/M2.out")
 [ "$free2" = "$free0" ] || fail "the terminated client's memory is not back ($free0 before, $free2 after)"
+# A client killed while it holds a CUDA array and a texture-less array
+# object: the array's memory comes back too.
+client AR init dev:1 array:16 "wait:$dir/goAR"
+wait_for "$dir/AR.out" "^waiting" || fail "AR was not served"
+grep -q "^array 16 CUDA_SUCCESS$" "$dir/AR.out" || fail "AR's array: $(cat "$dir/AR.out")"
+client M3 init dev:1 meminfo
+wait_for "$dir/M3.out" "^meminfo" || fail "M3 did not report its memory"
+[ $((free0 - $(awk '/^meminfo/ { print $3 }' "$dir/M3.out"))) -ge $((16 << 20)) ] || fail "AR's 16 MiB array does not show"
+kill -KILL "$(cpid AR)"
+wait_until 10 eval '[ "$(ui "get_client_list $srv" | grep -c "^$(cpid AR)$")" = 0 ]' || fail "AR is still listed"
+client M4 init dev:1 meminfo
+wait_for "$dir/M4.out" "^meminfo" || fail "M4 did not report its memory"
+[ "$(awk '/^meminfo/ { print $3 }' "$dir/M4.out")" = "$free0" ] ||
+	fail "a killed client's array memory is not back ($free0 before, $(awk '/^meminfo/ { print $3 }' "$dir/M4.out") after)"
 touch "$dir/goB"
 wait_for "$dir/B.out" "^alloc 1 " || fail "B did not finish"
 grep -Eq "^sync CUDA_ERROR_MPS_CLIENT_TERMINATED$" "$dir/B.out" ||
