@@ -753,6 +753,44 @@ static void vdevice_uuid(const struct mps_vdevice *v, char *out, size_t len)
 	snprintf(out, len, "GPU-%s", text);
 }
 
+static void gather_metrics(struct mps_cmd *cmd, void (*done)(struct mps_cmd *, const struct mps_chan *, const char *));
+
+/* vdevice list: each virtual device, then the PIDs of the clients that chose
+ * it (from the servers' openmps_client_vdevice samples). */
+static void vdevice_list_done(struct mps_cmd *cmd, const struct mps_chan *answer, const char *failure)
+{
+	const char *metrics = cmd->acc ? cmd->acc : "";
+	char uuid[48];
+
+	(void)answer;
+	for (int i = 0; i < mps_daemon.nvdev; i++) {
+		const struct mps_vdevice *x = &mps_daemon.vdev[i];
+		char mem[32], tail[64];
+		size_t tl;
+
+		vdevice_uuid(x, uuid, sizeof(uuid));
+		if (x->sms)
+			mps_format_mem_value(mem, sizeof(mem), x->mem);
+		else
+			snprintf(mem, sizeof(mem), "1/%d", x->parts);
+		mps_out(cmd, "%s %s %s %s%d %s", x->name, uuid, x->dev, x->sms ? "" : "1/", x->sms ? x->sms : x->parts,
+			mem);
+		tl = (size_t)snprintf(tail, sizeof(tail), ",vdevice=\"%s\"} 1", x->name);
+		for (const char *l = metrics; *l;) {
+			const char *e = strchr(l, '\n'), *pid;
+			size_t n = e ? (size_t)(e - l) : strlen(l);
+
+			if (!strncmp(l, "openmps_client_vdevice{", 23) && n > tl && !memcmp(l + n - tl, tail, tl) &&
+			    (pid = strstr(l, ",pid=\"")) && pid < l + n)
+				mps_out(cmd, " %d", atoi(pid + 6));
+			l += n + (e != NULL);
+		}
+		mps_out(cmd, "\n");
+	}
+	if (failure)
+		mps_out(cmd, "(not every server answered: %s)\n", failure);
+}
+
 /* vdevice add NAME DEV SMS MEM | split DEV N | rm NAME | list */
 static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 {
@@ -764,18 +802,7 @@ static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 	int r = 0;
 
 	if (argc == 2 && !strcmp(argv[1], "list")) {
-		for (int i = 0; i < mps_daemon.nvdev; i++) {
-			const struct mps_vdevice *x = &mps_daemon.vdev[i];
-			char mem[32];
-
-			vdevice_uuid(x, uuid, sizeof(uuid));
-			if (x->sms)
-				mps_format_mem_value(mem, sizeof(mem), x->mem);
-			else
-				snprintf(mem, sizeof(mem), "1/%d", x->parts);
-			mps_out(cmd, "%s %s %s %s%d %s\n", x->name, uuid, x->dev, x->sms ? "" : "1/",
-				x->sms ? x->sms : x->parts, mem);
-		}
+		gather_metrics(cmd, vdevice_list_done);   /* for each one's clients */
 		return;
 	}
 	if (!admin(cmd)) {
@@ -859,6 +886,7 @@ static const struct {
 	{ "openmps_client_priority", "gauge", "A client's priority (0 normal, 1 below normal)." },
 	{ "openmps_client_active_thread_percentage", "gauge", "A client's active thread percentage." },
 	{ "openmps_client_sms", "gauge", "SMs a client's kernels may use, by device (its percentage as SMs)." },
+	{ "openmps_client_vdevice", "gauge", "A virtual device a client chose (1), by device and name." },
 	{ "openmps_server_clients", "gauge", "Clients a server serves." },
 	{ "openmps_server_memory_bytes", "gauge", "Device memory a server's clients hold, by device." },
 	{ "openmps_server_streams", "gauge", "Driver streams a server holds, by device." },

@@ -123,6 +123,7 @@ int mps_metrics_write(int fd)
 		for (int d = 0; d < mps_srv.ndev; d++)
 			fprintf(f, "openmps_client_sms{%s,device=\"%d\"} %u\n", id, d,
 				mps_sm_client_count(c, d));
+		mps_vdev_client_metrics(f, c, id);
 	}
 	pthread_mutex_unlock(&mps_srv.lock);
 	fprintf(f, "openmps_server_clients{server=\"%d\"} %d\n", server, n);

@@ -158,6 +158,14 @@ void mps_vdev_release(struct mps_client *c)
 	pthread_mutex_unlock(&vlock);
 }
 
+void mps_vdev_client_metrics(FILE *f, const struct mps_client *c, const char *id)
+{
+	for (unsigned int v = 0; v < c->nvwelcome; v++)
+		if (c->vused & (1u << v))
+			fprintf(f, "openmps_client_vdevice{%s,device=\"%d\",vdevice=\"%s\"} 1\n", id, c->vwelcome[v].dev,
+				mps_sm_name_of(c->vwelcome[v].name));
+}
+
 void mps_vdev_metrics(FILE *f, int server)
 {
 	pthread_mutex_lock(&vlock);

@@ -40,6 +40,10 @@ int mps_vdev_select(struct mps_client *c, unsigned int v);
 /* c leaves: the virtual devices it used count one client less. */
 void mps_vdev_release(struct mps_client *c);
 
+/* openmps_client_vdevice samples: the virtual devices client c chose (id:
+ * its labels). mps_srv.lock held. */
+void mps_vdev_client_metrics(FILE *f, const struct mps_client *c, const char *id);
+
 /* openmps_server_vdevice_* samples: each one's SMs, memory and clients. */
 void mps_vdev_metrics(FILE *f, int server);
 

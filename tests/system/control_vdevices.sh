@@ -10,7 +10,8 @@
 #     the slice's SMs only and cannot allocate past its memory;
 #   - two slices never share an SM; a client without the variable sees the
 #     GPUs, not the slices; two slices of one GPU in one client are refused;
-#   - a removed slice is no longer offered; get_metrics shows each slice.
+#   - a removed slice is no longer offered; get_metrics shows each slice and
+#     the clients' choices, vdevice list each slice's clients.
 #
 #   usage: control_vdevices.sh BUILD_DIR
 
@@ -89,6 +90,10 @@ printf '%s\n' "$m" | grep -Eq '^openmps_server_vdevice_clients\{.*vdevice="vgpu0
 	fail "get_metrics: vgpu0-0's clients: $(printf '%s\n' "$m" | grep vdevice_clients)"
 printf '%s\n' "$m" | grep -Eq "^openmps_server_vdevice_sms\\{.*vdevice=\"small\".*\\} 4$" ||
 	fail "get_metrics: small's SMs: $(printf '%s\n' "$m" | grep vdevice_sms)"
+ui "vdevice list" | grep -Eq "^vgpu0-0 $u0 0 1/2 1/2 $(cpid K)$" ||
+	fail "vdevice list does not name K as vgpu0-0's client: $(ui "vdevice list")"
+printf '%s\n' "$m" | grep -Eq "^openmps_client_vdevice\{.*pid=\"$(cpid K)\".*vdevice=\"vgpu0-0\"\} 1$" ||
+	fail "get_metrics: K's virtual device: $(printf '%s\n' "$m" | grep client_vdevice)"
 touch "$dir/goK"
 
 # Removed: no longer offered (the list ends there: no device).
