@@ -166,6 +166,22 @@ static int percentage_arg(struct mps_cmd *cmd, const char *arg, int *hundredths)
 	return -EINVAL;
 }
 
+/* A number of SMs, 1 to 100000. */
+static int sms_arg(struct mps_cmd *cmd, const char *arg, int *sms)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (!errno && !*end && end != arg && v >= 1 && v <= 100000) {
+		*sms = (int)v;
+		return 0;
+	}
+	mps_err(cmd, "Error: '%s' is not a number of SMs\n", arg);
+	return -EINVAL;
+}
+
 static int mem_arg(struct mps_cmd *cmd, const char *arg, uint64_t *bytes)
 {
 	if (mps_parse_mem_value(arg, bytes) == 0)
@@ -682,9 +698,8 @@ static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
 {
 	static const char usage[] = "sm_partition add <name> <device> <SMs> [lend] | sm_partition rm <name> | "
 				    "sm_partition list";
-	char dev[64], *end;
-	long sms;
-	int r;
+	char dev[64];
+	int sms, r;
 
 	if (argc == 2 && !strcmp(argv[1], "list")) {
 		for (int i = 0; i < mps_daemon.npart; i++) {
@@ -712,15 +727,9 @@ static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
 			argv[2], MPS_PARTITION_NAME - 1);
 		return;
 	}
-	errno = 0;
-	sms = strtol(argv[4], &end, 10);
-	if (errno || *end || end == argv[4] || sms < 1 || sms > 100000) {
-		mps_err(cmd, "Error: '%s' is not a number of SMs\n", argv[4]);
+	if (sms_arg(cmd, argv[4], &sms) < 0 || device_arg(cmd, argv[3], dev, sizeof(dev)) < 0)
 		return;
-	}
-	if (device_arg(cmd, argv[3], dev, sizeof(dev)) < 0)
-		return;
-	r = mps_partition_set(argv[2], dev, (int)sms, argc == 6);
+	r = mps_partition_set(argv[2], dev, sms, argc == 6);
 	if (r == -EEXIST)
 		mps_err(cmd, "Error: '%s' is a virtual device's name\n", argv[2]);
 	else if (r == -ENOSPC)
@@ -821,15 +830,10 @@ static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 				argv[2], MPS_PARTITION_NAME - 1);
 			return;
 		}
-		n = strtol(argv[4], &end, 10);
-		if (*end || end == argv[4] || n < 1 || n > 100000) {
-			mps_err(cmd, "Error: '%s' is not a number of SMs\n", argv[4]);
-			return;
-		}
-		if (mem_arg(cmd, argv[5], &v.mem) < 0 || device_arg_known(cmd, argv[3], v.dev, sizeof(v.dev)) < 0)
+		if (sms_arg(cmd, argv[4], &v.sms) < 0 || mem_arg(cmd, argv[5], &v.mem) < 0 ||
+		    device_arg_known(cmd, argv[3], v.dev, sizeof(v.dev)) < 0)
 			return;
 		snprintf(v.name, sizeof(v.name), "%s", argv[2]);
-		v.sms = (int)n;
 		r = mps_vdevice_set(&v);
 		vdevice_uuid(&v, uuid, sizeof(uuid));
 		if (!r)

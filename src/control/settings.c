@@ -323,9 +323,9 @@ int mps_partition_set(const char *name, const char *dev, int sms, bool lend)
 	for (int i = 0; i < mps_daemon.npart; i++)
 		if (!strcmp(mps_daemon.part[i].name, name))
 			p = &mps_daemon.part[i];
-	if (p) {
-		partition_send_all(p, true);   /* redefined: its clients move with it */
-	} else {
+	/* Redefined: each server takes the new definition in place of the old
+	 * (server/control.c removes a partition before placing it). */
+	if (!p) {
 		if (mps_partition_name_used(name))
 			return -EEXIST;   /* a virtual device's */
 		if (mps_daemon.npart == MPS_PARTITIONS_MAX)

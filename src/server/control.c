@@ -208,14 +208,11 @@ static void set_client(const struct mps_chan *m)
 	char spec[sizeof(m->text)];
 	int dev = -1, part = 0;
 
-	if (m->value == MPS_SET_CLIENT_PARTITION) {
-		memcpy(spec, m->text, sizeof(spec));
-		spec[sizeof(spec) - 1] = 0;
+	memcpy(spec, m->text, sizeof(spec));   /* a device, or a partition's name */
+	spec[sizeof(spec) - 1] = 0;
+	if (m->value == MPS_SET_CLIENT_PARTITION)
 		part = mps_sm_name_id(spec, true);   /* 0 for "" (none) */
-	}
 	if (m->value == MPS_SET_CLIENT_MEMLIMIT) {
-		memcpy(spec, m->text, sizeof(spec));
-		spec[sizeof(spec) - 1] = 0;
 		if ((dev = find_device(spec)) < 0) {
 			mps_log_warn("pinned memory limit for device %s ignored: no such device", spec);
 			return;

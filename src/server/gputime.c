@@ -51,10 +51,8 @@ static void collect_locked(struct mps_gputime *g, bool wait)
 				mps_drv.cuEventSynchronize(s->b);
 			else if (mps_drv.cuEventQuery(s->b) == CUDA_ERROR_NOT_READY)
 				continue;
-			if (mps_drv.cuEventElapsedTime(&ms, s->a, s->b) == CUDA_SUCCESS && ms > 0) {
+			if (mps_drv.cuEventElapsedTime(&ms, s->a, s->b) == CUDA_SUCCESS && ms > 0)
 				mps_store_relaxed(&g->ns, g->ns + (uint64_t)((double)ms * 1e6 * s->weight));
-				mps_store_relaxed(&g->samples, g->samples + 1);
-			}
 			s->weight = 0;
 			g->pending--;
 		}

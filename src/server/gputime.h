@@ -39,7 +39,6 @@ struct mps_gputime {
 		uint32_t weight;                /* launches it stands for; 0: free */
 	} slot[MPS_GPUTIME_SLOTS];
 	uint64_t ns;                        /* atomic: the estimate so far */
-	uint64_t samples;                   /* atomic */
 };
 
 /* The sampling rate (main, at start). */

@@ -35,7 +35,6 @@ struct mps_green {
 struct sm_part {
 	int name;                 /* mps_sm_name_id's; 0: free slot */
 	uint64_t groups;          /* reserved; 0: it did not fit */
-	unsigned int asked;       /* SMs asked for */
 	bool lend;                /* its groups serve shares while it has no client */
 	unsigned int users;       /* clients bound in it */
 };
@@ -80,14 +79,9 @@ int mps_sm_name_id(const char *name, bool add)
 	return id;
 }
 
-static const char *name_of(int id)
-{
-	return id > 0 && (unsigned int)id <= SM_NAMES_MAX ? names[id - 1] : "";
-}
-
 const char *mps_sm_name_of(int id)
 {
-	return name_of(id);
+	return id > 0 && (unsigned int)id <= SM_NAMES_MAX ? names[id - 1] : "";
 }
 
 /* The partition a client asks for on device dev: a virtual device's for
@@ -199,14 +193,6 @@ static uint64_t wanted(struct sm_device *d, int pct, int name, bool *whole, unsi
 	if (!*k || *k > popcount64(open))
 		*k = popcount64(open);
 	return open;   /* k of these */
-}
-
-unsigned int mps_sm_count(int dev, int pct)
-{
-	struct sm_device *d = &sm_dev[dev];
-	unsigned int k = groups_for(d, pct);
-
-	return k ? k * d->group_sms : d->total;
 }
 
 unsigned int mps_sm_client_count(const struct mps_client *c, int dev)
@@ -400,7 +386,7 @@ struct mps_green *mps_sm_bind(struct mps_client *c, int dev)
 		publish_all();
 	if (g != b->green)
 		mps_log_info("client %d: %u of %u SMs on device %d%s%s", (int)c->pid, g ? g->sms : d->total, d->total,
-			     dev, b->in_part ? ", partition " : "", b->in_part ? name_of(name) : "");
+			     dev, b->in_part ? ", partition " : "", b->in_part ? mps_sm_name_of(name) : "");
 	b->green = g;
 	b->pct = pct;
 	b->part = name;
@@ -442,7 +428,6 @@ int mps_sm_partition_set(int dev, const char *name, unsigned int sms, bool lend)
 	if (k < 1)
 		k = 1;
 	p->name = id;
-	p->asked = sms;
 	p->lend = lend;
 	p->groups = 0;
 	/* From the top: shares start at the bottom. */
@@ -467,6 +452,7 @@ int mps_sm_partition_set(int dev, const char *name, unsigned int sms, bool lend)
 void mps_sm_partition_remove(const char *name)
 {
 	int id = mps_sm_name_id(name, false);
+	bool removed = false;
 
 	for (int dev = 0; id && dev < mps_srv.ndev; dev++) {
 		struct sm_device *d = &sm_dev[dev];
@@ -477,11 +463,13 @@ void mps_sm_partition_remove(const char *name)
 		if (p) {
 			memset(p, 0, sizeof(*p));   /* its clients share again at their next work */
 			mps_fetch_add(&d->gen, 1u);
+			removed = true;
 			mps_log_info("SM partition %s removed from device %d", name, dev);
 		}
 		pthread_mutex_unlock(&d->lock);
 	}
-	publish_all();
+	if (removed)
+		publish_all();
 }
 
 void mps_sm_partition_metrics(FILE *f, int server)
@@ -496,9 +484,9 @@ void mps_sm_partition_metrics(FILE *f, int server)
 			if (!p->name)
 				continue;
 			fprintf(f, "openmps_server_sm_partition_sms{server=\"%d\",device=\"%d\",partition=\"%s\"} %u\n",
-				server, dev, name_of(p->name), popcount64(p->groups) * d->group_sms);
+				server, dev, mps_sm_name_of(p->name), popcount64(p->groups) * d->group_sms);
 			fprintf(f, "openmps_server_sm_partition_clients{server=\"%d\",device=\"%d\",partition=\"%s\"} %u\n",
-				server, dev, name_of(p->name), p->users);
+				server, dev, mps_sm_name_of(p->name), p->users);
 		}
 		pthread_mutex_unlock(&d->lock);
 	}
@@ -532,7 +520,6 @@ void mps_sm_release(struct mps_client *c)
 {
 	for (int dev = 0; dev < mps_srv.ndev; dev++) {
 		struct mps_smbind *b = &c->sm[dev];
-
 		bool changed = false;
 
 		if (b->green) {

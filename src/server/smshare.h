@@ -41,10 +41,6 @@ struct mps_green;
  * contexts (an older driver) shares are not enforced, which it logs once. */
 void mps_sm_init(int dev);
 
-/* The SMs a share of pct (hundredths of a percent) gets on device dev,
- * with no partition defined. */
-unsigned int mps_sm_count(int dev, int pct);
-
 /* The SMs client c gets on device dev, as its settings stand now. */
 unsigned int mps_sm_client_count(const struct mps_client *c, int dev);
 

@@ -20,8 +20,6 @@ struct vdev {
 	char name[MPS_SM_PARTITION_NAME];   /* "": free slot */
 	int name_id;
 	int dev;
-	unsigned int sms;                   /* asked for (0: 1/parts) */
-	unsigned int parts;
 	uint64_t mem;                       /* bytes */
 	uint8_t uuid[16];
 	unsigned int clients;
@@ -66,8 +64,6 @@ void mps_vdev_set(const char *name, int dev, unsigned int sms, uint64_t mem, uns
 	snprintf(v->name, sizeof(v->name), "%s", name);
 	v->name_id = mps_sm_name_id(name, true);
 	v->dev = dev;
-	v->sms = sms;
-	v->parts = parts;
 	v->mem = mem;
 	mps_vdev_uuid(mps_srv.dev[dev].info.uuid, name, v->uuid);
 	pthread_mutex_unlock(&vlock);
