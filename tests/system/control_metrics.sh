@@ -10,7 +10,8 @@
 # back to none when the clients leave, their peak kept. GPU time: clients
 # running kernels of known length (the stand-in's spin sleeps 1 ms per
 # 2,000,000 cycles) show about that long, timing every launch
-# (OPENMPS_GPU_TIME_SAMPLE=1) and one in 16 (the default).
+# (OPENMPS_GPU_TIME_SAMPLE=1) and one in 16 (the default); a rate that
+# cannot be read is ignored with a warning.
 #
 #   usage: control_metrics.sh BUILD_DIR
 
@@ -82,4 +83,11 @@ for rate in 1 16; do
 	touch "$dir/goT$rate"
 	stop_daemon
 done
+# A rate that cannot be read: said so, the default kept, clients served.
+OPENMPS_GPU_TIME_SAMPLE=often start_daemon
+client U init launch:3
+wait_for "$dir/U.out" "^launch 3 CUDA_SUCCESS$" || fail "a client under an unreadable sampling rate: $(cat "$dir/U.out")"
+grep -q "ignoring OPENMPS_GPU_TIME_SAMPLE=often (want 1..1000000)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "OPENMPS_GPU_TIME_SAMPLE=often passed in silence"
+stop_daemon
 finish

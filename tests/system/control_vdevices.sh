@@ -62,6 +62,8 @@ field A smids 6 | tr ',' '\n' | sort >"$dir/a.ids"; field B smids 6 | tr ',' '\n
 # No variable: the GPUs only. Both slices of one GPU: refused.
 run P "" list
 [ "$(field P list 3)" = 2 ] || fail "without the variable the client sees $(field P list 3) devices, expected 2 GPUs"
+run NV "OPENMPS_VISIBLE_DEVICES=GPU-ffffffff CUDA_VISIBLE_DEVICES=0" init
+[ "$(field NV init 2)" = CUDA_ERROR_NO_DEVICE ] || fail "OPENMPS_VISIBLE_DEVICES naming nothing: init $(field NV init 2)"
 run D "CUDA_VISIBLE_DEVICES=$u0,$u1" init
 [ "$(field D init 2)" = CUDA_ERROR_INVALID_DEVICE ] || fail "two slices of one GPU: init $(field D init 2)"
 
