@@ -386,9 +386,9 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream s, bool per_thread, bool
 }
 
 /* cuMemcpy3D and its forms: a slice at a time, each as a 2D copy (one copy
- * when both sides are contiguous throughout; arrays: array.c); the
- * reserved fields and levels of detail must be zero, as the driver wants
- * them. */
+ * when both sides are contiguous throughout; arrays: array.c); levels of
+ * detail must be zero. The reserved fields are not looked at: the driver
+ * copies with reserved0 set. */
 static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, bool per_thread, bool async)
 {
 	uint64_t src, dst;
@@ -396,7 +396,7 @@ static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream s, bool per_thread, bool
 	enum dir d;
 	CUresult r;
 
-	if (!p || p->reserved0 || p->reserved1 || p->srcLOD || p->dstLOD)
+	if (!p || p->srcLOD || p->dstLOD)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
 		return mps__array_copy3d(p, s, per_thread, async);
