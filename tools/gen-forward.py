@@ -573,10 +573,13 @@ class Gen:
 
     def client_owner(self, args, a):
         """The handle of the object that owns a returned node or graph: the
-        argument named with @, else the first graph, else 0."""
+        argument named with @, else the first graph, else 0. A new graph (a
+        clone) is nobody's: it outlives the graph it was made from."""
         if a.get("owner"):
             oi = self.arg_index(args, a["owner"])
             return "(uint32_t)q.a%d" % oi
+        if a["role"] == "new" and a["kind"] == "GRAPH":
+            return "0"
         if a["kind"] in ("NODE", "GRAPH"):
             for i, b in enumerate(args):
                 if b["role"] in ("h", "del") and b["kind"] == "GRAPH":
@@ -856,6 +859,8 @@ class Gen:
     def server_owner(self, args, a):
         if a.get("owner"):
             return "(uint32_t)q->a%d" % self.arg_index(args, a["owner"])
+        if a["role"] == "new" and a["kind"] == "GRAPH":
+            return "0"
         if a["kind"] in ("NODE", "GRAPH"):
             for i, b in enumerate(args):
                 if b["role"] in ("h", "del") and b["kind"] == "GRAPH":

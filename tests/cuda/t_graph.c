@@ -305,8 +305,17 @@ static void explicit_graph(void)
 
 	CHECK(cuGraphExecDestroy(ge));
 	CHECK(cuGraphDestroy(g2));
-	CHECK(cuGraphDestroy(clone));
+	/* The clone outlives the graph it was made from: it still runs, and is
+	 * destroyed on its own. */
 	CHECK(cuGraphDestroy(g));
+	CHECK(cuMemsetD32(z, 0, N));
+	CHECK(cuGraphInstantiateWithFlags(&ge, clone, 0));
+	CHECK(cuGraphLaunch(ge, s));
+	CHECK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoH(out, z, N * 4));
+	EXPECT(out[0] == zval && out[N - 1] == zval, "the clone's memset node did not run once the original was gone");
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(clone));
 	CHECK(cuStreamDestroy(s));
 	CHECK(cuMemFree(p));
 	CHECK(cuMemFree(z));

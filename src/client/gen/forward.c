@@ -537,7 +537,7 @@ CUresult mps__fwd_cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 	o = call.s ? (struct mps_fwd_cuGraphClone_out *)call.s->data : NULL;
 	if (r == CUDA_SUCCESS && o) {
 		if (phGraphClone && r == CUDA_SUCCESS)
-			r = mps__fwd_obj(MPS_H_GRAPH, (uint32_t)o->o0, (uint32_t)q.a1, (void **)phGraphClone);
+			r = mps__fwd_obj(MPS_H_GRAPH, (uint32_t)o->o0, 0, (void **)phGraphClone);
 	}
 	mps__call_end(&call);
 	return r;

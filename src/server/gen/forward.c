@@ -356,7 +356,7 @@ void mps__op_fwd_cuGraphClone(struct mps_client *c, const struct mps_msg *m)
 	if (r != CUDA_SUCCESS)
 		goto out;
 	if (q->present & (1ull << 0)) {
-		r = mps__fwd_new(c, MPS_H_GRAPH, (void *)(uintptr_t)phGraphClone_v, (uint32_t)q->a1, &o->o0);
+		r = mps__fwd_new(c, MPS_H_GRAPH, (void *)(uintptr_t)phGraphClone_v, 0, &o->o0);
 		if (r != CUDA_SUCCESS)
 			goto out;
 	}
