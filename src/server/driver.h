@@ -61,7 +61,7 @@
 	X(cuMemPoolExportToShareableHandle) X(cuMemPoolImportFromShareableHandle) X(cuMemPoolExportPointer) \
 	X(cuMemPoolImportPointer) \
 	X(cuModuleGetFunctionCount) X(cuModuleEnumerateFunctions) X(cuFuncGetName) X(cuGetExportTable) \
-	X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuGraphAddBatchMemOpNode) \
+	X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuGraphHostNodeGetParams) X(cuGraphAddBatchMemOpNode) \
 	X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) \
 	X(cuGreenCtxCreate) X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx) X(cuMemcpy3DAsync) \
 	X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)

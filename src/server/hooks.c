@@ -118,6 +118,21 @@ CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGr
 	return r;
 }
 
+/* A host function's node is a child graph in the server's graph
+ * (ops_hostfn.c); to the client it is the host node it made. */
+CUresult mps__hook_cuGraphNodeGetType(struct mps_client *c, CUgraphNode hNode, CUgraphNodeType *type)
+{
+	CUresult r;
+
+	(void)c;
+	if (!mps_drv.cuGraphNodeGetType)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	r = mps_drv.cuGraphNodeGetType(hNode, type);
+	if (r == CUDA_SUCCESS && *type == CU_GRAPH_NODE_TYPE_GRAPH && mps__hostfn_is_node(hNode))
+		*type = CU_GRAPH_NODE_TYPE_HOST;
+	return r;
+}
+
 /* Gives resultInfo's nodes back as the client's handles, in the pointer
  * fields (the client's side turns them into its own nodes); a node the
  * client has no handle for (none) is 0. */

@@ -15,7 +15,10 @@
  * In a stream capture or a graph (cuGraphAddHostNode) the slot is the
  * graph's for good and the function becomes three nodes: the note, a wait
  * until the word equals the number, and a write of 0 to it, so that each
- * launch of the graph waits for its own run (mps__hostfn_nodes).
+ * launch of the graph waits for its own run (mps__hostfn_nodes). They are
+ * one node of the graph, a child graph, as the driver's host node is one:
+ * the program counts and links its nodes; cuGraphNodeGetType tells it a
+ * host node (mps__hostfn_is_node, which knows the child by its note).
  *
  * A client that dies inside a callback leaves its stream waiting: before
  * its streams are waited for, teardown writes every slot's last sequence
@@ -178,35 +181,16 @@ void mps__hostfn_free(struct mps_client *c)
 	c->hostfn = NULL;
 }
 
-CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
-			   uint32_t slot, uint32_t seq, CUgraphNode *last)
+/* The host function's three nodes, in order, in graph g (empty). */
+static CUresult body(struct mps_hostfn *hf, CUgraph g, int device, uint32_t slot, uint32_t seq, struct note_job *j)
 {
-	struct mps_hostfn *hf = c->hostfn;
 	CUstreamBatchMemOpParams op;
 	CUDA_BATCH_MEM_OP_NODE_PARAMS bp;
-	CUDA_HOST_NODE_PARAMS hp;
-	CUgraphNode note, wait;
-	struct note_job *j;
+	CUDA_HOST_NODE_PARAMS hp = { .fn = notify, .userData = j };
+	CUgraphNode note, wait, reset;
 	CUresult r;
 
-	if (!hf || slot >= MPS_HOSTFN_SLOTS || !seq || (hf->last[slot] && !hf->graphed[slot]))
-		return CUDA_ERROR_INVALID_VALUE;
-	if (!mps_drv.cuGraphAddHostNode || !mps_drv.cuGraphAddBatchMemOpNode)
-		return CUDA_ERROR_NOT_SUPPORTED;
-	j = calloc(1, sizeof(*j));
-	if (!j)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	j->fd = hf->fd;
-	j->kept = true;
-	j->note.slot = slot;
-	j->note.seq = seq;
-	j->next = hf->kept;
-	hf->kept = j;
-	hf->graphed[slot] = true;
-	hf->last[slot] = seq;
-	hp.fn = notify;
-	hp.userData = j;
-	r = mps_drv.cuGraphAddHostNode(&note, g, deps, ndeps, &hp);
+	r = mps_drv.cuGraphAddHostNode(&note, g, NULL, 0, &hp);
 	if (r != CUDA_SUCCESS)
 		return r;
 	memset(&op, 0, sizeof(op));
@@ -225,7 +209,61 @@ CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *d
 	op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
 	op.writeValue.address = hf->dp + slot * sizeof(uint32_t);
 	op.writeValue.value = 0;
-	return mps_drv.cuGraphAddBatchMemOpNode(last, g, &wait, 1, &bp);
+	return mps_drv.cuGraphAddBatchMemOpNode(&reset, g, &wait, 1, &bp);
+}
+
+CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
+			   uint32_t slot, uint32_t seq, CUgraphNode *node)
+{
+	struct mps_hostfn *hf = c->hostfn;
+	struct note_job *j;
+	CUgraph sub = NULL;
+	CUresult r;
+
+	if (!hf || slot >= MPS_HOSTFN_SLOTS || !seq || (hf->last[slot] && !hf->graphed[slot]))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!mps_drv.cuGraphAddHostNode || !mps_drv.cuGraphAddBatchMemOpNode || !mps_drv.cuGraphAddChildGraphNode ||
+	    !mps_drv.cuGraphCreate || !mps_drv.cuGraphDestroy)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	j->fd = hf->fd;
+	j->kept = true;
+	j->note.slot = slot;
+	j->note.seq = seq;
+	j->next = hf->kept;
+	hf->kept = j;
+	hf->graphed[slot] = true;
+	hf->last[slot] = seq;
+	/* One node to the program, as the driver's host node is: a child
+	 * graph (the driver copies it into the node). */
+	r = mps_drv.cuGraphCreate(&sub, 0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = body(hf, sub, device, slot, seq, j);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuGraphAddChildGraphNode(node, g, deps, ndeps, sub);
+	mps_drv.cuGraphDestroy(sub);
+	return r;
+}
+
+bool mps__hostfn_is_node(CUgraphNode node)
+{
+	CUDA_HOST_NODE_PARAMS hp;
+	CUgraphNodeType type;
+	CUgraphNode root;
+	size_t n = 1;
+	CUgraph sub;
+
+	return mps_drv.cuGraphNodeGetType && mps_drv.cuGraphNodeGetType(node, &type) == CUDA_SUCCESS &&
+	       type == CU_GRAPH_NODE_TYPE_GRAPH &&
+	       mps_drv.cuGraphChildGraphNodeGetGraph && mps_drv.cuGraphGetRootNodes &&
+	       mps_drv.cuGraphChildGraphNodeGetGraph(node, &sub) == CUDA_SUCCESS &&
+	       mps_drv.cuGraphGetRootNodes(sub, &root, &n) == CUDA_SUCCESS && n == 1 &&
+	       mps_drv.cuGraphNodeGetType(root, &type) == CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_HOST &&
+	       mps_drv.cuGraphHostNodeGetParams && mps_drv.cuGraphHostNodeGetParams(root, &hp) == CUDA_SUCCESS &&
+	       hp.fn == notify;
 }
 
 /* A host function on a capturing stream: its nodes added to the capture's

@@ -340,10 +340,11 @@ void mps__hostfn_release(struct mps_client *c);
 void mps__hostfn_free(struct mps_client *c);
 /* ops_memop.c: at teardown, every wait on memory the client left let go. */
 void mps__memwaits_release(struct mps_client *c);
-/* A host function's three nodes in graph g after deps (ops_hostfn.c); *last
- * is the one that later nodes follow. */
+/* A host function's node in graph g after deps, *node (ops_hostfn.c): a
+ * child graph of three nodes; mps__hostfn_is_node knows one. */
 CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
-			   uint32_t slot, uint32_t seq, CUgraphNode *last);
+			   uint32_t slot, uint32_t seq, CUgraphNode *node);
+bool mps__hostfn_is_node(CUgraphNode node);
 
 /* The client's finished upload (MPS_OP_BLOB_APPEND) if it is size bytes,
  * with a NUL after it, now the caller's to free; NULL if there is none of

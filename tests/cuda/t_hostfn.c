@@ -290,6 +290,37 @@ static CUgraph graph_with_host(CUstream s, bool capture, struct graph_run *g, CU
 	return graph;
 }
 
+/* The graph as the program sees it: four nodes in a chain, the host
+ * function one of them with its type, as natively. */
+static void graph_shape(CUgraph graph, bool capture)
+{
+	const CUgraphNodeType want[] = { CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY, CU_GRAPH_NODE_TYPE_HOST,
+					 CU_GRAPH_NODE_TYPE_MEMSET };
+	CUgraphNode nodes[8], next[8];
+	size_t n = 8, roots = 8, edges = 0;
+	int hosts = 0;
+
+	CHECK(cuGraphGetNodes(graph, nodes, &n));
+	CHECK(cuGraphGetRootNodes(graph, next, &roots));
+	CHECK(cuGraphGetEdges(graph, NULL, NULL, NULL, &edges));
+	REQUIRE(n == 4 && roots == 1 && edges == 3, "%s graph: %zu nodes, %zu roots, %zu edges (want 4, 1, 3)",
+		capture ? "a captured" : "a built", n, roots, edges);
+	/* Walk the chain from its root: each node's type in order. */
+	for (int i = 0; i < 4; i++) {
+		CUgraphNodeType t;
+		size_t after = 8;
+
+		CHECK(cuGraphNodeGetType(next[0], &t));
+		EXPECT(t == want[i], "%s graph: node %d has type %d, want %d", capture ? "a captured" : "a built", i,
+		       (int)t, (int)want[i]);
+		hosts += t == CU_GRAPH_NODE_TYPE_HOST;
+		CHECK(cuGraphNodeGetDependentNodes(next[0], next, NULL, &after));
+		if (!EXPECT(after == (i < 3 ? 1u : 0u), "node %d has %zu dependents", i, after))
+			break;
+	}
+	EXPECT(hosts == 1, "%d host nodes", hosts);
+}
+
 static void graphs(CUstream s)
 {
 	uint32_t *word, value = 0, back;
@@ -311,6 +342,7 @@ static void graphs(CUstream s)
 
 		value = FLAG;
 		graph = graph_with_host(s, capture, &g, d, word, &value);
+		graph_shape(graph, capture);
 		CHECK(cuGraphInstantiateWithFlags(&ge, graph, 0));
 		for (int i = 0; i < 3; i++) {
 			__atomic_store_n(&word[0], POISON, __ATOMIC_RELEASE);

@@ -227,6 +227,24 @@ CU_API CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, con
 	return rc;
 }
 
+CU_API CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+	struct si_gnode *n;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	if (!nodeParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	n = mps__gnode_arg(hNode);
+	if (n && n->type == CU_GRAPH_NODE_TYPE_HOST && n->op) {
+		nodeParams->fn = n->op->hostfn.fn;
+		nodeParams->userData = n->op->hostfn.data;
+		rc = CUDA_SUCCESS;
+	}
+	mps__unlock();
+	return rc;
+}
+
 CU_API CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 					 size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
 {

@@ -424,11 +424,7 @@ void mps__op_fwd_cuGraphNodeGetType(struct mps_client *c, const struct mps_msg *
 	if (!hNode_o)
 		goto out;
 	memset(&type_v, 0, sizeof(type_v));
-	if (!mps_drv.cuGraphNodeGetType) {
-		r = CUDA_ERROR_NOT_SUPPORTED;
-		goto out;
-	}
-	r = mps_drv.cuGraphNodeGetType(hNode, &type_v);
+	r = mps__hook_cuGraphNodeGetType(c, hNode, &type_v);
 	if (r != CUDA_SUCCESS)
 		goto out;
 	memcpy(o->o1, &type_v, sizeof(type_v));

@@ -20,6 +20,7 @@ CUresult mps__hook_cuStreamWaitValue64_v2(struct mps_client *c, struct mps_sstre
 CUresult mps__hook_cuStreamWriteValue32_v2(struct mps_client *c, struct mps_sstream *stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 CUresult mps__hook_cuStreamWriteValue64_v2(struct mps_client *c, struct mps_sstream *stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
 CUresult mps__hook_cuStreamBatchMemOp_v2(struct mps_client *c, struct mps_sstream *stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags);
+CUresult mps__hook_cuGraphNodeGetType(struct mps_client *c, CUgraphNode hNode, CUgraphNodeType *type);
 CUresult mps__hook_cuGraphAddMemsetNode(struct mps_client *c, CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx);
 CUresult mps__hook_cuGraphMemsetNodeSetParams(struct mps_client *c, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams);
 CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr);
