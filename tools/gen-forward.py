@@ -618,7 +618,8 @@ class Gen:
         L = []
         L.append("void mps__op_fwd_%s(struct mps_client *c, const struct mps_msg *m)" % s)
         L.append("{")
-        L.append("\tconst struct mps_fwd_%s *q = (const void *)m;" % s)
+        if args:   # a function of no arguments reads nothing of its message
+            L.append("\tconst struct mps_fwd_%s *q = (const void *)m;" % s)
         if not is_async and (outs or any(a["role"] in ("new", "get", "out", "inout") for a in args)):
             L.append("\tstruct mps_fwd_%s_out *o = (void *)mps__slot(c, m->slot)->data;" % s)
         decls = []

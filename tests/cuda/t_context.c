@@ -196,6 +196,7 @@ static void test_created(CUdevice dev)
 	CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096));
 	CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, (size_t)32 << 20));
 	CHECK(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, (size_t)3 << 20));
+	CHECK(cuCtxResetPersistingL2Cache());
 	CHECK(cuCtxSetCurrent(c2));
 	CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 8192));
 	CHECK(cuCtxGetLimit(&v2, CU_LIMIT_STACK_SIZE));

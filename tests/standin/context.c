@@ -208,6 +208,14 @@ CU_API CUresult cuCtxGetCurrent(CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
+/* No cache to keep lines in: only the context is checked. */
+CU_API CUresult cuCtxResetPersistingL2Cache(void)
+{
+	CUcontext c = NULL;
+
+	return cuCtxGetCurrent(&c) == CUDA_SUCCESS && c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
 CU_API CUresult cuCtxSynchronize(void)
 {
 	struct si_context *ctx;

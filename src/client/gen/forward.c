@@ -48,6 +48,27 @@ CUresult mps__fwd_cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attr
 	return r;
 }
 
+CUresult mps__fwd_cuCtxResetPersistingL2Cache(void)
+{
+	struct mps_fwd_cuCtxResetPersistingL2Cache q;
+	struct mps_fwd_cuCtxResetPersistingL2Cache_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__call(MPS_OP_FWD_cuCtxResetPersistingL2Cache, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuCtxResetPersistingL2Cache_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+	}
+	mps__call_end(&call);
+	return r;
+}
+
 CUresult mps__fwd_cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
 {
 	struct mps_fwd_cuStreamGetAttribute q;
@@ -3111,6 +3132,7 @@ CUresult mps__fwd_cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArra
 
 const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuDeviceGetP2PAttribute, mps__fwd_cuDeviceGetP2PAttribute),
+	MPS_IMPL(cuCtxResetPersistingL2Cache, mps__fwd_cuCtxResetPersistingL2Cache),
 	MPS_IMPL(cuStreamGetAttribute, mps__fwd_cuStreamGetAttribute),
 	MPS_IMPL_AS(cuStreamGetAttribute_ptsz, cuStreamGetAttribute, mps__fwd_cuStreamGetAttribute_ptsz),
 	MPS_IMPL(cuStreamSetAttribute, mps__fwd_cuStreamSetAttribute),

@@ -40,6 +40,17 @@ struct mps_fwd_cuDeviceGetP2PAttribute_out {
 };
 _Static_assert(sizeof(struct mps_fwd_cuDeviceGetP2PAttribute_out) <= MPS_SLOT_DATA, "fits a slot");
 
+struct mps_fwd_cuCtxResetPersistingL2Cache {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+};
+_Static_assert(sizeof(struct mps_fwd_cuCtxResetPersistingL2Cache) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuCtxResetPersistingL2Cache_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuCtxResetPersistingL2Cache_out) <= MPS_SLOT_DATA, "fits a slot");
+
 struct mps_fwd_cuStreamGetAttribute {
 	struct mps_msg hdr;
 	uint64_t present;
@@ -1096,6 +1107,7 @@ _Static_assert(sizeof(struct mps_fwd_cuMipmappedArrayGetLevel_out) <= MPS_SLOT_D
 
 #define MPS_FWD_OPS(X) \
 	X(FWD_cuDeviceGetP2PAttribute, fwd_cuDeviceGetP2PAttribute, mps_fwd_cuDeviceGetP2PAttribute, MPS_SYNC) \
+	X(FWD_cuCtxResetPersistingL2Cache, fwd_cuCtxResetPersistingL2Cache, mps_fwd_cuCtxResetPersistingL2Cache, MPS_SYNC) \
 	X(FWD_cuStreamGetAttribute, fwd_cuStreamGetAttribute, mps_fwd_cuStreamGetAttribute, MPS_SYNC) \
 	X(FWD_cuStreamSetAttribute, fwd_cuStreamSetAttribute, mps_fwd_cuStreamSetAttribute, MPS_SYNC) \
 	X(FWD_cuStreamCopyAttributes, fwd_cuStreamCopyAttributes, mps_fwd_cuStreamCopyAttributes, MPS_SYNC) \

@@ -54,6 +54,24 @@ out:
 	mps__reply(c, m->slot, r);
 }
 
+void mps__op_fwd_cuCtxResetPersistingL2Cache(struct mps_client *c, const struct mps_msg *m)
+{
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if (!mps_drv.cuCtxResetPersistingL2Cache) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuCtxResetPersistingL2Cache();
+	if (r != CUDA_SUCCESS)
+		goto out;
+out:
+	mps__reply(c, m->slot, r);
+}
+
 void mps__op_fwd_cuStreamGetAttribute(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_fwd_cuStreamGetAttribute *q = (const void *)m;

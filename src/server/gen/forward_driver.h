@@ -11,6 +11,7 @@
 
 #define MPS_DRIVER_FWD(X) \
 	X(cuDeviceGetP2PAttribute) \
+	X(cuCtxResetPersistingL2Cache) \
 	X(cuStreamGetAttribute) \
 	X(cuStreamSetAttribute) \
 	X(cuStreamCopyAttributes) \
