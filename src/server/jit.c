@@ -34,6 +34,7 @@ int mps_jit_init(struct mps_jit *j, const struct mps_link_opt *in, uint32_t n)
 	if (k < 0)
 		return -1;
 	j->info[0] = j->error[0] = 0;
+	j->info_mark = j->error_mark = 0;
 	j->opt[k] = CU_JIT_INFO_LOG_BUFFER;
 	j->val[k++] = j->info;
 	j->opt[k] = CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
@@ -48,18 +49,46 @@ int mps_jit_init(struct mps_jit *j, const struct mps_link_opt *in, uint32_t n)
 	return 0;
 }
 
+static uint64_t sum(const char *text, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)text[i]) * 0x100000001b3ull;
+	return h;
+}
+
+void mps_jit_step(struct mps_jit *j)
+{
+	j->info_mark = strnlen(j->info, MPS_JIT_LOG_BYTES - 1);
+	j->error_mark = strnlen(j->error, MPS_JIT_LOG_BYTES - 1);
+	j->info_sum = sum(j->info, j->info_mark);
+	j->error_sum = sum(j->error, j->error_mark);
+}
+
+/* Where the step's own text in a log begins: after what was there when it
+ * began, if the driver added to it. */
+static size_t step_start(const char *log, size_t len, size_t mark, uint64_t h)
+{
+	return mark && len > mark && sum(log, mark) == h ? mark : 0;
+}
+
 void mps_jit_answer(struct mps_client *c, uint32_t slot, const struct mps_jit *j, CUresult r)
 {
 	struct mps_slot *s = mps__slot(c, slot);
 	struct mps_link_reply *rep = (struct mps_link_reply *)s->data;
 	size_t ni = j ? strnlen(j->info, MPS_JIT_LOG_BYTES - 1) : 0, ne = j ? strnlen(j->error, MPS_JIT_LOG_BYTES - 1) : 0;
+	size_t fi = j ? step_start(j->info, ni, j->info_mark, j->info_sum) : 0;
+	size_t fe = j ? step_start(j->error, ne, j->error_mark, j->error_sum) : 0;
 
 	memset(rep, 0, sizeof(*rep));
 	if (j) {
+		ni -= fi;
+		ne -= fe;
 		rep->info_len = (uint32_t)ni;
 		rep->error_len = (uint32_t)ne;
-		memcpy(rep->text, j->info, ni);
-		memcpy(rep->text + ni, j->error, ne);
+		memcpy(rep->text, j->info + fi, ni);
+		memcpy(rep->text + ni, j->error + fe, ne);
 		for (unsigned int i = 0; i < j->n; i++) {
 			if (j->opt[i] == CU_JIT_WALL_TIME) {
 				uint32_t bits = (uint32_t)(uintptr_t)j->val[i];

@@ -27,6 +27,8 @@ struct mps_jit {
 	CUjit_option opt[MPS_LINK_OPTS + MPS_JIT_OWN_OPTS];
 	void *val[MPS_LINK_OPTS + MPS_JIT_OWN_OPTS];
 	char info[MPS_JIT_LOG_BYTES], error[MPS_JIT_LOG_BYTES];
+	size_t info_mark, error_mark;     /* each log's length when this step began */
+	uint64_t info_sum, error_sum;     /* and a hash of it then */
 };
 
 /* The client's options (n of them) into opt/val; every one must be a plain
@@ -36,6 +38,12 @@ int mps_jit_options(const struct mps_link_opt *in, uint32_t n, bool per_input, C
 /* j with the client's options and the server's logs and wall time after
  * them. 0, or -1 if an option is not a plain number. */
 int mps_jit_init(struct mps_jit *j, const struct mps_link_opt *in, uint32_t n);
+
+/* A link's next step (an input, the completion) begins: its answer gives
+ * what the driver adds to each log from now on, as the program's buffers
+ * hold natively after each step, where the driver would append to what the
+ * step before wrote. */
+void mps_jit_step(struct mps_jit *j);
 
 /* Answers the call in slot with r and j's logs, wall time and threads per
  * block (struct mps_link_reply in the slot's data); j may be NULL. */

@@ -105,6 +105,7 @@ void mps__op_link_add(struct mps_client *c, const struct mps_msg *m)
 	}
 	memcpy(name, q->name, sizeof(name));
 	name[sizeof(name) - 1] = 0;
+	mps_jit_step(&l->jit);
 	r = mps_drv.cuLinkAddData_v2(l->st, (CUjitInputType)q->type, data, (size_t)q->size, name[0] ? name : NULL,
 				     (unsigned int)n, n ? opt : NULL, n ? val : NULL);
 	free(data);   /* the driver keeps no reference to an input */
@@ -126,6 +127,7 @@ void mps__op_link_complete(struct mps_client *c, const struct mps_msg *m)
 		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_HANDLE);
 		return;
 	}
+	mps_jit_step(&l->jit);
 	r = mps_drv.cuLinkComplete(l->st, &image, &size);
 	if (r == CUDA_SUCCESS && (!image || !size))
 		r = CUDA_ERROR_INVALID_IMAGE;
