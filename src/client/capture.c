@@ -401,6 +401,40 @@ static CUresult info_v3_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *
 	return info(s, st, id, g, d, e, n, true);
 }
 
+CUresult mps__capture_pageable_copy(CUstream s, bool pt, bool to_host, uint64_t dev, void *host, size_t n)
+{
+	CUDA_MEMCPY3D p = { .WidthInBytes = n, .Height = 1, .Depth = 1 };
+	CUstreamCaptureStatus status;
+	const CUgraphNode *deps = NULL;
+	CUgraphNode node;
+	CUgraph g = NULL;
+	size_t ndeps = 0;
+	CUresult r;
+
+	if (to_host) {
+		p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+		p.srcDevice = dev;
+		p.dstMemoryType = CU_MEMORYTYPE_HOST;
+		p.dstHost = host;
+	} else {
+		p.srcMemoryType = CU_MEMORYTYPE_HOST;
+		p.srcHost = host;
+		p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+		p.dstDevice = dev;
+	}
+	r = info(s, &status, NULL, &g, &deps, NULL, &ndeps, pt);
+	if (r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+		r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	if (r == CUDA_SUCCESS)
+		r = mps__graph_add_copy(&node, g, deps, ndeps, &p);
+	if (r == CUDA_SUCCESS)
+		r = pt ? mps__fwd_cuStreamUpdateCaptureDependencies_v2_ptsz(s, &node, NULL, 1,
+									      CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+		       : mps__fwd_cuStreamUpdateCaptureDependencies_v2(s, &node, NULL, 1,
+									 CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+	return r;
+}
+
 static CUresult exchange_mode(CUstreamCaptureMode *mode)
 {
 	CUstreamCaptureMode old;

@@ -23,4 +23,10 @@ bool mps__capture_on(uint32_t stream);
  * end gives CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph. */
 void mps__capture_invalidate(uint32_t stream);
 
+/* n bytes between device memory dev and the program's pageable memory
+ * host, captured on s (to_host: from the device): a copy node through a
+ * staging buffer added to the capture's graph after its dependencies, which
+ * it becomes (gstage.c). */
+CUresult mps__capture_pageable_copy(CUstream s, bool pt, bool to_host, uint64_t dev, void *host, size_t n);
+
 #endif

@@ -276,6 +276,31 @@ int mps__peer_capable(CUdevice d, CUdevice peer);
  * not known to the program, never freed. */
 CUresult mps__host_region(size_t size, uint32_t *handle, void **addr);
 
+/* A staging buffer for a graph's copy of pageable memory (gstage.c): the
+ * box of the program's memory it mirrors (host: the span's first byte;
+ * rows, depth and width: the box; x, y, z, pitch, height: the side's
+ * geometry, whose first byte is start bytes from its base), the pinned
+ * buffer of span bytes laid out the same (region: the server's handle) and
+ * the kept host function slot that moves the rows, to the host or from it. */
+struct mps_gstage {
+	bool to_host;
+	uint8_t *host;
+	uint64_t span, start;
+	uint64_t x, y, z, pitch, height;
+	uint64_t width, rows, depth;
+	uint8_t *buf;
+	uint32_t region;
+	uint32_t slot, seq;
+};
+
+/* The stage for want's copy (made on first use, kept for good), in *out. */
+CUresult mps__gstage_get(const struct mps_gstage *want, struct mps_gstage **out);
+/* The same for n bytes at host. */
+CUresult mps__gstage_linear(bool to_host, void *host, size_t n, struct mps_gstage **out);
+/* A copy node in graph (gnode.c), staged if a side is pageable memory. */
+CUresult mps__graph_add_copy(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+			     const CUDA_MEMCPY3D *p);
+
 /* Host functions kept by a graph (hostfn.c): a slot for good, with its
  * sequence number; given back if the node could not be made; a node's
  * function and data read (get) or changed (set). */
@@ -285,17 +310,12 @@ CUresult mps__hostfn_params(uint32_t slot, CUDA_HOST_NODE_PARAMS *get, const CUD
 
 /* Registered host memory (hostreg.c) in the table of pinned regions
  * (memory.c): whether any region meets [p, p + len); a region added (user
- * NULL: adopted for a graph, still pageable memory to the program); the
+ * NULL: adopted, managed memory, not registered to the program); the
  * one registered at the program's pointer user taken out (its handle). */
 bool mps__hostmem_overlaps(const void *p, size_t len);
 CUresult mps__hostmem_add_registered(void *addr, size_t size, uint32_t handle, unsigned int flags, uint64_t devptr,
 				     void *user);
 bool mps__hostmem_take_registered(const void *user, uint32_t *handle);
-
-/* Pageable memory [p, p + len) that a graph's copy node names, moved in
- * place into shared memory the server pins, for the client's life
- * (hostreg.c). CUDA_SUCCESS, then mps__hostmem_find finds it. */
-CUresult mps__host_adopt(const void *p, size_t len);
 
 /* Shared memory of the client's own making: the sealed memfd fd, mapped
  * here over [start, start + len), pinned in the server as adopted memory

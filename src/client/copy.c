@@ -17,10 +17,14 @@
  * bytes are staged, and one to pageable memory returns when they have
  * arrived; a synchronous copy returns when it is complete. A 2D copy goes a
  * row at a time, each row as a 1D copy between the same kinds of memory.
+ * Captured into a graph, a copy on pageable memory becomes a copy node
+ * through a staging buffer (gstage.c), which moves the bytes when the
+ * graph runs.
  */
 #include <string.h>
 
 #include "client/api.h"
+#include "client/capture.h"
 #include "client/client.h"
 #include "common/atomics.h"
 #include "common/log.h"
@@ -262,6 +266,16 @@ static CUresult copy(enum dir d, uint64_t dst, uint64_t src, size_t n, CUstream 
 			return CUDA_SUCCESS;
 		}
 		d = ddev && sdev ? D2D : ddev ? H2D : D2H;
+	}
+	if (async && d != D2D && mps__capture_on(stream)) {
+		/* Captured, pageable memory: a copy node through a staging
+		 * buffer (gstage.c), made by hand in the capture's graph. */
+		void *host = (void *)(uintptr_t)(d == H2D ? src : dst);
+		uint64_t off;
+		uint32_t rg;
+
+		if (host && !mps__hostmem_find(host, n, &rg, &off))
+			return mps__capture_pageable_copy(s, per_thread, d == D2H, d == D2H ? src : dst, host, n);
 	}
 	switch (d) {
 	case H2D:

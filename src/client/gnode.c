@@ -16,6 +16,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cudaTypedefs.h>
 
@@ -34,15 +36,27 @@
 			mps_log_warn(__VA_ARGS__);                      \
 	} while (0)
 
+/* Whether [p, p + len) is mapped in this process (host memory; device
+ * addresses are not). */
+static bool mapped_here(uint64_t p, uint64_t len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)p & ~(page - 1);
+
+	return len && p + len > p && msync((void *)start, (size_t)(p + len - start), MS_ASYNC) == 0;
+}
+
 /* One side of a copy node for the wire: device memory as it is, pinned
- * host memory as its region and the base's offset in it. */
+ * host memory as its region and the base's offset in it. The program's
+ * pageable memory cannot be named to the server: *pageable says so (the
+ * copy is then staged, gstage.c). */
 static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr dev, const struct mps_copy3d *p,
-			     struct mps_copy3d_side *s)
+			     struct mps_copy3d_side *s, bool *pageable)
 {
 	uint64_t start, span, off;
 	uint32_t region;
 	const uint8_t *base;
 
+	*pageable = false;
 	switch (type) {
 	case CU_MEMORYTYPE_DEVICE:
 		s->addr = dev;
@@ -65,20 +79,16 @@ static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr de
 		return type == CU_MEMORYTYPE_HOST ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 	}
 	if (!mps__hostmem_find(base + start, span, &region, &off)) {
-		CUresult r;
-
-		/* Pageable memory: moved in place into memory the server pins.
-		 * A unified address that is not host memory is the device's. */
-		r = type == CU_MEMORYTYPE_UNIFIED && mps__devmem_has(dev + start) ? CUDA_ERROR_INVALID_VALUE
-										   : mps__host_adopt(base + start, span);
-		if (r != CUDA_SUCCESS && type == CU_MEMORYTYPE_UNIFIED) {
+		/* A unified address not mapped here is the device's. */
+		if (type == CU_MEMORYTYPE_UNIFIED &&
+		    (mps__devmem_has(dev + start) || !mapped_here((uint64_t)(uintptr_t)base + start, span))) {
 			s->addr = dev;
 			return CUDA_SUCCESS;
 		}
-		if (r != CUDA_SUCCESS || !mps__hostmem_find(base + start, span, &region, &off)) {
-			WARN_ONCE("graph copy nodes reach host memory only when it is pinned or private read-write");
-			return CUDA_ERROR_NOT_SUPPORTED;
-		}
+		if (!mapped_here((uint64_t)(uintptr_t)base + start, span))
+			return CUDA_ERROR_INVALID_VALUE;
+		*pageable = true;
+		return CUDA_SUCCESS;
 	}
 	s->region = region;
 	if (off >= start) {
@@ -90,18 +100,53 @@ static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr de
 	return CUDA_SUCCESS;
 }
 
-static CUresult copy_to_wire(const CUDA_MEMCPY3D *c, struct mps_copy3d *w)
+/* The copy for the wire; *staged: which side (0 src, 1 dst) is pageable
+ * memory, left for a staging buffer to take, or -1. */
+static CUresult copy_to_wire(const CUDA_MEMCPY3D *c, struct mps_copy3d *w, int *staged)
 {
+	bool ps = false, pd = false;
 	CUresult r;
 
 	memset(w, 0, sizeof(*w));
 	mps_copy3d_geometry_in(w, c);
+	*staged = -1;
 	if (c->srcLOD || c->dstLOD || c->reserved0 || c->reserved1)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = side_to_wire(c->srcMemoryType, c->srcHost, c->srcDevice, w, &w->src);
+	r = side_to_wire(c->srcMemoryType, c->srcHost, c->srcDevice, w, &w->src, &ps);
 	if (r == CUDA_SUCCESS)
-		r = side_to_wire(c->dstMemoryType, c->dstHost, c->dstDevice, w, &w->dst);
+		r = side_to_wire(c->dstMemoryType, c->dstHost, c->dstDevice, w, &w->dst, &pd);
+	if (r == CUDA_SUCCESS && ps && pd) {
+		WARN_ONCE("graph copy nodes between two pieces of pageable memory are not served");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	*staged = ps ? 0 : pd ? 1 : -1;
 	return r;
+}
+
+/* The staging buffer for the pageable side (0 src, 1 dst) of w, as the
+ * program's copy c names it; that side of w then names the buffer. */
+static CUresult stage_side(const CUDA_MEMCPY3D *c, struct mps_copy3d *w, int side, struct mps_gstage **out)
+{
+	struct mps_copy3d_side *s = side ? &w->dst : &w->src;
+	const uint8_t *base = side ? (c->dstMemoryType == CU_MEMORYTYPE_HOST ? c->dstHost : (void *)(uintptr_t)c->dstDevice)
+				   : (c->srcMemoryType == CU_MEMORYTYPE_HOST ? c->srcHost : (void *)(uintptr_t)c->srcDevice);
+	struct mps_gstage want = {
+		.to_host = side == 1, .x = s->x, .y = s->y, .z = s->z, .pitch = s->pitch, .height = s->height,
+		.width = w->width, .rows = w->height, .depth = w->depth,
+	};
+	CUresult r;
+
+	want.span = mps_copy3d_span(s, w, &want.start);
+	want.host = (uint8_t *)(uintptr_t)base + want.start;
+	r = mps__gstage_get(&want, out);
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* The buffer holds the span from its first byte: the box's rows
+	 * relative to it, as for a region whose base is before it. */
+	s->region = (*out)->region;
+	s->addr = 0;
+	s->x = s->y = s->z = 0;
+	return CUDA_SUCCESS;
 }
 
 static CUresult copy_from_wire(const struct mps_copy3d *w, CUDA_MEMCPY3D *c)
@@ -165,13 +210,20 @@ static CUresult ctx_to_wire(CUcontext ctx, uint32_t *h)
 	return x ? mps__ctx_handle(x, h) : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+static CUresult staged_copy_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+				 const CUDA_MEMCPY3D *p, CUcontext ctx, struct mps_gstage *g);
+static const CUDA_MEMCPY3D *staged_params(CUgraphNode node);
+
 static CUresult memcpy_node(int what, CUgraphNode *out, CUgraph graph, CUgraphExec exec, CUgraphNode node,
-			    const CUgraphNode *deps, size_t ndeps, const CUDA_MEMCPY3D *p, CUcontext ctx)
+			    const CUgraphNode *deps, size_t ndeps, const CUDA_MEMCPY3D *p, CUcontext ctx,
+			    struct mps_gstage *stage)
 {
 	struct mps_msg_memcpy_node q = { .ndeps = (uint32_t)ndeps };
+	struct mps_gstage *g = NULL;
 	struct mps_call call;
 	uint32_t *wdeps = NULL, cur = 0;
 	size_t dep_bytes = 0;
+	int staged = -1;
 	uint64_t h;
 	CUresult r;
 
@@ -181,7 +233,20 @@ static CUresult memcpy_node(int what, CUgraphNode *out, CUgraph graph, CUgraphEx
 	if (r == CUDA_SUCCESS)
 		r = ctx_to_wire(ctx, &q.ctx);
 	if (r == CUDA_SUCCESS)
-		r = copy_to_wire(p, &q.p);
+		r = copy_to_wire(p, &q.p, &staged);
+	if (r == CUDA_SUCCESS && staged >= 0) {
+		/* The program's pageable memory: a node of its own through a
+		 * staging buffer; or, inside that node, the copy that names it. */
+		if (what != MPS_KNODE_ADD) {
+			WARN_ONCE("new parameters naming pageable memory for a graph copy node are not served");
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
+		r = stage_side(p, &q.p, staged, &g);
+		if (r != CUDA_SUCCESS)
+			return r;
+		if (!stage)
+			return staged_copy_node(out, graph, deps, ndeps, p, ctx, g);
+	}
 	if (r == CUDA_SUCCESS && graph && (r = mps__fwd_h_graph(graph, &h)) == CUDA_SUCCESS)
 		q.graph = (uint32_t)h;
 	if (r == CUDA_SUCCESS && node && (r = mps__fwd_h_node(node, &h)) == CUDA_SUCCESS)
@@ -206,21 +271,27 @@ static CUresult add_memcpy_node(CUgraphNode *out, CUgraph graph, const CUgraphNo
 {
 	if (!out || !graph)
 		return CUDA_ERROR_INVALID_VALUE;
-	return memcpy_node(MPS_KNODE_ADD, out, graph, NULL, NULL, deps, ndeps, p, ctx);
+	return memcpy_node(MPS_KNODE_ADD, out, graph, NULL, NULL, deps, ndeps, p, ctx, NULL);
+}
+
+CUresult mps__graph_add_copy(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+			     const CUDA_MEMCPY3D *p)
+{
+	return add_memcpy_node(out, graph, deps, ndeps, p, NULL);
 }
 
 static CUresult memcpy_node_set(CUgraphNode node, const CUDA_MEMCPY3D *p)
 {
 	if (!node)
 		return CUDA_ERROR_INVALID_VALUE;
-	return memcpy_node(MPS_KNODE_SET, NULL, NULL, NULL, node, NULL, 0, p, NULL);
+	return memcpy_node(MPS_KNODE_SET, NULL, NULL, NULL, node, NULL, 0, p, NULL, NULL);
 }
 
 static CUresult exec_memcpy_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *p, CUcontext ctx)
 {
 	if (!exec || !node)
 		return CUDA_ERROR_INVALID_VALUE;
-	return memcpy_node(MPS_KNODE_EXEC_SET, NULL, NULL, exec, node, NULL, 0, p, ctx);
+	return memcpy_node(MPS_KNODE_EXEC_SET, NULL, NULL, exec, node, NULL, 0, p, ctx, NULL);
 }
 
 /* A node handle of the program's as the server's, checked to be a node. */
@@ -239,12 +310,17 @@ static CUresult node_handle(CUgraphNode node, uint32_t *h)
 static CUresult memcpy_node_get(CUgraphNode node, CUDA_MEMCPY3D *p)
 {
 	struct mps_msg_handle q = { 0 };
+	const CUDA_MEMCPY3D *staged = staged_params(node);
 	struct mps_call call;
 	uint32_t cur = 0;
 	CUresult r;
 
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (staged) {
+		*p = *staged;
+		return CUDA_SUCCESS;
+	}
 	r = node_handle(node, &q.handle);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -417,52 +493,125 @@ struct host_node {
 	uint32_t slot;
 };
 
-static CUresult add_host_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
-			      const CUDA_HOST_NODE_PARAMS *p)
+/* A staged copy node's data: the parameters as the program gave them. */
+#define STAGED_NODE_MAGIC 0x47415453u
+
+struct staged_node {
+	uint32_t magic;
+	CUDA_MEMCPY3D p;
+};
+
+/* The server's node for the host function kept in slot (seq), after deps
+ * in graph: the program's node in *out, its data set to data (taken). */
+static CUresult host_node_add(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps, uint32_t slot,
+			      uint32_t seq, void *data)
 {
-	struct mps_msg_graph_host_node q = { .ndeps = (uint32_t)ndeps };
-	struct host_node *hn = NULL;
+	struct mps_msg_graph_host_node q = { .ndeps = (uint32_t)ndeps, .slot = slot, .seq = seq };
 	struct mps_call call;
 	uint32_t *wdeps = NULL, cur = 0;
 	size_t dep_bytes = 0;
-	bool called = false;
 	uint64_t h;
 	CUresult r;
 
-	if (!out || !p || !p->fn)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = mps__fwd_ctx(&cur, true);
 	if (r == CUDA_SUCCESS && (r = mps__fwd_h_graph(graph, &h)) == CUDA_SUCCESS)
 		q.graph = (uint32_t)h;
 	if (r == CUDA_SUCCESS)
 		r = deps_to_wire(deps, ndeps, &wdeps, &dep_bytes);
-	if (r == CUDA_SUCCESS && !(hn = malloc(sizeof(*hn))))
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	if (r == CUDA_SUCCESS)
-		r = mps__hostfn_keep(p->fn, p->userData, &q.slot, &q.seq);
-	if (r != CUDA_SUCCESS)
-		goto out;
-	hn->magic = HOST_NODE_MAGIC;
-	hn->slot = q.slot;
+	if (r != CUDA_SUCCESS) {
+		free(data);
+		return r;
+	}
 	r = mps__call(MPS_OP_GRAPH_HOST_NODE, cur, &q.hdr, sizeof(q), wdeps, dep_bytes, &call);
-	called = true;
 	if (r == CUDA_SUCCESS)
 		r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);
 	if (r == CUDA_SUCCESS) {
 		struct mps_gobj *g = (struct mps_gobj *)*out;
 
 		free(g->data);
-		g->data = hn;
-		hn = NULL;
-	} else {
-		mps__hostfn_unkeep(q.slot);
+		g->data = data;
+		data = NULL;
 	}
-out:
-	if (called)
-		mps__call_end(&call);
-	free(hn);
+	mps__call_end(&call);
+	free(data);
 	free(wdeps);
 	return r;
+}
+
+static CUresult add_host_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+			      const CUDA_HOST_NODE_PARAMS *p)
+{
+	struct host_node *hn;
+	uint32_t slot, seq;
+	CUresult r;
+
+	if (!out || !p || !p->fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	hn = malloc(sizeof(*hn));
+	if (!hn)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = mps__hostfn_keep(p->fn, p->userData, &slot, &seq);
+	if (r != CUDA_SUCCESS) {
+		free(hn);
+		return r;
+	}
+	hn->magic = HOST_NODE_MAGIC;
+	hn->slot = slot;
+	r = host_node_add(out, graph, deps, ndeps, slot, seq, hn);
+	if (r != CUDA_SUCCESS)
+		mps__hostfn_unkeep(slot);
+	return r;
+}
+
+/* A copy node on pageable memory: a child graph of the copy through the
+ * staging buffer g and the host function that fills or empties it, one
+ * node to the program (gstage.c). */
+static CUresult staged_copy_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+				 const CUDA_MEMCPY3D *p, CUcontext ctx, struct mps_gstage *g)
+{
+	struct staged_node *sn;
+	CUgraphNode copy, host;
+	CUgraph sub = NULL;
+	CUresult r;
+
+	if (!out || !graph)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__fwd_cuGraphCreate(&sub, 0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (g->to_host) {
+		r = memcpy_node(MPS_KNODE_ADD, &copy, sub, NULL, NULL, NULL, 0, p, ctx, g);
+		if (r == CUDA_SUCCESS)
+			r = host_node_add(&host, sub, &copy, 1, g->slot, g->seq, NULL);
+	} else {
+		r = host_node_add(&host, sub, NULL, 0, g->slot, g->seq, NULL);
+		if (r == CUDA_SUCCESS)
+			r = memcpy_node(MPS_KNODE_ADD, &copy, sub, NULL, NULL, &host, 1, p, ctx, g);
+	}
+	if (r == CUDA_SUCCESS)
+		r = mps__fwd_cuGraphAddChildGraphNode(out, graph, deps, ndeps, sub);
+	mps__fwd_cuGraphDestroy(sub);
+	if (r != CUDA_SUCCESS)
+		return r;
+	sn = malloc(sizeof(*sn));
+	if (sn) {
+		struct mps_gobj *o = (struct mps_gobj *)*out;
+
+		sn->magic = STAGED_NODE_MAGIC;
+		sn->p = *p;
+		free(o->data);
+		o->data = sn;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* The parameters a staged copy node was made with, or NULL. */
+static const CUDA_MEMCPY3D *staged_params(CUgraphNode node)
+{
+	struct mps_gobj *g = mps__obj(node, MPS_MAGIC_GOBJ);
+	const struct staged_node *sn = g ? g->data : NULL;
+
+	return sn && sn->magic == STAGED_NODE_MAGIC ? &sn->p : NULL;
 }
 
 /* The host function slot behind node, or -1. */
@@ -483,12 +632,16 @@ static CUresult host_node_get(CUgraphNode node, CUDA_HOST_NODE_PARAMS *p)
 	return slot < 0 ? CUDA_ERROR_INVALID_VALUE : mps__hostfn_params((uint32_t)slot, p, NULL);
 }
 
-/* A host node is three nodes in the server's graph; the program's handle
- * names the last, and is a host node to it. */
+/* A host node and a staged copy node are child graphs in the server's
+ * graph; to the program they are what it made. */
 static CUresult node_get_type(CUgraphNode node, CUgraphNodeType *type)
 {
 	if (type && host_slot(node) >= 0) {
 		*type = CU_GRAPH_NODE_TYPE_HOST;
+		return CUDA_SUCCESS;
+	}
+	if (type && staged_params(node)) {
+		*type = CU_GRAPH_NODE_TYPE_MEMCPY;
 		return CUDA_SUCCESS;
 	}
 	return mps__fwd_cuGraphNodeGetType(node, type);

@@ -15,12 +15,11 @@
  * Unregistering unpins it in the server and leaves the pages where they are,
  * still the program's to free.
  *
- * A graph's copy node on pageable memory gets the same move (adopted
- * memory): the server copies to and from the pages whenever the graph
- * runs, so they stay pinned for the client's life; to the program they are
- * still pageable memory (pointer attributes, cuMemFreeHost and
- * cuMemHostUnregister do not see them). Moved pages are shared memory: a
- * child the program forks shares them rather than getting a copy.
+ * Managed memory (managed.c) is pinned the same way, from shared memory of
+ * the client's own making (adopted: to the program it is not registered
+ * memory). Moved pages are shared memory: a child the program forks shares
+ * them rather than getting a copy. (A graph's copy of pageable memory does
+ * not move pages: it is staged, gstage.c.)
  *
  * The range is taken whole pages at a time, and only private read-write
  * memory (heap, stack, anonymous or private file mappings) is moved: a
@@ -102,7 +101,8 @@ fail:
 
 /* The sealed memfd fd, mapped here over [start, start + len), pinned in the
  * server and entered in the table (user: the program's pointer, NULL if
- * adopted); the server's device address of start in *devptr. */
+ * adopted: managed memory); the server's device address of start in
+ * *devptr. */
 static CUresult send_pinned(uintptr_t start, size_t len, int fd, unsigned int flags, void *user, uint64_t *devptr)
 {
 	struct mps_fdmsg fm = { .magic = MPS_FDMSG_MAGIC, .region = MPS_FD_IMPORT };
@@ -177,13 +177,6 @@ static CUresult host_register(void *p, size_t bytesize, unsigned int flags)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	r = mps__capture_check();
 	return r == CUDA_SUCCESS ? pin_pages(p, bytesize, flags, p) : r;
-}
-
-CUresult mps__host_adopt(const void *p, size_t len)
-{
-	if (!p || !len || (uintptr_t)p + len < (uintptr_t)p)
-		return CUDA_ERROR_INVALID_VALUE;
-	return pin_pages(p, len, 0, NULL);
 }
 
 /* Unpins the region the server calls handle. */

@@ -43,8 +43,8 @@ struct hostreg {
 	unsigned int flags;
 	uint64_t devptr;
 	void *user;          /* registered memory (hostreg.c): the pointer the program gave; NULL if allocated */
-	bool adopted;        /* pageable memory a graph's copy node names, moved for it (hostreg.c): to the
-			      * program still pageable memory */
+	bool adopted;        /* shared memory of the library's making pinned for it (managed memory,
+			      * hostreg.c): not registered memory to the program */
 };
 
 struct table {

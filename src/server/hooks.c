@@ -118,8 +118,9 @@ CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGr
 	return r;
 }
 
-/* A host function's node is a child graph in the server's graph
- * (ops_hostfn.c); to the client it is the host node it made. */
+/* A host function's node, and a copy through a staging buffer, are child
+ * graphs in the server's graph (ops_hostfn.c); to the client they are the
+ * host or copy node it made. */
 CUresult mps__hook_cuGraphNodeGetType(struct mps_client *c, CUgraphNode hNode, CUgraphNodeType *type)
 {
 	CUresult r;
@@ -128,8 +129,8 @@ CUresult mps__hook_cuGraphNodeGetType(struct mps_client *c, CUgraphNode hNode, C
 	if (!mps_drv.cuGraphNodeGetType)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	r = mps_drv.cuGraphNodeGetType(hNode, type);
-	if (r == CUDA_SUCCESS && *type == CU_GRAPH_NODE_TYPE_GRAPH && mps__hostfn_is_node(hNode))
-		*type = CU_GRAPH_NODE_TYPE_HOST;
+	if (r == CUDA_SUCCESS && *type == CU_GRAPH_NODE_TYPE_GRAPH)
+		mps__hostfn_node_type(hNode, type);
 	return r;
 }
 

@@ -67,10 +67,15 @@ void mps_jit_step(struct mps_jit *j)
 }
 
 /* Where the step's own text in a log begins: after what was there when it
- * began, if the driver added to it. */
+ * began (and the line break the driver puts after it), if the driver added
+ * to it. */
 static size_t step_start(const char *log, size_t len, size_t mark, uint64_t h)
 {
-	return mark && len > mark && sum(log, mark) == h ? mark : 0;
+	if (!mark || len <= mark || sum(log, mark) != h)
+		return 0;
+	while (mark < len && log[mark] == '\n')   /* the driver's separator */
+		mark++;
+	return mark;
 }
 
 void mps_jit_answer(struct mps_client *c, uint32_t slot, const struct mps_jit *j, CUresult r)

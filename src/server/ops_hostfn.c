@@ -18,7 +18,8 @@
  * launch of the graph waits for its own run (mps__hostfn_nodes). They are
  * one node of the graph, a child graph, as the driver's host node is one:
  * the program counts and links its nodes; cuGraphNodeGetType tells it a
- * host node (mps__hostfn_is_node, which knows the child by its note).
+ * host node (mps__hostfn_node_type, which knows the child by its note, and
+ * a copy node through a staging buffer by the copy and the note).
  *
  * A client that dies inside a callback leaves its stream waiting: before
  * its streams are waited for, teardown writes every slot's last sequence
@@ -248,22 +249,56 @@ CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *d
 	return r;
 }
 
-bool mps__hostfn_is_node(CUgraphNode node)
+/* Whether node is a host function's child graph: its root the note. */
+static bool is_hostfn(CUgraphNode node, CUgraph sub)
 {
 	CUDA_HOST_NODE_PARAMS hp;
 	CUgraphNodeType type;
 	CUgraphNode root;
 	size_t n = 1;
-	CUgraph sub;
 
-	return mps_drv.cuGraphNodeGetType && mps_drv.cuGraphNodeGetType(node, &type) == CUDA_SUCCESS &&
-	       type == CU_GRAPH_NODE_TYPE_GRAPH &&
-	       mps_drv.cuGraphChildGraphNodeGetGraph && mps_drv.cuGraphGetRootNodes &&
-	       mps_drv.cuGraphChildGraphNodeGetGraph(node, &sub) == CUDA_SUCCESS &&
-	       mps_drv.cuGraphGetRootNodes(sub, &root, &n) == CUDA_SUCCESS && n == 1 &&
+	(void)node;
+	return mps_drv.cuGraphGetRootNodes(sub, &root, &n) == CUDA_SUCCESS && n == 1 &&
 	       mps_drv.cuGraphNodeGetType(root, &type) == CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_HOST &&
 	       mps_drv.cuGraphHostNodeGetParams && mps_drv.cuGraphHostNodeGetParams(root, &hp) == CUDA_SUCCESS &&
 	       hp.fn == notify;
+}
+
+/* The child graph of node, if it is one. */
+static bool child_of(CUgraphNode node, CUgraph *sub)
+{
+	CUgraphNodeType type;
+
+	return mps_drv.cuGraphNodeGetType && mps_drv.cuGraphChildGraphNodeGetGraph && mps_drv.cuGraphGetRootNodes &&
+	       mps_drv.cuGraphGetNodes && mps_drv.cuGraphNodeGetType(node, &type) == CUDA_SUCCESS &&
+	       type == CU_GRAPH_NODE_TYPE_GRAPH && mps_drv.cuGraphChildGraphNodeGetGraph(node, sub) == CUDA_SUCCESS;
+}
+
+bool mps__hostfn_node_type(CUgraphNode node, CUgraphNodeType *type)
+{
+	CUgraphNode nodes[2];
+	CUgraphNodeType t[2];
+	CUgraph sub, inner;
+	size_t n = 2;
+
+	if (!child_of(node, &sub))
+		return false;
+	if (is_hostfn(node, sub)) {
+		*type = CU_GRAPH_NODE_TYPE_HOST;
+		return true;
+	}
+	/* A copy through a staging buffer: the copy and a host function. */
+	if (mps_drv.cuGraphGetNodes(sub, nodes, &n) != CUDA_SUCCESS || n != 2 ||
+	    mps_drv.cuGraphNodeGetType(nodes[0], &t[0]) != CUDA_SUCCESS ||
+	    mps_drv.cuGraphNodeGetType(nodes[1], &t[1]) != CUDA_SUCCESS)
+		return false;
+	for (int i = 0; i < 2; i++) {
+		if (t[i] == CU_GRAPH_NODE_TYPE_MEMCPY && child_of(nodes[1 - i], &inner) && is_hostfn(nodes[1 - i], inner)) {
+			*type = CU_GRAPH_NODE_TYPE_MEMCPY;
+			return true;
+		}
+	}
+	return false;
 }
 
 /* A host function on a capturing stream: its nodes added to the capture's

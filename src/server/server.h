@@ -341,10 +341,12 @@ void mps__hostfn_free(struct mps_client *c);
 /* ops_memop.c: at teardown, every wait on memory the client left let go. */
 void mps__memwaits_release(struct mps_client *c);
 /* A host function's node in graph g after deps, *node (ops_hostfn.c): a
- * child graph of three nodes; mps__hostfn_is_node knows one. */
+ * child graph of three nodes. mps__hostfn_node_type: whether node is such
+ * a child, or a client's copy through a staging buffer (a child graph of a
+ * copy and such a child), and the type it is to the client. */
 CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
 			   uint32_t slot, uint32_t seq, CUgraphNode *node);
-bool mps__hostfn_is_node(CUgraphNode node);
+bool mps__hostfn_node_type(CUgraphNode node, CUgraphNodeType *type);
 
 /* The client's finished upload (MPS_OP_BLOB_APPEND) if it is size bytes,
  * with a NUL after it, now the caller's to free; NULL if there is none of

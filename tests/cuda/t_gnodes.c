@@ -9,7 +9,9 @@
  * parameters read back; a new destination in the graph and a new source in
  * the executable graph, each checked by a launch. Pageable memory to the
  * device and back through a graph: each launch copies what the program
- * wrote there last, and the program reads what the graph copied back.
+ * wrote there last, and the program reads what the graph copied back; a
+ * copy node and a captured copy into a local variable of the calling
+ * function (its stack), each one copy node of its graph.
  *
  * Generic calls: cuGraphAddNode for a memset and a copy node (one with
  * default edge data), cuGraphNodeSetParams and cuGraphExecNodeSetParams.
@@ -21,6 +23,7 @@
  * an "if/else" whose condition defaults to 0 its else body; the bodies are
  * the program's graphs (filled, listed); the driver clones no such graph.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,9 +187,7 @@ static void copy_nodes(CUstream s)
 
 	/* Pageable memory, both ways: what the program writes there after
 	 * making the graph is what each launch copies, and what the graph
-	 * copies back is what the program reads (in a buffer of its own
-	 * pages: openmps pins a copy node's pageable memory whole pages at a
-	 * time, and two nodes may not share a page). */
+	 * copies back is what the program reads. */
 	back = malloc(256 * 1024);
 	REQUIRE(back, "out of memory");
 	CHECK(cuGraphCreate(&gp, 0));
@@ -446,6 +447,89 @@ static void conditional_nodes(CUcontext ctx, CUstream s)
 	CHECK(cuMemFree(buf));
 }
 
+/* A copy node and a captured copy into the calling function's own local
+ * variables, as programs write (a result into a double on the stack): the
+ * graph runs long after the call that made the node, while the function
+ * goes on using its stack. Each round's value must arrive, and the
+ * function's other locals must be intact afterwards. */
+static __attribute__((noinline)) void stack_round(CUstream s, CUdeviceptr d, int round, bool capture)
+{
+	volatile uint64_t guard_lo = 0x1111111111111111ull * (unsigned)(round + 1);
+	uint64_t value = 0, want = 0x0123456789abcdefull ^ (uint64_t)round * 0x9e3779b97f4a7c15ull;
+	volatile uint64_t guard_hi = ~guard_lo;
+	CUgraph g;
+	CUgraphExec ge;
+
+	CHECK(cuMemcpyHtoD(d, &want, sizeof(want)));
+	if (capture) {
+		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		CHECK(cuMemcpyDtoHAsync(&value, d, sizeof(value), s));
+		CHECK(cuStreamEndCapture(s, &g));
+		{
+			CUgraphNode nodes[4];
+			CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
+			size_t nn = 4;
+
+			CHECK(cuGraphGetNodes(g, nodes, &nn));
+			if (nn == 1)
+				CHECK(cuGraphNodeGetType(nodes[0], &t));
+			EXPECT(nn == 1 && t == CU_GRAPH_NODE_TYPE_MEMCPY,
+			       "a captured copy into a local: %zu nodes in the graph, the first of type %d", nn, (int)t);
+		}
+	} else {
+		CUDA_MEMCPY3D cp;
+		CUgraphNode n;
+
+		memset(&cp, 0, sizeof(cp));
+		cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+		cp.srcDevice = d;
+		cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+		cp.dstHost = &value;
+		cp.WidthInBytes = sizeof(value);
+		cp.Height = 1;
+		cp.Depth = 1;
+		CHECK(cuGraphCreate(&g, 0));
+		CHECK(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, NULL));
+		/* One copy node to the program, in the graph and in a clone. */
+		{
+			CUgraphNode nodes[4], cn;
+			CUgraphNodeType t;
+			CUDA_MEMCPY3D got;
+			size_t nn = 4;
+			CUgraph cl;
+
+			CHECK(cuGraphGetNodes(g, nodes, &nn));
+			EXPECT(nn == 1 && nodes[0] == n, "a copy node into a local: %zu nodes in its graph", nn);
+			CHECK(cuGraphMemcpyNodeGetParams(n, &got));
+			EXPECT(got.dstHost == &value && got.srcDevice == d && got.WidthInBytes == sizeof(value),
+			       "a copy node into a local reads back other parameters");
+			CHECK(cuGraphClone(&cl, g));
+			CHECK(cuGraphNodeFindInClone(&cn, n, cl));
+			CHECK(cuGraphNodeGetType(cn, &t));
+			EXPECT(t == CU_GRAPH_NODE_TYPE_MEMCPY, "the clone's copy node into a local has type %d", (int)t);
+			CHECK(cuGraphDestroy(cl));
+		}
+	}
+	ge = instantiate(g);
+	run(ge, s);
+	EXPECT(value == want, "%s copy into a local, round %d: %#llx, want %#llx", capture ? "a captured" : "a node's",
+	       round, (unsigned long long)value, (unsigned long long)want);
+	EXPECT(guard_lo == 0x1111111111111111ull * (unsigned)(round + 1) && guard_hi == ~guard_lo,
+	       "round %d: the locals beside the copied one changed", round);
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(g));
+}
+
+static void stack_copies(CUstream s)
+{
+	CUdeviceptr d;
+
+	CHECK(cuMemAlloc(&d, 8));
+	for (int round = 0; round < 4; round++)
+		stack_round(s, d, round, round & 1);
+	CHECK(cuMemFree(d));
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -458,6 +542,7 @@ int main(int argc, char **argv)
 	rng = t_rng(1);
 	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	copy_nodes(s);
+	stack_copies(s);
 	generic_nodes(s);
 	alloc_nodes(dev, s);
 	conditional_nodes(ctx, s);

@@ -515,7 +515,7 @@ static CUresult copy_nodes(struct si_graph *dst, struct si_graph *src)
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		if (o->child) {
 			c->child = mps__graph_new();
-			if (!c->child)
+			if (!c->child || !(c->child->handle = mps__handle_add(SI_H_GRAPH, c->child)))
 				return CUDA_ERROR_OUT_OF_MEMORY;
 			c->child->parent = c;
 			if (copy_nodes(c->child, o->child) != CUDA_SUCCESS)
