@@ -252,6 +252,9 @@ void mps__func_view_drop(struct mps_func *f);
 void mps__devmem_add(uint64_t base, uint64_t size, struct mps_ctx *ctx, const void *owner);
 void mps__devmem_remove(uint64_t base);
 void mps__devmem_forget(struct mps_ctx *ctx, const void *owner);
+/* Whether [addr, addr + size) lies in one device range whose addresses
+ * this process holds, inaccessible (memory.c). */
+bool mps__devmem_reserved(uint64_t addr, uint64_t size);
 bool mps__devmem_has(uint64_t addr);
 
 /* Tells the server which of its devices this process sees (CUDA_VISIBLE_DEVICES,
@@ -275,6 +278,21 @@ int mps__peer_capable(CUdevice d, CUdevice peer);
 /* A pinned host region for the library's own use (the staging region):
  * not known to the program, never freed. */
 CUresult mps__host_region(size_t size, uint32_t *handle, void **addr);
+
+/* __managed__ variables (mvar.c): one the server named at addr, made
+ * reachable here at that address (owner: its module or library); forgotten
+ * with its owner; the program's changes sent ahead of work on a stream;
+ * the device's values fetched once the program has waited for it. */
+CUresult mps__mvar_add(uint64_t addr, size_t size, const void *owner, uint32_t ctx);
+void mps__mvar_forget(const void *owner);
+CUresult mps__mvar_send(uint32_t stream, uint32_t ctx);
+CUresult mps__mvar_fetch(uint32_t stream, uint32_t ctx);
+
+/* Copies of n bytes on the server's stream and context handles that touch
+ * nothing but the copy (copy.c): to the device as an asynchronous copy
+ * (the bytes taken now), from it as a synchronous one. */
+CUresult mps__copy_h2d(uint64_t dst, const void *src, size_t n, uint32_t stream, uint32_t ctx);
+CUresult mps__copy_d2h(void *dst, uint64_t src, size_t n, uint32_t stream, uint32_t ctx);
 
 /* A staging buffer for a graph's copy of pageable memory (gstage.c): the
  * box of the program's memory it mirrors (host: the span's first byte;

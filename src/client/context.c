@@ -319,7 +319,9 @@ static CUresult sync_ctx(struct mps_ctx *ctx)
 	if (!ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	r = mps__ctx_handle(ctx, &h);
-	return r == CUDA_SUCCESS ? mps__call_handle(MPS_OP_CTX_SYNC, h, 0) : r;
+	if (r == CUDA_SUCCESS)
+		r = mps__call_handle(MPS_OP_CTX_SYNC, h, 0);
+	return r == CUDA_SUCCESS ? mps__mvar_fetch(0, h) : r;
 }
 
 static CUresult ctx_synchronize(void)

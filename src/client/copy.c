@@ -234,6 +234,16 @@ static CUresult d2h(void *dst, uint64_t src, size_t n, uint32_t stream, uint32_t
 	return staged_d2h(dst, src, n, stream, ctx);
 }
 
+CUresult mps__copy_h2d(uint64_t dst, const void *src, size_t n, uint32_t stream, uint32_t ctx)
+{
+	return h2d(dst, src, n, stream, ctx, true);
+}
+
+CUresult mps__copy_d2h(void *dst, uint64_t src, size_t n, uint32_t stream, uint32_t ctx)
+{
+	return d2h(dst, src, n, stream, ctx, false);
+}
+
 static CUresult d2d(uint64_t dst, uint64_t src, size_t n, uint32_t stream, uint32_t ctx, bool async)
 {
 	struct mps_msg_copy q = { .kind = MPS_COPY_D2D, .stream = stream, .dst = dst, .src = src, .size = n };
@@ -277,14 +287,24 @@ static CUresult copy(enum dir d, uint64_t dst, uint64_t src, size_t n, CUstream 
 		if (host && !mps__hostmem_find(host, n, &rg, &off))
 			return mps__capture_pageable_copy(s, per_thread, d == D2H, d == D2H ? src : dst, host, n);
 	}
+	/* A synchronous copy is a point where __managed__ variables meet
+	 * (mvar.c): the program's changes go first, the device's come back. */
+	if (!async && (r = mps__mvar_send(stream, ctx)) != CUDA_SUCCESS)
+		return r;
 	switch (d) {
 	case H2D:
-		return h2d(dst, (const void *)(uintptr_t)src, n, stream, ctx, async);
+		r = h2d(dst, (const void *)(uintptr_t)src, n, stream, ctx, async);
+		break;
 	case D2H:
-		return d2h((void *)(uintptr_t)dst, src, n, stream, ctx, async);
+		r = d2h((void *)(uintptr_t)dst, src, n, stream, ctx, async);
+		break;
 	default:
-		return d2d(dst, src, n, stream, ctx, async);
+		r = d2d(dst, src, n, stream, ctx, async);
+		break;
 	}
+	if (!async && r == CUDA_SUCCESS)
+		r = mps__mvar_fetch(stream, ctx);
+	return r;
 }
 
 #define P(x) ((uint64_t)(uintptr_t)(x))

@@ -148,7 +148,16 @@ static CUresult ask(uint16_t op, CUevent e)
 {
 	struct mps_event *ev = event_arg(e);
 
-	return ev ? mps__call_handle(op, 0, ev->handle) : CUDA_ERROR_INVALID_HANDLE;
+	CUresult r = ev ? mps__call_handle(op, 0, ev->handle) : CUDA_ERROR_INVALID_HANDLE;
+	uint32_t h = 0;
+
+	/* The work before the event is done: __managed__ variables as it
+	 * left them. */
+	if (r == CUDA_SUCCESS) {
+		mps__cur_handle(&h);
+		r = mps__mvar_fetch(0, h);
+	}
+	return r;
 }
 
 static CUresult event_synchronize(CUevent e) { return ask(MPS_OP_EVENT_SYNC, e); }

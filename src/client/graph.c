@@ -368,8 +368,27 @@ static CUresult debug_dot_print(CUgraph graph, const char *path, unsigned int fl
 	return r;
 }
 
+/* A graph's kernels may read __managed__ variables: the program's changes
+ * to them go ahead of the launch (mvar.c). */
+static CUresult launch(CUgraphExec exec, CUstream s, bool pt)
+{
+	uint32_t stream, ctx;
+	CUresult r = mps__stream_resolve(s, pt, &stream, &ctx);
+
+	if (r == CUDA_SUCCESS)
+		r = mps__mvar_send(stream, ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	return pt ? mps__fwd_cuGraphLaunch_ptsz(exec, s) : mps__fwd_cuGraphLaunch(exec, s);
+}
+
+static CUresult graph_launch(CUgraphExec exec, CUstream s) { return launch(exec, s, false); }
+static CUresult graph_launch_ptsz(CUgraphExec exec, CUstream s) { return launch(exec, s, true); }
+
 const struct mps_impl mps__graph_api[] = {
 	MPS_IMPL(cuGraphDebugDotPrint, debug_dot_print),
+	MPS_IMPL(cuGraphLaunch, graph_launch),
+	MPS_IMPL_AS(cuGraphLaunch_ptsz, cuGraphLaunch, graph_launch_ptsz),
 	MPS_IMPL(cuGraphAddKernelNode_v2, add_kernel_node),
 	MPS_IMPL(cuGraphKernelNodeSetParams_v2, kernel_node_set),
 	MPS_IMPL(cuGraphExecKernelNodeSetParams_v2, exec_kernel_node_set),

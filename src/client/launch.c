@@ -113,6 +113,8 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 			return CUDA_ERROR_INVALID_VALUE;
 	}
 	r = mps__stream_resolve(l->stream, l->per_thread, &stream, &ctx);
+	if (r == CUDA_SUCCESS)
+		r = mps__mvar_send(stream, ctx);   /* the program's changes to __managed__ variables, ahead */
 	if (r != CUDA_SUCCESS)
 		return r;
 	m = mps__ring_begin(MPS_OP_LAUNCH, ctx,

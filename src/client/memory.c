@@ -198,6 +198,22 @@ void mps__devmem_forget(struct mps_ctx *ctx, const void *owner)
 	pthread_rwlock_unlock(&devmem.lock);
 }
 
+bool mps__devmem_reserved(uint64_t addr, uint64_t size)
+{
+	const struct devrange *d;
+	bool held = false;
+	long i;
+
+	pthread_rwlock_rdlock(&devmem.lock);
+	i = find(&devmem, addr, size);
+	if (i >= 0) {
+		d = (const struct devrange *)devmem.v + i;
+		held = d->reserved;
+	}
+	pthread_rwlock_unlock(&devmem.lock);
+	return held;
+}
+
 bool mps__devmem_has(uint64_t addr)
 {
 	long i;

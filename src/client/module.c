@@ -287,6 +287,7 @@ static CUresult unload(struct mps_module *m)
 
 	r = mps__call_handle(MPS_OP_MODULE_UNLOAD, 0, m->handle);
 	mps__devmem_forget(NULL, m);
+	mps__mvar_forget(m);
 	m->magic = MPS_MAGIC_DEAD;
 	while (m->funcs) {
 		struct mps_func *f = m->funcs;
@@ -523,12 +524,20 @@ static CUresult get_global(struct mps_module *m, int kind, CUdeviceptr *dptr, si
 	mps__cur_handle(&h);
 	r = mps__call(MPS_OP_GET_GLOBAL, h, &q.hdr, sizeof(q), name, q.name_len + 1, &call);
 	if (r == CUDA_SUCCESS) {
+		uint64_t p = call.s->val[0], size = call.s->val[1];
+		bool managed = call.s->val[2];
+
+		mps__call_end(&call);
+		if (size)
+			mps__devmem_add(p, size, m->ctx, m);
+		/* A __managed__ variable: the program's CPU uses it here. */
+		if (managed && size && (r = mps__mvar_add(p, (size_t)size, m, h)) != CUDA_SUCCESS)
+			return r;
 		if (dptr)
-			*dptr = (CUdeviceptr)call.s->val[0];
+			*dptr = (CUdeviceptr)p;
 		if (bytes)
-			*bytes = (size_t)call.s->val[1];
-		if (call.s->val[1])
-			mps__devmem_add(call.s->val[0], call.s->val[1], m->ctx, m);
+			*bytes = (size_t)size;
+		return CUDA_SUCCESS;
 	}
 	mps__call_end(&call);
 	return r;
@@ -621,6 +630,13 @@ static CUresult library_get_global(CUdeviceptr *dptr, size_t *bytes, CUlibrary l
 	struct mps_module *m = module_arg(lib, MPS_LIBRARY);
 
 	return m ? get_global(m, MPS_GLOBAL_OF_LIBRARY, dptr, bytes, name) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult library_get_managed(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, const char *name)
+{
+	struct mps_module *m = module_arg(lib, MPS_LIBRARY);
+
+	return m ? get_global(m, MPS_MANAGED_OF_LIBRARY, dptr, bytes, name) : CUDA_ERROR_INVALID_HANDLE;
 }
 
 struct mps_func *mps__func(const void *h)
@@ -960,6 +976,7 @@ const struct mps_impl mps__module_api[] = {
 	MPS_IMPL(cuLibraryUnload, library_unload),
 	MPS_IMPL(cuLibraryGetKernel, library_get_kernel),
 	MPS_IMPL(cuLibraryGetGlobal, library_get_global),
+	MPS_IMPL(cuLibraryGetManaged, library_get_managed),
 	MPS_IMPL(cuKernelGetFunction, kernel_get_function),
 	MPS_IMPL(cuKernelGetAttribute, kernel_get_attribute),
 	MPS_IMPL(cuKernelSetAttribute, kernel_set_attribute),

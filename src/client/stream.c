@@ -190,7 +190,10 @@ static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 	CUresult r;
 
 	r = mps__stream_resolve(s, pt, &stream, &ctx);
-	return r == CUDA_SUCCESS ? mps__call_handle(op, ctx, stream) : r;
+	if (r == CUDA_SUCCESS)
+		r = mps__call_handle(op, ctx, stream);
+	/* The stream's work is done: __managed__ variables as it left them. */
+	return r == CUDA_SUCCESS ? mps__mvar_fetch(stream, ctx) : r;
 }
 
 static CUresult stream_synchronize(CUstream s) { return sync_or_query(MPS_OP_STREAM_SYNC, s, false); }

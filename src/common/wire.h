@@ -30,7 +30,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        9
+#define MPS_WIRE_VERSION        10
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -504,6 +504,7 @@ enum mps_func_kind {
 	MPS_FUNC_OF_KERNEL,      /* cuKernelGetFunction(kernel) in the message's context */
 	MPS_GLOBAL_OF_MODULE,    /* cuModuleGetGlobal(module, name) */
 	MPS_GLOBAL_OF_LIBRARY,   /* cuLibraryGetGlobal(library, name) */
+	MPS_MANAGED_OF_LIBRARY,  /* cuLibraryGetManaged(library, name) */
 };
 
 /* The symbol's name follows the message: name_len bytes, then a NUL (C++

@@ -64,7 +64,8 @@
 	X(cuLaunchHostFunc) X(cuGraphAddHostNode) X(cuGraphHostNodeGetParams) X(cuGraphAddBatchMemOpNode) \
 	X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc) \
 	X(cuGreenCtxCreate) X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx) X(cuMemcpy3DAsync) \
-	X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)
+	X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy) \
+	X(cuLibraryGetManaged)
 
 #define MPS_DRIVER_FIELD(name) __typeof__(&name) name;
 

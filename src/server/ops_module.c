@@ -438,8 +438,8 @@ void mps__op_get_global(struct mps_client *c, const struct mps_msg *m)
 	CUresult r;
 
 	if (!mod || (q->kind == MPS_GLOBAL_OF_MODULE && mod->kind != MPS_MODULE) ||
-	    (q->kind == MPS_GLOBAL_OF_LIBRARY && mod->kind != MPS_LIBRARY) ||
-	    (q->kind != MPS_GLOBAL_OF_MODULE && q->kind != MPS_GLOBAL_OF_LIBRARY)) {
+	    ((q->kind == MPS_GLOBAL_OF_LIBRARY || q->kind == MPS_MANAGED_OF_LIBRARY) && mod->kind != MPS_LIBRARY) ||
+	    (q->kind != MPS_GLOBAL_OF_MODULE && q->kind != MPS_GLOBAL_OF_LIBRARY && q->kind != MPS_MANAGED_OF_LIBRARY)) {
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_HANDLE);
 		return;
 	}
@@ -448,12 +448,27 @@ void mps__op_get_global(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	device = mod->kind == MPS_MODULE ? mod->device : (x ? x->device : 0);
+	s->val[2] = 0;
 	r = mps__bind_device(c, device);
 	if (r == CUDA_SUCCESS) {
 		if (mod->kind == MPS_MODULE)
 			r = mps_drv.cuModuleGetGlobal(&p, &size, mod->mod, q->name);
-		else
+		else if (q->kind == MPS_GLOBAL_OF_LIBRARY)
 			r = mps_drv.cuLibraryGetGlobal(&p, &size, mod->lib, q->name);
+		else if (mps_drv.cuLibraryGetManaged)
+			r = mps_drv.cuLibraryGetManaged(&p, &size, mod->lib, q->name);
+		else
+			r = CUDA_ERROR_NOT_SUPPORTED;
+	}
+	/* A __managed__ variable: the client keeps a copy of it at the same
+	 * address for its CPU (client/mvar.c). */
+	if (r == CUDA_SUCCESS) {
+		unsigned int managed = q->kind == MPS_MANAGED_OF_LIBRARY;
+
+		if (!managed && mps_drv.cuPointerGetAttribute &&
+		    mps_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p) != CUDA_SUCCESS)
+			managed = 0;
+		s->val[2] = managed;
 	}
 	/* The global becomes memory the client may copy to and from. */
 	if (r == CUDA_SUCCESS && size && !mps_memacct_find(&c->mem, p) &&

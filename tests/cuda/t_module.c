@@ -6,7 +6,8 @@
  * __device__ variable g_counter (its size, and that writes through the
  * returned address are what bump_global sees); each module owning its own
  * copy of that variable; function and kernel attributes, read and set;
- * cuFuncGetParamInfo against the C layout of the parameters; unloading.
+ * cuFuncGetParamInfo against the C layout of the parameters; unloading;
+ * the __managed__ variable m_counter through the CPU and a kernel.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -371,6 +372,88 @@ static void test_library(const char *ptx)
 	CHECK(cuLibraryUnload(lib));
 }
 
+/* The __managed__ variable m_counter, as a CUDA runtime program uses one:
+ * the CPU reads and writes it where cuLibraryGetManaged says it is, a
+ * kernel (bump_managed: m = m * 3 + by) sees what the CPU wrote before the
+ * launch, and the CPU sees what the kernel wrote once it has waited (a
+ * context synchronize, a stream synchronize, an event synchronize), many
+ * times over; synchronous copies to and from the variable meet the CPU's
+ * view; a capture records no copy of it. */
+static void test_managed_variable(const char *ptx)
+{
+	CUlibrary lib;
+	CUkernel k;
+	CUfunction f;
+	CUstream s;
+	CUevent e;
+	CUdeviceptr p = 0, g = 0;
+	size_t bytes = 0;
+	volatile unsigned int *m;
+	unsigned int want, got;
+
+	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(cuLibraryGetManaged(&p, &bytes, lib, "m_counter"));
+	REQUIRE(p && bytes == 4, "m_counter at %#llx, %zu bytes", (unsigned long long)p, bytes);
+	CHECK_ERR(cuLibraryGetManaged(&g, &bytes, lib, "g_counter"), CUDA_ERROR_NOT_FOUND);
+	CHECK(cuLibraryGetKernel(&k, lib, "bump_managed"));
+	CHECK(cuKernelGetFunction(&f, k));
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	m = (volatile unsigned int *)(uintptr_t)p;
+	EXPECT(*m == 0, "m_counter starts at %u", *m);
+	for (int round = 0; round < 30; round++) {
+		unsigned int start = (unsigned int)t_rand(&rng), by = (unsigned int)t_rand(&rng);
+		void *args[] = { &by };
+
+		*m = start;   /* the CPU's write, for the kernel */
+		want = start * 3u + by;
+		CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, round % 3 ? s : NULL, args, NULL));
+		switch (round % 3) {
+		case 0:
+			CHECK(cuCtxSynchronize());
+			break;
+		case 1:
+			CHECK(cuStreamSynchronize(s));
+			break;
+		default:
+			CHECK(cuEventRecord(e, s));
+			CHECK(cuEventSynchronize(e));
+			break;
+		}
+		if (!EXPECT(*m == want, "round %d: m_counter %u after the kernel, want %u", round, *m, want))
+			break;
+	}
+	/* Copies: the CPU's write reaches a copy from the variable, a copy to
+	 * it reaches the CPU. */
+	*m = 0x1234567u;
+	CHECK(cuMemcpyDtoH(&got, p, 4));
+	EXPECT(got == 0x1234567u, "a copy from m_counter read %#x, the CPU wrote 0x1234567", got);
+	want = 0x7654321u;
+	CHECK(cuMemcpyHtoD(p, &want, 4));
+	EXPECT(*m == want, "after a copy to m_counter the CPU reads %#x, want %#x", *m, want);
+	/* Captured launches leave the variable to the graph's run. */
+	{
+		unsigned int by = 5;
+		void *args[] = { &by };
+		CUgraph graph;
+		CUgraphExec ge;
+
+		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+		CHECK(cuStreamEndCapture(s, &graph));
+		CHECK(cuGraphInstantiateWithFlags(&ge, graph, 0));
+		*m = 10;
+		CHECK(cuGraphLaunch(ge, s));
+		CHECK(cuStreamSynchronize(s));
+		EXPECT(*m == 35u, "a graph's kernel left m_counter %u, want 35", *m);
+		CHECK(cuGraphExecDestroy(ge));
+		CHECK(cuGraphDestroy(graph));
+	}
+	CHECK(cuEventDestroy(e));
+	CHECK(cuStreamDestroy(s));
+	CHECK(cuLibraryUnload(lib));
+}
+
 /* A library is loaded once for every device: a kernel taken from it while
  * device 0's context is current yields, in device 1's context, a function
  * of device 1, which runs there on device 1's memory. Skipped with one
@@ -439,6 +522,7 @@ int main(int argc, char **argv)
 	test_module(ptx);
 	test_attributes(ptx);
 	test_library(ptx);
+	test_managed_variable(ptx);
 	test_library_other_device(ptx);
 	test_long_names(ptx);
 	test_library_without_context(ptx);

@@ -105,6 +105,16 @@ extern "C" __global__ void bump_global(unsigned int by)
 		g_counter += by;
 }
 
+/* A __managed__ variable: the program's CPU reads and writes it where
+ * cuLibraryGetManaged says it is. */
+__managed__ unsigned int m_counter;
+
+extern "C" __global__ void bump_managed(unsigned int by)
+{
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		m_counter = m_counter * 3u + by;
+}
+
 /* Writes through a pointer it is given: pass an invalid one to cause a fault. */
 extern "C" __global__ void store_at(unsigned int *p, unsigned int v)
 {

@@ -315,7 +315,7 @@ static int add_global(struct si_image *img, char *name, size_t size, size_t alig
 static int parse_variable(struct parser *P, bool external)
 {
 	size_t align = 0, elem = 0, vec = 1;
-	bool skip = external;
+	bool skip = external, managed = false;
 	unsigned long long a;
 
 	for (advance(P); P->tok.type == T_DIRECTIVE; advance(P)) {
@@ -330,8 +330,10 @@ static int parse_variable(struct parser *P, bool external)
 			elem = type_size(P);
 		} else if (is(P, ".attribute")) {
 			advance(P);
-			while (P->tok.type != T_EOF && !is(P, ")"))
+			while (P->tok.type != T_EOF && !is(P, ")")) {
+				managed |= is(P, ".managed");
 				advance(P);
+			}
 		} else {
 			skip = true;
 		}
@@ -365,6 +367,7 @@ static int parse_variable(struct parser *P, bool external)
 					 align ? align : elem * vec);
 			if (err)
 				return err;
+			P->img->globals[P->img->nglobals - 1].managed = managed;
 		}
 		if (P->tok.type == T_EOF)
 			return -EBADMSG;

@@ -272,6 +272,7 @@ struct si_global {
 	char *name;
 	size_t size;
 	size_t align;
+	bool managed;    /* .attribute(.managed): a __managed__ variable */
 };
 
 struct si_image {

@@ -200,6 +200,18 @@ static CUresult reduce_sum(struct si_launch *l)
 	return CUDA_SUCCESS;
 }
 
+static CUresult bump_managed(struct si_launch *l)
+{
+	uint32_t *counter;
+	CUresult rc = mps__launch_global(l, "m_counter", sizeof(uint32_t), (void **)&counter);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	for (uint64_t r = repeats(l); r; r--)
+		*counter = *counter * 3u + u32_param(l, 0);
+	return CUDA_SUCCESS;
+}
+
 static CUresult bump_global(struct si_launch *l)
 {
 	uint32_t *counter;
@@ -267,6 +279,7 @@ static const struct si_twin twins[] = {
 	{ "mixed_arg",       2, { 24, 8 },      mixed_arg },
 	{ "reduce_sum",      3, { 8, 8, 4 },    reduce_sum },
 	{ "bump_global",     1, { 4 },          bump_global },
+	{ "bump_managed",    1, { 4 },          bump_managed },
 	{ "store_at",        2, { 8, 4 },       store_at },
 	{ "tex_fetch",       3, { 8, 8, 4 },    tex_fetch },
 	{ "empty",           0, { 0 },          empty },

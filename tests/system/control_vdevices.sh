@@ -97,6 +97,10 @@ ui "vdevice list" | grep -Eq "^vgpu0-0 $u0 0 1/2 1/2 $(cpid K)$" ||
 printf '%s\n' "$m" | grep -Eq "^openmps_client_vdevice\{.*pid=\"$(cpid K)\".*vdevice=\"vgpu0-0\"\} 1$" ||
 	fail "get_metrics: K's virtual device: $(printf '%s\n' "$m" | grep client_vdevice)"
 touch "$dir/goK"
+# Gone: the slice names no client once the server has seen K go.
+k_gone() { ui "vdevice list" | grep -Eq "^vgpu0-0 $u0 0 1/2 1/2$"; }
+wait "$(cpid K)" 2>/dev/null
+wait_until 10 k_gone || fail "vgpu0-0 still names a client after K exited: $(ui "vdevice list")"
 
 # Removed: no longer offered (the list ends there: no device).
 expect "vdevice rm vgpu0-1" ""

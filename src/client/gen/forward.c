@@ -3182,8 +3182,6 @@ const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuGraphInstantiateWithFlags, mps__fwd_cuGraphInstantiateWithFlags),
 	MPS_IMPL(cuGraphExecGetFlags, mps__fwd_cuGraphExecGetFlags),
 	MPS_IMPL(cuGraphExecDestroy, mps__fwd_cuGraphExecDestroy),
-	MPS_IMPL(cuGraphLaunch, mps__fwd_cuGraphLaunch),
-	MPS_IMPL_AS(cuGraphLaunch_ptsz, cuGraphLaunch, mps__fwd_cuGraphLaunch_ptsz),
 	MPS_IMPL(cuGraphUpload, mps__fwd_cuGraphUpload),
 	MPS_IMPL_AS(cuGraphUpload_ptsz, cuGraphUpload, mps__fwd_cuGraphUpload_ptsz),
 	MPS_IMPL(cuGraphNodeSetEnabled, mps__fwd_cuGraphNodeSetEnabled),
