@@ -15,7 +15,8 @@
 #   system      the multi-process tests and pass-through on the real driver
 #   control     the control daemon with real clients: start, list, ps, quit
 #   cudart      tests/gpu/cudart_sample.cu built with the static and the
-#               shared cudart, each run natively and under openmps
+#               shared cudart, and tests/gpu/managed_var.cu (__managed__
+#               variables), each run natively and under openmps
 #   frameworks  tests/gpu/torch_smoke.py and cupy_smoke.py, natively and
 #               under openmps, and torch_limit.py under an openmps memory
 #               limit (reported, never stops the run)
@@ -349,11 +350,19 @@ step_cudart() {
 	else
 		result FAIL "build shared cudart"; show_tail "$log"
 	fi
+	rm -f "$GPU_OUT/managed_var"
+	if "$NVCC" -O2 -arch=sm_90 -o "$GPU_OUT/managed_var" tests/gpu/managed_var.cu >>"$log" 2>&1; then
+		result PASS "build managed_var"
+	else
+		result FAIL "build managed_var"; show_tail "$log"
+	fi
 	for v in static shared; do
 		bin=$GPU_OUT/cudart_$v
 		[ -x "$bin" ] || continue
 		run_check "cudart $v, native" "$LOGDIR/cudart-$v-native.log" 120 native "$bin"
 	done
+	[ -x "$GPU_OUT/managed_var" ] &&
+		run_check "managed_var, native" "$LOGDIR/managed_var-native.log" 120 native "$GPU_OUT/managed_var"
 	# The CI's cudart programs (PTX only, JIT-compiled here).
 	make -s -j16 check-build >>"$LOGDIR/build.log" 2>&1
 	for bin in "$ROOT/$BUILD"/tests/cudart/r_*; do
@@ -365,6 +374,8 @@ step_cudart() {
 		[ -x "$bin" ] || continue
 		run_check "cudart $v, openmps" "$LOGDIR/cudart-$v-openmps.log" 120 openmps "$bin" || om_logs 30
 	done
+	[ -x "$GPU_OUT/managed_var" ] && { run_check "managed_var, openmps" "$LOGDIR/managed_var-openmps.log" 120 \
+		openmps "$GPU_OUT/managed_var" || om_logs 30; }
 	for bin in "$ROOT/$BUILD"/tests/cudart/r_*; do
 		[ -x "$bin" ] && { run_check "$(basename "$bin"), openmps" "$LOGDIR/$(basename "$bin")-openmps.log" 120 \
 			openmps "$bin" || om_logs 30; }
