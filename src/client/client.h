@@ -280,10 +280,12 @@ int mps__peer_capable(CUdevice d, CUdevice peer);
 CUresult mps__host_region(size_t size, uint32_t *handle, void **addr);
 
 /* __managed__ variables (mvar.c): one the server named at addr, made
- * reachable here at that address (owner: its module or library); forgotten
- * with its owner; the program's changes sent ahead of work on a stream;
- * the device's values fetched once the program has waited for it. */
-CUresult mps__mvar_add(uint64_t addr, size_t size, const void *owner, uint32_t ctx);
+ * reachable here at that address (owner: its module or library; value: its
+ * bytes now, or NULL: fetched in ctx, or at the next meeting point if there
+ * is no context); forgotten with its owner; the program's changes sent
+ * ahead of work on a stream; the device's values fetched once the program
+ * has waited for it. With no context (ctx 0) nothing moves. */
+CUresult mps__mvar_add(uint64_t addr, size_t size, const void *owner, const void *value, uint32_t ctx);
 void mps__mvar_forget(const void *owner);
 CUresult mps__mvar_send(uint32_t stream, uint32_t ctx);
 CUresult mps__mvar_fetch(uint32_t stream, uint32_t ctx);

@@ -527,11 +527,14 @@ static CUresult get_global(struct mps_module *m, int kind, CUdeviceptr *dptr, si
 		uint64_t p = call.s->val[0], size = call.s->val[1];
 		bool managed = call.s->val[2];
 
-		mps__call_end(&call);
 		if (size)
 			mps__devmem_add(p, size, m->ctx, m);
-		/* A __managed__ variable: the program's CPU uses it here. */
-		if (managed && size && (r = mps__mvar_add(p, (size_t)size, m, h)) != CUDA_SUCCESS)
+		/* A __managed__ variable: the program's CPU uses it here, from
+		 * the value the server read (when it fits the reply). */
+		if (managed && size)
+			r = mps__mvar_add(p, (size_t)size, m, call.s->len == size ? call.s->data : NULL, h);
+		mps__call_end(&call);
+		if (r != CUDA_SUCCESS)
 			return r;
 		if (dptr)
 			*dptr = (CUdeviceptr)p;

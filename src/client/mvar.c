@@ -46,6 +46,7 @@ struct mvar {
 	size_t size;
 	uint8_t *sent;       /* what was last exchanged with the device */
 	const void *owner;   /* the module or library */
+	bool fresh;          /* the copy has had the device's value once */
 };
 
 /* Pages mapped here for copies, [lo, hi) each, kept for the process's life
@@ -116,7 +117,7 @@ static bool map_pages(uint64_t addr, size_t size)
 	return true;
 }
 
-CUresult mps__mvar_add(uint64_t addr, size_t size, const void *owner, uint32_t ctx)
+CUresult mps__mvar_add(uint64_t addr, size_t size, const void *owner, const void *value, uint32_t ctx)
 {
 	struct mvar *m = NULL;
 	CUresult r = CUDA_SUCCESS;
@@ -157,8 +158,15 @@ CUresult mps__mvar_add(uint64_t addr, size_t size, const void *owner, uint32_t c
 		r = CUDA_ERROR_NOT_SUPPORTED;
 		goto out;
 	}
-	/* Its value now, from the device. */
-	r = mps__copy_d2h((void *)(uintptr_t)addr, addr, size, 0, ctx);
+	/* Its value now: as the server read it, or from the device where
+	 * there is a context to copy in (else at the next meeting point). */
+	m->fresh = true;
+	if (value)
+		memcpy((void *)(uintptr_t)addr, value, size);
+	else if (ctx)
+		r = mps__copy_d2h((void *)(uintptr_t)addr, addr, size, 0, ctx);
+	else
+		m->fresh = false;
 	if (r != CUDA_SUCCESS)
 		goto out;
 	memcpy(m->sent, (void *)(uintptr_t)addr, size);
@@ -204,11 +212,19 @@ static CUresult send_locked(uint32_t stream, uint32_t ctx)
 
 	/* A capture records no copy of pageable memory made now: the graph
 	 * reads the variable as the device holds it when it runs. */
-	if (stream && mps__capture_on(stream))
+	if (!ctx || (stream && mps__capture_on(stream)))
 		return CUDA_SUCCESS;
 	for (size_t i = 0; i < mv.n && r == CUDA_SUCCESS; i++) {
 		struct mvar *m = &mv.v[i];
 
+		if (!m->fresh) {   /* the device's value first */
+			r = mps__copy_d2h((void *)(uintptr_t)m->addr, m->addr, m->size, stream, ctx);
+			if (r == CUDA_SUCCESS) {
+				memcpy(m->sent, (void *)(uintptr_t)m->addr, m->size);
+				m->fresh = true;
+			}
+			continue;
+		}
 		if (!memcmp(m->sent, (void *)(uintptr_t)m->addr, m->size))
 			continue;
 		memcpy(m->sent, (void *)(uintptr_t)m->addr, m->size);
@@ -234,6 +250,8 @@ CUresult mps__mvar_fetch(uint32_t stream, uint32_t ctx)
 	CUresult r;
 
 	if (!__atomic_load_n(&any, __ATOMIC_ACQUIRE))
+		return CUDA_SUCCESS;
+	if (!ctx)
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&mv.lock);
 	r = send_locked(stream, ctx);

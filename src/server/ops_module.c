@@ -469,6 +469,14 @@ void mps__op_get_global(struct mps_client *c, const struct mps_msg *m)
 		    mps_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p) != CUDA_SUCCESS)
 			managed = 0;
 		s->val[2] = managed;
+		/* Its value now, which the client's CPU may read before any
+		 * context is current there (cudart asks while it starts):
+		 * managed memory is this process's CPU's to read. */
+		s->len = 0;
+		if (managed && size <= MPS_SLOT_DATA) {
+			memcpy(s->data, (const void *)(uintptr_t)p, size);
+			s->len = (uint32_t)size;
+		}
 	}
 	/* The global becomes memory the client may copy to and from. */
 	if (r == CUDA_SUCCESS && size && !mps_memacct_find(&c->mem, p) &&

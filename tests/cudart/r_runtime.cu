@@ -6,7 +6,8 @@
  * launched with it), cudaLaunchKernelEx, events (query before and after,
  * elapsed time), stream queries, and four host threads each launching on
  * a stream of its own at the same time, its memory allocated and freed in
- * stream order (cudaMallocAsync, cudaFreeAsync), each result exact.
+ * stream order (cudaMallocAsync, cudaFreeAsync), each result exact; the
+ * __managed__ variable m_counter through the CPU and a kernel.
  * Built like r_threads (PTX only, uncompressed) to run on the stand-in too.
  */
 #include <cstdio>
@@ -154,8 +155,36 @@ static void threads()
 		EXPECT(ok[t], "thread %d's result", t);
 }
 
+/* The kernels' __managed__ variable m_counter, as host code uses one: the
+ * CPU writes it, a kernel changes it (bump_managed: m = m * 3 + by), the
+ * CPU reads the result after a synchronize, round after round; and
+ * cudaMemcpyFromSymbol / ToSymbol meet the CPU's view of it. */
+static void managed_variable(void)
+{
+	unsigned int want = 0, got = 0;
+
+	EXPECT(m_counter == 0, "m_counter starts at %u", m_counter);
+	for (unsigned int round = 1; round <= 20; round++) {
+		m_counter = round * 1000u;
+		want = round * 3000u + round;
+		bump_managed<<<1, 32>>>(round);
+		CK(cudaGetLastError());
+		CK(cudaDeviceSynchronize());
+		if (m_counter != want) {
+			EXPECT(m_counter == want, "round %u: m_counter %u, want %u", round, m_counter, want);
+			return;
+		}
+	}
+	CK(cudaMemcpyFromSymbol(&got, m_counter, sizeof(got)));
+	EXPECT(got == want, "cudaMemcpyFromSymbol(m_counter): %u, want %u", got, want);
+	got = 0xabcdu;
+	CK(cudaMemcpyToSymbol(m_counter, &got, sizeof(got)));
+	EXPECT(m_counter == 0xabcdu, "after cudaMemcpyToSymbol the CPU reads m_counter %#x, want 0xabcd", m_counter);
+}
+
 int main()
 {
+	managed_variable();
 	properties();
 	attributes_and_launch_ex();
 	events_and_queries();
