@@ -294,7 +294,9 @@ static void test_textures(void)
 		want[i] = 2.0f * in[i] + 1.0f;
 	CHECK(cuMemAlloc(&d, N * 4));
 	CHECK(cuMemAlloc(&o, N * 4));
-	CHECK(cuMemcpyHtoD(d, in, N * 4));
+	/* On the kernel's stream: a synchronous copy from pageable memory may
+	 * return before its bytes land, and the stream is non-blocking. */
+	CHECK(cuMemcpyHtoDAsync(d, in, N * 4, stream));
 	memset(&rd, 0, sizeof(rd));
 	rd.resType = CU_RESOURCE_TYPE_LINEAR;
 	rd.res.linear.devPtr = d;
