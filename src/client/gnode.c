@@ -6,9 +6,11 @@
  *
  * Copy nodes: a host side is told to the server as region and offset of
  * pinned memory (it cannot read the program's other memory when the graph
- * runs, long after the call): pinned or registered memory as it is,
- * pageable memory once moved in place into shared memory the server pins
- * (hostreg.c); arrays are refused with CUDA_ERROR_NOT_SUPPORTED.
+ * runs, long after the call): pinned or registered memory as it is;
+ * pageable memory through a staging buffer, the node then a child graph of
+ * the copy and a host function (gstage.c), which is a copy node to the
+ * program (its parameters kept here); arrays by their handles. A host node
+ * is likewise a child graph in the server (its slot kept here).
  * Allocation nodes: the location and access devices as the program numbers
  * them; what cuGraphMemAllocNodeGetParams returns lives in the node's
  * struct until the node goes. Conditional nodes: the body graphs come back
@@ -49,18 +51,23 @@ static bool mapped_here(uint64_t p, uint64_t len)
  * host memory as its region and the base's offset in it. The program's
  * pageable memory cannot be named to the server: *pageable says so (the
  * copy is then staged, gstage.c). */
-static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr dev, const struct mps_copy3d *p,
-			     struct mps_copy3d_side *s, bool *pageable)
+static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array,
+			     const struct mps_copy3d *p, struct mps_copy3d_side *s, bool *pageable)
 {
-	uint64_t start, span, off;
+	uint64_t start, span, off, h;
 	uint32_t region;
 	const uint8_t *base;
+	CUresult r;
 
 	*pageable = false;
 	switch (type) {
 	case CU_MEMORYTYPE_DEVICE:
 		s->addr = dev;
 		return CUDA_SUCCESS;
+	case CU_MEMORYTYPE_ARRAY:
+		r = mps__fwd_h_array(array, &h);
+		s->array = (uint32_t)h;
+		return r == CUDA_SUCCESS && !h ? CUDA_ERROR_INVALID_VALUE : r;
 	case CU_MEMORYTYPE_UNIFIED:
 		base = (const uint8_t *)(uintptr_t)dev;
 		break;
@@ -68,8 +75,7 @@ static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr de
 		base = host;
 		break;
 	default:
-		WARN_ONCE("graph copy nodes with arrays are not served");
-		return CUDA_ERROR_NOT_SUPPORTED;
+		return CUDA_ERROR_INVALID_VALUE;
 	}
 	span = mps_copy3d_span(s, p, &start);
 	if (span == UINT64_MAX)
@@ -112,9 +118,9 @@ static CUresult copy_to_wire(const CUDA_MEMCPY3D *c, struct mps_copy3d *w, int *
 	*staged = -1;
 	if (c->srcLOD || c->dstLOD || c->reserved0 || c->reserved1)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = side_to_wire(c->srcMemoryType, c->srcHost, c->srcDevice, w, &w->src, &ps);
+	r = side_to_wire(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, w, &w->src, &ps);
 	if (r == CUDA_SUCCESS)
-		r = side_to_wire(c->dstMemoryType, c->dstHost, c->dstDevice, w, &w->dst, &pd);
+		r = side_to_wire(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, w, &w->dst, &pd);
 	if (r == CUDA_SUCCESS && ps && pd) {
 		WARN_ONCE("graph copy nodes between two pieces of pageable memory are not served");
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -149,30 +155,38 @@ static CUresult stage_side(const CUDA_MEMCPY3D *c, struct mps_copy3d *w, int sid
 	return CUDA_SUCCESS;
 }
 
+/* One side of the server's answer as the program's parameters name it. */
+static CUresult side_from_wire(const struct mps_copy3d_side *s, CUmemorytype *type, void **host, CUdeviceptr *dev,
+			       CUarray *array)
+{
+	uint8_t *base;
+
+	if (s->array) {
+		*type = CU_MEMORYTYPE_ARRAY;
+		return mps__fwd_obj(MPS_H_ARRAY, s->array, 0, (void **)array);
+	}
+	if (s->region) {
+		base = mps__hostmem_base(s->region);
+		if (!base)
+			return CUDA_ERROR_NOT_SUPPORTED;
+		*type = CU_MEMORYTYPE_HOST;
+		*host = base + s->addr;
+		return CUDA_SUCCESS;
+	}
+	*type = CU_MEMORYTYPE_DEVICE;
+	*dev = s->addr;
+	return CUDA_SUCCESS;
+}
+
 static CUresult copy_from_wire(const struct mps_copy3d *w, CUDA_MEMCPY3D *c)
 {
-	uint8_t *src = NULL, *dst = NULL;
+	CUresult r;
 
-	if ((w->src.region && !(src = mps__hostmem_base(w->src.region))) ||
-	    (w->dst.region && !(dst = mps__hostmem_base(w->dst.region))))
-		return CUDA_ERROR_NOT_SUPPORTED;
 	memset(c, 0, sizeof(*c));
 	mps_copy3d_geometry_out(c, w);
-	if (src) {
-		c->srcMemoryType = CU_MEMORYTYPE_HOST;
-		c->srcHost = src + w->src.addr;
-	} else {
-		c->srcMemoryType = CU_MEMORYTYPE_DEVICE;
-		c->srcDevice = w->src.addr;
-	}
-	if (dst) {
-		c->dstMemoryType = CU_MEMORYTYPE_HOST;
-		c->dstHost = dst + w->dst.addr;
-	} else {
-		c->dstMemoryType = CU_MEMORYTYPE_DEVICE;
-		c->dstDevice = w->dst.addr;
-	}
-	return CUDA_SUCCESS;
+	r = side_from_wire(&w->src, &c->srcMemoryType, (void **)&c->srcHost, &c->srcDevice, &c->srcArray);
+	return r == CUDA_SUCCESS ? side_from_wire(&w->dst, &c->dstMemoryType, &c->dstHost, &c->dstDevice, &c->dstArray)
+				 : r;
 }
 
 /* The dependencies as server handles, in a buffer padded to 8 bytes. */

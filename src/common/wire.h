@@ -742,16 +742,19 @@ struct mps_msg_client_limits {
 };
 
 /* A copy of a graph's copy node (CUDA_MEMCPY3D as the wire carries it).
- * Each side is device memory (region 0: addr is a device address) or a
- * pinned host region of the client's (region: its handle; addr: an offset
- * in it); x, y, z, pitch and height place the copy in it as in
- * CUDA_MEMCPY3D, and width (bytes), height and depth are its extent. */
+ * Each side is device memory (region and array 0: addr is a device
+ * address), a pinned host region of the client's (region: its handle;
+ * addr: an offset in it) or a CUDA array of the client's (array: its
+ * handle; addr, pitch and height unused: the array's own); x, y, z, pitch
+ * and height place the copy in it as in CUDA_MEMCPY3D, and width (bytes),
+ * height and depth are its extent. MPS_OP_ARRAY_COPY names its arrays
+ * apart and leaves array 0. */
 struct mps_copy3d_side {
 	uint64_t addr;
 	uint64_t x, y, z;
 	uint64_t pitch, height;
 	uint32_t region;
-	uint32_t pad;
+	uint32_t array;
 };
 
 struct mps_copy3d {

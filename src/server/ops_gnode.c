@@ -31,11 +31,21 @@
 /* Fills one side of the driver's parameters from the wire's: CUDA_SUCCESS
  * when it lies in memory the client owns. */
 static CUresult side_in(struct mps_client *c, const struct mps_copy3d_side *s, const struct mps_copy3d *p,
-			CUmemorytype *type, void **host, CUdeviceptr *dev)
+			CUmemorytype *type, void **host, CUdeviceptr *dev, CUarray *array)
 {
-	uint64_t start = 0, span = mps_copy3d_span(s, p, &start);
+	uint64_t start = 0, span;
 	struct mps_shost *h;
+	CUresult r;
 
+	/* An array: the handle is all there is to check; the driver keeps
+	 * the box inside the array, whose memory is its own. */
+	if (s->array) {
+		if (s->region || !mps__fwd_get(c, MPS_H_ARRAY, s->array, (void **)array, &r))
+			return CUDA_ERROR_INVALID_VALUE;
+		*type = CU_MEMORYTYPE_ARRAY;
+		return CUDA_SUCCESS;
+	}
+	span = mps_copy3d_span(s, p, &start);
 	if (span == UINT64_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!s->region) {
@@ -59,9 +69,9 @@ static CUresult params_in(struct mps_client *c, const struct mps_copy3d *w, CUDA
 	CUresult r;
 
 	memset(p, 0, sizeof(*p));
-	r = side_in(c, &w->src, w, &p->srcMemoryType, (void **)&p->srcHost, &p->srcDevice);
+	r = side_in(c, &w->src, w, &p->srcMemoryType, (void **)&p->srcHost, &p->srcDevice, &p->srcArray);
 	if (r == CUDA_SUCCESS)
-		r = side_in(c, &w->dst, w, &p->dstMemoryType, &p->dstHost, &p->dstDevice);
+		r = side_in(c, &w->dst, w, &p->dstMemoryType, &p->dstHost, &p->dstDevice, &p->dstArray);
 	if (r != CUDA_SUCCESS)
 		return r;
 	mps_copy3d_geometry_out(p, w);
@@ -83,7 +93,7 @@ static void match_host(void *obj, void *arg)
 }
 
 /* One side of the driver's answer as the wire tells it. */
-static CUresult side_out(struct mps_client *c, CUmemorytype type, const void *host, CUdeviceptr dev,
+static CUresult side_out(struct mps_client *c, CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array,
 			 struct mps_copy3d_side *s)
 {
 	struct host_match w = { .addr = (uintptr_t)host };
@@ -99,7 +109,10 @@ static CUresult side_out(struct mps_client *c, CUmemorytype type, const void *ho
 		s->region = w.h->handle;
 		s->addr = w.addr - (uintptr_t)w.h->addr;
 		return CUDA_SUCCESS;
-	default:   /* arrays are not served */
+	case CU_MEMORYTYPE_ARRAY:
+		s->array = mps_obj_find(c, MPS_H_ARRAY, array);
+		return s->array ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+	default:
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 }
@@ -208,9 +221,9 @@ void mps__op_memcpy_node_get(struct mps_client *c, const struct mps_msg *m)
 	if (r != CUDA_SUCCESS)
 		goto out;
 	memset(o, 0, sizeof(*o));
-	r = side_out(c, p.srcMemoryType, p.srcHost, p.srcDevice, &o->src);
+	r = side_out(c, p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray, &o->src);
 	if (r == CUDA_SUCCESS)
-		r = side_out(c, p.dstMemoryType, p.dstHost, p.dstDevice, &o->dst);
+		r = side_out(c, p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray, &o->dst);
 	mps_copy3d_geometry_in(o, &p);
 out:
 	mps__reply(c, m->slot, r);

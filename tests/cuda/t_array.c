@@ -369,6 +369,132 @@ static void test_textures(void)
 	free(want);
 }
 
+/* Copy nodes with an array on one side, in a graph: pageable host memory
+ * into a 2D array, the array into device memory, that back to pinned host
+ * memory; launched twice with new host bytes each time, every row checked;
+ * the array node's parameters read back with the array; and the same
+ * array-to-device copy captured from a stream. */
+static void test_graph_nodes(void)
+{
+	enum { W = 48, H = 16, HP = W * 4 + 24 };
+	unsigned char *in = xmalloc(HP * H), *out;
+	CUDA_ARRAY_DESCRIPTOR ad = { .Width = W, .Height = H, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1 };
+	CUDA_MEMCPY3D c, got;
+	CUgraphNode n1, n2, n3, n4;
+	CUgraph g, cg;
+	CUgraphExec ge, cge;
+	CUdeviceptr dp, dp2;
+	CUarray a;
+
+	CHECK(cuArrayCreate(&a, &ad));
+	CHECK(cuMemAlloc(&dp, W * 4 * H));
+	CHECK(cuMemAlloc(&dp2, W * 4 * H));
+	CHECK(cuMemAllocHost((void **)&out, HP * H));
+	CHECK(cuGraphCreate(&g, 0));
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c.srcHost = in;
+	c.srcPitch = HP;
+	c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.dstArray = a;
+	c.WidthInBytes = W * 4;
+	c.Height = H;
+	c.Depth = 1;
+	CHECK(cuGraphAddMemcpyNode(&n1, g, NULL, 0, &c, NULL));
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.srcArray = a;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = dp;
+	c.dstPitch = W * 4;
+	c.dstHeight = H;
+	c.WidthInBytes = W * 4;
+	c.Height = H;
+	c.Depth = 1;
+	CHECK(cuGraphAddMemcpyNode(&n2, g, &n1, 1, &c, NULL));
+	memset(&got, 0, sizeof(got));
+	CHECK(cuGraphMemcpyNodeGetParams(n2, &got));
+	EXPECT(got.srcMemoryType == CU_MEMORYTYPE_ARRAY && got.srcArray == a && got.dstMemoryType == CU_MEMORYTYPE_DEVICE &&
+		       got.dstDevice == dp && got.WidthInBytes == W * 4 && got.Height == H,
+	       "an array copy node's parameters read back wrong (type %d, array %p)", (int)got.srcMemoryType,
+	       (void *)got.srcArray);
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.srcDevice = dp;
+	c.srcPitch = W * 4;
+	c.dstMemoryType = CU_MEMORYTYPE_HOST;
+	c.dstHost = out;
+	c.dstPitch = HP;
+	c.WidthInBytes = W * 4;
+	c.Height = H;
+	c.Depth = 1;
+	CHECK(cuGraphAddMemcpyNode(&n3, g, &n2, 1, &c, NULL));
+	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+	for (int round = 0; round < 2; round++) {
+		t_fill_bytes(in, HP * H, &rng);
+		memset(out, 0x5c, HP * H);
+		CHECK(cuGraphLaunch(ge, stream));
+		CHECK(cuStreamSynchronize(stream));
+		for (int r = 0; r < H; r++) {
+			if (CMP_BYTES(out + r * HP, in + r * HP, W * 4, "a row through a graph's array copies"))
+				break;
+			if (EXPECT_FILL(out + r * HP + W * 4, HP - W * 4, 0x5c, "a row's padding after a graph"))
+				break;
+		}
+	}
+	/* Captured: the array into a second buffer, read back. */
+	memset(&c, 0, sizeof(c));
+	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+	c.srcArray = a;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = dp2;
+	c.dstPitch = W * 4;
+	c.dstHeight = H;
+	c.WidthInBytes = W * 4;
+	c.Height = H;
+	c.Depth = 1;
+	CHECK(cuMemsetD8(dp2, 0, W * 4 * H));
+	CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CHECK(cuMemcpy3DAsync(&c, stream));
+	CHECK(cuStreamEndCapture(stream, &cg));
+	CHECK(cuGraphInstantiateWithFlags(&cge, cg, 0));
+	CHECK(cuGraphLaunch(cge, stream));
+	CHECK(cuStreamSynchronize(stream));
+	{
+		unsigned char *back = xmalloc(W * 4 * H);
+
+		CHECK(cuMemcpyDtoH(back, dp2, W * 4 * H));
+		for (int r = 0; r < H; r++)
+			if (CMP_BYTES(back + r * W * 4, in + r * HP, W * 4, "a row through a captured array copy"))
+				break;
+		free(back);
+	}
+	{
+		CUgraphNode nodes[4];
+		size_t nn = 4;
+
+		CHECK(cuGraphGetNodes(cg, nodes, &nn));
+		n4 = nn ? nodes[0] : NULL;
+		EXPECT(nn == 1, "a captured array copy made %zu nodes", nn);
+		if (n4) {
+			memset(&got, 0, sizeof(got));
+			CHECK(cuGraphMemcpyNodeGetParams(n4, &got));
+			EXPECT(got.srcMemoryType == CU_MEMORYTYPE_ARRAY && got.srcArray == a,
+			       "a captured array copy's node names type %d, array %p", (int)got.srcMemoryType,
+			       (void *)got.srcArray);
+		}
+	}
+	CHECK(cuGraphExecDestroy(cge));
+	CHECK(cuGraphDestroy(cg));
+	CHECK(cuGraphExecDestroy(ge));
+	CHECK(cuGraphDestroy(g));
+	CHECK(cuMemFreeHost(out));
+	CHECK(cuMemFree(dp));
+	CHECK(cuMemFree(dp2));
+	CHECK(cuArrayDestroy(a));
+	free(in);
+}
+
 int main(int argc, char **argv)
 {
 	CUDA_ARRAY_DESCRIPTOR bad = { .Width = 8, .Height = 8, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 3 };
@@ -384,6 +510,7 @@ int main(int argc, char **argv)
 	box_3d(CUDA_ARRAY3D_LAYERED);
 	test_mipmap();
 	test_textures();
+	test_graph_nodes();
 	CHECK_ERR(cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);
 	CHECK(cuStreamDestroy(stream));
 	return t_finish();

@@ -122,6 +122,8 @@ void mps__capture_op(struct si_stream *s, struct si_op *op)
 		return;
 	}
 	n->op = op;
+	if (op->kind == SI_OP_COPY && op->copy.params)
+		n->copy = *op->copy.params;
 	/* A captured kernel runs on its stream's SMs wherever the graph is
 	 * launched (the node carries the stream's context). */
 	if (op->kind == SI_OP_KERNEL && !op->kernel.sm_count) {

@@ -211,6 +211,9 @@ static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream h, bool wait)
 	rc = mps__stream_enter(h, &ctx, &s);
 	if (rc == CUDA_SUCCESS)
 		rc = mps__copy3d_op(p, &op);
+	/* Captured, the node reads back the parameters, as the driver's does. */
+	if (rc == CUDA_SUCCESS && s->cap && (op->copy.params = malloc(sizeof(*p))))
+		*op->copy.params = *p;
 	if (rc == CUDA_SUCCESS) {
 		if (wait)
 			rc = mps__submit_wait(s, op);

@@ -34,6 +34,7 @@ void mps__op_free(struct si_op *op)
 	switch (op->kind) {
 	case SI_OP_COPY:
 		free(op->copy.staging);
+		free(op->copy.params);
 		break;
 	case SI_OP_KERNEL:
 		free(op->kernel.params);
@@ -65,6 +66,7 @@ struct si_op *mps__op_clone(const struct si_op *op)
 	case SI_OP_COPY:
 		c->copy = op->copy;
 		c->copy.staging = NULL;
+		c->copy.params = NULL;   /* only a capture reads them, from the original */
 		if (op->copy.staging) {
 			c->copy.staging = malloc(op->copy.bytes ? op->copy.bytes : 1);
 			if (!c->copy.staging)

@@ -411,6 +411,9 @@ struct si_op {
 			 * slice, slices, and the strides; 0 rows: one row. */
 			size_t rows, slices;
 			size_t spitch, dpitch, sslice, dslice;
+			/* A 3D copy's parameters as given (malloc'ed), for
+			 * the node a capture makes of it; NULL otherwise. */
+			CUDA_MEMCPY3D *params;
 		} copy;
 		struct {
 			void *dst;
