@@ -23,12 +23,15 @@
  *
  * The range is taken whole pages at a time, and only private read-write
  * memory (heap, stack, anonymous or private file mappings) is moved: a
- * shared mapping would lose what it shares. A write by another thread
+ * shared mapping would lose what it shares; nor the calling thread's own
+ * stack, which the functions running on it write while it moves
+ * (CUDA_ERROR_NOT_SUPPORTED, said in the log). A write by another thread
  * into the range while it is being moved may be lost; the driver's own
  * registration has no such window.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -64,6 +67,24 @@ static bool private_rw(uintptr_t start, uintptr_t end)
 	}
 	fclose(f);
 	return at >= end;
+}
+
+/* Whether [start, end) meets the calling thread's own stack: its pages
+ * cannot be moved while the functions running on them write there (the
+ * move would put back what they held when it began). */
+static bool own_stack(uintptr_t start, uintptr_t end)
+{
+	pthread_attr_t a;
+	void *lo = NULL;
+	size_t size = 0;
+	bool meets = false;
+
+	if (pthread_getattr_np(pthread_self(), &a) != 0)
+		return false;
+	if (pthread_attr_getstack(&a, &lo, &size) == 0 && lo)
+		meets = start < (uintptr_t)lo + size && end > (uintptr_t)lo;
+	pthread_attr_destroy(&a);
+	return meets;
 }
 
 /* The pages [start, start + len) moved into a new sealed memfd mapped over
@@ -154,6 +175,12 @@ static CUresult pin_pages(const void *p, size_t bytesize, unsigned int flags, vo
 		mps_log_warn("openmps: host memory at %p (%zu bytes): only private read-write memory can be pinned",
 			     p, bytesize);
 		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (own_stack(start, end)) {
+		mps_log_warn("openmps: host memory at %p (%zu bytes) is on the calling thread's stack, which cannot be "
+			     "pinned in place: not registered",
+			     p, bytesize);
+		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	fd = move_pages((uint8_t *)start, end - start);
 	if (fd < 0)

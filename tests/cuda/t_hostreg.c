@@ -6,7 +6,9 @@
  * given its device pointer reads and writes it in place, and the program
  * sees the kernel's writes; registering it twice, or unregistering what is
  * not registered, gets the driver's errors; after unregistering, the data
- * is still there and free() takes the buffer back.
+ * is still there and free() takes the buffer back. A local array of the
+ * calling function registered (or, under openmps, refused) with the
+ * function's locals intact.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,31 @@
 #include "common.h"
 
 #define WORDS (64 * 1024)
+
+/* A local array of the calling function registered: natively that works;
+ * openmps refuses it (CUDA_ERROR_NOT_SUPPORTED: its pages cannot move
+ * under a running function). Either way the function's other locals and
+ * the array keep what they held, and a registered array is copied right. */
+static __attribute__((noinline)) void stack_array(CUdeviceptr d, uint64_t *rng)
+{
+	volatile uint64_t guard = 0x5eed5eed5eed5eedull;
+	uint32_t local[256], back[256];
+	CUresult r;
+
+	t_fill_u32(local, 256, rng);
+	memcpy(back, local, sizeof(local));
+	r = cuMemHostRegister(local, sizeof(local), 0);
+	EXPECT(r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_SUPPORTED, "registering a local array: %d", (int)r);
+	EXPECT(guard == 0x5eed5eed5eed5eedull && !memcmp(local, back, sizeof(local)),
+	       "registering a local array changed the function's locals");
+	if (r == CUDA_SUCCESS) {
+		CHECK(cuMemcpyHtoD(d, local, sizeof(local)));
+		memset(local, 0, sizeof(local));
+		CHECK(cuMemcpyDtoH(local, d, sizeof(local)));
+		EXPECT(!memcmp(local, back, sizeof(local)), "a registered local array copied wrong");
+		CHECK(cuMemHostUnregister(local));
+	}
+}
 
 int main(int argc, char **argv)
 {
@@ -76,6 +103,7 @@ int main(int argc, char **argv)
 	CHECK_ERR(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 	CMP_U32(buf, want, 2 * WORDS, "the buffer's contents after unregistering it");
 	buf[0] ^= 1;   /* still the program's memory */
+	stack_array(d, &rng);
 	CHECK(cuMemFree(d));
 	CHECK(cuStreamDestroy(s));
 	free(raw);
