@@ -326,6 +326,12 @@ CUresult mps__graph_add_copy(CUgraphNode *out, CUgraph graph, const CUgraphNode 
  * function and data read (get) or changed (set). */
 CUresult mps__hostfn_keep(CUhostFn fn, void *data, uint32_t *slot, uint32_t *seq);
 void mps__hostfn_unkeep(uint32_t slot);
+/* A kept slot never given back, even with no graph holding it (a staging
+ * buffer's, which later graphs use again). */
+void mps__hostfn_pin(uint32_t slot);
+/* After the program has waited for a stream: what host functions wrote
+ * before it went on (a staged copy's bytes) is seen here (hostfn.c). */
+void mps__hostfn_acquire(void);
 CUresult mps__hostfn_params(uint32_t slot, CUDA_HOST_NODE_PARAMS *get, const CUDA_HOST_NODE_PARAMS *set);
 
 /* Registered host memory (hostreg.c) in the table of pinned regions

@@ -154,6 +154,7 @@ static CUresult ask(uint16_t op, CUevent e)
 	/* The work before the event is done: __managed__ variables as it
 	 * left them. */
 	if (r == CUDA_SUCCESS) {
+		mps__hostfn_acquire();
 		mps__cur_handle(&h);
 		r = mps__mvar_fetch(0, h);
 	}

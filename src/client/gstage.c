@@ -101,6 +101,7 @@ CUresult mps__gstage_get(const struct mps_gstage *want, struct mps_gstage **out)
 	r = mps__hostfn_keep(move_rows, g, &g->slot, &g->seq);
 	if (r != CUDA_SUCCESS)
 		goto fail;   /* the region stays the library's, unused */
+	mps__hostfn_pin(g->slot);
 	stages.v[stages.n++] = g;
 	pthread_mutex_unlock(&stages.lock);
 	*out = g;

@@ -15,14 +15,15 @@
  * a queue that is full would.
  *
  * Captured into a graph (a capture this process began) or added as a host
- * node (gnode.c), the function keeps its slot for good: every launch of the
- * graph notes it and waits for it again. At most MAX_KEPT are kept, for
- * the life of the process: a graph's slot is not given back when the graph
- * is destroyed.
+ * node (gnode.c), the function keeps its slot: every launch of the graph
+ * notes it and waits for it again. At most MAX_KEPT are kept at once; at
+ * the limit, the server says which no graph, capture or executable graph
+ * of the program's holds any more, and those come back (collect()).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,7 +36,8 @@
 
 struct slot {
 	bool busy;
-	bool kept;                  /* a graph's for good: not freed when it has run */
+	bool kept;                  /* a graph's: not freed when it has run */
+	bool pinned;                /* kept for good (a staging buffer's, gstage.c) */
 	bool callback;              /* cuStreamAddCallback's form */
 	uint32_t seq;               /* the last sequence number given out */
 	CUhostFn fn;
@@ -59,6 +61,13 @@ static struct {
 	struct slot slot[MPS_HOSTFN_SLOTS];
 } hf = { .lock = PTHREAD_MUTEX_INITIALIZER, .freed = PTHREAD_COND_INITIALIZER, .rfd = -1 };
 
+static unsigned long hf_runs;   /* host functions run: released after each */
+
+void mps__hostfn_acquire(void)
+{
+	(void)__atomic_load_n(&hf_runs, __ATOMIC_ACQUIRE);
+}
+
 /* Gives back slot i. Under hf.lock. */
 static void give(uint32_t i)
 {
@@ -70,6 +79,45 @@ static void give(uint32_t i)
 	}
 	hf.slot[i].busy = false;
 	hf.slot[i].kept = false;
+	hf.slot[i].pinned = false;
+}
+
+/* The graphs' slots that nothing of the program's holds any more, given
+ * back: the server says which (HOSTFN_DEAD), having made every node the
+ * slots were given for, walked the client's graphs, captures and
+ * executable graphs. Under hf.lock; CUDA_SUCCESS if any came back. */
+static CUresult collect(void)
+{
+	struct mps_msg_hostfn_dead q = { .n = 0 };
+	struct mps_hostfn_slotseq *pairs = malloc(MAX_KEPT * sizeof(*pairs));
+	const uint64_t *dead;
+	struct mps_call call;
+	uint32_t cur = 0, freed = 0;
+	CUresult r;
+
+	if (!pairs)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint32_t i = MAX_KEPT; i < MPS_HOSTFN_SLOTS && q.n < MAX_KEPT; i++)
+		if (hf.slot[i].busy && hf.slot[i].kept && !hf.slot[i].pinned)
+			pairs[q.n++] = (struct mps_hostfn_slotseq){ .slot = i, .seq = hf.slot[i].seq };
+	mps__cur_handle(&cur);
+	r = mps__call(MPS_OP_HOSTFN_DEAD, cur, &q.hdr, sizeof(q), pairs, q.n * sizeof(*pairs), &call);
+	if (r == CUDA_SUCCESS && call.s->len >= MPS_HOSTFN_SLOTS / 8) {
+		dead = (const uint64_t *)call.s->data;
+		for (uint32_t k = 0; k < q.n; k++) {
+			uint32_t i = pairs[k].slot;
+
+			if (dead[i / 64] & (1ull << (i % 64))) {
+				give(i);
+				freed++;
+			}
+		}
+	}
+	mps__call_end(&call);
+	free(pairs);
+	if (r == CUDA_SUCCESS && !freed)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	return r;
 }
 
 static void *runner(void *arg)
@@ -102,6 +150,9 @@ static void *runner(void *arg)
 			s.cb(s.stream, CUDA_SUCCESS, s.data);
 		else
 			s.fn(s.data);
+		/* What the function wrote is the program's to read once it
+		 * has waited for the stream (mps__hostfn_acquire). */
+		__atomic_fetch_add(&hf_runs, 1, __ATOMIC_RELEASE);
 		/* The stream goes on once the word holds the number. */
 		__atomic_store_n(&hf.words[n.slot], n.seq, __ATOMIC_RELEASE);
 		if (s.kept)
@@ -178,8 +229,9 @@ static CUresult take(bool kept, bool callback, CUhostFn fn, CUstreamCallback cb,
 	uint32_t i;
 
 	/* Streams' slots below MAX_KEPT, graphs' above: a word a graph resets
-	 * never holds a stream's number. */
-	if (kept && hf.nkept >= MAX_KEPT)
+	 * never holds a stream's number. At the limit, the slots of graphs
+	 * that are gone come back first. */
+	if (kept && hf.nkept >= MAX_KEPT && collect() != CUDA_SUCCESS)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	while (!kept && !hf.nfree && !hf.gone)
 		pthread_cond_wait(&hf.freed, &hf.lock);
@@ -255,6 +307,14 @@ CUresult mps__hostfn_keep(CUhostFn fn, void *data, uint32_t *slot, uint32_t *seq
 		r = take(true, false, fn, NULL, NULL, data, slot, seq);
 	pthread_mutex_unlock(&hf.lock);
 	return r;
+}
+
+void mps__hostfn_pin(uint32_t slot)
+{
+	pthread_mutex_lock(&hf.lock);
+	if (slot < MPS_HOSTFN_SLOTS && hf.slot[slot].kept)
+		hf.slot[slot].pinned = true;
+	pthread_mutex_unlock(&hf.lock);
 }
 
 void mps__hostfn_unkeep(uint32_t slot)

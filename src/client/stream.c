@@ -192,8 +192,12 @@ static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 	r = mps__stream_resolve(s, pt, &stream, &ctx);
 	if (r == CUDA_SUCCESS)
 		r = mps__call_handle(op, ctx, stream);
-	/* The stream's work is done: __managed__ variables as it left them. */
-	return r == CUDA_SUCCESS ? mps__mvar_fetch(stream, ctx) : r;
+	/* The stream's work is done: host functions' writes and __managed__
+	 * variables as it left them. */
+	if (r != CUDA_SUCCESS)
+		return r;
+	mps__hostfn_acquire();
+	return mps__mvar_fetch(stream, ctx);
 }
 
 static CUresult stream_synchronize(CUstream s) { return sync_or_query(MPS_OP_STREAM_SYNC, s, false); }

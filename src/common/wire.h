@@ -217,7 +217,8 @@ enum mps_op_sync {
 	X(LINK_COMPLETE, link_complete, mps_msg_link, MPS_SYNC)           /* the image's fd goes ahead; val[0] = its size */ \
 	X(LINK_DESTROY, link_destroy, mps_msg_link, MPS_SYNC) \
 	X(ARRAY_COPY, array_copy, mps_msg_array_copy, MPS_EITHER)         /* a copy to, from or between CUDA arrays */ \
-	X(TEXOBJ, texobj, mps_msg_texobj, MPS_SYNC)                       /* create: val[0] = the object */
+	X(TEXOBJ, texobj, mps_msg_texobj, MPS_SYNC)                       /* create: val[0] = the object */ \
+	X(HOSTFN_DEAD, hostfn_dead, mps_msg_hostfn_dead, MPS_SYNC)        /* pairs follow; data = the bitmap */
 
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
@@ -711,10 +712,26 @@ struct mps_msg_hostfn {
 };
 
 /* In a stream capture, and in a graph (GRAPH_HOST_NODE), a host function
- * keeps its slot for good and becomes three nodes: the note, a wait until
- * the word equals the sequence number, and a write of 0 to the word, so
- * every launch of the graph waits for its own run of the function. */
+ * keeps its slot and becomes three nodes: the note, a wait until the word
+ * equals the sequence number, and a write of 0 to the word, so every
+ * launch of the graph waits for its own run of the function. */
 #define MPS_HOSTFN_CAPTURED 0x1u
+
+/* HOSTFN_DEAD: n pairs follow, each a graph's slot and the sequence number
+ * the client last gave it; the reply's data is a bitmap of
+ * MPS_HOSTFN_SLOTS bits, set for each slot whose node the server has made
+ * with that number and that no graph, capture or executable graph of the
+ * client's holds any more: the client may give it to another. */
+struct mps_msg_hostfn_dead {
+	struct mps_msg hdr;
+	uint32_t n;        /* <= MPS_HOSTFN_SLOTS */
+	uint32_t pad;
+};
+
+struct mps_hostfn_slotseq {
+	uint32_t slot;
+	uint32_t seq;
+};
 
 struct mps_msg_graph_host_node {
 	struct mps_msg hdr;

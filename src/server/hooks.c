@@ -146,6 +146,10 @@ CUresult mps__hook_cuGraphExecUpdate_v2(struct mps_client *c, CUgraphExec hGraph
 
 	if (!mps_drv.cuGraphExecUpdate_v2)
 		return CUDA_ERROR_NOT_SUPPORTED;
+	/* The graph's host functions may run from it from now on (those of
+	 * what it was made from stay counted: a slot is given back late, not
+	 * early). */
+	mps__hostfn_exec_adds(c, hGraphExec, hGraph);
 	r = mps_drv.cuGraphExecUpdate_v2(hGraphExec, hGraph, resultInfo);
 	h = 0;
 	if (resultInfo->errorNode && mps__fwd_handle_of(c, MPS_H_NODE, resultInfo->errorNode, graph, &h) != CUDA_SUCCESS)
@@ -157,4 +161,40 @@ CUresult mps__hook_cuGraphExecUpdate_v2(struct mps_client *c, CUgraphExec hGraph
 		h = 0;
 	resultInfo->errorFromNode = (CUgraphNode)(uintptr_t)h;
 	return r;
+}
+
+/* Executable graphs: which graph slots of host functions each may run
+ * (ops_hostfn.c), so that a slot no graph holds can serve another. */
+CUresult mps__hook_cuGraphInstantiateWithFlags(struct mps_client *c, CUgraphExec *phGraphExec, CUgraph hGraph,
+					       unsigned long long flags)
+{
+	CUresult r;
+
+	if (!mps_drv.cuGraphInstantiateWithFlags)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	r = mps_drv.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
+	if (r == CUDA_SUCCESS)
+		mps__hostfn_exec_adds(c, *phGraphExec, hGraph);
+	return r;
+}
+
+CUresult mps__hook_cuGraphExecDestroy(struct mps_client *c, CUgraphExec hGraphExec)
+{
+	CUresult r;
+
+	if (!mps_drv.cuGraphExecDestroy)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	r = mps_drv.cuGraphExecDestroy(hGraphExec);
+	if (r == CUDA_SUCCESS)
+		mps__hostfn_exec_gone(c, hGraphExec);
+	return r;
+}
+
+CUresult mps__hook_cuGraphExecChildGraphNodeSetParams(struct mps_client *c, CUgraphExec hGraphExec, CUgraphNode hNode,
+						      CUgraph childGraph)
+{
+	if (!mps_drv.cuGraphExecChildGraphNodeSetParams)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	mps__hostfn_exec_adds(c, hGraphExec, childGraph);
+	return mps_drv.cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, childGraph);
 }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * See objects.h. The reverse index is open addressing with linear probing
- * over (type, driver handle), grown at half full; deleted keys leave a
- * tombstone until the next growth.
+ * over (type, driver handle); deleted keys leave a tombstone. Once keys and
+ * tombstones fill half the table it is rebuilt without the tombstones,
+ * twice as large if the keys alone fill a quarter of it: so a probe always
+ * meets an empty slot, however many objects a client makes and destroys.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,7 @@ static int index_put(struct mps_objindex *x, int type, void *real, uint32_t hand
 
 static int grow(struct mps_objindex *x)
 {
-	struct mps_objindex nx = { .cap = x->cap ? x->cap * 2 : 64 };
+	struct mps_objindex nx = { .cap = !x->cap ? 64 : (x->n + 1) * 4 > x->cap ? x->cap * 2 : x->cap };
 
 	nx.k = calloc(nx.cap, sizeof(*nx.k));
 	if (!nx.k)
@@ -49,12 +51,14 @@ static int index_put(struct mps_objindex *x, int type, void *real, uint32_t hand
 {
 	uint32_t i;
 
-	if ((x->n + 1) * 2 > x->cap && grow(x) < 0)
+	if ((x->used + 1) * 2 > x->cap && grow(x) < 0)
 		return -1;
 	for (i = hash(type, real) & (x->cap - 1);; i = (i + 1) & (x->cap - 1)) {
 		struct mps_objkey *k = &x->k[i];
 
 		if (!k->handle || k->tomb) {
+			if (!k->handle)
+				x->used++;
 			*k = (struct mps_objkey){ .real = real, .handle = handle, .type = (uint8_t)type };
 			x->n++;
 			return 0;

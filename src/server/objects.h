@@ -56,7 +56,9 @@ struct mps_objindex {
 		uint8_t type;
 		bool tomb;
 	} *k;
-	uint32_t cap, n;
+	uint32_t cap;
+	uint32_t n;        /* keys */
+	uint32_t used;     /* slots not empty: keys and tombstones */
 };
 
 void mps_objindex_free(struct mps_objindex *x);

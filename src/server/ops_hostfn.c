@@ -48,6 +48,15 @@ struct note_job {
 	struct note_job *next;            /* in mps_hostfn.kept */
 };
 
+#define SLOT_WORDS (MPS_HOSTFN_SLOTS / 64)
+
+/* The graph slots an executable graph may run: those of the graph it was
+ * made from, and of every graph it was updated from since. */
+struct exec_slots {
+	CUgraphExec exec;
+	uint64_t bits[SLOT_WORDS];
+};
+
 struct mps_hostfn {
 	struct mps_shost *h;              /* the region of the words, kept until the client leaves */
 	uint32_t *words;                  /* in the server's mapping of it */
@@ -59,6 +68,9 @@ struct mps_hostfn {
 	pthread_t releaser;               /* at teardown, while graphs may still wait */
 	int releasing;                    /* atomic: 1 while the releaser runs */
 	bool has_releaser;
+	struct exec_slots *execs;         /* the client's executable graphs that hold slots */
+	size_t nexecs, cap_execs;
+	bool untracked;                   /* an executable graph went unrecorded: no slot is dead */
 };
 
 /* On the driver's thread, in stream order: tell the client. */
@@ -178,6 +190,7 @@ void mps__hostfn_free(struct mps_client *c)
 		free(j);
 	}
 	close(hf->fd);
+	free(hf->execs);
 	free(hf);
 	c->hostfn = NULL;
 }
@@ -299,6 +312,173 @@ bool mps__hostfn_node_type(CUgraphNode node, CUgraphNodeType *type)
 		}
 	}
 	return false;
+}
+
+/* Every slot a graph may run, into bits: each host function's child graph
+ * names its slot in its note; other child graphs are looked into. A node
+ * whose graphs cannot be seen (a conditional node's bodies), a graph too
+ * deep or an error makes every slot count: a slot is given back only when
+ * it is certainly out of use. */
+static void graph_slots(CUgraph g, uint64_t *bits, int depth)
+{
+	CUgraphNode *nodes = NULL;
+	CUgraphNodeType type;
+	size_t n = 0;
+	CUgraph sub;
+
+	if (depth > 16 || mps_drv.cuGraphGetNodes(g, NULL, &n) != CUDA_SUCCESS ||
+	    (n && !(nodes = malloc(n * sizeof(*nodes)))) || (n && mps_drv.cuGraphGetNodes(g, nodes, &n) != CUDA_SUCCESS))
+		goto all;
+	for (size_t i = 0; i < n; i++) {
+		if (mps_drv.cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS)
+			goto all;
+		if (type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+			goto all;
+		if (type != CU_GRAPH_NODE_TYPE_GRAPH)
+			continue;
+		if (!child_of(nodes[i], &sub))
+			goto all;
+		if (is_hostfn(nodes[i], sub)) {
+			CUDA_HOST_NODE_PARAMS hp;
+			CUgraphNode root;
+			size_t one = 1;
+
+			if (mps_drv.cuGraphGetRootNodes(sub, &root, &one) != CUDA_SUCCESS ||
+			    mps_drv.cuGraphHostNodeGetParams(root, &hp) != CUDA_SUCCESS)
+				goto all;
+			uint32_t slot = ((const struct note_job *)hp.userData)->note.slot;
+
+			if (slot < MPS_HOSTFN_SLOTS)
+				bits[slot / 64] |= 1ull << (slot % 64);
+		} else {
+			graph_slots(sub, bits, depth + 1);
+		}
+	}
+	free(nodes);
+	return;
+all:
+	free(nodes);
+	memset(bits, 0xff, SLOT_WORDS * sizeof(*bits));
+}
+
+static struct exec_slots *exec_find(struct mps_hostfn *hf, CUgraphExec exec)
+{
+	for (size_t i = 0; i < hf->nexecs; i++)
+		if (hf->execs[i].exec == exec)
+			return &hf->execs[i];
+	return NULL;
+}
+
+void mps__hostfn_exec_adds(struct mps_client *c, CUgraphExec exec, CUgraph g)
+{
+	struct mps_hostfn *hf = c->hostfn;
+	struct exec_slots *e;
+
+	if (!hf || !g)
+		return;   /* no host function yet: nothing a graph can hold */
+	e = exec_find(hf, exec);
+	if (!e) {
+		if (hf->nexecs == hf->cap_execs) {
+			size_t cap = hf->cap_execs ? 2 * hf->cap_execs : 16;
+			struct exec_slots *v = realloc(hf->execs, cap * sizeof(*v));
+
+			if (!v) {
+				/* Unknown, it cannot be told apart: no slot is
+				 * given back from now on. */
+				mps_log_warn("client %d: out of memory tracking a graph's host functions", (int)c->pid);
+				hf->untracked = true;
+				return;
+			}
+			hf->execs = v;
+			hf->cap_execs = cap;
+		}
+		e = &hf->execs[hf->nexecs++];
+		memset(e, 0, sizeof(*e));
+		e->exec = exec;
+	}
+	graph_slots(g, e->bits, 0);
+}
+
+void mps__hostfn_exec_gone(struct mps_client *c, CUgraphExec exec)
+{
+	struct mps_hostfn *hf = c->hostfn;
+	struct exec_slots *e = hf ? exec_find(hf, exec) : NULL;
+
+	if (e)
+		*e = hf->execs[--hf->nexecs];
+}
+
+struct live_walk {
+	struct mps_client *c;
+	uint64_t *bits;
+};
+
+static void graph_live(void *obj, void *arg)
+{
+	const struct mps_sobj *o = obj;
+	struct live_walk *w = arg;
+
+	graph_slots((CUgraph)o->real, w->bits, 0);
+}
+
+/* Graphs still being captured are not in the table until the capture ends. */
+static void captures_live(void *obj, void *arg)
+{
+	struct mps_sctx *x = obj;
+	struct live_walk *w = arg;
+	CUstreamCaptureStatus status;
+	CUgraph g;
+
+	for (struct mps_sstream *st = x->streams; st; st = st->next) {
+		if (!mps_stream_capturing(w->c, st))
+			continue;
+		g = NULL;
+		if (mps_drv.cuStreamGetCaptureInfo_v3(st->s, &status, NULL, &g, NULL, NULL, NULL) != CUDA_SUCCESS)
+			memset(w->bits, 0xff, SLOT_WORDS * sizeof(*w->bits));
+		else if (status == CU_STREAM_CAPTURE_STATUS_ACTIVE && g)
+			graph_slots(g, w->bits, 0);
+	}
+}
+
+void mps__op_hostfn_dead(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_hostfn_dead *q = (const void *)m;
+	struct mps_slot *s = mps__slot(c, m->slot);
+	const struct mps_hostfn_slotseq *pairs = (const void *)(q + 1);
+	struct mps_hostfn *hf = c->hostfn;
+	uint64_t live[SLOT_WORDS] = { 0 }, *dead = (uint64_t *)s->data;
+	struct live_walk w = { .c = c, .bits = live };
+
+	_Static_assert(SLOT_WORDS * sizeof(uint64_t) <= MPS_SLOT_DATA, "the bitmap fits a reply");
+	if (!hf || q->n > MPS_HOSTFN_SLOTS || m->len < sizeof(*q) + (size_t)q->n * sizeof(*pairs)) {
+		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
+		return;
+	}
+	if (hf->untracked || !mps_drv.cuGraphGetNodes || !mps_drv.cuGraphGetRootNodes ||
+	    !mps_drv.cuGraphHostNodeGetParams || !mps_drv.cuStreamGetCaptureInfo_v3) {
+		memset(dead, 0, SLOT_WORDS * sizeof(*dead));
+		s->len = SLOT_WORDS * sizeof(*dead);
+		mps__reply(c, m->slot, CUDA_SUCCESS);
+		return;
+	}
+	mps_handles_foreach(&c->handles, MPS_H_GRAPH, graph_live, &w);
+	mps_handles_foreach(&c->handles, MPS_H_CTX, captures_live, &w);
+	for (size_t i = 0; i < hf->nexecs; i++)
+		for (unsigned k = 0; k < SLOT_WORDS; k++)
+			live[k] |= hf->execs[i].bits[k];
+	memset(dead, 0, SLOT_WORDS * sizeof(*dead));
+	for (uint32_t i = 0; i < q->n; i++) {
+		uint32_t slot = pairs[i].slot;
+
+		/* Dead: a graph's slot, its node made with the number the
+		 * client gave last (none of its messages still to come), and
+		 * nothing of the client's holding it. */
+		if (slot < MPS_HOSTFN_SLOTS && hf->graphed[slot] && hf->last[slot] == pairs[i].seq &&
+		    !(live[slot / 64] & (1ull << (slot % 64))))
+			dead[slot / 64] |= 1ull << (slot % 64);
+	}
+	s->len = SLOT_WORDS * sizeof(*dead);
+	mps__reply(c, m->slot, CUDA_SUCCESS);
 }
 
 /* A host function on a capturing stream: its nodes added to the capture's

@@ -347,6 +347,10 @@ void mps__memwaits_release(struct mps_client *c);
 CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
 			   uint32_t slot, uint32_t seq, CUgraphNode *node);
 bool mps__hostfn_node_type(CUgraphNode node, CUgraphNodeType *type);
+/* An executable graph made or updated from g, and destroyed: which graph
+ * slots it may run (ops_hostfn.c, for HOSTFN_DEAD). */
+void mps__hostfn_exec_adds(struct mps_client *c, CUgraphExec exec, CUgraph g);
+void mps__hostfn_exec_gone(struct mps_client *c, CUgraphExec exec);
 
 /* The client's finished upload (MPS_OP_BLOB_APPEND) if it is size bytes,
  * with a NUL after it, now the caller's to free; NULL if there is none of

@@ -364,6 +364,68 @@ static void graphs(CUstream s)
 	CHECK(cuMemFree(d));
 }
 
+static void CUDA_CB add_fn(void *arg)
+{
+	__atomic_fetch_add((int *)arg, 1, __ATOMIC_RELAXED);
+}
+
+/* A loop that captures a host function into a new graph every round, as
+ * programs that re-capture do, for more rounds than a process's graphs
+ * could hold host functions at once (openmps gives back those of graphs
+ * that are gone): every round's function runs once per launch. The first
+ * round's executable graph lives on and still runs its own function at
+ * the end, and so does a graph built by hand in round 100 and kept. */
+static void many_captures(CUstream s)
+{
+	enum { ROUNDS = 1200 };
+	static int runs[ROUNDS];
+	CUgraphExec first = NULL;
+	CUgraph kept = NULL;
+	int bad = 0;
+
+	for (int i = 0; i < ROUNDS && !bad; i++) {
+		CUgraphExec ge;
+		CUgraph g;
+
+		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		CHECK(cuLaunchHostFunc(s, add_fn, &runs[i]));
+		CHECK(cuStreamEndCapture(s, &g));
+		CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+		if (i == 100) {
+			CUDA_HOST_NODE_PARAMS hp = { .fn = add_fn, .userData = &runs[i] };
+			CUgraphNode h;
+
+			CHECK(cuGraphCreate(&kept, 0));
+			CHECK(cuGraphAddHostNode(&h, kept, NULL, 0, &hp));
+		}
+		CHECK(cuGraphDestroy(g));
+		CHECK(cuGraphLaunch(ge, s));
+		CHECK(cuStreamSynchronize(s));
+		bad = !EXPECT(__atomic_load_n(&runs[i], __ATOMIC_RELAXED) == 1, "round %d: its function ran %d times", i,
+			      runs[i]);
+		if (i == 0)
+			first = ge;
+		else
+			CHECK(cuGraphExecDestroy(ge));
+	}
+	CHECK(cuGraphLaunch(first, s));
+	CHECK(cuStreamSynchronize(s));
+	EXPECT(__atomic_load_n(&runs[0], __ATOMIC_RELAXED) == 2, "the first round's graph, kept, ran its function %d "
+	       "times for 2 launches", runs[0]);
+	{
+		CUgraphExec ke;
+
+		CHECK(cuGraphInstantiateWithFlags(&ke, kept, 0));
+		CHECK(cuGraphLaunch(ke, s));
+		CHECK(cuStreamSynchronize(s));
+		EXPECT(__atomic_load_n(&runs[100], __ATOMIC_RELAXED) == 2, "a graph built in round 100, kept, ran its "
+		       "function %d times for 2 launches", runs[100]);
+		CHECK(cuGraphExecDestroy(ke));
+	}
+	CHECK(cuGraphExecDestroy(first));
+	CHECK(cuGraphDestroy(kept));
+}
+
 int main(int argc, char **argv)
 {
 	CUstream s;
@@ -375,6 +437,7 @@ int main(int argc, char **argv)
 	many();
 	callbacks_and_defaults(s);
 	graphs(s);
+	many_captures(s);
 	CHECK(cuStreamDestroy(s));
 	return t_finish();
 }

@@ -1673,11 +1673,7 @@ void mps__op_fwd_cuGraphInstantiateWithFlags(struct mps_client *c, const struct 
 	if (!hGraph_o)
 		goto out;
 	flags = (unsigned long long)q->a2;
-	if (!mps_drv.cuGraphInstantiateWithFlags) {
-		r = CUDA_ERROR_NOT_SUPPORTED;
-		goto out;
-	}
-	r = mps_drv.cuGraphInstantiateWithFlags(&phGraphExec_v, hGraph, flags);
+	r = mps__hook_cuGraphInstantiateWithFlags(c, &phGraphExec_v, hGraph, flags);
 	if (r != CUDA_SUCCESS)
 		goto out;
 	if (q->present & (1ull << 0)) {
@@ -1734,11 +1730,7 @@ void mps__op_fwd_cuGraphExecDestroy(struct mps_client *c, const struct mps_msg *
 	hGraphExec_o = mps__fwd_get(c, MPS_H_EXEC, q->a0, (void **)&hGraphExec, &r);
 	if (!hGraphExec_o)
 		goto out;
-	if (!mps_drv.cuGraphExecDestroy) {
-		r = CUDA_ERROR_NOT_SUPPORTED;
-		goto out;
-	}
-	r = mps_drv.cuGraphExecDestroy(hGraphExec);
+	r = mps__hook_cuGraphExecDestroy(c, hGraphExec);
 	if (r != CUDA_SUCCESS)
 		goto out;
 	mps__fwd_del(c, MPS_H_EXEC, (uint32_t)q->a0);
@@ -1893,11 +1885,7 @@ void mps__op_fwd_cuGraphExecChildGraphNodeSetParams(struct mps_client *c, const 
 	childGraph_o = mps__fwd_get(c, MPS_H_GRAPH, q->a2, (void **)&childGraph, &r);
 	if (!childGraph_o)
 		goto out;
-	if (!mps_drv.cuGraphExecChildGraphNodeSetParams) {
-		r = CUDA_ERROR_NOT_SUPPORTED;
-		goto out;
-	}
-	r = mps_drv.cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, childGraph);
+	r = mps__hook_cuGraphExecChildGraphNodeSetParams(c, hGraphExec, hNode, childGraph);
 	if (r != CUDA_SUCCESS)
 		goto out;
 out:

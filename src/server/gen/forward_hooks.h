@@ -25,6 +25,9 @@ CUresult mps__hook_cuGraphAddMemsetNode(struct mps_client *c, CUgraphNode *phGra
 CUresult mps__hook_cuGraphMemsetNodeSetParams(struct mps_client *c, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams);
 CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr);
 CUresult mps__hook_cuGraphKernelNodeSetAttribute(struct mps_client *c, CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value);
+CUresult mps__hook_cuGraphInstantiateWithFlags(struct mps_client *c, CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
+CUresult mps__hook_cuGraphExecDestroy(struct mps_client *c, CUgraphExec hGraphExec);
+CUresult mps__hook_cuGraphExecChildGraphNodeSetParams(struct mps_client *c, CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph);
 CUresult mps__hook_cuGraphExecMemsetNodeSetParams(struct mps_client *c, CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx);
 CUresult mps__hook_cuGraphExecUpdate_v2(struct mps_client *c, CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo);
 CUresult mps__hook_cuDeviceGetDefaultMemPool(struct mps_client *c, CUmemoryPool *pool_out, CUdevice dev);
