@@ -330,8 +330,11 @@ void mps__hostfn_unkeep(uint32_t slot);
  * buffer's, which later graphs use again). */
 void mps__hostfn_pin(uint32_t slot);
 /* After the program has waited for a stream: what host functions wrote
- * before it went on (a staged copy's bytes) is seen here (hostfn.c). */
+ * before it went on (a staged copy's bytes) is seen here; and before work
+ * that may run host functions (a graph), what the program wrote is seen
+ * by them (hostfn.c). */
 void mps__hostfn_acquire(void);
+void mps__hostfn_release(void);
 CUresult mps__hostfn_params(uint32_t slot, CUDA_HOST_NODE_PARAMS *get, const CUDA_HOST_NODE_PARAMS *set);
 
 /* Registered host memory (hostreg.c) in the table of pinned regions

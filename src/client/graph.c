@@ -369,7 +369,8 @@ static CUresult debug_dot_print(CUgraph graph, const char *path, unsigned int fl
 }
 
 /* A graph's kernels may read __managed__ variables: the program's changes
- * to them go ahead of the launch (mvar.c). */
+ * to them go ahead of the launch (mvar.c); its host functions (a staged
+ * copy's, gstage.c) read what the program wrote before it. */
 static CUresult launch(CUgraphExec exec, CUstream s, bool pt)
 {
 	uint32_t stream, ctx;
@@ -379,6 +380,7 @@ static CUresult launch(CUgraphExec exec, CUstream s, bool pt)
 		r = mps__mvar_send(stream, ctx);
 	if (r != CUDA_SUCCESS)
 		return r;
+	mps__hostfn_release();   /* its host functions see what the program wrote */
 	return pt ? mps__fwd_cuGraphLaunch_ptsz(exec, s) : mps__fwd_cuGraphLaunch(exec, s);
 }
 

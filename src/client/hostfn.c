@@ -61,11 +61,17 @@ static struct {
 	struct slot slot[MPS_HOSTFN_SLOTS];
 } hf = { .lock = PTHREAD_MUTEX_INITIALIZER, .freed = PTHREAD_COND_INITIALIZER, .rfd = -1 };
 
-static unsigned long hf_runs;   /* host functions run: released after each */
+static unsigned long hf_runs;    /* host functions run: released after each */
+static unsigned long hf_posts;   /* work that may run one, released as it goes */
 
 void mps__hostfn_acquire(void)
 {
 	(void)__atomic_load_n(&hf_runs, __ATOMIC_ACQUIRE);
+}
+
+void mps__hostfn_release(void)
+{
+	__atomic_fetch_add(&hf_posts, 1, __ATOMIC_RELEASE);
 }
 
 /* Gives back slot i. Under hf.lock. */
@@ -146,6 +152,8 @@ static void *runner(void *arg)
 			mps_log_warn("openmps: a host function note for slot %u that is not in flight", n.slot);
 			continue;
 		}
+		/* What the program wrote before the work that runs it. */
+		(void)__atomic_load_n(&hf_posts, __ATOMIC_ACQUIRE);
 		if (s.callback)
 			s.cb(s.stream, CUDA_SUCCESS, s.data);
 		else
@@ -287,6 +295,7 @@ static CUresult host_func(CUstream stream, bool pt, bool callback, CUhostFn fn, 
 		return r;
 	}
 	q.flags = kept ? MPS_HOSTFN_CAPTURED : 0;
+	mps__hostfn_release();
 	/* Posted under the lock: the note can only follow the message. */
 	r = mps__post(MPS_OP_HOSTFN, ctx, &q.hdr, sizeof(q), NULL, 0);
 	if (r != CUDA_SUCCESS)
