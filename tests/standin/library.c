@@ -142,9 +142,11 @@ CU_API CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const c
 	return rc;
 }
 
-/* A __managed__ variable (.attribute(.managed) in the PTX): its memory is
- * the module's, as a plain global's, in host RAM like all the stand-in's. */
-CU_API CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+/* A global of the library's module in the current context: any (managed
+ * false) or a __managed__ one (.attribute(.managed) in the PTX), whose
+ * memory is the module's like a plain global's, in host RAM like all the
+ * stand-in's. */
+static CUresult library_global(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name, bool managed)
 {
 	struct si_library *lib;
 	struct si_context *ctx;
@@ -166,7 +168,7 @@ CU_API CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary 
 		goto out_unlock;
 	}
 	g = mps__ptx_global(&lib->img, name);
-	if (g < 0 || !lib->img.globals[g].managed) {
+	if (g < 0 || (managed && !lib->img.globals[g].managed)) {
 		rc = CUDA_ERROR_NOT_FOUND;
 		goto out_unlock;
 	}
@@ -178,36 +180,14 @@ out_unlock:
 	return rc;
 }
 
+CU_API CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+	return library_global(dptr, bytes, library, name, true);
+}
+
 CU_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
 {
-	struct si_library *lib;
-	struct si_context *ctx;
-	struct si_module *m;
-	CUresult rc;
-
-	if (!mps__initialized())
-		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!name)
-		return CUDA_ERROR_INVALID_VALUE;
-	mps__lock();
-	rc = mps__ctx_enter(&ctx);
-	if (rc != CUDA_SUCCESS)
-		goto out_unlock;
-	lib = mps__handle_get((uintptr_t)library, SI_H_LIBRARY);
-	if (!lib) {
-		rc = CUDA_ERROR_INVALID_HANDLE;
-		goto out_unlock;
-	}
-	if (mps__ptx_global(&lib->img, name) < 0) {
-		rc = CUDA_ERROR_NOT_FOUND;
-		goto out_unlock;
-	}
-	rc = mps__library_module(lib, ctx, &m);
-	if (rc == CUDA_SUCCESS)
-		rc = mps__module_global(m, name, dptr, bytes);
-out_unlock:
-	mps__unlock();
-	return rc;
+	return library_global(dptr, bytes, library, name, false);
 }
 
 CU_API CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)

@@ -200,29 +200,28 @@ static CUresult reduce_sum(struct si_launch *l)
 	return CUDA_SUCCESS;
 }
 
-static CUresult bump_managed(struct si_launch *l)
+/* The module's variable `name` = variable * mul + the argument, as the one
+ * thread with blockIdx.x == 0 and threadIdx.x == 0 does. */
+static CUresult bump(struct si_launch *l, const char *name, uint32_t mul)
 {
 	uint32_t *counter;
-	CUresult rc = mps__launch_global(l, "m_counter", sizeof(uint32_t), (void **)&counter);
+	CUresult rc = mps__launch_global(l, name, sizeof(uint32_t), (void **)&counter);
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	for (uint64_t r = repeats(l); r; r--)
-		*counter = *counter * 3u + u32_param(l, 0);
+		*counter = *counter * mul + u32_param(l, 0);
 	return CUDA_SUCCESS;
 }
 
 static CUresult bump_global(struct si_launch *l)
 {
-	uint32_t *counter;
-	CUresult rc = mps__launch_global(l, "g_counter", sizeof(uint32_t), (void **)&counter);
+	return bump(l, "g_counter", 1);
+}
 
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	/* Every thread with blockIdx.x == 0 and threadIdx.x == 0 adds. */
-	for (uint64_t r = repeats(l); r; r--)
-		*counter += u32_param(l, 0);
-	return CUDA_SUCCESS;
+static CUresult bump_managed(struct si_launch *l)
+{
+	return bump(l, "m_counter", 3);
 }
 
 static CUresult store_at(struct si_launch *l)
