@@ -653,6 +653,28 @@ static void attack_hostfn(uint32_t ctx)
 	memset(&z, 0, sizeof(z));
 	CHECK(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL));
 
+	/* Which graph slots are dead, before any set-up, with a count past
+	 * the limit and pairs past the message: each refused. */
+	{
+		union {
+			struct {
+				struct mps_msg_hostfn_dead q;
+				struct mps_hostfn_slotseq p[2];
+			} m;
+			uint8_t raw[256];
+		} hd;
+
+		memset(&hd, 0, sizeof(hd));
+		hd.m.q.n = 2;
+		hd.m.p[0] = (struct mps_hostfn_slotseq){ .slot = 600, .seq = 1 };
+		hd.m.p[1] = (struct mps_hostfn_slotseq){ .slot = 0xffffffffu, .seq = 0 };
+		CHECK_ERR(call(MPS_OP_HOSTFN_DEAD, ctx, &hd, sizeof(hd.m), NULL), CUDA_ERROR_INVALID_VALUE);
+		hd.m.q.n = MPS_HOSTFN_SLOTS + 1;
+		CHECK_ERR(call(MPS_OP_HOSTFN_DEAD, ctx, &hd, sizeof(hd.m), NULL), CUDA_ERROR_INVALID_VALUE);
+		hd.m.q.n = 30;
+		CHECK_ERR(call(MPS_OP_HOSTFN_DEAD, ctx, &hd, sizeof(hd.m), NULL), CUDA_ERROR_INVALID_VALUE);
+	}
+
 	/* A graph host node naming no graph, and one in a real graph before
 	 * any host-function set-up: each refused. */
 	{
