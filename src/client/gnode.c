@@ -85,13 +85,14 @@ static CUresult side_to_wire(CUmemorytype type, const void *host, CUdeviceptr de
 		return type == CU_MEMORYTYPE_HOST ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 	}
 	if (!mps__hostmem_find(base + start, span, &region, &off)) {
+		bool here = mapped_here((uint64_t)(uintptr_t)base + start, span);
+
 		/* A unified address not mapped here is the device's. */
-		if (type == CU_MEMORYTYPE_UNIFIED &&
-		    (mps__devmem_has(dev + start) || !mapped_here((uint64_t)(uintptr_t)base + start, span))) {
+		if (type == CU_MEMORYTYPE_UNIFIED && (mps__devmem_has(dev + start) || !here)) {
 			s->addr = dev;
 			return CUDA_SUCCESS;
 		}
-		if (!mapped_here((uint64_t)(uintptr_t)base + start, span))
+		if (!here)
 			return CUDA_ERROR_INVALID_VALUE;
 		*pageable = true;
 		return CUDA_SUCCESS;
@@ -130,29 +131,30 @@ static CUresult copy_to_wire(const CUDA_MEMCPY3D *c, struct mps_copy3d *w, int *
 }
 
 /* The staging buffer for the pageable side (0 src, 1 dst) of w, as the
- * program's copy c names it; that side of w then names the buffer. */
-static CUresult stage_side(const CUDA_MEMCPY3D *c, struct mps_copy3d *w, int side, struct mps_gstage **out)
+ * program's copy c names it. */
+static CUresult stage_of(const CUDA_MEMCPY3D *c, const struct mps_copy3d *w, int side, struct mps_gstage **out)
 {
-	struct mps_copy3d_side *s = side ? &w->dst : &w->src;
+	const struct mps_copy3d_side *s = side ? &w->dst : &w->src;
 	const uint8_t *base = side ? (c->dstMemoryType == CU_MEMORYTYPE_HOST ? c->dstHost : (void *)(uintptr_t)c->dstDevice)
 				   : (c->srcMemoryType == CU_MEMORYTYPE_HOST ? c->srcHost : (void *)(uintptr_t)c->srcDevice);
 	struct mps_gstage want = {
 		.to_host = side == 1, .x = s->x, .y = s->y, .z = s->z, .pitch = s->pitch, .height = s->height,
 		.width = w->width, .rows = w->height, .depth = w->depth,
 	};
-	CUresult r;
 
 	want.span = mps_copy3d_span(s, w, &want.start);
 	want.host = (uint8_t *)(uintptr_t)base + want.start;
-	r = mps__gstage_get(&want, out);
-	if (r != CUDA_SUCCESS)
-		return r;
-	/* The buffer holds the span from its first byte: the box's rows
-	 * relative to it, as for a region whose base is before it. */
-	s->region = (*out)->region;
+	return mps__gstage_get(&want, out);
+}
+
+/* That side of w naming the staging buffer g instead: it holds the span
+ * from its first byte, the box's rows relative to it, as for a region
+ * whose base is before it. */
+static void side_staged(struct mps_copy3d_side *s, const struct mps_gstage *g)
+{
+	s->region = g->region;
 	s->addr = 0;
 	s->x = s->y = s->z = 0;
-	return CUDA_SUCCESS;
 }
 
 /* One side of the server's answer as the program's parameters name it. */
@@ -233,7 +235,6 @@ static CUresult memcpy_node(int what, CUgraphNode *out, CUgraph graph, CUgraphEx
 			    struct mps_gstage *stage)
 {
 	struct mps_msg_memcpy_node q = { .ndeps = (uint32_t)ndeps };
-	struct mps_gstage *g = NULL;
 	struct mps_call call;
 	uint32_t *wdeps = NULL, cur = 0;
 	size_t dep_bytes = 0;
@@ -255,11 +256,11 @@ static CUresult memcpy_node(int what, CUgraphNode *out, CUgraph graph, CUgraphEx
 			WARN_ONCE("new parameters naming pageable memory for a graph copy node are not served");
 			return CUDA_ERROR_NOT_SUPPORTED;
 		}
-		r = stage_side(p, &q.p, staged, &g);
-		if (r != CUDA_SUCCESS)
-			return r;
-		if (!stage)
-			return staged_copy_node(out, graph, deps, ndeps, p, ctx, g);
+		if (!stage) {
+			r = stage_of(p, &q.p, staged, &stage);
+			return r == CUDA_SUCCESS ? staged_copy_node(out, graph, deps, ndeps, p, ctx, stage) : r;
+		}
+		side_staged(staged ? &q.p.dst : &q.p.src, stage);
 	}
 	if (r == CUDA_SUCCESS && graph && (r = mps__fwd_h_graph(graph, &h)) == CUDA_SUCCESS)
 		q.graph = (uint32_t)h;
@@ -646,21 +647,6 @@ static CUresult host_node_get(CUgraphNode node, CUDA_HOST_NODE_PARAMS *p)
 	return slot < 0 ? CUDA_ERROR_INVALID_VALUE : mps__hostfn_params((uint32_t)slot, p, NULL);
 }
 
-/* A host node and a staged copy node are child graphs in the server's
- * graph; to the program they are what it made. */
-static CUresult node_get_type(CUgraphNode node, CUgraphNodeType *type)
-{
-	if (type && host_slot(node) >= 0) {
-		*type = CU_GRAPH_NODE_TYPE_HOST;
-		return CUDA_SUCCESS;
-	}
-	if (type && staged_params(node)) {
-		*type = CU_GRAPH_NODE_TYPE_MEMCPY;
-		return CUDA_SUCCESS;
-	}
-	return mps__fwd_cuGraphNodeGetType(node, type);
-}
-
 /* Changes what every launch of the node runs, instantiated or not. */
 static CUresult host_node_set(CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
 {
@@ -831,7 +817,6 @@ const struct mps_impl mps__gnode_api[] = {
 	MPS_IMPL(cuGraphAddHostNode, add_host_node),
 	MPS_IMPL(cuGraphHostNodeGetParams, host_node_get),
 	MPS_IMPL(cuGraphHostNodeSetParams, host_node_set),
-	MPS_IMPL(cuGraphNodeGetType, node_get_type),
 	MPS_IMPL(cuGraphAddNode_v2, add_node_v2),
 	MPS_IMPL_PFN(cuGraphAddNode, PFN_cuGraphAddNode_v12020, add_node_v1),
 	MPS_IMPL(cuGraphNodeSetParams, node_set_params),

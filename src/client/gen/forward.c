@@ -3153,6 +3153,7 @@ const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuGraphDestroy, mps__fwd_cuGraphDestroy),
 	MPS_IMPL(cuGraphClone, mps__fwd_cuGraphClone),
 	MPS_IMPL(cuGraphNodeFindInClone, mps__fwd_cuGraphNodeFindInClone),
+	MPS_IMPL(cuGraphNodeGetType, mps__fwd_cuGraphNodeGetType),
 	MPS_IMPL(cuGraphGetNodes, mps__fwd_cuGraphGetNodes),
 	MPS_IMPL(cuGraphGetRootNodes, mps__fwd_cuGraphGetRootNodes),
 	MPS_IMPL(cuGraphGetEdges_v2, mps__fwd_cuGraphGetEdges_v2),
