@@ -262,19 +262,21 @@ CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *d
 	return r;
 }
 
-/* Whether node is a host function's child graph: its root the note. */
-static bool is_hostfn(CUgraphNode node, CUgraph sub)
+/* The note of a host function's child graph sub (its one root, the note
+ * node), or NULL if sub is another graph. */
+static const struct note_job *note_of(CUgraph sub)
 {
 	CUDA_HOST_NODE_PARAMS hp;
 	CUgraphNodeType type;
 	CUgraphNode root;
 	size_t n = 1;
 
-	(void)node;
-	return mps_drv.cuGraphGetRootNodes(sub, &root, &n) == CUDA_SUCCESS && n == 1 &&
-	       mps_drv.cuGraphNodeGetType(root, &type) == CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_HOST &&
-	       mps_drv.cuGraphHostNodeGetParams && mps_drv.cuGraphHostNodeGetParams(root, &hp) == CUDA_SUCCESS &&
-	       hp.fn == notify;
+	if (mps_drv.cuGraphGetRootNodes(sub, &root, &n) == CUDA_SUCCESS && n == 1 &&
+	    mps_drv.cuGraphNodeGetType(root, &type) == CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_HOST &&
+	    mps_drv.cuGraphHostNodeGetParams && mps_drv.cuGraphHostNodeGetParams(root, &hp) == CUDA_SUCCESS &&
+	    hp.fn == notify)
+		return hp.userData;
+	return NULL;
 }
 
 /* The child graph of node, if it is one. */
@@ -296,7 +298,7 @@ bool mps__hostfn_node_type(CUgraphNode node, CUgraphNodeType *type)
 
 	if (!child_of(node, &sub))
 		return false;
-	if (is_hostfn(node, sub)) {
+	if (note_of(sub)) {
 		*type = CU_GRAPH_NODE_TYPE_HOST;
 		return true;
 	}
@@ -306,7 +308,7 @@ bool mps__hostfn_node_type(CUgraphNode node, CUgraphNodeType *type)
 	    mps_drv.cuGraphNodeGetType(nodes[1], &t[1]) != CUDA_SUCCESS)
 		return false;
 	for (int i = 0; i < 2; i++) {
-		if (t[i] == CU_GRAPH_NODE_TYPE_MEMCPY && child_of(nodes[1 - i], &inner) && is_hostfn(nodes[1 - i], inner)) {
+		if (t[i] == CU_GRAPH_NODE_TYPE_MEMCPY && child_of(nodes[1 - i], &inner) && note_of(inner)) {
 			*type = CU_GRAPH_NODE_TYPE_MEMCPY;
 			return true;
 		}
@@ -321,12 +323,15 @@ bool mps__hostfn_node_type(CUgraphNode node, CUgraphNodeType *type)
  * it is certainly out of use. */
 static void graph_slots(CUgraph g, uint64_t *bits, int depth)
 {
+	const struct note_job *j;
 	CUgraphNode *nodes = NULL;
 	CUgraphNodeType type;
 	size_t n = 0;
 	CUgraph sub;
 
-	if (depth > 16 || mps_drv.cuGraphGetNodes(g, NULL, &n) != CUDA_SUCCESS ||
+	if (depth > 16 || !mps_drv.cuGraphGetNodes || !mps_drv.cuGraphNodeGetType ||
+	    !mps_drv.cuGraphChildGraphNodeGetGraph || !mps_drv.cuGraphGetRootNodes ||
+	    mps_drv.cuGraphGetNodes(g, NULL, &n) != CUDA_SUCCESS ||
 	    (n && !(nodes = malloc(n * sizeof(*nodes)))) || (n && mps_drv.cuGraphGetNodes(g, nodes, &n) != CUDA_SUCCESS))
 		goto all;
 	for (size_t i = 0; i < n; i++) {
@@ -336,23 +341,13 @@ static void graph_slots(CUgraph g, uint64_t *bits, int depth)
 			goto all;
 		if (type != CU_GRAPH_NODE_TYPE_GRAPH)
 			continue;
-		if (!child_of(nodes[i], &sub))
+		if (mps_drv.cuGraphChildGraphNodeGetGraph(nodes[i], &sub) != CUDA_SUCCESS)
 			goto all;
-		if (is_hostfn(nodes[i], sub)) {
-			CUDA_HOST_NODE_PARAMS hp;
-			CUgraphNode root;
-			size_t one = 1;
-
-			if (mps_drv.cuGraphGetRootNodes(sub, &root, &one) != CUDA_SUCCESS ||
-			    mps_drv.cuGraphHostNodeGetParams(root, &hp) != CUDA_SUCCESS)
-				goto all;
-			uint32_t slot = ((const struct note_job *)hp.userData)->note.slot;
-
-			if (slot < MPS_HOSTFN_SLOTS)
-				bits[slot / 64] |= 1ull << (slot % 64);
-		} else {
+		j = note_of(sub);
+		if (!j)
 			graph_slots(sub, bits, depth + 1);
-		}
+		else if (j->note.slot < MPS_HOSTFN_SLOTS)
+			bits[j->note.slot / 64] |= 1ull << (j->note.slot % 64);
 	}
 	free(nodes);
 	return;
@@ -454,8 +449,8 @@ void mps__op_hostfn_dead(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
-	if (hf->untracked || !mps_drv.cuGraphGetNodes || !mps_drv.cuGraphGetRootNodes ||
-	    !mps_drv.cuGraphHostNodeGetParams || !mps_drv.cuStreamGetCaptureInfo_v3) {
+	/* Without these every slot would count as held (graph_slots). */
+	if (hf->untracked || !mps_drv.cuGraphHostNodeGetParams || !mps_drv.cuStreamGetCaptureInfo_v3) {
 		memset(dead, 0, SLOT_WORDS * sizeof(*dead));
 		s->len = SLOT_WORDS * sizeof(*dead);
 		mps__reply(c, m->slot, CUDA_SUCCESS);
