@@ -290,6 +290,11 @@ void mps__mvar_forget(const void *owner);
 CUresult mps__mvar_send(uint32_t stream, uint32_t ctx);
 CUresult mps__mvar_fetch(uint32_t stream, uint32_t ctx);
 
+/* The program has waited for work on stream (0: all of ctx's) and found it
+ * done (stream.c): host functions' writes are seen here (hostfn.c), and
+ * __managed__ variables hold what the work left (mvar.c). */
+CUresult mps__waited(uint32_t stream, uint32_t ctx);
+
 /* Copies of n bytes on the server's stream and context handles that touch
  * nothing but the copy (copy.c): to the device as an asynchronous copy
  * (the bytes taken now), from it as a synchronous one. */

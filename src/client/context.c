@@ -321,10 +321,7 @@ static CUresult sync_ctx(struct mps_ctx *ctx)
 	r = mps__ctx_handle(ctx, &h);
 	if (r == CUDA_SUCCESS)
 		r = mps__call_handle(MPS_OP_CTX_SYNC, h, 0);
-	if (r != CUDA_SUCCESS)
-		return r;
-	mps__hostfn_acquire();
-	return mps__mvar_fetch(0, h);
+	return r == CUDA_SUCCESS ? mps__waited(0, h) : r;
 }
 
 static CUresult ctx_synchronize(void)

@@ -147,18 +147,13 @@ static CUresult event_record_with_flags_ptsz(CUevent e, CUstream s, unsigned int
 static CUresult ask(uint16_t op, CUevent e)
 {
 	struct mps_event *ev = event_arg(e);
-
 	CUresult r = ev ? mps__call_handle(op, 0, ev->handle) : CUDA_ERROR_INVALID_HANDLE;
 	uint32_t h = 0;
 
-	/* The work before the event is done: __managed__ variables as it
-	 * left them. */
-	if (r == CUDA_SUCCESS) {
-		mps__hostfn_acquire();
-		mps__cur_handle(&h);
-		r = mps__mvar_fetch(0, h);
-	}
-	return r;
+	if (r != CUDA_SUCCESS)
+		return r;
+	mps__cur_handle(&h);
+	return mps__waited(0, h);
 }
 
 static CUresult event_synchronize(CUevent e) { return ask(MPS_OP_EVENT_SYNC, e); }

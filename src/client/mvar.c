@@ -249,9 +249,7 @@ CUresult mps__mvar_fetch(uint32_t stream, uint32_t ctx)
 {
 	CUresult r;
 
-	if (!__atomic_load_n(&any, __ATOMIC_ACQUIRE))
-		return CUDA_SUCCESS;
-	if (!ctx)
+	if (!ctx || !__atomic_load_n(&any, __ATOMIC_ACQUIRE))
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&mv.lock);
 	r = send_locked(stream, ctx);

@@ -192,10 +192,11 @@ static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 	r = mps__stream_resolve(s, pt, &stream, &ctx);
 	if (r == CUDA_SUCCESS)
 		r = mps__call_handle(op, ctx, stream);
-	/* The stream's work is done: host functions' writes and __managed__
-	 * variables as it left them. */
-	if (r != CUDA_SUCCESS)
-		return r;
+	return r == CUDA_SUCCESS ? mps__waited(stream, ctx) : r;
+}
+
+CUresult mps__waited(uint32_t stream, uint32_t ctx)
+{
 	mps__hostfn_acquire();
 	return mps__mvar_fetch(stream, ctx);
 }
