@@ -64,6 +64,19 @@ static CUresult linear3d(const CUDA_MEMCPY3D *p, CUstream s, bool per_thread, bo
 	return per_thread ? cuMemcpy3D_v2_ptds(p) : cuMemcpy3D(p);
 }
 
+/* Side `side` (src or dst) of copy c becomes the packed device buffer buf
+ * of c's box: rows of WidthInBytes, Height rows to a slice. */
+#define PACKED(c, side, buf)                                            \
+	do {                                                            \
+		(c).side##MemoryType = CU_MEMORYTYPE_DEVICE;            \
+		(c).side##Host = NULL;                                  \
+		(c).side##Device = (buf);                               \
+		(c).side##Array = NULL;                                 \
+		(c).side##XInBytes = (c).side##Y = (c).side##Z = 0;     \
+		(c).side##Pitch = (c).WidthInBytes;                     \
+		(c).side##Height = (c).Height;                          \
+	} while (0)
+
 CUresult mps__array_copy3d(const CUDA_MEMCPY3D *p, CUstream s, bool per_thread, bool async)
 {
 	bool from_host = p->srcMemoryType == CU_MEMORYTYPE_HOST, to_host = p->dstMemoryType == CU_MEMORYTYPE_HOST;
@@ -90,34 +103,14 @@ CUresult mps__array_copy3d(const CUDA_MEMCPY3D *p, CUstream s, bool per_thread, 
 	a = *p;   /* the host side, against the buffer */
 	b = *p;   /* the array side, against the buffer */
 	if (from_host) {
-		a.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-		a.dstDevice = tmp;
-		a.dstArray = NULL;
-		a.dstXInBytes = a.dstY = a.dstZ = 0;
-		a.dstPitch = p->WidthInBytes;
-		a.dstHeight = p->Height;
-		b.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-		b.srcHost = NULL;
-		b.srcDevice = tmp;
-		b.srcXInBytes = b.srcY = b.srcZ = 0;
-		b.srcPitch = p->WidthInBytes;
-		b.srcHeight = p->Height;
+		PACKED(a, dst, tmp);
+		PACKED(b, src, tmp);
 		r = linear3d(&a, s, per_thread, true);
 		if (r == CUDA_SUCCESS)
 			r = send_copy(&b, s, per_thread, async);
 	} else {
-		b.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-		b.dstHost = NULL;
-		b.dstDevice = tmp;
-		b.dstXInBytes = b.dstY = b.dstZ = 0;
-		b.dstPitch = p->WidthInBytes;
-		b.dstHeight = p->Height;
-		a.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-		a.srcDevice = tmp;
-		a.srcArray = NULL;
-		a.srcXInBytes = a.srcY = a.srcZ = 0;
-		a.srcPitch = p->WidthInBytes;
-		a.srcHeight = p->Height;
+		PACKED(b, dst, tmp);
+		PACKED(a, src, tmp);
 		r = send_copy(&b, s, per_thread, true);
 		if (r == CUDA_SUCCESS)
 			r = linear3d(&a, s, per_thread, async);
