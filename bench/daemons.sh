@@ -2,9 +2,11 @@
 #
 # bench/daemons.sh: starting and stopping NVIDIA's MPS daemon and openmps's
 # for one column of a benchmark, with private pipe and log directories under
-# $WORK; sourced by bench/run.sh and bench/infer.sh. The caller defines
-# mps_ctl and om_ctl (the control programs run in the column's environment)
-# (or calls default_ctls) and sets ROOT, BUILD, MPS_BIN, WORK, MPS_UP and OPENMPS_UP.
+# $WORK; sourced by bench/run.sh, bench/infer.sh and the GPU scripts. The
+# caller defines mps_ctl and om_ctl (the control programs run in the
+# column's environment) (or calls default_ctls) and sets ROOT, BUILD,
+# MPS_BIN, WORK, MPS_UP and OPENMPS_UP; or sets ROOT and calls gpu_script,
+# which does all of that.
 # shellcheck shell=bash
 # pid... : daemon processes this script started; waits up to 15 s for them
 # to exit after a quit, then ends the ones left by their pid.
@@ -96,4 +98,24 @@ default_ctls() {
 		timeout 20 "$MPS_BIN/nvidia-cuda-mps-control" "$@"; }
 	om_ctl() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/om-log" \
 		OPENMPS_DRIVER="$NATIVE_LIB/libcuda.so.1" timeout 20 "$ROOT/$BUILD/bin/openmps-control" "$@"; }
+}
+
+# gpu_script NAME: the set-up a GPU script of bench/ or tests/gpu/ shares,
+# once it has set ROOT (and cd'ed there): BUILD, NATIVE_LIB, MPS_BIN, a
+# private WORK (/tmp/openmps-NAME.*), the control functions, both daemons
+# quit and WORK removed on every way out, the test kernels' PTX, and the
+# three columns as commands: native, under_mps and under_openmps COMMAND...
+gpu_script() {
+	BUILD=build
+	NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
+	MPS_BIN=${MPS_BIN:-/usr/local/nvidia/bin}
+	WORK=$(mktemp -d "/tmp/openmps-$1.XXXXXX")
+	MPS_UP=0 OPENMPS_UP=0
+	default_ctls
+	trap 'stop_openmps >/dev/null 2>&1; stop_mps >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+	trap 'exit 130' INT TERM
+	export OPENMPS_TEST_PTX=$ROOT/$BUILD/tests/kernels.ptx
+	native() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/none" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
+	under_mps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
+	under_openmps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$@"; }
 }

@@ -8,26 +8,16 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
-BUILD=build
-NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
-MPS_BIN=${MPS_BIN:-/usr/local/nvidia/bin}
 MIB=${1:-256}
-WORK=$(mktemp -d /tmp/openmps-hostmem.XXXXXX)
-MPS_UP=0 OPENMPS_UP=0
 # shellcheck source=bench/daemons.sh
 . "$ROOT/bench/daemons.sh"
-default_ctls
-trap 'stop_openmps >/dev/null 2>&1; stop_mps >/dev/null 2>&1; rm -rf "$WORK"' EXIT
-trap 'exit 130' INT TERM
-export OPENMPS_TEST_PTX=$ROOT/$BUILD/tests/kernels.ptx
+gpu_script hostmem
 
 start_mps >/dev/null || true
 start_openmps >/dev/null || exit 1
-env CUDA_MPS_PIPE_DIRECTORY="$WORK/none" LD_LIBRARY_PATH="$NATIVE_LIB" "$BUILD/bench/hostmem" "$MIB" >"$WORK/native" 2>&1
-[ "$MPS_UP" = 1 ] && env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" LD_LIBRARY_PATH="$NATIVE_LIB" \
-	"$BUILD/bench/hostmem" "$MIB" >"$WORK/mps" 2>&1
-env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$BUILD/bench/hostmem" "$MIB" \
-	>"$WORK/openmps" 2>&1
+native "$BUILD/bench/hostmem" "$MIB" >"$WORK/native" 2>&1
+[ "$MPS_UP" = 1 ] && under_mps "$BUILD/bench/hostmem" "$MIB" >"$WORK/mps" 2>&1
+under_openmps "$BUILD/bench/hostmem" "$MIB" >"$WORK/openmps" 2>&1
 for c in native mps openmps; do grep -h "error" "$WORK/$c" 2>/dev/null | sed "s/^/$c: /"; done
 val() { sed -n "s/^$2=//p" "$WORK/$1" 2>/dev/null; }
 printf '%-22s %12s %12s %12s %10s\n' "$MIB MiB" native "NVIDIA MPS" openmps "om/native"

@@ -16,23 +16,11 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
-BUILD=build
-NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
-MPS_BIN=${MPS_BIN:-/usr/local/nvidia/bin}
 N=${1:-2000}
-WORK=$(mktemp -d /tmp/openmps-latency.XXXXXX)
-MPS_UP=0 OPENMPS_UP=0
 # shellcheck source=bench/daemons.sh
 . "$ROOT/bench/daemons.sh"
-default_ctls
-trap 'stop_openmps >/dev/null 2>&1; stop_mps >/dev/null 2>&1; rm -rf "$WORK"' EXIT
-trap 'exit 130' INT TERM
-export OPENMPS_TEST_PTX=$ROOT/$BUILD/tests/kernels.ptx
+gpu_script latency
 L=$ROOT/$BUILD/bench/latency
-
-native() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/none" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
-mps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
-openmps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$@"; }
 
 # one COLUMN LAT_ENV FLOOD_ENV|none: "p50 p99" of the latency client.
 one() {
@@ -55,8 +43,8 @@ one() {
 start_mps || true
 start_openmps || exit 1
 printf '%-10s %-14s %10s %10s %10s\n' column scenario "p50 µs" "p99 µs" "p99/alone"
-for col in native mps openmps; do
-	[ $col = mps ] && [ "$MPS_UP" != 1 ] && continue
+for col in native under_mps under_openmps; do
+	[ $col = under_mps ] && [ "$MPS_UP" != 1 ] && continue
 	alone=""
 	for sc in alone flood prio partition half; do
 		case $sc in
@@ -65,7 +53,7 @@ for col in native mps openmps; do
 		prio) [ $col = native ] && continue; lenv="X=1"; fenv="CUDA_MPS_CLIENT_PRIORITY=1" ;;
 		half) [ $col = native ] && continue
 		      lenv="CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"; fenv="CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50" ;;
-		partition) [ $col != openmps ] && continue; lenv="CUDA_MPS_SM_PARTITION=lat"; fenv="X=1" ;;
+		partition) [ $col != under_openmps ] && continue; lenv="CUDA_MPS_SM_PARTITION=lat"; fenv="X=1" ;;
 		esac
 		[ $sc = partition ] && echo "sm_partition add lat 0 16" | om_ctl >/dev/null
 		read -r p50 p99 <<<"$(one $col "$lenv" "$fenv")"
@@ -74,6 +62,6 @@ for col in native mps openmps; do
 		ratio=$(awk -v a="$p99" -v b="$alone" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }')
 		name=$sc
 		case $sc in prio) name="flood prio 1" ;; half) name="both at 50%" ;; esac
-		printf '%-10s %-14s %10s %10s %10s\n' "$col" "$name" "${p50:-?}" "${p99:-?}" "$ratio"
+		printf '%-10s %-14s %10s %10s %10s\n' "${col#under_}" "$name" "${p50:-?}" "${p99:-?}" "$ratio"
 	done
 done

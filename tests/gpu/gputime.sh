@@ -14,21 +14,13 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
-BUILD=build
-NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
-MPS_BIN=${MPS_BIN:-/usr/local/nvidia/bin}
-WORK=$(mktemp -d /tmp/openmps-gputime.XXXXXX)
-MPS_UP=0 OPENMPS_UP=0 rc=0
+rc=0
 # shellcheck source=bench/daemons.sh
 . "$ROOT/bench/daemons.sh"
-default_ctls
-trap 'stop_openmps >/dev/null 2>&1; rm -rf "$WORK"' EXIT
-trap 'exit 130' INT TERM
-export OPENMPS_TEST_PTX=$ROOT/$BUILD/tests/kernels.ptx
+gpu_script gputime
 C=$ROOT/$BUILD/tests/system/c_client
-under_openmps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$@"; }
 
-N=$(env LD_LIBRARY_PATH="$NATIVE_LIB" CUDA_MPS_PIPE_DIRECTORY="$WORK/none" "$C" init sms | awk '/^sms/ { print $3 }')
+N=$(native "$C" init sms | awk '/^sms/ { print $3 }')
 B=$((N * 8))
 steps=""
 for _ in $(seq 1 20); do steps="$steps spin:$B:1024:2000000"; done

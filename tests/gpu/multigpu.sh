@@ -15,27 +15,11 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
-BUILD=build
-NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
-MPS_BIN=${MPS_BIN:-/usr/local/nvidia/bin}
 PYTHON=${PYTHON:-python3}
-WORK=$(mktemp -d /tmp/openmps-multigpu.XXXXXX)
-MPS_UP=0 OPENMPS_UP=0
 rc=0
-
-mps_ctl() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/mps-log" \
-	timeout 20 "$MPS_BIN/nvidia-cuda-mps-control" "$@"; }
-om_ctl() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/om-log" \
-	OPENMPS_DRIVER="$NATIVE_LIB/libcuda.so.1" timeout 20 "$ROOT/$BUILD/bin/openmps-control" "$@"; }
 # shellcheck source=bench/daemons.sh
 . "$ROOT/bench/daemons.sh"
-cleanup() { stop_openmps >/dev/null 2>&1; stop_mps >/dev/null 2>&1; rm -rf "$WORK"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-native() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/none" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
-under_openmps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$@"; }
-under_mps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
+gpu_script multigpu
 check() {   # PASS/FAIL line
 	if [ "$1" = ok ]; then printf 'PASS  %s\n' "$2"; else printf 'FAIL  %s\n' "$2"; rc=1; fi
 }

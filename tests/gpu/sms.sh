@@ -21,23 +21,12 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
-BUILD=build
-NATIVE_LIB=${OPENMPS_NATIVE_LIB:-/usr/local/nvidia/lib64}
-MPS_BIN=${MPS_BIN:-/usr/local/nvidia/bin}
 PYTHON=${PYTHON:-python3}
-WORK=$(mktemp -d /tmp/openmps-sms.XXXXXX)
-MPS_UP=0 OPENMPS_UP=0
 rc=0
 # shellcheck source=bench/daemons.sh
 . "$ROOT/bench/daemons.sh"
-default_ctls
-trap 'stop_openmps >/dev/null 2>&1; stop_mps >/dev/null 2>&1; rm -rf "$WORK"' EXIT
-trap 'exit 130' INT TERM
-export OPENMPS_TEST_PTX=$ROOT/$BUILD/tests/kernels.ptx
+gpu_script sms
 C=$ROOT/$BUILD/tests/system/c_client
-native() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/none" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
-under_mps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/mps-pipe" LD_LIBRARY_PATH="$NATIVE_LIB" "$@"; }
-under_openmps() { env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$@"; }
 check() { if [ "$1" = ok ]; then printf 'PASS  %s\n' "$2"; else printf 'FAIL  %s\n' "$2"; rc=1; fi; }
 
 N=$(native "$C" init sms | awk '/^sms/ { print $3 }')
@@ -94,7 +83,7 @@ for mode in under_mps under_openmps; do
 done
 
 # A connected client moved from 100% to 25%.
-env CUDA_MPS_PIPE_DIRECTORY="$WORK/om-pipe" LD_LIBRARY_PATH="$ROOT/$BUILD/lib" "$C" init "spin:$B:1024:$CYC" \
+under_openmps "$C" init "spin:$B:1024:$CYC" \
 	"spin:$B:1024:$CYC" "wait:$WORK/go" sms "spin:$B:1024:$CYC" "spin:$B:1024:$CYC" >"$WORK/live" 2>&1 &
 pid=$!
 for _ in $(seq 1 100); do grep -q '^waiting' "$WORK/live" && break; sleep 0.1; done
