@@ -800,13 +800,26 @@ static void vdevice_list_done(struct mps_cmd *cmd, const struct mps_chan *answer
 		mps_out(cmd, "(not every server answered: %s)\n", failure);
 }
 
+/* Defines v; says its name and UUID once it is. */
+static int vdevice_define(struct mps_cmd *cmd, const struct mps_vdevice *v)
+{
+	char uuid[48];
+	int r = mps_vdevice_set(v);
+
+	if (!r) {
+		vdevice_uuid(v, uuid, sizeof(uuid));
+		mps_out(cmd, "%s %s\n", v->name, uuid);
+	}
+	return r;
+}
+
 /* vdevice add NAME DEV SMS MEM | split DEV N | rm NAME | list */
 static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 {
 	static const char usage[] = "vdevice add <name> <device> <SMs> <memory> | vdevice split <device> <count> | "
 				    "vdevice rm <name> | vdevice list";
 	struct mps_vdevice v;
-	char uuid[48], *end;
+	char *end;
 	long n;
 	int r = 0;
 
@@ -834,10 +847,7 @@ static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 		    device_arg_known(cmd, argv[3], v.dev, sizeof(v.dev)) < 0)
 			return;
 		snprintf(v.name, sizeof(v.name), "%s", argv[2]);
-		r = mps_vdevice_set(&v);
-		vdevice_uuid(&v, uuid, sizeof(uuid));
-		if (!r)
-			mps_out(cmd, "%s %s\n", v.name, uuid);
+		r = vdevice_define(cmd, &v);
 	} else if (argc == 4 && !strcmp(argv[1], "split")) {
 		n = strtol(argv[3], &end, 10);
 		if (*end || end == argv[3] || n < 2 || n > MPS_VDEVICES_MAX) {
@@ -853,10 +863,7 @@ static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 		v.parts = (int)n;
 		for (long i = 0; i < n && !r; i++) {
 			snprintf(v.name, sizeof(v.name), "vgpu%s-%ld", v.dev, i);
-			r = mps_vdevice_set(&v);
-			vdevice_uuid(&v, uuid, sizeof(uuid));
-			if (!r)
-				mps_out(cmd, "%s %s\n", v.name, uuid);
+			r = vdevice_define(cmd, &v);
 		}
 	} else {
 		USAGE(cmd, usage);
