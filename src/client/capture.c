@@ -92,6 +92,11 @@ bool mps__capture_on(uint32_t stream)
 	return on;
 }
 
+bool mps__capture_active(void)
+{
+	return mps_load_acquire(&active) != 0;
+}
+
 /* Removes the record of the capture on stream, or NULL. Caller holds the lock. */
 static struct capture *unlink_capture(uint32_t stream)
 {

@@ -19,6 +19,9 @@ CUresult mps__capture_check(void);
  * handle stream (a stream drawn into it by an event is not seen here). */
 bool mps__capture_on(uint32_t stream);
 
+/* Whether any capture of this process is going (one began, none ended). */
+bool mps__capture_active(void);
+
 /* A call the capture on stream cannot take ends it as the driver does: its
  * end gives CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph. */
 void mps__capture_invalidate(uint32_t stream);

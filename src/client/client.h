@@ -37,13 +37,15 @@ struct mps_conn {
 	struct mps_region *region;
 	struct mps_sq_producer sq;
 	pthread_mutex_t sq_lock;    /* one producer at a time; leaf lock */
+	uint32_t sent;              /* messages committed to the ring (written under sq_lock, read atomically) */
 	uint32_t slots_free;        /* bitmap of free reply slots (atomic) */
 	uint32_t slot_waiters;      /* threads waiting for a free slot (atomic, futex word) */
 	int dead;                   /* atomic: the server is gone */
 	int dead_result;            /* atomic: why, if it said (a CUresult), else 0 */
 	int forked;                 /* this is a child of the process that connected */
 	uint64_t spin_ns;           /* OPENMPS_CLIENT_SPIN_US, when spin_fixed */
-	uint64_t yield_ns;          /* OPENMPS_CLIENT_YIELD_US: how long a GPU-written reply is polled */
+	uint64_t yield_ns;          /* OPENMPS_CLIENT_YIELD_US: how long a reply the server owes is polled */
+	uint64_t gpu_spin_ns;       /* OPENMPS_CLIENT_GPU_SPIN_US: how long one the GPU stores is watched */
 	bool spin_fixed;            /* else the server's advice in the region */
 	pthread_mutex_t fd_lock;    /* serialises calls that receive an fd */
 	struct mps_welcome *welcome;     /* its devices renumbered as this process sees them */
@@ -66,6 +68,7 @@ int mps__connect(CUresult *refusal);
 struct mps_call {
 	int slot;
 	struct mps_slot *s;
+	uint32_t seq;     /* its message's number in the ring (mps_conn.sent once it was committed) */
 };
 
 /* Sends a message (hdr followed by len - sizeof(*hdr) bytes, then `extra`)
@@ -165,6 +168,8 @@ struct mps_ctx {
 	uint32_t peers;        /* bit d: peer access to device d's contexts enabled (atomic) */
 	int api_version;
 	struct mps_ctx *next;  /* created contexts: the list in context.c */
+	uint32_t limits_set;   /* bit l: this context set limit l (atomic), to limit[l] */
+	uint64_t limit[MPS_REGION_LIMITS];
 };
 
 struct mps_stream {
@@ -209,6 +214,8 @@ struct mps_func {
 	int max_threads;
 	uint16_t *param;       /* offset, size pairs */
 	void *view;            /* its view (funcview.c), once one was asked for */
+	struct mps_fattrs *attrs;  /* its attributes, per device (funcattr.c; under mod->lock) */
+	struct mps_occ *occ;       /* occupancy answers kept (funcattr.c; under mod->lock) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -419,13 +426,42 @@ void mps__ctx_forget(struct mps_ctx *ctx);
 /* memcpy, spread over a few threads when it is large (pcopy.c). */
 void mps__pcopy(void *dst, const void *src, size_t n);
 
+/* A stream known to have finished everything sent to it (stream.c): after
+ * a reply that the stream's work had to be done for (a synchronize, a copy
+ * into the reply slot), whose message was number seq. Until the client
+ * sends anything else, synchronizing or querying that stream on this
+ * thread needs no round trip. */
+void mps__stream_idle(uint32_t stream, uint32_t ctx, uint32_t seq);
+
+/* Frees the attributes kept of a function that goes (funcattr.c). */
+void mps__fattr_drop(struct mps_func *f);
+
+/* Occupancy answers kept for f on device (funcattr.c): the value of a
+ * query like q, if kept; keeps one. Only blocks per SM and dynamic shared
+ * memory queries are kept. */
+struct mps_msg_occupancy;
+bool mps__occ_find(struct mps_func *f, int device, const struct mps_msg_occupancy *q, uint64_t *value);
+void mps__occ_keep(struct mps_func *f, int device, const struct mps_msg_occupancy *q, uint64_t value);
+
 /* Logs, once per name, that a function is not supported in server mode. */
 void mps__unsupported(const char *name);
 
 /* The name of a CUresult ("CUDA_ERROR_INVALID_VALUE"), or "an unknown code". */
 const char *mps__error_name(CUresult r);
 
-/* Whether OPENMPS_TRACE_ERRORS asks for failing calls to be logged (trace.c). */
+/* Whether calls are entered through mps__trace_entry: OPENMPS_TRACE_ERRORS
+ * or OPENMPS_CALL_STATS is set (trace.c). */
 bool mps__tracing(void);
+
+/* The outermost driver call the calling thread is in (enum mps_sym), or -1
+ * when none or when calls are not traced (trace.c). */
+int mps__trace_current(void);
+
+/* OPENMPS_CALL_STATS (callstats.c): whether it is set; a traced call of
+ * function idx; a message sent to the server; a wait for a reply. */
+bool mps__stats_on(void);
+void mps__stats_call(int idx);
+void mps__stats_message(void);
+void mps__stats_round_trip(void);
 
 #endif

@@ -8,11 +8,14 @@
  * Waiting spins for as long as the server advises in the region (long while
  * CPUs are free: a reply to a launch-then-synchronize arrives within
  * microseconds, and a wake-up costs more than that; short when runnable
- * threads outnumber the CPUs, where spinning would steal the server's CPU),
- * then looks on for a while giving the CPU away between looks
- * (OPENMPS_CLIENT_YIELD_US), and then sleeps on a futex — for a reply or a
- * staging chunk the GPU stores itself (region.h), once it has asked the
- * server to wake it. Every sleep is bounded so the waiter notices a server
+ * threads outnumber the CPUs, where spinning would steal the server's CPU).
+ * A reply the server has handed to the GPU (the GPU stores it) needs no
+ * server thread: it is watched without system calls for up to
+ * OPENMPS_CLIENT_GPU_SPIN_US, as CUDA's own waits spin. One the server has
+ * yet to answer is looked for giving the CPU away between looks
+ * (OPENMPS_CLIENT_YIELD_US), so the server's threads get it. Then the wait
+ * sleeps on a futex — for a reply or a staging chunk the GPU stores itself
+ * (region.h), once it has asked the server to wake it. Every sleep is bounded so the waiter notices a server
  * that died without answering, and then every call returns
  * CUDA_ERROR_MPS_CONNECTION_FAILED.
  *
@@ -40,6 +43,7 @@
 #include "common/sock.h"
 
 #define SLEEP_NS (100ull * 1000 * 1000)  /* longest sleep between liveness checks */
+#define GPU_YIELD_EVERY_NS (50ull * 1000)  /* busy CPUs: how often a wait for the GPU yields */
 
 struct mps_conn mps_conn = {
 	.sock = -1,
@@ -196,6 +200,7 @@ int mps__connect(CUresult *refusal)
 	mps_conn.spin_fixed = getenv("OPENMPS_CLIENT_SPIN_US") && *getenv("OPENMPS_CLIENT_SPIN_US");
 	mps_conn.spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_SPIN_US", 50) * 1000;
 	mps_conn.yield_ns = (uint64_t)env_ms("OPENMPS_CLIENT_YIELD_US", 1000) * 1000;
+	mps_conn.gpu_spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_GPU_SPIN_US", 2000) * 1000;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	return 0;
 
@@ -278,7 +283,7 @@ static uint64_t spin_budget(void)
 
 CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 {
-	uint64_t start = mps_now_ns();
+	uint64_t start = mps_now_ns(), yielded = 0;
 	unsigned int spins = 0;
 	bool asked = false;
 
@@ -297,10 +302,24 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 			mps_cpu_relax();
 			continue;
 		}
+		if (st == MPS_SLOT_GPU && waited < mps_conn.gpu_spin_ns) {
+			/* The answer is the GPU's to store: no thread of the server's
+			 * needs the CPU for it, so look without a system call, as
+			 * CUDA's own waits spin; while the CPUs are busy (no spin
+			 * advised), give the CPU away now and then. */
+			if (!spin_budget() && waited - yielded >= GPU_YIELD_EVERY_NS) {
+				yielded = waited;
+				sched_yield();
+			} else {
+				mps_cpu_relax();
+			}
+			continue;
+		}
 		if (st == MPS_SLOT_BUSY || st == MPS_SLOT_GPU) {
 			uint32_t exp = st, sleeping = st == MPS_SLOT_BUSY ? MPS_SLOT_SLEEPING : MPS_SLOT_GPU_SLEEPING;
 
-			if (waited < mps_conn.yield_ns) {
+			if (st == MPS_SLOT_BUSY && waited < mps_conn.yield_ns) {
+				/* The server's thread must run to answer: let it have the CPU. */
 				sched_yield();
 				continue;
 			}
@@ -389,10 +408,15 @@ void *mps__ring_begin(uint16_t op, uint32_t ctx, uint32_t len, uint16_t flags, C
 	return m;
 }
 
+static __thread uint32_t last_seq;   /* the number of this thread's last message */
+
 void mps__ring_end(void)
 {
 	mps_sq_commit(&mps_conn.sq);
+	last_seq = mps_load_relaxed(&mps_conn.sent) + 1;
+	mps_store_release(&mps_conn.sent, last_seq);
 	pthread_mutex_unlock(&mps_conn.sq_lock);
+	mps__stats_message();
 }
 
 static CUresult send_msg(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
@@ -440,6 +464,8 @@ static CUresult call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len,
 		c->slot = -1;
 		return r;
 	}
+	c->seq = last_seq;
+	mps__stats_round_trip();
 	r = mps__wait_reply(&c->s->state, (uint32_t)c->slot);
 	if (r != CUDA_SUCCESS) {
 		/* The server is gone; the slot stays taken. */

@@ -74,6 +74,7 @@ static CUresult server_create(struct mps_ctx *ctx)
 	CUresult r;
 
 	q.hdr.flags = ctx->primary ? MPS_CTX_PRIMARY : 0;
+	mps_store_relaxed(&ctx->limits_set, 0);   /* a new context on the server has set none */
 	r = mps__call(MPS_OP_CTX_CREATE, 0, &q.hdr, sizeof(q), NULL, 0, &call);
 	if (r == CUDA_SUCCESS)
 		mps_store_release(&ctx->handle, (uint32_t)call.s->val[0]);
@@ -405,16 +406,50 @@ static CUresult limit_call(CUlimit limit, int set, size_t value, size_t *out)
 	return r;
 }
 
+/* A limit is what the context set, else the primary context's as the
+ * server publishes it (ops_ctx.c); only one it does not know is asked for. */
 static CUresult ctx_get_limit(size_t *value, CUlimit limit)
 {
+	struct mps_ctx *ctx;
+	uint64_t v;
+	uint32_t h;
+	CUresult r;
+
 	if (!value)
 		return CUDA_ERROR_INVALID_VALUE;
+	r = mps__cur_handle(&h);
+	if (r != CUDA_SUCCESS)
+		return r;
+	ctx = mps__ctx_cur();
+	if ((unsigned int)limit < MPS_REGION_LIMITS) {
+		if (mps_load_acquire(&ctx->limits_set) & (1u << limit)) {
+			*value = (size_t)mps_load_relaxed(&ctx->limit[limit]);
+			return CUDA_SUCCESS;
+		}
+		v = mps_load_relaxed(&mps_conn.region->limit[mps_conn.server_index[ctx->device]][limit]);
+		if (v != MPS_LIMIT_UNKNOWN) {
+			*value = (size_t)v;
+			return CUDA_SUCCESS;
+		}
+	}
 	return limit_call(limit, 0, 0, value);
 }
 
+/* Setting what the context already set changes nothing and costs nothing. */
 static CUresult ctx_set_limit(CUlimit limit, size_t value)
 {
-	return limit_call(limit, 1, value, NULL);
+	struct mps_ctx *ctx = mps__ctx_cur();
+	CUresult r;
+
+	if (ctx && (unsigned int)limit < MPS_REGION_LIMITS && mps_load_acquire(&ctx->handle) &&
+	    (mps_load_acquire(&ctx->limits_set) & (1u << limit)) && mps_load_relaxed(&ctx->limit[limit]) == value)
+		return CUDA_SUCCESS;
+	r = limit_call(limit, 1, value, NULL);
+	if (r == CUDA_SUCCESS && ctx && (unsigned int)limit < MPS_REGION_LIMITS) {
+		mps_store_relaxed(&ctx->limit[limit], value);
+		mps_fetch_or(&ctx->limits_set, 1u << limit);
+	}
+	return r;
 }
 
 static CUresult ctx_get_stream_priority_range(int *least, int *greatest)

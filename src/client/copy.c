@@ -29,11 +29,12 @@
 #include "common/atomics.h"
 #include "common/log.h"
 
-#define INLINE_MAX   (16u * 1024u)        /* host-to-device bytes sent in the message */
+#define INLINE_MAX   (60u * 1024u)        /* host-to-device bytes sent in the message (< MPS_MSG_MAX) */
 #define STAGE_CHUNK  (2u * 1024u * 1024u) /* bytes per staging chunk */
 #define STAGE_COUNT  8u                   /* chunks (<= MPS_STAGE_MAX) */
 
 _Static_assert(STAGE_COUNT <= MPS_STAGE_MAX, "staging chunks fit the region's state words");
+_Static_assert(INLINE_MAX + 256 <= MPS_MSG_MAX, "inline bytes and their copy message fit one message");
 _Static_assert(MPS_SLOT_DATA >= 4096, "small device-to-host copies fit a reply slot");
 
 /* The staging region: one user at a time. */
@@ -65,6 +66,7 @@ static CUresult chunk_reclaim(unsigned int k)
 
 	if (mps_load_acquire(st) == MPS_STAGE_IDLE)
 		return CUDA_SUCCESS;
+	mps__stats_round_trip();
 	r = mps__wait_reply(st, MPS_WAKE_STAGE(k));
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -183,10 +185,13 @@ static CUresult copy_msg(struct mps_msg_copy *q, uint32_t ctx, const void *inlin
 		return mps__post(MPS_OP_COPY, ctx, &q->hdr, sizeof(*q), inline_data, inline_len);
 	r = mps__call(MPS_OP_COPY, ctx, &q->hdr, sizeof(*q), inline_data, inline_len, &call);
 	if (r == CUDA_SUCCESS && slot_dst) {
-		if (call.s->len == q->size)
+		if (call.s->len == q->size) {
 			memcpy(slot_dst, call.s->data, (size_t)q->size);
-		else
+			/* Answered once the stream got past the copy. */
+			mps__stream_idle(q->stream, ctx, call.seq);
+		} else {
 			r = CUDA_ERROR_UNKNOWN;
+		}
 	}
 	mps__call_end(&call);
 	return r;

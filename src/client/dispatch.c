@@ -63,7 +63,7 @@ static void *self_handle;
 static uint8_t warned[(MPS_NSYMS + 7) / 8];
 
 static const struct mps_impl *const api_tables[] = {
-	mps__device_api, mps__context_api, mps__memory_api, mps__copy_api, mps__module_api,
+	mps__device_api, mps__context_api, mps__memory_api, mps__copy_api, mps__module_api, mps__funcattr_api,
 	mps__launch_api, mps__stream_api, mps__event_api, mps__dispatch_api, mps__forward_api,
 	mps__capture_api, mps__graph_api, mps__gnode_api, mps__pool_api, mps__vmm_api, mps__peer_api, mps__ipc_api,
 	mps__hostfn_api, mps__hostreg_api, mps__managed_api, mps__link_api, mps__array_api,

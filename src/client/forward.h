@@ -27,6 +27,7 @@ struct mps_gobj {
 	uint32_t handle;        /* the server's */
 	uint32_t owner;         /* the server's handle of its owner; 0: none */
 	int type;               /* MPS_H_* as the server numbers them */
+	bool kernel_node;       /* a node this client made with cuGraphAddKernelNode */
 	struct mps_gobj *next;  /* hash chain */
 	struct mps_gobj *child, *sibling;   /* what it owns */
 	void *data;             /* per kind (a kernel node's copied arguments) */

@@ -132,6 +132,21 @@ static CUresult node_func(const CUDA_KERNEL_NODE_PARAMS *p, struct mps_func **f,
 	return CUDA_SUCCESS;
 }
 
+/* New parameters for a kernel node of an executable graph, which XLA sets
+ * for every node before every launch of its command buffers: sent without
+ * waiting when the node is one this client made as a kernel node and the
+ * configuration is one the driver takes (the function was found above);
+ * what is left for the driver to refuse (a node of another graph) comes
+ * back at the next synchronising call. */
+static bool exec_set_checked(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct mps_gobj *g = mps__obj(node, MPS_MAGIC_GOBJ);
+
+	return g && g->type == MPS_H_NODE && g->kernel_node && p->gridDimX && p->gridDimY && p->gridDimZ &&
+	       p->blockDimX && p->blockDimY && p->blockDimZ &&
+	       (uint64_t)p->blockDimX * p->blockDimY * p->blockDimZ <= 1024 && !p->extra;
+}
+
 CUresult mps__kernel_node(int what, CUgraphNode *out, CUgraph graph, CUgraphExec exec, CUgraphNode node,
 			  const CUgraphNode *deps, size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
 {
@@ -182,10 +197,16 @@ CUresult mps__kernel_node(int what, CUgraphNode *out, CUgraph graph, CUgraphExec
 	}
 	if (r == CUDA_SUCCESS) {
 		mps__args_pack(f, p->kernelParams, packed, packed_len, arg_size, extra + dep_bytes);
-		r = mps__call(MPS_OP_KERNEL_NODE, cur, &q.hdr, sizeof(q), extra, dep_bytes + arg_size, &call);
-		if (r == CUDA_SUCCESS && out)
-			r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);
-		mps__call_end(&call);
+		if (what == MPS_KNODE_EXEC_SET && exec_set_checked(node, p)) {
+			r = mps__post(MPS_OP_KERNEL_NODE, cur, &q.hdr, sizeof(q), extra, dep_bytes + arg_size);
+		} else {
+			r = mps__call(MPS_OP_KERNEL_NODE, cur, &q.hdr, sizeof(q), extra, dep_bytes + arg_size, &call);
+			if (r == CUDA_SUCCESS && out)
+				r = mps__fwd_obj(MPS_H_NODE, (uint32_t)call.s->val[0], q.graph, (void **)out);
+			if (r == CUDA_SUCCESS && out)
+				((struct mps_gobj *)*out)->kernel_node = true;
+			mps__call_end(&call);
+		}
 	}
 	free(extra);
 	return r;

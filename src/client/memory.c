@@ -7,7 +7,9 @@
  * a host one without asking), and its pinned host regions (so a copy from or
  * to pinned memory is sent as "offset N of region R", which the server turns
  * into real DMA on the same pages). The server keeps its own, authoritative
- * account; these are only for routing.
+ * account; these are for routing, and for answering pointer queries: what
+ * the server said of an allocation that cannot change while it lives is kept
+ * with it (Triton asks a pointer attribute of every tensor it launches on).
  *
  * Pinned memory: the server creates and registers a sealed memfd and passes
  * it over the socket; the client maps it at the server's address when that
@@ -29,11 +31,23 @@
 #include "common/log.h"
 #include "common/shm.h"
 
+/* The driver's answers about one allocation, kept as they came (see
+ * kept_attrs()): attribute a's result and value for pointer at. */
+#define PTR_ATTRS 32
+
+struct ptrattrs {
+	uint32_t have;            /* bit a: attribute a is kept */
+	int32_t result[PTR_ATTRS];
+	uint64_t value[PTR_ATTRS];
+	uint64_t at[PTR_ATTRS];
+};
+
 struct devrange {
 	uint64_t base, size;
 	struct mps_ctx *ctx;
 	const void *owner;   /* NULL for allocations; the module for its globals */
 	bool reserved;       /* we hold the same addresses here (see reserve()) */
+	struct ptrattrs *attrs;   /* answers kept, or NULL (under the table's lock) */
 };
 
 struct hostreg {
@@ -150,8 +164,10 @@ static bool reserve(uint64_t base, uint64_t size)
 	return false;
 }
 
-static void unreserve(const struct devrange *d)
+/* What an entry holds, as it leaves the table. */
+static void range_release(const struct devrange *d)
 {
+	free(d->attrs);
 	if (d->reserved)
 		munmap((void *)(uintptr_t)(d->base & ~4095ull),
 		       (size_t)(((d->base + d->size + 4095) & ~4095ull) - (d->base & ~4095ull)));
@@ -168,7 +184,7 @@ void mps__devmem_add(uint64_t base, uint64_t size, struct mps_ctx *ctx, const vo
 		return;
 	d.reserved = reserve(base, size);
 	if (insert(&devmem, &d, base) < 0)
-		unreserve(&d);
+		range_release(&d);
 }
 
 void mps__devmem_remove(uint64_t base)
@@ -178,7 +194,7 @@ void mps__devmem_remove(uint64_t base)
 	pthread_rwlock_wrlock(&devmem.lock);
 	i = find(&devmem, base, 1);
 	if (i >= 0 && key(&devmem, (size_t)i) == base) {
-		unreserve((struct devrange *)devmem.v + i);
+		range_release((struct devrange *)devmem.v + i);
 		erase(&devmem, (size_t)i);
 	}
 	pthread_rwlock_unlock(&devmem.lock);
@@ -191,7 +207,7 @@ void mps__devmem_forget(struct mps_ctx *ctx, const void *owner)
 		struct devrange *d = (struct devrange *)devmem.v + i;
 
 		if ((ctx && d->ctx == ctx && !d->owner) || (owner && d->owner == owner)) {
-			unreserve(d);
+			range_release(d);
 			erase(&devmem, i);
 		}
 	}
@@ -722,6 +738,94 @@ static CUresult host_attr(const struct hostreg *reg, CUdeviceptr ptr, CUpointer_
 	}
 }
 
+/* What an allocation is does not change while it lives: the attributes
+ * kept. Not kept: the access flags, which are the current context's and
+ * change with cuMemSetAccess, and the mapping attributes of virtual memory.
+ * The device and host pointers are kept as offsets from where they were
+ * asked: they follow the pointer within the allocation. */
+static bool keepable(CUpointer_attribute a, CUresult r)
+{
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE && r != CUDA_ERROR_NOT_SUPPORTED)
+		return false;
+	switch (a) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool follows_pointer(CUpointer_attribute a)
+{
+	return a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER || a == CU_POINTER_ATTRIBUTE_HOST_POINTER;
+}
+
+/* Answers all n from what is kept of ptr's allocation, or none. */
+static bool kept_attrs(CUdeviceptr ptr, unsigned int n, const CUpointer_attribute *attrs, uint64_t *vals, CUresult *res)
+{
+	const struct ptrattrs *k;
+	bool all = false;
+	long e;
+
+	pthread_rwlock_rdlock(&devmem.lock);
+	e = find(&devmem, ptr, 1);
+	k = e >= 0 ? ((const struct devrange *)devmem.v + e)->attrs : NULL;
+	if (k) {
+		all = true;
+		for (unsigned int i = 0; i < n && all; i++)
+			all = (unsigned int)attrs[i] < PTR_ATTRS && (k->have & (1u << attrs[i]));
+		for (unsigned int i = 0; i < n && all; i++) {
+			unsigned int a = (unsigned int)attrs[i];
+
+			res[i] = (CUresult)k->result[a];
+			vals[i] = k->value[a];
+			if (res[i] == CUDA_SUCCESS && follows_pointer(attrs[i]))
+				vals[i] += (uint64_t)ptr - k->at[a];
+		}
+	}
+	pthread_rwlock_unlock(&devmem.lock);
+	return all;
+}
+
+/* Keeps the server's answers about ptr's allocation, if it is one of ours. */
+static void keep_attrs(CUdeviceptr ptr, unsigned int n, const CUpointer_attribute *attrs, const uint64_t *vals,
+		       const CUresult *res)
+{
+	struct devrange *d;
+	long e;
+
+	pthread_rwlock_wrlock(&devmem.lock);
+	e = find(&devmem, ptr, 1);
+	d = e >= 0 ? (struct devrange *)devmem.v + e : NULL;
+	if (d && !d->attrs)
+		d->attrs = calloc(1, sizeof(*d->attrs));
+	for (unsigned int i = 0; d && d->attrs && i < n; i++) {
+		unsigned int a = (unsigned int)attrs[i];
+
+		if (a >= PTR_ATTRS || !keepable(attrs[i], res[i]))
+			continue;
+		d->attrs->result[a] = (int32_t)res[i];
+		d->attrs->value[a] = vals[i];
+		d->attrs->at[a] = (uint64_t)ptr;
+		d->attrs->have |= 1u << a;
+	}
+	pthread_rwlock_unlock(&devmem.lock);
+}
+
 /* Asks for n attributes of ptr; vals/res get each value and result. */
 static CUresult query(unsigned int n, const CUpointer_attribute *attrs, CUdeviceptr ptr, uint64_t *vals, CUresult *res)
 {
@@ -737,6 +841,8 @@ static CUresult query(unsigned int n, const CUpointer_attribute *attrs, CUdevice
 			res[i] = host_attr(&reg, ptr, attrs[i], &vals[i]);
 		return CUDA_SUCCESS;
 	}
+	if (n && kept_attrs(ptr, n, attrs, vals, res))
+		return CUDA_SUCCESS;
 	for (unsigned int i = 0; i < n; i++)
 		q.attr[i] = (uint32_t)attrs[i];
 	r = mps__call(MPS_OP_POINTER_ATTR, 0, &q.hdr, sizeof(q), NULL, 0, &call);
@@ -756,6 +862,7 @@ static CUresult query(unsigned int n, const CUpointer_attribute *attrs, CUdevice
 				vals[i] = (uint64_t)(uintptr_t)pool;
 			}
 		}
+		keep_attrs(ptr, n, attrs, vals, res);
 	} else if (r == CUDA_SUCCESS) {
 		r = CUDA_ERROR_INVALID_VALUE;
 	}

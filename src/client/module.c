@@ -10,7 +10,8 @@
  * (offset and size of each parameter), which launch.c uses to pack
  * arguments. Lookups by name are cached per module, as the driver returns
  * the same handle for the same name; cuFuncGetParamInfo and
- * cuKernelGetParamInfo are answered from that layout.
+ * cuKernelGetParamInfo are answered from that layout, attributes by
+ * funcattr.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -299,12 +300,14 @@ static CUresult unload(struct mps_module *m)
 			f->per_ctx = g->per_ctx;
 			func_unregister(g);
 			mps__func_view_drop(g);
+			mps__fattr_drop(g);
 			g->magic = MPS_MAGIC_DEAD;
 			free(g->param);
 			free(g);
 		}
 		func_unregister(f);
 		mps__func_view_drop(f);
+		mps__fattr_drop(f);
 		f->magic = MPS_MAGIC_DEAD;
 		free(f->name);
 		free(f->param);
@@ -697,58 +700,6 @@ static CUresult kernel_get_function(CUfunction *pf, CUkernel kernel)
 	return r;
 }
 
-static CUresult attr_call(struct mps_func *f, int kind, int attr, int value, int device, int *out)
-{
-	struct mps_msg_func_attr q = { .kind = (uint32_t)kind, .attr = attr, .value = value, .device = device };
-	struct mps_call call;
-	uint32_t h = 0;
-	CUresult r;
-
-	if (!f)
-		return CUDA_ERROR_INVALID_HANDLE;
-	q.func = f->handle;
-	mps__cur_handle(&h);
-	r = mps__call(MPS_OP_FUNC_ATTR, h, &q.hdr, sizeof(q), NULL, 0, &call);
-	if (r == CUDA_SUCCESS && out)
-		*out = (int)(int64_t)call.s->val[0];
-	mps__call_end(&call);
-	return r;
-}
-
-static CUresult func_get_attribute(int *v, CUfunction_attribute a, CUfunction hf)
-{
-	if (!v)
-		return CUDA_ERROR_INVALID_VALUE;
-	return attr_call(func_arg(hf), MPS_FUNC_GET, a, 0, 0, v);
-}
-
-static CUresult func_set_attribute(CUfunction hf, CUfunction_attribute a, int v)
-{
-	return attr_call(func_arg(hf), MPS_FUNC_SET, a, v, 0, NULL);
-}
-
-static CUresult func_set_cache_config(CUfunction hf, CUfunc_cache c)
-{
-	return attr_call(func_arg(hf), MPS_FUNC_CACHE_CONFIG, 0, c, 0, NULL);
-}
-
-static CUresult kernel_get_attribute(int *v, CUfunction_attribute a, CUkernel k, CUdevice dev)
-{
-	if (!v)
-		return CUDA_ERROR_INVALID_VALUE;
-	return attr_call(func_arg(k), MPS_KERNEL_GET, a, 0, dev, v);
-}
-
-static CUresult kernel_set_attribute(CUfunction_attribute a, int v, CUkernel k, CUdevice dev)
-{
-	return attr_call(func_arg(k), MPS_KERNEL_SET, a, v, dev, NULL);
-}
-
-static CUresult kernel_set_cache_config(CUkernel k, CUfunc_cache c, CUdevice dev)
-{
-	return attr_call(func_arg(k), MPS_KERNEL_CACHE_CONFIG, 0, c, dev, NULL);
-}
-
 static CUresult param_info(struct mps_func *f, size_t i, size_t *off, size_t *size)
 {
 	if (!f)
@@ -838,19 +789,29 @@ static CUresult func_load(CUfunction hf)
 	return func_arg(hf) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* Blocks per SM and dynamic shared memory per block are answered from what
+ * funcattr.c keeps once the server has answered them. */
 static CUresult occupancy(struct mps_msg_occupancy *q, struct mps_func *f, uint64_t *out)
 {
+	struct mps_ctx *ctx = mps__ctx_cur();
+	int device = ctx ? ctx->device : -1;
+	bool keep = q->kind == MPS_OCC_BLOCKS_PER_SM || q->kind == MPS_OCC_DYN_SMEM;
 	struct mps_call call;
 	uint32_t h = 0;
 	CUresult r;
 
 	if (!f)
 		return CUDA_ERROR_INVALID_HANDLE;
+	if (keep && mps__occ_find(f, device, q, out))
+		return CUDA_SUCCESS;
 	q->func = f->handle;
 	mps__cur_handle(&h);
 	r = mps__call(MPS_OP_OCCUPANCY, h, &q->hdr, sizeof(*q), NULL, 0, &call);
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS) {
 		*out = call.s->val[0];
+		if (keep)
+			mps__occ_keep(f, device, q, *out);
+	}
 	mps__call_end(&call);
 	return r;
 }
@@ -981,15 +942,9 @@ const struct mps_impl mps__module_api[] = {
 	MPS_IMPL(cuLibraryGetGlobal, library_get_global),
 	MPS_IMPL(cuLibraryGetManaged, library_get_managed),
 	MPS_IMPL(cuKernelGetFunction, kernel_get_function),
-	MPS_IMPL(cuKernelGetAttribute, kernel_get_attribute),
-	MPS_IMPL(cuKernelSetAttribute, kernel_set_attribute),
-	MPS_IMPL(cuKernelSetCacheConfig, kernel_set_cache_config),
 	MPS_IMPL(cuKernelGetParamInfo, kernel_get_param_info),
 	MPS_IMPL(cuKernelGetName, kernel_get_name),
 	MPS_IMPL(cuKernelGetLibrary, kernel_get_library),
-	MPS_IMPL(cuFuncGetAttribute, func_get_attribute),
-	MPS_IMPL(cuFuncSetAttribute, func_set_attribute),
-	MPS_IMPL(cuFuncSetCacheConfig, func_set_cache_config),
 	MPS_IMPL(cuFuncGetParamInfo, func_get_param_info),
 	MPS_IMPL(cuFuncGetName, func_get_name),
 	MPS_IMPL(cuFuncGetModule, func_get_module),

@@ -13,29 +13,39 @@
 // server mode, and every function once a daemon has refused us. They never
 // forward the arguments, so they only need the index.
 //
-// mps__trace_entry: every served function when OPENMPS_TRACE_ERRORS is set.
-// Calls mps__impl[index] with the caller's arguments — the six argument
-// registers and the vector registers as they came, and the first 16 stack
-// slots copied (no driver function takes more than 6 + 16 arguments) — then
-// reports a result other than CUDA_SUCCESS to mps__trace_error(index,
-// result) and returns the result.
+// mps__trace_entry: every served function when OPENMPS_TRACE_ERRORS or
+// OPENMPS_CALL_STATS is set. Tells mps__trace_enter(index) first, then calls
+// mps__impl[index] with the caller's arguments — the six argument registers
+// and the vector registers as they came, and the first 16 stack slots copied
+// (no driver function takes more than 6 + 16 arguments) — and returns what
+// mps__trace_leave(index, what enter returned, result) returns: the result.
 //
 // x86-64 System V only.
 
 	.text
 
-	.globl mps__resolve_entry
-	.hidden mps__resolve_entry
-	.type mps__resolve_entry, @function
-mps__resolve_entry:
+// The argument registers of the System V convention, saved on the stack and
+// put back: the six integer ones (48 bytes), and the eight vector ones
+// (128 bytes), which keep %rsp's alignment mod 16.
+	.macro save_int_args
 	push %rdi
 	push %rsi
 	push %rdx
 	push %rcx
 	push %r8
 	push %r9
-	push %rax
-	// 7 pushes after the return address leave %rsp 16-byte aligned.
+	.endm
+
+	.macro restore_int_args
+	pop %r9
+	pop %r8
+	pop %rcx
+	pop %rdx
+	pop %rsi
+	pop %rdi
+	.endm
+
+	.macro save_vec_args
 	sub $128, %rsp
 	movdqu %xmm0, 0(%rsp)
 	movdqu %xmm1, 16(%rsp)
@@ -45,9 +55,9 @@ mps__resolve_entry:
 	movdqu %xmm5, 80(%rsp)
 	movdqu %xmm6, 96(%rsp)
 	movdqu %xmm7, 112(%rsp)
-	mov %eax, %edi
-	call mps__resolve
-	mov %rax, %r11
+	.endm
+
+	.macro restore_vec_args
 	movdqu 0(%rsp), %xmm0
 	movdqu 16(%rsp), %xmm1
 	movdqu 32(%rsp), %xmm2
@@ -57,13 +67,22 @@ mps__resolve_entry:
 	movdqu 96(%rsp), %xmm6
 	movdqu 112(%rsp), %xmm7
 	add $128, %rsp
+	.endm
+
+	.globl mps__resolve_entry
+	.hidden mps__resolve_entry
+	.type mps__resolve_entry, @function
+mps__resolve_entry:
+	save_int_args
+	push %rax
+	// 7 pushes after the return address leave %rsp 16-byte aligned.
+	save_vec_args
+	mov %eax, %edi
+	call mps__resolve
+	mov %rax, %r11
+	restore_vec_args
 	pop %rax
-	pop %r9
-	pop %r8
-	pop %rcx
-	pop %rdx
-	pop %rsi
-	pop %rdi
+	restore_int_args
 	jmp *%r11
 	.size mps__resolve_entry, .-mps__resolve_entry
 
@@ -77,6 +96,15 @@ mps__trace_entry:
 	push %rbx
 	push %r12
 	mov %eax, %ebx
+	// mps__trace_enter(index), the argument registers kept around it:
+	// 6 pushes and 128 bytes leave %rsp 16-byte aligned.
+	save_int_args
+	save_vec_args
+	mov %ebx, %edi
+	call mps__trace_enter
+	mov %eax, %r12d
+	restore_vec_args
+	restore_int_args
 	// 16 slots; with the four pushes above %rsp stays 16-byte aligned.
 	sub $128, %rsp
 	xor %r10d, %r10d
@@ -88,14 +116,11 @@ mps__trace_entry:
 	lea mps__impl(%rip), %r11
 	mov (%r11,%rbx,8), %r11
 	call *%r11
-	test %eax, %eax
-	jz 2f
-	mov %eax, %r12d
 	mov %ebx, %edi
-	mov %eax, %esi
-	call mps__trace_error
-	mov %r12d, %eax
-2:	lea -16(%rbp), %rsp
+	mov %r12d, %esi
+	mov %eax, %edx
+	call mps__trace_leave
+	lea -16(%rbp), %rsp
 	pop %r12
 	pop %rbx
 	pop %rbp

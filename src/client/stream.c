@@ -15,7 +15,9 @@
 #include <cudaTypedefs.h>
 
 #include "client/api.h"
+#include "client/capture.h"
 #include "client/client.h"
+#include "common/atomics.h"
 
 #define PER_THREAD_MAX 8
 
@@ -184,14 +186,49 @@ static CUresult stream_destroy(CUstream s)
 	return r;
 }
 
+/* The stream this thread last saw finish all its work, and the number of
+ * the message whose reply showed it (see mps__stream_idle). */
+static __thread struct {
+	uint32_t stream, ctx, seq;
+	bool known;
+} idle;
+
+void mps__stream_idle(uint32_t stream, uint32_t ctx, uint32_t seq)
+{
+	idle.stream = stream;
+	idle.ctx = ctx;
+	idle.seq = seq;
+	idle.known = true;
+}
+
+/* Nothing was sent to the server since the reply that found the stream
+ * done (by any thread: the ring's count says), so it is done still, and
+ * no asynchronous failure can have come since that reply reported none.
+ * A frameworks' copy to the host followed by a synchronize is one round
+ * trip, as the driver's is one wait. */
+static bool known_idle(uint32_t stream, uint32_t ctx)
+{
+	return idle.known && idle.stream == stream && idle.ctx == ctx &&
+	       mps_load_acquire(&mps_conn.sent) == idle.seq && !mps__capture_active();
+}
+
 static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 {
+	struct mps_msg_handle q = { 0 };
+	struct mps_call call;
 	uint32_t stream, ctx;
 	CUresult r;
 
 	r = mps__stream_resolve(s, pt, &stream, &ctx);
-	if (r == CUDA_SUCCESS)
-		r = mps__call_handle(op, ctx, stream);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!known_idle(stream, ctx)) {
+		q.handle = stream;
+		r = mps__call(op, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
+		if (r == CUDA_SUCCESS)
+			mps__stream_idle(stream, ctx, call.seq);
+		mps__call_end(&call);
+	}
 	return r == CUDA_SUCCESS ? mps__waited(stream, ctx) : r;
 }
 

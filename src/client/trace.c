@@ -1,17 +1,24 @@
 // SPDX-License-Identifier: MIT
 /*
+ * Traced calls. With OPENMPS_TRACE_ERRORS=1 or OPENMPS_CALL_STATS set,
+ * every served function is entered through mps__trace_entry (resolve.S),
+ * which calls mps__trace_enter before it and mps__trace_leave after it.
+ * With neither set this costs nothing: the dispatch table points straight
+ * at the functions.
+ *
  * OPENMPS_TRACE_ERRORS=1: every driver call served by openmps that returns
  * something other than CUDA_SUCCESS is logged with its name and result —
  * the first few of each function as they happen, and a count of all of them
  * when the program exits — so that a program which fails under openmps but
  * not on the driver shows which call answered differently (libraries such
  * as cuBLAS turn a failed driver call into an error of their own).
- *
  * Answers that are not failures (CUDA_ERROR_NOT_READY from a query) and the
  * lookups programs make to probe (cuGetProcAddress, cuGetExportTable) are
- * counted, not logged one by one. With the variable unset this costs
- * nothing: the dispatch table points straight at the functions. Set, every
- * served function is entered through mps__trace_entry (resolve.S).
+ * counted, not logged one by one.
+ *
+ * Each thread knows the outermost driver call it is in (a function that
+ * calls another through its exported name stays the caller), so that
+ * callstats.c can charge the messages sent to the call the program made.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +33,8 @@
 static uint32_t count[MPS_NSYMS];
 static int32_t last[MPS_NSYMS];
 static const char *last_name[MPS_NSYMS];   /* looked up when it happened: exit asks no one */
-static int tracing = -1;   /* -1: not read yet */
+static int tracing = -1;   /* OPENMPS_TRACE_ERRORS; -1: not read yet */
+static __thread int current = -1;   /* the outermost traced call of this thread */
 
 static void summary(void)
 {
@@ -41,7 +49,7 @@ static void summary(void)
 	}
 }
 
-bool mps__tracing(void)
+static bool errors_on(void)
 {
 	int t = mps_load_relaxed(&tracing);
 
@@ -58,15 +66,23 @@ bool mps__tracing(void)
 	return t == 1;
 }
 
+bool mps__tracing(void)
+{
+	return errors_on() || mps__stats_on();
+}
+
+int mps__trace_current(void)
+{
+	return current;
+}
+
 static bool quiet(int idx, CUresult r)
 {
 	return r == CUDA_ERROR_NOT_READY || idx == MPS_SYM_cuGetProcAddress || idx == MPS_SYM_cuGetProcAddress_v2 ||
 	       idx == MPS_SYM_cuGetExportTable;
 }
 
-/* Called by mps__trace_entry with a served function's index and result. */
-__attribute__((visibility("hidden"))) void mps__trace_error(int idx, int result);
-void mps__trace_error(int idx, int result)
+static void trace_error(int idx, int result)
 {
 	const char *name;
 	uint32_t n;
@@ -81,4 +97,28 @@ void mps__trace_error(int idx, int result)
 		return;
 	mps_log_warn("openmps: %s returned %s (%d)%s", mps__sym_names[idx], name, result,
 		     n == SHOWN_PER_FUNCTION ? "; further ones are counted and summed up at exit" : "");
+}
+
+/* Called by mps__trace_entry before a served function: returns the call
+ * the thread was in (-1: none), which mps__trace_leave puts back. */
+__attribute__((visibility("hidden"))) int mps__trace_enter(int idx);
+int mps__trace_enter(int idx)
+{
+	int prev = current;
+
+	if (prev < 0) {
+		current = idx;
+		mps__stats_call(idx);
+	}
+	return prev;
+}
+
+/* Called by mps__trace_entry after it, with its result, which it returns. */
+__attribute__((visibility("hidden"))) int mps__trace_leave(int idx, int prev, int result);
+int mps__trace_leave(int idx, int prev, int result)
+{
+	current = prev;
+	if (result != CUDA_SUCCESS && errors_on())
+		trace_error(idx, result);
+	return result;
 }

@@ -52,7 +52,7 @@
 #include <stdint.h>
 
 #define MPS_REGION_MAGIC    0x53504d4fu /* "OMPS" little-endian */
-#define MPS_REGION_VERSION  4
+#define MPS_REGION_VERSION  5
 
 #define MPS_SQ_SIZE         (256u * 1024u)     /* power of two */
 #define MPS_MSG_ALIGN       16u
@@ -65,6 +65,8 @@
 #define MPS_SLOT_DATA       (MPS_SLOT_SIZE - MPS_SLOT_HDR)
 
 #define MPS_STAGE_MAX       16u                /* staging chunks a client may use */
+#define MPS_REGION_LIMITS   16                 /* context limits published (CUlimit values below it) */
+#define MPS_LIMIT_UNKNOWN   UINT64_MAX         /* a published limit the client must ask for */
 
 #define MPS_HEADER_SIZE     4096u
 #define MPS_SQ_OFFSET       MPS_HEADER_SIZE
@@ -134,7 +136,15 @@ struct mps_region {
 	 * server/smshare.h), kept current when the percentage changes; 0: not
 	 * known yet. What the client answers for the SM count. */
 	uint32_t sm_count[MPS_REGION_DEVICES];
-	uint8_t pad1[MPS_HEADER_SIZE - 64 - 3 * 64 - MPS_STAGE_MAX * 8 - 4 - 4 * MPS_REGION_DEVICES];
+	uint32_t pad1;
+
+	/* Written by the server: each context limit (CUlimit) of each of its
+	 * devices' primary contexts as it is now, or MPS_LIMIT_UNKNOWN, kept
+	 * current as clients change them. What a client context that set
+	 * none of its own reads, with no round trip. */
+	uint64_t limit[MPS_REGION_DEVICES][MPS_REGION_LIMITS];
+	uint8_t pad2[MPS_HEADER_SIZE - 64 - 3 * 64 - MPS_STAGE_MAX * 8 - 4 - 4 * MPS_REGION_DEVICES - 4 -
+		     8 * MPS_REGION_DEVICES * MPS_REGION_LIMITS];
 };
 
 /* Every message starts with this header. */
@@ -173,6 +183,8 @@ _Static_assert(offsetof(struct mps_region, stage_state) == 256, "stage_state off
 _Static_assert(offsetof(struct mps_region, stage_result) == 256 + 4 * MPS_STAGE_MAX, "stage_result offset");
 _Static_assert(offsetof(struct mps_region, spin_hint_ns) == 256 + 8 * MPS_STAGE_MAX, "spin_hint_ns offset");
 _Static_assert(offsetof(struct mps_region, sm_count) == 260 + 8 * MPS_STAGE_MAX, "sm_count offset");
+_Static_assert(offsetof(struct mps_region, limit) == 264 + 8 * MPS_STAGE_MAX + 4 * MPS_REGION_DEVICES, "limit offset");
+_Static_assert(offsetof(struct mps_region, limit) % 8 == 0, "limits are aligned words");
 _Static_assert(sizeof(struct mps_msg) == 16, "message header size");
 _Static_assert(sizeof(struct mps_msg) == MPS_MSG_ALIGN, "a pad message is one header");
 _Static_assert(offsetof(struct mps_msg, len) == 4, "len offset");

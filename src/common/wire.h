@@ -30,7 +30,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        10
+#define MPS_WIRE_VERSION        11
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -156,7 +156,7 @@ enum mps_op_sync {
 	X(MODULE_UNLOAD, module_unload, mps_msg_handle, MPS_SYNC) \
 	X(GET_FUNCTION, get_function, mps_msg_get_symbol, MPS_SYNC)       /* val[0]; data = struct mps_func_info */ \
 	X(GET_GLOBAL, get_global, mps_msg_get_symbol, MPS_SYNC)           /* val[0] = dptr, val[1] = size */ \
-	X(FUNC_ATTR, func_attr, mps_msg_func_attr, MPS_SYNC)              /* val[0] = value */ \
+	X(FUNC_ATTR, func_attr, mps_msg_func_attr, MPS_EITHER)            /* val[0] = value; GET_ALL: data */ \
 	X(OCCUPANCY, occupancy, mps_msg_occupancy, MPS_SYNC)              /* val[0] = value */ \
 	X(LAUNCH, launch, mps_msg_launch, MPS_ASYNC) \
 	X(STREAM_CREATE, stream_create, mps_msg_stream_create, MPS_SYNC)  /* val[0] = stream */ \
@@ -176,7 +176,7 @@ enum mps_op_sync {
 	X(CAPTURE_BEGIN, capture_begin, mps_msg_capture_begin, MPS_SYNC) \
 	X(CAPTURE_END, capture_end, mps_msg_handle, MPS_SYNC)             /* val[0] = graph, 0 if none */ \
 	X(CAPTURE_INFO, capture_info, mps_msg_handle, MPS_SYNC)           /* val = status, id, graph, n; data */ \
-	X(KERNEL_NODE, kernel_node, mps_msg_kernel_node, MPS_SYNC)        /* add: val[0] = node */ \
+	X(KERNEL_NODE, kernel_node, mps_msg_kernel_node, MPS_EITHER)      /* add: val[0] = node; exec set: may be async */ \
 	X(KERNEL_NODE_GET, kernel_node_get, mps_msg_handle, MPS_SYNC)     /* val, data: see mps_kernel_node_out */ \
 	X(MODULE_FUNCS, module_funcs, mps_msg_module_funcs, MPS_SYNC)     /* val[0] = count, val[1] = names; data */ \
 	X(TPC_MAPS, tpc_maps, mps_msg, MPS_SYNC)                          /* val = bytes of each map; data = both */ \
@@ -548,6 +548,9 @@ struct mps_func_info {
 #define MPS_FUNC_PARAMS_MAX ((MPS_SLOT_DATA - sizeof(struct mps_func_info)) / 4)
 #define MPS_ARGS_MAX        32768u  /* CUDA's limit on kernel parameter bytes */
 
+/* MPS_OP_FUNC_ATTR: a get is synchronous; a set or a cache configuration
+ * may be sent without a reply slot, its failure then reported by the next
+ * synchronising call. */
 enum mps_attr_kind {
 	MPS_FUNC_GET = 1,       /* cuFuncGetAttribute */
 	MPS_FUNC_SET,           /* cuFuncSetAttribute */
@@ -555,6 +558,17 @@ enum mps_attr_kind {
 	MPS_KERNEL_GET,         /* cuKernelGetAttribute (device) */
 	MPS_KERNEL_SET,         /* cuKernelSetAttribute (device) */
 	MPS_KERNEL_CACHE_CONFIG,
+	MPS_FUNC_GET_ALL,       /* every attribute at once: data = struct mps_fattr_all */
+	MPS_KERNEL_GET_ALL,     /* the same of a kernel on a device */
+};
+
+/* Attributes 0 .. MPS_FATTR_COUNT - 1 of a function, each with the
+ * driver's answer (CUresult) and its value. */
+#define MPS_FATTR_COUNT 16
+
+struct mps_fattr_all {
+	int32_t value[MPS_FATTR_COUNT];
+	int32_t result[MPS_FATTR_COUNT];
 };
 
 struct mps_msg_func_attr {
@@ -981,6 +995,7 @@ _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");
 _Static_assert(offsetof(struct mps_msg_launch, func) == 16, "launch layout");
 _Static_assert(sizeof(struct mps_msg_launch) == 64, "launch header size");
 _Static_assert(sizeof(struct mps_func_info) == 16, "func info header");
+_Static_assert(sizeof(struct mps_fattr_all) <= MPS_SLOT_DATA, "every attribute fits a reply");
 _Static_assert(sizeof(struct mps_vmm_prop) == 24, "allocation properties");
 _Static_assert(offsetof(struct mps_msg_vmm, prop) == 56, "vmm layout");
 _Static_assert(MPS_WIRE_ATTRS % 8 == 0, "attribute bitmap");

@@ -132,6 +132,8 @@ int mps_devices_init(char *why, size_t size)
 	mps_srv.ndev = n;
 	for (int i = 0; i < n; i++) {
 		start_host_function_thread(i);
+		mps_drv.cuCtxSetCurrent(mps_srv.dev[i].primary);
+		mps_limits_read(i);
 		mps_sm_init(i);
 	}
 	enable_peers();

@@ -68,7 +68,7 @@ static void collect_gpu_time(void)
 
 int mps_metrics_write(int fd)
 {
-	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 };
+	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 }, ops = 0, trips = 0;
 	char comm[160];
 	int server = (int)getpid(), n = 0;
 	FILE *f;
@@ -89,7 +89,11 @@ int mps_metrics_write(int fd)
 		label(comm, sizeof(comm), c->comm);
 		snprintf(id, sizeof(id), "server=\"%d\",pid=\"%d\",id=\"%u\",comm=\"%s\"", server, (int)c->pid, c->id,
 			 comm);
+		ops += mps_load_relaxed(&c->ops);
+		trips += mps_load_relaxed(&c->trips);
 		fprintf(f, "openmps_client_calls_total{%s} %llu\n", id, (unsigned long long)mps_load_relaxed(&c->ops));
+		fprintf(f, "openmps_client_round_trips_total{%s} %llu\n", id,
+			(unsigned long long)mps_load_relaxed(&c->trips));
 		fprintf(f, "openmps_client_kernels_total{%s} %llu\n", id,
 			(unsigned long long)mps_load_relaxed(&c->stats.launches));
 		fprintf(f, "openmps_client_copy_bytes_total{%s,direction=\"h2d\"} %llu\n", id,
@@ -125,8 +129,13 @@ int mps_metrics_write(int fd)
 				mps_sm_client_count(c, d));
 		mps_vdev_client_metrics(f, c, id);
 	}
+	ops += mps_srv.gone_ops;
+	trips += mps_srv.gone_trips;
 	pthread_mutex_unlock(&mps_srv.lock);
 	fprintf(f, "openmps_server_clients{server=\"%d\"} %d\n", server, n);
+	/* Every message the server took since it started, of clients here and gone. */
+	fprintf(f, "openmps_server_calls_total{server=\"%d\"} %llu\n", server, (unsigned long long)ops);
+	fprintf(f, "openmps_server_round_trips_total{server=\"%d\"} %llu\n", server, (unsigned long long)trips);
 	for (int d = 0; d < mps_srv.ndev; d++) {
 		fprintf(f, "openmps_server_memory_bytes{server=\"%d\",device=\"%d\"} %llu\n", server, d,
 			(unsigned long long)dev_bytes[d]);

@@ -6,7 +6,9 @@
  * context's own streams, and destroying it frees exactly what was made in it
  * — never anything of another context or client. Limits are shared by the
  * whole primary context, so a client may raise a size limit but never lower
- * one another client relies on; it reads back what it set.
+ * one another client relies on; it reads back what it set. What the primary
+ * contexts' limits are now is published in every client's region, where a
+ * context that set none of its own reads them without asking.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +149,46 @@ void mps__op_ctx_sync(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, r);
 }
 
+_Static_assert(CU_LIMIT_MAX <= MPS_REGION_LIMITS, "every limit has a word in the region");
+
+void mps_limits_read(int dev)
+{
+	for (int l = 0; l < MPS_REGION_LIMITS; l++) {
+		size_t v = 0;
+		uint64_t w = MPS_LIMIT_UNKNOWN;
+
+		if (l < CU_LIMIT_MAX && mps_drv.cuCtxGetLimit(&v, (CUlimit)l) == CUDA_SUCCESS)
+			w = v;
+		mps_store_relaxed(&mps_srv.dev[dev].limit[l], w);
+	}
+}
+
+/* Under mps_srv.lock, as every change is: a change either finds the
+ * region listed or is already there to copy. */
+void mps_limits_publish(struct mps_client *c)
+{
+	pthread_mutex_lock(&mps_srv.lock);
+	for (int d = 0; d < MPS_REGION_DEVICES; d++)
+		for (int l = 0; l < MPS_REGION_LIMITS; l++)
+			mps_store_relaxed(&c->region->limit[d][l],
+					  d < mps_srv.ndev ? mps_load_relaxed(&mps_srv.dev[d].limit[l]) : MPS_LIMIT_UNKNOWN);
+	pthread_mutex_unlock(&mps_srv.lock);
+}
+
+/* Device dev's limit l is now v: every client reads it from now on. */
+static void limit_changed(int dev, unsigned int l, uint64_t v)
+{
+	pthread_mutex_lock(&mps_srv.lock);
+	mps_store_relaxed(&mps_srv.dev[dev].limit[l], v);
+	for (struct mps_client *c = mps_srv.clients; c; c = c->next) {
+		struct mps_region *r = mps_load_acquire(&c->region);
+
+		if (r)
+			mps_store_relaxed(&r->limit[dev][l], v);
+	}
+	pthread_mutex_unlock(&mps_srv.lock);
+}
+
 /* Limits that size shared resources: raising them is safe for everyone. */
 static int is_size_limit(unsigned int limit)
 {
@@ -182,8 +224,11 @@ void mps__op_ctx_limit(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, r);
 		return;
 	}
-	if (is_size_limit(q->limit) && q->value > cur)
+	if (is_size_limit(q->limit) && q->value > cur) {
 		r = mps_drv.cuCtxSetLimit((CUlimit)q->limit, (size_t)q->value);
+		if (r == CUDA_SUCCESS && mps_drv.cuCtxGetLimit(&cur, (CUlimit)q->limit) == CUDA_SUCCESS)
+			limit_changed(x->device, q->limit, cur);
+	}
 	if (r == CUDA_SUCCESS) {
 		x->limit[q->limit] = q->value;
 		x->limits_set |= 1u << q->limit;

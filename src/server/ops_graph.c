@@ -55,6 +55,10 @@ void mps__op_kernel_node(struct mps_client *c, const struct mps_msg *m)
 	int device;
 	CUresult r;
 
+	if (m->slot == MPS_NO_SLOT && m->flags != MPS_KNODE_EXEC_SET) {
+		r = CUDA_ERROR_INVALID_VALUE;   /* only an executable graph's node may be set without a reply */
+		goto out;
+	}
 	if (!f) {
 		r = CUDA_ERROR_INVALID_HANDLE;
 		goto out;
@@ -126,7 +130,10 @@ void mps__op_kernel_node(struct mps_client *c, const struct mps_msg *m)
 	}
 out:
 	free(deps);
-	mps__reply(c, m->slot, r);
+	if (m->slot != MPS_NO_SLOT)
+		mps__reply(c, m->slot, r);
+	else if (r != CUDA_SUCCESS)
+		mps__defer_error(c, r, "cuGraphExecKernelNodeSetParams");
 }
 
 struct func_match {

@@ -487,61 +487,99 @@ void mps__op_get_global(struct mps_client *c, const struct mps_msg *m)
 	mps__reply(c, m->slot, r);
 }
 
+/* One attribute of a function or kernel, as the driver answers it. */
+static CUresult attr_get(struct mps_sfunc *f, int device, int attr, int *value)
+{
+	if (f->is_kernel)
+		return mps_drv.cuKernelGetAttribute(value, (CUfunction_attribute)attr, (CUkernel)f->f,
+						   mps_srv.dev[device].dev);
+	return mps_drv.cuFuncGetAttribute(value, (CUfunction_attribute)attr, f->f);
+}
+
+/* Every attribute at once, each with its own result: the client keeps them
+ * and answers later queries itself. */
+static CUresult attr_get_all(struct mps_sfunc *f, int device, struct mps_slot *s)
+{
+	struct mps_fattr_all *a = (void *)s->data;
+
+	for (int i = 0; i < MPS_FATTR_COUNT; i++) {
+		int v = 0;
+
+		a->result[i] = i < CU_FUNC_ATTRIBUTE_MAX ? (int32_t)attr_get(f, device, i, &v) :
+							    CUDA_ERROR_INVALID_VALUE;
+		a->value[i] = v;
+	}
+	s->len = sizeof(*a);
+	return CUDA_SUCCESS;
+}
+
+/* Gets answer in the reply slot; a set or cache configuration sent without
+ * one (the client checked it the driver's way first) reports a failure at
+ * the next synchronising call. */
 void mps__op_func_attr(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_func_attr *q = (const void *)m;
-	struct mps_slot *s = mps__slot(c, m->slot);
 	struct mps_sfunc *f = mps__obj(c, q->func, MPS_H_FUNC);
-	int value = 0, device;
-	CUresult r;
+	bool get = q->kind == MPS_FUNC_GET || q->kind == MPS_KERNEL_GET || q->kind == MPS_FUNC_GET_ALL ||
+		   q->kind == MPS_KERNEL_GET_ALL;
+	int value = 0, device = -1;
+	CUresult r = CUDA_SUCCESS;
 
-	if (!f) {
-		mps__reply(c, m->slot, CUDA_ERROR_INVALID_HANDLE);
+	if (get && m->slot == MPS_NO_SLOT) {
+		mps__defer_error(c, CUDA_ERROR_INVALID_VALUE, "a function attribute query without a reply");
 		return;
 	}
-	device = f->is_kernel ? mps__client_device(c, q->device) : f->device;
-	if (device < 0 || device >= mps_srv.ndev) {
-		mps__reply(c, m->slot, CUDA_ERROR_INVALID_DEVICE);
+	if (!f)
+		r = CUDA_ERROR_INVALID_HANDLE;
+	if (r == CUDA_SUCCESS) {
+		device = f->is_kernel ? mps__client_device(c, q->device) : f->device;
+		if (device < 0 || device >= mps_srv.ndev)
+			r = CUDA_ERROR_INVALID_DEVICE;
+	}
+	if (r == CUDA_SUCCESS)
+		r = mps__bind_device(c, device);
+	if (r == CUDA_SUCCESS) {
+		switch (q->kind) {
+		case MPS_FUNC_GET:
+		case MPS_KERNEL_GET:
+			r = attr_get(f, device, q->attr, &value);
+			break;
+		case MPS_FUNC_GET_ALL:
+		case MPS_KERNEL_GET_ALL:
+			r = attr_get_all(f, device, mps__slot(c, m->slot));
+			break;
+		case MPS_FUNC_SET:
+		case MPS_KERNEL_SET:
+			if (f->is_kernel)
+				r = mps_drv.cuKernelSetAttribute((CUfunction_attribute)q->attr, q->value, (CUkernel)f->f,
+								 mps_srv.dev[device].dev);
+			else
+				r = mps_drv.cuFuncSetAttribute(f->f, (CUfunction_attribute)q->attr, q->value);
+			break;
+		case MPS_FUNC_CACHE_CONFIG:
+		case MPS_KERNEL_CACHE_CONFIG:
+			/* A kernel's preference is per device: the driver refuses a
+			 * CUkernel where a CUfunction is wanted. */
+			if (!f->is_kernel)
+				r = mps_drv.cuFuncSetCacheConfig(f->f, (CUfunc_cache)q->value);
+			else if (mps_drv.cuKernelSetCacheConfig)
+				r = mps_drv.cuKernelSetCacheConfig((CUkernel)f->f, (CUfunc_cache)q->value,
+								   mps_srv.dev[device].dev);
+			else
+				r = CUDA_ERROR_NOT_SUPPORTED;
+			break;
+		default:
+			r = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
+	}
+	if (m->slot == MPS_NO_SLOT) {
+		if (r != CUDA_SUCCESS)
+			mps__defer_error(c, r, q->kind == MPS_FUNC_SET || q->kind == MPS_KERNEL_SET ?
+						       "cuFuncSetAttribute" : "cuFuncSetCacheConfig");
 		return;
 	}
-	r = mps__bind_device(c, device);
-	if (r != CUDA_SUCCESS) {
-		mps__reply(c, m->slot, r);
-		return;
-	}
-	switch (q->kind) {
-	case MPS_FUNC_GET:
-	case MPS_KERNEL_GET:
-		if (f->is_kernel)
-			r = mps_drv.cuKernelGetAttribute(&value, (CUfunction_attribute)q->attr, (CUkernel)f->f,
-							 mps_srv.dev[device].dev);
-		else
-			r = mps_drv.cuFuncGetAttribute(&value, (CUfunction_attribute)q->attr, f->f);
-		break;
-	case MPS_FUNC_SET:
-	case MPS_KERNEL_SET:
-		if (f->is_kernel)
-			r = mps_drv.cuKernelSetAttribute((CUfunction_attribute)q->attr, q->value, (CUkernel)f->f,
-							 mps_srv.dev[device].dev);
-		else
-			r = mps_drv.cuFuncSetAttribute(f->f, (CUfunction_attribute)q->attr, q->value);
-		break;
-	case MPS_FUNC_CACHE_CONFIG:
-	case MPS_KERNEL_CACHE_CONFIG:
-		/* A kernel's preference is per device: the driver refuses a
-		 * CUkernel where a CUfunction is wanted. */
-		if (!f->is_kernel)
-			r = mps_drv.cuFuncSetCacheConfig(f->f, (CUfunc_cache)q->value);
-		else if (mps_drv.cuKernelSetCacheConfig)
-			r = mps_drv.cuKernelSetCacheConfig((CUkernel)f->f, (CUfunc_cache)q->value, mps_srv.dev[device].dev);
-		else
-			r = CUDA_ERROR_NOT_SUPPORTED;
-		break;
-	default:
-		r = CUDA_ERROR_INVALID_VALUE;
-		break;
-	}
-	s->val[0] = (uint64_t)(int64_t)value;
+	mps__slot(c, m->slot)->val[0] = (uint64_t)(int64_t)value;
 	mps__reply(c, m->slot, r);
 }
 

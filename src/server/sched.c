@@ -470,14 +470,16 @@ static void queue_event(uint32_t id)
 }
 
 /* Busy threads never sleep in epoll, where idle clients' wake-ups arrive:
- * so they look there now and then (at most every EVENTS_NS each). */
+ * so, when no thread sleeps there to take them, they look there now and
+ * then (at most every EVENTS_NS each). */
 static void drain_events(uint64_t now)
 {
 	static __thread uint64_t last;
 	struct epoll_event evs[16];
 	int n;
 
-	if (now - last < EVENTS_NS)
+	/* A thread asleep in epoll gets them (one per event): none to look for. */
+	if (now - last < EVENTS_NS || mps_load_acquire(&sched.sleeping) > 0)
 		return;
 	last = now;
 	n = epoll_wait(sched.epfd, evs, 16, 0);
@@ -855,21 +857,22 @@ static unsigned int cpus(void)
 	return (unsigned int)env_num("OPENMPS_CPUS", n, 1, 4096);
 }
 
-/* How many service threads by default: a quarter of the CPUs, at least
- * four (or all of them, at least two, where there are fewer). More threads
- * than that serve the same clients worse once the clients themselves keep
- * the CPUs busy: threads serving one context at once contend in the
- * driver and with the clients for CPUs, and a thread preempted while it
- * holds a client holds up that client's calls. On a 16-CPU H100 host with
- * 8-32 processes of batch-1 inference, 4 threads served as many requests
- * as 16 or more (up to 1.3x at 32 processes) with a p99 latency a third
- * as long (docs/BENCHMARKS.md). */
+/* How many service threads by default: half the CPUs, at least four and at
+ * most sixteen (or all of them, at least two, where there are fewer). The
+ * service threads do the launches of every client in one context, so at 16
+ * or more busy clients they are what limits the requests served: on a
+ * 16-CPU H200 host with 16 and 32 processes of batch-1 inference (17 calls
+ * a request), 8 threads served 27,000 requests/s where 4 served 20,500 and
+ * 6 served 22,500 (bench/infer.sh, docs/BENCHMARKS.md). An idle thread
+ * sleeps, and at most a quarter of the CPUs' worth of them spin. */
 static unsigned int default_threads(unsigned int ncpu)
 {
-	unsigned int n = ncpu / 4;
+	unsigned int n = ncpu / 2;
 
 	if (n < 4)
 		n = ncpu < 4 ? ncpu : 4;
+	if (n > 16)
+		n = 16;
 	return n < 2 ? 2 : n;
 }
 

@@ -49,6 +49,9 @@ struct mps_device {
 	 * once (server/streams.c counts them): the driver keeps memory for
 	 * the most streams a context ever had alive (get_metrics shows both). */
 	unsigned int streams, streams_peak;
+	/* Its primary context's limits as they are now (MPS_LIMIT_UNKNOWN where
+	 * the driver does not say), published in every client's region. */
+	uint64_t limit[MPS_REGION_LIMITS];
 };
 
 struct mps_server {
@@ -74,6 +77,7 @@ struct mps_server {
 	pthread_mutex_t lock;      /* protects the list below; never held across a driver call */
 	struct mps_client *clients;
 	int nclients;
+	uint64_t gone_ops, gone_trips;   /* messages of the clients that have left */
 	uint32_t next_client_id;
 };
 
@@ -221,6 +225,7 @@ struct mps_client {
 	bool uploading;                 /* an upload is under way and intact */
 	uint8_t *msg;                   /* the message being handled, copied out of the ring */
 	uint64_t ops;                   /* messages handled */
+	uint64_t trips;                 /* of which synchronous: a reply was waited for */
 
 	/* Settings in force for this client: the server's when it connected,
 	 * lowered by its own (CLIENT_LIMITS), changed by set_client_*. */
@@ -283,6 +288,11 @@ CUresult mps__bind_device(struct mps_client *c, int dev);
 
 /* The device bound on the calling thread, or -1. */
 int mps__cur_device(void);
+
+/* Context limits (ops_ctx.c): reads device dev's primary context's limits
+ * (that context current); copies them into a client's new region. */
+void mps_limits_read(int dev);
+void mps_limits_publish(struct mps_client *c);
 
 /* Records an asynchronous failure to be reported at the next synchronising call. */
 void mps__defer_error(struct mps_client *c, CUresult r, const char *what);

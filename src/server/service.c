@@ -148,7 +148,10 @@ void mps__dispatch(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	op_table[op].fn(c, m);
-	mps_store_relaxed(&c->ops, c->ops + 1);   /* read by get_metrics */
+	/* Read by get_metrics; only this client's owner writes them. */
+	mps_store_relaxed(&c->ops, c->ops + 1);
+	if (m->slot != MPS_NO_SLOT)
+		mps_store_relaxed(&c->trips, c->trips + 1);
 }
 
 /* Makes the client's shared region: sealed memfd, mapped here, registered
@@ -195,6 +198,7 @@ static int region_setup(struct mps_client *c)
 	}
 	mps_sq_consumer_init(&c->sq, r);
 	mps_store_release(&c->region, r);   /* the main thread may kick it from now on */
+	mps_limits_publish(c);
 	return 0;
 
 err_unmap:

@@ -513,6 +513,19 @@ static void seed_module(struct seq *s)
 	put(s, &fa, sizeof(fa));
 	fa.kind = 99;
 	put(s, &fa, sizeof(fa));
+	fa.kind = MPS_FUNC_GET_ALL;                 /* every attribute, into the slot */
+	put(s, &fa, sizeof(fa));
+	fa.hdr.slot = NO;                           /* a get without a reply: refused */
+	put(s, &fa, sizeof(fa));
+	fa.kind = MPS_FUNC_SET;                     /* sets without one: taken, or refused later */
+	fa.value = 4096;
+	put(s, &fa, sizeof(fa));
+	fa.value = -7;
+	put(s, &fa, sizeof(fa));
+	fa.kind = MPS_FUNC_CACHE_CONFIG;
+	fa.value = 77;
+	put(s, &fa, sizeof(fa));
+	fa.hdr.slot = 2;
 	put(s, &oc, sizeof(oc));
 	get_symbol(s, MPS_OP_GET_FUNCTION, CTX, MPS_FUNC_OF_MODULE, H(2), "");          /* no name */
 	get_symbol_raw(s, CTX, H(2), "vadd", 4, 4);             /* no NUL after the name */

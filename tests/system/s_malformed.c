@@ -923,6 +923,23 @@ static void attack_graphs(uint32_t ctx, uint32_t mod)
 	CHECK_ERR(call(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32, NULL), CUDA_ERROR_INVALID_VALUE);
 	m.kn.hdr.flags = 77;
 	EXPECT(call(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32, NULL) != CUDA_SUCCESS, "kernel node op 77");
+	/* Without a reply slot only an executable graph's node may be set:
+	 * an add is refused, a set of a node of no executable graph fails;
+	 * each failure comes back at the next synchronize. */
+	{
+		struct mps_msg z = { 0 };
+
+		m.kn.hdr.flags = MPS_KNODE_ADD;
+		m.kn.graph = g;
+		post(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32);
+		CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+		m.kn.hdr.flags = MPS_KNODE_EXEC_SET;
+		m.kn.node = n1;
+		m.kn.exec = g;   /* a graph, not an executable graph */
+		post(MPS_OP_KERNEL_NODE, ctx, &m, sizeof(m.kn) + 32);
+		EXPECT(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL) != CUDA_SUCCESS, "a node set in a graph's place went by");
+		CHECK(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL));
+	}
 	memset(&m, 0, sizeof(m));
 	m.h.handle = n1;   /* an empty node read as a kernel node */
 	EXPECT(call(MPS_OP_KERNEL_NODE_GET, ctx, &m, sizeof(m.h), NULL) != CUDA_SUCCESS, "an empty node read as a kernel");
@@ -943,6 +960,68 @@ static void attack_graphs(uint32_t ctx, uint32_t mod)
 	m.en.present = 1;
 	m.en.a1 = g;
 	CHECK_ERR(call(MPS_OP_FWD_cuGraphAddEmptyNode, ctx, &m, sizeof(m.en), NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* Function attributes: every attribute of a function that is not one, of a
+ * kernel on a device that does not exist, a query sent without a reply
+ * slot, sets without one of a handle that is not a function, of a value
+ * the driver refuses and of an attribute kind that does not exist. Each
+ * refused, the asynchronous ones at the next synchronize; then all is well. */
+static void attack_funcattr(uint32_t ctx, uint32_t mod)
+{
+	union {   /* room for the size rounded up to the ring's unit */
+		struct mps_msg_func_attr q;
+		uint8_t raw[sizeof(struct mps_msg_func_attr) + MPS_MSG_ALIGN];
+	} u;
+	struct mps_msg_func_attr *qp = &u.q;
+	struct mps_msg z = { 0 };
+	struct mps_slot *s;
+	uint32_t fn;
+
+	REQUIRE(get_symbol(MPS_OP_GET_FUNCTION, ctx, mod, "vadd", 5, 4) == CUDA_SUCCESS, "no vadd");
+	fn = (uint32_t)mps_region_slot(region, 0)->val[0];
+	memset(&u, 0, sizeof(u));
+	qp->kind = MPS_FUNC_GET_ALL;
+	qp->func = ctx;
+	CHECK_ERR(call(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp), NULL), CUDA_ERROR_INVALID_HANDLE);
+	qp->func = fn;
+	CHECK(call(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp), &s));
+	EXPECT(s->len == sizeof(struct mps_fattr_all) &&
+	       ((const struct mps_fattr_all *)s->data)->result[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] == CUDA_SUCCESS,
+	       "every attribute of vadd: %u bytes", s->len);
+	qp->kind = MPS_KERNEL_GET_ALL;
+	qp->device = 99;
+	EXPECT(call(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp), NULL) == CUDA_SUCCESS,
+	       "a function's attributes are its device's, whatever device is named");
+	qp->device = 0;
+	qp->kind = MPS_FUNC_GET;
+	post(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp));
+	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	qp->kind = MPS_FUNC_SET;
+	qp->attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+	qp->value = 1024;
+	qp->func = mod;   /* a module */
+	post(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp));
+	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_HANDLE);
+	qp->func = fn;
+	qp->value = -5;
+	post(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp));
+	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	qp->kind = 77;
+	post(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp));
+	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	qp->kind = MPS_FUNC_CACHE_CONFIG;
+	qp->value = 1234;
+	post(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp));
+	CHECK_ERR(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	/* A set that is right, without a reply, takes. */
+	qp->kind = MPS_FUNC_SET;
+	qp->value = 2048;
+	post(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp));
+	CHECK(call(MPS_OP_CTX_SYNC, ctx, &z, 16, NULL));
+	qp->kind = MPS_FUNC_GET;
+	CHECK(call(MPS_OP_FUNC_ATTR, ctx, qp, sizeof(*qp), &s));
+	EXPECT((int)s->val[0] == 2048, "max dynamic shared memory %d after an asynchronous set of 2048", (int)s->val[0]);
 }
 
 /* Copy, allocation and conditional nodes: sides in the neighbour's memory
@@ -1344,6 +1423,7 @@ int main(int argc, char **argv)
 		CHECK_ERR(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counterXXXXXXX", 16, 9), CUDA_ERROR_INVALID_VALUE);
 		CHECK(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counter", 10, 9));
 		attack_graphs(ctx, mod);
+		attack_funcattr(ctx, mod);
 		attack_gnodes(ctx, theirs);
 		attack_memory(ctx, theirs);
 		attack_hostfn(ctx);
