@@ -45,15 +45,17 @@ import math
 import os
 import re
 import sys
+import subprocess
 import time
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workloads  # noqa: E402  (bench/workloads.py: the programs measured)
+
 MODES = ("native", "mps", "openmps")
 MODE_TITLE = {"native": "native", "mps": "NVIDIA MPS", "openmps": "openmps"}
-MODELS = ("cnn", "transformer", "fake")
-INPUT_POOL = 16           # distinct host inputs a child cycles through
-RTOL = 1e-3               # fp32, TF32 off: the GPU agrees with the CPU far closer
-SEQ, VOCAB, D_MODEL = 64, 1000, 256
+MODELS = workloads.NAMES + ("fake",)
+INPUT_POOL = workloads.INPUT_POOL   # distinct host inputs a child cycles through
 
 # Errors that mean "no room for another client" rather than a failure:
 # NVIDIA MPS answers its 49th client with cudaErrorDevicesUnavailable (on a
@@ -174,98 +176,6 @@ class FakeWorkload:
         return self._answer(self.inputs[k % INPUT_POOL])
 
 
-class TorchWorkload:
-    """A small model in eval mode under inference_mode; a request is a host
-    array -> torch.from_numpy -> .to(device) -> forward -> .cpu(), as an
-    interactive server does it (pageable memory, a synchronous copy back)."""
-
-    def __init__(self, args, idx, torch):
-        self.args, self.idx, self.torch = args, idx, torch
-        try:
-            import numpy
-            self.np = numpy
-        except ImportError:          # torch runs without numpy: host tensors instead
-            self.np = None
-
-    def _build(self):
-        torch, nn = self.torch, self.torch.nn
-        torch.manual_seed(self.args.seed)
-        if self.args.model == "cnn":
-            def block(cin, cout, stride):
-                return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
-                        nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
-            net = nn.Sequential(*block(3, 32, 1), *block(32, 64, 2), *block(64, 128, 2),
-                                *block(128, 128, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                nn.Linear(128, 10))
-            # Fresh batch norms are the identity: give them statistics of
-            # their own so the check compares a real computation.
-            for m in net.modules():
-                if isinstance(m, nn.BatchNorm2d):
-                    m.running_mean.uniform_(-0.1, 0.1)
-                    m.running_var.uniform_(0.5, 1.5)
-                    m.weight.data.uniform_(0.5, 1.5)
-                    m.bias.data.uniform_(-0.1, 0.1)
-            return net
-
-        class TextClassifier(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.embed = nn.Embedding(VOCAB, D_MODEL)
-                self.pos = nn.Parameter(torch.randn(1, SEQ, D_MODEL) * 0.02)
-                layer = nn.TransformerEncoderLayer(D_MODEL, nhead=4, dim_feedforward=4 * D_MODEL,
-                                                   batch_first=True)
-                try:
-                    self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
-                except TypeError:    # older torch: no such argument
-                    self.encoder = nn.TransformerEncoder(layer, num_layers=2)
-                self.head = nn.Linear(D_MODEL, 10)
-
-            def forward(self, ids):
-                return self.head(self.encoder(self.embed(ids) + self.pos).mean(dim=1))
-        return TextClassifier()
-
-    def _inputs(self):
-        seed = self.args.seed * 1000 + self.idx
-        cnn = self.args.model == "cnn"
-        if self.np is not None:
-            rng = self.np.random.default_rng(seed)
-            if cnn:
-                return [rng.standard_normal((1, 3, 64, 64), dtype=self.np.float32) for _ in range(INPUT_POOL)]
-            return [rng.integers(0, VOCAB, (1, SEQ), dtype=self.np.int64) for _ in range(INPUT_POOL)]
-        g = self.torch.Generator().manual_seed(seed)
-        if cnn:
-            return [self.torch.randn(1, 3, 64, 64, generator=g) for _ in range(INPUT_POOL)]
-        return [self.torch.randint(0, VOCAB, (1, SEQ), generator=g) for _ in range(INPUT_POOL)]
-
-    def prepare(self):
-        torch = self.torch
-        torch.set_num_threads(self.args.threads)
-        # TF32 would make the GPU differ from the CPU by ~1e-3: keep fp32 exact
-        # enough for the check (and the same in every column).
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        self.inputs = self._inputs()
-        self.model = self._build().eval()
-        with torch.inference_mode():
-            ref = self.model(self._host(0))
-        self.dev = torch.device(self.args.device)
-        self.model.to(self.dev)          # the child's first CUDA call: its context (or its refusal)
-        with torch.inference_mode():
-            got = self.request(0)
-        scale = max(ref.abs().max().item(), 1e-6)
-        if torch.allclose(got, ref, rtol=RTOL, atol=RTOL * scale):
-            return "ok", ""
-        err = (got - ref).abs().max().item()
-        return "wrong", f"child {self.idx}: first answer differs from the CPU's by {err:.3g} (scale {scale:.3g})"
-
-    def _host(self, k):
-        x = self.inputs[k % INPUT_POOL]
-        return self.torch.from_numpy(x) if self.np is not None else x
-
-    def request(self, k):
-        return self.model(self._host(k).to(self.dev)).cpu()
-
-
 # ---------------------------------------------------------------------------
 # The child
 
@@ -292,9 +202,8 @@ def child_main(idx, args, conn, go, times, parent):
             wl = FakeWorkload(args, idx)
             ctx = _null_context
         else:
-            import torch
-            wl = TorchWorkload(args, idx, torch)
-            ctx = torch.inference_mode
+            wl = workloads.make(args.model, args, idx)
+            ctx = wl.context
         t0 = time.perf_counter()
         stage = "init"
         check, detail = wl.prepare()
@@ -304,7 +213,8 @@ def child_main(idx, args, conn, go, times, parent):
                 wl.request(k)
         maps = mapped_libcuda()
         conn.send(("ready", {"init_s": time.perf_counter() - t0, "check": check, "error": detail,
-                             "libcuda": maps, "mode": openmps_mode(maps)}))
+                             "libcuda": maps, "mode": openmps_mode(maps),
+                             "answer": getattr(wl, "answer", None)}))
     except BaseException as e:      # noqa: BLE001 - every failure is reported, none kills the launcher
         text = f"{type(e).__name__}: {e}".strip().replace("\n", " ")
         try:
@@ -401,6 +311,77 @@ def log(msg):
     print(f"[infer] {msg}", file=sys.stderr, flush=True)
 
 
+class Probe:
+    """What the machine and the column's server did during a window: the
+    CPUs' user and system time (/proc/stat), the server processes' CPU time
+    (their pids from get_server_list), and for openmps the messages its
+    servers handled and the round trips among them (get_metrics). --ctl is
+    the column's control program (with its environment), or empty."""
+
+    def __init__(self, ctl):
+        self.ctl = ctl
+
+    def _ask(self, command):
+        if not self.ctl:
+            return ""
+        try:
+            return subprocess.run(self.ctl, shell=True, input=command + "\n", capture_output=True, text=True,
+                                  timeout=20).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    @staticmethod
+    def _cpu():
+        with open("/proc/stat", encoding="ascii") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        # user nice system idle iowait irq softirq steal ...
+        return {"user": v[0] + v[1], "system": v[2] + v[5] + v[6], "total": sum(v[:8])}
+
+    @staticmethod
+    def _ticks(pid):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def snap(self):
+        d = {"t": time.perf_counter(), "cpu": self._cpu(), "pids": [], "ticks": {}}
+        d["pids"] = [int(x) for x in self._ask("get_server_list").split() if x.isdigit()]
+        for pid in d["pids"]:
+            d["ticks"][pid] = self._ticks(pid)
+        calls = trips = None
+        for line in self._ask("get_metrics").splitlines():
+            m = re.match(r"openmps_server_(calls|round_trips)_total\{[^}]*\} (\d+)$", line)
+            if m:
+                if m.group(1) == "calls":
+                    calls = (calls or 0) + int(m.group(2))
+                else:
+                    trips = (trips or 0) + int(m.group(2))
+        d["calls"], d["trips"] = calls, trips
+        return d
+
+    @staticmethod
+    def figures(a, b, requests):
+        """The record's fields for the window between snapshots a and b."""
+        out = {}
+        dt = b["cpu"]["total"] - a["cpu"]["total"]
+        if dt > 0:
+            out["user_pct"] = round(100.0 * (b["cpu"]["user"] - a["cpu"]["user"]) / dt, 1)
+            out["sys_pct"] = round(100.0 * (b["cpu"]["system"] - a["cpu"]["system"]) / dt, 1)
+        hz = os.sysconf("SC_CLK_TCK")
+        both = [p for p in b["ticks"] if a["ticks"].get(p) is not None and b["ticks"][p] is not None]
+        if both and requests:
+            ticks = sum(b["ticks"][p] - a["ticks"][p] for p in both)
+            out["server_us_per_req"] = round(ticks / hz * 1e6 / requests, 1)
+            out["server_cpu_pct"] = round(100.0 * ticks / hz / max(b["t"] - a["t"], 1e-9), 1)
+        if a["calls"] is not None and b["calls"] is not None and requests:
+            out["calls_per_req"] = round((b["calls"] - a["calls"]) / requests, 2)
+            out["trips_per_req"] = round((b["trips"] - a["trips"]) / requests, 2)
+        return out
+
+
 def run_cell(args, mp, n):
     """Forks n children, starts them together, collects their outcomes;
     returns the cell's record."""
@@ -423,6 +404,7 @@ def run_cell(args, mp, n):
     traceback_shown = [False]
     libcuda = set()
     modes = []
+    answers = {}
 
     def collect(pending, want, deadline):
         """Reads messages until no child in pending is still in a state in
@@ -444,6 +426,8 @@ def run_cell(args, mp, n):
                     s.update(state="ready", check=msg[1]["check"], init_s=msg[1]["init_s"])
                     libcuda.update(msg[1].get("libcuda", ()))
                     modes.append(msg[1].get("mode", 0))
+                    if msg[1].get("answer"):
+                        answers[i] = msg[1]["answer"]
                     if msg[1]["check"] == "wrong":
                         s["error"] = msg[1]["error"]
                 elif msg[0] == "error":
@@ -467,9 +451,16 @@ def run_cell(args, mp, n):
     log(f"{args.mode} {args.model} N={n}: {len(ready)} of {n} ready after {init_s:.1f} s")
 
     # The window: shortly ahead, so that every child is waiting when it opens.
-    start = time.perf_counter_ns() + 50_000_000
+    probe = Probe(args.ctl)
+    start = time.perf_counter_ns() + 100_000_000
     times[0], times[1] = start, start + int(args.window * 1e9)
     go.set()
+    snaps = []
+    if ready and args.model != "fake":
+        time.sleep(max(0.0, (start - time.perf_counter_ns()) / 1e9))
+        snaps.append(probe.snap())
+        time.sleep(max(0.0, (times[1] - time.perf_counter_ns()) / 1e9))
+        snaps.append(probe.snap())
     pending = {conns[i] for i in ready}
     collect(pending, ("ready",), time.perf_counter() + args.window + 60)
     for i in ready:
@@ -491,7 +482,11 @@ def run_cell(args, mp, n):
         c.close()
     rec = summarise(args.mode, args.model, n, args.window, states,
                     {"device": args.device, "init_s": round(init_s, 2), "warmup": args.warmup,
-                     "libcuda": sorted(libcuda)})
+                     "libcuda": sorted(libcuda), "items": workloads.ITEMS.get(args.model, 1)})
+    if answers:
+        rec["answer0"] = answers.get(0)
+    if len(snaps) == 2:
+        rec.update(Probe.figures(snaps[0], snaps[1], rec.get("requests") or 0))
     if ready and args.model != "fake" and args.device != "cpu":
         rec["warning"] = libcuda_warning(rec["libcuda"], args.expect_libcuda, args.forbid_libcuda, modes)
         if rec["warning"]:
@@ -538,12 +533,15 @@ def cmd_run(args):
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, str(args.threads))
     torch_version = None
-    if args.model != "fake":
+    if args.model in workloads.NEEDS_TORCH:
+        # Imported once here, before the fork: the children share it.
         try:
             import torch
+            if args.model == "decode":
+                import transformers  # noqa: F401
         except Exception as e:      # noqa: BLE001
-            print(f"infer.py: cannot import torch ({type(e).__name__}: {e}); "
-                  f"--model {args.model} needs PyTorch (--model fake runs without it)", file=sys.stderr)
+            print(f"infer.py: cannot import what --model {args.model} needs ({type(e).__name__}: {e}); "
+                  f"(--model fake runs without it)", file=sys.stderr)
             return 77
         torch_version = torch.__version__
         # The launcher must not initialise CUDA: its children could not use it
@@ -578,11 +576,53 @@ def cmd_run(args):
     return 0
 
 
+def cmd_once(args):
+    """One process, no fork: build, check, warm up, then --requests requests;
+    exits normally, so what counts calls at exit (bench/calltrace.sh) sees
+    them all. Between the warm-up and the requests, and after them, it calls
+    openmps_call_stats_mark() when openmps's client library offers it (its
+    OPENMPS_CALL_STATS tables then hold those two points)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, str(args.threads))
+    wl = workloads.make(args.model, args, 0)
+    check, detail = wl.prepare()
+    if check != "ok":
+        print(f"once: {args.model}: {detail}", file=sys.stderr)
+        return 1
+    mark = None
+    for p in mapped_libcuda():
+        try:
+            import ctypes
+            mark = ctypes.CDLL(p, mode=getattr(os, "RTLD_NOLOAD", 4)).openmps_call_stats_mark
+            mark.argtypes = [ctypes.c_char_p]
+            break
+        except (OSError, AttributeError):
+            continue
+    with wl.context():
+        for k in range(args.warmup):
+            wl.request(k)
+        if mark:
+            mark(b"warm")
+        t0 = time.perf_counter()
+        for k in range(args.requests):
+            wl.request(k)
+        dt = time.perf_counter() - t0
+        if mark:
+            mark(b"done")
+    print(json.dumps({"model": args.model, "pid": os.getpid(), "requests": args.requests, "warmup": args.warmup,
+                      "seconds": round(dt, 4), "us_per_request": round(dt / max(args.requests, 1) * 1e6, 1),
+                      "answer": getattr(wl, "answer", None), "libcuda": mapped_libcuda()}), flush=True)
+    return 0
+
+
 # ---------------------------------------------------------------------------
 # Tables
 
 TSV_FIELDS = ("kind", "model", "n", "mode", "status", "rps", "p50_us", "p99_us", "value",
-              "ran", "failed", "refused", "wrong", "warning", "error")
+              "ran", "failed", "refused", "wrong", "warning", "error", "items", "user_pct", "sys_pct",
+              "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0")
+NUM_FIELDS = ("rps", "p50_us", "p99_us", "value", "user_pct", "sys_pct", "server_us_per_req", "server_cpu_pct",
+              "calls_per_req", "trips_per_req")
 
 # The server-CPU rows bench/infer.sh measures: id, label ({n}: the record's n).
 CPU_ROWS = (
@@ -617,9 +657,9 @@ def read_records(paths):
                     r = json.loads(line)
                 else:
                     r = dict(zip(TSV_FIELDS, line.split("\t")))
-                    for k in ("rps", "p50_us", "p99_us", "value"):
+                    for k in NUM_FIELDS:
                         r[k] = float(r[k]) if r.get(k) not in (None, "", "-") else None
-                    for k in ("n", "ran", "failed", "refused", "wrong"):
+                    for k in ("n", "ran", "failed", "refused", "wrong", "items"):
                         r[k] = int(r[k]) if r.get(k) not in (None, "", "-") else None
                 recs[(r.get("kind", "infer"), r.get("model"), r.get("n"), r.get("mode"))] = r
     return list(recs.values())
@@ -665,22 +705,59 @@ def infer_table(recs):
     order = {m: i for i, m in enumerate(MODELS)}
     rows = sorted({(m, n) for (m, n, _) in cells}, key=lambda k: (order.get(k[0], 99), k[0], k[1]))
     t = [MODE_TITLE[m] for m in MODES]
-    out = ["| model | N | req/s " + " | req/s ".join(t) + " | openmps/MPS | openmps/native | p50 µs "
+    out = ["| model | N | unit | " + " | ".join(t) + " | openmps/MPS | openmps/native | p50 µs "
            + " | p50 µs ".join(t) + " | p99 µs " + " | p99 µs ".join(t) + " |",
-           "|---|---:|" + "---:|" * 11]
+           "|---|---:|---|" + "---:|" * 11]
     for model, n in rows:
-        def get(mode, key):
+        items = workloads.ITEMS.get(model, 1)
+
+        def get(mode, key, scale=1):
             r = cells.get((model, n, mode))
             if r is None:
                 return "-", None
             if r.get("status") != "ok" or r.get(key) is None:
                 return verdict(r), None
-            return fmt_num(r[key]), r[key]
-        rps = {m: get(m, "rps") for m in MODES}
-        line = [model, str(n)] + [rps[m][0] for m in MODES]
+            return fmt_num(r[key] * scale), r[key] * scale
+        rps = {m: get(m, "rps", items) for m in MODES}
+        line = [model, str(n), workloads.UNITS.get(model, "req/s")] + [rps[m][0] for m in MODES]
         line += [fmt_ratio(rps["openmps"][1], rps["mps"][1]), fmt_ratio(rps["openmps"][1], rps["native"][1])]
         line += [get(m, "p50_us")[0] for m in MODES] + [get(m, "p99_us")[0] for m in MODES]
         out.append("| " + " | ".join(line) + " |")
+    return "\n".join(out) + "\n"
+
+
+def load_table(recs):
+    """The machine's and the servers' side of each cell: user and system CPU
+    of the whole machine during the window, the server's CPU per request
+    (NVIDIA MPS and openmps), and what reached openmps's server per request."""
+    cells = {(r["model"], int(r["n"]), r["mode"]): r for r in recs if r.get("kind", "infer") == "infer"}
+    if not any(r.get("user_pct") is not None for r in cells.values()):
+        return ""
+    order = {m: i for i, m in enumerate(MODELS)}
+    rows = sorted({(m, n) for (m, n, _) in cells}, key=lambda k: (order.get(k[0], 99), k[0], k[1]))
+    t = [MODE_TITLE[m] for m in MODES]
+    out = ["| model | N | user % " + " | user % ".join(t) + " | sys % " + " | sys % ".join(t)
+           + " | server µs/req NVIDIA MPS | server µs/req openmps | openmps calls/req | openmps round trips/req |",
+           "|---|---:|" + "---:|" * 10]
+    for model, n in rows:
+        def val(mode, key):
+            r = cells.get((model, n, mode))
+            v = r.get(key) if r else None
+            return "-" if v is None else fmt_num(float(v))
+        line = [model, str(n)] + [val(m, "user_pct") for m in MODES] + [val(m, "sys_pct") for m in MODES]
+        line += [val("mps", "server_us_per_req"), val("openmps", "server_us_per_req"),
+                 val("openmps", "calls_per_req"), val("openmps", "trips_per_req")]
+        out.append("| " + " | ".join(line) + " |")
+    answers = {}
+    for (model, n, mode), r in cells.items():
+        if r.get("answer0"):
+            answers.setdefault(model, {}).setdefault(mode, set()).add(r["answer0"])
+    for model, by_mode in sorted(answers.items()):
+        every = set().union(*by_mode.values())
+        out.append("")
+        out.append(f"{model}: the first process's output "
+                   + ("is the same in every cell and column" if len(every) == 1 else
+                      "DIFFERS: " + "; ".join(f"{MODE_TITLE.get(m, m)} {sorted(v)}" for m, v in sorted(by_mode.items()))))
     return "\n".join(out) + "\n"
 
 
@@ -716,6 +793,9 @@ def cmd_table(args):
         with open(args.tsv, "w", encoding="utf-8") as f:
             write_tsv(recs, f)
     text = infer_table(recs)
+    load = load_table(recs)
+    if load:
+        text += "\n" + load
     cpu = cpu_table(recs)
     if cpu:
         text += "\n" + cpu
@@ -798,7 +878,13 @@ def cmd_selftest(args):
         {"kind": "cpu", "model": "idle_cpu_pct", "n": 16, "mode": "mps", "status": "ok", "value": 3.0},
     ]
     t = infer_table(recs)
-    check("table: openmps/MPS ratio 0.50", "| cnn | 16 | 4900 | 40000 | 20000 | 0.50 | 4.08 |" in t)
+    check("table: openmps/MPS ratio 0.50", "| cnn | 16 | req/s | 4900 | 40000 | 20000 | 0.50 | 4.08 |" in t)
+    dec = [dict(r, model="decode", rps=r["rps"] / 1000 if r.get("rps") else None) for r in recs[:3]]
+    check("table: decode in tokens/s", "| decode | 16 | tokens/s | 157 | 1280 | 640 | 0.50 |" in infer_table(dec))
+    ld = load_table([dict(recs[2], user_pct=60.0, sys_pct=2.5, server_us_per_req=12.0, calls_per_req=18.0,
+                          trips_per_req=2.0, answer0="ab"), dict(recs[1], user_pct=99.0, sys_pct=0.1, answer0="ab")])
+    check("load table", "| cnn | 16 | - | 99.0 | 60.0 | - | 0.10 | 2.50 | - | 12.0 | 18.0 | 2.00 |" in ld
+          and "the same in every cell" in ld)
     check("table: refused cell", "refused (16 of 64)" in t)
     c = cpu_table(recs)
     check("cpu table: 16 idle clients, ratio 0.50", "16 idle clients" in c and "| 0.50 |" in c)
@@ -859,6 +945,15 @@ def make_parser():
                  ("die", "die at init"), ("wrong", "answer wrong")):
         r.add_argument(f"--fake-{k}", type=int, default=0, help=f"--model fake: this many children {h}")
     r.add_argument("--fake-us", type=float, default=300, help="--model fake: CPU µs per request")
+    r.add_argument("--ctl", default="", help="a shell command that runs the column's control program, to ask "
+                   "its servers' pids and (openmps) their calls during each window")
+    o = sub.add_parser("once", help="one process: check, warm up, then a number of requests (for tracing)")
+    o.add_argument("--model", choices=workloads.NAMES, default="cnn")
+    o.add_argument("--requests", type=int, default=100)
+    o.add_argument("--warmup", type=int, default=20)
+    o.add_argument("--device", default="cuda")
+    o.add_argument("--threads", type=int, default=1)
+    o.add_argument("--seed", type=int, default=1234)
     t = sub.add_parser("table", help="markdown tables (and a TSV) from results")
     t.add_argument("files", nargs="+", help="JSON lines or a TSV written by this command")
     t.add_argument("--md", help="append the tables to this file instead of printing them")
@@ -876,6 +971,8 @@ def main():
         return cmd_run(args)
     if args.cmd == "table":
         return cmd_table(args)
+    if args.cmd == "once":
+        return cmd_once(args)
     return cmd_selftest(args)
 
 

@@ -88,7 +88,7 @@ declare -A COL_TITLE=([native]="native" [mps]="NVIDIA MPS" [openmps]="openmps")
 if [ "$QUICK" = 1 ]; then
 	NS_DEFAULT="1 8 16 32 64"; MODELS_DEFAULT="cnn"
 else
-	NS_DEFAULT="1 2 4 8 16 32 48 64"; MODELS_DEFAULT="cnn transformer"
+	NS_DEFAULT="1 8 16 32 64"; MODELS_DEFAULT="cnn decode gemmfft"
 fi
 read -r -a NS <<<"${NS_ARG:-$NS_DEFAULT}"
 read -r -a MODELS <<<"${MODELS_ARG:-$MODELS_DEFAULT}"
@@ -96,7 +96,8 @@ for n in "${NS[@]}"; do
 	[[ $n =~ ^[1-9][0-9]*$ ]] || { echo "not a process count: $n" >&2; exit 2; }
 done
 for m in "${MODELS[@]}"; do
-	case $m in cnn|transformer|fake) ;; *) echo "unknown model: $m (cnn, transformer, fake)" >&2; exit 2 ;; esac
+	case $m in cnn|transformer|decode|gemmfft|fake) ;;
+	*) echo "unknown model: $m (cnn, transformer, decode, gemmfft, fake)" >&2; exit 2 ;; esac
 done
 WINDOW=${INFER_WINDOW_S:-2}
 WARMUP=${INFER_WARMUP:-50}
@@ -154,9 +155,19 @@ om_libdir() {
 }
 om_libdir
 
+# A decode request is 32 tokens (~0.2 s alone): fewer of them warm up, in a
+# longer window.
+model_warmup() { [ "$1" = decode ] && echo $(( WARMUP < 3 ? WARMUP : 3 )) || echo "$WARMUP"; }
+model_window() { [ "$1" = decode ] && awk -v w="$WINDOW" 'BEGIN { print (w < 4 ? 4 : w) }' || echo "$WINDOW"; }
+
 infer_args() {   # col model budget_s: the arguments of one launcher
-	INFER_ARGS=(bench/infer.py run --mode "$1" --model "$2" --n "${NS[*]}" --window "$WINDOW"
-		--warmup "$WARMUP" --device "$DEVICE" --init-timeout 90 --budget-s "$3")
+	INFER_ARGS=(bench/infer.py run --mode "$1" --model "$2" --n "${NS[*]}" --window "$(model_window "$2")"
+		--warmup "$(model_warmup "$2")" --device "$DEVICE" --init-timeout 120 --budget-s "$3")
+	# Its control program, for the servers' CPU and calls in each window.
+	case $1 in
+	mps) INFER_ARGS+=(--ctl "env CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log $MPS_BIN/nvidia-cuda-mps-control") ;;
+	openmps) INFER_ARGS+=(--ctl "env CUDA_MPS_PIPE_DIRECTORY=$WORK/om-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/om-log $ROOT/$BUILD/bin/openmps-control") ;;
+	esac
 	if [ "$1" = openmps ]; then
 		INFER_ARGS+=(--expect-libcuda "$OM_LIBDIR")
 	else
@@ -512,6 +523,13 @@ done
 	case " ${MODELS[*]} " in *" transformer "*)
 		echo "- transformer: embedding + 2-layer nn.TransformerEncoder (d_model 256, 4 heads, feed-forward 1024)" \
 			"on 64 tokens, mean pool, linear to 10" ;;
+	esac
+	case " ${MODELS[*]} " in *" decode "*)
+		echo "- decode: HF transformers GPT-2 (124M, from its configuration, seeded), fp16, batch 1, greedy, 32 new" \
+			"tokens after 8, KV cache (generate()); throughput in tokens/s; warm-up $(model_warmup decode), window $(model_window decode) s" ;;
+	esac
+	case " ${MODELS[*]} " in *" gemmfft "*)
+		echo "- gemmfft: CuPy DGEMM 1024x1024, FFT of 2^20 complex doubles, two reductions, the sum to the host" ;;
 	esac
 	case " ${MODELS[*]} " in *" fake "*)
 		echo "- fake: a pure-Python stand-in that burns CPU per request (tests the machinery; no GPU)" ;;

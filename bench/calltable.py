@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+#
+# bench/calltable.py: what a program asks of the driver per request, and how
+# openmps answers each call, from the files bench/calltrace.sh collects:
+#
+#   native  two counts of the same program natively under cudatrace (a
+#           pass-through libcuda.so.1 that counts every call), one with R1
+#           requests after the warm-up and one with R2: the difference over
+#           R2 - R1 is what one request costs, set-up excluded;
+#   openmps the program under openmps with OPENMPS_CALL_STATS, whose client
+#           writes (calls, messages, round trips) per driver function right
+#           after the warm-up and after R requests (openmps_call_stats_mark).
+#
+# For each function: calls per request natively and under openmps, the
+# messages to the server and the round trips per request, and how openmps
+# answers it: "client" (no message), "sent" (messages, none waited for) or
+# "round trip". Names are compared without their version suffixes (cudart
+# asks cuGetProcAddress for cuMemcpyAsync and gets cuMemcpyAsync_v2 ...).
+#
+#   calltable.py WORKLOAD NATIVE_R1_FILE NATIVE_R2_FILE R1 R2 OM_WARM OM_DONE R [--md FILE]
+#   calltable.py selftest
+#
+# Prints a markdown section (appended to FILE with --md) and one summary line.
+
+import re
+import sys
+
+
+def base_name(name):
+    """cuMemcpyAsync@4000, cuMemcpyAsync_v2, cuMemcpyAsync_v2_ptsz -> cuMemcpyAsync."""
+    name = name.split("@", 1)[0]
+    name = re.sub(r"_(ptsz|ptds)$", "", name)
+    return re.sub(r"_v\d+$", "", name)
+
+
+def read_cudatrace(path):
+    """{function: calls} from a cudatrace report ("%10lu name" lines)."""
+    out = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.match(r"\s*(\d+) (\S+)$", line)
+            if m:
+                n = base_name(m.group(2))
+                out[n] = out.get(n, 0) + int(m.group(1))
+    return out
+
+
+def read_stats(path):
+    """{function: [calls, messages, round_trips]} and the totals from an
+    OPENMPS_CALL_STATS table."""
+    out, total = {}, [0, 0]
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.match(r"(\d+) (\d+) (\d+) (.+)$", line.strip())
+            if m:
+                n = m.group(4) if m.group(4).startswith("(") else base_name(m.group(4))
+                row = out.setdefault(n, [0, 0, 0])
+                for i in range(3):
+                    row[i] += int(m.group(i + 1))
+            m = re.match(r"# total: (\d+) messages, (\d+) round trips", line)
+            if m:
+                total = [int(m.group(1)), int(m.group(2))]
+    return out, total
+
+
+def per_request(a, b, n):
+    return (b - a) / n if n > 0 else 0.0
+
+
+def how(msgs, trips):
+    if trips > 0:
+        return "round trip"
+    if msgs > 0:
+        return "sent"
+    return "client"
+
+
+def fmt(v):
+    if v == 0:
+        return "0"
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 1 else f"{v:.2f}"
+
+
+def table(workload, nat1, nat2, r1, r2, om_warm, om_done, r):
+    (w, wt), (d, dt) = om_warm, om_done
+    names = set(nat2) | set(nat1) | set(d)
+    rows = []
+    for n in names:
+        nat = per_request(nat1.get(n, 0), nat2.get(n, 0), r2 - r1)
+        a, b = w.get(n, [0, 0, 0]), d.get(n, [0, 0, 0])
+        calls, msgs, trips = (per_request(a[i], b[i], r) for i in range(3))
+        if nat < 0.005 and calls < 0.005 and msgs < 0.005:
+            continue
+        rows.append((n, nat, calls, msgs, trips))
+    rows.sort(key=lambda x: (-max(x[1], x[2]), x[0]))
+    nat_total = sum(x[1] for x in rows if not x[0].startswith("("))
+    msgs_total = per_request(wt[0], dt[0], r)
+    trips_total = per_request(wt[1], dt[1], r)
+    lines = [f"### {workload}", "",
+             f"Per request: {fmt(nat_total)} driver calls natively; under openmps {fmt(msgs_total)} messages to the "
+             f"server, {fmt(trips_total)} of them round trips.", "",
+             "| function | native calls | openmps calls | messages | round trips | openmps answers |",
+             "|---|---:|---:|---:|---:|---|"]
+    for n, nat, calls, msgs, trips in rows:
+        lines.append(f"| {n} | {fmt(nat)} | {fmt(calls)} | {fmt(msgs)} | {fmt(trips)} | {how(msgs, trips)} |")
+    summary = (f"{workload}: {fmt(nat_total)} driver calls/request natively; openmps {fmt(msgs_total)} "
+               f"messages/request, {fmt(trips_total)} round trips/request")
+    return "\n".join(lines) + "\n", summary, rows
+
+
+def selftest():
+    import os
+    import tempfile
+    fails = []
+    d = tempfile.mkdtemp()
+
+    def w(name, text):
+        p = os.path.join(d, name)
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text)
+        return p
+    n1 = w("n1", "export table 6bd5fb6c -> 0, slot0=1\n        10 cuLaunchKernel\n       100 cuCtxGetDevice\n"
+                 "         5 cuKernelGetAttribute@12000\n")
+    n2 = w("n2", "        30 cuLaunchKernel\n       300 cuCtxGetDevice\n        45 cuKernelGetAttribute@12000\n"
+                 "         3 cuMemcpyDtoHAsync_v2\n")
+    s1 = w("s1", "# x\n10 10 0 cuLaunchKernel\n100 0 0 cuCtxGetDevice\n5 1 1 cuKernelGetAttribute\n"
+                 "0 2 0 (outside driver calls)\n# total: 13 messages, 1 round trips\n")
+    s2 = w("s2", "# x\n30 30 0 cuLaunchKernel\n300 0 0 cuCtxGetDevice\n45 1 1 cuKernelGetAttribute\n"
+                 "3 3 3 cuMemcpyDtoHAsync_v2\n0 2 0 (outside driver calls)\n# total: 36 messages, 4 round trips\n")
+    text, summary, rows = table("t", read_cudatrace(n1), read_cudatrace(n2), 10, 30, read_stats(s1),
+                                read_stats(s2), 20)
+    got = {r[0]: r[1:] for r in rows}
+    for name, cond in (
+            ("names lose their versions", base_name("cuMemcpyAsync_v2_ptsz") == "cuMemcpyAsync"
+             and base_name("cuGetProcAddress@12000") == "cuGetProcAddress"),
+            ("native per request", got["cuLaunchKernel"][0] == 1.0 and got["cuCtxGetDevice"][0] == 10.0
+             and got["cuKernelGetAttribute"][0] == 2.0),
+            ("queries answered in the client", "| cuKernelGetAttribute | 2.0 | 2.0 | 0 | 0 | client |" in text),
+            ("launches sent", "| cuLaunchKernel | 1.0 | 1.0 | 1.0 | 0 | sent |" in text),
+            ("copies round trips", "| cuMemcpyDtoHAsync | 0.15 | 0.15 | 0.15 | 0.15 | round trip |" in text),
+            ("totals", "13.2 driver calls/request natively; openmps 1.1 messages/request, 0.15 round trips" in summary),
+    ):
+        print(("PASS  " if cond else "FAIL  ") + name)
+        if not cond:
+            fails.append(name)
+    if fails:
+        print(text)
+    print("calltable selftest: " + ("PASS" if not fails else "FAIL"))
+    return 1 if fails else 0
+
+
+def main(argv):
+    if len(argv) == 2 and argv[1] == "selftest":
+        return selftest()
+    md = None
+    if "--md" in argv:
+        i = argv.index("--md")
+        md = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+    if len(argv) != 9:
+        print("usage: calltable.py WORKLOAD NATIVE_R1 NATIVE_R2 R1 R2 OM_WARM OM_DONE R [--md FILE]",
+              file=sys.stderr)
+        return 2
+    wl, n1, n2, r1, r2, ow, od, r = argv[1:]
+    text, summary, _ = table(wl, read_cudatrace(n1), read_cudatrace(n2), int(r1), int(r2), read_stats(ow),
+                             read_stats(od), int(r))
+    if md:
+        with open(md, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    else:
+        sys.stdout.write(text)
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
