@@ -216,6 +216,7 @@ struct mps_func {
 	void *view;            /* its view (funcview.c), once one was asked for */
 	struct mps_fattrs *attrs;  /* its attributes, per device (funcattr.c; under mod->lock) */
 	struct mps_occ *occ;       /* occupancy answers kept (funcattr.c; under mod->lock) */
+	uint32_t attrs_gen;        /* bumped when what is kept is forgotten (under mod->lock) */
 };
 
 /* ------------------------------------------------------------------ */

@@ -132,6 +132,7 @@ static void forget_family(struct mps_func *f, int keep)
 				k = m;
 	free(f->occ);
 	f->occ = NULL;
+	f->attrs_gen++;
 	while (*pp) {
 		struct mps_fattrs *a = *pp;
 
@@ -144,11 +145,16 @@ static void forget_family(struct mps_func *f, int keep)
 	}
 	if (!k)
 		return;
-	if (k != f)
+	if (k != f) {
 		mps__fattr_drop(k);
-	for (struct mps_func *g = k->per_ctx; g; g = g->per_ctx)
-		if (g != f)
+		k->attrs_gen++;
+	}
+	for (struct mps_func *g = k->per_ctx; g; g = g->per_ctx) {
+		if (g != f) {
 			mps__fattr_drop(g);
+			g->attrs_gen++;
+		}
+	}
 }
 
 static CUresult attr_call(struct mps_func *f, int kind, int attr, int value, int device, int *out, bool wait)
@@ -177,11 +183,14 @@ static CUresult fetch(struct mps_func *f, int device, struct mps_fattrs *got)
 	struct mps_fattrs *a;
 	struct mps_call call;
 	bool keep = true;
-	uint32_t h = 0;
+	uint32_t h = 0, gen;
 	CUresult r;
 
 	q.kind = f->is_kernel && device >= 0 ? MPS_KERNEL_GET_ALL : MPS_FUNC_GET_ALL;
 	q.func = f->handle;
+	pthread_mutex_lock(&f->mod->lock);
+	gen = f->attrs_gen;   /* a set meanwhile makes these answers old */
+	pthread_mutex_unlock(&f->mod->lock);
 	mps__cur_handle(&h);
 	r = mps__call(MPS_OP_FUNC_ATTR, h, &q.hdr, sizeof(q), NULL, 0, &call);
 	if (r == CUDA_SUCCESS && call.s->len != sizeof(struct mps_fattr_all))
@@ -203,8 +212,8 @@ static CUresult fetch(struct mps_func *f, int device, struct mps_fattrs *got)
 		return CUDA_SUCCESS;
 	*a = *got;
 	pthread_mutex_lock(&f->mod->lock);
-	if (kept(f, device)) {
-		free(a);   /* another thread was first */
+	if (kept(f, device) || f->attrs_gen != gen) {
+		free(a);   /* another thread was first, or a set came since */
 	} else {
 		a->next = f->attrs;
 		f->attrs = a;
