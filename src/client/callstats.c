@@ -11,8 +11,9 @@
  * in (trace.c knows it); messages sent outside any (from the private
  * export tables, or the library's own threads) go on a line of their own.
  * openmps_call_stats_mark() writes the table at points of the program's
- * choosing as well. bench/calltable.py reads these files. With the variable unset nothing
- * is counted and the dispatch table points straight at the functions.
+ * choosing as well. bench/calltable.py reads these files. With the
+ * variable unset nothing is counted and the dispatch table points straight
+ * at the functions.
  */
 #include <stdio.h>
 #include <stdlib.h>

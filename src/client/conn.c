@@ -15,9 +15,9 @@
  * yet to answer is looked for giving the CPU away between looks
  * (OPENMPS_CLIENT_YIELD_US), so the server's threads get it. Then the wait
  * sleeps on a futex — for a reply or a staging chunk the GPU stores itself
- * (region.h), once it has asked the server to wake it. Every sleep is bounded so the waiter notices a server
- * that died without answering, and then every call returns
- * CUDA_ERROR_MPS_CONNECTION_FAILED.
+ * (region.h), once it has asked the server to wake it. Every sleep is
+ * bounded so the waiter notices a server that died without answering, and
+ * then every call returns CUDA_ERROR_MPS_CONNECTION_FAILED.
  *
  * A child made by fork() shares the parent's mapping of the ring but is not
  * the process the server knows; it must never write there, so after a fork
