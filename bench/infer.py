@@ -351,16 +351,19 @@ class Probe:
         d["pids"] = [int(x) for x in self._ask("get_server_list").split() if x.isdigit()]
         for pid in d["pids"]:
             d["ticks"][pid] = self._ticks(pid)
-        calls = trips = None
+        # Summed over the servers: the messages and round trips, and the
+        # service threads' CPU, time running messages, time in the driver's
+        # launch calls, launches, turns and wake-ups.
+        d["m"] = {}
         for line in self._ask("get_metrics").splitlines():
-            m = re.match(r"openmps_server_(calls|round_trips)_total\{[^}]*\} (\d+)$", line)
-            if m:
-                if m.group(1) == "calls":
-                    calls = (calls or 0) + int(m.group(2))
-                else:
-                    trips = (trips or 0) + int(m.group(2))
-        d["calls"], d["trips"] = calls, trips
+            m = re.match(r"openmps_server_(\w+)_total\{[^}]*\} ([0-9.]+)$", line)
+            if m and m.group(1) in self.METRICS:
+                d["m"][m.group(1)] = d["m"].get(m.group(1), 0.0) + float(m.group(2))
+        d["calls"], d["trips"] = d["m"].get("calls"), d["m"].get("round_trips")
         return d
+
+    METRICS = ("calls", "round_trips", "service_cpu_seconds", "serving_seconds", "launch_seconds", "launches",
+               "turns", "wakeups")
 
     @staticmethod
     def figures(a, b, requests):
@@ -379,6 +382,18 @@ class Probe:
         if a["calls"] is not None and b["calls"] is not None and requests:
             out["calls_per_req"] = round((b["calls"] - a["calls"]) / requests, 2)
             out["trips_per_req"] = round((b["trips"] - a["trips"]) / requests, 2)
+
+        def delta(key):
+            return b["m"][key] - a["m"][key] if key in a["m"] and key in b["m"] else None
+        if requests and delta("service_cpu_seconds") is not None:
+            out["svc_us_per_req"] = round(delta("service_cpu_seconds") * 1e6 / requests, 1)
+            out["serve_us_per_req"] = round(delta("serving_seconds") * 1e6 / requests, 1)
+            out["launch_us_per_req"] = round(delta("launch_seconds") * 1e6 / requests, 1)
+            if delta("launches"):
+                out["us_per_launch"] = round(delta("launch_seconds") * 1e6 / delta("launches"), 2)
+            if delta("turns"):
+                out["msgs_per_turn"] = round(delta("calls") / delta("turns"), 2)
+            out["wakeups_per_req"] = round(delta("wakeups") / requests, 2)
         return out
 
 
@@ -620,9 +635,12 @@ def cmd_once(args):
 
 TSV_FIELDS = ("kind", "model", "n", "mode", "status", "rps", "p50_us", "p99_us", "value",
               "ran", "failed", "refused", "wrong", "warning", "error", "items", "user_pct", "sys_pct",
-              "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0")
+              "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0",
+              "svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_per_launch", "msgs_per_turn",
+              "wakeups_per_req")
 NUM_FIELDS = ("rps", "p50_us", "p99_us", "value", "user_pct", "sys_pct", "server_us_per_req", "server_cpu_pct",
-              "calls_per_req", "trips_per_req")
+              "calls_per_req", "trips_per_req", "svc_us_per_req", "serve_us_per_req", "launch_us_per_req",
+              "us_per_launch", "msgs_per_turn", "wakeups_per_req")
 
 # The server-CPU rows bench/infer.sh measures: id, label ({n}: the record's n).
 CPU_ROWS = (
@@ -761,6 +779,25 @@ def load_table(recs):
     return "\n".join(out) + "\n"
 
 
+def serve_table(recs):
+    """Where openmps's service threads spent their time per request: their
+    CPU, the part running messages, the part inside the driver's launch
+    calls (and per launch), messages per turn, wake-ups from sleep."""
+    cells = {(r["model"], int(r["n"])): r for r in recs
+             if r.get("kind", "infer") == "infer" and r.get("mode") == "openmps" and r.get("svc_us_per_req") is not None}
+    if not cells:
+        return ""
+    order = {m: i for i, m in enumerate(MODELS)}
+    keys = ("svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_per_launch", "msgs_per_turn",
+            "wakeups_per_req")
+    out = ["| model | N | service CPU µs/req | running messages µs/req | in driver launches µs/req "
+           "| µs per driver launch | messages per turn | wake-ups/req |", "|---|---:|" + "---:|" * len(keys)]
+    for model, n in sorted(cells, key=lambda k: (order.get(k[0], 99), k[0], k[1])):
+        r = cells[(model, n)]
+        out.append("| " + " | ".join([model, str(n)] + [fmt_num(r.get(k)) for k in keys]) + " |")
+    return "\n".join(out) + "\n"
+
+
 def cpu_table(recs):
     cells = {(r["model"], r["mode"]): r for r in recs if r.get("kind") == "cpu"}
     if not cells:
@@ -796,6 +833,9 @@ def cmd_table(args):
     load = load_table(recs)
     if load:
         text += "\n" + load
+    serve = serve_table(recs)
+    if serve:
+        text += "\n" + serve
     cpu = cpu_table(recs)
     if cpu:
         text += "\n" + cpu
@@ -886,6 +926,20 @@ def cmd_selftest(args):
     check("load table", "| cnn | 16 | - | 99.0 | 60.0 | - | 0.10 | 2.50 | - | 12.0 | 18.0 | 2.00 |" in ld
           and "the same in every cell" in ld)
     check("table: refused cell", "refused (16 of 64)" in t)
+    snap = {"t": 0.0, "cpu": {"user": 0, "system": 0, "total": 0}, "ticks": {}, "calls": 0.0, "trips": 0.0,
+            "m": {"calls": 0.0, "round_trips": 0.0, "service_cpu_seconds": 1.0, "serving_seconds": 0.5,
+                  "launch_seconds": 0.25, "launches": 0.0, "turns": 0.0, "wakeups": 0.0}}
+    later = {"t": 1.0, "cpu": {"user": 0, "system": 0, "total": 0}, "ticks": {}, "calls": 17000.0,
+             "trips": 2000.0, "m": {"calls": 17000.0, "round_trips": 2000.0, "service_cpu_seconds": 1.16,
+                                    "serving_seconds": 0.58, "launch_seconds": 0.314, "launches": 16000.0,
+                                    "turns": 4250.0, "wakeups": 500.0}}
+    fig = Probe.figures(snap, later, 1000)
+    check("server figures per request", fig.get("svc_us_per_req") == 160.0 and fig.get("serve_us_per_req") == 80.0
+          and fig.get("launch_us_per_req") == 64.0 and fig.get("us_per_launch") == 4.0
+          and fig.get("msgs_per_turn") == 4.0 and fig.get("wakeups_per_req") == 0.5
+          and fig.get("calls_per_req") == 17.0)
+    st = serve_table([dict(recs[2], **fig)])
+    check("serve table", "| cnn | 16 | 160 | 80.0 | 64.0 | 4.00 | 4.00 | 0.50 |" in st)
     c = cpu_table(recs)
     check("cpu table: 16 idle clients, ratio 0.50", "16 idle clients" in c and "| 0.50 |" in c)
     buf = io.StringIO()

@@ -48,7 +48,8 @@
 # INFER_IDLE_CLIENTS (default 16), INFER_LAUNCHES (default 200000),
 # INFER_SYNCS (default 20000), INFER_SPINS (default 5000), INFER_DEVICE
 # (default cuda), INFER_COLUMNS (default "native mps openmps": which columns
-# run, to compare one column under other settings).
+# run, to compare one column under other settings), INFER_SERVER_ROWS
+# (default 1; 0 skips the idle and per-call server-CPU rows).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
@@ -103,6 +104,7 @@ WINDOW=${INFER_WINDOW_S:-2}
 WARMUP=${INFER_WARMUP:-50}
 BUDGET=${INFER_BUDGET_S:-400}
 IDLE_N=${INFER_IDLE_CLIENTS:-16}
+SERVER_ROWS=${INFER_SERVER_ROWS:-1}
 LAUNCHES=${INFER_LAUNCHES:-200000}
 SYNCS=${INFER_SYNCS:-20000}
 SPINS=${INFER_SPINS:-5000}
@@ -464,7 +466,7 @@ mkdir -p "$WORK/native-pipe"
 
 SWEEP_START=$SECONDS
 slot=0
-first=1
+first=$SERVER_ROWS
 for m in "${MODELS[@]}"; do
 	for col in "${COLS[@]}"; do
 		deadline=$(( SWEEP_START - START + BUDGET * (2 * slot + 3) / (2 * NSLOTS) ))

@@ -19,7 +19,11 @@
  * parameters through kernelParams, with n = 0) or extra (the same through
  * CU_LAUNCH_PARAM_BUFFER_POINTER). MTLAUNCH_IDLE_STREAMS=K makes each
  * thread also create K streams it never uses, as a server holding many
- * clients' streams does.
+ * clients' streams does. MTLAUNCH_GRAPH=G makes each thread launch its
+ * kernels G at a time as one executable graph (a chain of G kernel nodes,
+ * cuGraphLaunch), counted as G launches: what replaying a request's
+ * launches as a graph would cost; MTLAUNCH_GRAPH_SET=1 also sets every
+ * node's parameters (cuGraphExecKernelNodeSetParams) before each launch.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -43,7 +47,7 @@ struct worker {
 
 static enum mode mode;
 static enum api api;
-static int idle_streams;
+static int idle_streams, graph_nodes, graph_set;
 static CUdevice dev;
 static CUcontext primary;
 static CUfunction shared_empty, shared_saxpy;
@@ -134,24 +138,73 @@ static void launch(CUfunction fn, CUstream s)
 	}
 }
 
+/* A chain of graph_nodes kernel nodes of fn (*g), instantiated. */
+static CUgraphExec graph_make(CUfunction fn, CUDA_KERNEL_NODE_PARAMS *np, void **kp, CUgraph *g)
+{
+	CUgraphNode prev = NULL, node;
+	CUgraphExec exec;
+
+	memset(np, 0, sizeof(*np));
+	np->func = fn;
+	np->gridDimX = np->gridDimY = np->gridDimZ = 1;
+	np->blockDimX = np->blockDimY = np->blockDimZ = 1;
+	np->kernelParams = api >= PARAMS ? kp : NULL;
+	B_CHECK(cuGraphCreate(g, 0));
+	for (int i = 0; i < graph_nodes; i++) {
+		B_CHECK(cuGraphAddKernelNode(&node, *g, prev ? &prev : NULL, prev ? 1 : 0, np));
+		prev = node;
+	}
+	B_CHECK(cuGraphInstantiate(&exec, *g, 0));
+	return exec;
+}
+
+/* Sets every kernel node of exec (nodes[0..n)) to np again. */
+static void graph_set_all(CUgraphExec exec, const CUgraphNode *nodes, size_t n, const CUDA_KERNEL_NODE_PARAMS *np)
+{
+	for (size_t i = 0; i < n; i++)
+		B_CHECK(cuGraphExecKernelNodeSetParams(exec, nodes[i], np));
+}
+
 static void *worker_main(void *arg)
 {
+	static const struct saxpy_args sa = { 2.0f, 0, 0, 0 };
+	void *kp[] = { (void *)&sa.a, (void *)&sa.x, (void *)&sa.y, (void *)&sa.n };
 	struct worker *w = arg;
+	CUDA_KERNEL_NODE_PARAMS np;
+	CUgraphExec exec = NULL;
+	CUgraph g = NULL;
+	CUgraphNode nodes[256];
+	size_t nnodes = 256;
+	int per = graph_nodes ? graph_nodes : 1, rounds = (BATCH + per - 1) / per;
 	CUfunction fn;
 	CUstream s;
 	double t0, t;
 
 	worker_setup(&s, &fn);
-	for (int i = 0; i < BATCH; i++)
-		launch(fn, s);
+	if (graph_nodes) {
+		exec = graph_make(fn, &np, kp, &g);
+		B_CHECK(cuGraphGetNodes(g, nodes, &nnodes));
+	}
+	for (int i = 0; i < rounds; i++) {
+		if (exec)
+			B_CHECK(cuGraphLaunch(exec, s));
+		else
+			launch(fn, s);
+	}
 	B_CHECK(cuStreamSynchronize(s));
 	pthread_barrier_wait(&start);
 	t0 = b_now();
 	do {
-		for (int i = 0; i < BATCH; i++)
-			launch(fn, s);
+		for (int i = 0; i < rounds; i++) {
+			if (exec && graph_set)
+				graph_set_all(exec, nodes, nnodes, &np);
+			if (exec)
+				B_CHECK(cuGraphLaunch(exec, s));
+			else
+				launch(fn, s);
+		}
 		B_CHECK(cuStreamSynchronize(s));
-		w->launches += BATCH;
+		w->launches += (long)rounds * per;
 		t = b_now();
 	} while (t - t0 < run_secs);
 	w->secs = t - t0;
@@ -194,6 +247,12 @@ int main(int argc, char **argv)
 		b_die("unknown MTLAUNCH_API '%s' (plain, ex, params or extra)", e);
 	e = getenv("MTLAUNCH_IDLE_STREAMS");
 	idle_streams = e && *e ? atoi(e) : 0;
+	e = getenv("MTLAUNCH_GRAPH");
+	graph_nodes = e && *e ? atoi(e) : 0;
+	e = getenv("MTLAUNCH_GRAPH_SET");
+	graph_set = e && *e == '1';
+	if (graph_nodes < 0 || graph_nodes > 256)
+		b_die("MTLAUNCH_GRAPH must be 0..256");
 	if (n < 1 || n > 256 || run_secs <= 0 || idle_streams < 0)
 		b_die("THREADS must be 1..256 and SECONDS positive");
 
@@ -224,7 +283,8 @@ int main(int argc, char **argv)
 		if (slowest < 0 || rate < slowest)
 			slowest = rate;
 	}
-	printf("threads=%d\nmode=%s\napi=%s\n", n, argv[3], api_names[api]);
+	printf("threads=%d\nmode=%s\napi=%s\ngraph_nodes=%d\ngraph_set=%d\n", n, argv[3], api_names[api],
+	       graph_nodes, graph_set);
 	printf("launches_per_s=%.0f\n", total);
 	printf("slowest_thread_per_s=%.0f\n", slowest);
 	printf("cpu_us_per_launch=%.3f\n", (c1 - c0) / (double)launches * 1e6);

@@ -14,6 +14,7 @@
 
 #include "common/atomics.h"
 #include "server/metrics.h"
+#include "server/sched.h"
 #include "server/server.h"
 #include "server/smshare.h"
 #include "server/vdevice.h"
@@ -69,6 +70,7 @@ static void collect_gpu_time(void)
 int mps_metrics_write(int fd)
 {
 	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 }, ops = 0, trips = 0;
+	struct mps_sched_stats ss;
 	char comm[160];
 	int server = (int)getpid(), n = 0;
 	FILE *f;
@@ -136,6 +138,16 @@ int mps_metrics_write(int fd)
 	/* Every message the server took since it started, of clients here and gone. */
 	fprintf(f, "openmps_server_calls_total{server=\"%d\"} %llu\n", server, (unsigned long long)ops);
 	fprintf(f, "openmps_server_round_trips_total{server=\"%d\"} %llu\n", server, (unsigned long long)trips);
+	/* The service threads: their CPU, the part spent running messages (the
+	 * rest is looking for work and waking), and the driver's launch calls
+	 * inside that part. */
+	mps_sched_stats(&ss);
+	fprintf(f, "openmps_server_service_cpu_seconds_total{server=\"%d\"} %.6f\n", server, ss.cpu_ns / 1e9);
+	fprintf(f, "openmps_server_serving_seconds_total{server=\"%d\"} %.6f\n", server, ss.serve_ns / 1e9);
+	fprintf(f, "openmps_server_launch_seconds_total{server=\"%d\"} %.6f\n", server, ss.launch_ns / 1e9);
+	fprintf(f, "openmps_server_launches_total{server=\"%d\"} %llu\n", server, (unsigned long long)ss.launches);
+	fprintf(f, "openmps_server_turns_total{server=\"%d\"} %llu\n", server, (unsigned long long)ss.turns);
+	fprintf(f, "openmps_server_wakeups_total{server=\"%d\"} %llu\n", server, (unsigned long long)ss.wakeups);
 	for (int d = 0; d < mps_srv.ndev; d++) {
 		fprintf(f, "openmps_server_memory_bytes{server=\"%d\",device=\"%d\"} %llu\n", server, d,
 			(unsigned long long)dev_bytes[d]);

@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "common/atomics.h"
+#include "common/clock.h"
 #include "server/driver.h"
 #include "server/fault.h"
+#include "server/sched.h"
 #include "server/server.h"
 #include "server/streams.h"
 
@@ -26,6 +28,7 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 	const uint8_t *args;
 	unsigned int na = 0;
 	int timed;
+	uint64_t t0;
 	CUresult r;
 
 	if (!f) {
@@ -52,6 +55,7 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 	mps_fault_note_kernel(c, f);
 	mps_store_relaxed(&c->stats.launches, c->stats.launches + 1);
 	timed = mps_gputime_begin(c, st);
+	t0 = mps_now_ns();
 	if (q->nattrs == 0 && !(m->flags & MPS_LAUNCH_COOPERATIVE)) {
 		r = mps_drv.cuLaunchKernel(f->f, q->grid[0], q->grid[1], q->grid[2], q->block[0], q->block[1],
 					   q->block[2], q->shared_mem, st->s, f->nparams ? kp : NULL, NULL);
@@ -89,6 +93,7 @@ void mps__op_launch(struct mps_client *c, const struct mps_msg *m)
 		cfg.numAttrs = na;
 		r = mps_drv.cuLaunchKernelEx(&cfg, f->f, f->nparams ? kp : NULL, NULL);
 	}
+	mps_sched_note_launch(mps_now_ns() - t0);
 	if (timed >= 0)
 		mps_gputime_end(c, st, timed, r == CUDA_SUCCESS);
 	mps__defer_error(c, r, "cuLaunchKernel");

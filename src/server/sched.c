@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/atomics.h"
@@ -39,6 +40,14 @@
  * its owner must look at the ring again before it lets the client go. */
 #define RUN_WAKE       0x100
 
+/* One service thread's counters: written by that thread only (relaxed),
+ * read by get_metrics; a cache line each. */
+struct svc_stat {
+	uint64_t serve_ns, launch_ns, launches, turns, wakeups;
+} __attribute__((aligned(64)));
+
+static __thread struct svc_stat *self;
+
 /* CPU pressure levels, and what each allows. */
 enum { FREE, BUSY, OVER };
 
@@ -57,7 +66,9 @@ static struct {
 
 	int epfd, kickfd, stopfd;
 	unsigned int nthreads, ncpu;
+	unsigned int started;                   /* atomic: threads running (stats read this many) */
 	pthread_t *threads;                     /* the pool, joined by mps_sched_stop */
+	struct svc_stat *stat;                  /* one per thread */
 	int stop;                               /* atomic: mps_sched_stop was called */
 	struct reaper {                         /* teardown threads not yet joined (under lock) */
 		pthread_t t;
@@ -548,8 +559,13 @@ static bool serve(struct mps_client *c, bool spinner)
 			}
 		}
 		now = mps_now_ns();
-		if (n)
+		if (n) {
 			mps_store_relaxed(&c->active_ns, now);
+			if (self) {
+				mps_store_relaxed(&self->serve_ns, self->serve_ns + (now - start));
+				mps_store_relaxed(&self->turns, self->turns + 1);
+			}
+		}
 		if (c->comp.head && mps_comp_poll(c))
 			mps_store_relaxed(&c->active_ns, now);
 		if (mps_load_acquire(&c->dead)) {
@@ -775,7 +791,7 @@ static void spin_after(bool committed)
 
 static void *thread_main(void *arg)
 {
-	(void)arg;
+	self = arg;
 	pthread_setname_np(pthread_self(), "omps-service");
 	mps_crash_thread(0);
 	while (!mps_load_acquire(&sched.stop)) {
@@ -795,6 +811,8 @@ static void *thread_main(void *arg)
 		/* A client queued between the look above and here kicked us. */
 		n = mps_load_relaxed(&sched.rq_len) ? 0 : epoll_wait(sched.epfd, evs, 16, SLEEP_MS);
 		mps_fetch_sub(&sched.sleeping, 1);
+		if (n > 0)
+			mps_store_relaxed(&self->wakeups, self->wakeups + 1);
 		reap(false);
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == UINT64_MAX)
@@ -898,21 +916,25 @@ int mps_sched_start(void)
 	if (epoll_ctl(sched.epfd, EPOLL_CTL_ADD, sched.stopfd, &ev) < 0)
 		return -errno;
 	sched.threads = calloc(sched.nthreads, sizeof(*sched.threads));
-	if (!sched.threads)
+	sched.stat = aligned_alloc(64, sched.nthreads * sizeof(*sched.stat));
+	if (!sched.threads || !sched.stat)
 		return -ENOMEM;
+	memset(sched.stat, 0, sched.nthreads * sizeof(*sched.stat));
 	pthread_attr_init(&attr);
 	/* The driver may compile PTX on these threads (deep recursion in its
 	 * JIT): full-size stacks; untouched pages cost nothing. */
 	pthread_attr_setstacksize(&attr, 16 * 1024 * 1024);
 	for (unsigned int i = 0; i < sched.nthreads; i++) {
-		int r = pthread_create(&sched.threads[i], &attr, thread_main, NULL);
+		int r = pthread_create(&sched.threads[i], &attr, thread_main, &sched.stat[i]);
 
 		if (r) {
 			sched.nthreads = i;
+			mps_store_release(&sched.started, i);
 			pthread_attr_destroy(&attr);
 			return -r;
 		}
 	}
+	mps_store_release(&sched.started, sched.nthreads);
 	pthread_attr_destroy(&attr);
 	mps_log_info("%u service threads for %u CPUs; CPU pressure from %s", sched.nthreads, sched.ncpu,
 		     sched.psi_fd >= 0 ? "/proc/pressure/cpu" : "/proc/loadavg");
@@ -935,9 +957,40 @@ void mps_sched_stop(void)
 			      sched.nhot);
 	if ((sched.spinners || sched.nhot) && sched.strict)
 		abort();
+	mps_store_release(&sched.started, 0);
 	free(sched.threads);
+	free(sched.stat);
 	sched.threads = NULL;
+	sched.stat = NULL;
 	sched.nthreads = 0;
+}
+
+void mps_sched_note_launch(uint64_t ns)
+{
+	if (!self)
+		return;
+	mps_store_relaxed(&self->launch_ns, self->launch_ns + ns);
+	mps_store_relaxed(&self->launches, self->launches + 1);
+}
+
+void mps_sched_stats(struct mps_sched_stats *s)
+{
+	unsigned int n = mps_load_acquire(&sched.started);
+
+	memset(s, 0, sizeof(*s));
+	for (unsigned int i = 0; i < n; i++) {
+		const struct svc_stat *t = &sched.stat[i];
+		struct timespec ts;
+		clockid_t cid;
+
+		s->serve_ns += mps_load_relaxed(&t->serve_ns);
+		s->launch_ns += mps_load_relaxed(&t->launch_ns);
+		s->launches += mps_load_relaxed(&t->launches);
+		s->turns += mps_load_relaxed(&t->turns);
+		s->wakeups += mps_load_relaxed(&t->wakeups);
+		if (pthread_getcpuclockid(sched.threads[i], &cid) == 0 && clock_gettime(cid, &ts) == 0)
+			s->cpu_ns += (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
 }
 
 void mps_sched_add(struct mps_client *c)

@@ -2,7 +2,7 @@
 /*
  * Which server thread serves which client, and when threads spin or sleep.
  *
- * A fixed pool of service threads (OPENMPS_THREADS, default one per CPU)
+ * A fixed pool of service threads (OPENMPS_THREADS, default half the CPUs)
  * serves every client: a thread takes a client, runs up to a turn's worth of
  * its messages (MPS_TURN_MSGS or MPS_TURN_NS, whichever comes first), polls
  * its completions, and puts it back at the tail of the run queue if it has
@@ -66,5 +66,23 @@ void mps_sched_kick(struct mps_client *c);
 /* The spin time clients are told to use now, in nanoseconds (also written
  * into each client's region when it changes). */
 uint32_t mps_sched_client_spin_ns(void);
+
+/* Where the service threads' time went since the server started, summed
+ * over the pool (get_metrics): what an operator needs to tell forwarding
+ * from polling, and the server's own work from the driver's. */
+struct mps_sched_stats {
+	uint64_t cpu_ns;        /* CPU time of the service threads */
+	uint64_t serve_ns;      /* wall time running clients' messages */
+	uint64_t launch_ns;     /* of which inside the driver's launch calls */
+	uint64_t launches;      /* those calls */
+	uint64_t turns;         /* turns that ran at least one message */
+	uint64_t wakeups;       /* sleeps in epoll that ended with an event */
+};
+
+void mps_sched_stats(struct mps_sched_stats *s);
+
+/* Counts one driver launch call of `ns` on the calling service thread
+ * (other threads' calls are not counted). */
+void mps_sched_note_launch(uint64_t ns);
 
 #endif

@@ -45,6 +45,16 @@ sample() {   # METRIC PID [EXTRA-LABEL]: the sample's value
 echo "$m" | grep -q '^openmps_server_clients{server="[0-9]*"} 2$' || fail "server clients: $(echo "$m" | grep server_clients)"
 echo "$m" | grep -q "^openmps_server_memory_bytes{server=\"[0-9]*\",device=\"0\"} $((80 * MiB))$" ||
 	fail "server memory: $(echo "$m" | grep server_memory)"
+# The service threads: 37 launches made by them, time running calls within
+# their CPU time (plus a tick's rounding), launch time within that.
+srv() { echo "$m" | grep "^openmps_server_$1{" | awk '{ print $NF }'; }
+[ "$(srv launches_total)" = 37 ] || fail "server launches: $(srv launches_total)"
+for k in service_cpu_seconds_total serving_seconds_total launch_seconds_total turns_total wakeups_total; do
+	[ -n "$(srv $k)" ] || fail "no openmps_server_$k"
+done
+awk -v cpu="$(srv service_cpu_seconds_total)" -v run="$(srv serving_seconds_total)" -v l="$(srv launch_seconds_total)" \
+	-v t="$(srv turns_total)" 'BEGIN { exit !(cpu > 0 && run > 0 && l > 0 && l <= run && t >= 1) }' ||
+	fail "service time: cpu $(srv service_cpu_seconds_total) running $(srv serving_seconds_total) launches $(srv launch_seconds_total) turns $(srv turns_total)"
 # The format: HELP then TYPE once per family, before its samples; samples parse.
 echo "$m" | awk '
 	/^# HELP / { if (seen[$3]++) bad = bad " twice:" $3; help = $3; next }
