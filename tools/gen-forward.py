@@ -204,9 +204,9 @@ class Gen:
         f = []
         for i, a in enumerate(args):
             r = a["role"]
-            if r in ("val", "h", "del", "count", "inout") or (r == "str"):
+            if r in ("val", "h", "del", "count") or (r == "str"):
                 f.append("\tuint64_t a%d;   /* %s (%s) */" % (i, a["name"], r))
-            elif r == "in":
+            elif r in ("in", "inout"):
                 f.append("\tuint8_t a%d[MPS_FWD_ROUND(sizeof(%s))];   /* %s */" % (i, a["base"], a["name"]))
         return f
 
@@ -356,6 +356,8 @@ class Gen:
             if r == "val":
                 if a["base"] == "float":
                     L.append("\tmemcpy(&q.a%d, &%s, sizeof(%s));" % (i, n, n))
+                elif "*" in a["type"]:
+                    L.append("\tq.a%d = (uint64_t)(uintptr_t)%s;" % (i, n))
                 else:
                     L.append("\tq.a%d = (uint64_t)%s;" % (i, n))
             elif r in ("h", "del"):
@@ -391,7 +393,7 @@ class Gen:
                 L.append("\tif (!%s)" % n)
                 L.append("\t\treturn CUDA_ERROR_INVALID_VALUE;")
                 L.append("\tq.present |= 1ull << %d;" % i)
-                L.append("\tmemcpy(&q.a%d, %s, sizeof(*%s) < 8 ? sizeof(*%s) : 8);" % (i, n, n, n))
+                L.append("\tmemcpy(q.a%d, %s, sizeof(*%s));" % (i, n, n))
             elif r == "count":
                 L.append("\tif (!%s)" % n)
                 L.append("\t\treturn CUDA_ERROR_INVALID_VALUE;")
@@ -626,7 +628,7 @@ class Gen:
         for i, a in enumerate(args):
             n, r, bt = a["name"], a["role"], a["base"]
             if r == "val":
-                decls.append("\t%s %s;" % (bt, n))
+                decls.append("\t%s %s;" % (a["type"] if "*" in a["type"] else bt, n))
             elif r in ("h", "del"):
                 k = a["kind"]
                 if k == "STREAM":
@@ -681,6 +683,8 @@ class Gen:
             if r == "val":
                 if bt == "float":
                     L.append("\tmemcpy(&%s, &q->a%d, sizeof(%s));" % (n, i, n))
+                elif "*" in a["type"]:
+                    L.append("\t%s = (%s)(uintptr_t)q->a%d;" % (n, a["type"], i))
                 else:
                     L.append("\t%s = (%s)q->a%d;" % (n, bt, i))
             elif r in ("h", "del"):
@@ -705,8 +709,7 @@ class Gen:
                 else:
                     L.append("\tmemcpy(&%s_v, q->a%d, sizeof(%s_v));" % (n, i, n))
             elif r == "inout":
-                L.append("\tmemset(&%s_v, 0, sizeof(%s_v));" % (n, n))
-                L.append("\tmemcpy(&%s_v, &q->a%d, sizeof(%s_v) < 8 ? sizeof(%s_v) : 8);" % (n, i, n, n))
+                L.append("\tmemcpy(&%s_v, q->a%d, sizeof(%s_v));" % (n, i, n))
             elif r == "out":
                 L.append("\tmemset(&%s_v, 0, sizeof(%s_v));" % (n, n))
         for i, a in ins:

@@ -746,6 +746,33 @@ static void seed_limit(struct seq *s)
 	save(s, "limit");
 }
 
+/* Tensor maps: a tiled encoding of a fuzz device address, one whose rank
+ * claims more array elements than the message holds, and the descriptor
+ * moved to another address (and one that is not a descriptor). */
+static void seed_tensormap(struct seq *s)
+{
+	struct mps_fwd_cuTensorMapEncodeTiled q = { .hdr = HDR(MPS_OP_FWD_cuTensorMapEncodeTiled, 1, CTX),
+						    .present = 1 | 1u << 4 | 1u << 5 | 1u << 6 | 1u << 7,
+						    .a1 = CU_TENSOR_MAP_DATA_TYPE_FLOAT32, .a2 = 2,
+						    .a3 = FAKE(0, 0) };
+	struct mps_fwd_cuTensorMapReplaceAddress ra = { .hdr = HDR(MPS_OP_FWD_cuTensorMapReplaceAddress, 3, CTX),
+							 .present = 1, .a1 = FAKE(0, 256) };
+	uint64_t arrays[6] = { 16, 16, 64, 0, 0, 0 };
+	uint32_t *box = (uint32_t *)&arrays[4];
+
+	box[0] = box[1] = 16;
+	box[2] = box[3] = 1;
+	begin(s, 0, 0);
+	ctx_create(s, 0, 0);
+	mem_alloc(s, CTX, 4096);
+	put2(s, &q, sizeof(q), arrays, sizeof(arrays));
+	q.a2 = 5;
+	put2(s, &q, sizeof(q), arrays, sizeof(arrays));
+	memset(ra.a0, 0x5a, sizeof(ra.a0));
+	put(s, &ra, sizeof(ra));
+	save(s, "tensormap");
+}
+
 /* Uploads raw bytes as an image and loads it. */
 static void load_raw(struct seq *s, const void *image, size_t n, uint32_t kind)
 {
@@ -861,6 +888,7 @@ int main(int argc, char **argv)
 	seed_spin(&s);
 	seed_malformed(&s);
 	seed_limit(&s);
+	seed_tensormap(&s);
 	seed_regress_image(&s);
 	seed_ring(&s);
 	return failed;

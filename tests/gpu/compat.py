@@ -399,6 +399,57 @@ def torch_compile():
     c.finish()
 
 
+@workload("triton tma descriptors", timeout=240)
+def triton_tma():
+    """Triton kernels that load and store through host-built tensor maps
+    (TensorDescriptor: the launcher calls cuTensorMapEncodeTiled before each
+    launch), as Hopper matmuls do: a copy with a scale, checked exactly, and
+    an fp16 matmul over K in steps, against torch.matmul."""
+    torch = _torch()
+    try:
+        import triton
+        import triton.language as tl
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError as e:
+        raise Skip(f"Triton with host tensor descriptors is missing ({e})")
+    if torch.cuda.get_device_capability()[0] < 9:
+        raise Skip("tensor maps need compute capability 9.0")
+
+    @triton.jit
+    def scale(src, dst, alpha, BM: tl.constexpr, BN: tl.constexpr):
+        m = tl.program_id(0) * BM
+        n = tl.program_id(1) * BN
+        dst.store([m, n], src.load([m, n]) * alpha)
+
+    @triton.jit
+    def matmul(a, b, c, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        m = tl.program_id(0) * BM
+        n = tl.program_id(1) * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            acc = tl.dot(a.load([m, k]), b.load([k, n]), acc)
+        c.store([m, n], acc.to(tl.float16))
+
+    g = _gen(torch)
+    c = Checks()
+    x = torch.randn(1000, 520, generator=g).cuda()   # edges that are not whole boxes
+    y = torch.empty_like(x)
+    grid = (triton.cdiv(1000, 64), triton.cdiv(520, 64))
+    for i in range(20):
+        y.zero_()
+        scale[grid](TensorDescriptor.from_tensor(x, [64, 64]), TensorDescriptor.from_tensor(y, [64, 64]),
+                    1.5 + i, BM=64, BN=64)
+        c.equal(f"scale {i}", y, x * (1.5 + i))
+    a = torch.randn(512, 384, generator=g).half().cuda()
+    b = torch.randn(384, 256, generator=g).half().cuda()
+    out = torch.empty(512, 256, dtype=torch.float16, device="cuda")
+    matmul[(512 // 128, 256 // 64)](TensorDescriptor.from_tensor(a, [128, 64]), TensorDescriptor.from_tensor(b, [64, 64]),
+                                    TensorDescriptor.from_tensor(out, [128, 64]), 384, BM=128, BN=64, BK=64)
+    c.close("matmul fp16", out.float(), a.float() @ b.float(), rtol=2e-2, atol=5e-2)
+    torch.cuda.synchronize()
+    c.finish()
+
+
 @workload("torch fft")
 def torch_fft():
     torch = _torch()

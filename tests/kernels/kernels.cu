@@ -10,6 +10,14 @@
 
 #include "long_name.h"
 
+/* A tensor map as a kernel parameter: 128 bytes, aligned to 128 as
+ * CUtensorMap is (cuda.h, not included here). The tensor memory accelerator
+ * reads it in the parameter space at that alignment: at 64 it faults with
+ * an illegal instruction. */
+struct __align__(128) CUtensorMap_tile {
+	unsigned long long opaque[16];
+};
+
 struct mixed {               /* exercises parameter alignment and packing */
 	int a;
 	double b;
@@ -132,4 +140,36 @@ extern "C" __global__ void tex_fetch(unsigned long long tex, float *out, int n)
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n)
 		out[i] = 2.0f * tex1Dfetch<float>((cudaTextureObject_t)tex, i) + 1.0f;
+}
+
+/* One box of a 2-D float tensor map, loaded by the tensor memory
+ * accelerator (cp.async.bulk.tensor) at element coordinates (x0, y0) into
+ * shared memory and written out row by row: out[y * w + x] for the map's
+ * box of w x h (at most 16 x 16). Elements of the box outside the tensor
+ * read 0; x0 * 4 must be a multiple of 16 (the hardware faults otherwise).
+ * Needs compute capability 9.0; one block of w * h threads. */
+extern "C" __global__ void tma_tile(const __grid_constant__ CUtensorMap_tile map, float *out, int x0, int y0)
+{
+	__shared__ __align__(128) float tile[16 * 16];
+	__shared__ __align__(8) unsigned long long bar;
+	unsigned int b = (unsigned int)__cvta_generic_to_shared(&bar);
+	unsigned int t = (unsigned int)__cvta_generic_to_shared(tile);
+	unsigned int n = blockDim.x;
+
+	if (threadIdx.x == 0) {
+		asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(n * 4) : "memory");
+		asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+			     " [%0], [%1, {%2, %3}], [%4];" ::"r"(t),
+			     "l"(&map), "r"(x0), "r"(y0), "r"(b)
+			     : "memory");
+		asm volatile("{\n\t.reg .pred p;\n"
+			     "WAIT:\n\t"
+			     "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t"
+			     "@!p bra WAIT;\n}" ::"r"(b)
+			     : "memory");
+	}
+	__syncthreads();
+	out[threadIdx.x] = tile[threadIdx.x];
 }

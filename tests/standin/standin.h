@@ -532,6 +532,17 @@ struct si_twin {
 bool mps__texture_linear(uint64_t value, uintptr_t *base, size_t *bytes, CUarray_format *format,
 			 unsigned *channels);
 
+/* A tiled tensor map as tensormap.c encodes it. */
+struct si_tmap {
+	unsigned dtype, rank, esize;
+	uint64_t addr;
+	uint64_t dim[5], stride[4];
+	uint32_t box[5];
+};
+
+/* Reads a stand-in tiled tensor map; false if the bytes are not one. */
+bool mps__tensormap_tile(const void *desc, struct si_tmap *t);
+
 /* The twin of an entry, or NULL when it has none or its signature differs. */
 const struct si_twin *mps__twin_find(const struct si_entry *e);
 /* Parameter i of the launch, at its PTX offset. */

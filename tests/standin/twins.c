@@ -261,6 +261,49 @@ static CUresult tex_fetch(struct si_launch *l)
 	return CUDA_SUCCESS;
 }
 
+/* One box of a 2-D float tensor map at (x0, y0), row by row; what lies
+ * outside the tensor reads 0 (the map's out-of-bounds fill). An x0 that is
+ * not a multiple of 16 bytes faults, as on the GPU. */
+static CUresult tma_tile(struct si_launch *l)
+{
+	int x0 = (int)u32_param(l, 2), y0 = (int)u32_param(l, 3);
+	struct si_tmap t;
+	float *out;
+
+	if (!mps__tensormap_tile(mps__launch_param(l, 0), &t) || t.rank != 2 || t.esize != 4 ||
+	    (uint64_t)t.box[0] * t.box[1] > 256 || l->block[0] != t.box[0] * t.box[1])
+		return CUDA_ERROR_ILLEGAL_INSTRUCTION;   /* not a map this kernel can use */
+	if (((int64_t)x0 * 4) % 16)
+		return CUDA_ERROR_ILLEGAL_INSTRUCTION;   /* as the hardware: a box starts 16-byte aligned */
+	ACCESS(l, u64_param(l, 1), (size_t)t.box[0] * t.box[1] * sizeof(float), 4, &out);
+	/* The part of the box inside the tensor, [gx0, gx1) x [gy0, gy1),
+	 * reached as one span. */
+	int64_t gx0 = x0 > 0 ? x0 : 0, gy0 = y0 > 0 ? y0 : 0;
+	int64_t gx1 = (int64_t)x0 + t.box[0], gy1 = (int64_t)y0 + t.box[1];
+	const unsigned char *src = NULL;
+
+	if (gx1 > (int64_t)t.dim[0])
+		gx1 = (int64_t)t.dim[0];
+	if (gy1 > (int64_t)t.dim[1])
+		gy1 = (int64_t)t.dim[1];
+	if (gx0 < gx1 && gy0 < gy1)
+		ACCESS(l, t.addr + (uint64_t)gy0 * t.stride[0] + (uint64_t)gx0 * 4,
+		       (size_t)(gy1 - 1 - gy0) * t.stride[0] + (size_t)(gx1 - gx0) * 4, 4, &src);
+	for (uint32_t y = 0; y < t.box[1]; y++) {
+		int64_t gy = (int64_t)y0 + y;
+
+		for (uint32_t x = 0; x < t.box[0]; x++) {
+			int64_t gx = (int64_t)x0 + x;
+			float v = 0.0f;
+
+			if (gx >= gx0 && gx < gx1 && gy >= gy0 && gy < gy1)
+				memcpy(&v, src + (uint64_t)(gy - gy0) * t.stride[0] + (uint64_t)(gx - gx0) * 4, 4);
+			out[y * t.box[0] + x] = v;
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
 static CUresult empty(struct si_launch *l)
 {
 	(void)l;
@@ -282,6 +325,7 @@ static const struct si_twin twins[] = {
 	{ "store_at",        2, { 8, 4 },       store_at },
 	{ "tex_fetch",       3, { 8, 8, 4 },    tex_fetch },
 	{ "empty",           0, { 0 },          empty },
+	{ "tma_tile",        4, { 128, 8, 4, 4 }, tma_tile },
 };
 
 const struct si_twin *mps__twin_find(const struct si_entry *e)

@@ -967,6 +967,52 @@ static void attack_graphs(uint32_t ctx, uint32_t mod)
  * slot, sets without one of a handle that is not a function, of a value
  * the driver refuses and of an attribute kind that does not exist. Each
  * refused, the asynchronous ones at the next synchronize; then all is well. */
+/* Tensor maps: array counts that overrun the message, an output not asked
+ * for, a descriptor to move that is not one. */
+static void attack_tensormap(uint32_t ctx)
+{
+	union {
+		struct mps_fwd_cuTensorMapEncodeTiled q;
+		struct mps_fwd_cuTensorMapReplaceAddress ra;
+		uint8_t raw[512];
+	} u;
+	struct mps_fwd_cuTensorMapEncodeTiled *q = &u.q;
+	uint64_t *arr = (uint64_t *)(q + 1);
+	uint32_t *box;
+	struct mps_slot *s;
+	const uint32_t len = sizeof(*q) + 48;   /* dims 16, strides 16, box 8, element strides 8 */
+
+	memset(&u, 0, sizeof(u));
+	q->present = 1 | 1u << 4 | 1u << 5 | 1u << 6 | 1u << 7;
+	q->a1 = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+	q->a2 = 2;
+	q->a3 = 0x7f0000100000ull;
+	arr[0] = 64;
+	arr[1] = 64;
+	arr[2] = 256;
+	box = (uint32_t *)&arr[4];
+	box[0] = box[1] = 16;
+	box[2] = box[3] = 1;
+	CHECK(call(MPS_OP_FWD_cuTensorMapEncodeTiled, ctx, &u, len, &s));
+	q->a2 = 5;   /* five of each, in a message holding two */
+	CHECK_ERR(call(MPS_OP_FWD_cuTensorMapEncodeTiled, ctx, &u, len, NULL), CUDA_ERROR_INVALID_VALUE);
+	q->a2 = 0xffffffffu;
+	CHECK_ERR(call(MPS_OP_FWD_cuTensorMapEncodeTiled, ctx, &u, len, NULL), CUDA_ERROR_INVALID_VALUE);
+	q->a2 = 2;
+	q->present &= ~1ull;   /* no descriptor to write */
+	CHECK_ERR(call(MPS_OP_FWD_cuTensorMapEncodeTiled, ctx, &u, len, NULL), CUDA_ERROR_INVALID_VALUE);
+	q->present |= 1;
+	CHECK_ERR(call(MPS_OP_FWD_cuTensorMapEncodeTiled, ctx, &u, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK(call(MPS_OP_FWD_cuTensorMapEncodeTiled, ctx, &u, len, NULL));   /* still served */
+
+	memset(&u, 0, sizeof(u));
+	u.ra.a1 = 0x7f0000200000ull;
+	CHECK_ERR(call(MPS_OP_FWD_cuTensorMapReplaceAddress, ctx, &u, sizeof(u.ra), NULL), CUDA_ERROR_INVALID_VALUE);
+	u.ra.present = 1;
+	memset(u.ra.a0, 0xa5, sizeof(u.ra.a0));   /* not a descriptor */
+	CHECK_ERR(call(MPS_OP_FWD_cuTensorMapReplaceAddress, ctx, &u, sizeof(u.ra), NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
 static void attack_funcattr(uint32_t ctx, uint32_t mod)
 {
 	union {   /* room for the size rounded up to the ring's unit */
@@ -1424,6 +1470,7 @@ int main(int argc, char **argv)
 		CHECK(get_symbol(MPS_OP_GET_GLOBAL, ctx, mod, "g_counter", 10, 9));
 		attack_graphs(ctx, mod);
 		attack_funcattr(ctx, mod);
+		attack_tensormap(ctx);
 		attack_gnodes(ctx, theirs);
 		attack_memory(ctx, theirs);
 		attack_hostfn(ctx);

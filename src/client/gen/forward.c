@@ -3130,6 +3130,280 @@ CUresult mps__fwd_cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArra
 	return r;
 }
 
+CUresult mps__fwd_cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+	struct mps_fwd_cuTensorMapEncodeTiled q;
+	struct mps_fwd_cuTensorMapEncodeTiled_out *o;
+	struct mps_call call;
+	uint8_t *extra = NULL;
+	size_t extra_len = 0, at = 0;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!tensorMap)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	q.a1 = (uint64_t)tensorDataType;
+	q.a2 = (uint64_t)tensorRank;
+	q.a3 = (uint64_t)(uintptr_t)globalAddress;
+	if (globalDim)
+		q.present |= 1ull << 4;
+	if (globalStrides)
+		q.present |= 1ull << 5;
+	if (boxDim)
+		q.present |= 1ull << 6;
+	if (elementStrides)
+		q.present |= 1ull << 7;
+	q.a8 = (uint64_t)interleave;
+	q.a9 = (uint64_t)swizzle;
+	q.a10 = (uint64_t)l2Promotion;
+	q.a11 = (uint64_t)oobFill;
+	if (globalDim && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint64_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (globalDim)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	if (globalStrides && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint64_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (globalStrides)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	if (boxDim && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint32_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (boxDim)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint32_t));
+	if (elementStrides && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint32_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (elementStrides)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint32_t));
+	if (sizeof(q) + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	extra = calloc(1, extra_len ? extra_len : 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (globalDim) {
+		memcpy(extra + at, globalDim, (size_t)tensorRank * sizeof(cuuint64_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	}
+	if (globalStrides) {
+		memcpy(extra + at, globalStrides, (size_t)tensorRank * sizeof(cuuint64_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	}
+	if (boxDim) {
+		memcpy(extra + at, boxDim, (size_t)tensorRank * sizeof(cuuint32_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint32_t));
+	}
+	if (elementStrides) {
+		memcpy(extra + at, elementStrides, (size_t)tensorRank * sizeof(cuuint32_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint32_t));
+	}
+	r = mps__call(MPS_OP_FWD_cuTensorMapEncodeTiled, sctx ? sctx : cur, &q.hdr, sizeof(q), extra, extra_len, &call);
+	o = call.s ? (struct mps_fwd_cuTensorMapEncodeTiled_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(tensorMap, o->o0, sizeof(*tensorMap));
+	}
+	mps__call_end(&call);
+	free(extra);
+	return r;
+}
+
+CUresult mps__fwd_cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+	struct mps_fwd_cuTensorMapEncodeIm2col q;
+	struct mps_fwd_cuTensorMapEncodeIm2col_out *o;
+	struct mps_call call;
+	uint8_t *extra = NULL;
+	size_t extra_len = 0, at = 0;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!tensorMap)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	q.a1 = (uint64_t)tensorDataType;
+	q.a2 = (uint64_t)tensorRank;
+	q.a3 = (uint64_t)(uintptr_t)globalAddress;
+	if (globalDim)
+		q.present |= 1ull << 4;
+	if (globalStrides)
+		q.present |= 1ull << 5;
+	if (pixelBoxLowerCorner)
+		q.present |= 1ull << 6;
+	if (pixelBoxUpperCorner)
+		q.present |= 1ull << 7;
+	q.a8 = (uint64_t)channelsPerPixel;
+	q.a9 = (uint64_t)pixelsPerColumn;
+	if (elementStrides)
+		q.present |= 1ull << 10;
+	q.a11 = (uint64_t)interleave;
+	q.a12 = (uint64_t)swizzle;
+	q.a13 = (uint64_t)l2Promotion;
+	q.a14 = (uint64_t)oobFill;
+	if (globalDim && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint64_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (globalDim)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	if (globalStrides && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint64_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (globalStrides)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	if (pixelBoxLowerCorner && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(int))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (pixelBoxLowerCorner)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(int));
+	if (pixelBoxUpperCorner && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(int))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (pixelBoxUpperCorner)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(int));
+	if (elementStrides && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint32_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (elementStrides)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint32_t));
+	if (sizeof(q) + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	extra = calloc(1, extra_len ? extra_len : 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (globalDim) {
+		memcpy(extra + at, globalDim, (size_t)tensorRank * sizeof(cuuint64_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	}
+	if (globalStrides) {
+		memcpy(extra + at, globalStrides, (size_t)tensorRank * sizeof(cuuint64_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	}
+	if (pixelBoxLowerCorner) {
+		memcpy(extra + at, pixelBoxLowerCorner, (size_t)tensorRank * sizeof(int));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(int));
+	}
+	if (pixelBoxUpperCorner) {
+		memcpy(extra + at, pixelBoxUpperCorner, (size_t)tensorRank * sizeof(int));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(int));
+	}
+	if (elementStrides) {
+		memcpy(extra + at, elementStrides, (size_t)tensorRank * sizeof(cuuint32_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint32_t));
+	}
+	r = mps__call(MPS_OP_FWD_cuTensorMapEncodeIm2col, sctx ? sctx : cur, &q.hdr, sizeof(q), extra, extra_len, &call);
+	o = call.s ? (struct mps_fwd_cuTensorMapEncodeIm2col_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(tensorMap, o->o0, sizeof(*tensorMap));
+	}
+	mps__call_end(&call);
+	free(extra);
+	return r;
+}
+
+CUresult mps__fwd_cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+{
+	struct mps_fwd_cuTensorMapEncodeIm2colWide q;
+	struct mps_fwd_cuTensorMapEncodeIm2colWide_out *o;
+	struct mps_call call;
+	uint8_t *extra = NULL;
+	size_t extra_len = 0, at = 0;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!tensorMap)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	q.a1 = (uint64_t)tensorDataType;
+	q.a2 = (uint64_t)tensorRank;
+	q.a3 = (uint64_t)(uintptr_t)globalAddress;
+	if (globalDim)
+		q.present |= 1ull << 4;
+	if (globalStrides)
+		q.present |= 1ull << 5;
+	q.a6 = (uint64_t)pixelBoxLowerCornerWidth;
+	q.a7 = (uint64_t)pixelBoxUpperCornerWidth;
+	q.a8 = (uint64_t)channelsPerPixel;
+	q.a9 = (uint64_t)pixelsPerColumn;
+	if (elementStrides)
+		q.present |= 1ull << 10;
+	q.a11 = (uint64_t)interleave;
+	q.a12 = (uint64_t)mode;
+	q.a13 = (uint64_t)swizzle;
+	q.a14 = (uint64_t)l2Promotion;
+	q.a15 = (uint64_t)oobFill;
+	if (globalDim && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint64_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (globalDim)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	if (globalStrides && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint64_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (globalStrides)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	if (elementStrides && (uint64_t)tensorRank > MPS_MSG_MAX / sizeof(cuuint32_t))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (elementStrides)
+		extra_len += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint32_t));
+	if (sizeof(q) + extra_len > MPS_MSG_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	extra = calloc(1, extra_len ? extra_len : 1);
+	if (!extra)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (globalDim) {
+		memcpy(extra + at, globalDim, (size_t)tensorRank * sizeof(cuuint64_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	}
+	if (globalStrides) {
+		memcpy(extra + at, globalStrides, (size_t)tensorRank * sizeof(cuuint64_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint64_t));
+	}
+	if (elementStrides) {
+		memcpy(extra + at, elementStrides, (size_t)tensorRank * sizeof(cuuint32_t));
+		at += MPS_FWD_ROUND((size_t)tensorRank * sizeof(cuuint32_t));
+	}
+	r = mps__call(MPS_OP_FWD_cuTensorMapEncodeIm2colWide, sctx ? sctx : cur, &q.hdr, sizeof(q), extra, extra_len, &call);
+	o = call.s ? (struct mps_fwd_cuTensorMapEncodeIm2colWide_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(tensorMap, o->o0, sizeof(*tensorMap));
+	}
+	mps__call_end(&call);
+	free(extra);
+	return r;
+}
+
+CUresult mps__fwd_cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)
+{
+	struct mps_fwd_cuTensorMapReplaceAddress q;
+	struct mps_fwd_cuTensorMapReplaceAddress_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!tensorMap)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 0;
+	memcpy(q.a0, tensorMap, sizeof(*tensorMap));
+	q.a1 = (uint64_t)(uintptr_t)globalAddress;
+	r = mps__call(MPS_OP_FWD_cuTensorMapReplaceAddress, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuTensorMapReplaceAddress_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(tensorMap, o->o0, sizeof(*tensorMap));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
 const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuDeviceGetP2PAttribute, mps__fwd_cuDeviceGetP2PAttribute),
 	MPS_IMPL(cuCtxResetPersistingL2Cache, mps__fwd_cuCtxResetPersistingL2Cache),

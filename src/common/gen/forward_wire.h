@@ -1105,6 +1105,84 @@ struct mps_fwd_cuMipmappedArrayGetLevel_out {
 };
 _Static_assert(sizeof(struct mps_fwd_cuMipmappedArrayGetLevel_out) <= MPS_SLOT_DATA, "fits a slot");
 
+struct mps_fwd_cuTensorMapEncodeTiled {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* tensorDataType (val) */
+	uint64_t a2;   /* tensorRank (val) */
+	uint64_t a3;   /* globalAddress (val) */
+	uint64_t a8;   /* interleave (val) */
+	uint64_t a9;   /* swizzle (val) */
+	uint64_t a10;   /* l2Promotion (val) */
+	uint64_t a11;   /* oobFill (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuTensorMapEncodeTiled) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuTensorMapEncodeTiled_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(CUtensorMap))];   /* tensorMap */
+};
+_Static_assert(sizeof(struct mps_fwd_cuTensorMapEncodeTiled_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuTensorMapEncodeIm2col {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* tensorDataType (val) */
+	uint64_t a2;   /* tensorRank (val) */
+	uint64_t a3;   /* globalAddress (val) */
+	uint64_t a8;   /* channelsPerPixel (val) */
+	uint64_t a9;   /* pixelsPerColumn (val) */
+	uint64_t a11;   /* interleave (val) */
+	uint64_t a12;   /* swizzle (val) */
+	uint64_t a13;   /* l2Promotion (val) */
+	uint64_t a14;   /* oobFill (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuTensorMapEncodeIm2col) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuTensorMapEncodeIm2col_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(CUtensorMap))];   /* tensorMap */
+};
+_Static_assert(sizeof(struct mps_fwd_cuTensorMapEncodeIm2col_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuTensorMapEncodeIm2colWide {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a1;   /* tensorDataType (val) */
+	uint64_t a2;   /* tensorRank (val) */
+	uint64_t a3;   /* globalAddress (val) */
+	uint64_t a6;   /* pixelBoxLowerCornerWidth (val) */
+	uint64_t a7;   /* pixelBoxUpperCornerWidth (val) */
+	uint64_t a8;   /* channelsPerPixel (val) */
+	uint64_t a9;   /* pixelsPerColumn (val) */
+	uint64_t a11;   /* interleave (val) */
+	uint64_t a12;   /* mode (val) */
+	uint64_t a13;   /* swizzle (val) */
+	uint64_t a14;   /* l2Promotion (val) */
+	uint64_t a15;   /* oobFill (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuTensorMapEncodeIm2colWide) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuTensorMapEncodeIm2colWide_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(CUtensorMap))];   /* tensorMap */
+};
+_Static_assert(sizeof(struct mps_fwd_cuTensorMapEncodeIm2colWide_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuTensorMapReplaceAddress {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint8_t a0[MPS_FWD_ROUND(sizeof(CUtensorMap))];   /* tensorMap */
+	uint64_t a1;   /* globalAddress (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuTensorMapReplaceAddress) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuTensorMapReplaceAddress_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o0[MPS_FWD_ROUND(sizeof(CUtensorMap))];   /* tensorMap */
+};
+_Static_assert(sizeof(struct mps_fwd_cuTensorMapReplaceAddress_out) <= MPS_SLOT_DATA, "fits a slot");
+
 #define MPS_FWD_OPS(X) \
 	X(FWD_cuDeviceGetP2PAttribute, fwd_cuDeviceGetP2PAttribute, mps_fwd_cuDeviceGetP2PAttribute, MPS_SYNC) \
 	X(FWD_cuCtxResetPersistingL2Cache, fwd_cuCtxResetPersistingL2Cache, mps_fwd_cuCtxResetPersistingL2Cache, MPS_SYNC) \
@@ -1184,6 +1262,10 @@ _Static_assert(sizeof(struct mps_fwd_cuMipmappedArrayGetLevel_out) <= MPS_SLOT_D
 	X(FWD_cuArray3DGetDescriptor_v2, fwd_cuArray3DGetDescriptor_v2, mps_fwd_cuArray3DGetDescriptor_v2, MPS_SYNC) \
 	X(FWD_cuMipmappedArrayCreate, fwd_cuMipmappedArrayCreate, mps_fwd_cuMipmappedArrayCreate, MPS_SYNC) \
 	X(FWD_cuMipmappedArrayDestroy, fwd_cuMipmappedArrayDestroy, mps_fwd_cuMipmappedArrayDestroy, MPS_SYNC) \
-	X(FWD_cuMipmappedArrayGetLevel, fwd_cuMipmappedArrayGetLevel, mps_fwd_cuMipmappedArrayGetLevel, MPS_SYNC)
+	X(FWD_cuMipmappedArrayGetLevel, fwd_cuMipmappedArrayGetLevel, mps_fwd_cuMipmappedArrayGetLevel, MPS_SYNC) \
+	X(FWD_cuTensorMapEncodeTiled, fwd_cuTensorMapEncodeTiled, mps_fwd_cuTensorMapEncodeTiled, MPS_SYNC) \
+	X(FWD_cuTensorMapEncodeIm2col, fwd_cuTensorMapEncodeIm2col, mps_fwd_cuTensorMapEncodeIm2col, MPS_SYNC) \
+	X(FWD_cuTensorMapEncodeIm2colWide, fwd_cuTensorMapEncodeIm2colWide, mps_fwd_cuTensorMapEncodeIm2colWide, MPS_SYNC) \
+	X(FWD_cuTensorMapReplaceAddress, fwd_cuTensorMapReplaceAddress, mps_fwd_cuTensorMapReplaceAddress, MPS_SYNC)
 
 #endif

@@ -2800,3 +2800,304 @@ out:
 	mps__reply(c, m->slot, r);
 }
 
+void mps__op_fwd_cuTensorMapEncodeTiled(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuTensorMapEncodeTiled *q = (const void *)m;
+	struct mps_fwd_cuTensorMapEncodeTiled_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUtensorMap tensorMap_v;
+	CUtensorMapDataType tensorDataType;
+	cuuint32_t tensorRank;
+	void* globalAddress;
+	const cuuint64_t *globalDim = NULL;
+	const cuuint64_t *globalStrides = NULL;
+	const cuuint32_t *boxDim = NULL;
+	const cuuint32_t *elementStrides = NULL;
+	CUtensorMapInterleave interleave;
+	CUtensorMapSwizzle swizzle;
+	CUtensorMapL2promotion l2Promotion;
+	CUtensorMapFloatOOBfill oobFill;
+	const uint8_t *at = (const uint8_t *)(q + 1), *end = (const uint8_t *)m + m->len;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&tensorMap_v, 0, sizeof(tensorMap_v));
+	tensorDataType = (CUtensorMapDataType)q->a1;
+	tensorRank = (cuuint32_t)q->a2;
+	globalAddress = (void*)(uintptr_t)q->a3;
+	interleave = (CUtensorMapInterleave)q->a8;
+	swizzle = (CUtensorMapSwizzle)q->a9;
+	l2Promotion = (CUtensorMapL2promotion)q->a10;
+	oobFill = (CUtensorMapFloatOOBfill)q->a11;
+	if (q->present & (1ull << 4)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint64_t), &r);
+
+		if (!p)
+			goto out;
+		globalDim = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (q->present & (1ull << 5)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint64_t), &r);
+
+		if (!p)
+			goto out;
+		globalStrides = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (q->present & (1ull << 6)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint32_t), &r);
+
+		if (!p)
+			goto out;
+		boxDim = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (q->present & (1ull << 7)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint32_t), &r);
+
+		if (!p)
+			goto out;
+		elementStrides = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (!mps_drv.cuTensorMapEncodeTiled) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuTensorMapEncodeTiled(&tensorMap_v, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion, oobFill);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &tensorMap_v, sizeof(tensorMap_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuTensorMapEncodeIm2col(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuTensorMapEncodeIm2col *q = (const void *)m;
+	struct mps_fwd_cuTensorMapEncodeIm2col_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUtensorMap tensorMap_v;
+	CUtensorMapDataType tensorDataType;
+	cuuint32_t tensorRank;
+	void* globalAddress;
+	const cuuint64_t *globalDim = NULL;
+	const cuuint64_t *globalStrides = NULL;
+	const int *pixelBoxLowerCorner = NULL;
+	const int *pixelBoxUpperCorner = NULL;
+	cuuint32_t channelsPerPixel;
+	cuuint32_t pixelsPerColumn;
+	const cuuint32_t *elementStrides = NULL;
+	CUtensorMapInterleave interleave;
+	CUtensorMapSwizzle swizzle;
+	CUtensorMapL2promotion l2Promotion;
+	CUtensorMapFloatOOBfill oobFill;
+	const uint8_t *at = (const uint8_t *)(q + 1), *end = (const uint8_t *)m + m->len;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&tensorMap_v, 0, sizeof(tensorMap_v));
+	tensorDataType = (CUtensorMapDataType)q->a1;
+	tensorRank = (cuuint32_t)q->a2;
+	globalAddress = (void*)(uintptr_t)q->a3;
+	channelsPerPixel = (cuuint32_t)q->a8;
+	pixelsPerColumn = (cuuint32_t)q->a9;
+	interleave = (CUtensorMapInterleave)q->a11;
+	swizzle = (CUtensorMapSwizzle)q->a12;
+	l2Promotion = (CUtensorMapL2promotion)q->a13;
+	oobFill = (CUtensorMapFloatOOBfill)q->a14;
+	if (q->present & (1ull << 4)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint64_t), &r);
+
+		if (!p)
+			goto out;
+		globalDim = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (q->present & (1ull << 5)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint64_t), &r);
+
+		if (!p)
+			goto out;
+		globalStrides = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (q->present & (1ull << 6)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(int), &r);
+
+		if (!p)
+			goto out;
+		pixelBoxLowerCorner = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (q->present & (1ull << 7)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(int), &r);
+
+		if (!p)
+			goto out;
+		pixelBoxUpperCorner = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (q->present & (1ull << 10)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint32_t), &r);
+
+		if (!p)
+			goto out;
+		elementStrides = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (!mps_drv.cuTensorMapEncodeIm2col) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuTensorMapEncodeIm2col(&tensorMap_v, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion, oobFill);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &tensorMap_v, sizeof(tensorMap_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuTensorMapEncodeIm2colWide(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuTensorMapEncodeIm2colWide *q = (const void *)m;
+	struct mps_fwd_cuTensorMapEncodeIm2colWide_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUtensorMap tensorMap_v;
+	CUtensorMapDataType tensorDataType;
+	cuuint32_t tensorRank;
+	void* globalAddress;
+	const cuuint64_t *globalDim = NULL;
+	const cuuint64_t *globalStrides = NULL;
+	int pixelBoxLowerCornerWidth;
+	int pixelBoxUpperCornerWidth;
+	cuuint32_t channelsPerPixel;
+	cuuint32_t pixelsPerColumn;
+	const cuuint32_t *elementStrides = NULL;
+	CUtensorMapInterleave interleave;
+	CUtensorMapIm2ColWideMode mode;
+	CUtensorMapSwizzle swizzle;
+	CUtensorMapL2promotion l2Promotion;
+	CUtensorMapFloatOOBfill oobFill;
+	const uint8_t *at = (const uint8_t *)(q + 1), *end = (const uint8_t *)m + m->len;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memset(&tensorMap_v, 0, sizeof(tensorMap_v));
+	tensorDataType = (CUtensorMapDataType)q->a1;
+	tensorRank = (cuuint32_t)q->a2;
+	globalAddress = (void*)(uintptr_t)q->a3;
+	pixelBoxLowerCornerWidth = (int)q->a6;
+	pixelBoxUpperCornerWidth = (int)q->a7;
+	channelsPerPixel = (cuuint32_t)q->a8;
+	pixelsPerColumn = (cuuint32_t)q->a9;
+	interleave = (CUtensorMapInterleave)q->a11;
+	mode = (CUtensorMapIm2ColWideMode)q->a12;
+	swizzle = (CUtensorMapSwizzle)q->a13;
+	l2Promotion = (CUtensorMapL2promotion)q->a14;
+	oobFill = (CUtensorMapFloatOOBfill)q->a15;
+	if (q->present & (1ull << 4)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint64_t), &r);
+
+		if (!p)
+			goto out;
+		globalDim = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (q->present & (1ull << 5)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint64_t), &r);
+
+		if (!p)
+			goto out;
+		globalStrides = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (q->present & (1ull << 10)) {
+		const void *p = mps__fwd_array(&at, end, q->a2, sizeof(cuuint32_t), &r);
+
+		if (!p)
+			goto out;
+		elementStrides = p;
+	} else if (q->a2) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (!mps_drv.cuTensorMapEncodeIm2colWide) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuTensorMapEncodeIm2colWide(&tensorMap_v, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &tensorMap_v, sizeof(tensorMap_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuTensorMapReplaceAddress(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuTensorMapReplaceAddress *q = (const void *)m;
+	struct mps_fwd_cuTensorMapReplaceAddress_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUtensorMap tensorMap_v;
+	void* globalAddress;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x1ull) != 0x1ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	memcpy(&tensorMap_v, q->a0, sizeof(tensorMap_v));
+	globalAddress = (void*)(uintptr_t)q->a1;
+	if (!mps_drv.cuTensorMapReplaceAddress) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuTensorMapReplaceAddress(&tensorMap_v, globalAddress);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o0, &tensorMap_v, sizeof(tensorMap_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+

@@ -88,6 +88,10 @@
 	X(cuArray3DGetDescriptor_v2) \
 	X(cuMipmappedArrayCreate) \
 	X(cuMipmappedArrayDestroy) \
-	X(cuMipmappedArrayGetLevel)
+	X(cuMipmappedArrayGetLevel) \
+	X(cuTensorMapEncodeTiled) \
+	X(cuTensorMapEncodeIm2col) \
+	X(cuTensorMapEncodeIm2colWide) \
+	X(cuTensorMapReplaceAddress)
 
 #endif
