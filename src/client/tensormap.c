@@ -6,8 +6,9 @@
  * driver knows the format, so the server encodes (generated forwarding,
  * src/common/forward.def) and the bytes come back.
  *
- * The arguments are checked here as the driver's documentation states them
- * (a 64-byte aligned descriptor, a rank of 1 to 5, the arrays present), and
+ * The arguments are checked here as the driver checks them (a rank of 1 to
+ * 5, the arrays present; the documentation asks for a 64-byte aligned
+ * descriptor, which the driver does not hold to, so neither does this), and
  * the arrays are copied into ones of the rank's length: the driver reads
  * tensorRank - 1 strides and tensorRank - 2 im2col corners, and the message
  * carries tensorRank of each, so the caller's shorter arrays are never read
@@ -87,6 +88,27 @@ static void keep(const struct key *k, const CUtensorMap *map)
 	pthread_mutex_unlock(&kept.lock);
 }
 
+/* A kept answer for k, into the caller's map: true if there was one. */
+static bool answer_kept(const struct key *k, CUtensorMap *map)
+{
+	CUtensorMap out;
+
+	if (!lookup(k, &out))
+		return false;
+	memcpy(map, &out, sizeof(out));   /* the caller's may be less aligned than the type */
+	return true;
+}
+
+/* The server's answer r for k: kept and given to the caller if it is one. */
+static CUresult answer(const struct key *k, CUtensorMap *map, const CUtensorMap *out, CUresult r)
+{
+	if (r != CUDA_SUCCESS)
+		return r;
+	keep(k, out);
+	memcpy(map, out, sizeof(*out));
+	return CUDA_SUCCESS;
+}
+
 /* The checks every encoding shares, and the common part of the key. */
 static CUresult begin(struct key *k, enum kind kind, const CUtensorMap *map, CUtensorMapDataType dtype,
 		      cuuint32_t rank, cuuint32_t min_rank, void *addr, const cuuint64_t *dim,
@@ -96,7 +118,7 @@ static CUresult begin(struct key *k, enum kind kind, const CUtensorMap *map, CUt
 
 	if (!ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!map || ((uintptr_t)map & 63) || rank < min_rank || rank > RANK_MAX || !dim || !estrides ||
+	if (!map || rank < min_rank || rank > RANK_MAX || !dim || !estrides ||
 	    (rank > 1 && !strides))
 		return CUDA_ERROR_INVALID_VALUE;
 	memset(k, 0, sizeof(*k));
@@ -130,15 +152,11 @@ static CUresult encode_tiled(CUtensorMap *map, CUtensorMapDataType dtype, cuuint
 	k.swizzle = swizzle;
 	k.l2 = l2;
 	k.oob = oob;
-	if (lookup(&k, map))
+	if (answer_kept(&k, map))
 		return CUDA_SUCCESS;
 	r = mps__fwd_cuTensorMapEncodeTiled(&out, dtype, rank, addr, k.dim, k.stride, k.box, k.estride, interleave,
 					    swizzle, l2, oob);
-	if (r != CUDA_SUCCESS)
-		return r;
-	keep(&k, &out);
-	*map = out;
-	return CUDA_SUCCESS;
+	return answer(&k, map, &out, r);
 }
 
 static CUresult encode_im2col(CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank, void *addr,
@@ -163,15 +181,11 @@ static CUresult encode_im2col(CUtensorMap *map, CUtensorMapDataType dtype, cuuin
 	k.swizzle = swizzle;
 	k.l2 = l2;
 	k.oob = oob;
-	if (lookup(&k, map))
+	if (answer_kept(&k, map))
 		return CUDA_SUCCESS;
 	r = mps__fwd_cuTensorMapEncodeIm2col(&out, dtype, rank, addr, k.dim, k.stride, k.lower, k.upper, channels,
 					     pixels, k.estride, interleave, swizzle, l2, oob);
-	if (r != CUDA_SUCCESS)
-		return r;
-	keep(&k, &out);
-	*map = out;
-	return CUDA_SUCCESS;
+	return answer(&k, map, &out, r);
 }
 
 static CUresult encode_im2col_wide(CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank, void *addr,
@@ -195,22 +209,25 @@ static CUresult encode_im2col_wide(CUtensorMap *map, CUtensorMapDataType dtype, 
 	k.swizzle = swizzle;
 	k.l2 = l2;
 	k.oob = oob;
-	if (lookup(&k, map))
+	if (answer_kept(&k, map))
 		return CUDA_SUCCESS;
 	r = mps__fwd_cuTensorMapEncodeIm2colWide(&out, dtype, rank, addr, k.dim, k.stride, lower_w, upper_w,
 						 channels, pixels, k.estride, interleave, mode, swizzle, l2, oob);
-	if (r != CUDA_SUCCESS)
-		return r;
-	keep(&k, &out);
-	*map = out;
-	return CUDA_SUCCESS;
+	return answer(&k, map, &out, r);
 }
 
 static CUresult replace_address(CUtensorMap *map, void *addr)
 {
-	if (!map || ((uintptr_t)map & 63))
+	CUtensorMap m;
+	CUresult r;
+
+	if (!map)
 		return CUDA_ERROR_INVALID_VALUE;
-	return mps__fwd_cuTensorMapReplaceAddress(map, addr);
+	memcpy(&m, map, sizeof(m));   /* the caller's may be less aligned than the type */
+	r = mps__fwd_cuTensorMapReplaceAddress(&m, addr);
+	if (r == CUDA_SUCCESS)
+		memcpy(map, &m, sizeof(m));
+	return r;
 }
 
 const struct mps_impl mps__tensormap_api[] = {

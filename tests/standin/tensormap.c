@@ -3,8 +3,8 @@
  * Tensor maps. The real descriptor's format is the driver's secret; the
  * stand-in's is its own, laid out below, and read back only by the twin of
  * the kernel that uses one (twins.c, tma_tile). The checks are those the
- * driver's documentation lists for a tiled map: a 64-byte aligned
- * descriptor, a rank of 1 to 5, a 16-byte aligned address, non-zero
+ * driver's documentation lists for a tiled map (but the descriptor's
+ * alignment, which the driver does not check either): a rank of 1 to 5, a 16-byte aligned address, non-zero
  * dimensions, strides that are multiples of 16, box sides of 1 to 256 with
  * the innermost one a multiple of 16 bytes, element strides of 1 to 8.
  *
@@ -26,7 +26,7 @@ static const unsigned dtype_size[] = { 1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4, 1,
 static CUresult check(const CUtensorMap *map, unsigned dtype, unsigned rank, unsigned min_rank, const void *addr,
 		      const cuuint64_t *dim, const cuuint64_t *strides, const cuuint32_t *estrides)
 {
-	if (!map || ((uintptr_t)map & 63) || rank < min_rank || rank > 5 || !dim || !estrides ||
+	if (!map || rank < min_rank || rank > 5 || !dim || !estrides ||
 	    (rank > 1 && !strides) || dtype >= sizeof(dtype_size) / sizeof(dtype_size[0]) ||
 	    ((uintptr_t)addr & 15) || !addr)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -126,7 +126,7 @@ CU_API CUresult cuTensorMapReplaceAddress(CUtensorMap *map, void *addr)
 	uint32_t w[32];
 	uint64_t a = (uint64_t)(uintptr_t)addr;
 
-	if (!map || ((uintptr_t)map & 63) || !addr || ((uintptr_t)addr & 15))
+	if (!map || !addr || ((uintptr_t)addr & 15))
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(w, map, sizeof(w));
 	if (w[0] != MAGIC)
