@@ -11,7 +11,8 @@
  * threads outnumber the CPUs, where spinning would steal the server's CPU).
  * A reply the server has handed to the GPU (the GPU stores it) needs no
  * server thread: it is watched without system calls for up to
- * OPENMPS_CLIENT_GPU_SPIN_US, as CUDA's own waits spin. One the server has
+ * OPENMPS_CLIENT_GPU_SPIN_US, as CUDA's own waits spin (giving the CPU away
+ * every OPENMPS_CLIENT_GPU_YIELD_US while the CPUs are busy). One the server has
  * yet to answer is looked for giving the CPU away between looks
  * (OPENMPS_CLIENT_YIELD_US), so the server's threads get it. Then the wait
  * sleeps on a futex — for a reply or a staging chunk the GPU stores itself
@@ -43,7 +44,6 @@
 #include "common/sock.h"
 
 #define SLEEP_NS (100ull * 1000 * 1000)  /* longest sleep between liveness checks */
-#define GPU_YIELD_EVERY_NS (50ull * 1000)  /* busy CPUs: how often a wait for the GPU yields */
 
 struct mps_conn mps_conn = {
 	.sock = -1,
@@ -201,6 +201,7 @@ int mps__connect(CUresult *refusal)
 	mps_conn.spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_SPIN_US", 50) * 1000;
 	mps_conn.yield_ns = (uint64_t)env_ms("OPENMPS_CLIENT_YIELD_US", 1000) * 1000;
 	mps_conn.gpu_spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_GPU_SPIN_US", 2000) * 1000;
+	mps_conn.gpu_yield_ns = (uint64_t)env_ms("OPENMPS_CLIENT_GPU_YIELD_US", 50) * 1000;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	return 0;
 
@@ -307,7 +308,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 			 * needs the CPU for it, so look without a system call, as
 			 * CUDA's own waits spin; while the CPUs are busy (no spin
 			 * advised), give the CPU away now and then. */
-			if (!spin_budget() && waited - yielded >= GPU_YIELD_EVERY_NS) {
+			if (!spin_budget() && waited - yielded >= mps_conn.gpu_yield_ns) {
 				yielded = waited;
 				sched_yield();
 			} else {
