@@ -356,14 +356,15 @@ class Probe:
         # launch calls, launches, turns and wake-ups.
         d["m"] = {}
         for line in self._ask("get_metrics").splitlines():
-            m = re.match(r"openmps_server_(\w+)_total\{[^}]*\} ([0-9.]+)$", line)
+            m = re.match(r"openmps_server_(\w+)_total\{[^}]*?(?:why=\"(\w+)\")?\} ([0-9.]+)$", line)
             if m and m.group(1) in self.METRICS:
-                d["m"][m.group(1)] = d["m"].get(m.group(1), 0.0) + float(m.group(2))
+                key = m.group(1) + ("_" + m.group(2) if m.group(2) else "")
+                d["m"][key] = d["m"].get(key, 0.0) + float(m.group(3))
         d["calls"], d["trips"] = d["m"].get("calls"), d["m"].get("round_trips")
         return d
 
     METRICS = ("calls", "round_trips", "service_cpu_seconds", "serving_seconds", "launch_seconds", "launches",
-               "turns", "wakeups")
+               "turns", "wakeups", "replayed_kernels", "replay_holds_ended")
 
     @staticmethod
     def figures(a, b, requests):
@@ -394,6 +395,11 @@ class Probe:
             if delta("turns"):
                 out["msgs_per_turn"] = round(delta("calls") / delta("turns"), 2)
             out["wakeups_per_req"] = round(delta("wakeups") / requests, 2)
+            if delta("replayed_kernels") is not None:
+                out["replayed_per_req"] = round(delta("replayed_kernels") / requests, 2)
+            if delta("replay_holds_ended_time") is not None:
+                out["holds_expired_per_req"] = round(delta("replay_holds_ended_time") / requests, 3)
+                out["holds_let_go_per_req"] = round(delta("replay_holds_ended_other") / requests, 3)
         return out
 
 
@@ -637,10 +643,11 @@ TSV_FIELDS = ("kind", "model", "n", "mode", "status", "rps", "p50_us", "p99_us",
               "ran", "failed", "refused", "wrong", "warning", "error", "items", "user_pct", "sys_pct",
               "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0",
               "svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_per_launch", "msgs_per_turn",
-              "wakeups_per_req")
+              "wakeups_per_req", "replayed_per_req", "holds_expired_per_req", "holds_let_go_per_req")
 NUM_FIELDS = ("rps", "p50_us", "p99_us", "value", "user_pct", "sys_pct", "server_us_per_req", "server_cpu_pct",
               "calls_per_req", "trips_per_req", "svc_us_per_req", "serve_us_per_req", "launch_us_per_req",
-              "us_per_launch", "msgs_per_turn", "wakeups_per_req")
+              "us_per_launch", "msgs_per_turn", "wakeups_per_req", "replayed_per_req", "holds_expired_per_req",
+              "holds_let_go_per_req")
 
 # The server-CPU rows bench/infer.sh measures: id, label ({n}: the record's n).
 CPU_ROWS = (
@@ -782,16 +789,19 @@ def load_table(recs):
 def serve_table(recs):
     """Where openmps's service threads spent their time per request: their
     CPU, the part running messages, the part inside the driver's launch
-    calls (and per launch), messages per turn, wake-ups from sleep."""
+    calls (and per launch), messages per turn, wake-ups from sleep, and the
+    kernels launched as part of a replayed run (src/server/replay.h)."""
     cells = {(r["model"], int(r["n"])): r for r in recs
              if r.get("kind", "infer") == "infer" and r.get("mode") == "openmps" and r.get("svc_us_per_req") is not None}
     if not cells:
         return ""
     order = {m: i for i, m in enumerate(MODELS)}
     keys = ("svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_per_launch", "msgs_per_turn",
-            "wakeups_per_req")
+            "wakeups_per_req", "replayed_per_req", "holds_expired_per_req", "holds_let_go_per_req")
     out = ["| model | N | service CPU µs/req | running messages µs/req | in driver launches µs/req "
-           "| µs per driver launch | messages per turn | wake-ups/req |", "|---|---:|" + "---:|" * len(keys)]
+           "| µs per driver launch | messages per turn | wake-ups/req | kernels replayed/req "
+           "| holds timed out/req | holds let go/req |",
+           "|---|---:|" + "---:|" * len(keys)]
     for model, n in sorted(cells, key=lambda k: (order.get(k[0], 99), k[0], k[1])):
         r = cells[(model, n)]
         out.append("| " + " | ".join([model, str(n)] + [fmt_num(r.get(k)) for k in keys]) + " |")
@@ -939,7 +949,7 @@ def cmd_selftest(args):
           and fig.get("msgs_per_turn") == 4.0 and fig.get("wakeups_per_req") == 0.5
           and fig.get("calls_per_req") == 17.0)
     st = serve_table([dict(recs[2], **fig)])
-    check("serve table", "| cnn | 16 | 160 | 80.0 | 64.0 | 4.00 | 4.00 | 0.50 |" in st)
+    check("serve table", "| cnn | 16 | 160 | 80.0 | 64.0 | 4.00 | 4.00 | 0.50 | - | - | - |" in st)
     c = cpu_table(recs)
     check("cpu table: 16 idle clients, ratio 0.50", "16 idle clients" in c and "| 0.50 |" in c)
     buf = io.StringIO()

@@ -13,7 +13,8 @@
  * thread) and at its teardown, never waited for but at teardown; a mutex
  * per client covers the slots (taken only by sampled launches and
  * readers), so launches between samples cost one counter. Graph launches
- * are not sampled.
+ * are not sampled; a run of launches the server replays as a graph
+ * (replay.h) counts as one launch, timed as a whole.
  */
 #ifndef MPS_SERVER_GPUTIME_H
 #define MPS_SERVER_GPUTIME_H

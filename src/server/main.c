@@ -36,6 +36,7 @@
 #include "server/fault.h"
 #include "server/main.h"
 #include "server/sched.h"
+#include "server/replay.h"
 #include "server/server.h"
 
 struct mps_server mps_srv = {
@@ -209,6 +210,7 @@ int main(int argc, char **argv)
 	mps_srv.spin_ns = (uint64_t)env_long("OPENMPS_SPIN_US", 100, 0, 1000000) * 1000;
 	mps_srv.max_clients = (int)env_long("OPENMPS_MAX_CLIENTS", 1024, 1, 65536);
 	mps_gputime_init();
+	mps_replay_init();
 	host_limits();
 
 	if (mps_driver_load() < 0) {

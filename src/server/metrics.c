@@ -14,6 +14,7 @@
 
 #include "common/atomics.h"
 #include "server/metrics.h"
+#include "server/replay.h"
 #include "server/sched.h"
 #include "server/server.h"
 #include "server/smshare.h"
@@ -71,6 +72,7 @@ int mps_metrics_write(int fd)
 {
 	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 }, ops = 0, trips = 0;
 	struct mps_sched_stats ss;
+	uint64_t expired, let_go;
 	char comm[160];
 	int server = (int)getpid(), n = 0;
 	FILE *f;
@@ -148,6 +150,15 @@ int mps_metrics_write(int fd)
 	fprintf(f, "openmps_server_launches_total{server=\"%d\"} %llu\n", server, (unsigned long long)ss.launches);
 	fprintf(f, "openmps_server_turns_total{server=\"%d\"} %llu\n", server, (unsigned long long)ss.turns);
 	fprintf(f, "openmps_server_wakeups_total{server=\"%d\"} %llu\n", server, (unsigned long long)ss.wakeups);
+	fprintf(f, "openmps_server_replays_total{server=\"%d\"} %llu\n", server, (unsigned long long)ss.replays);
+	fprintf(f, "openmps_server_replayed_kernels_total{server=\"%d\"} %llu\n", server,
+		(unsigned long long)ss.replayed);
+	fprintf(f, "openmps_server_replay_seconds_total{server=\"%d\"} %.6f\n", server, ss.replay_ns / 1e9);
+	mps_replay_stats(&expired, &let_go);
+	fprintf(f, "openmps_server_replay_holds_ended_total{server=\"%d\",why=\"time\"} %llu\n", server,
+		(unsigned long long)expired);
+	fprintf(f, "openmps_server_replay_holds_ended_total{server=\"%d\",why=\"other\"} %llu\n", server,
+		(unsigned long long)let_go);
 	for (int d = 0; d < mps_srv.ndev; d++) {
 		fprintf(f, "openmps_server_memory_bytes{server=\"%d\",device=\"%d\"} %llu\n", server, d,
 			(unsigned long long)dev_bytes[d]);

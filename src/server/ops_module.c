@@ -19,6 +19,7 @@
 #include "server/driver.h"
 #include "server/fault.h"
 #include "server/jit.h"
+#include "server/replay.h"
 #include "server/server.h"
 
 #define BLOB_MAX   (4ull << 30)    /* largest image a client may upload */
@@ -174,6 +175,7 @@ answer:
 
 static void module_free(struct mps_client *c, struct mps_smodule *mod)
 {
+	mps_replay_forget(c);   /* a learned run may name its functions */
 	while (mod->funcs) {
 		struct mps_sfunc *f = mod->funcs;
 

@@ -27,6 +27,7 @@
 #include "common/sq.h"
 #include "server/control.h"
 #include "server/crash.h"
+#include "server/replay.h"
 #include "server/sched.h"
 #include "server/server.h"
 
@@ -35,6 +36,7 @@
 #define SLEEP_MS       100                    /* an idle thread looks around at least this often */
 #define EVENTS_NS      (20ull * 1000)         /* a busy thread looks for wake-ups this often */
 #define HOT_HANDOUT    8                      /* hot clients with work one scan moves to the run queue */
+#define ACTIVE_NS      (10ull * 1000 * 1000)  /* a client with work this recently counts as active */
 
 /* Set in mps_client.run by an eventfd event that found the client owned:
  * its owner must look at the ring again before it lets the client go. */
@@ -43,7 +45,7 @@
 /* One service thread's counters: written by that thread only (relaxed),
  * read by get_metrics; a cache line each. */
 struct svc_stat {
-	uint64_t serve_ns, launch_ns, launches, turns, wakeups;
+	uint64_t serve_ns, launch_ns, launches, turns, wakeups, replays, replayed, replay_ns;
 } __attribute__((aligned(64)));
 
 static __thread struct svc_stat *self;
@@ -67,6 +69,7 @@ static struct {
 	int epfd, kickfd, stopfd;
 	unsigned int nthreads, ncpu;
 	unsigned int started;                   /* atomic: threads running (stats read this many) */
+	unsigned int active;                    /* atomic: clients with work lately (sampled) */
 	pthread_t *threads;                     /* the pool, joined by mps_sched_stop */
 	struct svc_stat *stat;                  /* one per thread */
 	int stop;                               /* atomic: mps_sched_stop was called */
@@ -188,6 +191,18 @@ static int measure(uint64_t now)
 	return level;
 }
 
+/* Counts the clients that had work in the last ACTIVE_NS. */
+static void count_active(uint64_t now)
+{
+	unsigned int n = 0;
+
+	pthread_mutex_lock(&mps_srv.lock);
+	for (struct mps_client *c = mps_srv.clients; c; c = c->next)
+		n += now - mps_load_relaxed(&c->active_ns) < ACTIVE_NS;
+	pthread_mutex_unlock(&mps_srv.lock);
+	mps_store_relaxed(&sched.active, n);
+}
+
 /* Reads the CPU pressure if the last reading is older than SAMPLE_NS
  * (one thread at a time) and sets the level. Spinning is itself a load, so
  * a level that rises because we spin would fall again once we stop, and
@@ -205,6 +220,7 @@ static void sample(uint64_t now)
 		return;
 	}
 	mps_store_relaxed(&sched.sampled_ns, now);
+	count_active(now);
 	m = measure(now);
 	if (m > level) {
 		if (now - sched.rose_ns < 2 * sched.hold_ns)
@@ -447,6 +463,7 @@ static void reap(bool all)
  * meanwhile: the caller still owns the client. */
 static bool arm(struct mps_client *c)
 {
+	mps_replay_expire(c, 0, true);   /* nobody will watch it: what it holds goes */
 	mps_comp_handoff(c);
 	/* NEED_WAKEUP, fence, ring empty (the client publishes, fences, and
 	 * reads the flag: one of us sees the other). A wake-up that comes
@@ -514,6 +531,7 @@ static bool linger(struct mps_client *c)
 			return true;
 		if (c->comp.head && mps_comp_poll(c))
 			mps_store_relaxed(&c->active_ns, now);
+		mps_replay_expire(c, now, false);
 		if (mps_load_relaxed(&sched.rq_len) || mps_load_relaxed(&sched.nhot))
 			return false;
 		if (!c->comp.head && now - c->active_ns >= spin_window())
@@ -537,6 +555,8 @@ static bool serve(struct mps_client *c, bool spinner)
 		uint64_t start = mps_now_ns(), now = start;
 		unsigned int n = 0;
 		bool hot = false;
+
+		sample(start);   /* busy threads must see the pressure change too */
 
 		if (!c->ready && !mps_load_acquire(&c->dead) && mps__client_greet(c) < 0)
 			mps_client_kill(c, NULL);
@@ -568,6 +588,7 @@ static bool serve(struct mps_client *c, bool spinner)
 		}
 		if (c->comp.head && mps_comp_poll(c))
 			mps_store_relaxed(&c->active_ns, now);
+		mps_replay_expire(c, now, false);
 		if (mps_load_acquire(&c->dead)) {
 			mps_crash_client(0);
 			retire(c);
@@ -589,7 +610,7 @@ static bool serve(struct mps_client *c, bool spinner)
 		if ((spinner || committed) && linger(c))
 			continue;
 		now = mps_now_ns();
-		if (c->comp.head || now - c->active_ns < spin_window()) {
+		if (c->comp.head || mps_replay_holds(c) || now - c->active_ns < spin_window()) {
 			pthread_mutex_lock(&sched.lock);
 			if (spinner || committed || sched.spinners > 0)
 				hot = hot_add(c) == 0 && (release(c, MPS_RUN_HOT) || (hot_del(c), false));
@@ -658,8 +679,10 @@ static bool scan_hot(uint64_t now)
 		struct mps_client *h = sched.hot[i];
 		bool waits = mps_load_relaxed(&h->comp.count) != 0;
 
-		cool = !waits && now - mps_load_relaxed(&h->active_ns) >= spin_window();
-		if ((ring_maybe(h) || waits || cool || mps_load_relaxed(&h->dead)) && take_hot(h)) {
+		/* A client holding launches stays hot until they go (replay.h). */
+		cool = !waits && !mps_replay_holds(h) && now - mps_load_relaxed(&h->active_ns) >= spin_window();
+		if ((ring_maybe(h) || waits || cool || mps_replay_due(h, now) || mps_load_relaxed(&h->dead)) &&
+		    take_hot(h)) {
 			c = h;
 			sched.hot_next = i;   /* hot_del moved the last one here */
 			break;
@@ -875,20 +898,25 @@ static unsigned int cpus(void)
 	return (unsigned int)env_num("OPENMPS_CPUS", n, 1, 4096);
 }
 
-/* How many service threads by default: half the CPUs, at least four and at
- * most sixteen (or all of them, at least two, where there are fewer). The
- * service threads do the launches of every client in one context, so at 16
- * or more busy clients they are what limits the requests served: on a
- * 16-CPU H200 host with 16 and 32 processes of batch-1 inference (17 calls
- * a request), 8 threads served 27,000 requests/s where 4 served 20,500 and
- * 6 served 22,500 (bench/infer.sh, docs/BENCHMARKS.md). An idle thread
- * sleeps, and at most a quarter of the CPUs' worth of them spin. */
+/* How many service threads by default: a quarter of the CPUs, at least
+ * three and at most sixteen (or all of them, at least two, where there are
+ * fewer). The service threads make every client's launches in one
+ * context, where the driver's launch path grows dearer with each thread
+ * in it (3.7 us of CPU a launch alone, 8.7 with eight); with runs of
+ * launches replayed as graphs (replay.h) a request's launches cost them a
+ * few microseconds, and idle threads only take CPU from the clients. On a
+ * 16-CPU H200 host, batch-1 inference (14 launches a request) at 16 and 32
+ * processes served 24,500 and 24,900 requests/s with 4 threads against
+ * 22,100 and 20,700 with 8 in one run; in another, 31,600 and 31,100 with 3
+ * and 26,500 and 28,500 with 6 (bench/infer.sh, docs/BENCHMARKS.md). An
+ * idle thread sleeps, and at most a quarter of the CPUs' worth of them
+ * spin. */
 static unsigned int default_threads(unsigned int ncpu)
 {
-	unsigned int n = ncpu / 2;
+	unsigned int n = ncpu / 4;
 
-	if (n < 4)
-		n = ncpu < 4 ? ncpu : 4;
+	if (n < 3)
+		n = ncpu < 3 ? ncpu : 3;
 	if (n > 16)
 		n = 16;
 	return n < 2 ? 2 : n;
@@ -973,6 +1001,22 @@ void mps_sched_note_launch(uint64_t ns)
 	mps_store_relaxed(&self->launches, self->launches + 1);
 }
 
+void mps_sched_note_replay(unsigned int kernels, uint64_t ns)
+{
+	if (!self)
+		return;
+	mps_store_relaxed(&self->replays, self->replays + 1);
+	mps_store_relaxed(&self->replayed, self->replayed + kernels);
+	mps_store_relaxed(&self->replay_ns, self->replay_ns + ns);
+}
+
+bool mps_sched_busy(void)
+{
+	unsigned int many = sched.ncpu * 3 / 4;
+
+	return mps_load_relaxed(&sched.level) == OVER || mps_load_relaxed(&sched.active) >= (many < 2 ? 2 : many);
+}
+
 void mps_sched_stats(struct mps_sched_stats *s)
 {
 	unsigned int n = mps_load_acquire(&sched.started);
@@ -988,6 +1032,9 @@ void mps_sched_stats(struct mps_sched_stats *s)
 		s->launches += mps_load_relaxed(&t->launches);
 		s->turns += mps_load_relaxed(&t->turns);
 		s->wakeups += mps_load_relaxed(&t->wakeups);
+		s->replays += mps_load_relaxed(&t->replays);
+		s->replayed += mps_load_relaxed(&t->replayed);
+		s->replay_ns += mps_load_relaxed(&t->replay_ns);
 		if (pthread_getcpuclockid(sched.threads[i], &cid) == 0 && clock_gettime(cid, &ts) == 0)
 			s->cpu_ns += (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	}

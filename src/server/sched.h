@@ -2,7 +2,8 @@
 /*
  * Which server thread serves which client, and when threads spin or sleep.
  *
- * A fixed pool of service threads (OPENMPS_THREADS, default half the CPUs)
+ * A fixed pool of service threads (OPENMPS_THREADS, default a quarter of
+ * the CPUs, at least three)
  * serves every client: a thread takes a client, runs up to a turn's worth of
  * its messages (MPS_TURN_MSGS or MPS_TURN_NS, whichever comes first), polls
  * its completions, and puts it back at the tail of the run queue if it has
@@ -34,6 +35,7 @@
 #ifndef MPS_SERVER_SCHED_H
 #define MPS_SERVER_SCHED_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct mps_client;
@@ -77,6 +79,9 @@ struct mps_sched_stats {
 	uint64_t launches;      /* those calls */
 	uint64_t turns;         /* turns that ran at least one message */
 	uint64_t wakeups;       /* sleeps in epoll that ended with an event */
+	uint64_t replays;       /* graph launches that stood for a run of launches (replay.h) */
+	uint64_t replayed;      /* the kernels in them */
+	uint64_t replay_ns;     /* time in those graph launches, their parameter updates included */
 };
 
 void mps_sched_stats(struct mps_sched_stats *s);
@@ -84,5 +89,13 @@ void mps_sched_stats(struct mps_sched_stats *s);
 /* Counts one driver launch call of `ns` on the calling service thread
  * (other threads' calls are not counted). */
 void mps_sched_note_launch(uint64_t ns);
+
+/* Counts a graph launch standing for `kernels` launches (replay.h). */
+void mps_sched_note_replay(unsigned int kernels, uint64_t ns);
+
+/* Whether CPUs are scarce now: runnable threads waited for a CPU over a
+ * fifth of the time, or clients active in the last 10 ms number three
+ * quarters of the CPUs (each wants one). Sampled every millisecond. */
+bool mps_sched_busy(void);
 
 #endif

@@ -251,6 +251,8 @@ struct mps_client {
 	} sm[MPS_MAX_DEVICES];
 	int term_req;                   /* atomic: terminate_client request to answer
 					 * when torn down; -1 once it has been */
+	struct mps_replay *replay;      /* its runs of launches (replay.h); NULL before its first */
+	uint64_t replay_held_at;        /* atomic: when it last held a launch; 0: holds none */
 };
 
 /* client.c */
@@ -296,6 +298,11 @@ void mps_limits_publish(struct mps_client *c);
 
 /* Records an asynchronous failure to be reported at the next synchronising call. */
 void mps__defer_error(struct mps_client *c, CUresult r, const char *what);
+
+/* ops_launch.c: launches f on s with its packed arguments and checked
+ * attributes (cuLaunchKernel without any, else cuLaunchKernelEx). */
+CUresult mps__launch(const struct mps_sfunc *f, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
+		     CUstream s, const uint8_t *args, const CUlaunchAttribute *attrs, unsigned int nattrs);
 
 /* Takes the pending asynchronous error, if any (CUDA_SUCCESS if none). */
 CUresult mps__take_deferred(struct mps_client *c);

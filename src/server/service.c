@@ -25,6 +25,7 @@
 #include "server/fault.h"
 #include "server/ipc.h"
 #include "server/sched.h"
+#include "server/replay.h"
 #include "server/server.h"
 #include "server/smshare.h"
 #include "server/vdevice.h"
@@ -147,6 +148,9 @@ void mps__dispatch(struct mps_client *c, const struct mps_msg *m)
 			mps__defer_error(c, CUDA_ERROR_INVALID_VALUE, "malformed message");
 		return;
 	}
+	/* Launch replay (replay.h): any other message ends a run of launches. */
+	if (c->replay && op != MPS_OP_LAUNCH)
+		mps_replay_boundary(c, false);
 	op_table[op].fn(c, m);
 	/* Read by get_metrics; only this client's owner writes them. */
 	mps_store_relaxed(&c->ops, c->ops + 1);
@@ -276,6 +280,7 @@ const char *mps__client_setup(struct mps_client *c)
 void mps__client_teardown(struct mps_client *c)
 {
 	mps_comp_shutdown(c);
+	mps_replay_free(c);            /* what it held, and its graph */
 	mps__hostfn_release(c);        /* its streams no longer wait for its callbacks */
 	mps__memwaits_release(c);      /* nor for values in its memory */
 	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/fault.h"
+#include "server/replay.h"
 #include "server/smshare.h"
 #include "server/streams.h"
 
@@ -103,6 +104,8 @@ void mps_stream_free(struct mps_client *c, struct mps_sstream *s)
 	struct mps_sctx *ctx = s->ctx;
 	struct mps_sstream **pp;
 	CUstream join;
+
+	mps_replay_forget(c);
 
 	for (pp = &ctx->streams; *pp; pp = &(*pp)->next) {
 		if (*pp == s) {

@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: MIT
+/*
+ * See replay.h. State per client (struct mps_replay, made at its first
+ * plain launch): the run under way (launches recorded with their argument
+ * bytes, some of them held), the learned run and its graph, with the
+ * arguments each node was last given.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/atomics.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "server/driver.h"
+#include "server/fault.h"
+#include "server/gputime.h"
+#include "server/replay.h"
+#include "server/sched.h"
+#include "server/server.h"
+#include "server/smshare.h"
+
+#define RUN_MIN      4    /* shorter runs save too little to hold */
+#define RUN_MAX      256  /* a small model's forward pass */
+#define REBUILDS_MAX 32
+#define LAUNCH_ARGS  4096         /* a launch with more argument bytes ends replay for its run */
+#define RUN_BYTES    (256u << 10) /* nor may a run's arguments pass this: what a client can make us keep */
+
+enum { OFF, BUSY_ONLY, ALWAYS };
+
+static int mode = BUSY_ONLY;
+static uint64_t hold_ns = 4000ull * 1000;
+static uint64_t expired, let_go;   /* atomic: holds that ran out, that a launch or message ended */
+
+struct launch {                 /* one launch of a run */
+	struct mps_sfunc *f;
+	uint32_t grid[3], block[3], smem;
+	uint32_t nattrs;
+	uint8_t *args;              /* f->arg_size bytes, then nattrs CUlaunchAttribute */
+	uint32_t cap;
+};
+
+static const CUlaunchAttribute *attrs_of(const struct launch *l)
+{
+	return (const CUlaunchAttribute *)(l->args + l->f->arg_size);
+}
+
+struct mps_replay {
+	/* The run under way. */
+	struct mps_sstream *st;     /* its stream; NULL before its first launch */
+	uint32_t key_stream, key_ctx;   /* the stream as messages name it */
+	unsigned int n;             /* launches so far */
+	uint32_t bytes;             /* their argument bytes */
+	unsigned int held;          /* the first `held` of them are held (then held == n) */
+	bool broken;                /* too long to keep */
+	struct launch run[RUN_MAX];
+
+	/* A run seen lately that differs from the learned one: it replaces
+	 * the learned one when seen twice in a row. */
+	struct launch cand[RUN_MAX];
+	unsigned int ncand, cand_seen;
+	struct mps_sstream *cand_st;
+
+	/* The learned run, and its graph. */
+	struct launch exp[RUN_MAX]; /* args: what each node was last given */
+	unsigned int nexp, builds;
+	struct mps_sstream *exp_st;
+	struct mps_green *exp_green;
+	CUgraph graph;
+	CUgraphExec exec;
+	CUgraphNode node[RUN_MAX];
+};
+
+void mps_replay_init(void)
+{
+	const char *v = getenv("OPENMPS_REPLAY");
+
+	if (!v || !*v || !strcmp(v, "1"))
+		mode = BUSY_ONLY;
+	else if (!strcmp(v, "0"))
+		mode = OFF;
+	else if (!strcmp(v, "always"))
+		mode = ALWAYS;
+	else
+		mps_log_warn("ignoring OPENMPS_REPLAY=%s (want 0, 1 or always)", v);
+	v = getenv("OPENMPS_REPLAY_HOLD_US");
+	if (v && *v) {
+		char *end;
+		long us = strtol(v, &end, 10);
+
+		if (*end || us < 1 || us > 10 * 1000 * 1000)
+			mps_log_warn("ignoring OPENMPS_REPLAY_HOLD_US=%s (want 1..10000000)", v);
+		else
+			hold_ns = (uint64_t)us * 1000;
+	}
+}
+
+/* The same kernel, configuration and attributes (the arguments may differ:
+ * a graph's node takes new ones). */
+static bool same_shape(const struct launch *a, const struct launch *b)
+{
+	return a->f == b->f && a->smem == b->smem && a->nattrs == b->nattrs &&
+	       !memcmp(a->grid, b->grid, sizeof(a->grid)) && !memcmp(a->block, b->block, sizeof(a->block)) &&
+	       !memcmp(attrs_of(a), attrs_of(b), a->nattrs * sizeof(CUlaunchAttribute));
+}
+
+/* Copies the shape, arguments and attributes of `from` into `to`. */
+static int keep_launch(struct launch *to, const struct launch *from)
+{
+	uint32_t size = from->f->arg_size + from->nattrs * (uint32_t)sizeof(CUlaunchAttribute);
+
+	if (to->cap < size) {
+		uint8_t *args = realloc(to->args, size);
+
+		if (!args)
+			return -1;
+		to->args = args;
+		to->cap = size;
+	}
+	to->f = from->f;
+	memcpy(to->grid, from->grid, sizeof(to->grid));
+	memcpy(to->block, from->block, sizeof(to->block));
+	to->smem = from->smem;
+	to->nattrs = from->nattrs;
+	if (size)
+		memcpy(to->args, from->args, size);
+	return 0;
+}
+
+/* Launches l on stream s as the client asked it. */
+static CUresult launch_one(const struct launch *l, CUstream s)
+{
+	return mps__launch(l->f, l->grid, l->block, l->smem, s, l->args, attrs_of(l), l->nattrs);
+}
+
+/* A node's parameters for an update: the attributes stay the graph's. */
+static void node_params(const struct launch *l, struct mps_sstream *st, void **kp, CUDA_KERNEL_NODE_PARAMS *p)
+{
+	const struct mps_sfunc *f = l->f;
+
+	memset(p, 0, sizeof(*p));
+	for (uint32_t i = 0; i < f->nparams; i++)
+		kp[i] = l->args + f->param[2 * i];
+	if (f->is_kernel)
+		p->kern = (CUkernel)f->f;
+	else
+		p->func = f->f;
+	p->ctx = st->green && mps_sm_ctx(st->green) ? mps_sm_ctx(st->green) : mps_srv.dev[st->ctx->device].primary;
+	p->gridDimX = l->grid[0];
+	p->gridDimY = l->grid[1];
+	p->gridDimZ = l->grid[2];
+	p->blockDimX = l->block[0];
+	p->blockDimY = l->block[1];
+	p->blockDimZ = l->block[2];
+	p->sharedMemBytes = l->smem;
+	p->kernelParams = f->nparams ? kp : NULL;
+}
+
+static void drop_graph(struct mps_replay *rp)
+{
+	if (rp->exec)
+		mps_drv.cuGraphExecDestroy(rp->exec);
+	if (rp->graph)
+		mps_drv.cuGraphDestroy(rp->graph);
+	rp->exec = NULL;
+	rp->graph = NULL;
+}
+
+/* The learned run as a graph: its launches captured on its stream (so
+ * each attribute means in the graph what it meant on the stream, as the
+ * driver's capture makes it), which must give a chain of nexp kernel
+ * nodes in launch order; instantiated. */
+static void build(struct mps_client *c, struct mps_replay *rp)
+{
+	CUstream s = rp->exp_st->s;
+	CUgraphNode node;
+	size_t n = 0;
+	CUresult r;
+
+	if (rp->builds >= REBUILDS_MAX)
+		return;
+	rp->builds++;
+	r = mps__bind_device(c, rp->exp_st->ctx->device);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+	if (r != CUDA_SUCCESS)
+		goto fail;
+	for (unsigned int i = 0; i < rp->nexp && r == CUDA_SUCCESS; i++)
+		r = launch_one(&rp->exp[i], s);
+	if (mps_drv.cuStreamEndCapture(s, &rp->graph) != CUDA_SUCCESS)
+		rp->graph = NULL;
+	if (r != CUDA_SUCCESS || !rp->graph)
+		goto fail;
+	/* The chain: one root, then each node's one dependent. */
+	n = 1;
+	r = mps_drv.cuGraphGetRootNodes(rp->graph, &node, &n);
+	for (unsigned int i = 0; r == CUDA_SUCCESS && n == 1; i++) {
+		CUgraphNodeType type;
+
+		if (i == rp->nexp || mps_drv.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS ||
+		    type != CU_GRAPH_NODE_TYPE_KERNEL)
+			break;
+		rp->node[i] = node;
+		n = 1;
+		r = mps_drv.cuGraphNodeGetDependentNodes_v2(node, &node, NULL, &n);
+		if (r == CUDA_SUCCESS && n == 0 && i + 1 == rp->nexp) {
+			r = mps_drv.cuGraphInstantiateWithFlags(&rp->exec, rp->graph, 0);
+			if (r != CUDA_SUCCESS)
+				rp->exec = NULL;
+			break;
+		}
+	}
+	if (!rp->exec)
+		goto fail;
+	rp->exp_green = rp->exp_st->green;
+	return;
+fail:
+	mps_log_debug("client %d: a run of %u launches did not make a graph (%d)", (int)c->pid, rp->nexp, (int)r);
+	drop_graph(rp);
+}
+
+static void note_held(struct mps_client *c, uint64_t at)
+{
+	mps_store_relaxed(&c->replay_held_at, at);
+}
+
+/* Launches the held launches one by one, in order. */
+static void release_held(struct mps_client *c, struct mps_replay *rp)
+{
+	CUresult r;
+
+	if (!rp->held)
+		return;
+	r = mps__bind_device(c, rp->st->ctx->device);
+	for (unsigned int i = 0; i < rp->held; i++) {
+		uint64_t t0 = mps_now_ns();
+
+		if (r == CUDA_SUCCESS)
+			r = launch_one(&rp->run[i], rp->st->s);
+		mps_sched_note_launch(mps_now_ns() - t0);
+		mps__defer_error(c, r, "cuLaunchKernel");
+	}
+	rp->held = 0;   /* and no more this run: held == n no longer holds */
+	note_held(c, 0);
+}
+
+/* The whole learned run is held: its graph goes, with the arguments of
+ * this run. */
+static void launch_graph(struct mps_client *c, struct mps_replay *rp)
+{
+	void *kp[MPS_FUNC_PARAMS_MAX];
+	CUDA_KERNEL_NODE_PARAMS p;
+	uint64_t t0 = mps_now_ns();
+	CUresult r = mps__bind_device(c, rp->st->ctx->device);
+	int timed;
+
+	for (unsigned int i = 0; i < rp->nexp && r == CUDA_SUCCESS; i++) {
+		struct launch *now = &rp->run[i], *was = &rp->exp[i];
+
+		if (!memcmp(now->args, was->args, now->f->arg_size))
+			continue;
+		node_params(now, rp->st, kp, &p);
+		r = mps_drv.cuGraphExecKernelNodeSetParams_v2(rp->exec, rp->node[i], &p);
+		if (r == CUDA_SUCCESS)
+			memcpy(was->args, now->args, now->f->arg_size);
+	}
+	if (r != CUDA_SUCCESS) {
+		/* Nothing launched yet: launch them the usual way, and let the
+		 * graph go (it may no longer match what the driver holds). */
+		mps_log_debug("client %d: replay refused (%d): launched one by one", (int)c->pid, (int)r);
+		release_held(c, rp);
+		drop_graph(rp);
+		return;
+	}
+	/* GPU time (gputime.h): the run counts as one launch, the graph's
+	 * time as its time. */
+	timed = mps_gputime_begin(c, rp->st);
+	r = mps_drv.cuGraphLaunch(rp->exec, rp->st->s);
+	if (timed >= 0)
+		mps_gputime_end(c, rp->st, timed, r == CUDA_SUCCESS);
+	mps_sched_note_replay(rp->nexp, mps_now_ns() - t0);
+	mps__defer_error(c, r, "cuLaunchKernel");
+	rp->held = 0;
+	note_held(c, 0);
+}
+
+static struct mps_replay *get(struct mps_client *c)
+{
+	if (!c->replay)
+		c->replay = calloc(1, sizeof(*c->replay));
+	return c->replay;
+}
+
+void mps_replay_before(struct mps_client *c, const struct mps_msg *m, uint32_t stream)
+{
+	struct mps_replay *rp = c->replay;
+
+	if (rp && rp->st && (rp->key_stream != stream || (!stream && rp->key_ctx != m->ctx)))
+		mps_replay_boundary(c, false);
+}
+
+bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps_sstream *st, struct mps_sfunc *f,
+		       const struct mps_msg_launch *q, const uint8_t *args, const CUlaunchAttribute *attrs,
+		       unsigned int nattrs)
+{
+	uint8_t buf[LAUNCH_ARGS + (MPS_LAUNCH_ATTRS_MAX + 1) * sizeof(CUlaunchAttribute)];
+	struct mps_replay *rp;
+	struct launch l = { 0 };
+	bool hold;
+
+	if (mode == OFF || c->captures || !(rp = get(c)))
+		return false;
+	if (rp->st && rp->st != st)
+		mps_replay_boundary(c, false);
+	if (!rp->st) {
+		rp->st = st;
+		rp->key_stream = q->stream;
+		rp->key_ctx = m->ctx;
+	}
+	if (rp->n == RUN_MAX || f->arg_size > LAUNCH_ARGS || rp->bytes + f->arg_size > RUN_BYTES) {
+		release_held(c, rp);
+		rp->broken = true;
+		return false;
+	}
+	rp->bytes += f->arg_size;
+	l.f = f;
+	memcpy(l.grid, q->grid, sizeof(l.grid));
+	memcpy(l.block, q->block, sizeof(l.block));
+	l.smem = q->shared_mem;
+	l.nattrs = nattrs;
+	l.args = (uint8_t *)args;
+	if (nattrs) {   /* the attributes follow the arguments */
+		memcpy(buf, args, f->arg_size);
+		memcpy(buf + f->arg_size, attrs, nattrs * sizeof(*attrs));
+		l.args = buf;
+	}
+	if (keep_launch(&rp->run[rp->n], &l) < 0) {
+		release_held(c, rp);
+		rp->broken = true;
+		return false;
+	}
+	hold = rp->exec && !rp->broken && rp->held == rp->n && st == rp->exp_st && st->green == rp->exp_green &&
+	       rp->n < rp->nexp && same_shape(&rp->run[rp->n], &rp->exp[rp->n]) &&
+	       (mode == ALWAYS || mps_sched_busy());
+	rp->n++;
+	if (!hold) {
+		if (rp->held)
+			mps_fetch_add(&let_go, 1);
+		release_held(c, rp);
+		return false;
+	}
+	rp->held++;
+	if (rp->held == rp->nexp)
+		launch_graph(c, rp);
+	else
+		note_held(c, mps_now_ns());
+	return true;
+}
+
+/* Whether the run under way has the shape of the n launches of `l` on st. */
+static bool run_is(const struct mps_replay *rp, const struct launch *l, unsigned int n, const struct mps_sstream *st)
+{
+	if (rp->n != n || rp->st != st)
+		return false;
+	for (unsigned int i = 0; i < n; i++)
+		if (!same_shape(&rp->run[i], &l[i]))
+			return false;
+	return true;
+}
+
+/* Copies the run under way into `to`; the count copied. */
+static unsigned int keep_run(struct launch *to, const struct mps_replay *rp)
+{
+	unsigned int n = 0;
+
+	while (n < rp->n && keep_launch(&to[n], &rp->run[n]) == 0)
+		n++;
+	return n;
+}
+
+/* The run under way has ended: learn from it. The learned run becomes a
+ * graph when seen a second time; another run takes its place once seen
+ * twice in a row, so a run seen once among learned ones costs nothing. */
+static void learn(struct mps_client *c, struct mps_replay *rp)
+{
+	if (rp->nexp && run_is(rp, rp->exp, rp->nexp, rp->exp_st)) {
+		rp->cand_seen = 0;
+		if (rp->exec && rp->exp_green != rp->st->green)
+			drop_graph(rp);   /* its nodes run in the SM share the stream left */
+		if (!rp->exec && keep_run(rp->exp, rp) == rp->n)
+			build(c, rp);   /* the nodes get this run's arguments */
+		return;
+	}
+	if (rp->cand_seen && run_is(rp, rp->cand, rp->ncand, rp->cand_st)) {
+		rp->cand_seen++;
+	} else {
+		rp->ncand = keep_run(rp->cand, rp);
+		rp->cand_st = rp->st;
+		rp->cand_seen = rp->ncand == rp->n ? 1 : 0;
+	}
+	if (rp->nexp && rp->cand_seen < 2)
+		return;
+	drop_graph(rp);
+	rp->nexp = keep_run(rp->exp, rp);
+	rp->exp_st = rp->st;
+	if (rp->nexp != rp->n) {
+		rp->nexp = 0;
+		rp->exp_st = NULL;
+	} else if (rp->cand_seen >= 2) {
+		build(c, rp);
+	}
+	rp->cand_seen = 0;
+}
+
+void mps_replay_forget(struct mps_client *c)
+{
+	mps_replay_boundary(c, true);
+}
+
+void mps_replay_boundary(struct mps_client *c, bool forget)
+{
+	struct mps_replay *rp = c->replay;
+
+	if (!rp)
+		return;
+	if (rp->held)
+		mps_fetch_add(&let_go, 1);
+	release_held(c, rp);
+	if (rp->st && !rp->broken && rp->n >= RUN_MIN && !forget && mode != OFF)
+		learn(c, rp);
+	if (forget) {
+		drop_graph(rp);
+		rp->nexp = rp->cand_seen = 0;
+		rp->exp_st = rp->cand_st = NULL;
+	}
+	rp->st = NULL;
+	rp->n = 0;
+	rp->bytes = 0;
+	rp->broken = false;
+}
+
+void mps_replay_expire(struct mps_client *c, uint64_t now, bool all)
+{
+	struct mps_replay *rp = c->replay;
+
+	if (rp && rp->held && (all || mps_replay_due(c, now))) {
+		mps_fetch_add(&expired, 1);
+		release_held(c, rp);
+	}
+}
+
+void mps_replay_stats(uint64_t *n_expired, uint64_t *n_let_go)
+{
+	*n_expired = mps_load_relaxed(&expired);
+	*n_let_go = mps_load_relaxed(&let_go);
+}
+
+bool mps_replay_holds(const struct mps_client *c)
+{
+	return mps_load_relaxed(&c->replay_held_at) != 0;
+}
+
+bool mps_replay_due(const struct mps_client *c, uint64_t now)
+{
+	uint64_t at = mps_load_relaxed(&c->replay_held_at);
+
+	return at && now - at >= hold_ns;
+}
+
+void mps_replay_free(struct mps_client *c)
+{
+	struct mps_replay *rp = c->replay;
+
+	if (!rp)
+		return;
+	drop_graph(rp);
+	for (unsigned int i = 0; i < RUN_MAX; i++) {
+		free(rp->run[i].args);
+		free(rp->cand[i].args);
+		free(rp->exp[i].args);
+	}
+	free(rp);
+	c->replay = NULL;
+}

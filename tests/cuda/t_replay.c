@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Serving loops: the same run of launches between an input copy and a
+ * result copy, over and over, as an inference service makes it. A server
+ * may learn such a run and replay it as one graph (src/server/replay.h);
+ * whatever it does, every result must be the one the launches give in
+ * the order they were made. So each iteration's inputs are fresh, and
+ * its result is checked exactly (affine_u32 applied in a known order gives
+ * a value only that order gives):
+ *   - the same run with the same arguments, then with some scalars changed
+ *     and the buffer switched between two (a replay must set those nodes);
+ *   - runs that leave the learned one part way (another kernel, another
+ *     grid, a launch with an attribute, one launch fewer, one more);
+ *   - a run cut short whose last launch stores a flag in mapped host
+ *     memory that the host then waits for without any CUDA call: whatever
+ *     was held must go by itself;
+ *   - two streams: a run on one, an event recorded after it, another
+ *     stream waiting for the event and reading the run's result;
+ *   - the run's kernels' module unloaded and loaded again: a learned run
+ *     must not outlive its functions.
+ * tests/system/replay.sh runs it with the server replaying always and
+ * checks that it did.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define N     1024
+#define RUN   8
+#define ITERS 40
+
+static CUfunction f_affine, f_iota, f_store;
+static uint64_t rng;
+
+static CUresult affine(CUstream s, CUdeviceptr p, unsigned int mul, unsigned int add, unsigned int grid)
+{
+	int n = N;
+	void *args[] = { &p, &mul, &add, &n };
+
+	return cuLaunchKernel(f_affine, grid, 1, 1, N / grid, 1, 1, 0, s, args, NULL);
+}
+
+static void host_affine(uint32_t *v, unsigned int mul, unsigned int add)
+{
+	for (int i = 0; i < N; i++)
+		v[i] = v[i] * mul + add;
+}
+
+/* The run: RUN affine steps with per-step (mul, add). */
+struct step {
+	unsigned int mul, add, grid;
+};
+
+static void make_steps(struct step *st, int k)
+{
+	for (int i = 0; i < RUN; i++) {
+		st[i].mul = 3 + 2 * (unsigned int)i;
+		st[i].add = 7 + (unsigned int)i;
+		st[i].grid = 4;
+	}
+	if (k >= 0) {   /* changed scalars in some steps, varying with the iteration */
+		st[1].add = 100 + (unsigned int)k;
+		st[5].mul = 5 + 2 * (unsigned int)(k % 7);
+	}
+}
+
+/* One iteration: fresh input copied in, the steps launched, the result
+ * copied back and checked. `ndo` steps of `st`, plus an extra one if
+ * `extra` (mul 9, add 1). */
+static void iteration(CUstream s, CUdeviceptr buf, const struct step *st, int ndo, bool extra, const char *what,
+		      int k)
+{
+	uint32_t in[N], want[N], got[N];
+	char label[96];
+
+	t_fill_u32(in, N, &rng);
+	memcpy(want, in, sizeof(in));
+	CHECK(cuMemcpyHtoDAsync(buf, in, sizeof(in), s));
+	for (int i = 0; i < ndo; i++) {
+		CHECK(affine(s, buf, st[i].mul, st[i].add, st[i].grid));
+		host_affine(want, st[i].mul, st[i].add);
+	}
+	if (extra) {
+		CHECK(affine(s, buf, 9, 1, 4));
+		host_affine(want, 9, 1);
+	}
+	CHECK(cuMemcpyDtoHAsync(got, buf, sizeof(got), s));
+	CHECK(cuStreamSynchronize(s));
+	snprintf(label, sizeof(label), "%s, iteration %d", what, k);
+	CMP_U32(got, want, N, label);
+}
+
+int main(int argc, char **argv)
+{
+	struct step st[RUN];
+	CUdeviceptr a, b;
+	CUstream s, s2;
+	CUmodule mod;
+	CUevent ev;
+	CUdevice dev;
+
+	t_init(argc, argv);
+	dev = t_device();
+	t_primary(dev);
+	rng = t_rng(0);
+	mod = t_module();
+	f_affine = t_func(mod, "affine_u32");
+	f_iota = t_func(mod, "iota_u32");
+	f_store = t_func(mod, "store_at");
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+	CHECK(cuMemAlloc(&a, N * sizeof(uint32_t)));
+	CHECK(cuMemAlloc(&b, N * sizeof(uint32_t)));
+
+	/* The same run, then with scalars changed and buffers switched. */
+	make_steps(st, -1);
+	for (int k = 0; k < ITERS; k++)
+		iteration(s, a, st, RUN, false, "the same run", k);
+	for (int k = 0; k < ITERS; k++) {
+		make_steps(st, k);
+		iteration(s, k % 3 ? a : b, st, RUN, false, "changed arguments", k);
+	}
+
+	/* Runs that leave the learned one part way, each between learned ones. */
+	make_steps(st, -1);
+	for (int k = 0; k < 4; k++)
+		iteration(s, a, st, RUN, false, "learned again", k);
+	{
+		uint32_t got[N], want[N];
+		unsigned int base = 1000;
+		int n = N;
+		void *iota_args[] = { &a, &base, &n };
+
+		/* Another kernel in the middle: iota resets the buffer. */
+		for (int i = 0; i < 4; i++)
+			CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+		CHECK(cuLaunchKernel(f_iota, 4, 1, 1, N / 4, 1, 1, 0, s, iota_args, NULL));
+		for (int i = 0; i < N; i++)
+			want[i] = base + (uint32_t)i;
+		for (int i = 5; i < RUN; i++) {
+			CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+			host_affine(want, st[i].mul, st[i].add);
+		}
+		CHECK(cuMemcpyDtoHAsync(got, a, sizeof(got), s));   /* s does not wait for the legacy stream */
+		CHECK(cuStreamSynchronize(s));
+		CMP_U32(got, want, N, "a run with another kernel in the middle");
+	}
+	iteration(s, a, st, RUN, false, "learned after another kernel", 0);
+	st[3].grid = 8;   /* another grid */
+	iteration(s, a, st, RUN, false, "a run with another grid", 0);
+	st[3].grid = 4;
+	iteration(s, a, st, RUN, false, "learned after another grid", 0);
+	{
+		/* The fourth step through cuLaunchKernelEx with an attribute: a
+		 * launch a server never holds must still come after the three
+		 * before it and before the rest. */
+		uint32_t in[N], want[N], got[N];
+		CUlaunchAttribute at = { .id = CU_LAUNCH_ATTRIBUTE_PRIORITY };
+		CUlaunchConfig cfg = { .gridDimX = st[3].grid, .gridDimY = 1, .gridDimZ = 1, .blockDimX = N / st[3].grid,
+				       .blockDimY = 1, .blockDimZ = 1, .hStream = s, .attrs = &at, .numAttrs = 1 };
+		unsigned int mul = st[3].mul, add = st[3].add;
+		int n = N;
+		void *args[] = { &a, &mul, &add, &n };
+
+		at.value.priority = 0;
+		for (int k = 0; k < 3; k++) {
+			t_fill_u32(in, N, &rng);
+			memcpy(want, in, sizeof(in));
+			CHECK(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
+			for (int i = 0; i < RUN; i++) {
+				if (i == 3)
+					CHECK(cuLaunchKernelEx(&cfg, f_affine, args, NULL));
+				else
+					CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+				host_affine(want, st[i].mul, st[i].add);
+			}
+			CHECK(cuMemcpyDtoHAsync(got, a, sizeof(got), s));
+			CHECK(cuStreamSynchronize(s));
+			CMP_U32(got, want, N, "a run with a launch that has an attribute");
+		}
+	}
+	iteration(s, a, st, RUN, false, "learned after a launch with an attribute", 0);
+	iteration(s, a, st, RUN - 1, false, "a run one launch short", 0);
+	iteration(s, a, st, RUN, false, "learned after a short run", 0);
+	iteration(s, a, st, RUN, true, "a run one launch longer", 0);
+	for (int k = 0; k < 3; k++)
+		iteration(s, a, st, RUN, false, "learned after a longer run", k);
+
+	/* A run cut short whose last launch stores a flag the host waits for
+	 * with no CUDA call: what was held must go by itself. */
+	{
+		volatile uint32_t *flag;
+		CUdeviceptr dflag;
+		uint32_t in[N];
+
+		CHECK(cuMemHostAlloc((void **)&flag, sizeof(*flag), CU_MEMHOSTALLOC_DEVICEMAP));
+		CHECK(cuMemHostGetDevicePointer(&dflag, (void *)flag, 0));
+		for (int k = 0; k < 12; k++) {
+			unsigned int v = 0x5000u + (unsigned int)k;
+			void *sargs[] = { &dflag, &v };
+			double t0;
+			bool cut = k >= 6 && k % 2 == 0;
+
+			*flag = 0;
+			t_fill_u32(in, N, &rng);
+			CHECK(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
+			for (int i = 0; i < 3; i++)
+				CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+			CHECK(cuLaunchKernel(f_store, 1, 1, 1, 1, 1, 1, 0, s, sargs, NULL));
+			if (!cut)
+				for (int i = 3; i < RUN; i++)
+					CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+			t0 = t_now();
+			while (*flag != v && t_now() - t0 < 10.0)
+				;
+			EXPECT(*flag == v, "round %d%s: the flag was not stored within 10 s (%#x)", k,
+			       cut ? " (run cut short)" : "", *flag);
+			CHECK(cuStreamSynchronize(s));
+		}
+		CHECK(cuMemFreeHost((void *)flag));
+	}
+
+	/* Two streams: the run on s, an event after it, s2 waits and adds. */
+	for (int k = 0; k < 6; k++) {
+		uint32_t in[N], want[N], got[N];
+
+		t_fill_u32(in, N, &rng);
+		memcpy(want, in, sizeof(in));
+		CHECK(cuMemcpyHtoD(a, in, sizeof(in)));
+		for (int i = 0; i < RUN; i++) {
+			CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+			host_affine(want, st[i].mul, st[i].add);
+		}
+		CHECK(cuEventRecord(ev, s));
+		CHECK(cuStreamWaitEvent(s2, ev, 0));
+		CHECK(affine(s2, a, 1, 11, 4));
+		host_affine(want, 1, 11);
+		CHECK(cuStreamSynchronize(s2));
+		CHECK(cuMemcpyDtoH(got, a, sizeof(got)));
+		CMP_U32(got, want, N, "a run on one stream read by another after an event");
+	}
+
+	/* The module goes and comes back: the same run with new functions. */
+	CHECK(cuModuleUnload(mod));
+	mod = t_module();
+	f_affine = t_func(mod, "affine_u32");
+	f_iota = t_func(mod, "iota_u32");
+	f_store = t_func(mod, "store_at");
+	for (int k = 0; k < 6; k++)
+		iteration(s, a, st, RUN, false, "after the module was loaded again", k);
+
+	CHECK(cuMemFree(a));
+	CHECK(cuMemFree(b));
+	CHECK(cuEventDestroy(ev));
+	CHECK(cuStreamDestroy(s2));
+	CHECK(cuStreamDestroy(s));
+	CHECK(cuModuleUnload(mod));
+	return t_finish();
+}

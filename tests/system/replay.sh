@@ -1,0 +1,44 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Launch replay (src/server/replay.h): t_replay's serving loops, with the
+# server replaying whenever it can (OPENMPS_REPLAY=always), must give the
+# same results, and the server must have replayed: most of the 80 runs of
+# the first two loops go as graph launches of 8 kernels. With
+# OPENMPS_REPLAY=0 nothing is replayed and the results are the same; values
+# it cannot read are said in the log and the defaults kept.
+#
+#   usage: replay.sh BUILD_DIR
+
+name=replay; . "$(dirname "$0")/c_lib.sh"
+
+metric() { ui get_metrics | sed -n "s/^openmps_server_$1{[^}]*} \([0-9.]*\)$/\1/p"; }
+
+# A long hold, so a client the machine keeps from its CPU mid-run still
+# has its runs replayed (the run cut short waits that long each time).
+OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 start_daemon
+LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/always.out" 2>&1 ||
+	fail "t_replay, replaying always: $(tail -n 20 "$dir/always.out")"
+replays=$(metric replays_total)
+kernels=$(metric replayed_kernels_total)
+[ -n "$replays" ] && [ "$replays" -ge 60 ] || fail "replaying always: $replays graph launches (want at least 60)"
+[ -n "$kernels" ] && [ "$kernels" -ge $((replays * 7)) ] ||
+	fail "replaying always: $kernels kernels in $replays graph launches (runs of 8 or 9, a few of 4)"
+[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "replaying always: $replays graph launches, $kernels kernels"
+stop_daemon
+
+OPENMPS_REPLAY=0 start_daemon
+LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/off.out" 2>&1 ||
+	fail "t_replay, replay off: $(tail -n 20 "$dir/off.out")"
+[ "$(metric replays_total)" = 0 ] || fail "replay off: $(metric replays_total) graph launches"
+stop_daemon
+
+OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 start_daemon
+LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/bad.out" 2>&1 ||
+	fail "t_replay, OPENMPS_REPLAY=sometimes: $(tail -n 20 "$dir/bad.out")"
+grep -q "ignoring OPENMPS_REPLAY=sometimes (want 0, 1 or always)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "OPENMPS_REPLAY=sometimes passed in silence"
+grep -q "ignoring OPENMPS_REPLAY_HOLD_US=-4 (want 1..10000000)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "OPENMPS_REPLAY_HOLD_US=-4 passed in silence"
+stop_daemon
+finish
