@@ -35,13 +35,19 @@ struct launch {                 /* one launch of a run */
 	struct mps_sfunc *f;
 	uint32_t grid[3], block[3], smem;
 	uint32_t nattrs;
-	uint8_t *args;              /* f->arg_size bytes, then nattrs CUlaunchAttribute */
+	uint8_t *args;              /* f->arg_size bytes, then (8-aligned) nattrs CUlaunchAttribute */
 	uint32_t cap;
 };
 
+/* Where the attributes start after arg_size argument bytes: aligned for them. */
+static uint32_t attrs_at(uint32_t arg_size)
+{
+	return (arg_size + 7u) & ~7u;
+}
+
 static const CUlaunchAttribute *attrs_of(const struct launch *l)
 {
-	return (const CUlaunchAttribute *)(l->args + l->f->arg_size);
+	return l->nattrs ? (const CUlaunchAttribute *)(l->args + attrs_at(l->f->arg_size)) : NULL;
 }
 
 struct mps_replay {
@@ -100,13 +106,14 @@ static bool same_shape(const struct launch *a, const struct launch *b)
 {
 	return a->f == b->f && a->smem == b->smem && a->nattrs == b->nattrs &&
 	       !memcmp(a->grid, b->grid, sizeof(a->grid)) && !memcmp(a->block, b->block, sizeof(a->block)) &&
-	       !memcmp(attrs_of(a), attrs_of(b), a->nattrs * sizeof(CUlaunchAttribute));
+	       (!a->nattrs || !memcmp(attrs_of(a), attrs_of(b), a->nattrs * sizeof(CUlaunchAttribute)));
 }
 
 /* Copies the shape, arguments and attributes of `from` into `to`. */
 static int keep_launch(struct launch *to, const struct launch *from)
 {
-	uint32_t size = from->f->arg_size + from->nattrs * (uint32_t)sizeof(CUlaunchAttribute);
+	uint32_t size = from->nattrs ? attrs_at(from->f->arg_size) + from->nattrs * (uint32_t)sizeof(CUlaunchAttribute) :
+				       from->f->arg_size;
 
 	if (to->cap < size) {
 		uint8_t *args = realloc(to->args, size);
@@ -194,6 +201,7 @@ static void build(struct mps_client *c, struct mps_replay *rp)
 	n = 1;
 	r = mps_drv.cuGraphGetRootNodes(rp->graph, &node, &n);
 	for (unsigned int i = 0; r == CUDA_SUCCESS && n == 1; i++) {
+		CUgraphEdgeData edge;   /* asked for: a programmatic edge would make the query lossy */
 		CUgraphNodeType type;
 
 		if (i == rp->nexp || mps_drv.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS ||
@@ -201,7 +209,7 @@ static void build(struct mps_client *c, struct mps_replay *rp)
 			break;
 		rp->node[i] = node;
 		n = 1;
-		r = mps_drv.cuGraphNodeGetDependentNodes_v2(node, &node, NULL, &n);
+		r = mps_drv.cuGraphNodeGetDependentNodes_v2(node, &node, &edge, &n);
 		if (r == CUDA_SUCCESS && n == 0 && i + 1 == rp->nexp) {
 			r = mps_drv.cuGraphInstantiateWithFlags(&rp->exec, rp->graph, 0);
 			if (r != CUDA_SUCCESS)
@@ -256,7 +264,7 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 	for (unsigned int i = 0; i < rp->nexp && r == CUDA_SUCCESS; i++) {
 		struct launch *now = &rp->run[i], *was = &rp->exp[i];
 
-		if (!memcmp(now->args, was->args, now->f->arg_size))
+		if (!now->f->arg_size || !memcmp(now->args, was->args, now->f->arg_size))
 			continue;
 		node_params(now, rp->st, kp, &p);
 		r = mps_drv.cuGraphExecKernelNodeSetParams_v2(rp->exec, rp->node[i], &p);
@@ -302,7 +310,10 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		       const struct mps_msg_launch *q, const uint8_t *args, const CUlaunchAttribute *attrs,
 		       unsigned int nattrs)
 {
-	uint8_t buf[LAUNCH_ARGS + (MPS_LAUNCH_ATTRS_MAX + 1) * sizeof(CUlaunchAttribute)];
+	union {   /* the arguments, then the attributes, aligned for them */
+		uint8_t b[LAUNCH_ARGS + 8 + (MPS_LAUNCH_ATTRS_MAX + 1) * sizeof(CUlaunchAttribute)];
+		CUlaunchAttribute align;
+	} buf;
 	struct mps_replay *rp;
 	struct launch l = { 0 };
 	bool hold;
@@ -329,9 +340,9 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 	l.nattrs = nattrs;
 	l.args = (uint8_t *)args;
 	if (nattrs) {   /* the attributes follow the arguments */
-		memcpy(buf, args, f->arg_size);
-		memcpy(buf + f->arg_size, attrs, nattrs * sizeof(*attrs));
-		l.args = buf;
+		memcpy(buf.b, args, f->arg_size);
+		memcpy(buf.b + attrs_at(f->arg_size), attrs, nattrs * sizeof(*attrs));
+		l.args = buf.b;
 	}
 	if (keep_launch(&rp->run[rp->n], &l) < 0) {
 		release_held(c, rp);
