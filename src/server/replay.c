@@ -21,7 +21,8 @@
 
 #define RUN_MIN      4    /* shorter runs save too little to hold */
 #define RUN_MAX      256  /* a small model's forward pass */
-#define REBUILDS_MAX 32
+#define BUILDS_BURST 32   /* graphs a client may build at once ... */
+#define BUILD_EVERY_NS (100ull * 1000 * 1000)   /* ... and one more each this long */
 #define LAUNCH_ARGS  4096         /* a launch with more argument bytes ends replay for its run */
 #define RUN_BYTES    (256u << 10) /* nor may a run's arguments pass this: what a client can make us keep */
 
@@ -68,7 +69,9 @@ struct mps_replay {
 
 	/* The learned run, and its graph. */
 	struct launch exp[RUN_MAX]; /* args: what each node was last given */
-	unsigned int nexp, builds;
+	unsigned int nexp;
+	unsigned int builds;        /* graphs it may build now (a token bucket) */
+	uint64_t built_ns;          /* when the bucket was last filled */
 	struct mps_sstream *exp_st;
 	struct mps_green *exp_green;
 	CUgraph graph;
@@ -179,13 +182,22 @@ static void drop_graph(struct mps_replay *rp)
 static void build(struct mps_client *c, struct mps_replay *rp)
 {
 	CUstream s = rp->exp_st->s;
+	uint64_t now = mps_now_ns();
 	CUgraphNode node;
 	size_t n = 0;
 	CUresult r;
 
-	if (rp->builds >= REBUILDS_MAX)
+	/* A client whose runs keep changing would otherwise build without end. */
+	if (rp->builds < BUILDS_BURST) {
+		uint64_t more = (now - rp->built_ns) / BUILD_EVERY_NS;
+
+		rp->builds = more >= BUILDS_BURST - rp->builds ? BUILDS_BURST : rp->builds + (unsigned int)more;
+		if (more)
+			rp->built_ns = now;
+	}
+	if (!rp->builds)
 		return;
-	rp->builds++;
+	rp->builds--;
 	r = mps__bind_device(c, rp->exp_st->ctx->device);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -293,8 +305,13 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 
 static struct mps_replay *get(struct mps_client *c)
 {
-	if (!c->replay)
+	if (!c->replay) {
 		c->replay = calloc(1, sizeof(*c->replay));
+		if (c->replay) {
+			c->replay->builds = BUILDS_BURST;
+			c->replay->built_ns = mps_now_ns();
+		}
+	}
 	return c->replay;
 }
 

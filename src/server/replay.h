@@ -27,7 +27,8 @@
  * a client that holds launches, and checks) launches what is held one by
  * one first, in order: nothing is reordered, and a held launch always
  * goes. A run that differs from the learned one replaces it after it
- * too is seen twice; a client rebuilds at most REBUILDS_MAX graphs. The
+ * too is seen twice; a client builds at most 32 graphs at once and then
+ * one more every 100 ms, however its runs change. The
  * graph is captured from the run's launches on their stream, so launch
  * attributes (cluster shape, programmatic serialization, priority ...)
  * mean in it what they meant on the stream. Launches of a client with a
