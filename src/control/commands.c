@@ -162,7 +162,7 @@ static int percentage_arg(struct mps_cmd *cmd, const char *arg, int *hundredths)
 {
 	if (mps_parse_percentage(arg, hundredths) == 0)
 		return 0;
-	mps_err(cmd, "Error: '%s' is not a percentage (a number above 0 and at most 100)\n", arg);
+	mps_err(cmd, "Error: '%s' is not a percentage (a decimal number from 0.01 to 100)\n", arg);
 	return -EINVAL;
 }
 

@@ -262,7 +262,8 @@ void mps_settings_init(struct mps_settings *s);
 /* Reads CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
  * into the defaults. Returns 0, or -EINVAL with why filled in. */
 int mps_settings_from_env(struct mps_settings *s, char *why, size_t whylen);
-/* Parsers: 0 or -EINVAL. */
+/* Parsers: 0 or -EINVAL. A percentage is a plain decimal number from
+ * 0.01 to 100, kept in hundredths. */
 int mps_parse_percentage(const char *text, int *hundredths);
 int mps_parse_priority(const char *text, int *prio);
 /* Checks and normalises a device given as ordinal or UUID into out. */

@@ -31,19 +31,27 @@ void mps_settings_init(struct mps_settings *s)
 
 int mps_parse_percentage(const char *text, int *hundredths)
 {
+	const char *p = text;
 	char *end;
 	double v;
 
-	if (!*text || isspace((unsigned char)*text))
+	/* Plain decimal only: digits, at most one point (no sign, exponent,
+	 * hexadecimal, inf or nan, which strtod would take). */
+	while (isdigit((unsigned char)*p))
+		p++;
+	if (*p == '.')
+		p++;
+	while (isdigit((unsigned char)*p))
+		p++;
+	if (*p || p == text || !strcmp(text, "."))
 		return -EINVAL;
 	errno = 0;
 	v = strtod(text, &end);
 	if (errno || *end || !isfinite(v) || v <= 0.0 || v > 100.0)
 		return -EINVAL;
 	*hundredths = (int)(v * 100.0 + 0.5);
-	if (*hundredths < 1)
-		*hundredths = 1;
-	return 0;
+	/* Below the smallest step (0.01) it would mean 0: no SMs at all. */
+	return *hundredths < 1 ? -EINVAL : 0;
 }
 
 int mps_parse_priority(const char *text, int *prio)

@@ -42,9 +42,11 @@ expect "set_default_active_thread_percentage 25" "25.0"
 expect get_default_active_thread_percentage "25.0"
 expect "set_default_active_thread_percentage 33.33" "33.3"
 expect "set_default_active_thread_percentage 0.5" "0.5"
+expect "set_default_active_thread_percentage .5" "0.5"
+expect "set_default_active_thread_percentage 7." "7.0"
 expect "set_default_active_thread_percentage 100" "100.0"
 expect "set_default_active_thread_percentage 50" "50.0"
-for bad in 0 101 -5 abc nan inf 1e400 25% ""; do
+for bad in 0 101 -5 abc nan inf 1e400 25% "" 0.0001 0x10 1e1 +5 . 5.5.5; do
 	expect_err "set_default_active_thread_percentage $bad" "percentage|usage"
 done
 expect_err "set_default_active_thread_percentage 25 30" "usage: set_default_active_thread_percentage"
