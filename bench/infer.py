@@ -639,15 +639,14 @@ def cmd_once(args):
 # ---------------------------------------------------------------------------
 # Tables
 
+# Where openmps's service threads spent their time, per request (serve_table).
+SERVE_FIELDS = ("svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_per_launch", "msgs_per_turn",
+                "wakeups_per_req", "replayed_per_req", "holds_expired_per_req", "holds_let_go_per_req")
 TSV_FIELDS = ("kind", "model", "n", "mode", "status", "rps", "p50_us", "p99_us", "value",
               "ran", "failed", "refused", "wrong", "warning", "error", "items", "user_pct", "sys_pct",
-              "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0",
-              "svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_per_launch", "msgs_per_turn",
-              "wakeups_per_req", "replayed_per_req", "holds_expired_per_req", "holds_let_go_per_req")
+              "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0") + SERVE_FIELDS
 NUM_FIELDS = ("rps", "p50_us", "p99_us", "value", "user_pct", "sys_pct", "server_us_per_req", "server_cpu_pct",
-              "calls_per_req", "trips_per_req", "svc_us_per_req", "serve_us_per_req", "launch_us_per_req",
-              "us_per_launch", "msgs_per_turn", "wakeups_per_req", "replayed_per_req", "holds_expired_per_req",
-              "holds_let_go_per_req")
+              "calls_per_req", "trips_per_req") + SERVE_FIELDS
 
 # The server-CPU rows bench/infer.sh measures: id, label ({n}: the record's n).
 CPU_ROWS = (
@@ -796,8 +795,7 @@ def serve_table(recs):
     if not cells:
         return ""
     order = {m: i for i, m in enumerate(MODELS)}
-    keys = ("svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_per_launch", "msgs_per_turn",
-            "wakeups_per_req", "replayed_per_req", "holds_expired_per_req", "holds_let_go_per_req")
+    keys = SERVE_FIELDS
     out = ["| model | N | service CPU µs/req | running messages µs/req | in driver launches µs/req "
            "| µs per driver launch | messages per turn | wake-ups/req | kernels replayed/req "
            "| holds timed out/req | holds let go/req |",

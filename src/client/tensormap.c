@@ -64,7 +64,8 @@ static unsigned int bucket(const struct key *k)
 	return (unsigned int)(h % BUCKETS);
 }
 
-static bool lookup(const struct key *k, CUtensorMap *out)
+/* A kept answer for k, into the caller's map: true if there was one. */
+static bool lookup(const struct key *k, CUtensorMap *map)
 {
 	struct entry *e = &kept.e[bucket(k)];
 	bool hit;
@@ -72,7 +73,7 @@ static bool lookup(const struct key *k, CUtensorMap *out)
 	pthread_mutex_lock(&kept.lock);
 	hit = e->used && !memcmp(&e->key, k, sizeof(*k));
 	if (hit)
-		*out = e->map;
+		memcpy(map, &e->map, sizeof(e->map));   /* the caller's may be less aligned than the type */
 	pthread_mutex_unlock(&kept.lock);
 	return hit;
 }
@@ -86,17 +87,6 @@ static void keep(const struct key *k, const CUtensorMap *map)
 	e->key = *k;
 	e->map = *map;
 	pthread_mutex_unlock(&kept.lock);
-}
-
-/* A kept answer for k, into the caller's map: true if there was one. */
-static bool answer_kept(const struct key *k, CUtensorMap *map)
-{
-	CUtensorMap out;
-
-	if (!lookup(k, &out))
-		return false;
-	memcpy(map, &out, sizeof(out));   /* the caller's may be less aligned than the type */
-	return true;
 }
 
 /* The server's answer r for k: kept and given to the caller if it is one. */
@@ -152,7 +142,7 @@ static CUresult encode_tiled(CUtensorMap *map, CUtensorMapDataType dtype, cuuint
 	k.swizzle = swizzle;
 	k.l2 = l2;
 	k.oob = oob;
-	if (answer_kept(&k, map))
+	if (lookup(&k, map))
 		return CUDA_SUCCESS;
 	r = mps__fwd_cuTensorMapEncodeTiled(&out, dtype, rank, addr, k.dim, k.stride, k.box, k.estride, interleave,
 					    swizzle, l2, oob);
@@ -181,7 +171,7 @@ static CUresult encode_im2col(CUtensorMap *map, CUtensorMapDataType dtype, cuuin
 	k.swizzle = swizzle;
 	k.l2 = l2;
 	k.oob = oob;
-	if (answer_kept(&k, map))
+	if (lookup(&k, map))
 		return CUDA_SUCCESS;
 	r = mps__fwd_cuTensorMapEncodeIm2col(&out, dtype, rank, addr, k.dim, k.stride, k.lower, k.upper, channels,
 					     pixels, k.estride, interleave, swizzle, l2, oob);
@@ -209,25 +199,20 @@ static CUresult encode_im2col_wide(CUtensorMap *map, CUtensorMapDataType dtype, 
 	k.swizzle = swizzle;
 	k.l2 = l2;
 	k.oob = oob;
-	if (answer_kept(&k, map))
+	if (lookup(&k, map))
 		return CUDA_SUCCESS;
 	r = mps__fwd_cuTensorMapEncodeIm2colWide(&out, dtype, rank, addr, k.dim, k.stride, lower_w, upper_w,
 						 channels, pixels, k.estride, interleave, mode, swizzle, l2, oob);
 	return answer(&k, map, &out, r);
 }
 
+/* The forwarding copies the descriptor in and out with memcpy: a caller's
+ * less aligned than the type is fine. */
 static CUresult replace_address(CUtensorMap *map, void *addr)
 {
-	CUtensorMap m;
-	CUresult r;
-
 	if (!map)
 		return CUDA_ERROR_INVALID_VALUE;
-	memcpy(&m, map, sizeof(m));   /* the caller's may be less aligned than the type */
-	r = mps__fwd_cuTensorMapReplaceAddress(&m, addr);
-	if (r == CUDA_SUCCESS)
-		memcpy(map, &m, sizeof(m));
-	return r;
+	return mps__fwd_cuTensorMapReplaceAddress(map, addr);
 }
 
 const struct mps_impl mps__tensormap_api[] = {

@@ -112,28 +112,37 @@ static bool same_shape(const struct launch *a, const struct launch *b)
 	       (!a->nattrs || !memcmp(attrs_of(a), attrs_of(b), a->nattrs * sizeof(CUlaunchAttribute)));
 }
 
-/* Copies the shape, arguments and attributes of `from` into `to`. */
-static int keep_launch(struct launch *to, const struct launch *from)
+/* Copies the shape of `shape`, with the arguments and attributes given,
+ * into `to`. */
+static int keep(struct launch *to, const struct launch *shape, const uint8_t *args, const CUlaunchAttribute *attrs)
 {
-	uint32_t size = from->nattrs ? attrs_at(from->f->arg_size) + from->nattrs * (uint32_t)sizeof(CUlaunchAttribute) :
-				       from->f->arg_size;
+	uint32_t asize = shape->f->arg_size, size = shape->nattrs ?
+		attrs_at(asize) + shape->nattrs * (uint32_t)sizeof(CUlaunchAttribute) : asize;
 
 	if (to->cap < size) {
-		uint8_t *args = realloc(to->args, size);
+		uint8_t *b = realloc(to->args, size);
 
-		if (!args)
+		if (!b)
 			return -1;
-		to->args = args;
+		to->args = b;
 		to->cap = size;
 	}
-	to->f = from->f;
-	memcpy(to->grid, from->grid, sizeof(to->grid));
-	memcpy(to->block, from->block, sizeof(to->block));
-	to->smem = from->smem;
-	to->nattrs = from->nattrs;
-	if (size)
-		memcpy(to->args, from->args, size);
+	to->f = shape->f;
+	memcpy(to->grid, shape->grid, sizeof(to->grid));
+	memcpy(to->block, shape->block, sizeof(to->block));
+	to->smem = shape->smem;
+	to->nattrs = shape->nattrs;
+	if (asize)
+		memcpy(to->args, args, asize);
+	if (shape->nattrs)
+		memcpy(to->args + attrs_at(asize), attrs, shape->nattrs * sizeof(*attrs));
 	return 0;
+}
+
+/* Copies a kept launch into `to`. */
+static int keep_launch(struct launch *to, const struct launch *from)
+{
+	return keep(to, from, from->args, attrs_of(from));
 }
 
 /* Launches l on stream s as the client asked it. */
@@ -327,10 +336,6 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		       const struct mps_msg_launch *q, const uint8_t *args, const CUlaunchAttribute *attrs,
 		       unsigned int nattrs)
 {
-	union {   /* the arguments, then the attributes, aligned for them */
-		uint8_t b[LAUNCH_ARGS + 8 + (MPS_LAUNCH_ATTRS_MAX + 1) * sizeof(CUlaunchAttribute)];
-		CUlaunchAttribute align;
-	} buf;
 	struct mps_replay *rp;
 	struct launch l = { 0 };
 	bool hold;
@@ -355,13 +360,7 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 	memcpy(l.block, q->block, sizeof(l.block));
 	l.smem = q->shared_mem;
 	l.nattrs = nattrs;
-	l.args = (uint8_t *)args;
-	if (nattrs) {   /* the attributes follow the arguments */
-		memcpy(buf.b, args, f->arg_size);
-		memcpy(buf.b + attrs_at(f->arg_size), attrs, nattrs * sizeof(*attrs));
-		l.args = buf.b;
-	}
-	if (keep_launch(&rp->run[rp->n], &l) < 0) {
+	if (keep(&rp->run[rp->n], &l, args, attrs) < 0) {
 		release_held(c, rp);
 		rp->broken = true;
 		return false;
