@@ -32,6 +32,7 @@
 #include "common/wire.h"
 
 static int sock = -1;
+static int ndev;   /* the GPUs the welcome listed */
 static struct mps_region *region;
 static struct mps_sq_producer sq;
 
@@ -53,6 +54,7 @@ static void connect_raw(void)
 	region = mps_shm_map(fd, MPS_REGION_SIZE, NULL);
 	REQUIRE(region, "cannot map the region");
 	close(fd);
+	ndev = w->ndev;
 	free(w);
 	mps_sq_producer_init(&sq, region);
 	{
@@ -611,8 +613,10 @@ static void attack_link(uint32_t ctx)
 	q.opts[0].opt = CU_JIT_TARGET;   /* not for an input */
 	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_ADD, ctx, NULL), CUDA_ERROR_INVALID_IMAGE);
 	q.nopts = 0;
-	/* Nothing to link: the driver's error, whichever it is. */
-	EXPECT(link_call(&u, &q, MPS_OP_LINK_COMPLETE, ctx, NULL) != CUDA_SUCCESS, "a link of no inputs completed");
+	/* Nothing to link: the driver's verdict, whichever it is (the
+	 * stand-in refuses; the real driver links an empty image). The link
+	 * is still the client's to destroy, once. */
+	(void)link_call(&u, &q, MPS_OP_LINK_COMPLETE, ctx, NULL);
 	CHECK(link_call(&u, &q, MPS_OP_LINK_DESTROY, ctx, NULL));
 	CHECK_ERR(link_call(&u, &q, MPS_OP_LINK_DESTROY, ctx, NULL), CUDA_ERROR_INVALID_HANDLE);
 	/* Left for the teardown. */
@@ -1010,7 +1014,15 @@ static void attack_tensormap(uint32_t ctx)
 	CHECK_ERR(call(MPS_OP_FWD_cuTensorMapReplaceAddress, ctx, &u, sizeof(u.ra), NULL), CUDA_ERROR_INVALID_VALUE);
 	u.ra.present = 1;
 	memset(u.ra.a0, 0xa5, sizeof(u.ra.a0));   /* not a descriptor */
-	CHECK_ERR(call(MPS_OP_FWD_cuTensorMapReplaceAddress, ctx, &u, sizeof(u.ra), NULL), CUDA_ERROR_INVALID_VALUE);
+	/* The driver's verdict: the stand-in refuses it, the real driver
+	 * writes the address into whatever it is given (a descriptor reaches
+	 * nothing a kernel could not). Either way the server goes on. */
+	{
+		CUresult r = call(MPS_OP_FWD_cuTensorMapReplaceAddress, ctx, &u, sizeof(u.ra), NULL);
+
+		EXPECT(r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_VALUE, "a false descriptor's new address: %d",
+		       (int)r);
+	}
 }
 
 static void attack_funcattr(uint32_t ctx, uint32_t mod)
@@ -1318,7 +1330,9 @@ int main(int argc, char **argv)
 		CHECK_ERR(call(MPS_OP_DEVICES, 0, &dv, sizeof(dv.d), NULL), CUDA_ERROR_INVALID_DEVICE);
 		dv.d.count = 2;
 		dv.d.map[0] = dv.d.map[1] = 0;
-		CHECK_ERR(call(MPS_OP_DEVICES, 0, &dv, sizeof(dv.d), NULL), CUDA_ERROR_INVALID_DEVICE);
+		/* With one GPU, two devices are more than there are. */
+		CHECK_ERR(call(MPS_OP_DEVICES, 0, &dv, sizeof(dv.d), NULL),
+			  ndev < 2 ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_DEVICE);
 		memset(&lm, 0, sizeof(lm));
 		lm.l.priority = -1;
 		memset(lm.l.sm_partition, 'p', sizeof(lm.l.sm_partition));
@@ -1504,7 +1518,13 @@ int main(int argc, char **argv)
 		mps_sq_kick(region);
 	}
 	mps_sock_set_timeout(sock, 5000);
-	EXPECT(mps_sock_recv(sock, &c, 1, NULL) == 0, "the server did not hang up on a broken ring");
+	{
+		/* A hang-up reads as the end of the stream, or as a reset when
+		 * the server closed with bytes of ours still unread. */
+		ssize_t n = mps_sock_recv(sock, &c, 1, NULL);
+
+		EXPECT(n == 0 || n == -ECONNRESET, "the server did not hang up on a broken ring (%zd)", n);
+	}
 
 	/* The neighbour is still fine, and so is a new client. */
 	EXPECT(waitpid(nb, &st, WNOHANG) == 0, "the neighbour died (status %#x)", st);
