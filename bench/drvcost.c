@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: MIT
+/*
+ * drvcost [THREADS] [ITERATIONS]
+ *
+ * What the driver calls a server makes for one request cost, each on its
+ * own: THREADS threads (default 1) of one process, each with a stream of
+ * its own in the device's primary context, make ITERATIONS (default 20000)
+ * calls of one kind at once, synchronizing their stream after every 256;
+ * then the next kind. Prints, per kind, the time a call takes in the
+ * calling thread, averaged over the threads (`<kind>_us=`; the
+ * synchronizes are not counted), so a request's server cost can be read as
+ * a sum of these, and how it grows when threads call the driver at once.
+ * Kinds:
+ *
+ *   launch          cuLaunchKernel of the empty kernel
+ *   graph14         cuGraphLaunch of a chain of 14 empty kernel nodes (per graph)
+ *   h2d_pageable    cuMemcpyHtoDAsync of 48 KiB from malloc'd memory
+ *   h2d_pinned      cuMemcpyHtoDAsync of 48 KiB from cuMemAllocHost memory
+ *   h2d_registered  the same from malloc'd memory made pinned by cuMemHostRegister
+ *   memcpy          memcpy of 48 KiB between two host buffers (no driver)
+ *   d2h_pinned      cuMemcpyDtoHAsync of 64 bytes into pinned memory
+ *   d2h_pageable    cuMemcpyDtoHAsync of 64 bytes into malloc'd memory
+ *   d2h_registered  the same into cuMemHostRegister'd memory
+ *   write_value     cuStreamWriteValue32 into a pinned, mapped host word
+ *   event_record    cuEventRecord of a timing-disabled event
+ *   stream_query    cuStreamQuery of the thread's idle stream
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define BATCH 256
+#define COPY_BYTES (48u * 1024u)
+#define NODES 14
+
+enum kind { LAUNCH, GRAPH14, H2D_PAGEABLE, H2D_PINNED, H2D_REGISTERED, MEMCPY, D2H_PINNED, D2H_PAGEABLE,
+	    D2H_REGISTERED, WRITE_VALUE, EVENT_RECORD, STREAM_QUERY, KINDS };
+static const char *const kind_names[KINDS] = {
+	"launch", "graph14", "h2d_pageable", "h2d_pinned", "h2d_registered", "memcpy", "d2h_pinned",
+	"d2h_pageable", "d2h_registered", "write_value", "event_record", "stream_query",
+};
+
+struct worker {
+	pthread_t tid;
+	CUstream s;
+	CUevent ev;
+	CUgraphExec graph;
+	CUdeviceptr dev;
+	void *pageable, *pageable2, *pinned, *registered;
+	CUdeviceptr pinned_dev;
+	double in_calls;    /* seconds inside the calls of the current kind */
+};
+
+static CUcontext primary;
+static CUfunction empty;
+static long iterations;
+static enum kind current;
+static pthread_barrier_t start, done;
+
+static void setup(struct worker *w)
+{
+	CUgraph g;
+
+	B_CHECK(cuCtxSetCurrent(primary));
+	B_CHECK(cuStreamCreate(&w->s, CU_STREAM_NON_BLOCKING));
+	B_CHECK(cuEventCreate(&w->ev, CU_EVENT_DISABLE_TIMING));
+	B_CHECK(cuMemAlloc(&w->dev, COPY_BYTES));
+	B_CHECK(cuMemAllocHost(&w->pinned, COPY_BYTES));
+	B_CHECK(cuMemHostGetDevicePointer(&w->pinned_dev, w->pinned, 0));
+	w->pageable = malloc(COPY_BYTES);
+	w->pageable2 = malloc(COPY_BYTES);
+	if (!w->pageable || !w->pageable2 || posix_memalign(&w->registered, 4096, COPY_BYTES))
+		b_die("out of memory");
+	B_CHECK(cuMemHostRegister(w->registered, COPY_BYTES, CU_MEMHOSTREGISTER_PORTABLE));
+	memset(w->pageable, 1, COPY_BYTES);
+	memset(w->pageable2, 2, COPY_BYTES);
+	memset(w->pinned, 3, COPY_BYTES);
+	B_CHECK(cuStreamBeginCapture(w->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	for (int i = 0; i < NODES; i++)
+		B_CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, w->s, NULL, NULL));
+	B_CHECK(cuStreamEndCapture(w->s, &g));
+	B_CHECK(cuGraphInstantiate(&w->graph, g, 0));
+	B_CHECK(cuGraphDestroy(g));
+}
+
+static void one(struct worker *w, enum kind k)
+{
+	switch (k) {
+	case LAUNCH:
+		B_CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, w->s, NULL, NULL));
+		break;
+	case GRAPH14:
+		B_CHECK(cuGraphLaunch(w->graph, w->s));
+		break;
+	case H2D_PAGEABLE:
+		B_CHECK(cuMemcpyHtoDAsync(w->dev, w->pageable, COPY_BYTES, w->s));
+		break;
+	case H2D_PINNED:
+		B_CHECK(cuMemcpyHtoDAsync(w->dev, w->pinned, COPY_BYTES, w->s));
+		break;
+	case H2D_REGISTERED:
+		B_CHECK(cuMemcpyHtoDAsync(w->dev, w->registered, COPY_BYTES, w->s));
+		break;
+	case D2H_REGISTERED:
+		B_CHECK(cuMemcpyDtoHAsync(w->registered, w->dev, 64, w->s));
+		break;
+	case MEMCPY:
+		memcpy(w->pageable2, w->pageable, COPY_BYTES);
+		__asm__ volatile("" : : "r"(w->pageable2) : "memory");
+		break;
+	case D2H_PINNED:
+		B_CHECK(cuMemcpyDtoHAsync(w->pinned, w->dev, 64, w->s));
+		break;
+	case D2H_PAGEABLE:
+		B_CHECK(cuMemcpyDtoHAsync(w->pageable2, w->dev, 64, w->s));
+		break;
+	case WRITE_VALUE:
+		B_CHECK(cuStreamWriteValue32(w->s, w->pinned_dev, 7, 0));
+		break;
+	case EVENT_RECORD:
+		B_CHECK(cuEventRecord(w->ev, w->s));
+		break;
+	case STREAM_QUERY:
+		(void)cuStreamQuery(w->s);
+		break;
+	default:
+		break;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	setup(w);
+	for (;;) {
+		pthread_barrier_wait(&start);
+		if (current == KINDS)
+			return NULL;
+		w->in_calls = 0;
+		for (long i = 0; i < iterations; i++) {
+			double t0 = b_now();
+
+			one(w, current);
+			w->in_calls += b_now() - t0;
+			if (i % BATCH == BATCH - 1)
+				B_CHECK(cuStreamSynchronize(w->s));
+		}
+		B_CHECK(cuStreamSynchronize(w->s));
+		pthread_barrier_wait(&done);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int threads = argc > 1 ? atoi(argv[1]) : 1;
+	struct worker *w;
+	CUmodule mod;
+
+	iterations = argc > 2 ? atol(argv[2]) : 20000;
+	if (threads < 1 || threads > 256 || iterations < 1)
+		b_die("usage: drvcost [THREADS] [ITERATIONS]");
+	b_setup(&primary);
+	mod = b_module();
+	B_CHECK(cuModuleGetFunction(&empty, mod, "empty"));
+	w = calloc((size_t)threads, sizeof(*w));
+	if (!w)
+		b_die("out of memory");
+	pthread_barrier_init(&start, NULL, (unsigned int)threads + 1);
+	pthread_barrier_init(&done, NULL, (unsigned int)threads + 1);
+	for (int i = 0; i < threads; i++)
+		if (pthread_create(&w[i].tid, NULL, worker_main, &w[i]))
+			b_die("cannot start a thread");
+	printf("threads=%d\niterations=%ld\n", threads, iterations);
+	for (int k = 0; k <= KINDS; k++) {
+		double in_calls = 0;
+
+		current = (enum kind)k;
+		pthread_barrier_wait(&start);
+		if (k == KINDS)
+			break;
+		pthread_barrier_wait(&done);
+		for (int i = 0; i < threads; i++)
+			in_calls += w[i].in_calls;
+		printf("%s_us=%.2f\n", kind_names[k], in_calls * 1e6 / ((double)iterations * threads));
+		fflush(stdout);
+	}
+	for (int i = 0; i < threads; i++)
+		pthread_join(w[i].tid, NULL);
+	return 0;
+}
