@@ -356,7 +356,7 @@ class Probe:
         # launch calls, launches, turns and wake-ups.
         d["m"] = {}
         for line in self._ask("get_metrics").splitlines():
-            m = re.match(r"openmps_server_(\w+)_total\{[^}]*?(?:why=\"(\w+)\")?\} ([0-9.]+)$", line)
+            m = re.match(r"openmps_server_(\w+)_total\{[^}]*?(?:(?:why|op)=\"(\w+)\")?\} ([0-9.]+)$", line)
             if m and m.group(1) in self.METRICS:
                 key = m.group(1) + ("_" + m.group(2) if m.group(2) else "")
                 d["m"][key] = d["m"].get(key, 0.0) + float(m.group(3))
@@ -364,7 +364,9 @@ class Probe:
         return d
 
     METRICS = ("calls", "round_trips", "service_cpu_seconds", "serving_seconds", "launch_seconds", "launches",
-               "turns", "wakeups", "replayed_kernels", "replay_holds_ended")
+               "turns", "wakeups", "replayed_kernels", "replay_holds_ended", "replay_seconds", "replay_node_updates", "replay_update_seconds",
+               "poll_seconds", "op_calls",
+               "op_seconds")
 
     @staticmethod
     def figures(a, b, requests):
@@ -397,6 +399,20 @@ class Probe:
             out["wakeups_per_req"] = round(delta("wakeups") / requests, 2)
             if delta("replayed_kernels") is not None:
                 out["replayed_per_req"] = round(delta("replayed_kernels") / requests, 2)
+            if delta("replay_seconds") is not None:
+                out["replay_us_per_req"] = round(delta("replay_seconds") * 1e6 / requests, 1)
+            if delta("replay_node_updates") is not None:
+                out["updates_per_req"] = round(delta("replay_node_updates") / requests, 2)
+                out["update_us_per_req"] = round(delta("replay_update_seconds") * 1e6 / requests, 1)
+            if delta("poll_seconds") is not None:
+                out["poll_us_per_req"] = round(delta("poll_seconds") * 1e6 / requests, 1)
+            # The operations that took most of the time running messages.
+            ops = []
+            for key in b["m"]:
+                if key.startswith("op_seconds_") and delta(key):
+                    name = key[len("op_seconds_"):]
+                    ops.append((delta(key) * 1e6 / requests, (delta("op_calls_" + name) or 0) / requests, name))
+            out["top_ops"] = ", ".join(f"{name} {n:.2g}x {us:.1f}" for us, n, name in sorted(ops, reverse=True)[:8])
             if delta("replay_holds_ended_time") is not None:
                 out["holds_expired_per_req"] = round(delta("replay_holds_ended_time") / requests, 3)
                 out["holds_let_go_per_req"] = round(delta("replay_holds_ended_other") / requests, 3)
@@ -640,11 +656,14 @@ def cmd_once(args):
 # Tables
 
 # Where openmps's service threads spent their time, per request (serve_table).
-SERVE_FIELDS = ("svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_per_launch", "msgs_per_turn",
-                "wakeups_per_req", "replayed_per_req", "holds_expired_per_req", "holds_let_go_per_req")
+SERVE_FIELDS = ("svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_per_launch", "replay_us_per_req",
+                "updates_per_req", "update_us_per_req", "poll_us_per_req",
+                "msgs_per_turn", "wakeups_per_req", "replayed_per_req", "holds_expired_per_req",
+                "holds_let_go_per_req")
 TSV_FIELDS = ("kind", "model", "n", "mode", "status", "rps", "p50_us", "p99_us", "value",
               "ran", "failed", "refused", "wrong", "warning", "error", "items", "user_pct", "sys_pct",
-              "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0") + SERVE_FIELDS
+              "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0") + SERVE_FIELDS + (
+                  "top_ops",)
 NUM_FIELDS = ("rps", "p50_us", "p99_us", "value", "user_pct", "sys_pct", "server_us_per_req", "server_cpu_pct",
               "calls_per_req", "trips_per_req") + SERVE_FIELDS
 
@@ -797,12 +816,22 @@ def serve_table(recs):
     order = {m: i for i, m in enumerate(MODELS)}
     keys = SERVE_FIELDS
     out = ["| model | N | service CPU µs/req | running messages µs/req | in driver launches µs/req "
-           "| µs per driver launch | messages per turn | wake-ups/req | kernels replayed/req "
-           "| holds timed out/req | holds let go/req |",
+           "| µs per driver launch | graph launches µs/req | nodes updated/req | node updates µs/req "
+           "| polling completions µs/req | messages per turn "
+           "| wake-ups/req "
+           "| kernels replayed/req | holds timed out/req | holds let go/req |",
            "|---|---:|" + "---:|" * len(keys)]
-    for model, n in sorted(cells, key=lambda k: (order.get(k[0], 99), k[0], k[1])):
+    cells_sorted = sorted(cells, key=lambda k: (order.get(k[0], 99), k[0], k[1]))
+    for model, n in cells_sorted:
         r = cells[(model, n)]
         out.append("| " + " | ".join([model, str(n)] + [fmt_num(r.get(k)) for k in keys]) + " |")
+    # Which messages that time went to: operation, calls per request, µs per request.
+    out.append("")
+    out.append("| model | N | running messages by operation: calls/req × µs/req |")
+    out.append("|---|---:|---|")
+    for model, n in cells_sorted:
+        if cells[(model, n)].get("top_ops"):
+            out.append(f"| {model} | {n} | {cells[(model, n)]['top_ops']} |")
     return "\n".join(out) + "\n"
 
 

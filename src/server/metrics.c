@@ -154,6 +154,21 @@ int mps_metrics_write(int fd)
 	fprintf(f, "openmps_server_replayed_kernels_total{server=\"%d\"} %llu\n", server,
 		(unsigned long long)ss.replayed);
 	fprintf(f, "openmps_server_replay_seconds_total{server=\"%d\"} %.6f\n", server, ss.replay_ns / 1e9);
+	fprintf(f, "openmps_server_replay_node_updates_total{server=\"%d\"} %llu\n", server,
+		(unsigned long long)ss.replay_updates);
+	fprintf(f, "openmps_server_replay_update_seconds_total{server=\"%d\"} %.6f\n", server,
+		ss.replay_update_ns / 1e9);
+	fprintf(f, "openmps_server_poll_seconds_total{server=\"%d\"} %.6f\n", server, ss.poll_ns / 1e9);
+	/* Where the time running messages went, by operation (those seen);
+	 * each family's samples together, as the exposition format wants. */
+	for (unsigned int op = 0; op < MPS_OP_STATS; op++)
+		if (ss.op_n[op] && mps_sched_op_name(op))
+			fprintf(f, "openmps_server_op_calls_total{server=\"%d\",op=\"%s\"} %llu\n", server,
+				mps_sched_op_name(op), (unsigned long long)ss.op_n[op]);
+	for (unsigned int op = 0; op < MPS_OP_STATS; op++)
+		if (ss.op_n[op] && mps_sched_op_name(op))
+			fprintf(f, "openmps_server_op_seconds_total{server=\"%d\",op=\"%s\"} %.6f\n", server,
+				mps_sched_op_name(op), ss.op_ns[op] / 1e9);
 	mps_replay_stats(&expired, &let_go);
 	fprintf(f, "openmps_server_replay_holds_ended_total{server=\"%d\",why=\"time\"} %llu\n", server,
 		(unsigned long long)expired);

@@ -278,8 +278,9 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 {
 	void *kp[MPS_FUNC_PARAMS_MAX];
 	CUDA_KERNEL_NODE_PARAMS p;
-	uint64_t t0 = mps_now_ns();
+	uint64_t t0 = mps_now_ns(), t1;
 	CUresult r = mps__bind_device(c, rp->st->ctx->device);
+	unsigned int updates = 0;
 	int timed;
 
 	for (unsigned int i = 0; i < rp->nexp && r == CUDA_SUCCESS; i++) {
@@ -291,7 +292,9 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 		r = mps_drv.cuGraphExecKernelNodeSetParams_v2(rp->exec, rp->node[i], &p);
 		if (r == CUDA_SUCCESS)
 			memcpy(was->args, now->args, now->f->arg_size);
+		updates++;
 	}
+	t1 = mps_now_ns();
 	if (r != CUDA_SUCCESS) {
 		/* Nothing launched yet: launch them the usual way, and let the
 		 * graph go (it may no longer match what the driver holds). */
@@ -306,7 +309,7 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 	r = mps_drv.cuGraphLaunch(rp->exec, rp->st->s);
 	if (timed >= 0)
 		mps_gputime_end(c, rp->st, timed, r == CUDA_SUCCESS);
-	mps_sched_note_replay(rp->nexp, mps_now_ns() - t0);
+	mps_sched_note_replay(rp->nexp, mps_now_ns() - t0, updates, t1 - t0);
 	mps__defer_error(c, r, "cuLaunchKernel");
 	rp->held = 0;
 	note_held(c, 0);

@@ -45,7 +45,9 @@
 /* One service thread's counters: written by that thread only (relaxed),
  * read by get_metrics; a cache line each. */
 struct svc_stat {
-	uint64_t serve_ns, launch_ns, launches, turns, wakeups, replays, replayed, replay_ns;
+	uint64_t serve_ns, launch_ns, launches, turns, wakeups, replays, replayed, replay_ns, poll_ns;
+	uint64_t replay_updates, replay_update_ns;
+	uint64_t op_ns[MPS_OP_STATS], op_n[MPS_OP_STATS];
 } __attribute__((aligned(64)));
 
 static __thread struct svc_stat *self;
@@ -516,6 +518,18 @@ static void drain_events(uint64_t now)
 			queue_event((uint32_t)evs[i].data.u64);
 }
 
+/* Looks at the client's pending completions (mps_comp_poll), counting the
+ * time on this thread. */
+static bool poll_comp(struct mps_client *c)
+{
+	uint64_t start = mps_now_ns();
+	bool done = mps_comp_poll(c);
+
+	if (self)
+		mps_store_relaxed(&self->poll_ns, self->poll_ns + (mps_now_ns() - start));
+	return done;
+}
+
 /* Keeps watching an owned client while it is the only one with anything
  * going (nothing queued, nothing hot): its ring and its completions are
  * polled right here, with no locking, as a thread of its own would, so a
@@ -529,7 +543,7 @@ static bool linger(struct mps_client *c)
 
 		if (mps_load_acquire(&c->dead) || ring_pending(c))
 			return true;
-		if (c->comp.head && mps_comp_poll(c))
+		if (c->comp.head && poll_comp(c))
 			mps_store_relaxed(&c->active_ns, now);
 		mps_replay_expire(c, now, false);
 		if (mps_load_relaxed(&sched.rq_len) || mps_load_relaxed(&sched.nhot))
@@ -539,6 +553,47 @@ static bool linger(struct mps_client *c)
 		drain_events(now);
 		mps_cpu_relax();
 	}
+}
+
+/* Copies are counted by where their host side is, as each way costs the
+ * driver differently: these follow the operations in the counters. */
+enum { COPY_H2D_INLINE = MPS_OP_COUNT, COPY_H2D_SLOT, COPY_H2D_PINNED, COPY_D2H_SLOT, COPY_D2H_PINNED,
+       COPY_D2D };
+static const char *const copy_names[MPS_OP_STATS - MPS_OP_COUNT] = {
+	"COPY_H2D_INLINE", "COPY_H2D_SLOT", "COPY_H2D_PINNED", "COPY_D2H_SLOT", "COPY_D2H_PINNED", "COPY_D2D",
+};
+
+const char *mps_sched_op_name(unsigned int i)
+{
+	return i < MPS_OP_COUNT ? mps__op_name(i) : i < MPS_OP_STATS ? copy_names[i - MPS_OP_COUNT] : NULL;
+}
+
+/* The counter a message of operation `op` goes to. */
+static unsigned int op_stat(const struct mps_msg *m)
+{
+	const struct mps_msg_copy *q = (const void *)m;
+
+	if (m->op != MPS_OP_COPY || m->len < sizeof(*q))
+		return m->op;
+	if (q->kind == MPS_COPY_H2D)
+		return q->host_region == MPS_HOST_INLINE ? COPY_H2D_INLINE :
+		       q->host_region == MPS_HOST_SLOT ? COPY_H2D_SLOT : COPY_H2D_PINNED;
+	if (q->kind == MPS_COPY_D2H)
+		return q->host_region == MPS_HOST_SLOT ? COPY_D2H_SLOT : COPY_D2H_PINNED;
+	return COPY_D2D;
+}
+
+/* Counts one message (counter `i`, op_stat) that ran from *at until now;
+ * *at becomes now (the next message's start). */
+static void note_op(unsigned int i, uint64_t *at)
+{
+	uint64_t now = mps_now_ns();
+
+	if (self && i < MPS_OP_STATS) {
+		mps_store_relaxed(&self->op_ns[i], self->op_ns[i] + (now - *at));
+		mps_store_relaxed(&self->op_n[i], self->op_n[i] + 1);
+	}
+	*at = now;
 }
 
 /* Runs turns of an owned client until it is handed on: queued again if it
@@ -562,6 +617,7 @@ static bool serve(struct mps_client *c, bool spinner)
 			mps_client_kill(c, NULL);
 		while (!mps_load_acquire(&c->dead) && n < MPS_TURN_MSGS) {
 			int len = mps_sq_pop(&c->sq, c->msg);
+			unsigned int stat;
 
 			if (len < 0) {
 				mps_client_kill(c, "broke the ring protocol");
@@ -569,10 +625,12 @@ static bool serve(struct mps_client *c, bool spinner)
 			}
 			if (len == 0)
 				break;
+			stat = op_stat((const struct mps_msg *)c->msg);
 			mps__dispatch(c, (const struct mps_msg *)c->msg);
+			note_op(stat, &now);
 			if (++n % 32 == 0) {
 				if (c->comp.head)
-					mps_comp_poll(c);
+					poll_comp(c);
 				now = mps_now_ns();
 				if (now - start > MPS_TURN_NS)
 					break;
@@ -586,7 +644,7 @@ static bool serve(struct mps_client *c, bool spinner)
 				mps_store_relaxed(&self->turns, self->turns + 1);
 			}
 		}
-		if (c->comp.head && mps_comp_poll(c))
+		if (c->comp.head && poll_comp(c))
 			mps_store_relaxed(&c->active_ns, now);
 		mps_replay_expire(c, now, false);
 		if (mps_load_acquire(&c->dead)) {
@@ -1001,13 +1059,15 @@ void mps_sched_note_launch(uint64_t ns)
 	mps_store_relaxed(&self->launches, self->launches + 1);
 }
 
-void mps_sched_note_replay(unsigned int kernels, uint64_t ns)
+void mps_sched_note_replay(unsigned int kernels, uint64_t ns, unsigned int updates, uint64_t update_ns)
 {
 	if (!self)
 		return;
 	mps_store_relaxed(&self->replays, self->replays + 1);
 	mps_store_relaxed(&self->replayed, self->replayed + kernels);
 	mps_store_relaxed(&self->replay_ns, self->replay_ns + ns);
+	mps_store_relaxed(&self->replay_updates, self->replay_updates + updates);
+	mps_store_relaxed(&self->replay_update_ns, self->replay_update_ns + update_ns);
 }
 
 bool mps_sched_busy(void)
@@ -1035,6 +1095,13 @@ void mps_sched_stats(struct mps_sched_stats *s)
 		s->replays += mps_load_relaxed(&t->replays);
 		s->replayed += mps_load_relaxed(&t->replayed);
 		s->replay_ns += mps_load_relaxed(&t->replay_ns);
+		s->poll_ns += mps_load_relaxed(&t->poll_ns);
+		s->replay_updates += mps_load_relaxed(&t->replay_updates);
+		s->replay_update_ns += mps_load_relaxed(&t->replay_update_ns);
+		for (unsigned int op = 0; op < MPS_OP_STATS; op++) {
+			s->op_ns[op] += mps_load_relaxed(&t->op_ns[op]);
+			s->op_n[op] += mps_load_relaxed(&t->op_n[op]);
+		}
 		if (pthread_getcpuclockid(sched.threads[i], &cid) == 0 && clock_gettime(cid, &ts) == 0)
 			s->cpu_ns += (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	}

@@ -38,6 +38,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/wire.h"
+
+/* Operation counters: the operations, then copies by their host side. */
+#define MPS_OP_STATS (MPS_OP_COUNT + 6)
+
 struct mps_client;
 
 enum mps_run_state {
@@ -82,7 +87,17 @@ struct mps_sched_stats {
 	uint64_t replays;       /* graph launches that stood for a run of launches (replay.h) */
 	uint64_t replayed;      /* the kernels in them */
 	uint64_t replay_ns;     /* time in those graph launches, their parameter updates included */
+	uint64_t replay_updates;        /* kernel nodes given new arguments before such a launch */
+	uint64_t replay_update_ns;      /* the time those updates took */
+	uint64_t poll_ns;       /* wall time looking at clients' pending completions */
+	uint64_t op_ns[MPS_OP_STATS];   /* wall time running messages, by operation (mps_sched_op_name) */
+	uint64_t op_n[MPS_OP_STATS];    /* and how many */
 };
+
+/* Name of the operation counter i: an operation, or a copy by where its
+ * host side is (MPS_OP_COPY's own counter then stays at zero). NULL past
+ * the last. */
+const char *mps_sched_op_name(unsigned int i);
 
 void mps_sched_stats(struct mps_sched_stats *s);
 
@@ -90,8 +105,9 @@ void mps_sched_stats(struct mps_sched_stats *s);
  * (other threads' calls are not counted). */
 void mps_sched_note_launch(uint64_t ns);
 
-/* Counts a graph launch standing for `kernels` launches (replay.h). */
-void mps_sched_note_replay(unsigned int kernels, uint64_t ns);
+/* Counts a graph launch standing for `kernels` launches (replay.h), `ns`
+ * in all, of which `update_ns` giving `updates` nodes new arguments. */
+void mps_sched_note_replay(unsigned int kernels, uint64_t ns, unsigned int updates, uint64_t update_ns);
 
 /* Whether CPUs are scarce now: runnable threads waited for a CPU over a
  * fifth of the time, or clients active in the last 10 ms number three

@@ -284,6 +284,9 @@ void mps__client_finish(struct mps_client *c);
  * runs it: the seam the worker loop and the wire fuzzer share. */
 void mps__dispatch(struct mps_client *c, const struct mps_msg *m);
 
+/* The operation's name as the op table spells it (metrics), or NULL. */
+const char *mps__op_name(unsigned int op);
+
 /* Makes dev's primary context current on the calling thread (remembered
  * per thread, so binding the same device again costs nothing). */
 CUresult mps__bind_device(struct mps_client *c, int dev);

@@ -43,6 +43,11 @@ static const struct {
 #undef OP
 };
 
+const char *mps__op_name(unsigned int op)
+{
+	return op < MPS_OP_COUNT ? op_table[op].name : NULL;
+}
+
 /* The device whose primary context is current on this thread. */
 static __thread int bound_dev = -1;
 

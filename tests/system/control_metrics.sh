@@ -49,6 +49,13 @@ echo "$m" | grep -q "^openmps_server_memory_bytes{server=\"[0-9]*\",device=\"0\"
 # their CPU time (plus a tick's rounding), launch time within that.
 srv() { echo "$m" | grep "^openmps_server_$1{" | awk '{ print $NF }'; }
 [ "$(srv launches_total)" = 37 ] || fail "server launches: $(srv launches_total)"
+# By operation: the 37 launches, and their time within the time running calls.
+op_calls=$(echo "$m" | grep '^openmps_server_op_calls_total{.*op="LAUNCH"}' | awk '{ print $NF }')
+op_secs=$(echo "$m" | grep '^openmps_server_op_seconds_total{.*op="LAUNCH"}' | awk '{ print $NF }')
+[ "$op_calls" = 37 ] || fail "launches by operation: $(echo "$m" | grep op_calls)"
+awk -v s="$op_secs" -v run="$(srv serving_seconds_total)" 'BEGIN { exit !(s > 0 && s <= run) }' ||
+	fail "launch time by operation: $op_secs of $(srv serving_seconds_total)"
+[ -n "$(srv poll_seconds_total)" ] || fail "no openmps_server_poll_seconds_total"
 for k in service_cpu_seconds_total serving_seconds_total launch_seconds_total turns_total wakeups_total; do
 	[ -n "$(srv $k)" ] || fail "no openmps_server_$k"
 done
