@@ -100,6 +100,10 @@ CUresult mps__post_handle(uint16_t op, uint32_t ctx, uint32_t handle);
 void *mps__ring_begin(uint16_t op, uint32_t ctx, uint32_t len, uint16_t flags, CUresult *err);
 void mps__ring_end(void);
 
+/* The number of the calling thread's last message (the ring's count
+ * once it was sent), as mps_call.seq is for a call. */
+uint32_t mps__last_seq(void);
+
 /* Uploads size bytes of data as the client's upload (a module's image, a
  * linker's input: MPS_OP_BLOB_APPEND) and makes the call that takes it,
  * one upload at a time. */
@@ -434,6 +438,10 @@ void mps__pcopy(void *dst, const void *src, size_t n);
  * sends anything else, synchronizing or querying that stream on this
  * thread needs no round trip. */
 void mps__stream_idle(uint32_t stream, uint32_t ctx, uint32_t seq);
+
+/* The stream was found idle at message seq: the staging of copies sent on
+ * it before then may be reused (copy.c). */
+void mps__copy_settled(uint32_t stream, uint32_t ctx, uint32_t seq);
 
 /* Frees the attributes kept of a function that goes (funcattr.c). */
 void mps__fattr_drop(struct mps_func *f);

@@ -420,6 +420,11 @@ void mps__ring_end(void)
 	mps__stats_message();
 }
 
+uint32_t mps__last_seq(void)
+{
+	return last_seq;
+}
+
 static CUresult send_msg(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,
 			 size_t extra_len, uint32_t slot)
 {

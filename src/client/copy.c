@@ -5,7 +5,11 @@
  *   pinned host memory   "offset N of region R": the server's DMA reads or
  *                        writes the very pages the program uses, truly
  *                        asynchronously, with no extra copy;
- *   small pageable       host-to-device bytes ride inside the message;
+ *   small pageable       host-to-device bytes ride inside the message, or
+ *                        from 4 KiB on (asynchronous copies) go through a
+ *                        small pinned ring shared with the server, whose
+ *                        DMA reads them there: the server neither copies
+ *                        them out of the message nor stages them again;
  *                        device-to-host bytes come back in the reply slot;
  *   large pageable       staged through a pinned staging region shared with
  *                        the server, in chunks, pipelined: the program's
@@ -36,6 +40,90 @@
 _Static_assert(STAGE_COUNT <= MPS_STAGE_MAX, "staging chunks fit the region's state words");
 _Static_assert(INLINE_MAX + 256 <= MPS_MSG_MAX, "inline bytes and their copy message fit one message");
 _Static_assert(MPS_SLOT_DATA >= 4096, "small device-to-host copies fit a reply slot");
+
+/* The small ring: bytes of asynchronous host-to-device copies of SRING_MIN
+ * to INLINE_MAX bytes, handed out in order. A stretch is the program's
+ * again once its copy's stream has been seen idle after the copy was sent
+ * (mps__copy_settled: a synchronize, a copy to the host), which frameworks
+ * do after each such upload; taken back in order. A copy that finds no
+ * room rides in its message, as smaller ones do. */
+#define SRING_BYTES   (1u << 20)
+#define SRING_MIN     4096u
+#define SRING_ENTRIES 64u
+
+static struct {
+	pthread_mutex_t lock;
+	uint32_t handle;
+	uint8_t *base;
+	bool failed;                    /* could not be made: not tried again */
+	uint64_t head, tail;            /* bytes handed out, taken back */
+	unsigned int first, n;          /* oldest entry, entries held */
+	struct {
+		uint64_t end;           /* head once this copy had its bytes */
+		uint32_t stream, ctx, seq;
+		bool settled;           /* its stream was seen idle after it */
+	} e[SRING_ENTRIES];
+} sring = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void mps__copy_settled(uint32_t stream, uint32_t ctx, uint32_t seq)
+{
+	if (!mps_load_relaxed(&sring.n))
+		return;
+	pthread_mutex_lock(&sring.lock);
+	for (unsigned int i = 0; i < sring.n; i++) {
+		unsigned int k = (sring.first + i) % SRING_ENTRIES;
+
+		if (sring.e[k].stream == stream && sring.e[k].ctx == ctx && (int32_t)(sring.e[k].seq - seq) <= 0)
+			sring.e[k].settled = true;
+	}
+	while (sring.n && sring.e[sring.first].settled) {
+		sring.tail = sring.e[sring.first].end;
+		sring.first = (sring.first + 1) % SRING_ENTRIES;
+		mps_store_relaxed(&sring.n, sring.n - 1);
+	}
+	pthread_mutex_unlock(&sring.lock);
+}
+
+/* Sends q (an asynchronous host-to-device copy of n bytes from src) with
+ * its bytes in the small ring. CUDA_ERROR_NOT_SUPPORTED if it has no room
+ * now (nothing sent). */
+static CUresult sring_h2d(struct mps_msg_copy *q, uint32_t ctx, const void *src, size_t n)
+{
+	uint64_t at, start, end;
+	CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+	void *base;
+
+	pthread_mutex_lock(&sring.lock);
+	if (!sring.base && !sring.failed) {
+		if (mps__host_region(SRING_BYTES, &sring.handle, &base) == CUDA_SUCCESS)
+			sring.base = base;
+		else
+			sring.failed = true;
+	}
+	at = sring.head % SRING_BYTES;
+	start = at + n > SRING_BYTES ? sring.head + (SRING_BYTES - at) : sring.head;   /* skip to the start */
+	end = start + n;
+	if (!sring.base || end - sring.tail > SRING_BYTES || sring.n == SRING_ENTRIES)
+		goto out;
+	memcpy(sring.base + start % SRING_BYTES, src, n);
+	q->host_region = sring.handle;
+	q->host_offset = start % SRING_BYTES;
+	r = mps__post(MPS_OP_COPY, ctx, &q->hdr, sizeof(*q), NULL, 0);
+	if (r == CUDA_SUCCESS) {
+		unsigned int k = (sring.first + sring.n) % SRING_ENTRIES;
+
+		sring.e[k].end = end;
+		sring.e[k].stream = q->stream;
+		sring.e[k].ctx = ctx;
+		sring.e[k].seq = mps__last_seq();
+		sring.e[k].settled = false;
+		sring.head = end;
+		mps_store_relaxed(&sring.n, sring.n + 1);
+	}
+out:
+	pthread_mutex_unlock(&sring.lock);
+	return r;
+}
 
 /* The staging region: one user at a time. */
 static struct {
@@ -215,6 +303,12 @@ static CUresult h2d(uint64_t dst, const void *src, size_t n, uint32_t stream, ui
 		r = mps__call_slot_in(MPS_OP_COPY, ctx, &q.hdr, sizeof(q), src, n, &call);
 		mps__call_end(&call);
 		return r;
+	}
+	if (async && n >= SRING_MIN && n <= INLINE_MAX && !mps__capture_active()) {
+		CUresult r = sring_h2d(&q, ctx, src, n);
+
+		if (r != CUDA_ERROR_NOT_SUPPORTED)
+			return r;
 	}
 	if (n <= INLINE_MAX) {
 		q.host_region = MPS_HOST_INLINE;

@@ -199,6 +199,7 @@ void mps__stream_idle(uint32_t stream, uint32_t ctx, uint32_t seq)
 	idle.ctx = ctx;
 	idle.seq = seq;
 	idle.known = true;
+	mps__copy_settled(stream, ctx, seq);
 }
 
 /* Nothing was sent to the server since the reply that found the stream

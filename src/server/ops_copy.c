@@ -11,12 +11,15 @@
  * hands its staging chunk back to the client at that moment (both stores
  * the GPU makes itself where it can: completion.h). A few aligned bytes
  * from the message go to the device as the stream's own stores of values
- * (small_h2d), with no staging of host memory at all.
+ * (small_h2d), with no staging of host memory at all; more bytes from the
+ * message go through the client's bounce ring (bounce.h), pinned memory
+ * the DMA reads without the driver staging them under its lock.
  */
 #include <string.h>
 
 #include "common/atomics.h"
 #include "common/copy3d.h"
+#include "server/bounce.h"
 #include "server/driver.h"
 #include "server/forward.h"
 #include "server/server.h"
@@ -174,6 +177,8 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 		switch (q->kind) {
 		case MPS_COPY_H2D:
 			r = inline_h2d ? small_h2d(st, q->dst, host, q->size) : CUDA_ERROR_NOT_SUPPORTED;
+			if (r != CUDA_SUCCESS && inline_h2d)
+				r = mps_bounce_h2d(c, st, (CUdeviceptr)q->dst, host, (size_t)q->size);
 			if (r != CUDA_SUCCESS)
 				r = mps_drv.cuMemcpyHtoDAsync((CUdeviceptr)q->dst, host, (size_t)q->size, st->s);
 			break;

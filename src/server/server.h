@@ -252,6 +252,7 @@ struct mps_client {
 	int term_req;                   /* atomic: terminate_client request to answer
 					 * when torn down; -1 once it has been */
 	struct mps_replay *replay;      /* its runs of launches (replay.h); NULL before its first */
+	struct mps_bounce *bounce;      /* its bounce ring (bounce.h); NULL before its first use */
 	uint64_t replay_held_at;        /* atomic: when it last held a launch; 0: holds none */
 };
 

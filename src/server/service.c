@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/shm.h"
 #include "common/sock.h"
+#include "server/bounce.h"
 #include "server/control.h"
 #include "server/crash.h"
 #include "server/driver.h"
@@ -289,6 +290,7 @@ void mps__client_teardown(struct mps_client *c)
 	mps__hostfn_release(c);        /* its streams no longer wait for its callbacks */
 	mps__memwaits_release(c);      /* nor for values in its memory */
 	mps__ctx_release_all(c);       /* waits for and destroys streams, events, contexts */
+	mps_bounce_free(c);            /* no stream reads its bounce ring now */
 	mps_gputime_collect(c, true);  /* its last samples, and their events */
 	mps_sm_release(c);             /* its SM shares, now that no stream is in them */
 	mps_vdev_release(c);

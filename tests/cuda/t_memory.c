@@ -841,6 +841,50 @@ static void test_small_copies(void)
 	CHECK(cuMemFree(d));
 }
 
+/* Many asynchronous copies of message-sized pageable buffers queued behind
+ * a slow kernel, the one host buffer rewritten after each: every copy must
+ * carry the bytes the buffer held when it was made, whether the server
+ * sends it through its bounce ring or (once the ring is full, the GPU
+ * being behind) another way, and sizes that do not divide the ring must
+ * wrap it correctly. */
+static void test_queued_copies(void)
+{
+	enum { COPIES = 64, MAXLEN = 40 * 1024 };
+	CUfunction spin = t_func(mod, "spin");
+	long long cycles = T_SPIN_100MS;
+	size_t off[COPIES], len[COPIES], total = 0;
+	uint8_t *host = xmalloc(MAXLEN), *want, *back;
+	CUdeviceptr d, out;
+	void *args[2];
+
+	for (int i = 0; i < COPIES; i++) {
+		len[i] = i % 3 == 0 ? MAXLEN : 1000 + (size_t)t_rand(&rng) % (MAXLEN - 1000);
+		off[i] = total;
+		total += len[i];
+	}
+	want = xmalloc(total);
+	back = xmalloc(total);
+	CHECK(cuMemAlloc(&d, total));
+	CHECK(cuMemAlloc(&out, sizeof(int)));
+	args[0] = &cycles;
+	args[1] = &out;
+	CHECK(t_launch(spin, 1, 1, stream, args));
+	for (int i = 0; i < COPIES; i++) {
+		t_fill_bytes(host, len[i], &rng);
+		memcpy(want + off[i], host, len[i]);
+		CHECK(cuMemcpyHtoDAsync(d + off[i], host, len[i], stream));
+	}
+	memset(host, 0x5a, MAXLEN);   /* nothing may read it now */
+	CHECK(cuStreamSynchronize(stream));
+	CHECK(cuMemcpyDtoH(back, d, total));
+	CMP_BYTES(back, want, total, "64 queued asynchronous copies from one rewritten buffer");
+	CHECK(cuMemFree(out));
+	CHECK(cuMemFree(d));
+	free(back);
+	free(want);
+	free(host);
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -858,6 +902,7 @@ int main(int argc, char **argv)
 	test_host_memory();
 	test_copies();
 	test_small_copies();
+	test_queued_copies();
 	test_unified_copy();
 	test_memset();
 	test_memset_2d();
