@@ -25,6 +25,7 @@
 #define BUILD_EVERY_NS (100ull * 1000 * 1000)   /* ... and one more each this long */
 #define LAUNCH_ARGS  4096         /* a launch with more argument bytes ends replay for its run */
 #define RUN_BYTES    (256u << 10) /* nor may a run's arguments pass this: what a client can make us keep */
+#define ALTS         3            /* executable graphs kept besides the first, for other arguments */
 
 enum { OFF, BUSY_ONLY, ALWAYS };
 
@@ -77,6 +78,17 @@ struct mps_replay {
 	CUgraph graph;
 	CUgraphExec exec;
 	CUgraphNode node[RUN_MAX];
+
+	/* More executable graphs of the same graph, each with the arguments
+	 * its nodes were last given (every node's, one after another): a
+	 * framework's caching allocator often hands a request one of a few
+	 * sets of blocks, and a graph whose nodes already hold the set needs
+	 * no node set at all (each costs 1-1.5 µs). */
+	struct {
+		CUgraphExec exec;
+		uint8_t *args;
+	} alt[ALTS];
+	unsigned int nalt;
 };
 
 void mps_replay_init(void)
@@ -174,8 +186,33 @@ static void node_params(const struct launch *l, struct mps_sstream *st, void **k
 	p->kernelParams = f->nparams ? kp : NULL;
 }
 
+/* Takes a build from the client's bucket (refilled by the time gone):
+ * false if it is empty. A client whose runs keep changing would otherwise
+ * build without end. */
+static bool take_build(struct mps_replay *rp, uint64_t now)
+{
+	if (rp->builds < BUILDS_BURST) {
+		uint64_t more = (now - rp->built_ns) / BUILD_EVERY_NS;
+
+		rp->builds = more >= BUILDS_BURST - rp->builds ? BUILDS_BURST : rp->builds + (unsigned int)more;
+		if (more)
+			rp->built_ns = now;
+	}
+	if (!rp->builds)
+		return false;
+	rp->builds--;
+	return true;
+}
+
 static void drop_graph(struct mps_replay *rp)
 {
+	for (unsigned int k = 0; k < rp->nalt; k++) {
+		mps_drv.cuGraphExecDestroy(rp->alt[k].exec);
+		free(rp->alt[k].args);
+		rp->alt[k].exec = NULL;
+		rp->alt[k].args = NULL;
+	}
+	rp->nalt = 0;
 	if (rp->exec)
 		mps_drv.cuGraphExecDestroy(rp->exec);
 	if (rp->graph)
@@ -196,17 +233,8 @@ static void build(struct mps_client *c, struct mps_replay *rp)
 	size_t n = 0;
 	CUresult r;
 
-	/* A client whose runs keep changing would otherwise build without end. */
-	if (rp->builds < BUILDS_BURST) {
-		uint64_t more = (now - rp->built_ns) / BUILD_EVERY_NS;
-
-		rp->builds = more >= BUILDS_BURST - rp->builds ? BUILDS_BURST : rp->builds + (unsigned int)more;
-		if (more)
-			rp->built_ns = now;
-	}
-	if (!rp->builds)
+	if (!take_build(rp, now))
 		return;
-	rp->builds--;
 	r = mps__bind_device(c, rp->exp_st->ctx->device);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -272,26 +300,105 @@ static void release_held(struct mps_client *c, struct mps_replay *rp)
 	note_held(c, 0);
 }
 
-/* The whole learned run is held: its graph goes, with the arguments of
- * this run. */
+/* Where executable graph v (0: rp->exec, else alt[v - 1]) keeps node i's
+ * arguments. */
+static uint8_t *var_args(struct mps_replay *rp, unsigned int v, unsigned int i)
+{
+	uint32_t off = 0;
+
+	if (!v)
+		return rp->exp[i].args;
+	for (unsigned int j = 0; j < i; j++)
+		off += rp->exp[j].f->arg_size;
+	return rp->alt[v - 1].args + off;
+}
+
+/* The nodes of executable graph v whose arguments differ from this run's. */
+static unsigned int var_diff(struct mps_replay *rp, unsigned int v)
+{
+	unsigned int n = 0;
+	uint32_t off = 0;
+
+	for (unsigned int i = 0; i < rp->nexp; i++) {
+		uint32_t size = rp->run[i].f->arg_size;
+		const uint8_t *had = v ? rp->alt[v - 1].args + off : rp->exp[i].args;
+
+		n += size && memcmp(rp->run[i].args, had, size) != 0;
+		off += size;
+	}
+	return n;
+}
+
+/* A new executable graph of the learned graph (a build from the bucket);
+ * its nodes hold the capture's arguments, which it records as unknown (a
+ * byte of each flipped) so every node is set before its first launch. Its
+ * number, or 0 if none could be made. */
+static unsigned int var_new(struct mps_replay *rp)
+{
+	uint32_t bytes = 0;
+	uint8_t *args;
+	CUgraphExec exec;
+
+	if (rp->nalt == ALTS || !rp->graph)
+		return 0;
+	for (unsigned int i = 0; i < rp->nexp; i++)
+		bytes += rp->exp[i].f->arg_size;
+	args = malloc(bytes ? bytes : 1);
+	if (!args)
+		return 0;
+	if (!take_build(rp, mps_now_ns()) || mps_drv.cuGraphInstantiateWithFlags(&exec, rp->graph, 0) != CUDA_SUCCESS) {
+		free(args);
+		return 0;
+	}
+	rp->alt[rp->nalt].exec = exec;
+	rp->alt[rp->nalt].args = args;
+	rp->nalt++;
+	for (unsigned int i = 0, off = 0; i < rp->nexp; off += rp->run[i].f->arg_size, i++)
+		for (uint32_t b = 0; b < rp->run[i].f->arg_size; b++)
+			args[off + b] = (uint8_t)~rp->run[i].args[b];
+	return rp->nalt;
+}
+
+/* The whole learned run is held: a graph of it goes, with the arguments
+ * of this run: the executable graph whose nodes need the fewest new
+ * arguments (a new one, while few are kept, when every one needs some). */
 static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 {
 	void *kp[MPS_FUNC_PARAMS_MAX];
 	CUDA_KERNEL_NODE_PARAMS p;
 	uint64_t t0 = mps_now_ns(), t1;
 	CUresult r = mps__bind_device(c, rp->st->ctx->device);
-	unsigned int updates = 0;
+	unsigned int updates = 0, v = 0, best = var_diff(rp, 0);
+	CUgraphExec exec;
 	int timed;
 
-	for (unsigned int i = 0; i < rp->nexp && r == CUDA_SUCCESS; i++) {
-		struct launch *now = &rp->run[i], *was = &rp->exp[i];
+	for (unsigned int k = 1; best && k <= rp->nalt; k++) {
+		unsigned int d = var_diff(rp, k);
 
-		if (!now->f->arg_size || !memcmp(now->args, was->args, now->f->arg_size))
+		if (d < best) {
+			best = d;
+			v = k;
+		}
+	}
+	if (best && r == CUDA_SUCCESS) {
+		unsigned int k = var_new(rp);
+
+		if (k) {
+			v = k;
+			best = rp->nexp;
+		}
+	}
+	exec = v ? rp->alt[v - 1].exec : rp->exec;
+	for (unsigned int i = 0; best && i < rp->nexp && r == CUDA_SUCCESS; i++) {
+		struct launch *now = &rp->run[i];
+		uint8_t *had = var_args(rp, v, i);
+
+		if (!now->f->arg_size || !memcmp(now->args, had, now->f->arg_size))
 			continue;
 		node_params(now, rp->st, kp, &p);
-		r = mps_drv.cuGraphExecKernelNodeSetParams_v2(rp->exec, rp->node[i], &p);
+		r = mps_drv.cuGraphExecKernelNodeSetParams_v2(exec, rp->node[i], &p);
 		if (r == CUDA_SUCCESS)
-			memcpy(was->args, now->args, now->f->arg_size);
+			memcpy(had, now->args, now->f->arg_size);
 		updates++;
 	}
 	t1 = mps_now_ns();
@@ -306,7 +413,7 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 	/* GPU time (gputime.h): the run counts as one launch, the graph's
 	 * time as its time. */
 	timed = mps_gputime_begin(c, rp->st);
-	r = mps_drv.cuGraphLaunch(rp->exec, rp->st->s);
+	r = mps_drv.cuGraphLaunch(exec, rp->st->s);
 	if (timed >= 0)
 		mps_gputime_end(c, rp->st, timed, r == CUDA_SUCCESS);
 	mps_sched_note_replay(rp->nexp, mps_now_ns() - t0, updates, t1 - t0);

@@ -20,7 +20,9 @@
  * (the scheduler's pressure is not "free": replay trades the first
  * kernel's start for CPU) or OPENMPS_REPLAY=always, the launches of a run
  * that matches it so far are held; when the last one comes, nodes whose
- * arguments differ are set, and the graph is launched on the stream. A
+ * arguments differ are set, and the graph is launched on the stream (of up
+ * to four executable graphs of it, each with the arguments it last had,
+ * the one needing the fewest nodes set; a new one is a build). A
  * launch that does not match, any other message of the client, or a hold
  * with no launch added for OPENMPS_REPLAY_HOLD_US (default 4000: longer
  * than a busy machine keeps a client from its CPU; the scheduler watches

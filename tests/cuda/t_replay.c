@@ -8,7 +8,9 @@
  * its result is checked exactly (affine_u32 applied in a known order gives
  * a value only that order gives):
  *   - the same run with the same arguments, then with some scalars changed
- *     and the buffer switched between two (a replay must set those nodes);
+ *     and the buffer switched between two (a replay must set those nodes),
+ *     then over three and five buffers in turn (a server may keep a graph
+ *     per set of arguments, and must pick the right one);
  *   - runs that leave the learned one part way (another kernel, another
  *     grid, a launch with an attribute, one launch fewer, one more);
  *   - a run cut short whose last launch stores a flag in mapped host
@@ -123,6 +125,23 @@ int main(int argc, char **argv)
 	for (int k = 0; k < ITERS; k++) {
 		make_steps(st, k);
 		iteration(s, k % 3 ? a : b, st, RUN, false, "changed arguments", k);
+	}
+
+	/* The same run over buffers taken in turn, as a caching allocator
+	 * hands a request one of a few sets of blocks: three (a server may
+	 * keep a graph for each), then five (more than it keeps). */
+	make_steps(st, -1);
+	{
+		CUdeviceptr more[5] = { a, b, 0, 0, 0 };
+
+		for (int i = 2; i < 5; i++)
+			CHECK(cuMemAlloc(&more[i], N * sizeof(uint32_t)));
+		for (int k = 0; k < ITERS; k++)
+			iteration(s, more[k % 3], st, RUN, false, "three buffers in turn", k);
+		for (int k = 0; k < ITERS; k++)
+			iteration(s, more[k % 5], st, RUN, false, "five buffers in turn", k);
+		for (int i = 2; i < 5; i++)
+			CHECK(cuMemFree(more[i]));
 	}
 
 	/* Runs that leave the learned one part way, each between learned ones. */
