@@ -501,6 +501,29 @@ static void cmd_get_default_domain(struct mps_cmd *cmd, int argc, char **argv)
 	mps_out(cmd, "%s\n", *mps_daemon.default_domain ? mps_daemon.default_domain : "shared");
 }
 
+/* Trust scopes (routing.c): whether clients of other network namespaces
+ * than the daemon's (other pods, other containers) may share a server. */
+static void cmd_set_ns_sharing(struct mps_cmd *cmd, int argc, char **argv)
+{
+	if (argc != 2 || (strcmp(argv[1], "on") && strcmp(argv[1], "off"))) {
+		USAGE(cmd, "set_namespace_sharing <on|off>");
+		return;
+	}
+	mps_daemon.share_namespaces = !strcmp(argv[1], "on");
+	mps_log_info("clients of other network namespaces %s servers with the daemon's own",
+		     mps_daemon.share_namespaces ? "share" : "do not share");
+	mps_out(cmd, "%s\n", argv[1]);
+}
+
+static void cmd_get_ns_sharing(struct mps_cmd *cmd, int argc, char **argv)
+{
+	if (argc != 1) {
+		USAGE(cmd, "get_namespace_sharing");
+		return;
+	}
+	mps_out(cmd, "%s\n", mps_daemon.share_namespaces ? "on" : "off");
+}
+
 static void cmd_set_atp(struct mps_cmd *cmd, int argc, char **argv)
 {
 	struct mps_server_rec *s;
@@ -1151,6 +1174,8 @@ static const struct {
 	{ "set_client_active_thread_percentage", cmd_set_client_atp, ANYONE },
 	{ "set_client_device_pinned_mem_limit", cmd_set_client_mem, ANYONE },
 	{ "get_default_fault_domain", cmd_get_default_domain, ANYONE },
+	{ "set_namespace_sharing", cmd_set_ns_sharing, ADMIN },
+	{ "get_namespace_sharing", cmd_get_ns_sharing, ANYONE },
 	{ "sm_partition", cmd_sm_partition, ANYONE },
 	{ "set_client_sm_partition", cmd_set_client_part, ANYONE },
 	{ "vdevice", cmd_vdevice, ANYONE },

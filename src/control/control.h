@@ -45,6 +45,10 @@ enum mps_server_state {
 	MPS_SERVER_STOPPING,
 };
 
+/* A server's key besides its user: a fault domain's name, and for clients
+ * in another network namespace than the daemon's, that namespace. */
+#define MPS_DOMAIN_KEY 112
+
 /* A CUDA client's connection not yet handed to a server. */
 struct mps_pending_client {
 	struct mps_pending_client *next;
@@ -52,7 +56,7 @@ struct mps_pending_client {
 	pid_t pid;
 	uid_t uid;
 	char comm[64];
-	char domain[40];            /* the fault domain it asked for ("": the default) */
+	char domain[MPS_DOMAIN_KEY];  /* its fault domain and trust scope (routing.c) */
 };
 
 /* A client a server reported connected. */
@@ -132,7 +136,7 @@ struct mps_server_rec {
 	struct mps_pending_client *pending, **pending_tail;
 	struct mps_server_client *clients;
 	struct mps_settings settings;
-	char domain[40];            /* the fault domain it serves ("": the default) */
+	char domain[MPS_DOMAIN_KEY];  /* the fault domain and trust scope it serves ("": the default) */
 };
 
 struct mps_daemon {
@@ -160,6 +164,8 @@ struct mps_daemon {
 	struct mps_vdevice vdev[MPS_VDEVICES_MAX];       /* every server's */
 	int nvdev;
 	char default_domain[32];    /* the fault domain of clients that name none ("": shared) */
+	bool share_namespaces;      /* clients of other network namespaces may share servers (routing.c) */
+	char own_netns[32];         /* the daemon's network namespace, as /proc shows it */
 	bool devices_known;
 	int ndev;
 	struct mps_device_info dev[MPS_MAX_DEVICES];

@@ -37,7 +37,8 @@ static void usage(FILE *f)
 		"Environment: CUDA_MPS_PIPE_DIRECTORY (default %s),\n"
 		"             CUDA_MPS_LOG_DIRECTORY (default %s),\n"
 		"             CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT,\n"
-		"             OPENMPS_EXCLUSIVE_USERS=1, OPENMPS_SERVER (the server program)\n",
+		"             OPENMPS_EXCLUSIVE_USERS=1, OPENMPS_SHARE_NAMESPACES=1 (clients of other\n"
+		"             network namespaces may share servers), OPENMPS_SERVER (the server program)\n",
 		MPS_DEFAULT_PIPE_DIR, MPS_DEFAULT_LOG_DIR);
 }
 
@@ -85,6 +86,9 @@ int main(int argc, char **argv)
 		return bad("%s", options ? "these options go with -d or -f" : "nothing to do");
 	if (env && *env && strcmp(env, "0"))
 		mps_daemon.exclusive = true;
+	env = getenv("OPENMPS_SHARE_NAMESPACES");
+	if (env && *env && strcmp(env, "0"))
+		mps_daemon.share_namespaces = true;
 	if (mps_daemon.multiuser && geteuid() != 0) {
 		fprintf(stderr, "openmps-control: -multiuser-server needs the daemon to run as root "
 				"(its server serves every user)\n");

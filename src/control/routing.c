@@ -65,11 +65,50 @@ struct mps_server_rec *mps_server_for_uid(uid_t uid)
 	return mps_server_for(uid, "");
 }
 
-/* The fault domain a client asked for, as a name: "own" is a domain of its
- * own (named after its pid); anything else as it is, cut to what fits. */
+/* The network namespace of process pid ("self" for the daemon) as /proc
+ * names it ("net:[4026531833]"), or "" if it cannot be read. */
+static void netns_of(const char *pid, char *out, size_t size)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%s/ns/net", pid);
+	n = readlink(path, out, size - 1);
+	out[n > 0 ? n : 0] = 0;
+}
+
+/* The trust scope a client's server must be of, as a key suffix: "" for
+ * the daemon's own network namespace (or when sharing across namespaces is
+ * allowed), "@net:[N]" for another. A pod's containers share a network
+ * namespace and pods do not, where cgroups would also split one user's
+ * terminals and one job's steps; all are one uid in containers, so the uid
+ * alone would put every pod in one server. A namespace that cannot be read
+ * fails safe: a scope of the client's own. */
+static void scope_of(pid_t pid, char *out, size_t size)
+{
+	char ns[64], p[16];
+
+	*out = 0;
+	if (mps_daemon.share_namespaces)
+		return;
+	if (!*mps_daemon.own_netns)
+		netns_of("self", mps_daemon.own_netns, sizeof(mps_daemon.own_netns));
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	netns_of(p, ns, sizeof(ns));
+	if (!*ns) {
+		mps_log_warn("client %d: cannot read its network namespace; it gets a server of its own", (int)pid);
+		snprintf(out, size, "@pid:%d", (int)pid);
+	} else if (strcmp(ns, mps_daemon.own_netns)) {
+		snprintf(out, size, "@%s", ns);
+	}
+}
+
+/* The server key a client goes to besides its user: the fault domain it
+ * asked for ("own" is a domain of its own, named after its pid; anything
+ * else as it is, cut to what fits), then its trust scope (scope_of). */
 static void domain_of(const struct mps_hello *h, pid_t pid, char *out, size_t size)
 {
-	char d[sizeof(h->domain) + 1];
+	char d[sizeof(h->domain) + 1], scope[72];
 
 	memcpy(d, h->domain, sizeof(h->domain));
 	d[sizeof(h->domain)] = 0;
@@ -77,10 +116,12 @@ static void domain_of(const struct mps_hello *h, pid_t pid, char *out, size_t si
 		snprintf(d, sizeof(d), "%s", mps_daemon.default_domain);
 	if (!strcmp(d, "shared"))
 		*d = 0;
-	if (!strcmp(d, "own"))
+	if (!strcmp(d, "own")) {
 		snprintf(out, size, "own-%d", (int)pid);
-	else
-		snprintf(out, size, "%s", d);
+		return;
+	}
+	scope_of(pid, scope, sizeof(scope));
+	snprintf(out, size, "%s%s", d, scope);
 }
 
 /* Passes a client's connection to the server. Returns 0, or -EAGAIN when the
@@ -177,7 +218,7 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 		       "this openmps daemon serves only its own user; start it as root to serve every user");
 		return;
 	}
-	char domain[40];
+	char domain[MPS_DOMAIN_KEY];
 
 	domain_of(h, cred->pid, domain, sizeof(domain));
 	s = mps_server_for(uid, domain);
