@@ -992,6 +992,19 @@ static void metrics_done(struct mps_cmd *cmd, const struct mps_chan *answer, con
 		servers++;
 	mps_out(cmd, "# HELP openmps_servers Servers the control daemon runs.\n# TYPE openmps_servers gauge\n");
 	mps_out(cmd, "openmps_servers %d\n", servers);
+	/* Which server is whose: its user and its key (fault domain and trust
+	 * scope, routing.c), so a client's samples (label server) find both. */
+	if (servers)
+		mps_out(cmd, "# HELP openmps_server_info A server's user and domain (its fault domain, and the "
+			     "network namespace of its clients where not the daemon's).\n"
+			     "# TYPE openmps_server_info gauge\n");
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next) {
+		char dom[MPS_DOMAIN_KEY + 8];
+
+		mps_domain_label(s->domain, dom, sizeof(dom));
+		mps_out(cmd, "openmps_server_info{server=\"%d\",uid=\"%u\",domain=\"%s\"} 1\n", (int)s->pid,
+			(unsigned)s->uid, dom);
+	}
 	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
 		size_t len = strlen(families[f].name);
 		bool head = false;

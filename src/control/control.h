@@ -235,6 +235,11 @@ void mps_conn_collect(void);
 
 /* servers.c */
 struct mps_server_rec *mps_server_for_uid(uid_t uid);
+/* A server's key as ps -v and get_metrics show it: "shared" for the
+ * default domain, the rest as it is, any byte but a letter, digit or one
+ * of _.:@[]+=- (names come from clients) as '_'. */
+void mps_domain_label(const char *key, char *out, size_t size);
+
 /* The server of a fault domain of uid's (domain "": the default one). */
 struct mps_server_rec *mps_server_for(uid_t uid, const char *domain);
 struct mps_server_rec *mps_server_by_pid(pid_t pid);

@@ -118,7 +118,7 @@ static struct mps_server_client **sorted_clients(const struct mps_server_rec *s,
 }
 
 #define PS_ROW "%-8s %-4s %-8s %-22s %-12s %s\n"
-#define PS_ROW_V "%-8s %-4s %-8s %-22s %10s %10s %5s %5s %4s %9s %-12s %s\n"
+#define PS_ROW_V "%-8s %-4s %-8s %-22s %10s %10s %5s %5s %4s %9s %-12s %-24s %s\n"
 
 /* A client's figure from the servers' metrics text (the family's samples:
  * server, pid, ..., the device label where dev >= 0, then the value), as
@@ -149,14 +149,27 @@ static void metric_text(const char *metrics, const char *family, pid_t server, p
 	}
 }
 
+void mps_domain_label(const char *key, char *out, size_t size)
+{
+	size_t n = 0;
+
+	if (!*key || *key == '@')
+		n = (size_t)snprintf(out, size, "shared");
+	if (n >= size)
+		n = size - 1;
+	for (; *key && n + 1 < size; key++)
+		out[n++] = isalnum((unsigned char)*key) || strchr("_.:@[]+=-", *key) ? *key : '_';
+	out[n] = 0;
+}
+
 void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *metrics)
 {
 	char pid[16], id[16], srv[16], dev[64], ns[64], command[COMMAND_MAX], mem[32], peak[32], sms[32], pct[32],
-		prio[32], gpu[32];
+		prio[32], gpu[32], dom[MPS_DOMAIN_KEY + 8];
 
 	if (metrics)
 		mps_out(cmd, PS_ROW_V, "PID", "ID", "SERVER", "DEVICE", "MEM_MIB", "PEAK_MIB", "SMS", "PCT", "PRIO",
-			"GPU_S", "NAMESPACE", "COMMAND");
+			"GPU_S", "NAMESPACE", "DOMAIN", "COMMAND");
 	else
 		mps_out(cmd, PS_ROW, "PID", "ID", "SERVER", "DEVICE", "NAMESPACE", "COMMAND");
 	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next) {
@@ -175,6 +188,7 @@ void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *m
 			snprintf(srv, sizeof(srv), "%d", (int)s->pid);
 			read_namespace(c->pid, ns, sizeof(ns));
 			read_cmdline(c->pid, c->comm, command, sizeof(command));
+			mps_domain_label(s->domain, dom, sizeof(dom));
 			if (metrics) {
 				metric_text(metrics, "openmps_client_active_thread_percentage", s->pid, c->pid, -1, "%.1f",
 					    1.0, pct, sizeof(pct));
@@ -195,14 +209,15 @@ void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *m
 					metric_text(metrics, "openmps_client_sms", s->pid, c->pid, d, "%.0f", 1.0, sms,
 						    sizeof(sms));
 					mps_out(cmd, PS_ROW_V, pid, id, srv, dev, mem, peak, sms, pct, prio, gpu, ns,
-						command);
+						dom, command);
 				} else {
 					mps_out(cmd, PS_ROW, pid, id, srv, dev, ns, command);
 				}
 				any = true;
 			}
 			if (!any && metrics)
-				mps_out(cmd, PS_ROW_V, pid, id, srv, "-", "-", "-", "-", pct, prio, gpu, ns, command);
+				mps_out(cmd, PS_ROW_V, pid, id, srv, "-", "-", "-", "-", pct, prio, gpu, ns, dom,
+					command);
 			else if (!any)
 				mps_out(cmd, PS_ROW, pid, id, srv, "-", ns, command);
 		}

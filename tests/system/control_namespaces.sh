@@ -3,9 +3,9 @@
 #
 # Trust scopes (docs/CONTROL.md, "Isolation between clients"): a client in
 # another network namespace than the daemon's — another pod — gets a server
-# of its own although it runs as the same user; with set_namespace_sharing
-# on, such a client joins the server of the daemon's namespace. Bad values
-# of the setting are refused. Needs unprivileged user and network
+# of its own although it runs as the same user, and ps -v and get_metrics
+# say so; with set_namespace_sharing on, such a client joins the server of
+# the daemon's namespace. Bad values of the setting are refused. Needs unprivileged user and network
 # namespaces (`unshare -rn`); skips otherwise.
 #
 #   usage: control_namespaces.sh BUILD_DIR
@@ -38,9 +38,17 @@ servers=$(ui get_server_list)
 [ "$(echo "$servers" | wc -l)" -eq 2 ] || fail "two namespaces should have two servers: $servers"
 grep -q "fault domain @net:\[" "$CUDA_MPS_LOG_DIRECTORY/control.log" ||
 	fail "the log does not name the other namespace's server key"
-sa=$(server_of "$(cpid A)")
-[ -n "$sa" ] && [ "$sa" != "$(server_of "$(cpid B)")" ] ||
-	fail "A and B share server '$sa': $(ui ps)"
+sa=$(server_of "$(cpid A)"); sb=$(server_of "$(cpid B)")
+[ -n "$sa" ] && [ "$sa" != "$sb" ] || fail "A and B share server '$sa': $(ui ps)"
+# Each server's key, in ps -v (DOMAIN) and get_metrics (openmps_server_info).
+domain_of() { ui "ps -v" | awk -v p="$1" '$1 == p { print $12 }'; }
+[ "$(domain_of "$(cpid A)")" = shared ] || fail "A's domain in ps -v: '$(domain_of "$(cpid A)")'"
+domain_of "$(cpid B)" | grep -Eq '^shared@net:\[[0-9]+\]$' || fail "B's domain in ps -v: '$(domain_of "$(cpid B)")'"
+m=$(ui get_metrics)
+echo "$m" | grep -q "^openmps_server_info{server=\"$sa\",uid=\"$(id -u)\",domain=\"shared\"} 1$" ||
+	fail "A's server in get_metrics: $(echo "$m" | grep server_info)"
+echo "$m" | grep -Eq "^openmps_server_info\{server=\"$sb\",uid=\"$(id -u)\",domain=\"shared@net:\[[0-9]+\]\"\} 1$" ||
+	fail "B's server in get_metrics: $(echo "$m" | grep server_info)"
 
 # Sharing on: another namespace's client joins the daemon namespace's server.
 expect "set_namespace_sharing on" "on"
