@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -96,6 +97,9 @@ static void fill_failed(void)
 		set_entry(i, mps__impl[i] ? mps__impl[i] : (void *)mps__failed_entry);
 }
 
+/* The driver calls go to in pass-through mode, for the messages. */
+static char pass_path[512];
+
 static int fill_passthrough(void)
 {
 	char err[512], path[512];
@@ -106,6 +110,7 @@ static int fill_passthrough(void)
 		return -1;
 	}
 	mps_log_debug("openmps: no daemon in %s; passing every call to the driver %s", mps_pipe_dir(), path);
+	snprintf(pass_path, sizeof(pass_path), "%s", path);
 	for (int i = 0; i < MPS_NSYMS; i++) {
 		void *fn = dlsym(real_driver, mps__sym_names[i]);
 
@@ -217,7 +222,14 @@ void mps__unsupported(const char *name)
 		if (__atomic_fetch_or(&warned[idx / 8], bit, __ATOMIC_RELAXED) & bit)
 			return;
 	}
-	mps_log_warn("openmps: %s is not supported yet; it returns CUDA_ERROR_NOT_SUPPORTED", name);
+	/* With no daemon the call went to a driver that lacks it (with
+	 * OPENMPS_DRIVER, often the stand-in, which has only what a server
+	 * asks): say so, not that openmps lacks it. */
+	if (mode == MPS_MODE_PASSTHROUGH)
+		mps_log_warn("openmps: no daemon in %s, so calls go to the driver %s, which has no %s; "
+			     "it returns CUDA_ERROR_NOT_SUPPORTED", mps_pipe_dir(), pass_path, name);
+	else
+		mps_log_warn("openmps: %s is not supported yet; it returns CUDA_ERROR_NOT_SUPPORTED", name);
 }
 
 /* The exported stub for symbol idx: what cuGetProcAddress hands out for a

@@ -6,7 +6,8 @@
 # "real driver" is the software stand-in. s_passthrough runs twice, on the
 # driver directly and through the client library, and both runs must pass
 # and print the same thing; the client library must also say (at debug
-# level) that it passed the calls through.
+# level) that it passed the calls through, and name the driver and the
+# missing daemon when a call finds the driver lacking.
 #
 #   usage: passthrough.sh BUILD_DIR
 
@@ -25,5 +26,12 @@ OPENMPS_LOG_LEVEL=debug LD_LIBRARY_PATH=$build/lib "$prog" >"$dir/through" 2>"$d
 grep -q "passing every call to the driver $OPENMPS_DRIVER" "$dir/log" || {
 	echo "passthrough: the client library did not pass calls through:"; cat "$dir/log"; exit 1; }
 diff -u "$dir/direct" "$dir/through" || { echo "passthrough: output differs through openmps"; exit 1; }
+# A function the driver lacks (the stand-in has no cuMemcpyHtoD_v2): the
+# client fails as the driver would, and the message says there is no
+# daemon and which driver lacks it, not that openmps does.
+LD_LIBRARY_PATH=$build/lib "$build/tests/system/c_client" init alloc:1 copy:1 >"$dir/lack.out" 2>"$dir/lack.err"
+grep -q "^copy 1 CUDA_ERROR_NOT_SUPPORTED" "$dir/lack.out" &&
+	grep -qF "no daemon in $CUDA_MPS_PIPE_DIRECTORY, so calls go to the driver $OPENMPS_DRIVER, which has no cuMemcpyHtoD_v2" "$dir/lack.err" || {
+	echo "passthrough: a call the driver lacks is not explained:"; cat "$dir/lack.out" "$dir/lack.err"; exit 1; }
 cat "$dir/through"
 echo "passthrough: identical with and without the openmps client library"
