@@ -221,14 +221,16 @@ static bool owns(const struct mps_cmd *cmd, const struct mps_server_rec *s)
 /* ------------------------------------------------------------------ */
 /* Commands */
 
-#define USAGE(cmd, text) mps_err(cmd, "Error: usage: %s\n", text)
+/* The usage line of the command being run (its entry in commands[]). */
+static const char *cur_usage;
+#define USAGE(cmd) mps_err(cmd, "Error: usage: %s\n", cur_usage)
 
 static void cmd_quit(struct mps_cmd *cmd, int argc, char **argv)
 {
 	unsigned long secs = 0;
 
 	if (argc != 1 && !(argc == 3 && !strcmp(argv[1], "-t"))) {
-		USAGE(cmd, "quit [-t <timeout in seconds>]");
+		USAGE(cmd);
 		return;
 	}
 	if (argc == 3 && parse_uint(argv[2], 7 * 24 * 3600, &secs) < 0) {
@@ -247,7 +249,7 @@ static void cmd_quit(struct mps_cmd *cmd, int argc, char **argv)
 static void cmd_get_server_list(struct mps_cmd *cmd, int argc, char **argv)
 {
 	if (argc != 1) {
-		USAGE(cmd, "get_server_list");
+		USAGE(cmd);
 		return;
 	}
 	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
@@ -259,7 +261,7 @@ static void cmd_get_server_status(struct mps_cmd *cmd, int argc, char **argv)
 	struct mps_server_rec *s;
 
 	if (argc != 2) {
-		USAGE(cmd, "get_server_status <server PID>");
+		USAGE(cmd);
 		return;
 	}
 	s = server_named(cmd, argv[1]);
@@ -281,7 +283,7 @@ static void cmd_start_server(struct mps_cmd *cmd, int argc, char **argv)
 	int r;
 
 	if (argc != 3 || strcmp(argv[1], "-uid")) {
-		USAGE(cmd, "start_server -uid <user id>");
+		USAGE(cmd);
 		return;
 	}
 	if (parse_uint(argv[2], 0xfffffffeul, &uid) < 0) {
@@ -325,7 +327,7 @@ static void cmd_shutdown_server(struct mps_cmd *cmd, int argc, char **argv)
 	bool force = argc == 3 && !strcmp(argv[2], "-f");
 
 	if (argc != 2 && !force) {
-		USAGE(cmd, "shutdown_server <server PID> [-f]");
+		USAGE(cmd);
 		return;
 	}
 	s = server_named(cmd, argv[1]);
@@ -352,7 +354,7 @@ static void cmd_get_client_list(struct mps_cmd *cmd, int argc, char **argv)
 	size_t n = 0;
 
 	if (argc != 2) {
-		USAGE(cmd, "get_client_list <server PID>");
+		USAGE(cmd);
 		return;
 	}
 	s = server_named(cmd, argv[1]);
@@ -379,7 +381,7 @@ static void cmd_get_device_client_list(struct mps_cmd *cmd, int argc, char **arg
 	struct mps_server_rec *s = NULL;
 
 	if (argc > 2) {
-		USAGE(cmd, "get_device_client_list [<server PID>]");
+		USAGE(cmd);
 		return;
 	}
 	if (argc == 2 && !(s = server_named(cmd, argv[1])))
@@ -409,7 +411,7 @@ static void cmd_terminate_client(struct mps_cmd *cmd, int argc, char **argv)
 	pid_t pid;
 
 	if (argc != 3) {
-		USAGE(cmd, "terminate_client <server PID> <client PID>");
+		USAGE(cmd);
 		return;
 	}
 	s = server_named(cmd, argv[1]);
@@ -457,7 +459,7 @@ static void cmd_set_default_atp(struct mps_cmd *cmd, int argc, char **argv)
 	int v;
 
 	if (argc != 2) {
-		USAGE(cmd, "set_default_active_thread_percentage <percentage>");
+		USAGE(cmd);
 		return;
 	}
 	if (percentage_arg(cmd, argv[1], &v) < 0)
@@ -469,7 +471,7 @@ static void cmd_set_default_atp(struct mps_cmd *cmd, int argc, char **argv)
 static void cmd_get_default_atp(struct mps_cmd *cmd, int argc, char **argv)
 {
 	if (argc != 1) {
-		USAGE(cmd, "get_default_active_thread_percentage");
+		USAGE(cmd);
 		return;
 	}
 	show_percentage(cmd, mps_daemon.defaults.thread_pct);
@@ -479,7 +481,7 @@ static void cmd_get_default_atp(struct mps_cmd *cmd, int argc, char **argv)
 static void cmd_set_default_domain(struct mps_cmd *cmd, int argc, char **argv)
 {
 	if (argc != 2) {
-		USAGE(cmd, "set_default_fault_domain <shared|own|name>");
+		USAGE(cmd);
 		return;
 	}
 	if (strlen(argv[1]) >= sizeof(mps_daemon.default_domain)) {
@@ -495,7 +497,7 @@ static void cmd_set_default_domain(struct mps_cmd *cmd, int argc, char **argv)
 static void cmd_get_default_domain(struct mps_cmd *cmd, int argc, char **argv)
 {
 	if (argc != 1) {
-		USAGE(cmd, "get_default_fault_domain");
+		USAGE(cmd);
 		return;
 	}
 	mps_out(cmd, "%s\n", *mps_daemon.default_domain ? mps_daemon.default_domain : "shared");
@@ -506,7 +508,7 @@ static void cmd_get_default_domain(struct mps_cmd *cmd, int argc, char **argv)
 static void cmd_set_ns_sharing(struct mps_cmd *cmd, int argc, char **argv)
 {
 	if (argc != 2 || (strcmp(argv[1], "on") && strcmp(argv[1], "off"))) {
-		USAGE(cmd, "set_namespace_sharing <on|off>");
+		USAGE(cmd);
 		return;
 	}
 	mps_daemon.share_namespaces = !strcmp(argv[1], "on");
@@ -518,7 +520,7 @@ static void cmd_set_ns_sharing(struct mps_cmd *cmd, int argc, char **argv)
 static void cmd_get_ns_sharing(struct mps_cmd *cmd, int argc, char **argv)
 {
 	if (argc != 1) {
-		USAGE(cmd, "get_namespace_sharing");
+		USAGE(cmd);
 		return;
 	}
 	mps_out(cmd, "%s\n", mps_daemon.share_namespaces ? "on" : "off");
@@ -530,7 +532,7 @@ static void cmd_set_atp(struct mps_cmd *cmd, int argc, char **argv)
 	int v;
 
 	if (argc != 3) {
-		USAGE(cmd, "set_active_thread_percentage <server PID> <percentage>");
+		USAGE(cmd);
 		return;
 	}
 	if (!(s = server_named(cmd, argv[1])) || percentage_arg(cmd, argv[2], &v) < 0)
@@ -545,7 +547,7 @@ static void cmd_get_atp(struct mps_cmd *cmd, int argc, char **argv)
 	struct mps_server_rec *s;
 
 	if (argc != 2) {
-		USAGE(cmd, "get_active_thread_percentage <server PID>");
+		USAGE(cmd);
 		return;
 	}
 	if ((s = server_named(cmd, argv[1])))
@@ -566,7 +568,7 @@ static void cmd_set_default_mem(struct mps_cmd *cmd, int argc, char **argv)
 	uint64_t bytes;
 
 	if (argc != 3) {
-		USAGE(cmd, "set_default_device_pinned_mem_limit <device> <value>");
+		USAGE(cmd);
 		return;
 	}
 	if (device_arg(cmd, argv[1], dev, sizeof(dev)) < 0 || mem_arg(cmd, argv[2], &bytes) < 0)
@@ -580,7 +582,7 @@ static void cmd_get_default_mem(struct mps_cmd *cmd, int argc, char **argv)
 	char dev[64];
 
 	if (argc != 2) {
-		USAGE(cmd, "get_default_device_pinned_mem_limit <device>");
+		USAGE(cmd);
 		return;
 	}
 	if (device_arg(cmd, argv[1], dev, sizeof(dev)) == 0)
@@ -594,7 +596,7 @@ static void cmd_set_mem(struct mps_cmd *cmd, int argc, char **argv)
 	uint64_t bytes;
 
 	if (argc != 4) {
-		USAGE(cmd, "set_device_pinned_mem_limit <server PID> <device> <value>");
+		USAGE(cmd);
 		return;
 	}
 	if (!(s = server_named(cmd, argv[1])) || device_arg(cmd, argv[2], dev, sizeof(dev)) < 0 ||
@@ -613,7 +615,7 @@ static void cmd_get_mem(struct mps_cmd *cmd, int argc, char **argv)
 	char dev[64];
 
 	if (argc != 3) {
-		USAGE(cmd, "get_device_pinned_mem_limit <server PID> <device>");
+		USAGE(cmd);
 		return;
 	}
 	if ((s = server_named(cmd, argv[1])) && device_arg(cmd, argv[2], dev, sizeof(dev)) == 0)
@@ -664,7 +666,7 @@ static void cmd_set_client_prio(struct mps_cmd *cmd, int argc, char **argv)
 	int v;
 
 	if (argc != 3) {
-		USAGE(cmd, "set_client_priority <client PID> <0|1>");
+		USAGE(cmd);
 		return;
 	}
 	if (mps_parse_priority(argv[2], &v) < 0) {
@@ -679,7 +681,7 @@ static void cmd_set_client_atp(struct mps_cmd *cmd, int argc, char **argv)
 	int v;
 
 	if (argc != 3) {
-		USAGE(cmd, "set_client_active_thread_percentage <client PID> <percentage>");
+		USAGE(cmd);
 		return;
 	}
 	if (percentage_arg(cmd, argv[2], &v) < 0)
@@ -694,7 +696,7 @@ static void cmd_set_client_mem(struct mps_cmd *cmd, int argc, char **argv)
 	uint64_t bytes;
 
 	if (argc != 4) {
-		USAGE(cmd, "set_client_device_pinned_mem_limit <client PID> <device> <value>");
+		USAGE(cmd);
 		return;
 	}
 	if (device_arg(cmd, argv[2], dev, sizeof(dev)) < 0 || mem_arg(cmd, argv[3], &bytes) < 0)
@@ -705,7 +707,7 @@ static void cmd_set_client_mem(struct mps_cmd *cmd, int argc, char **argv)
 static void cmd_set_client_part(struct mps_cmd *cmd, int argc, char **argv)
 {
 	if (argc != 3) {
-		USAGE(cmd, "set_client_sm_partition <client PID> <partition name|none>");
+		USAGE(cmd);
 		return;
 	}
 	if (strcmp(argv[2], "none") && !mps_partition_name_ok(argv[2])) {
@@ -719,8 +721,6 @@ static void cmd_set_client_part(struct mps_cmd *cmd, int argc, char **argv)
 /* sm_partition add NAME DEVICE SMS [lend] | rm NAME | list */
 static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
 {
-	static const char usage[] = "sm_partition add <name> <device> <SMs> [lend] | sm_partition rm <name> | "
-				    "sm_partition list";
 	char dev[64];
 	int sms, r;
 
@@ -742,7 +742,7 @@ static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
 		return;
 	}
 	if (!((argc == 5 || (argc == 6 && !strcmp(argv[5], "lend"))) && !strcmp(argv[1], "add"))) {
-		USAGE(cmd, usage);
+		USAGE(cmd);
 		return;
 	}
 	if (!mps_partition_name_ok(argv[2])) {
@@ -839,8 +839,6 @@ static int vdevice_define(struct mps_cmd *cmd, const struct mps_vdevice *v)
 /* vdevice add NAME DEV SMS MEM | split DEV N | rm NAME | list */
 static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 {
-	static const char usage[] = "vdevice add <name> <device> <SMs> <memory> | vdevice split <device> <count> | "
-				    "vdevice rm <name> | vdevice list";
 	struct mps_vdevice v;
 	char *end;
 	long n;
@@ -889,7 +887,7 @@ static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 			r = vdevice_define(cmd, &v);
 		}
 	} else {
-		USAGE(cmd, usage);
+		USAGE(cmd);
 		return;
 	}
 	if (r == -EEXIST)
@@ -1053,7 +1051,7 @@ static void cmd_get_metrics(struct mps_cmd *cmd, int argc, char **argv)
 {
 	(void)argv;
 	if (argc != 1) {
-		USAGE(cmd, "get_metrics");
+		USAGE(cmd);
 		return;
 	}
 	gather_metrics(cmd, metrics_done);
@@ -1085,7 +1083,7 @@ static void cmd_ps(struct mps_cmd *cmd, int argc, char **argv)
 			if (!(s = server_named(cmd, argv[++i])))
 				return;
 		} else {
-			USAGE(cmd, "ps [-v] [-p <server PID>]");
+			USAGE(cmd);
 			return;
 		}
 	}
@@ -1103,7 +1101,7 @@ static void cmd_set_default_prio(struct mps_cmd *cmd, int argc, char **argv)
 	int v;
 
 	if (argc != 2) {
-		USAGE(cmd, "set_default_client_priority <0|1>");
+		USAGE(cmd);
 		return;
 	}
 	if (mps_parse_priority(argv[1], &v) < 0) {
@@ -1116,7 +1114,7 @@ static void cmd_set_default_prio(struct mps_cmd *cmd, int argc, char **argv)
 static void cmd_get_default_prio(struct mps_cmd *cmd, int argc, char **argv)
 {
 	if (argc != 1) {
-		USAGE(cmd, "get_default_client_priority");
+		USAGE(cmd);
 		return;
 	}
 	mps_out(cmd, "%d\n", mps_daemon.defaults.priority);
@@ -1136,7 +1134,7 @@ static void cmd_device_query(struct mps_cmd *cmd, int argc, char **argv)
 	int r;
 
 	if (argc != 1) {
-		USAGE(cmd, "device_query");
+		USAGE(cmd);
 		return;
 	}
 	if (mps_daemon.devices_known) {
@@ -1156,42 +1154,79 @@ static void cmd_device_query(struct mps_cmd *cmd, int argc, char **argv)
 
 enum who { ANYONE, ADMIN, ADMIN_OR_OWNER };
 
+/* help: every command's usage, one form a line (what `|` separates in a
+ * usage goes on lines of its own); help CMD: that command's. */
+static void cmd_help(struct mps_cmd *cmd, int argc, char **argv);
+
 static const struct {
 	const char *name;
 	void (*fn)(struct mps_cmd *cmd, int argc, char **argv);
 	enum who who;
+	const char *usage;          /* its arguments, for USAGE and help */
 } commands[] = {
-	{ "quit", cmd_quit, ADMIN },
-	{ "get_server_list", cmd_get_server_list, ANYONE },
-	{ "get_server_status", cmd_get_server_status, ANYONE },
-	{ "start_server", cmd_start_server, ADMIN },
-	{ "shutdown_server", cmd_shutdown_server, ADMIN_OR_OWNER },
-	{ "get_client_list", cmd_get_client_list, ANYONE },
-	{ "get_device_client_list", cmd_get_device_client_list, ANYONE },
-	{ "ps", cmd_ps, ANYONE },
-	{ "terminate_client", cmd_terminate_client, ADMIN_OR_OWNER },
-	{ "set_default_active_thread_percentage", cmd_set_default_atp, ADMIN },
-	{ "get_default_active_thread_percentage", cmd_get_default_atp, ANYONE },
-	{ "set_active_thread_percentage", cmd_set_atp, ADMIN },
-	{ "get_active_thread_percentage", cmd_get_atp, ANYONE },
-	{ "set_default_device_pinned_mem_limit", cmd_set_default_mem, ADMIN },
-	{ "get_default_device_pinned_mem_limit", cmd_get_default_mem, ANYONE },
-	{ "set_device_pinned_mem_limit", cmd_set_mem, ADMIN },
-	{ "get_device_pinned_mem_limit", cmd_get_mem, ANYONE },
-	{ "set_default_client_priority", cmd_set_default_prio, ADMIN },
-	{ "get_default_client_priority", cmd_get_default_prio, ANYONE },
-	{ "device_query", cmd_device_query, ANYONE },
-	{ "set_default_fault_domain", cmd_set_default_domain, ADMIN },
-	{ "get_metrics", cmd_get_metrics, ANYONE },
-	{ "set_client_priority", cmd_set_client_prio, ANYONE },
-	{ "set_client_active_thread_percentage", cmd_set_client_atp, ANYONE },
-	{ "set_client_device_pinned_mem_limit", cmd_set_client_mem, ANYONE },
-	{ "get_default_fault_domain", cmd_get_default_domain, ANYONE },
-	{ "set_namespace_sharing", cmd_set_ns_sharing, ADMIN },
-	{ "get_namespace_sharing", cmd_get_ns_sharing, ANYONE },
-	{ "sm_partition", cmd_sm_partition, ANYONE },
-	{ "set_client_sm_partition", cmd_set_client_part, ANYONE },
-	{ "vdevice", cmd_vdevice, ANYONE },
+	{ "help", cmd_help, ANYONE, "help [<command>]" },
+	{ "quit", cmd_quit, ADMIN,
+	  "quit [-t <timeout in seconds>]" },
+	{ "get_server_list", cmd_get_server_list, ANYONE,
+	  "get_server_list" },
+	{ "get_server_status", cmd_get_server_status, ANYONE,
+	  "get_server_status <server PID>" },
+	{ "start_server", cmd_start_server, ADMIN,
+	  "start_server -uid <user id>" },
+	{ "shutdown_server", cmd_shutdown_server, ADMIN_OR_OWNER,
+	  "shutdown_server <server PID> [-f]" },
+	{ "get_client_list", cmd_get_client_list, ANYONE,
+	  "get_client_list <server PID>" },
+	{ "get_device_client_list", cmd_get_device_client_list, ANYONE,
+	  "get_device_client_list [<server PID>]" },
+	{ "ps", cmd_ps, ANYONE,
+	  "ps [-v] [-p <server PID>]" },
+	{ "terminate_client", cmd_terminate_client, ADMIN_OR_OWNER,
+	  "terminate_client <server PID> <client PID>" },
+	{ "set_default_active_thread_percentage", cmd_set_default_atp, ADMIN,
+	  "set_default_active_thread_percentage <percentage>" },
+	{ "get_default_active_thread_percentage", cmd_get_default_atp, ANYONE,
+	  "get_default_active_thread_percentage" },
+	{ "set_active_thread_percentage", cmd_set_atp, ADMIN,
+	  "set_active_thread_percentage <server PID> <percentage>" },
+	{ "get_active_thread_percentage", cmd_get_atp, ANYONE,
+	  "get_active_thread_percentage <server PID>" },
+	{ "set_default_device_pinned_mem_limit", cmd_set_default_mem, ADMIN,
+	  "set_default_device_pinned_mem_limit <device> <value>" },
+	{ "get_default_device_pinned_mem_limit", cmd_get_default_mem, ANYONE,
+	  "get_default_device_pinned_mem_limit <device>" },
+	{ "set_device_pinned_mem_limit", cmd_set_mem, ADMIN,
+	  "set_device_pinned_mem_limit <server PID> <device> <value>" },
+	{ "get_device_pinned_mem_limit", cmd_get_mem, ANYONE,
+	  "get_device_pinned_mem_limit <server PID> <device>" },
+	{ "set_default_client_priority", cmd_set_default_prio, ADMIN,
+	  "set_default_client_priority <0|1>" },
+	{ "get_default_client_priority", cmd_get_default_prio, ANYONE,
+	  "get_default_client_priority" },
+	{ "device_query", cmd_device_query, ANYONE,
+	  "device_query" },
+	{ "set_default_fault_domain", cmd_set_default_domain, ADMIN,
+	  "set_default_fault_domain <shared|own|name>" },
+	{ "get_metrics", cmd_get_metrics, ANYONE,
+	  "get_metrics" },
+	{ "set_client_priority", cmd_set_client_prio, ANYONE,
+	  "set_client_priority <client PID> <0|1>" },
+	{ "set_client_active_thread_percentage", cmd_set_client_atp, ANYONE,
+	  "set_client_active_thread_percentage <client PID> <percentage>" },
+	{ "set_client_device_pinned_mem_limit", cmd_set_client_mem, ANYONE,
+	  "set_client_device_pinned_mem_limit <client PID> <device> <value>" },
+	{ "get_default_fault_domain", cmd_get_default_domain, ANYONE,
+	  "get_default_fault_domain" },
+	{ "set_namespace_sharing", cmd_set_ns_sharing, ADMIN,
+	  "set_namespace_sharing <on|off>" },
+	{ "get_namespace_sharing", cmd_get_ns_sharing, ANYONE,
+	  "get_namespace_sharing" },
+	{ "sm_partition", cmd_sm_partition, ANYONE,
+	  "sm_partition add <name> <device> <SMs> [lend] | sm_partition rm <name> | sm_partition list" },
+	{ "set_client_sm_partition", cmd_set_client_part, ANYONE,
+	  "set_client_sm_partition <client PID> <partition name|none>" },
+	{ "vdevice", cmd_vdevice, ANYONE,
+	  "vdevice add <name> <device> <SMs> <memory> | vdevice split <device> <count> | vdevice rm <name> | vdevice list" },
 };
 
 void mps_command(const char *line, struct mps_cmd *cmd)
@@ -1218,8 +1253,40 @@ void mps_command(const char *line, struct mps_cmd *cmd)
 			deny(cmd, argv[0]);
 			return;
 		}
+		cur_usage = commands[i].usage;
 		commands[i].fn(cmd, argc, argv);
 		return;
 	}
 	mps_err(cmd, "Error: unknown command '%.64s'\n", argv[0]);
+}
+
+static void help_line(struct mps_cmd *cmd, const char *usage)
+{
+	for (const char *p = usage;;) {
+		const char *bar = strstr(p, " | ");
+
+		if (!bar) {
+			mps_out(cmd, "%s\n", p);
+			return;
+		}
+		mps_out(cmd, "%.*s\n", (int)(bar - p), p);
+		p = bar + 3;
+	}
+}
+
+static void cmd_help(struct mps_cmd *cmd, int argc, char **argv)
+{
+	if (argc > 2) {
+		USAGE(cmd);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (argc == 2 && strcmp(argv[1], commands[i].name))
+			continue;
+		help_line(cmd, commands[i].usage);
+		if (argc == 2)
+			return;
+	}
+	if (argc == 2)
+		mps_err(cmd, "Error: unknown command '%.64s'\n", argv[1]);
 }

@@ -67,6 +67,8 @@ static const struct {
 	{ PRIV, 0, "set_namespace_sharing on" },
 	{ PRIV, 0, "set_namespace_sharing maybe" },
 	{ 0, 0, "get_namespace_sharing" },
+	{ 0, 0, "help" },
+	{ 0, 0, "help vdevice" },
 	{ SERVERS(2), 0, "get_metrics" },
 	{ 0, 0, "get_metrics" },
 	{ PRIV | SERVERS(1), 0, "set_client_priority 4200 1" },

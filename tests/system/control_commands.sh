@@ -181,6 +181,24 @@ wait_until 10 eval 'test -z "$(ui get_server_list)"' || fail "shutdown_server: t
 grep -q "Server $srv exited with status 0" "$CUDA_MPS_LOG_DIRECTORY/control.log" ||
 	fail "control.log does not record the server's exit status"
 
+# help: every command with its arguments, one form a line; help CMD: its
+# usage, which is what a wrong call of it says; every name help lists is a
+# command help knows.
+h=$(ui help); st=$?
+[ $st -eq 0 ] || fail "help exited $st"
+for want in "help [<command>]" "ps [-v] [-p <server PID>]" "set_namespace_sharing <on|off>" \
+	"sm_partition rm <name>" "vdevice split <device> <count>" "quit [-t <timeout in seconds>]"; do
+	printf '%s\n' "$h" | grep -qxF "$want" || fail "help does not list '$want'"
+done
+[ "$(printf '%s\n' "$h" | wc -l)" -ge 36 ] || fail "help lists $(printf '%s\n' "$h" | wc -l) lines"
+for c in $(printf '%s\n' "$h" | awk '{ print $1 }' | sort -u); do
+	ui "help $c" | head -1 | grep -q "^$c\( \|$\)" || fail "help $c: $(ui "help $c")"
+done
+expect "help set_default_fault_domain" "set_default_fault_domain <shared|own|name>"
+expect_err "set_default_fault_domain" "usage: set_default_fault_domain <shared\|own\|name>"
+expect_err "help nope" "unknown command 'nope'"
+expect_err "help ps quit" "usage: help \[<command>\]"
+
 # The daemon is still fine after all of that.
 expect get_default_active_thread_percentage "50.0"
 stop_daemon
