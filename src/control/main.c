@@ -38,7 +38,9 @@ static void usage(FILE *f)
 		"             CUDA_MPS_LOG_DIRECTORY (default %s),\n"
 		"             CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT,\n"
 		"             OPENMPS_EXCLUSIVE_USERS=1, OPENMPS_SHARE_NAMESPACES=1 (clients of other\n"
-		"             network namespaces may share servers), OPENMPS_SERVER (the server program)\n",
+		"             network namespaces may share servers), OPENMPS_SERVER (the server program),\n"
+		"             OPENMPS_DRIVER (the driver library the servers use, if not in the usual\n"
+		"             places; the software stand-in's on a machine without a GPU)\n",
 		MPS_DEFAULT_PIPE_DIR, MPS_DEFAULT_LOG_DIR);
 }
 
@@ -70,7 +72,8 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "-d") || !strcmp(a, "-f")) {
 			if (mode)
-				return bad("give one of -d and -f, once (got %s again)", a);
+				return bad(mode == a[1] ? "give %s once" : "give one of -d and -f, not both (%s)",
+					   mode == a[1] ? a : "-d -f");
 			mode = a[1];
 		} else if (!strcmp(a, "-multiuser-server") || !strcmp(a, "--multiuser-server")) {
 			mps_daemon.multiuser = true;

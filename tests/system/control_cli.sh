@@ -20,6 +20,7 @@ out=$("$ctl" -h); st=$?
 echo "$out" | grep -q "usage: openmps-control" || fail "-h printed no usage: $out"
 echo "$out" | grep -q -- "-multiuser-server" || fail "-h does not mention -multiuser-server"
 echo "$out" | grep -q "/tmp/openmps" || fail "-h does not name the default pipe directory"
+echo "$out" | grep -q "OPENMPS_DRIVER" || fail "-h does not mention OPENMPS_DRIVER"
 
 # Bad flags: a clear error and exit 2, no daemon.
 for bad in "-x" "--daemon" "-d -f" "-d -d" "-multiuser-server" "--exclusive-users" "quit"; do
@@ -29,6 +30,10 @@ for bad in "-x" "--daemon" "-d -f" "-d -d" "-multiuser-server" "--exclusive-user
 	echo "$err" | grep -q "^openmps-control: " || fail "'openmps-control $bad' said: $err"
 done
 echo "$err" | grep -q "invalid option 'quit'" || fail "a stray word is not named in the error: $err"
+err=$("$ctl" -d -f 2>&1 >/dev/null)
+echo "$err" | grep -q "give one of -d and -f, not both" || fail "'-d -f' said: $err"
+err=$("$ctl" -f -f 2>&1 >/dev/null)
+echo "$err" | grep -q "give -f once" || fail "'-f -f' said: $err"
 [ ! -e "$pipe/openmps-control.pid" ] || fail "a bad flag started a daemon"
 
 # The UI with no daemon: says so, exit 1.
