@@ -31,6 +31,7 @@
 #include "client/capture.h"
 #include "client/client.h"
 #include "common/atomics.h"
+#include "common/bytering.h"
 #include "common/log.h"
 
 #define INLINE_MAX   (60u * 1024u)        /* host-to-device bytes sent in the message (< MPS_MSG_MAX) */
@@ -89,7 +90,7 @@ void mps__copy_settled(uint32_t stream, uint32_t ctx, uint32_t seq)
  * now (nothing sent). */
 static CUresult sring_h2d(struct mps_msg_copy *q, uint32_t ctx, const void *src, size_t n)
 {
-	uint64_t at, start, end;
+	uint64_t start, end;
 	CUresult r = CUDA_ERROR_NOT_SUPPORTED;
 	void *base;
 
@@ -100,11 +101,9 @@ static CUresult sring_h2d(struct mps_msg_copy *q, uint32_t ctx, const void *src,
 		else
 			sring.failed = true;
 	}
-	at = sring.head % SRING_BYTES;
-	start = at + n > SRING_BYTES ? sring.head + (SRING_BYTES - at) : sring.head;   /* skip to the start */
-	end = start + n;
-	if (!sring.base || end - sring.tail > SRING_BYTES || sring.n == SRING_ENTRIES)
+	if (!sring.base || sring.n == SRING_ENTRIES || !mps_bytering_fit(sring.head, sring.tail, SRING_BYTES, n, &end))
 		goto out;
+	start = end - n;
 	memcpy(sring.base + start % SRING_BYTES, src, n);
 	q->host_region = sring.handle;
 	q->host_offset = start % SRING_BYTES;

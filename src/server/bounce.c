@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * The bounce ring (bounce.h): a power-of-two stretch of registered memory,
- * handed out as a byte ring. `head` and `tail` count bytes ever handed out
- * and taken back; each copy holds [start, end) and an event recorded after
- * its copy, in a ring of entries in the same order. A copy that would cross
- * the ring's end skips to its start (the skipped bytes belong to it). Room
- * is made by asking the events (reclaim()); nothing ever waits.
+ * The bounce ring (bounce.h): registered memory handed out as a byte ring
+ * (common/bytering.h); each copy holds its stretch and an event recorded
+ * after its copy, in a ring of entries in the same order. Room is made by
+ * asking the events (reclaim()); nothing ever waits.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/bytering.h"
 #include "common/log.h"
 #include "server/bounce.h"
 #include "server/driver.h"
@@ -91,14 +90,9 @@ static void reclaim(struct mps_bounce *b)
 /* Where n bytes fit now, or NULL; *end is `head` once they are handed out. */
 static uint8_t *room(struct mps_bounce *b, size_t n, uint64_t *end)
 {
-	uint64_t at = b->head % RING_BYTES, start = b->head;
-
-	if (at + n > RING_BYTES)
-		start += RING_BYTES - at;   /* skip to the ring's start */
-	if (start + n - b->tail > RING_BYTES || b->n == ENTRIES)
+	if (b->n == ENTRIES || !mps_bytering_fit(b->head, b->tail, RING_BYTES, n, end))
 		return NULL;
-	*end = start + n;
-	return b->base + start % RING_BYTES;
+	return b->base + (*end - n) % RING_BYTES;
 }
 
 CUresult mps_bounce_h2d(struct mps_client *c, struct mps_sstream *st, CUdeviceptr dst, const void *src, size_t n)

@@ -300,19 +300,6 @@ static void release_held(struct mps_client *c, struct mps_replay *rp)
 	note_held(c, 0);
 }
 
-/* Where executable graph v (0: rp->exec, else alt[v - 1]) keeps node i's
- * arguments. */
-static uint8_t *var_args(struct mps_replay *rp, unsigned int v, unsigned int i)
-{
-	uint32_t off = 0;
-
-	if (!v)
-		return rp->exp[i].args;
-	for (unsigned int j = 0; j < i; j++)
-		off += rp->exp[j].f->arg_size;
-	return rp->alt[v - 1].args + off;
-}
-
 /* The nodes of executable graph v whose arguments differ from this run's. */
 static unsigned int var_diff(struct mps_replay *rp, unsigned int v)
 {
@@ -389,10 +376,12 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 		}
 	}
 	exec = v ? rp->alt[v - 1].exec : rp->exec;
-	for (unsigned int i = 0; best && i < rp->nexp && r == CUDA_SUCCESS; i++) {
+	for (unsigned int i = 0, off = 0; best && i < rp->nexp && r == CUDA_SUCCESS; i++) {
 		struct launch *now = &rp->run[i];
-		uint8_t *had = var_args(rp, v, i);
+		/* Where graph v keeps node i's arguments (as var_diff reads them). */
+		uint8_t *had = v ? rp->alt[v - 1].args + off : rp->exp[i].args;
 
+		off += now->f->arg_size;
 		if (!now->f->arg_size || !memcmp(now->args, had, now->f->arg_size))
 			continue;
 		node_params(now, rp->st, kp, &p);
