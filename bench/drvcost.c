@@ -24,6 +24,13 @@
  *   write_value     cuStreamWriteValue32 into a pinned, mapped host word
  *   event_record    cuEventRecord of a timing-disabled event
  *   stream_query    cuStreamQuery of the thread's idle stream
+ *
+ * DRVCOST_STREAMS says where each thread's stream lives: `primary` (the
+ * default: every thread in the one primary context, as a server's threads
+ * are), `green` (each thread's stream in a green context of its own that
+ * holds every SM of the device; memory and kernels stay the primary
+ * context's), or `context` (each thread with a context, memory and module
+ * of its own: what separate processes would contend on).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -51,11 +58,16 @@ struct worker {
 	CUdeviceptr dev;
 	void *pageable, *pageable2, *pinned, *registered;
 	CUdeviceptr pinned_dev;
+	CUfunction fn;
 	double in_calls;    /* seconds inside the calls of the current kind */
 };
 
+enum place { PRIMARY, GREEN, CONTEXT };
+
 static CUcontext primary;
+static CUdevice device;
 static CUfunction empty;
+static enum place place;
 static long iterations;
 static enum kind current;
 static pthread_barrier_t start, done;
@@ -64,8 +76,27 @@ static void setup(struct worker *w)
 {
 	CUgraph g;
 
-	B_CHECK(cuCtxSetCurrent(primary));
-	B_CHECK(cuStreamCreate(&w->s, CU_STREAM_NON_BLOCKING));
+	w->fn = empty;
+	if (place == CONTEXT) {
+		CUcontext own;
+
+		B_CHECK(cuCtxCreate(&own, NULL, 0, device));
+		B_CHECK(cuModuleGetFunction(&w->fn, b_module(), "empty"));
+	} else {
+		B_CHECK(cuCtxSetCurrent(primary));
+	}
+	if (place == GREEN) {
+		CUdevResource sms;
+		CUdevResourceDesc desc;
+		CUgreenCtx green;
+
+		B_CHECK(cuDeviceGetDevResource(device, &sms, CU_DEV_RESOURCE_TYPE_SM));
+		B_CHECK(cuDevResourceGenerateDesc(&desc, &sms, 1));
+		B_CHECK(cuGreenCtxCreate(&green, desc, device, CU_GREEN_CTX_DEFAULT_STREAM));
+		B_CHECK(cuGreenCtxStreamCreate(&w->s, green, CU_STREAM_NON_BLOCKING, 0));
+	} else {
+		B_CHECK(cuStreamCreate(&w->s, CU_STREAM_NON_BLOCKING));
+	}
 	B_CHECK(cuEventCreate(&w->ev, CU_EVENT_DISABLE_TIMING));
 	B_CHECK(cuMemAlloc(&w->dev, COPY_BYTES));
 	B_CHECK(cuMemAllocHost(&w->pinned, COPY_BYTES));
@@ -80,7 +111,7 @@ static void setup(struct worker *w)
 	memset(w->pinned, 3, COPY_BYTES);
 	B_CHECK(cuStreamBeginCapture(w->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
 	for (int i = 0; i < NODES; i++)
-		B_CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, w->s, NULL, NULL));
+		B_CHECK(cuLaunchKernel(w->fn, 1, 1, 1, 1, 1, 1, 0, w->s, NULL, NULL));
 	B_CHECK(cuStreamEndCapture(w->s, &g));
 	B_CHECK(cuGraphInstantiate(&w->graph, g, 0));
 	B_CHECK(cuGraphDestroy(g));
@@ -90,7 +121,7 @@ static void one(struct worker *w, enum kind k)
 {
 	switch (k) {
 	case LAUNCH:
-		B_CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, w->s, NULL, NULL));
+		B_CHECK(cuLaunchKernel(w->fn, 1, 1, 1, 1, 1, 1, 0, w->s, NULL, NULL));
 		break;
 	case GRAPH14:
 		B_CHECK(cuGraphLaunch(w->graph, w->s));
@@ -157,13 +188,22 @@ static void *worker_main(void *arg)
 int main(int argc, char **argv)
 {
 	int threads = argc > 1 ? atoi(argv[1]) : 1;
+	const char *where = getenv("DRVCOST_STREAMS");
 	struct worker *w;
 	CUmodule mod;
 
 	iterations = argc > 2 ? atol(argv[2]) : 20000;
 	if (threads < 1 || threads > 256 || iterations < 1)
 		b_die("usage: drvcost [THREADS] [ITERATIONS]");
-	b_setup(&primary);
+	if (!where || !strcmp(where, "primary"))
+		place = PRIMARY;
+	else if (!strcmp(where, "green"))
+		place = GREEN;
+	else if (!strcmp(where, "context"))
+		place = CONTEXT;
+	else
+		b_die("DRVCOST_STREAMS is primary, green or context, not %s", where);
+	device = b_setup(&primary);
 	mod = b_module();
 	B_CHECK(cuModuleGetFunction(&empty, mod, "empty"));
 	w = calloc((size_t)threads, sizeof(*w));
@@ -174,7 +214,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < threads; i++)
 		if (pthread_create(&w[i].tid, NULL, worker_main, &w[i]))
 			b_die("cannot start a thread");
-	printf("threads=%d\niterations=%ld\n", threads, iterations);
+	printf("threads=%d\niterations=%ld\nstreams=%s\n", threads, iterations,
+	       place == GREEN ? "green" : place == CONTEXT ? "context" : "primary");
 	for (int k = 0; k <= KINDS; k++) {
 		double in_calls = 0;
 

@@ -44,6 +44,7 @@ import json
 import math
 import os
 import re
+import resource
 import sys
 import subprocess
 import time
@@ -90,6 +91,7 @@ def summarise(mode, model, n, window_s, children, extra=None):
     a number only when every child ran and agreed with the CPU."""
     lats = []
     counts = []
+    ru = {}
     wrong = refused = failed = 0
     first_error = first_wrong = ""
     for c in children:
@@ -99,6 +101,8 @@ def summarise(mode, model, n, window_s, children, extra=None):
         if c.get("state") == "done":
             counts.append(c["count"])
             lats.extend(c["lat_ns"])
+            for k, v in (c.get("ru") or {}).items():
+                ru[k] = ru.get(k, 0) + v
         elif is_refusal(c.get("error", "")):
             refused += 1
             first_error = first_error or c.get("error", "")
@@ -118,6 +122,13 @@ def summarise(mode, model, n, window_s, children, extra=None):
         rec["rps"] = round(total / window_s, 1)
         rec["min_child_rps"] = round(min(counts) / window_s, 1)
         rec["max_child_rps"] = round(max(counts) / window_s, 1)
+    if ru and total:
+        # The clients' own CPU (all their threads) and how often the
+        # scheduler took a CPU from one that could still run.
+        rec["client_us_per_req"] = round(ru["cpu_s"] * 1e6 / total, 1)
+        rec["client_sys_us_per_req"] = round(ru["sys_s"] * 1e6 / total, 1)
+        rec["preempted_per_req"] = round(ru["ivcsw"] / total, 3)
+        rec["slept_per_req"] = round(ru["vcsw"] / total, 3)
     if lats:
         rec["p50_us"] = round(percentile(lats, 0.50) / 1000, 1)
         rec["p99_us"] = round(percentile(lats, 0.99) / 1000, 1)
@@ -235,6 +246,7 @@ def child_main(idx, args, conn, go, times, parent):
         if wait_ns > 0:
             time.sleep(wait_ns / 1e9)
         k = 0
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
         with ctx():
             while True:
                 t0 = time.perf_counter_ns()
@@ -246,7 +258,11 @@ def child_main(idx, args, conn, go, times, parent):
                 if t1 > end_ns:   # ended outside the window: not counted
                     break
                 lat.append(t1 - t0)
-        conn.send(("result", len(lat), lat.tobytes()))
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        conn.send(("result", len(lat), lat.tobytes(),
+                   {"cpu_s": ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime,
+                    "sys_s": ru1.ru_stime - ru0.ru_stime,
+                    "ivcsw": ru1.ru_nivcsw - ru0.ru_nivcsw, "vcsw": ru1.ru_nvcsw - ru0.ru_nvcsw}))
     except BaseException as e:      # noqa: BLE001
         conn.send(("error", "run", f"{type(e).__name__}: {e}"[:500]))
     finally:
@@ -473,7 +489,8 @@ def run_cell(args, mp, n):
                         traceback_shown[0] = True
                         log(f"first child error, its traceback:\n{msg[3]}")
                 elif msg[0] == "result":
-                    s.update(state="done", count=msg[1], lat_ns=array.array("q", msg[2]))
+                    s.update(state="done", count=msg[1], lat_ns=array.array("q", msg[2]),
+                             ru=msg[3] if len(msg) > 3 else None)
                 if s["state"] not in want:
                     pending.discard(c)
 
@@ -606,7 +623,9 @@ def cmd_run(args):
         print(json.dumps(rec), flush=True)
         if rec["status"] == "ok":
             log(f"{args.mode} {args.model} N={n}: {rec['rps']} req/s, p50 {rec['p50_us']} µs, "
-                f"p99 {rec['p99_us']} µs (per process {rec['min_child_rps']}..{rec['max_child_rps']} req/s)")
+                f"p99 {rec['p99_us']} µs (per process {rec['min_child_rps']}..{rec['max_child_rps']} req/s; "
+                f"client CPU {rec.get('client_us_per_req')} µs/req, sys {rec.get('client_sys_us_per_req')}, "
+                f"preempted {rec.get('preempted_per_req')}/req, slept {rec.get('slept_per_req')}/req)")
         else:
             log(f"{args.mode} {args.model} N={n}: {rec['status']}: {rec.get('error')}"
                 + (f" (the {rec['ran']} that ran: {rec['partial']['rps']} req/s)" if rec.get("ran") else ""))
@@ -662,10 +681,12 @@ SERVE_FIELDS = ("svc_us_per_req", "serve_us_per_req", "launch_us_per_req", "us_p
                 "holds_let_go_per_req")
 TSV_FIELDS = ("kind", "model", "n", "mode", "status", "rps", "p50_us", "p99_us", "value",
               "ran", "failed", "refused", "wrong", "warning", "error", "items", "user_pct", "sys_pct",
-              "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0") + SERVE_FIELDS + (
+              "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0",
+              "client_us_per_req", "client_sys_us_per_req", "preempted_per_req", "slept_per_req") + SERVE_FIELDS + (
                   "top_ops",)
 NUM_FIELDS = ("rps", "p50_us", "p99_us", "value", "user_pct", "sys_pct", "server_us_per_req", "server_cpu_pct",
-              "calls_per_req", "trips_per_req") + SERVE_FIELDS
+              "calls_per_req", "trips_per_req", "client_us_per_req", "client_sys_us_per_req", "preempted_per_req",
+              "slept_per_req") + SERVE_FIELDS
 
 # The server-CPU rows bench/infer.sh measures: id, label ({n}: the record's n).
 CPU_ROWS = (
@@ -937,6 +958,10 @@ def cmd_selftest(args):
 
     ok_child = {"state": "done", "count": 100, "lat_ns": array.array("q", [1000] * 100), "check": "ok"}
     r = summarise("mps", "cnn", 2, 2.0, [ok_child, dict(ok_child)])
+    ru = {"cpu_s": 0.03, "sys_s": 0.01, "ivcsw": 5, "vcsw": 100}
+    r2 = summarise("mps", "cnn", 2, 2.0, [dict(ok_child, ru=ru), dict(ok_child, ru=ru)])
+    check("clients' CPU per request", r2.get("client_us_per_req") == 300.0 and r2.get("client_sys_us_per_req") == 100.0
+          and r2.get("preempted_per_req") == 0.05 and r2.get("slept_per_req") == 1.0)
     check("two children: 100 req/s, p50 1 µs", r["status"] == "ok" and r["rps"] == 100.0 and r["p50_us"] == 1.0)
     r = summarise("mps", "cnn", 2, 2.0, [ok_child, {"state": "error", "error": "busy or unavailable"}])
     check("a refused child makes the cell refused, no number", r["status"] == "refused" and r["rps"] is None
@@ -976,7 +1001,7 @@ def cmd_selftest(args):
           and fig.get("msgs_per_turn") == 4.0 and fig.get("wakeups_per_req") == 0.5
           and fig.get("calls_per_req") == 17.0)
     st = serve_table([dict(recs[2], **fig)])
-    check("serve table", "| cnn | 16 | 160 | 80.0 | 64.0 | 4.00 | 4.00 | 0.50 | - | - | - |" in st)
+    check("serve table", "| cnn | 16 | 160 | 80.0 | 64.0 | 4.00 | - | - | - | - | 4.00 | 0.50 | - | - | - |" in st)
     c = cpu_table(recs)
     check("cpu table: 16 idle clients, ratio 0.50", "16 idle clients" in c and "| 0.50 |" in c)
     buf = io.StringIO()

@@ -14,3 +14,6 @@ $(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/obj/bench/bench
 
 .PHONY: bench
 bench: $(BENCH_BINS)
+
+# The benchmark's tables and summaries are checked by make test.
+TEST_SCRIPTS += bench/selftest.sh
