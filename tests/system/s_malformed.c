@@ -1292,7 +1292,6 @@ int main(int argc, char **argv)
 	uint32_t ctx;
 	pid_t nb;
 	int st;
-	char c;
 
 	if (argc > 1 && !strcmp(argv[1], "--probe")) {
 		size_t fr, total;
@@ -1520,9 +1519,18 @@ int main(int argc, char **argv)
 	mps_sock_set_timeout(sock, 5000);
 	{
 		/* A hang-up reads as the end of the stream, or as a reset when
-		 * the server closed with bytes of ours still unread. */
-		ssize_t n = mps_sock_recv(sock, &c, 1, NULL);
+		 * the server closed with bytes of ours still unread. Messages
+		 * the server sent before it (a refusal saying why, a notice)
+		 * are read past. */
+		struct mps_refuse why;
+		ssize_t n;
+		int msgs = 0;
 
+		while ((n = mps_sock_recv(sock, &why, sizeof(why), NULL)) > 0 && ++msgs < 16)
+			if (n == (ssize_t)sizeof(why) && why.magic == MPS_REFUSE_MAGIC) {
+				why.text[sizeof(why.text) - 1] = 0;
+				printf("s_malformed: the server hung up saying \"%s\"\n", why.text);
+			}
 		EXPECT(n == 0 || n == -ECONNRESET, "the server did not hang up on a broken ring (%zd)", n);
 	}
 
