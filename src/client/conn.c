@@ -7,18 +7,21 @@
  *
  * Waiting spins for as long as the server advises in the region (long while
  * CPUs are free: a reply to a launch-then-synchronize arrives within
- * microseconds, and a wake-up costs more than that; short when runnable
- * threads outnumber the CPUs, where spinning would steal the server's CPU).
- * A reply the server has handed to the GPU (the GPU stores it) needs no
- * server thread: it is watched without system calls for up to
- * OPENMPS_CLIENT_GPU_SPIN_US, as CUDA's own waits spin (giving the CPU away
- * every OPENMPS_CLIENT_GPU_YIELD_US while the CPUs are busy). One the server has
- * yet to answer is looked for giving the CPU away between looks
- * (OPENMPS_CLIENT_YIELD_US), so the server's threads get it. Then the wait
- * sleeps on a futex — for a reply or a staging chunk the GPU stores itself
- * (region.h), once it has asked the server to wake it. Every sleep is
- * bounded so the waiter notices a server that died without answering, and
- * then every call returns CUDA_ERROR_MPS_CONNECTION_FAILED.
+ * microseconds, and a wake-up costs more than that; nothing while runnable
+ * threads or clients with work outnumber the CPUs, where spinning would
+ * steal the CPU the server needs and leave threads that wake waiting for a
+ * scheduler tick). A reply the server has handed to the GPU (the GPU stores
+ * it) needs no server thread: it is watched without system calls for up to
+ * OPENMPS_CLIENT_GPU_SPIN_US, as CUDA's own waits spin, except that while no
+ * spin is advised the wait gives the CPU away every
+ * OPENMPS_CLIENT_GPU_YIELD_US (50 µs). One the server has yet to answer is
+ * looked for giving the CPU away between looks (for
+ * OPENMPS_CLIENT_YIELD_US), so the server's threads get the CPU. Giving
+ * the CPU away is a yield, or with OPENMPS_CLIENT_NAP_US a nap that long. Then the wait sleeps on a futex — for
+ * a reply or a staging chunk the GPU stores itself (region.h), once it has
+ * asked the server to wake it. Every sleep is bounded so the waiter notices
+ * a server that died without answering, and then every call returns
+ * CUDA_ERROR_MPS_CONNECTION_FAILED.
  *
  * A child made by fork() shares the parent's mapping of the ring but is not
  * the process the server knows; it must never write there, so after a fork
@@ -31,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,11 +43,13 @@
 #include "common/clock.h"
 #include "common/futex.h"
 #include "common/log.h"
+#include "common/slice.h"
 #include "common/paths.h"
 #include "common/shm.h"
 #include "common/sock.h"
 
 #define SLEEP_NS (100ull * 1000 * 1000)  /* longest sleep between liveness checks */
+#define NAP_SLACK_NS 1000                /* how late a nap may end */
 
 struct mps_conn mps_conn = {
 	.sock = -1,
@@ -202,6 +208,10 @@ int mps__connect(CUresult *refusal)
 	mps_conn.yield_ns = (uint64_t)env_ms("OPENMPS_CLIENT_YIELD_US", 1000) * 1000;
 	mps_conn.gpu_spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_GPU_SPIN_US", 2000) * 1000;
 	mps_conn.gpu_yield_ns = (uint64_t)env_ms("OPENMPS_CLIENT_GPU_YIELD_US", 50) * 1000;
+	mps_conn.nap_ns = (uint64_t)env_ms("OPENMPS_CLIENT_NAP_US", 0) * 1000;
+	if (env_ms("OPENMPS_CLIENT_SLICE_US", 0) > 0 &&
+	    mps_set_slice((uint64_t)env_ms("OPENMPS_CLIENT_SLICE_US", 0) * 1000) < 0)
+		mps_log_warn("openmps: the kernel takes no scheduler slice of its own");
 	pthread_atfork(NULL, NULL, after_fork_child);
 	return 0;
 
@@ -282,6 +292,28 @@ static uint64_t spin_budget(void)
 	return mps_load_relaxed(&mps_conn.region->spin_hint_ns);
 }
 
+/* Lets other threads have the CPU for a moment: a nap of
+ * OPENMPS_CLIENT_NAP_US (0: a yield). A yield keeps the thread runnable,
+ * so a thread that wakes may still find every CPU taken and wait for a
+ * scheduler tick; a nap leaves the CPU free and ends on a timer, with no one
+ * to wake it. The thread's timer slack (50 µs by default) would stretch the
+ * nap, so it is narrowed for the nap only. */
+static void give_cpu(void)
+{
+	int slack;
+
+	if (!mps_conn.nap_ns) {
+		sched_yield();
+		return;
+	}
+	slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	if (slack > NAP_SLACK_NS)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)NAP_SLACK_NS, 0, 0, 0);
+	nanosleep(&(struct timespec){ .tv_nsec = (long)mps_conn.nap_ns }, NULL);
+	if (slack > NAP_SLACK_NS)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+}
+
 CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 {
 	uint64_t start = mps_now_ns(), yielded = 0;
@@ -310,7 +342,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 			 * advised), give the CPU away now and then. */
 			if (!spin_budget() && waited - yielded >= mps_conn.gpu_yield_ns) {
 				yielded = waited;
-				sched_yield();
+				give_cpu();
 			} else {
 				mps_cpu_relax();
 			}
@@ -321,7 +353,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 
 			if (st == MPS_SLOT_BUSY && waited < mps_conn.yield_ns) {
 				/* The server's thread must run to answer: let it have the CPU. */
-				sched_yield();
+				give_cpu();
 				continue;
 			}
 			if (!mps_cas(word, &exp, sleeping))

@@ -142,11 +142,17 @@ static int runnable(void)
 	return r;
 }
 
-/* Clients spin while CPUs are free; else they sleep at once (a spinning
- * client would take the CPU the server needs to answer it). */
-static uint32_t client_spin_for(int level)
+/* Clients spin while CPUs are free; else they give the CPU away between
+ * looks (a spinning client would take the CPU the server needs to answer
+ * it). CPUs are not free when the pressure says so, nor when the clients
+ * with work outnumber them: each of those spins through its waits, so a
+ * thread that wakes (a service thread, a client back from a nap) finds
+ * every CPU taken and waits for a scheduler tick, 4 ms on many kernels —
+ * CUDA's own waits stop spinning past one context per CPU for the same
+ * reason. */
+static uint32_t client_spin_for(int level, unsigned int active)
 {
-	return level == FREE ? sched.client_free_ns : 0;
+	return level == FREE && active <= sched.ncpu ? sched.client_free_ns : 0;
 }
 
 /* Tells every client how long to spin now. */
@@ -214,6 +220,7 @@ static void count_active(uint64_t now)
 static void sample(uint64_t now)
 {
 	int level = mps_load_relaxed(&sched.level), m;
+	uint32_t hint;
 
 	if (now - mps_load_relaxed(&sched.sampled_ns) < SAMPLE_NS || pthread_mutex_trylock(&sched.sample_lock))
 		return;
@@ -224,6 +231,7 @@ static void sample(uint64_t now)
 	mps_store_relaxed(&sched.sampled_ns, now);
 	count_active(now);
 	m = measure(now);
+	hint = client_spin_for(level, mps_load_relaxed(&sched.active));
 	if (m > level) {
 		if (now - sched.rose_ns < 2 * sched.hold_ns)
 			sched.hold_ns = sched.hold_ns * 2 > 1000000000ull ? 1000000000ull : sched.hold_ns * 2;
@@ -234,15 +242,17 @@ static void sample(uint64_t now)
 	} else if (m < level && now - sched.rose_ns > sched.hold_ns) {
 		sched.rose_ns = now;
 		level--;
-	} else {
+	} else if (hint == sched.client_spin_ns) {
 		pthread_mutex_unlock(&sched.sample_lock);
 		return;
 	}
-	mps_log_debug("CPU pressure: %s", level == FREE ? "free" : level == BUSY ? "busy" : "over");
+	if (level != mps_load_relaxed(&sched.level))
+		mps_log_debug("CPU pressure: %s", level == FREE ? "free" : level == BUSY ? "busy" : "over");
 	mps_store_relaxed(&sched.level, level);
-	mps_store_relaxed(&sched.client_spin_ns, client_spin_for(level));
+	hint = client_spin_for(level, mps_load_relaxed(&sched.active));
+	mps_store_relaxed(&sched.client_spin_ns, hint);
 	pthread_mutex_unlock(&sched.sample_lock);
-	publish_client_spin(client_spin_for(level));
+	publish_client_spin(hint);
 }
 
 uint32_t mps_sched_client_spin_ns(void)
