@@ -17,11 +17,11 @@
  * OPENMPS_CLIENT_GPU_YIELD_US (50 µs). One the server has yet to answer is
  * looked for giving the CPU away between looks (for
  * OPENMPS_CLIENT_YIELD_US), so the server's threads get the CPU. Giving
- * the CPU away is a yield, or with OPENMPS_CLIENT_NAP_US a nap that long. Then the wait sleeps on a futex — for
- * a reply or a staging chunk the GPU stores itself (region.h), once it has
- * asked the server to wake it. Every sleep is bounded so the waiter notices
- * a server that died without answering, and then every call returns
- * CUDA_ERROR_MPS_CONNECTION_FAILED.
+ * the CPU away is a yield, or with OPENMPS_CLIENT_NAP_US a nap that long.
+ * Then the wait sleeps on a futex — for a reply or a staging chunk the GPU
+ * stores itself (region.h), once it has asked the server to wake it. Every
+ * sleep is bounded so the waiter notices a server that died without
+ * answering, and then every call returns CUDA_ERROR_MPS_CONNECTION_FAILED.
  *
  * A child made by fork() shares the parent's mapping of the ring but is not
  * the process the server knows; it must never write there, so after a fork

@@ -115,6 +115,11 @@ void mps_replay_init(void)
 	}
 }
 
+bool mps_replay_enabled(void)
+{
+	return mode != OFF;
+}
+
 /* The same kernel, configuration and attributes (the arguments may differ:
  * a graph's node takes new ones). */
 static bool same_shape(const struct launch *a, const struct launch *b)

@@ -58,6 +58,9 @@ struct mps_sstream;
 /* Reads OPENMPS_REPLAY and OPENMPS_REPLAY_HOLD_US. */
 void mps_replay_init(void);
 
+/* Whether runs of launches are ever replayed (OPENMPS_REPLAY is not 0). */
+bool mps_replay_enabled(void);
+
 /* Before a launch's stream is resolved: held launches of another stream
  * go first (resolving may order streams with events). */
 void mps_replay_before(struct mps_client *c, const struct mps_msg *m, uint32_t stream);

@@ -189,6 +189,7 @@ struct mps_client {
 	int evfd;                       /* eventfd the client writes to wake us (sched.c) */
 	int run;                        /* atomic: enum mps_run_state, sched.c's */
 	struct mps_client *rq_next;     /* in the run queue (sched.c) */
+	uint64_t rq_at;                 /* when it was queued (sched.c, under its lock) */
 	struct mps_client *id_next;     /* in sched.c's table by id */
 	uint64_t active_ns;             /* atomic: when it last had work */
 	bool ready;                     /* set up and greeted */
