@@ -28,7 +28,8 @@
 
 static int wake_fd = -1;
 static int fault_err;          /* atomic: the sticky error, 0 until the fault */
-static int fault_dev = -1;     /* written before fault_err */
+static int fault_claimed;      /* atomic: a thread is recording the fault */
+static int fault_dev = -1;     /* written by that thread, before fault_err */
 static uint64_t fault_ns;
 
 int mps_fault_init(void)
@@ -75,10 +76,13 @@ void mps_fault_slow(CUresult r)
 	d = dead_device(&r);
 	if (d < 0)
 		return;   /* the client's own error, the context fine */
+	/* Threads that see the fault at once: one records it, and fault_err
+	 * (released last) publishes the device and the time with it. */
+	if (!mps_cas(&fault_claimed, &none, 1))
+		return;
 	fault_dev = d;
 	fault_ns = mps_now_ns();
-	if (!mps_cas(&fault_err, &none, (int)r))
-		return;
+	mps_store_release(&fault_err, (int)r);
 	if (write(wake_fd, &one, sizeof(one)) < 0) {
 		/* The counter is already non-zero: the main thread is woken. */
 	}
