@@ -134,6 +134,18 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+CUgreenCtx b_green_all(CUdevice dev)
+{
+	CUdevResource sms;
+	CUdevResourceDesc desc;
+	CUgreenCtx g;
+
+	B_CHECK(cuDeviceGetDevResource(dev, &sms, CU_DEV_RESOURCE_TYPE_SM));
+	B_CHECK(cuDevResourceGenerateDesc(&desc, &sms, 1));
+	B_CHECK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+	return g;
+}
+
 double b_median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);

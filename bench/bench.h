@@ -34,6 +34,9 @@ double b_now(void);
 /* cuInit, device 0, its primary context retained and made current. */
 CUdevice b_setup(CUcontext *ctx);
 
+/* A green context holding every SM of `dev`. */
+CUgreenCtx b_green_all(CUdevice dev);
+
 /* The kernels' PTX ($OPENMPS_TEST_PTX, else build/tests/kernels.ptx) loaded
  * into the current context. */
 CUmodule b_module(void);

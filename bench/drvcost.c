@@ -85,18 +85,10 @@ static void setup(struct worker *w)
 	} else {
 		B_CHECK(cuCtxSetCurrent(primary));
 	}
-	if (place == GREEN) {
-		CUdevResource sms;
-		CUdevResourceDesc desc;
-		CUgreenCtx green;
-
-		B_CHECK(cuDeviceGetDevResource(device, &sms, CU_DEV_RESOURCE_TYPE_SM));
-		B_CHECK(cuDevResourceGenerateDesc(&desc, &sms, 1));
-		B_CHECK(cuGreenCtxCreate(&green, desc, device, CU_GREEN_CTX_DEFAULT_STREAM));
-		B_CHECK(cuGreenCtxStreamCreate(&w->s, green, CU_STREAM_NON_BLOCKING, 0));
-	} else {
+	if (place == GREEN)
+		B_CHECK(cuGreenCtxStreamCreate(&w->s, b_green_all(device), CU_STREAM_NON_BLOCKING, 0));
+	else
 		B_CHECK(cuStreamCreate(&w->s, CU_STREAM_NON_BLOCKING));
-	}
 	B_CHECK(cuEventCreate(&w->ev, CU_EVENT_DISABLE_TIMING));
 	B_CHECK(cuMemAlloc(&w->dev, COPY_BYTES));
 	B_CHECK(cuMemAllocHost(&w->pinned, COPY_BYTES));

@@ -81,14 +81,9 @@ static void worker_setup(CUstream *s, CUfunction *fn)
 		B_CHECK(cuCtxCreate(&ctx, NULL, 0, dev));
 		B_CHECK(cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
 	} else {
-		CUdevResource sm;
-		CUdevResourceDesc desc;
-		CUgreenCtx g;
+		CUgreenCtx g = b_green_all(dev);
 		CUcontext ctx;
 
-		B_CHECK(cuDeviceGetDevResource(dev, &sm, CU_DEV_RESOURCE_TYPE_SM));
-		B_CHECK(cuDevResourceGenerateDesc(&desc, &sm, 1));
-		B_CHECK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
 		B_CHECK(cuCtxFromGreenCtx(&ctx, g));
 		B_CHECK(cuCtxSetCurrent(ctx));
 		B_CHECK(cuGreenCtxStreamCreate(s, g, CU_STREAM_NON_BLOCKING, 0));
