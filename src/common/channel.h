@@ -78,7 +78,8 @@ enum mps_chan_op {
 	MPS_CHAN_SET_THREADS,    /* daemon -> server */
 	MPS_CHAN_SET_PRIORITY,   /* daemon -> server */
 	MPS_CHAN_SET_MEMLIMIT,   /* daemon -> server */
-	MPS_CHAN_DEVICE,         /* server -> daemon */
+	MPS_CHAN_DEVICE,         /* server -> daemon: value its ordinal, arg its memory, comm its UUID,
+				  * text its name, pid its SM groups for shares (0: none), uid SMs a group */
 	MPS_CHAN_CLIENT_DEVICES, /* server -> daemon */
 	MPS_CHAN_REPLY,          /* server -> daemon */
 	MPS_CHAN_FAULT,          /* server -> daemon */

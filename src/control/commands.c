@@ -721,7 +721,7 @@ static void cmd_set_client_part(struct mps_cmd *cmd, int argc, char **argv)
 /* sm_partition add NAME DEVICE SMS [lend] | rm NAME | list */
 static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
 {
-	char dev[64];
+	char dev[64], why[320];
 	int sms, r;
 
 	if (argc == 2 && !strcmp(argv[1], "list")) {
@@ -750,8 +750,12 @@ static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
 			argv[2], MPS_PARTITION_NAME - 1);
 		return;
 	}
-	if (sms_arg(cmd, argv[4], &sms) < 0 || device_arg(cmd, argv[3], dev, sizeof(dev)) < 0)
+	if (sms_arg(cmd, argv[4], &sms) < 0 || device_arg_known(cmd, argv[3], dev, sizeof(dev)) < 0)
 		return;
+	if (mps_layout_check(argv[2], dev, sms, 0, 0, why, sizeof(why)) < 0) {
+		mps_err(cmd, "Error: %s\n", why);
+		return;
+	}
 	r = mps_partition_set(argv[2], dev, sms, argc == 6);
 	if (r == -EEXIST)
 		mps_err(cmd, "Error: '%s' is a virtual device's name\n", argv[2]);
@@ -840,7 +844,7 @@ static int vdevice_define(struct mps_cmd *cmd, const struct mps_vdevice *v)
 static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 {
 	struct mps_vdevice v;
-	char *end;
+	char why[320], *end;
 	long n;
 	int r = 0;
 
@@ -868,6 +872,10 @@ static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 		    device_arg_known(cmd, argv[3], v.dev, sizeof(v.dev)) < 0)
 			return;
 		snprintf(v.name, sizeof(v.name), "%s", argv[2]);
+		if (mps_layout_check(v.name, v.dev, v.sms, 0, v.mem, why, sizeof(why)) < 0) {
+			mps_err(cmd, "Error: %s\n", why);
+			return;
+		}
 		r = vdevice_define(cmd, &v);
 	} else if (argc == 4 && !strcmp(argv[1], "split")) {
 		n = strtol(argv[3], &end, 10);
@@ -879,6 +887,10 @@ static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 			return;
 		if (strspn(v.dev, "0123456789") != strlen(v.dev)) {
 			mps_err(cmd, "Error: vdevice split takes a device ordinal\n");
+			return;
+		}
+		if (mps_layout_check_split(v.dev, (int)n, why, sizeof(why)) < 0) {
+			mps_err(cmd, "Error: %s\n", why);
 			return;
 		}
 		v.parts = (int)n;

@@ -108,6 +108,8 @@ struct mps_device_info {
 	char uuid[64];
 	char name[256];
 	uint64_t total_mem;
+	int sm_groups;              /* groups SM partitions and virtual devices take (0: no shares) */
+	int group_sms;              /* SMs in a group */
 };
 
 /* What an epoll tag points at: each struct so tagged starts with its kind. */
@@ -295,6 +297,14 @@ bool mps_partition_name_ok(const char *name);
 void mps_partition_send(struct mps_server_rec *srv, const struct mps_partition *p, bool remove);
 /* Virtual devices, as partitions (their names are partition names too). */
 int mps_vdevice_set(const struct mps_vdevice *v);
+/* Whether `name` (an SM partition's or a virtual device's, being defined or
+ * redefined) fits on its device beside the others there: SMS SMs (or a
+ * 1/parts slice) and `mem` bytes (virtual devices). 0, or -ENOSPC with why
+ * in `why`. A device whose layout the daemon does not know passes. */
+int mps_layout_check(const char *name, const char *dev, int sms, int parts, uint64_t mem, char *why, size_t len);
+/* Whether `vdevice split DEV N` fits: N slices of whole groups, and nothing
+ * else on the device but the slices it redefines. */
+int mps_layout_check_split(const char *dev, int n, char *why, size_t len);
 int mps_vdevice_remove(const char *name);
 void mps_vdevice_send(struct mps_server_rec *srv, const struct mps_vdevice *v, bool remove);
 /* True if a partition or a virtual device has that name. */

@@ -406,6 +406,8 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 				snprintf(d->uuid, sizeof(d->uuid), "%s", m.comm);
 				snprintf(d->name, sizeof(d->name), "%s", m.text);
 				d->total_mem = m.arg;
+				d->sm_groups = m.pid > 0 && m.pid <= 64 ? m.pid : 0;
+				d->group_sms = d->sm_groups ? (int)m.uid : 0;
 			}
 			break;
 		case MPS_CHAN_READY:

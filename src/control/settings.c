@@ -261,6 +261,142 @@ static void vdevice_send_all(const struct mps_vdevice *v, bool remove)
 			mps_vdevice_send(s, v, remove);
 }
 
+/* ---- layouts: what fits on a device ---------------------------------- */
+
+/* The SM groups a definition takes: a 1/parts slice, or SMS rounded to
+ * groups as the server does (at least one). */
+static int groups_of(const struct mps_device_info *d, int sms, int parts)
+{
+	int k;
+
+	if (parts > 0)
+		return d->sm_groups / parts;
+	k = (sms + d->group_sms / 2) / d->group_sms;
+	return k < 1 ? 1 : k;
+}
+
+/* What the definitions on device `ord` take, leaving out the names `skip`
+ * says to (a definition being redefined): SM groups, memory, and their
+ * names for a message. */
+static void taken(int ord, bool (*skip)(const char *name, const void *arg), const void *arg, int *groups,
+		  uint64_t *mem, char *names, size_t len, char *vnames, size_t vlen)
+{
+	const struct mps_device_info *d = &mps_daemon.dev[ord];
+	size_t n = 0, vn = 0;
+
+	*groups = 0;
+	*mem = 0;
+	names[0] = vnames[0] = 0;
+	for (int i = 0; i < mps_daemon.npart; i++) {
+		const struct mps_partition *p = &mps_daemon.part[i];
+
+		if (mps_device_ordinal(p->dev) != ord || skip(p->name, arg))
+			continue;
+		*groups += groups_of(d, p->sms, 0);
+		if (n < len)
+			n += (size_t)snprintf(names + n, len - n, "%s%s", n ? ", " : "", p->name);
+	}
+	for (int i = 0; i < mps_daemon.nvdev; i++) {
+		const struct mps_vdevice *v = &mps_daemon.vdev[i];
+
+		if (mps_device_ordinal(v->dev) != ord || skip(v->name, arg))
+			continue;
+		*groups += groups_of(d, v->sms, v->parts);
+		*mem += v->parts > 0 ? d->total_mem / (uint64_t)v->parts : v->mem;
+		if (n < len)
+			n += (size_t)snprintf(names + n, len - n, "%s%s", n ? ", " : "", v->name);
+		if (vn < vlen)
+			vn += (size_t)snprintf(vnames + vn, vlen - vn, "%s%s", vn ? ", " : "", v->name);
+	}
+}
+
+/* The device's ordinal if the daemon knows its layout, else -1. */
+static int known_layout(const char *dev)
+{
+	int ord = mps_device_ordinal(dev);
+
+	if (!mps_daemon.devices_known || ord < 0 || ord >= mps_daemon.ndev)
+		return -1;
+	return mps_daemon.dev[ord].sm_groups > 0 && mps_daemon.dev[ord].group_sms > 0 ? ord : -1;
+}
+
+static bool same_name(const char *name, const void *arg)
+{
+	return !strcmp(name, arg);
+}
+
+int mps_layout_check(const char *name, const char *dev, int sms, int parts, uint64_t mem, char *why, size_t len)
+{
+	int ord = known_layout(dev), used, want;
+	const struct mps_device_info *d;
+	char names[256], vnames[256];
+	uint64_t used_mem, free_mem;
+
+	if (ord < 0)
+		return 0;
+	d = &mps_daemon.dev[ord];
+	want = groups_of(d, sms, parts);
+	taken(ord, same_name, name, &used, &used_mem, names, sizeof(names), vnames, sizeof(vnames));
+	if (want > d->sm_groups - used) {
+		snprintf(why, len, "%d SMs do not fit on device %d: %d of its %d SMs (groups of %d) are free%s%s%s",
+			 sms, ord, (d->sm_groups - used) * d->group_sms, d->sm_groups * d->group_sms, d->group_sms,
+			 used ? " (taken: " : "", names, used ? ")" : "");
+		return -ENOSPC;
+	}
+	free_mem = d->total_mem - (used_mem < d->total_mem ? used_mem : d->total_mem);
+	if (mem > free_mem) {
+		snprintf(why, len, "%llu MiB do not fit on device %d: %llu of its %llu MiB are free%s%s%s",
+			 (unsigned long long)(mem >> 20), ord, (unsigned long long)(free_mem >> 20),
+			 (unsigned long long)(d->total_mem >> 20), used_mem ? " (taken: " : "", used_mem ? vnames : "",
+			 used_mem ? ")" : "");
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+struct split_names {
+	int dev, n;
+};
+
+/* vgpuD-i for i < n: the slices a split (re)defines. */
+static bool split_slice(const char *name, const void *arg)
+{
+	const struct split_names *sn = arg;
+	char want[MPS_PARTITION_NAME];
+
+	for (int i = 0; i < sn->n; i++) {
+		snprintf(want, sizeof(want), "vgpu%d-%d", sn->dev, i);
+		if (!strcmp(name, want))
+			return true;
+	}
+	return false;
+}
+
+int mps_layout_check_split(const char *dev, int n, char *why, size_t len)
+{
+	struct split_names sn = { .dev = known_layout(dev), .n = n };
+	const struct mps_device_info *d;
+	char names[256], vnames[256];
+	uint64_t used_mem;
+	int used;
+
+	if (sn.dev < 0)
+		return 0;
+	d = &mps_daemon.dev[sn.dev];
+	if (d->sm_groups / n < 1) {
+		snprintf(why, len, "device %d has %d SM groups (of %d SMs); it cannot be split in %d", sn.dev,
+			 d->sm_groups, d->group_sms, n);
+		return -ENOSPC;
+	}
+	taken(sn.dev, split_slice, &sn, &used, &used_mem, names, sizeof(names), vnames, sizeof(vnames));
+	if (used) {
+		snprintf(why, len, "device %d already holds %s; remove %s first", sn.dev, names,
+			 strchr(names, ',') ? "them" : "it");
+		return -ENOSPC;
+	}
+	return 0;
+}
+
 int mps_vdevice_set(const struct mps_vdevice *nv)
 {
 	struct mps_vdevice *v = NULL;

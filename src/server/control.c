@@ -139,12 +139,15 @@ void mps_control_report_ready(void)
 {
 	struct mps_chan m;
 	size_t len = 0;
+	unsigned int groups = 0;
 
 	for (int i = 0; i < mps_srv.ndev; i++) {
 		memset(&m, 0, sizeof(m));
 		m.op = MPS_CHAN_DEVICE;
 		m.value = i;
 		m.arg = mps_srv.dev[i].info.total_mem;
+		m.uid = mps_sm_group_sms(i, &groups);
+		m.pid = (int32_t)groups;
 		format_uuid(m.comm, sizeof(m.comm), mps_srv.dev[i].info.uuid);
 		snprintf(m.text, sizeof(m.text), "%s", mps_srv.dev[i].info.name);
 		mps_control_send(&m);

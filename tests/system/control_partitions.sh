@@ -10,7 +10,7 @@
 #     client and move off them at their next work once it has one;
 #   - set_client_sm_partition moves a connected client in and out;
 #   - a removed partition's client shares again; a partition that does not
-#     fit, or a name no partition has, leaves its client sharing;
+#     fit is refused; a name no partition has leaves its client sharing;
 #   - get_metrics shows each partition's SMs and clients.
 #
 #   usage: control_partitions.sh BUILD_DIR
@@ -110,17 +110,16 @@ wait_for "$dir/R.out" "^waited" && sleep 0.3
 [ "$(field R smids 3 2)" = 12 ] || fail "R after B was removed ran on $(field R smids 3 2) SMs, expected 12"
 expect "sm_partition list" "A 0 4"
 
-# Too big to fit (A holds 4 of the 16), and a name nobody defined.
-expect "sm_partition add Big 0 16" "Big"
-wait_for "$slog" "SM partition Big: 16 SMs do not fit" || fail "no word that Big does not fit"
-run NB "CUDA_MPS_SM_PARTITION=Big" init sms smids:64
-expect_sms NB 12
+# Too big to fit (A holds 4 of the 16): refused; a name nobody defined
+# leaves its client sharing.
+expect_err "sm_partition add Big 0 16" "16 SMs do not fit on device 0: 12 of its 16 SMs \\(groups of 2\\) are free \\(taken: A\\)"
+expect_err "sm_partition add Big 0 1000" "1000 SMs do not fit on device 0"
+expect "sm_partition list" "A 0 4"
 run NN "CUDA_MPS_SM_PARTITION=nobody" init sms smids:64
 expect_sms NN 12
 grep -q "no SM partition named nobody; it shares the SMs" "$slog" || fail "no word that partition nobody is unknown"
 run NX "CUDA_MPS_SM_PARTITION=no/such" init sms
 grep -q "CUDA_MPS_SM_PARTITION=no/such is not a partition name; ignored" "$dir/NX.err" || fail "no warning for a bad name"
-expect "sm_partition rm Big" ""
 expect "sm_partition rm A" ""
 
 # Lending: while L has no client its SMs serve others (a 100% client has

@@ -3,7 +3,9 @@
 #
 # Virtual devices (server/vdevice.h) on the stand-in's two devices (16 SMs
 # in groups of 2, 1 GiB each):
-#   - vdevice split / add / list / rm, and their errors;
+#   - vdevice split / add / list / rm, and their errors; layouts that do
+#     not fit (more slices than SM groups, more SMs or memory than a device
+#     has left, a split over another's slices) refused;
 #   - a client that selects a slice by its UUID (CUDA_VISIBLE_DEVICES, or
 #     OPENMPS_VISIBLE_DEVICES, which comes first) sees
 #     one device with that UUID, the slice's SM count and memory, runs on
@@ -43,6 +45,12 @@ expect_err "vdevice add v 7 4 256M" "not a device"
 expect_err "vdevice rm nope" "no virtual device named 'nope'"
 expect_err "vdevice bogus" "usage"
 expect_err "sm_partition add vgpu0-0 0 2" "virtual device's name"
+# Device 0's eight groups are the two slices'; device 1 has 1024 MiB.
+expect_err "vdevice split 1 16" "device 1 has 8 SM groups \\(of 2 SMs\\); it cannot be split in 16"
+expect_err "vdevice add over 0 2 64M" "2 SMs do not fit on device 0: 0 of its 16 SMs \\(groups of 2\\) are free \\(taken: vgpu0-0, vgpu0-1\\)"
+expect_err "sm_partition add over 0 2" "2 SMs do not fit on device 0"
+expect_err "vdevice add huge 1 2 2G" "2048 MiB do not fit on device 1: 1024 of its 1024 MiB are free"
+expect_err "vdevice add many 1 99999 64M" "99999 SMs do not fit on device 1"
 
 # A client on each slice: one device each, with the slice's UUID, SMs and memory.
 run A "CUDA_VISIBLE_DEVICES=$u0" list init sms meminfo smids:64 alloc:300 alloc:300
@@ -108,5 +116,15 @@ run R "CUDA_VISIBLE_DEVICES=$u1" init
 [ "$(field R init 2)" = CUDA_ERROR_NO_DEVICE ] || fail "a removed slice: init $(field R init 2)"
 expect "vdevice list" "vgpu0-0 $u0 0 1/2 1/2
 small $us 1 4 256M"
+
+# A split over other slices of the device is refused, whole; one that
+# re-lays the same names is not.
+expect_err "vdevice split 1 2" "device 1 already holds small; remove it first"
+expect "vdevice rm vgpu0-0" ""
+ui "vdevice split 0 4" >/dev/null || fail "vdevice split 0 4 refused"
+expect_err "vdevice split 0 2" "device 0 already holds vgpu0-2, vgpu0-3; remove them first"
+[ "$(ui "vdevice list" | grep -c '^vgpu0-. .* 0 1/4 1/4$')" = 4 ] || fail "after a refused split: $(ui "vdevice list")"
+ui "vdevice split 0 8" >/dev/null || fail "vdevice split 0 8 (re-laying vgpu0-0..3) refused"
+[ "$(ui "vdevice list" | grep -c '^vgpu0-. .* 0 1/8 1/8$')" = 8 ] || fail "split 0 8: $(ui "vdevice list")"
 stop_daemon
 finish
