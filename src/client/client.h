@@ -65,6 +65,8 @@ enum mps_mode mps__mode(void);         /* decides on first use */
  * no daemon (pass-through); another negative value with *refusal set when a
  * daemon or server refused us. */
 int mps__connect(CUresult *refusal);
+/* The text of the last refusal (mps__connect's -EACCES). */
+const char *mps__refusal_text(void);
 
 /* A synchronous call in progress: owns a reply slot until mps__call_end(). */
 struct mps_call {

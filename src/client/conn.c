@@ -99,6 +99,14 @@ static bool virtual_ok(const struct mps_welcome *w)
 	return true;
 }
 
+/* The text of the last refusal the daemon or a server sent. */
+static char refused_text[sizeof(((struct mps_refuse *)0)->text)];
+
+const char *mps__refusal_text(void)
+{
+	return refused_text;
+}
+
 int mps__connect(CUresult *refusal)
 {
 	size_t max = sizeof(struct mps_welcome) + (MPS_MAX_DEVICES + MPS_MAX_VDEVICES) * sizeof(struct mps_wire_device);
@@ -157,8 +165,11 @@ int mps__connect(CUresult *refusal)
 		struct mps_refuse *rf = (struct mps_refuse *)w;
 
 		rf->text[sizeof(rf->text) - 1] = 0;
-		mps_log_warn("openmps: refused by the server: %s", rf->text);
+		snprintf(refused_text, sizeof(refused_text), "%s", rf->text);
 		*refusal = (CUresult)rf->result;
+		/* Not ready: the caller tries again, and says so if that fails. */
+		if (*refusal != CUDA_ERROR_MPS_SERVER_NOT_READY)
+			mps_log_warn("openmps: refused by the server: %s", rf->text);
 		err = -EACCES;
 		goto err_free;
 	}

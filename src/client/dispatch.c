@@ -138,6 +138,8 @@ static void decide(void)
 			usleep(50000u << tries);
 			r = mps__connect(&refusal);
 		}
+		if (r == -EACCES && refusal == CUDA_ERROR_MPS_SERVER_NOT_READY)
+			mps_log_warn("openmps: refused by the server: %s", mps__refusal_text());
 	}
 	if (r == 0 && mps__select_devices() < 0) {
 		refusal = mps__ended_or(CUDA_ERROR_MPS_CONNECTION_FAILED);

@@ -52,6 +52,8 @@ kill -0 "$(daemon_pid)" 2>/dev/null || fail "quit -t did not wait for the client
 client late init
 wait_for "$dir/late.out" "^init" || fail "a client arriving during quit -t got no answer"
 grep -q "^init CUDA_SUCCESS$" "$dir/late.out" && fail "a client was taken while the daemon was quitting"
+[ "$(grep -c "refused by the server: the control daemon is shutting down" "$dir/late.err")" = 1 ] ||
+	fail "the refusal was not said once: $(cat "$dir/late.err")"
 sleep 0.7
 touch "$dir/goC"
 wait_daemon_gone 60 || fail "the daemon did not end after its last client left"
