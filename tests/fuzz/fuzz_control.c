@@ -199,6 +199,8 @@ static void reset_daemon(unsigned int opts)
 			 "GPU-%d1234567-89ab-cdef-0123-456789abcdef", d);
 		snprintf(mps_daemon.dev[d].name, sizeof(mps_daemon.dev[d].name), "Fuzzed GPU %d", d);
 		mps_daemon.dev[d].total_mem = (uint64_t)(d + 1) << 34;
+		mps_daemon.dev[d].sm_groups = d ? 8 : 16;   /* layouts: sm_partition and vdevice check them */
+		mps_daemon.dev[d].group_sms = d ? 2 : 8;
 	}
 	next_pid = 4100;
 	for (int k = 0; k < (int)((opts >> 5) & 3); k++) {
