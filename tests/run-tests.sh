@@ -17,7 +17,9 @@ log=$(mktemp /tmp/openmps-test.XXXXXX)
 
 for t in "$@"; do
 	case "$t" in *"${TEST_FILTER:-}"*) ;; *) continue ;; esac
-	name=$(echo "$t" | awk '{ n = $NF; sub(".*/", "", n); if (NF > 1) { m = $1; sub(".*/", "", m); n = m ":" n } print n }')
+	# The label: the program a wrapper runs (with-openmps.sh BUILD PROGRAM),
+	# else the script or program itself, without its arguments.
+	name=$(echo "$t" | awk '{ n = $1; if (n ~ /with-openmps\.sh$/) n = $NF; sub(".*/", "", n); print n }')
 	start=$(date +%s.%N)
 	timeout -k 5 "$timeout_s" sh -c "$t" >"$log" 2>&1
 	rc=$?
