@@ -11,8 +11,9 @@ include $(wildcard tests/unit/*.mk) $(wildcard tests/cuda/module.mk) $(wildcard 
         $(wildcard tests/cudart/module.mk)
 include tests/fuzz/module.mk
 
-# The generated forwarding layer matches its generator (make check-forward).
-TEST_SCRIPTS += tests/check_forward.sh
+# The generated forwarding layer matches its generator (make check-forward);
+# the mechanical house rules hold (docs/HACKING.md).
+TEST_SCRIPTS += tests/check_forward.sh tests/check_rules.sh
 
 TEST_DEPS := $(ALL_TARGETS) $(TEST_BINS) $(TESTS_CUDA) $(TEST_DEPS_EXTRA) $(KERNELS_PTX) $(STANDIN_LIB) $(STANDIN_TEST)
 

@@ -73,7 +73,7 @@ static const struct mps_impl *const api_tables[] = {
 
 static void set_entry(int i, void *fn)
 {
-	__atomic_store_n(&mps__dispatch[i], fn, __ATOMIC_RELEASE);
+	mps_store_release(&mps__dispatch[i], fn);
 }
 
 static void fill_server(void)
@@ -190,7 +190,7 @@ __attribute__((visibility("hidden"))) void *mps__resolve(int idx);
 void *mps__resolve(int idx)
 {
 	mps__mode();
-	return __atomic_load_n(&mps__dispatch[idx], __ATOMIC_ACQUIRE);
+	return mps_load_acquire(&mps__dispatch[idx]);
 }
 
 __attribute__((visibility("hidden"))) int mps__unsupported_call(int idx);
@@ -221,7 +221,7 @@ void mps__unsupported(const char *name)
 	if (idx >= 0) {
 		uint8_t bit = (uint8_t)(1u << (idx % 8));
 
-		if (__atomic_fetch_or(&warned[idx / 8], bit, __ATOMIC_RELAXED) & bit)
+		if (mps_fetch_or(&warned[idx / 8], bit) & bit)
 			return;
 	}
 	/* With no daemon the call went to a driver that lacks it (with

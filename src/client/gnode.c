@@ -27,6 +27,7 @@
 #include "client/client.h"
 #include "client/forward.h"
 #include "client/gen/forward.h"
+#include "common/atomics.h"
 #include "common/copy3d.h"
 #include "common/log.h"
 
@@ -34,7 +35,7 @@
 #define WARN_ONCE(...)                                                  \
 	do {                                                            \
 		static int said_;                                       \
-		if (!__atomic_exchange_n(&said_, 1, __ATOMIC_RELAXED))  \
+		if (!mps_xchg(&said_, 1))  \
 			mps_log_warn(__VA_ARGS__);                      \
 	} while (0)
 

@@ -30,6 +30,7 @@
 #include "client/api.h"
 #include "client/capture.h"
 #include "client/client.h"
+#include "common/atomics.h"
 #include "common/log.h"
 #include "common/sock.h"
 #include "common/wire.h"
@@ -66,12 +67,12 @@ static unsigned long hf_posts;   /* work that may run one, released as it goes *
 
 void mps__hostfn_acquire(void)
 {
-	(void)__atomic_load_n(&hf_runs, __ATOMIC_ACQUIRE);
+	(void)mps_load_acquire(&hf_runs);
 }
 
 void mps__hostfn_release(void)
 {
-	__atomic_fetch_add(&hf_posts, 1, __ATOMIC_RELEASE);
+	mps_fetch_add(&hf_posts, 1);
 }
 
 /* Gives back slot i. Under hf.lock. */
@@ -153,16 +154,16 @@ static void *runner(void *arg)
 			continue;
 		}
 		/* What the program wrote before the work that runs it. */
-		(void)__atomic_load_n(&hf_posts, __ATOMIC_ACQUIRE);
+		(void)mps_load_acquire(&hf_posts);
 		if (s.callback)
 			s.cb(s.stream, CUDA_SUCCESS, s.data);
 		else
 			s.fn(s.data);
 		/* What the function wrote is the program's to read once it
 		 * has waited for the stream (mps__hostfn_acquire). */
-		__atomic_fetch_add(&hf_runs, 1, __ATOMIC_RELEASE);
+		mps_fetch_add(&hf_runs, 1);
 		/* The stream goes on once the word holds the number. */
-		__atomic_store_n(&hf.words[n.slot], n.seq, __ATOMIC_RELEASE);
+		mps_store_release(&hf.words[n.slot], n.seq);
 		if (s.kept)
 			continue;   /* the graph runs it again; its next launch waits anew */
 		pthread_mutex_lock(&hf.lock);

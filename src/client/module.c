@@ -24,6 +24,7 @@
 #include "client/api.h"
 #include "client/client.h"
 #include "client/exports.h"
+#include "common/atomics.h"
 #include "common/image.h"
 #include "common/log.h"
 
@@ -68,7 +69,7 @@ static void dump_image(int kind, const void *image, size_t size)
 		      size, magic);
 	if (!dir || !*dir)
 		return;
-	snprintf(path, sizeof(path), "%s/image-%d-%03d.%s", dir, (int)getpid(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED),
+	snprintf(path, sizeof(path), "%s/image-%d-%03d.%s", dir, (int)getpid(), mps_fetch_add(&seq, 1),
 		 kind == MPS_MODULE ? "module" : "library");
 	f = fopen(path, "wb");
 	if (f) {

@@ -39,6 +39,7 @@
 #include "client/api.h"
 #include "client/capture.h"
 #include "client/client.h"
+#include "common/atomics.h"
 #include "common/log.h"
 
 struct mvar {
@@ -171,7 +172,7 @@ CUresult mps__mvar_add(uint64_t addr, size_t size, const void *owner, const void
 		goto out;
 	memcpy(m->sent, (void *)(uintptr_t)addr, size);
 	mv.n++;
-	__atomic_store_n(&any, 1, __ATOMIC_RELEASE);
+	mps_store_release(&any, 1);
 out:
 	if (r != CUDA_SUCCESS && m)
 		free(m->sent);
@@ -181,7 +182,7 @@ out:
 
 void mps__mvar_forget(const void *owner)
 {
-	if (!__atomic_load_n(&any, __ATOMIC_ACQUIRE))
+	if (!mps_load_acquire(&any))
 		return;
 	pthread_mutex_lock(&mv.lock);
 	for (size_t i = 0; i < mv.n;) {
@@ -237,7 +238,7 @@ CUresult mps__mvar_send(uint32_t stream, uint32_t ctx)
 {
 	CUresult r;
 
-	if (!__atomic_load_n(&any, __ATOMIC_ACQUIRE))
+	if (!mps_load_acquire(&any))
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&mv.lock);
 	r = send_locked(stream, ctx);
@@ -249,7 +250,7 @@ CUresult mps__mvar_fetch(uint32_t stream, uint32_t ctx)
 {
 	CUresult r;
 
-	if (!ctx || !__atomic_load_n(&any, __ATOMIC_ACQUIRE))
+	if (!ctx || !mps_load_acquire(&any))
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&mv.lock);
 	r = send_locked(stream, ctx);

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/atomics.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "server/driver.h"
@@ -119,7 +120,7 @@ void mps__op_hostfn_setup(struct mps_client *c, const struct mps_msg *m)
 	if (r != CUDA_SUCCESS)
 		goto out;
 	for (uint32_t i = 0; i < MPS_HOSTFN_SLOTS; i++)
-		__atomic_store_n(&hf->words[i], 0, __ATOMIC_RELAXED);
+		mps_store_relaxed(&hf->words[i], 0);
 	/* The words must outlive any stream that waits on them: the client
 	 * may free the region, the pages stay (as a graph's). */
 	h->graphed = true;
@@ -142,7 +143,7 @@ static void release_all(struct mps_hostfn *hf)
 {
 	for (uint32_t i = 0; i < MPS_HOSTFN_SLOTS; i++)
 		if (hf->last[i])
-			__atomic_store_n(&hf->words[i], hf->last[i], __ATOMIC_RELEASE);
+			mps_store_release(&hf->words[i], hf->last[i]);
 }
 
 static void *releaser(void *arg)
@@ -151,7 +152,7 @@ static void *releaser(void *arg)
 	const struct timespec pause = { .tv_nsec = 500 * 1000 };
 
 	pthread_setname_np(pthread_self(), "omps-hostfn");
-	while (__atomic_load_n(&hf->releasing, __ATOMIC_ACQUIRE)) {
+	while (mps_load_acquire(&hf->releasing)) {
 		release_all(hf);
 		nanosleep(&pause, NULL);
 	}
@@ -166,7 +167,7 @@ void mps__hostfn_release(struct mps_client *c)
 		return;
 	release_all(hf);
 	if (hf->kept) {
-		__atomic_store_n(&hf->releasing, 1, __ATOMIC_RELEASE);
+		mps_store_release(&hf->releasing, 1);
 		hf->has_releaser = pthread_create(&hf->releaser, NULL, releaser, hf) == 0;
 		if (!hf->has_releaser)
 			mps_log_warn("client %d: no thread to release its graphs' host functions", (int)c->pid);
@@ -180,7 +181,7 @@ void mps__hostfn_free(struct mps_client *c)
 	if (!hf)
 		return;
 	if (hf->has_releaser) {
-		__atomic_store_n(&hf->releasing, 0, __ATOMIC_RELEASE);
+		mps_store_release(&hf->releasing, 0);
 		pthread_join(hf->releaser, NULL);
 	}
 	while (hf->kept) {
