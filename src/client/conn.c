@@ -41,11 +41,12 @@
 #include "client/client.h"
 #include "common/atomics.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/futex.h"
 #include "common/log.h"
-#include "common/slice.h"
 #include "common/paths.h"
 #include "common/shm.h"
+#include "common/slice.h"
 #include "common/sock.h"
 
 #define SLEEP_NS (100ull * 1000 * 1000)  /* longest sleep between liveness checks */
@@ -60,22 +61,6 @@ struct mps_conn mps_conn = {
 static void after_fork_child(void)
 {
 	mps_conn.forked = 1;
-}
-
-static long env_ms(const char *name, long def)
-{
-	const char *v = getenv(name);
-	char *end;
-	long x;
-
-	if (!v || !*v)
-		return def;
-	x = strtol(v, &end, 10);
-	if (*end || x < 0) {
-		mps_log_warn("openmps: %s=%s is not a whole number; ignored", name, v);
-		return def;
-	}
-	return x;
 }
 
 static void own_comm(char *buf, size_t len)
@@ -139,7 +124,7 @@ int mps__connect(CUresult *refusal)
 		goto err_close;
 	}
 	/* The daemon may be starting our server: wait for it, but not forever. */
-	mps_sock_set_timeout(fd, (int)env_ms("OPENMPS_CONNECT_TIMEOUT_MS", 60000));
+	mps_sock_set_timeout(fd, (int)mps_env_long("OPENMPS_CONNECT_TIMEOUT_MS", 60000, 0, 1000000000));
 	w = malloc(max);
 	if (!w) {
 		err = -ENOMEM;
@@ -215,13 +200,13 @@ int mps__connect(CUresult *refusal)
 	mps_conn.welcome = w;
 	mps_conn.ndev = w->ndev;
 	mps_conn.spin_fixed = getenv("OPENMPS_CLIENT_SPIN_US") && *getenv("OPENMPS_CLIENT_SPIN_US");
-	mps_conn.spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_SPIN_US", 50) * 1000;
-	mps_conn.yield_ns = (uint64_t)env_ms("OPENMPS_CLIENT_YIELD_US", 1000) * 1000;
-	mps_conn.gpu_spin_ns = (uint64_t)env_ms("OPENMPS_CLIENT_GPU_SPIN_US", 2000) * 1000;
-	mps_conn.gpu_yield_ns = (uint64_t)env_ms("OPENMPS_CLIENT_GPU_YIELD_US", 50) * 1000;
-	mps_conn.nap_ns = (uint64_t)env_ms("OPENMPS_CLIENT_NAP_US", 0) * 1000;
-	if (env_ms("OPENMPS_CLIENT_SLICE_US", 0) > 0 &&
-	    mps_set_slice((uint64_t)env_ms("OPENMPS_CLIENT_SLICE_US", 0) * 1000) < 0)
+	mps_conn.spin_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_SPIN_US", 50, 0, 1000000000) * 1000;
+	mps_conn.yield_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_YIELD_US", 1000, 0, 1000000000) * 1000;
+	mps_conn.gpu_spin_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_GPU_SPIN_US", 2000, 0, 1000000000) * 1000;
+	mps_conn.gpu_yield_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_GPU_YIELD_US", 50, 0, 1000000000) * 1000;
+	mps_conn.nap_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_NAP_US", 0, 0, 1000000000) * 1000;
+	if (mps_env_long("OPENMPS_CLIENT_SLICE_US", 0, 0, 1000000000) > 0 &&
+	    mps_set_slice((uint64_t)mps_env_long("OPENMPS_CLIENT_SLICE_US", 0, 0, 1000000000) * 1000) < 0)
 		mps_log_warn("openmps: the kernel takes no scheduler slice of its own");
 	pthread_atfork(NULL, NULL, after_fork_child);
 	return 0;

@@ -20,6 +20,7 @@
 #include "client/client.h"
 #include "common/atomics.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/futex.h"
 
 #define MAX_THREADS 16
@@ -83,16 +84,8 @@ static void *helper(void *arg)
 
 static void start(void)
 {
-	const char *env = getenv("OPENMPS_COPY_THREADS");
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	int t = ncpu >= 8 ? 4 : ncpu >= 4 ? 2 : 1;
-
-	if (env && *env)
-		t = atoi(env);
-	if (t < 1)
-		t = 1;
-	if (t > MAX_THREADS)
-		t = MAX_THREADS;
+	int t = (int)mps_env_long("OPENMPS_COPY_THREADS", ncpu >= 8 ? 4 : ncpu >= 4 ? 2 : 1, 1, MAX_THREADS);
 	pool.nthreads = 1;
 	for (int i = 1; i < t; i++) {
 		pthread_attr_t attr;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "common/atomics.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/gputime.h"
@@ -15,18 +16,7 @@ static uint32_t rate = 16;
 
 void mps_gputime_init(void)
 {
-	const char *v = getenv("OPENMPS_GPU_TIME_SAMPLE");
-	char *end;
-	long n;
-
-	if (!v || !*v)
-		return;
-	n = strtol(v, &end, 10);
-	if (*end || n < 1 || n > 1000000) {
-		mps_log_warn("ignoring OPENMPS_GPU_TIME_SAMPLE=%s (want 1..1000000)", v);
-		return;
-	}
-	rate = (uint32_t)n;
+	rate = (uint32_t)mps_env_long("OPENMPS_GPU_TIME_SAMPLE", rate, 1, 1000000);
 }
 
 int mps_gputime_setup(struct mps_client *c)

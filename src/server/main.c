@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/atomics.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/memvalue.h"
 #include "common/version.h"
@@ -92,22 +93,6 @@ static void scrub_environment(void)
 	/* Each client stream gets its own hardware queue where possible, or
 	 * kernels of different clients serialise behind each other. */
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-}
-
-static long env_long(const char *name, long def, long lo, long hi)
-{
-	const char *v = getenv(name);
-	char *end;
-	long x;
-
-	if (!v || !*v)
-		return def;
-	x = strtol(v, &end, 10);
-	if (*end || x < lo || x > hi) {
-		mps_log_warn("ignoring %s=%s (want %ld..%ld)", name, v, lo, hi);
-		return def;
-	}
-	return x;
 }
 
 /* The host memory this server may use: physical memory, or less where a
@@ -207,8 +192,8 @@ int main(int argc, char **argv)
 	signal(SIGHUP, SIG_IGN);   /* the daemon reopens our log (logrotate signals it) */
 	mps_crash_install();
 	scrub_environment();
-	mps_srv.spin_ns = (uint64_t)env_long("OPENMPS_SPIN_US", 100, 0, 1000000) * 1000;
-	mps_srv.max_clients = (int)env_long("OPENMPS_MAX_CLIENTS", 1024, 1, 65536);
+	mps_srv.spin_ns = (uint64_t)mps_env_long("OPENMPS_SPIN_US", 100, 0, 1000000) * 1000;
+	mps_srv.max_clients = (int)mps_env_long("OPENMPS_MAX_CLIENTS", 1024, 1, 65536);
 	mps_gputime_init();
 	mps_replay_init();
 	host_limits();
@@ -220,7 +205,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	mps_log_info("Server starting on driver %s", mps_drv.path);
-	mps_srv.gpu_replies = env_long("OPENMPS_GPU_REPLIES", 1, 0, 1) && mps_drv.cuStreamWriteValue32_v2 &&
+	mps_srv.gpu_replies = mps_env_long("OPENMPS_GPU_REPLIES", 1, 0, 1) && mps_drv.cuStreamWriteValue32_v2 &&
 			      mps_drv.cuMemHostGetDevicePointer;
 	{
 		char why[160], text[200];
@@ -236,7 +221,7 @@ int main(int argc, char **argv)
 	 * serves. Ahead of them by default, where the system allows it (the
 	 * threads made from here on inherit it). */
 	{
-		int nice = (int)env_long("OPENMPS_SERVER_NICE", -5, -20, 19);
+		int nice = (int)mps_env_long("OPENMPS_SERVER_NICE", -5, -20, 19);
 
 		if (setpriority(PRIO_PROCESS, 0, nice) < 0)
 			mps_log_info("running at the default priority (nice %d not allowed: %s)", nice, strerror(errno));

@@ -10,6 +10,7 @@
 
 #include "common/atomics.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/fault.h"
@@ -103,16 +104,7 @@ void mps_replay_init(void)
 		mode = ALWAYS;
 	else
 		mps_log_warn("ignoring OPENMPS_REPLAY=%s (want 0, 1 or always)", v);
-	v = getenv("OPENMPS_REPLAY_HOLD_US");
-	if (v && *v) {
-		char *end;
-		long us = strtol(v, &end, 10);
-
-		if (*end || us < 1 || us > 10 * 1000 * 1000)
-			mps_log_warn("ignoring OPENMPS_REPLAY_HOLD_US=%s (want 1..10000000)", v);
-		else
-			hold_ns = (uint64_t)us * 1000;
-	}
+	hold_ns = (uint64_t)mps_env_long("OPENMPS_REPLAY_HOLD_US", (long)(hold_ns / 1000), 1, 10 * 1000 * 1000) * 1000;
 }
 
 bool mps_replay_enabled(void)

@@ -23,6 +23,7 @@
 
 #include "common/atomics.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/sq.h"
 #include "server/control.h"
@@ -972,22 +973,6 @@ static void *thread_main(void *arg)
 
 /* ------------------------------------------------------------------ */
 
-static long env_num(const char *name, long def, long lo, long hi)
-{
-	const char *v = getenv(name);
-	char *end;
-	long x;
-
-	if (!v || !*v)
-		return def;
-	x = strtol(v, &end, 10);
-	if (*end || x < lo || x > hi) {
-		mps_log_warn("ignoring %s=%s (want %ld..%ld)", name, v, lo, hi);
-		return def;
-	}
-	return x;
-}
-
 /* The CPUs this server may use: its affinity, less where a cgroup's CPU
  * quota (v2 cpu.max) allows fewer, or OPENMPS_CPUS. */
 static unsigned int cpus(void)
@@ -1006,7 +991,7 @@ static unsigned int cpus(void)
 	}
 	if (n < 1)
 		n = 1;
-	return (unsigned int)env_num("OPENMPS_CPUS", n, 1, 4096);
+	return (unsigned int)mps_env_long("OPENMPS_CPUS", n, 1, 4096);
 }
 
 /* How many service threads by default: a quarter of the CPUs, at least
@@ -1040,10 +1025,10 @@ int mps_sched_start(void)
 
 	sched.ncpu = cpus();
 	sched.strict = getenv("OPENMPS_SCHED_STRICT") && *getenv("OPENMPS_SCHED_STRICT") == '1';
-	sched.nthreads = (unsigned int)env_num("OPENMPS_THREADS", default_threads(sched.ncpu), 1, 256);
-	sched.busy_threads = (unsigned int)env_num("OPENMPS_BUSY_THREADS", 2, 0, 256);
+	sched.nthreads = (unsigned int)mps_env_long("OPENMPS_THREADS", default_threads(sched.ncpu), 1, 256);
+	sched.busy_threads = (unsigned int)mps_env_long("OPENMPS_BUSY_THREADS", 2, 0, 256);
 	sched.spin_free_ns = mps_srv.spin_ns;
-	sched.client_free_ns = (uint32_t)env_num("OPENMPS_CLIENT_SPIN_US", 1000, 0, 1000000) * 1000;
+	sched.client_free_ns = (uint32_t)mps_env_long("OPENMPS_CLIENT_SPIN_US", 1000, 0, 1000000) * 1000;
 	sched.client_spin_ns = sched.client_free_ns;
 	sched.psi_fd = open("/proc/pressure/cpu", O_RDONLY | O_CLOEXEC);
 	sched.epfd = epoll_create1(EPOLL_CLOEXEC);
