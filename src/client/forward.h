@@ -33,25 +33,6 @@ struct mps_gobj {
 	void *data;             /* per kind (a kernel node's copied arguments) */
 };
 
-/* Server handle types, as server/server.h numbers them (the wire's). */
-enum {
-	MPS_H_CTX = 1,
-	MPS_H_STREAM,
-	MPS_H_EVENT,
-	MPS_H_MODULE,
-	MPS_H_FUNC,
-	MPS_H_HOST,
-	MPS_H_GRAPH,
-	MPS_H_NODE,
-	MPS_H_EXEC,
-	MPS_H_POOL,
-	MPS_H_ALLOC,
-	MPS_H_USEROBJ,
-	MPS_H_LINK,
-	MPS_H_ARRAY,
-	MPS_H_MIPMAP,
-};
-
 /* The current context's handle; with none, CUDA_ERROR_INVALID_CONTEXT if
  * `need`, else 0. */
 CUresult mps__fwd_ctx(uint32_t *ctx, bool need);

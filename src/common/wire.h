@@ -220,6 +220,28 @@ enum mps_op_sync {
 	X(TEXOBJ, texobj, mps_msg_texobj, MPS_SYNC)                       /* create: val[0] = the object */ \
 	X(HOSTFN_DEAD, hostfn_dead, mps_msg_hostfn_dead, MPS_SYNC)        /* pairs follow; data = the bitmap */
 
+/* The types of the server's handles (32 bits with a generation; the server
+ * checks each against its table): the same numbers on both sides. */
+enum mps_handle_type {
+	MPS_H_CTX = 1,
+	MPS_H_STREAM,
+	MPS_H_EVENT,
+	MPS_H_MODULE,
+	MPS_H_FUNC,
+	MPS_H_HOST,
+	MPS_H_GRAPH,      /* server/objects.h's, from here on */
+	MPS_H_NODE,
+	MPS_H_EXEC,
+	MPS_H_POOL,
+	MPS_H_ALLOC,
+	MPS_H_USEROBJ,
+	MPS_H_LINK,       /* a JIT linker invocation (ops_link.c), an object too */
+	MPS_H_ARRAY,      /* a CUDA array (forward.def; copies in ops_copy.c) */
+	MPS_H_MIPMAP,     /* a mipmapped array; its levels are borrowed arrays */
+	MPS_H_TEXOBJ,     /* a texture object (ops_texture.c): the client holds its value */
+	MPS_H_SURFOBJ,    /* a surface object, likewise */
+};
+
 #define MPS_OPS(X) MPS_HAND_OPS(X) MPS_FWD_OPS(X)
 
 enum mps_op {

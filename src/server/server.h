@@ -385,25 +385,4 @@ CUresult mps__link_release(void *link);
 /* The client's pinned host region called handle, NULL if none or freed. */
 struct mps_shost *mps__host_get(struct mps_client *c, uint32_t handle);
 
-/* Handle types. */
-enum {
-	MPS_H_CTX = 1,
-	MPS_H_STREAM,
-	MPS_H_EVENT,
-	MPS_H_MODULE,
-	MPS_H_FUNC,
-	MPS_H_HOST,
-	MPS_H_GRAPH,      /* objects.h's, from here on */
-	MPS_H_NODE,
-	MPS_H_EXEC,
-	MPS_H_POOL,
-	MPS_H_ALLOC,
-	MPS_H_USEROBJ,
-	MPS_H_LINK,       /* a JIT linker invocation (ops_link.c), an object too */
-	MPS_H_ARRAY,      /* a CUDA array (ops_array.c) */
-	MPS_H_MIPMAP,     /* a mipmapped array; its levels are borrowed arrays */
-	MPS_H_TEXOBJ,     /* a texture object (ops_texture.c): the client holds its value */
-	MPS_H_SURFOBJ,    /* a surface object, likewise */
-};
-
 #endif
