@@ -74,7 +74,7 @@ static struct {
 
 	int epfd, kickfd, stopfd;
 	unsigned int nthreads, ncpu;
-	unsigned int busy_threads;              /* OPENMPS_BUSY_THREADS: threads serving while crowded (0: all) */
+	unsigned int busy_threads;              /* threads serving while crowded (0: all; serving()) */
 	unsigned int started;                   /* atomic: threads running (stats read this many) */
 	unsigned int active;                    /* atomic: clients with work lately (sampled) */
 	pthread_t *threads;                     /* the pool, joined by mps_sched_stop */
@@ -224,7 +224,7 @@ static void count_active(uint64_t now)
  * it rises again soon after falling, and starts over after a quiet spell. */
 static void sample(uint64_t now)
 {
-	int level = mps_load_relaxed(&sched.level), m;
+	int was, level, m;
 	uint32_t hint;
 
 	if (now - mps_load_relaxed(&sched.sampled_ns) < SAMPLE_NS || pthread_mutex_trylock(&sched.sample_lock))
@@ -234,9 +234,9 @@ static void sample(uint64_t now)
 		return;
 	}
 	mps_store_relaxed(&sched.sampled_ns, now);
+	was = level = mps_load_relaxed(&sched.level);   /* written only under sample_lock */
 	count_active(now);
 	m = measure(now);
-	hint = client_spin_for(level, mps_load_relaxed(&sched.active));
 	if (m > level) {
 		if (now - sched.rose_ns < 2 * sched.hold_ns)
 			sched.hold_ns = sched.hold_ns * 2 > 1000000000ull ? 1000000000ull : sched.hold_ns * 2;
@@ -247,14 +247,15 @@ static void sample(uint64_t now)
 	} else if (m < level && now - sched.rose_ns > sched.hold_ns) {
 		sched.rose_ns = now;
 		level--;
-	} else if (hint == sched.client_spin_ns) {
+	}
+	hint = client_spin_for(level, mps_load_relaxed(&sched.active));
+	if (level == was && hint == sched.client_spin_ns) {
 		pthread_mutex_unlock(&sched.sample_lock);
 		return;
 	}
-	if (level != mps_load_relaxed(&sched.level))
+	if (level != was)
 		mps_log_debug("CPU pressure: %s", level == FREE ? "free" : level == BUSY ? "busy" : "over");
 	mps_store_relaxed(&sched.level, level);
-	hint = client_spin_for(level, mps_load_relaxed(&sched.active));
 	mps_store_relaxed(&sched.client_spin_ns, hint);
 	pthread_mutex_unlock(&sched.sample_lock);
 	publish_client_spin(hint);
@@ -806,9 +807,7 @@ static bool scan_hot(uint64_t now)
  * but at 8, where launches are not replayed, 36% fewer. */
 static unsigned int serving(void)
 {
-	if (!sched.busy_threads || sched.busy_threads >= sched.nthreads || !mps_replay_enabled() || !mps_sched_busy())
-		return sched.nthreads;
-	return sched.busy_threads;
+	return sched.busy_threads && mps_sched_busy() ? sched.busy_threads : sched.nthreads;
 }
 
 /* Spins while that pays: returns when the run queue has work, or when no
@@ -1027,6 +1026,8 @@ int mps_sched_start(void)
 	sched.strict = getenv("OPENMPS_SCHED_STRICT") && *getenv("OPENMPS_SCHED_STRICT") == '1';
 	sched.nthreads = (unsigned int)mps_env_long("OPENMPS_THREADS", default_threads(sched.ncpu), 1, 256);
 	sched.busy_threads = (unsigned int)mps_env_long("OPENMPS_BUSY_THREADS", 2, 0, 256);
+	if (sched.busy_threads >= sched.nthreads || !mps_replay_enabled())
+		sched.busy_threads = 0;   /* every thread serves, always */
 	sched.spin_free_ns = mps_srv.spin_ns;
 	sched.client_free_ns = (uint32_t)mps_env_long("OPENMPS_CLIENT_SPIN_US", 1000, 0, 1000000) * 1000;
 	sched.client_spin_ns = sched.client_free_ns;
