@@ -101,6 +101,7 @@ int mps__connect(CUresult *refusal)
 	char path[4096];
 	int fd, rfd = -1, wfd = -1, err;
 	long long size;
+	long slice_us;
 	ssize_t n;
 
 	*refusal = CUDA_ERROR_MPS_CONNECTION_FAILED;
@@ -205,8 +206,8 @@ int mps__connect(CUresult *refusal)
 	mps_conn.gpu_spin_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_GPU_SPIN_US", 2000, 0, 1000000000) * 1000;
 	mps_conn.gpu_yield_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_GPU_YIELD_US", 50, 0, 1000000000) * 1000;
 	mps_conn.nap_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_NAP_US", 0, 0, 1000000000) * 1000;
-	if (mps_env_long("OPENMPS_CLIENT_SLICE_US", 0, 0, 1000000000) > 0 &&
-	    mps_set_slice((uint64_t)mps_env_long("OPENMPS_CLIENT_SLICE_US", 0, 0, 1000000000) * 1000) < 0)
+	slice_us = mps_env_long("OPENMPS_CLIENT_SLICE_US", 0, 0, 1000000000);
+	if (slice_us > 0 && mps_set_slice((uint64_t)slice_us * 1000) < 0)
 		mps_log_warn("openmps: the kernel takes no scheduler slice of its own");
 	pthread_atfork(NULL, NULL, after_fork_child);
 	return 0;

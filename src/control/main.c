@@ -53,9 +53,16 @@ static int bad(const char *fmt, const char *arg)
 	return 2;
 }
 
+/* A switch in the environment: on when set to anything but "" or "0". */
+static bool env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0");
+}
+
 int main(int argc, char **argv)
 {
-	const char *env = getenv("OPENMPS_EXCLUSIVE_USERS");
 	int mode = 0;   /* 'd', 'f' or 0 */
 	bool options = false;
 
@@ -87,10 +94,9 @@ int main(int argc, char **argv)
 	}
 	if (!mode)
 		return bad("%s", options ? "these options go with -d or -f" : "nothing to do");
-	if (env && *env && strcmp(env, "0"))
+	if (env_on("OPENMPS_EXCLUSIVE_USERS"))
 		mps_daemon.exclusive = true;
-	env = getenv("OPENMPS_SHARE_NAMESPACES");
-	if (env && *env && strcmp(env, "0"))
+	if (env_on("OPENMPS_SHARE_NAMESPACES"))
 		mps_daemon.share_namespaces = true;
 	if (mps_daemon.multiuser && geteuid() != 0) {
 		fprintf(stderr, "openmps-control: -multiuser-server needs the daemon to run as root "
