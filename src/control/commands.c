@@ -752,7 +752,7 @@ static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
 	}
 	if (sms_arg(cmd, argv[4], &sms) < 0 || device_arg_known(cmd, argv[3], dev, sizeof(dev)) < 0)
 		return;
-	if (mps_layout_check(argv[2], dev, sms, 0, 0, why, sizeof(why)) < 0) {
+	if (mps_layout_check(argv[2], dev, sms, 0, why, sizeof(why)) < 0) {
 		mps_err(cmd, "Error: %s\n", why);
 		return;
 	}
@@ -872,7 +872,7 @@ static void cmd_vdevice(struct mps_cmd *cmd, int argc, char **argv)
 		    device_arg_known(cmd, argv[3], v.dev, sizeof(v.dev)) < 0)
 			return;
 		snprintf(v.name, sizeof(v.name), "%s", argv[2]);
-		if (mps_layout_check(v.name, v.dev, v.sms, 0, v.mem, why, sizeof(why)) < 0) {
+		if (mps_layout_check(v.name, v.dev, v.sms, v.mem, why, sizeof(why)) < 0) {
 			mps_err(cmd, "Error: %s\n", why);
 			return;
 		}

@@ -298,10 +298,10 @@ void mps_partition_send(struct mps_server_rec *srv, const struct mps_partition *
 /* Virtual devices, as partitions (their names are partition names too). */
 int mps_vdevice_set(const struct mps_vdevice *v);
 /* Whether `name` (an SM partition's or a virtual device's, being defined or
- * redefined) fits on its device beside the others there: SMS SMs (or a
- * 1/parts slice) and `mem` bytes (virtual devices). 0, or -ENOSPC with why
- * in `why`. A device whose layout the daemon does not know passes. */
-int mps_layout_check(const char *name, const char *dev, int sms, int parts, uint64_t mem, char *why, size_t len);
+ * redefined) fits on its device beside the others there: SMS SMs and `mem`
+ * bytes (virtual devices). 0, or -ENOSPC with why in `why`. A device whose
+ * layout the daemon does not know passes. */
+int mps_layout_check(const char *name, const char *dev, int sms, uint64_t mem, char *why, size_t len);
 /* Whether `vdevice split DEV N` fits: N slices of whole groups, and nothing
  * else on the device but the slices it redefines. */
 int mps_layout_check_split(const char *dev, int n, char *why, size_t len);

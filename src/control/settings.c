@@ -275,38 +275,45 @@ static int groups_of(const struct mps_device_info *d, int sms, int parts)
 	return k < 1 ? 1 : k;
 }
 
-/* What the definitions on device `ord` take, leaving out the names `skip`
- * says to (a definition being redefined): SM groups, memory, and their
- * names for a message. */
-static void taken(int ord, bool (*skip)(const char *name, const void *arg), const void *arg, int *groups,
-		  uint64_t *mem, char *names, size_t len, char *vnames, size_t vlen)
+/* What the definitions on one device take, leaving out the names a skip
+ * function says to (a definition being redefined), and their names for a
+ * message: all of them (SMs), the virtual devices' (memory). */
+struct taken {
+	int groups;
+	uint64_t mem;
+	char names[256], vnames[256];
+};
+
+static void add_name(char *list, size_t size, const char *name)
+{
+	size_t n = strlen(list);
+
+	if (n + 1 < size)
+		snprintf(list + n, size - n, "%s%s", n ? ", " : "", name);
+}
+
+static void taken(int ord, bool (*skip)(const char *name, const void *arg), const void *arg, struct taken *t)
 {
 	const struct mps_device_info *d = &mps_daemon.dev[ord];
-	size_t n = 0, vn = 0;
 
-	*groups = 0;
-	*mem = 0;
-	names[0] = vnames[0] = 0;
+	memset(t, 0, sizeof(*t));
 	for (int i = 0; i < mps_daemon.npart; i++) {
 		const struct mps_partition *p = &mps_daemon.part[i];
 
 		if (mps_device_ordinal(p->dev) != ord || skip(p->name, arg))
 			continue;
-		*groups += groups_of(d, p->sms, 0);
-		if (n < len)
-			n += (size_t)snprintf(names + n, len - n, "%s%s", n ? ", " : "", p->name);
+		t->groups += groups_of(d, p->sms, 0);
+		add_name(t->names, sizeof(t->names), p->name);
 	}
 	for (int i = 0; i < mps_daemon.nvdev; i++) {
 		const struct mps_vdevice *v = &mps_daemon.vdev[i];
 
 		if (mps_device_ordinal(v->dev) != ord || skip(v->name, arg))
 			continue;
-		*groups += groups_of(d, v->sms, v->parts);
-		*mem += v->parts > 0 ? d->total_mem / (uint64_t)v->parts : v->mem;
-		if (n < len)
-			n += (size_t)snprintf(names + n, len - n, "%s%s", n ? ", " : "", v->name);
-		if (vn < vlen)
-			vn += (size_t)snprintf(vnames + vn, vlen - vn, "%s%s", vn ? ", " : "", v->name);
+		t->groups += groups_of(d, v->sms, v->parts);
+		t->mem += v->parts > 0 ? d->total_mem / (uint64_t)v->parts : v->mem;
+		add_name(t->names, sizeof(t->names), v->name);
+		add_name(t->vnames, sizeof(t->vnames), v->name);
 	}
 }
 
@@ -325,30 +332,29 @@ static bool same_name(const char *name, const void *arg)
 	return !strcmp(name, arg);
 }
 
-int mps_layout_check(const char *name, const char *dev, int sms, int parts, uint64_t mem, char *why, size_t len)
+int mps_layout_check(const char *name, const char *dev, int sms, uint64_t mem, char *why, size_t len)
 {
-	int ord = known_layout(dev), used, want;
+	int ord = known_layout(dev);
 	const struct mps_device_info *d;
-	char names[256], vnames[256];
-	uint64_t used_mem, free_mem;
+	uint64_t free_mem;
+	struct taken t;
 
 	if (ord < 0)
 		return 0;
 	d = &mps_daemon.dev[ord];
-	want = groups_of(d, sms, parts);
-	taken(ord, same_name, name, &used, &used_mem, names, sizeof(names), vnames, sizeof(vnames));
-	if (want > d->sm_groups - used) {
+	taken(ord, same_name, name, &t);
+	if (groups_of(d, sms, 0) > d->sm_groups - t.groups) {
 		snprintf(why, len, "%d SMs do not fit on device %d: %d of its %d SMs (groups of %d) are free%s%s%s",
-			 sms, ord, (d->sm_groups - used) * d->group_sms, d->sm_groups * d->group_sms, d->group_sms,
-			 used ? " (taken: " : "", names, used ? ")" : "");
+			 sms, ord, (d->sm_groups - t.groups) * d->group_sms, d->sm_groups * d->group_sms, d->group_sms,
+			 t.groups ? " (taken: " : "", t.names, t.groups ? ")" : "");
 		return -ENOSPC;
 	}
-	free_mem = d->total_mem - (used_mem < d->total_mem ? used_mem : d->total_mem);
+	free_mem = d->total_mem - (t.mem < d->total_mem ? t.mem : d->total_mem);
 	if (mem > free_mem) {
 		snprintf(why, len, "%llu MiB do not fit on device %d: %llu of its %llu MiB are free%s%s%s",
 			 (unsigned long long)(mem >> 20), ord, (unsigned long long)(free_mem >> 20),
-			 (unsigned long long)(d->total_mem >> 20), used_mem ? " (taken: " : "", used_mem ? vnames : "",
-			 used_mem ? ")" : "");
+			 (unsigned long long)(d->total_mem >> 20), t.mem ? " (taken: " : "", t.mem ? t.vnames : "",
+			 t.mem ? ")" : "");
 		return -ENOSPC;
 	}
 	return 0;
@@ -376,9 +382,7 @@ int mps_layout_check_split(const char *dev, int n, char *why, size_t len)
 {
 	struct split_names sn = { .dev = known_layout(dev), .n = n };
 	const struct mps_device_info *d;
-	char names[256], vnames[256];
-	uint64_t used_mem;
-	int used;
+	struct taken t;
 
 	if (sn.dev < 0)
 		return 0;
@@ -388,10 +392,10 @@ int mps_layout_check_split(const char *dev, int n, char *why, size_t len)
 			 d->sm_groups, d->group_sms, n);
 		return -ENOSPC;
 	}
-	taken(sn.dev, split_slice, &sn, &used, &used_mem, names, sizeof(names), vnames, sizeof(vnames));
-	if (used) {
-		snprintf(why, len, "device %d already holds %s; remove %s first", sn.dev, names,
-			 strchr(names, ',') ? "them" : "it");
+	taken(sn.dev, split_slice, &sn, &t);
+	if (t.groups) {
+		snprintf(why, len, "device %d already holds %s; remove %s first", sn.dev, t.names,
+			 strchr(t.names, ',') ? "them" : "it");
 		return -ENOSPC;
 	}
 	return 0;
