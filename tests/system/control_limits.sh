@@ -61,10 +61,11 @@ g=$(grep -o "client [0-9]*: priority below normal (its own)" "$slog" | tail -1 |
 [ -n "$g" ] || fail "CUDA_MPS_CLIENT_PRIORITY=1 was not taken"
 grep -q "client $g: active thread percentage 25.0 (its own)" "$slog" || fail "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 was not taken"
 
-run H "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=zero=12 CUDA_MPS_CLIENT_PRIORITY=7 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=250 OPENMPS_CLIENT_YIELD_US=soon" init meminfo sync
+run H "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=zero=12 CUDA_MPS_CLIENT_PRIORITY=7 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=250 OPENMPS_CLIENT_YIELD_US=soon OPENMPS_CLIENT_NAP_US=-1 OPENMPS_CLIENT_SLICE_US=short" init meminfo sync
 [ "$(total H)" = $((384 * MiB)) ] || fail "unreadable values changed the total: $(total H)"
 grep -q "^sync CUDA_SUCCESS$" "$dir/H.out" || fail "a client with unreadable values did not synchronize: $(cat "$dir/H.out")"
-for v in CUDA_MPS_PINNED_DEVICE_MEM_LIMIT CUDA_MPS_CLIENT_PRIORITY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE OPENMPS_CLIENT_YIELD_US; do
+for v in CUDA_MPS_PINNED_DEVICE_MEM_LIMIT CUDA_MPS_CLIENT_PRIORITY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE OPENMPS_CLIENT_YIELD_US \
+	OPENMPS_CLIENT_NAP_US OPENMPS_CLIENT_SLICE_US; do
 	grep -Eq "ignoring $v=|$v=.*ignored" "$dir/H.err" || fail "no warning for an unreadable $v: $(cat "$dir/H.err")"
 done
 # Live changes: a connected client's limit, priority and percentage by PID.

@@ -33,12 +33,14 @@ LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/off.out" 2>&1 |
 [ "$(metric replays_total)" = 0 ] || fail "replay off: $(metric replays_total) graph launches"
 stop_daemon
 
-OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 start_daemon
+OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 OPENMPS_BUSY_THREADS=two start_daemon
 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/bad.out" 2>&1 ||
 	fail "t_replay, OPENMPS_REPLAY=sometimes: $(tail -n 20 "$dir/bad.out")"
 grep -q "ignoring OPENMPS_REPLAY=sometimes (want 0, 1 or always)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
 	fail "OPENMPS_REPLAY=sometimes passed in silence"
 grep -q "ignoring OPENMPS_REPLAY_HOLD_US=-4 (want 1..10000000)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
 	fail "OPENMPS_REPLAY_HOLD_US=-4 passed in silence"
+grep -q "ignoring OPENMPS_BUSY_THREADS=two (want 0..256)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "OPENMPS_BUSY_THREADS=two passed in silence"
 stop_daemon
 finish
