@@ -147,17 +147,24 @@ static int runnable(void)
 	return r;
 }
 
+static unsigned int spin_max(void);
+
 /* Clients spin while CPUs are free; else they give the CPU away between
  * looks (a spinning client would take the CPU the server needs to answer
  * it). CPUs are not free when the pressure says so, nor when the clients
- * with work outnumber them: each of those spins through its waits, so a
- * thread that wakes (a service thread, a client back from a nap) finds
- * every CPU taken and waits for a scheduler tick, 4 ms on many kernels —
- * CUDA's own waits stop spinning past one context per CPU for the same
- * reason. */
+ * with work and the service threads that may be on a CPU at once (those
+ * that serve while CPUs are crowded, else the spinners) outnumber them:
+ * each of those spins through its waits, so a thread that wakes (a service
+ * thread, a client back from a nap) finds every CPU taken and waits for a
+ * scheduler tick, 4 ms on many kernels — CUDA's own waits stop spinning
+ * past one context per CPU for the same reason. Sixteen clients on sixteen
+ * CPUs with two service threads serving: a p99 of 1.0-1.4 ms against 4.3-4.5
+ * with the service threads left out of the count. */
 static uint32_t client_spin_for(int level, unsigned int active)
 {
-	return level == FREE && active <= sched.ncpu ? sched.client_free_ns : 0;
+	unsigned int threads = sched.busy_threads && mps_sched_busy() ? sched.busy_threads : spin_max();
+
+	return level == FREE && active + threads <= sched.ncpu ? sched.client_free_ns : 0;
 }
 
 /* Tells every client how long to spin now. */
