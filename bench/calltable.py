@@ -9,17 +9,25 @@
 #           requests after the warm-up and one with R2: the difference over
 #           R2 - R1 is what one request costs, set-up excluded;
 #   openmps the program under openmps with OPENMPS_CALL_STATS, whose client
-#           writes (calls, messages, round trips) per driver function right
+#           writes (calls, messages, round trips, µs waited for replies) per
+#           driver function right
 #           after the warm-up and after R requests (openmps_call_stats_mark).
 #
 # For each function: calls per request natively and under openmps, the
-# messages to the server and the round trips per request, and how openmps
+# messages to the server, the round trips and the µs waited per request, and how openmps
 # answers it: "client" (no message), "sent" (messages, none waited for) or
 # "round trip". Names are compared without their version suffixes (cudart
 # asks cuGetProcAddress for cuMemcpyAsync and gets cuMemcpyAsync_v2 ...).
 #
 #   calltable.py WORKLOAD NATIVE_R1_FILE NATIVE_R2_FILE R1 R2 OM_WARM OM_DONE R [--md FILE]
+#   calltable.py window PREFIX
 #   calltable.py selftest
+#
+# "window" reads the tables that bench/infer.py's processes write under
+# OPENMPS_CALL_STATS=PREFIX at the ends of their timed window
+# (PREFIX.<pid>.warm and PREFIX.<pid>.done-<requests>) and prints, per
+# driver function, what one request of the window cost on average over the
+# processes: calls, messages, round trips and µs waited for replies.
 #
 # Prints a markdown section (appended to FILE with --md) and one summary line.
 
@@ -47,17 +55,18 @@ def read_cudatrace(path):
 
 
 def read_stats(path):
-    """{function: [calls, messages, round_trips]} and the totals from an
-    OPENMPS_CALL_STATS table."""
+    """{function: [calls, messages, round_trips, wait_us]} and the totals
+    from an OPENMPS_CALL_STATS table (rows "calls messages round_trips
+    wait_us name"; older tables have no wait_us)."""
     out, total = {}, [0, 0]
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
-            m = re.match(r"(\d+) (\d+) (\d+) (.+)$", line.strip())
+            m = re.match(r"(\d+) (\d+) (\d+) (?:(\d+) )?(\D.*)$", line.strip())
             if m:
-                n = m.group(4) if m.group(4).startswith("(") else base_name(m.group(4))
-                row = out.setdefault(n, [0, 0, 0])
-                for i in range(3):
-                    row[i] += int(m.group(i + 1))
+                n = m.group(5) if m.group(5).startswith("(") else base_name(m.group(5))
+                row = out.setdefault(n, [0, 0, 0, 0])
+                for i in range(4):
+                    row[i] += int(m.group(i + 1) or 0)
             m = re.match(r"# total: (\d+) messages, (\d+) round trips", line)
             if m:
                 total = [int(m.group(1)), int(m.group(2))]
@@ -88,25 +97,57 @@ def table(workload, nat1, nat2, r1, r2, om_warm, om_done, r):
     rows = []
     for n in names:
         nat = per_request(nat1.get(n, 0), nat2.get(n, 0), r2 - r1)
-        a, b = w.get(n, [0, 0, 0]), d.get(n, [0, 0, 0])
-        calls, msgs, trips = (per_request(a[i], b[i], r) for i in range(3))
+        a, b = w.get(n, [0, 0, 0, 0]), d.get(n, [0, 0, 0, 0])
+        calls, msgs, trips, waited = (per_request(a[i], b[i], r) for i in range(4))
         if nat < 0.005 and calls < 0.005 and msgs < 0.005:
             continue
-        rows.append((n, nat, calls, msgs, trips))
+        rows.append((n, nat, calls, msgs, trips, waited))
     rows.sort(key=lambda x: (-max(x[1], x[2]), x[0]))
     nat_total = sum(x[1] for x in rows if not x[0].startswith("("))
     msgs_total = per_request(wt[0], dt[0], r)
     trips_total = per_request(wt[1], dt[1], r)
+    wait_total = sum(x[5] for x in rows)
     lines = [f"### {workload}", "",
              f"Per request: {fmt(nat_total)} driver calls natively; under openmps {fmt(msgs_total)} messages to the "
-             f"server, {fmt(trips_total)} of them round trips.", "",
-             "| function | native calls | openmps calls | messages | round trips | openmps answers |",
-             "|---|---:|---:|---:|---:|---|"]
-    for n, nat, calls, msgs, trips in rows:
-        lines.append(f"| {n} | {fmt(nat)} | {fmt(calls)} | {fmt(msgs)} | {fmt(trips)} | {how(msgs, trips)} |")
+             f"server, {fmt(trips_total)} of them round trips, {fmt(wait_total)} µs waited for replies.", "",
+             "| function | native calls | openmps calls | messages | round trips | µs waited | openmps answers |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for n, nat, calls, msgs, trips, waited in rows:
+        lines.append(f"| {n} | {fmt(nat)} | {fmt(calls)} | {fmt(msgs)} | {fmt(trips)} | {fmt(waited)} "
+                     f"| {how(msgs, trips)} |")
     summary = (f"{workload}: {fmt(nat_total)} driver calls/request natively; openmps {fmt(msgs_total)} "
-               f"messages/request, {fmt(trips_total)} round trips/request")
+               f"messages/request, {fmt(trips_total)} round trips/request, {fmt(wait_total)} µs waited/request")
     return "\n".join(lines) + "\n", summary, rows
+
+
+def window(prefix):
+    """Per-request averages over the processes of one infer.py window (see
+    the top of the file): the table as text, and the processes read."""
+    import glob
+    sums, procs = {}, 0
+    for warm in sorted(glob.glob(glob.escape(prefix) + ".*.warm")):
+        done = glob.glob(glob.escape(warm[:-len("warm")]) + "done-*")
+        if len(done) != 1:
+            continue
+        k = int(done[0].rsplit("-", 1)[1])
+        if k <= 0:
+            continue
+        (a, _), (b, _) = read_stats(warm), read_stats(done[0])
+        for n in set(a) | set(b):
+            x, y = a.get(n, [0, 0, 0, 0]), b.get(n, [0, 0, 0, 0])
+            row = sums.setdefault(n, [0.0, 0.0, 0.0, 0.0])
+            for i in range(4):
+                row[i] += (y[i] - x[i]) / k
+        procs += 1
+    rows = sorted(((n, *(v / procs for v in r)) for n, r in sums.items() if procs and any(r)),
+                  key=lambda x: (-x[4], -x[2], x[0]))
+    lines = [f"Per request, averaged over {procs} processes: "
+             f"{fmt(sum(x[2] for x in rows))} messages, {fmt(sum(x[3] for x in rows))} round trips, "
+             f"{fmt(sum(x[4] for x in rows))} µs waited.", "",
+             "| function | calls | messages | round trips | µs waited |", "|---|---:|---:|---:|---:|"]
+    for n, calls, msgs, trips, waited in rows:
+        lines.append(f"| {n} | {fmt(calls)} | {fmt(msgs)} | {fmt(trips)} | {fmt(waited)} |")
+    return "\n".join(lines) + "\n", procs
 
 
 def selftest():
@@ -126,8 +167,10 @@ def selftest():
                  "         3 cuMemcpyDtoHAsync_v2\n")
     s1 = w("s1", "# x\n10 10 0 cuLaunchKernel\n100 0 0 cuCtxGetDevice\n5 1 1 cuKernelGetAttribute\n"
                  "0 2 0 (outside driver calls)\n# total: 13 messages, 1 round trips\n")
-    s2 = w("s2", "# x\n30 30 0 cuLaunchKernel\n300 0 0 cuCtxGetDevice\n45 1 1 cuKernelGetAttribute\n"
-                 "3 3 3 cuMemcpyDtoHAsync_v2\n0 2 0 (outside driver calls)\n# total: 36 messages, 4 round trips\n")
+    # s1 is a table from before waits were counted; s2 counts them.
+    s2 = w("s2", "# x\n30 30 0 0 cuLaunchKernel\n300 0 0 0 cuCtxGetDevice\n45 1 1 9 cuKernelGetAttribute\n"
+                 "3 3 3 120 cuMemcpyDtoHAsync_v2\n0 2 0 0 (outside driver calls)\n"
+                 "# total: 36 messages, 4 round trips\n")
     text, summary, rows = table("t", read_cudatrace(n1), read_cudatrace(n2), 10, 30, read_stats(s1),
                                 read_stats(s2), 20)
     got = {r[0]: r[1:] for r in rows}
@@ -136,16 +179,32 @@ def selftest():
              and base_name("cuGetProcAddress@12000") == "cuGetProcAddress"),
             ("native per request", got["cuLaunchKernel"][0] == 1.0 and got["cuCtxGetDevice"][0] == 10.0
              and got["cuKernelGetAttribute"][0] == 2.0),
-            ("queries answered in the client", "| cuKernelGetAttribute | 2.0 | 2.0 | 0 | 0 | client |" in text),
-            ("launches sent", "| cuLaunchKernel | 1.0 | 1.0 | 1.0 | 0 | sent |" in text),
-            ("copies round trips", "| cuMemcpyDtoHAsync | 0.15 | 0.15 | 0.15 | 0.15 | round trip |" in text),
-            ("totals", "13.2 driver calls/request natively; openmps 1.1 messages/request, 0.15 round trips" in summary),
+            ("queries answered in the client", "| cuKernelGetAttribute | 2.0 | 2.0 | 0 | 0 | 0.45 | client |" in text),
+            ("launches sent", "| cuLaunchKernel | 1.0 | 1.0 | 1.0 | 0 | 0 | sent |" in text),
+            ("copies round trips", "| cuMemcpyDtoHAsync | 0.15 | 0.15 | 0.15 | 0.15 | 6.0 | round trip |" in text),
+            ("totals", "13.2 driver calls/request natively; openmps 1.1 messages/request, 0.15 round trips"
+             "/request, 6.5 µs waited" in summary),
+    ):
+        print(("PASS  " if cond else "FAIL  ") + name)
+        if not cond:
+            fails.append(name)
+    w("p.7.warm", "# x\n10 10 0 0 cuLaunchKernel\n2 2 2 50 cuStreamSynchronize\n")
+    w("p.7.done-4", "# x\n50 50 0 0 cuLaunchKernel\n6 6 6 130 cuStreamSynchronize\n")
+    w("p.8.warm", "# x\n0 0 0 0 cuLaunchKernel\n")
+    w("p.8.done-2", "# x\n20 20 0 0 cuLaunchKernel\n2 2 2 60 cuStreamSynchronize\n")
+    wtext, procs = window(os.path.join(d, "p"))
+    for name, cond in (
+            ("window: processes", procs == 2),
+            ("window: per request, averaged", "| cuLaunchKernel | 10.0 | 10.0 | 0 | 0 |" in wtext
+             and "| cuStreamSynchronize | 1.0 | 1.0 | 1.0 | 25.0 |" in wtext),
+            ("window: totals", "11.0 messages, 1.0 round trips, 25.0 µs waited" in wtext),
     ):
         print(("PASS  " if cond else "FAIL  ") + name)
         if not cond:
             fails.append(name)
     if fails:
         print(text)
+        print(wtext)
     print("calltable selftest: " + ("PASS" if not fails else "FAIL"))
     return 1 if fails else 0
 
@@ -153,6 +212,10 @@ def selftest():
 def main(argv):
     if len(argv) == 2 and argv[1] == "selftest":
         return selftest()
+    if len(argv) == 3 and argv[1] == "window":
+        text, procs = window(argv[2])
+        sys.stdout.write(text)
+        return 0 if procs else 1
     md = None
     if "--md" in argv:
         i = argv.index("--md")

@@ -246,6 +246,11 @@ def child_main(idx, args, conn, go, times, parent):
         if wait_ns > 0:
             time.sleep(wait_ns / 1e9)
         k = 0
+        # Under OPENMPS_CALL_STATS the client library's tables at the
+        # window's ends: what the window's requests sent and waited for.
+        mark = call_stats_mark() if os.environ.get("OPENMPS_CALL_STATS") else None
+        if mark:
+            mark(b"warm")
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         with ctx():
             while True:
@@ -259,6 +264,8 @@ def child_main(idx, args, conn, go, times, parent):
                     break
                 lat.append(t1 - t0)
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        if mark:
+            mark(f"done-{k}".encode())
         conn.send(("result", len(lat), lat.tobytes(),
                    {"cpu_s": ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime,
                     "sys_s": ru1.ru_stime - ru0.ru_stime,
@@ -279,6 +286,21 @@ def mapped_libcuda():
                            if "libcuda.so" in line and len(line.split(None, 5)) == 6})
     except OSError:
         return []
+
+
+def call_stats_mark():
+    """openmps's openmps_call_stats_mark(label) when openmps's client library
+    is mapped (it writes OPENMPS_CALL_STATS tables at the points a program
+    chooses), else None."""
+    import ctypes
+    for p in mapped_libcuda():
+        try:
+            mark = ctypes.CDLL(p, mode=getattr(os, "RTLD_NOLOAD", 4)).openmps_call_stats_mark
+        except (OSError, AttributeError):
+            continue
+        mark.argtypes = [ctypes.c_char_p]
+        return mark
+    return None
 
 
 def openmps_mode(paths):
@@ -645,15 +667,7 @@ def cmd_once(args):
     if check != "ok":
         print(f"once: {args.model}: {detail}", file=sys.stderr)
         return 1
-    mark = None
-    for p in mapped_libcuda():
-        try:
-            import ctypes
-            mark = ctypes.CDLL(p, mode=getattr(os, "RTLD_NOLOAD", 4)).openmps_call_stats_mark
-            mark.argtypes = [ctypes.c_char_p]
-            break
-        except (OSError, AttributeError):
-            continue
+    mark = call_stats_mark()
     with wl.context():
         for k in range(args.warmup):
             wl.request(k)

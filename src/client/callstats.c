@@ -2,8 +2,10 @@
 /*
  * OPENMPS_CALL_STATS=PATH: what each driver function the program called
  * cost on the wire. For every function it counts the calls the program
- * made, the messages those calls sent to the server and how many of them
- * waited for a reply (round trips); at exit it writes the table to
+ * made, the messages those calls sent to the server, how many of them
+ * waited for a reply (round trips) and how long those waits took in all
+ * (µs: the server's and the GPU's share of a request's time, as the
+ * program saw it); at exit it writes the table to
  * PATH.<pid>. A function with calls and no messages was answered here in
  * the client; one with messages and no round trips never waited.
  *
@@ -31,6 +33,7 @@ static const char *path;
 static uint64_t calls[MPS_NSYMS + 1];
 static uint64_t messages[MPS_NSYMS + 1];
 static uint64_t trips[MPS_NSYMS + 1];
+static uint64_t waited_ns[MPS_NSYMS + 1];
 
 /* Writes the table to PATH.<pid>, or PATH.<pid>.<label>. */
 static void write_table_as(const char *label)
@@ -46,16 +49,17 @@ static void write_table_as(const char *label)
 	f = fopen(name, "w");
 	if (!f)
 		return;
-	fprintf(f, "# openmps call stats, pid %d: calls messages round_trips function\n", (int)getpid());
+	fprintf(f, "# openmps call stats, pid %d: calls messages round_trips wait_us function\n", (int)getpid());
 	for (int i = 0; i <= MPS_NSYMS; i++) {
 		uint64_t c = mps_load_relaxed(&calls[i]), m = mps_load_relaxed(&messages[i]);
-		uint64_t t = mps_load_relaxed(&trips[i]);
+		uint64_t t = mps_load_relaxed(&trips[i]), w = mps_load_relaxed(&waited_ns[i]) / 1000;
 
 		total_m += m;
 		total_t += t;
 		if (c || m)
-			fprintf(f, "%llu %llu %llu %s\n", (unsigned long long)c, (unsigned long long)m,
-				(unsigned long long)t, i == OUTSIDE ? "(outside driver calls)" : mps__sym_names[i]);
+			fprintf(f, "%llu %llu %llu %llu %s\n", (unsigned long long)c, (unsigned long long)m,
+				(unsigned long long)t, (unsigned long long)w,
+				i == OUTSIDE ? "(outside driver calls)" : mps__sym_names[i]);
 	}
 	fprintf(f, "# total: %llu messages, %llu round trips\n", (unsigned long long)total_m,
 		(unsigned long long)total_t);
@@ -128,4 +132,13 @@ void mps__stats_round_trip(void)
 
 	if (i >= 0)
 		mps_fetch_add(&trips[i], 1);
+}
+
+/* A wait for the server's (or the GPU's) reply took ns. */
+void mps__stats_waited(uint64_t ns)
+{
+	int i = mps_load_relaxed(&on) == 1 ? row() : -1;
+
+	if (i >= 0)
+		mps_fetch_add(&waited_ns[i], ns);
 }

@@ -321,8 +321,10 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 		uint32_t st = mps_load_acquire(word);
 		uint64_t waited;
 
-		if (st == MPS_SLOT_DONE)
+		if (st == MPS_SLOT_DONE) {
+			mps__stats_waited(mps_now_ns() - start);
 			return CUDA_SUCCESS;
+		}
 		if (++spins < 64) {
 			mps_cpu_relax();
 			continue;

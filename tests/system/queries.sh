@@ -19,8 +19,9 @@ OPENMPS_CALL_STATS="$dir/stats" LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/
 stats=$(ls "$dir"/stats.* 2>/dev/null | head -n 1)
 [ -n "$stats" ] || { fail "no OPENMPS_CALL_STATS file"; finish; }
 
-# row FUNCTION: "calls messages round_trips" of one function (zeros if absent).
-row() { awk -v f="$1" '$4 == f { print $1, $2, $3; found = 1 } END { if (!found) print 0, 0, 0 }' "$stats"; }
+# row FUNCTION: "calls messages round_trips" of one function (zeros if absent;
+# the table's rows are "calls messages round_trips wait_us function").
+row() { awk -v f="$1" '$5 == f { print $1, $2, $3; found = 1 } END { if (!found) print 0, 0, 0 }' "$stats"; }
 
 # at_most FUNCTION MIN_CALLS MAX_MESSAGES MAX_ROUND_TRIPS
 at_most() {
