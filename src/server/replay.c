@@ -27,11 +27,13 @@
 #define LAUNCH_ARGS  4096         /* a launch with more argument bytes ends replay for its run */
 #define RUN_BYTES    (256u << 10) /* nor may a run's arguments pass this: what a client can make us keep */
 #define ALTS         3            /* executable graphs kept besides the first, for other arguments */
+#define SEG_LEN      8            /* launches a graph of the learned run covers (OPENMPS_REPLAY_SEGMENT) */
 
 enum { OFF, BUSY_ONLY, ALWAYS };
 
 static int mode = BUSY_ONLY;
 static uint64_t hold_ns = 4000ull * 1000;
+static unsigned int seg_len = SEG_LEN;   /* 0: one graph for the whole run */
 static uint64_t expired, let_go;   /* atomic: holds that ran out, that a launch or message ended */
 
 struct launch {                 /* one launch of a run */
@@ -53,13 +55,33 @@ static const CUlaunchAttribute *attrs_of(const struct launch *l)
 	return l->nattrs ? (const CUlaunchAttribute *)(l->args + attrs_at(l->f->arg_size)) : NULL;
 }
 
+/* One graph of the learned run: its launches [first, first + n) as a chain
+ * of kernel nodes, instantiated, and more executable graphs of it, each
+ * with the arguments its nodes were last given (every node's, one after
+ * another): a framework's caching allocator often hands a request one of a
+ * few sets of blocks, and a graph whose nodes already hold the set needs no
+ * node set at all (each costs 1-1.5 µs). The first executable graph's
+ * arguments are the learned run's (exp[i].args). */
+struct seg {
+	unsigned int first, n;
+	CUgraph graph;
+	CUgraphExec exec;
+	struct {
+		CUgraphExec exec;
+		uint8_t *args;
+	} alt[ALTS];
+	unsigned int nalt;
+};
+
 struct mps_replay {
 	/* The run under way. */
 	struct mps_sstream *st;     /* its stream; NULL before its first launch */
 	uint32_t key_stream, key_ctx;   /* the stream as messages name it */
 	unsigned int n;             /* launches so far */
 	uint32_t bytes;             /* their argument bytes */
-	unsigned int held;          /* the first `held` of them are held (then held == n) */
+	unsigned int sent;          /* the first `sent` went as graphs (whole segments) ... */
+	unsigned int held;          /* ... the next `held` are held (then sent + held == n) */
+	unsigned int cur;           /* the segment being held: seg[cur].first == sent */
 	bool broken;                /* too long to keep */
 	struct launch run[RUN_MAX];
 
@@ -69,27 +91,16 @@ struct mps_replay {
 	unsigned int ncand, cand_seen;
 	struct mps_sstream *cand_st;
 
-	/* The learned run, and its graph. */
+	/* The learned run, and its graphs (nseg: none yet). */
 	struct launch exp[RUN_MAX]; /* args: what each node was last given */
 	unsigned int nexp;
 	unsigned int builds;        /* graphs it may build now (a token bucket) */
 	uint64_t built_ns;          /* when the bucket was last filled */
 	struct mps_sstream *exp_st;
 	struct mps_green *exp_green;
-	CUgraph graph;
-	CUgraphExec exec;
-	CUgraphNode node[RUN_MAX];
-
-	/* More executable graphs of the same graph, each with the arguments
-	 * its nodes were last given (every node's, one after another): a
-	 * framework's caching allocator often hands a request one of a few
-	 * sets of blocks, and a graph whose nodes already hold the set needs
-	 * no node set at all (each costs 1-1.5 µs). */
-	struct {
-		CUgraphExec exec;
-		uint8_t *args;
-	} alt[ALTS];
-	unsigned int nalt;
+	struct seg *seg;
+	unsigned int nseg;
+	CUgraphNode node[RUN_MAX];  /* launch i's node, in its segment's graph */
 };
 
 void mps_replay_init(void)
@@ -105,6 +116,7 @@ void mps_replay_init(void)
 	else
 		mps_log_warn("ignoring OPENMPS_REPLAY=%s (want 0, 1 or always)", v);
 	hold_ns = (uint64_t)mps_env_long("OPENMPS_REPLAY_HOLD_US", (long)(hold_ns / 1000), 1, 10 * 1000 * 1000) * 1000;
+	seg_len = (unsigned int)mps_env_long("OPENMPS_REPLAY_SEGMENT", SEG_LEN, 0, RUN_MAX);
 }
 
 bool mps_replay_enabled(void)
@@ -203,73 +215,95 @@ static bool take_build(struct mps_replay *rp, uint64_t now)
 
 static void drop_graph(struct mps_replay *rp)
 {
-	for (unsigned int k = 0; k < rp->nalt; k++) {
-		mps_drv.cuGraphExecDestroy(rp->alt[k].exec);
-		free(rp->alt[k].args);
-		rp->alt[k].exec = NULL;
-		rp->alt[k].args = NULL;
+	for (unsigned int i = 0; rp->seg && i < rp->nseg; i++) {
+		struct seg *g = &rp->seg[i];
+
+		for (unsigned int k = 0; k < g->nalt; k++) {
+			mps_drv.cuGraphExecDestroy(g->alt[k].exec);
+			free(g->alt[k].args);
+		}
+		if (g->exec)
+			mps_drv.cuGraphExecDestroy(g->exec);
+		if (g->graph)
+			mps_drv.cuGraphDestroy(g->graph);
 	}
-	rp->nalt = 0;
-	if (rp->exec)
-		mps_drv.cuGraphExecDestroy(rp->exec);
-	if (rp->graph)
-		mps_drv.cuGraphDestroy(rp->graph);
-	rp->exec = NULL;
-	rp->graph = NULL;
+	free(rp->seg);
+	rp->seg = NULL;
+	rp->nseg = 0;
 }
 
-/* The learned run as a graph: its launches captured on its stream (so
- * each attribute means in the graph what it meant on the stream, as the
- * driver's capture makes it), which must give a chain of nexp kernel
- * nodes in launch order; instantiated. */
-static void build(struct mps_client *c, struct mps_replay *rp)
+/* Segment g of the learned run as a graph: its launches captured on the
+ * run's stream (so each attribute means in the graph what it meant on the
+ * stream, as the driver's capture makes it), which must give a chain of
+ * g->n kernel nodes in launch order; instantiated. */
+static CUresult build_seg(struct mps_replay *rp, struct seg *g)
 {
 	CUstream s = rp->exp_st->s;
-	uint64_t now = mps_now_ns();
 	CUgraphNode node;
-	size_t n = 0;
-	CUresult r;
+	size_t n = 1;
+	CUresult r = mps_drv.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 
-	if (!take_build(rp, now))
-		return;
-	r = mps__bind_device(c, rp->exp_st->ctx->device);
-	if (r == CUDA_SUCCESS)
-		r = mps_drv.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 	if (r != CUDA_SUCCESS)
-		goto fail;
-	for (unsigned int i = 0; i < rp->nexp && r == CUDA_SUCCESS; i++)
+		return r;
+	for (unsigned int i = g->first; i < g->first + g->n && r == CUDA_SUCCESS; i++)
 		r = launch_one(&rp->exp[i], s);
-	if (mps_drv.cuStreamEndCapture(s, &rp->graph) != CUDA_SUCCESS)
-		rp->graph = NULL;
-	if (r != CUDA_SUCCESS || !rp->graph)
-		goto fail;
+	if (mps_drv.cuStreamEndCapture(s, &g->graph) != CUDA_SUCCESS)
+		g->graph = NULL;
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!g->graph)
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	/* The chain: one root, then each node's one dependent. */
-	n = 1;
-	r = mps_drv.cuGraphGetRootNodes(rp->graph, &node, &n);
-	for (unsigned int i = 0; r == CUDA_SUCCESS && n == 1; i++) {
+	r = mps_drv.cuGraphGetRootNodes(g->graph, &node, &n);
+	for (unsigned int i = 0; r == CUDA_SUCCESS && n == 1 && i < g->n; i++) {
 		CUgraphEdgeData edge;   /* asked for: a programmatic edge would make the query lossy */
 		CUgraphNodeType type;
 
-		if (i == rp->nexp || mps_drv.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS ||
-		    type != CU_GRAPH_NODE_TYPE_KERNEL)
+		if (mps_drv.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL)
 			break;
-		rp->node[i] = node;
+		rp->node[g->first + i] = node;
 		n = 1;
 		r = mps_drv.cuGraphNodeGetDependentNodes_v2(node, &node, &edge, &n);
-		if (r == CUDA_SUCCESS && n == 0 && i + 1 == rp->nexp) {
-			r = mps_drv.cuGraphInstantiateWithFlags(&rp->exec, rp->graph, 0);
+		if (r == CUDA_SUCCESS && n == 0 && i + 1 == g->n) {
+			r = mps_drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
 			if (r != CUDA_SUCCESS)
-				rp->exec = NULL;
-			break;
+				g->exec = NULL;
+			return r;
 		}
 	}
-	if (!rp->exec)
-		goto fail;
+	return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_SUPPORTED;   /* not a chain of kernels */
+}
+
+/* The learned run as graphs of seg_len launches each (the last may have
+ * fewer): while a request's later launches are still coming, the GPU
+ * runs its earlier ones, so what is left when its result is asked for is
+ * one segment's kernels, not the whole run's. */
+static void build(struct mps_client *c, struct mps_replay *rp)
+{
+	unsigned int len = seg_len ? seg_len : rp->nexp, nseg = (rp->nexp + len - 1) / len;
+	CUresult r;
+
+	if (!take_build(rp, mps_now_ns()))
+		return;
+	rp->seg = calloc(nseg, sizeof(*rp->seg));
+	if (!rp->seg)
+		return;
+	rp->nseg = nseg;
+	r = mps__bind_device(c, rp->exp_st->ctx->device);
+	for (unsigned int k = 0; k < nseg && r == CUDA_SUCCESS; k++) {
+		struct seg *g = &rp->seg[k];
+
+		g->first = k * len;
+		g->n = rp->nexp - g->first < len ? rp->nexp - g->first : len;
+		r = build_seg(rp, g);
+	}
+	if (r != CUDA_SUCCESS) {
+		mps_log_debug("client %d: a run of %u launches did not make graphs (%d)", (int)c->pid, rp->nexp,
+			      (int)r);
+		drop_graph(rp);
+		return;
+	}
 	rp->exp_green = rp->exp_st->green;
-	return;
-fail:
-	mps_log_debug("client %d: a run of %u launches did not make a graph (%d)", (int)c->pid, rp->nexp, (int)r);
-	drop_graph(rp);
 }
 
 static void note_held(struct mps_client *c, uint64_t at)
@@ -285,7 +319,7 @@ static void release_held(struct mps_client *c, struct mps_replay *rp)
 	if (!rp->held)
 		return;
 	r = mps__bind_device(c, rp->st->ctx->device);
-	for (unsigned int i = 0; i < rp->held; i++) {
+	for (unsigned int i = rp->sent; i < rp->sent + rp->held; i++) {
 		uint64_t t0 = mps_now_ns();
 
 		if (r == CUDA_SUCCESS)
@@ -293,19 +327,20 @@ static void release_held(struct mps_client *c, struct mps_replay *rp)
 		mps_sched_note_launch(mps_now_ns() - t0);
 		mps__defer_error(c, r, "cuLaunchKernel");
 	}
-	rp->held = 0;   /* and no more this run: held == n no longer holds */
+	rp->held = 0;   /* and no more this run: sent + held == n no longer holds */
 	note_held(c, 0);
 }
 
-/* The nodes of executable graph v whose arguments differ from this run's. */
-static unsigned int var_diff(struct mps_replay *rp, unsigned int v)
+/* The nodes of segment g's executable graph v whose arguments differ from
+ * this run's. */
+static unsigned int var_diff(const struct mps_replay *rp, const struct seg *g, unsigned int v)
 {
 	unsigned int n = 0;
 	uint32_t off = 0;
 
-	for (unsigned int i = 0; i < rp->nexp; i++) {
+	for (unsigned int i = g->first; i < g->first + g->n; i++) {
 		uint32_t size = rp->run[i].f->arg_size;
-		const uint8_t *had = v ? rp->alt[v - 1].args + off : rp->exp[i].args;
+		const uint8_t *had = v ? g->alt[v - 1].args + off : rp->exp[i].args;
 
 		n += size && memcmp(rp->run[i].args, had, size) != 0;
 		off += size;
@@ -313,51 +348,52 @@ static unsigned int var_diff(struct mps_replay *rp, unsigned int v)
 	return n;
 }
 
-/* A new executable graph of the learned graph (a build from the bucket);
- * its nodes hold the capture's arguments, which it records as unknown (a
- * byte of each flipped) so every node is set before its first launch. Its
- * number, or 0 if none could be made. */
-static unsigned int var_new(struct mps_replay *rp)
+/* A new executable graph of segment g (a build from the bucket); its nodes
+ * hold the capture's arguments, which it records as unknown (a byte of
+ * each flipped) so every node is set before its first launch. Its number,
+ * or 0 if none could be made. */
+static unsigned int var_new(struct mps_replay *rp, struct seg *g)
 {
 	uint32_t bytes = 0;
 	uint8_t *args;
 	CUgraphExec exec;
 
-	if (rp->nalt == ALTS || !rp->graph)
+	if (g->nalt == ALTS || !g->graph)
 		return 0;
-	for (unsigned int i = 0; i < rp->nexp; i++)
+	for (unsigned int i = g->first; i < g->first + g->n; i++)
 		bytes += rp->exp[i].f->arg_size;
 	args = malloc(bytes ? bytes : 1);
 	if (!args)
 		return 0;
-	if (!take_build(rp, mps_now_ns()) || mps_drv.cuGraphInstantiateWithFlags(&exec, rp->graph, 0) != CUDA_SUCCESS) {
+	if (!take_build(rp, mps_now_ns()) || mps_drv.cuGraphInstantiateWithFlags(&exec, g->graph, 0) != CUDA_SUCCESS) {
 		free(args);
 		return 0;
 	}
-	rp->alt[rp->nalt].exec = exec;
-	rp->alt[rp->nalt].args = args;
-	rp->nalt++;
-	for (unsigned int i = 0, off = 0; i < rp->nexp; off += rp->run[i].f->arg_size, i++)
+	g->alt[g->nalt].exec = exec;
+	g->alt[g->nalt].args = args;
+	g->nalt++;
+	for (unsigned int i = g->first, off = 0; i < g->first + g->n; off += rp->run[i].f->arg_size, i++)
 		for (uint32_t b = 0; b < rp->run[i].f->arg_size; b++)
 			args[off + b] = (uint8_t)~rp->run[i].args[b];
-	return rp->nalt;
+	return g->nalt;
 }
 
-/* The whole learned run is held: a graph of it goes, with the arguments
- * of this run: the executable graph whose nodes need the fewest new
- * arguments (a new one, while few are kept, when every one needs some). */
-static void launch_graph(struct mps_client *c, struct mps_replay *rp)
+/* Segment g of the learned run is held whole: its graph goes, with the
+ * arguments of this run: the executable graph whose nodes need the fewest
+ * new arguments (a new one, while few are kept, when every one needs
+ * some). */
+static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg *g)
 {
 	void *kp[MPS_FUNC_PARAMS_MAX];
 	CUDA_KERNEL_NODE_PARAMS p;
 	uint64_t t0 = mps_now_ns(), t1;
 	CUresult r = mps__bind_device(c, rp->st->ctx->device);
-	unsigned int updates = 0, v = 0, best = var_diff(rp, 0);
+	unsigned int updates = 0, v = 0, best = var_diff(rp, g, 0);
 	CUgraphExec exec;
 	int timed;
 
-	for (unsigned int k = 1; best && k <= rp->nalt; k++) {
-		unsigned int d = var_diff(rp, k);
+	for (unsigned int k = 1; best && k <= g->nalt; k++) {
+		unsigned int d = var_diff(rp, g, k);
 
 		if (d < best) {
 			best = d;
@@ -365,18 +401,18 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 		}
 	}
 	if (best && r == CUDA_SUCCESS) {
-		unsigned int k = var_new(rp);
+		unsigned int k = var_new(rp, g);
 
 		if (k) {
 			v = k;
-			best = rp->nexp;
+			best = g->n;
 		}
 	}
-	exec = v ? rp->alt[v - 1].exec : rp->exec;
-	for (unsigned int i = 0, off = 0; best && i < rp->nexp && r == CUDA_SUCCESS; i++) {
+	exec = v ? g->alt[v - 1].exec : g->exec;
+	for (unsigned int i = g->first, off = 0; best && i < g->first + g->n && r == CUDA_SUCCESS; i++) {
 		struct launch *now = &rp->run[i];
 		/* Where graph v keeps node i's arguments (as var_diff reads them). */
-		uint8_t *had = v ? rp->alt[v - 1].args + off : rp->exp[i].args;
+		uint8_t *had = v ? g->alt[v - 1].args + off : rp->exp[i].args;
 
 		off += now->f->arg_size;
 		if (!now->f->arg_size || !memcmp(now->args, had, now->f->arg_size))
@@ -389,22 +425,25 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp)
 	}
 	t1 = mps_now_ns();
 	if (r != CUDA_SUCCESS) {
-		/* Nothing launched yet: launch them the usual way, and let the
-		 * graph go (it may no longer match what the driver holds). */
+		/* Nothing of the segment launched yet: launch it the usual way,
+		 * and let the graphs go (they may no longer match what the
+		 * driver holds). */
 		mps_log_debug("client %d: replay refused (%d): launched one by one", (int)c->pid, (int)r);
 		release_held(c, rp);
 		drop_graph(rp);
 		return;
 	}
-	/* GPU time (gputime.h): the run counts as one launch, the graph's
+	/* GPU time (gputime.h): the segment counts as one launch, the graph's
 	 * time as its time. */
 	timed = mps_gputime_begin(c, rp->st);
 	r = mps_drv.cuGraphLaunch(exec, rp->st->s);
 	if (timed >= 0)
 		mps_gputime_end(c, rp->st, timed, r == CUDA_SUCCESS);
-	mps_sched_note_replay(rp->nexp, mps_now_ns() - t0, updates, t1 - t0);
+	mps_sched_note_replay(g->n, mps_now_ns() - t0, updates, t1 - t0);
 	mps__defer_error(c, r, "cuLaunchKernel");
+	rp->sent += g->n;
 	rp->held = 0;
+	rp->cur++;
 	note_held(c, 0);
 }
 
@@ -461,8 +500,8 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		rp->broken = true;
 		return false;
 	}
-	hold = rp->exec && !rp->broken && rp->held == rp->n && st == rp->exp_st && st->green == rp->exp_green &&
-	       rp->n < rp->nexp && same_shape(&rp->run[rp->n], &rp->exp[rp->n]) &&
+	hold = rp->nseg && !rp->broken && rp->sent + rp->held == rp->n && st == rp->exp_st &&
+	       st->green == rp->exp_green && rp->n < rp->nexp && same_shape(&rp->run[rp->n], &rp->exp[rp->n]) &&
 	       (mode == ALWAYS || mps_sched_busy());
 	rp->n++;
 	if (!hold) {
@@ -472,8 +511,8 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		return false;
 	}
 	rp->held++;
-	if (rp->held == rp->nexp)
-		launch_graph(c, rp);
+	if (rp->held == rp->seg[rp->cur].n)
+		launch_graph(c, rp, &rp->seg[rp->cur]);
 	else
 		note_held(c, mps_now_ns());
 	return true;
@@ -507,9 +546,9 @@ static void learn(struct mps_client *c, struct mps_replay *rp)
 {
 	if (rp->nexp && run_is(rp, rp->exp, rp->nexp, rp->exp_st)) {
 		rp->cand_seen = 0;
-		if (rp->exec && rp->exp_green != rp->st->green)
+		if (rp->nseg && rp->exp_green != rp->st->green)
 			drop_graph(rp);   /* its nodes run in the SM share the stream left */
-		if (!rp->exec && keep_run(rp->exp, rp) == rp->n)
+		if (!rp->nseg && keep_run(rp->exp, rp) == rp->n)
 			build(c, rp);   /* the nodes get this run's arguments */
 		return;
 	}
@@ -556,7 +595,7 @@ void mps_replay_boundary(struct mps_client *c, bool forget)
 		rp->exp_st = rp->cand_st = NULL;
 	}
 	rp->st = NULL;
-	rp->n = 0;
+	rp->n = rp->sent = rp->cur = 0;
 	rp->bytes = 0;
 	rp->broken = false;
 }

@@ -4,9 +4,11 @@
 # Launch replay (src/server/replay.h): t_replay's serving loops, with the
 # server replaying whenever it can (OPENMPS_REPLAY=always), must give the
 # same results, and the server must have replayed: most of the 80 runs of
-# the first two loops go as graph launches of 8 kernels. With
-# OPENMPS_REPLAY=0 nothing is replayed and the results are the same; values
-# it cannot read are said in the log and the defaults kept.
+# the first two loops go as graph launches: segments of 8 kernels by
+# default (a run of 8 is one), two of 4 kernels a run with
+# OPENMPS_REPLAY_SEGMENT=4, one of the whole run with 0, eight of one with 1. With OPENMPS_REPLAY=0 nothing is
+# replayed and the results are the same; values it cannot read are said in
+# the log and the defaults kept.
 #
 #   usage: replay.sh BUILD_DIR
 
@@ -16,16 +18,29 @@ metric() { ui get_metrics | sed -n "s/^openmps_server_$1{[^}]*} \([0-9.]*\)$/\1/
 
 # A long hold, so a client the machine keeps from its CPU mid-run still
 # has its runs replayed (the run cut short waits that long each time).
-OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 start_daemon
-LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/always.out" 2>&1 ||
-	fail "t_replay, replaying always: $(tail -n 20 "$dir/always.out")"
-replays=$(metric replays_total)
-kernels=$(metric replayed_kernels_total)
-[ -n "$replays" ] && [ "$replays" -ge 60 ] || fail "replaying always: $replays graph launches (want at least 60)"
-[ -n "$kernels" ] && [ "$kernels" -ge $((replays * 7)) ] ||
-	fail "replaying always: $kernels kernels in $replays graph launches (runs of 8 or 9, a few of 4)"
-[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "replaying always: $replays graph launches, $kernels kernels"
-stop_daemon
+# replaying SEGMENT MIN_GRAPH_LAUNCHES MIN_KERNELS_PER_GRAPH_LAUNCH (x10)
+replaying() {
+	if [ "$1" = default ]; then
+		OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 start_daemon
+	else
+		OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_SEGMENT=$1 start_daemon
+	fi
+	LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/always.$1.out" 2>&1 ||
+		fail "t_replay, replaying always, segments of $1: $(tail -n 20 "$dir/always.$1.out")"
+	replays=$(metric replays_total)
+	kernels=$(metric replayed_kernels_total)
+	[ -n "$replays" ] && [ "$replays" -ge "$2" ] ||
+		fail "segments of $1: $replays graph launches (want at least $2)"
+	[ -n "$kernels" ] && [ $((kernels * 10)) -ge $((replays * $3)) ] ||
+		fail "segments of $1: $kernels kernels in $replays graph launches (want $3/10 a launch or more)"
+	[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "segments of $1: $replays graph launches, $kernels kernels"
+	stop_daemon
+}
+# Runs of 8 or 9 launches, a few of 4 or 7.
+replaying default 60 60
+replaying 4 120 35
+replaying 0 60 70
+replaying 1 480 10
 
 OPENMPS_REPLAY=0 start_daemon
 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/off.out" 2>&1 ||
@@ -33,7 +48,7 @@ LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/off.out" 2>&1 |
 [ "$(metric replays_total)" = 0 ] || fail "replay off: $(metric replays_total) graph launches"
 stop_daemon
 
-OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 OPENMPS_BUSY_THREADS=two start_daemon
+OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 OPENMPS_BUSY_THREADS=two OPENMPS_REPLAY_SEGMENT=257 start_daemon
 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/bad.out" 2>&1 ||
 	fail "t_replay, OPENMPS_REPLAY=sometimes: $(tail -n 20 "$dir/bad.out")"
 grep -q "ignoring OPENMPS_REPLAY=sometimes (want 0, 1 or always)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
@@ -42,5 +57,7 @@ grep -q "ignoring OPENMPS_REPLAY_HOLD_US=-4 (want 1..10000000)" "$CUDA_MPS_LOG_D
 	fail "OPENMPS_REPLAY_HOLD_US=-4 passed in silence"
 grep -q "ignoring OPENMPS_BUSY_THREADS=two (want 0..256)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
 	fail "OPENMPS_BUSY_THREADS=two passed in silence"
+grep -q "ignoring OPENMPS_REPLAY_SEGMENT=257 (want 0..256)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "OPENMPS_REPLAY_SEGMENT=257 passed in silence"
 stop_daemon
 finish
