@@ -61,6 +61,12 @@ ROWS=(
 	"burst|launch enqueue, bursts of 1000: µs|lower"
 	"sustained|launch enqueue, sustained: µs|lower"
 	"roundtrip|launch + synchronize: µs|lower"
+	"q_ctxdev|cuCtxGetDevice: ns|lower"
+	"q_primary|cuDevicePrimaryCtxGetState: ns|lower"
+	"q_funcattr|cuFuncGetAttribute: ns|lower"
+	"q_limit|cuCtxGetLimit: ns|lower"
+	"q_capturing|cuStreamIsCapturing: ns|lower"
+	"q_errstr|cuGetErrorString: ns|lower"
 	"h2d4|4-byte cuMemcpyHtoD: µs|lower"
 	"d2h4|4-byte cuMemcpyDtoH: µs|lower"
 	"h2d_pinned|256 MiB host→device, pinned: GB/s|higher"
@@ -339,6 +345,14 @@ m_launch() {
 	m_keys "$1" launch 120 "$BIN/launch" "${LAUNCH_ARGS[@]}"
 }
 
+# What the queries frameworks make every step cost the caller (bench/queries.c).
+m_queries() {
+	declare -A KEYMAP=([ctx_get_device_ns]=q_ctxdev [primary_ctx_get_state_ns]=q_primary
+		[func_get_attribute_ns]=q_funcattr [ctx_get_limit_ns]=q_limit [stream_is_capturing_ns]=q_capturing
+		[get_error_string_ns]=q_errstr)
+	m_keys "$1" queries 120 "$BIN/queries"
+}
+
 m_copy() {
 	declare -A KEYMAP=([h2d_pinned_gbs]=h2d_pinned [d2h_pinned_gbs]=d2h_pinned
 		[h2d_pageable_gbs]=h2d_pageable [d2h_pageable_gbs]=d2h_pageable)
@@ -436,7 +450,7 @@ elif echo "== build" && ! make -s -j16 bench >/dev/null 2>&1; then
 	# The programs need nothing of openmps: build them directly if make cannot.
 	echo "make bench failed: building the programs directly"
 	mkdir -p "$BIN"
-	for b in spin launch copy idle clients; do
+	for b in spin launch queries copy idle clients; do
 		cc -O2 -std=c11 -D_GNU_SOURCE -Wall -I"$CUDA_HOME/include" -o "$BIN/$b" "bench/$b.c" bench/bench.c \
 			-L"$CUDA_HOME/lib64/stubs" -lcuda || echo "cannot build $b"
 	done
@@ -448,7 +462,7 @@ if [ "$NO_BUILD" = 0 ] || [ ! -s "$PTX" ]; then
 	make -s "$BUILD/tests/kernels.ptx" >/dev/null 2>&1 ||
 		{ mkdir -p "$(dirname "$PTX")" && "$CUDA_HOME/bin/nvcc" -ptx -arch=compute_90 -o "$PTX" tests/kernels/kernels.cu; }
 fi
-for b in spin launch copy idle clients; do
+for b in spin launch queries copy idle clients; do
 	[ -x "$BIN/$b" ] || { echo "missing $BIN/$b: cannot benchmark"; exit 1; }
 done
 [ -s "$PTX" ] || { echo "missing $PTX: cannot benchmark"; exit 1; }
@@ -481,10 +495,12 @@ run_column() {
 		echo "-- $col: 8 spin processes in $n fault domains"
 		m_spin "$col" 8 "$n" || restart_daemon "$col"
 	done
-	for r in launch copy idle; do
+	for r in launch queries copy idle; do
 		if out_of_time; then
 			case $r in
 			launch) for id in burst sustained roundtrip h2d4 d2h4; do set_cell $id "$col" skip time; done ;;
+			queries) for id in q_ctxdev q_primary q_funcattr q_limit q_capturing q_errstr; do
+				set_cell $id "$col" skip time; done ;;
 			copy) for id in h2d_pinned d2h_pinned h2d_pageable d2h_pageable; do set_cell $id "$col" skip time; done ;;
 			idle) set_cell idle_mib "$col" skip time ;;
 			esac
