@@ -705,9 +705,11 @@ static CUresult add_node_plain(CUgraphNode *out, CUgraph graph, const CUgraphNod
 		if (!out || !graph)
 			return CUDA_ERROR_INVALID_VALUE;
 		return add_cond_node(out, graph, deps, ndeps, &p->conditional);
-	case CU_GRAPH_NODE_TYPE_HOST:
-		WARN_ONCE("graph host nodes are not served yet");
-		return CUDA_ERROR_NOT_SUPPORTED;
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		const CUDA_HOST_NODE_PARAMS hp = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return add_host_node(out, graph, deps, ndeps, &hp);
+	}
 	case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
 	case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
 	case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
@@ -773,6 +775,11 @@ static CUresult node_set_params(CUgraphNode node, CUgraphNodeParams *p)
 		return mps__fwd_cuGraphEventRecordNodeSetEvent(node, p->eventRecord.event);
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		return mps__fwd_cuGraphEventWaitNodeSetEvent(node, p->eventWait.event);
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		const CUDA_HOST_NODE_PARAMS hp = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return host_node_set(node, &hp);
+	}
 	case CU_GRAPH_NODE_TYPE_EMPTY:
 		return CUDA_SUCCESS;
 	default:

@@ -10,10 +10,11 @@
  * thousand in flight) each run once, in their stream's order. A stream
  * callback gets its stream and CUDA_SUCCESS; bad arguments are refused.
  * The legacy and per-thread default streams take host functions too.
- * In a graph, built with a host node or captured, the function runs once
- * per launch, after the work before it and before the work after it; a
- * stream callback cannot be captured. Host functions make no CUDA call, as
- * the driver requires.
+ * In a graph, built with a host node (cuGraphAddHostNode, or cuGraphAddNode
+ * with its parameters set again by cuGraphNodeSetParams) or captured, the
+ * function runs once per launch, after the work before it and before the
+ * work after it; a stream callback cannot be captured. Host functions make
+ * no CUDA call, as the driver requires.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,17 +225,19 @@ static void CUDA_CB graph_fn(void *arg)
 	__atomic_fetch_add(&g->runs, 1, __ATOMIC_RELEASE);
 }
 
+enum { BUILT, CAPTURED, BUILT_GENERIC };
+
 /* The graph: spin_then_store(value) -> copy to the pinned word -> host
- * function -> memset of the device word to 0, built by hand (host node) or
- * by capture. */
-static CUgraph graph_with_host(CUstream s, bool capture, struct graph_run *g, CUdeviceptr d, uint32_t *word,
+ * function -> memset of the device word to 0, built by hand (a host node
+ * from cuGraphAddHostNode or from cuGraphAddNode) or by capture. */
+static CUgraph graph_with_host(CUstream s, int how, struct graph_run *g, CUdeviceptr d, uint32_t *word,
 			       uint32_t *value)
 {
 	CUfunction spin = t_func(t_module(), "spin_then_store");
 	long long cycles = 20LL * 1000 * 1000;
 	CUgraph graph;
 
-	if (capture) {
+	if (how == CAPTURED) {
 		void *args[] = { &cycles, &d, value };
 
 		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -269,7 +272,19 @@ static CUgraph graph_with_host(CUstream s, bool capture, struct graph_run *g, CU
 		cp.Height = 1;
 		cp.Depth = 1;
 		CHECK(cuGraphAddMemcpyNode(&c, graph, &k, 1, &cp, ctx));
-		CHECK(cuGraphAddHostNode(&h, graph, &c, 1, &hp));
+		if (how == BUILT_GENERIC) {
+			CUgraphNodeParams np;
+
+			memset(&np, 0, sizeof(np));
+			np.type = CU_GRAPH_NODE_TYPE_HOST;
+			np.host.fn = graph_fn;
+			np.host.userData = NULL;
+			CHECK(cuGraphAddNode(&h, graph, &c, NULL, 1, &np));
+			np.host.userData = g;   /* and set through the generic call */
+			CHECK(cuGraphNodeSetParams(h, &np));
+		} else {
+			CHECK(cuGraphAddHostNode(&h, graph, &c, 1, &hp));
+		}
 		memset(&got, 0, sizeof(got));
 		CHECK(cuGraphHostNodeGetParams(h, &got));
 		EXPECT(got.fn == graph_fn && got.userData == g, "a host node's parameters read back wrong");
@@ -335,14 +350,15 @@ static void graphs(CUstream s)
 
 	CHECK(cuMemAlloc(&d, 4));
 	CHECK(cuMemAllocHost((void **)&word, 4));
-	for (int capture = 0; capture < 2; capture++) {
+	for (int how = BUILT; how <= BUILT_GENERIC; how++) {
 		struct graph_run g = { .word = word };
+		const char *what = how == CAPTURED ? "a captured" : how == BUILT ? "a built" : "a generically built";
 		CUgraphExec ge;
 		CUgraph graph;
 
 		value = FLAG;
-		graph = graph_with_host(s, capture, &g, d, word, &value);
-		graph_shape(graph, capture);
+		graph = graph_with_host(s, how, &g, d, word, &value);
+		graph_shape(graph, how == CAPTURED);
 		CHECK(cuGraphInstantiateWithFlags(&ge, graph, 0));
 		for (int i = 0; i < 3; i++) {
 			__atomic_store_n(&word[0], POISON, __ATOMIC_RELEASE);
@@ -351,12 +367,11 @@ static void graphs(CUstream s)
 			CHECK(cuGraphLaunch(ge, s));
 			CHECK(cuMemcpyDtoHAsync(&back, d, 4, s));
 			CHECK(cuStreamSynchronize(s));
-			EXPECT(back == 0, "%s graph, launch %d: the memset after the host function left %#x",
-			       capture ? "a captured" : "a built", i, back);
+			EXPECT(back == 0, "%s graph, launch %d: the memset after the host function left %#x", what, i,
+			       back);
 		}
 		EXPECT(__atomic_load_n(&g.runs, __ATOMIC_ACQUIRE) == 3 && !__atomic_load_n(&g.wrong, __ATOMIC_ACQUIRE),
-		       "%s graph: its host function ran %d times for 3 launches, %d early",
-		       capture ? "a captured" : "a built", g.runs, g.wrong);
+		       "%s graph: its host function ran %d times for 3 launches, %d early", what, g.runs, g.wrong);
 		CHECK(cuGraphExecDestroy(ge));
 		CHECK(cuGraphDestroy(graph));
 	}
