@@ -120,9 +120,10 @@ def table(workload, nat1, nat2, r1, r2, om_warm, om_done, r):
     return "\n".join(lines) + "\n", summary, rows
 
 
-def window(prefix):
+def window_rows(prefix):
     """Per-request averages over the processes of one infer.py window (see
-    the top of the file): the table as text, and the processes read."""
+    the top of the file): rows (function, calls, messages, round trips, µs
+    waited), most waited first, and the processes read."""
     import glob
     sums, procs = {}, 0
     for warm in sorted(glob.glob(glob.escape(prefix) + ".*.warm")):
@@ -141,6 +142,12 @@ def window(prefix):
         procs += 1
     rows = sorted(((n, *(v / procs for v in r)) for n, r in sums.items() if procs and any(r)),
                   key=lambda x: (-x[4], -x[2], x[0]))
+    return rows, procs
+
+
+def window(prefix):
+    """window_rows as a table: the text, and the processes read."""
+    rows, procs = window_rows(prefix)
     lines = [f"Per request, averaged over {procs} processes: "
              f"{fmt(sum(x[2] for x in rows))} messages, {fmt(sum(x[3] for x in rows))} round trips, "
              f"{fmt(sum(x[4] for x in rows))} µs waited.", "",

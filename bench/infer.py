@@ -627,6 +627,9 @@ def cmd_run(args):
             return 2
     import multiprocessing
     mp = multiprocessing.get_context("fork")
+    # Under OPENMPS_CALL_STATS (INFER_CALL_STATS=1 in infer.sh), each cell's
+    # processes write their tables under a prefix of the cell's own.
+    stats_base = os.environ.get("OPENMPS_CALL_STATS") if args.mode == "openmps" else None
     t_start = time.perf_counter()
     for k, n in enumerate(ns):
         if k:
@@ -639,7 +642,11 @@ def cmd_run(args):
             rec = skipped(args, n, f"out of time ({elapsed:.0f} s of {args.budget_s:.0f})")
         else:
             log(f"{args.mode} {args.model} N={n}: starting {n} processes")
+            if stats_base:
+                os.environ["OPENMPS_CALL_STATS"] = f"{stats_base}.{args.model}.n{n}"
             rec = run_cell(args, mp, n)
+            if stats_base and rec["status"] == "ok":
+                rec.update(call_waits(f"{stats_base}.{args.model}.n{n}"))
             if torch_version:
                 rec["torch"] = torch_version
         print(json.dumps(rec), flush=True)
@@ -652,6 +659,19 @@ def cmd_run(args):
             log(f"{args.mode} {args.model} N={n}: {rec['status']}: {rec.get('error')}"
                 + (f" (the {rec['ran']} that ran: {rec['partial']['rps']} req/s)" if rec.get("ran") else ""))
     return 0
+
+
+def call_waits(prefix):
+    """What a request of the window waited for replies, from the client
+    library's tables (bench/calltable.py window): the total µs and the
+    functions that waited, most first."""
+    import calltable
+    rows, procs = calltable.window_rows(prefix)
+    if not procs:
+        return {}
+    waited = [(name, w) for name, _c, _m, _t, w in rows if w > 0]
+    return {"waited_us_per_req": round(sum(w for _n, w in waited), 1),
+            "waits": ", ".join(f"{name} {w:.1f}" for name, w in waited[:4])}
 
 
 def cmd_once(args):
@@ -697,10 +717,10 @@ TSV_FIELDS = ("kind", "model", "n", "mode", "status", "rps", "p50_us", "p99_us",
               "ran", "failed", "refused", "wrong", "warning", "error", "items", "user_pct", "sys_pct",
               "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0",
               "client_us_per_req", "client_sys_us_per_req", "preempted_per_req", "slept_per_req") + SERVE_FIELDS + (
-                  "top_ops",)
+                  "top_ops", "waited_us_per_req", "waits")
 NUM_FIELDS = ("rps", "p50_us", "p99_us", "value", "user_pct", "sys_pct", "server_us_per_req", "server_cpu_pct",
               "calls_per_req", "trips_per_req", "client_us_per_req", "client_sys_us_per_req", "preempted_per_req",
-              "slept_per_req") + SERVE_FIELDS
+              "slept_per_req", "waited_us_per_req") + SERVE_FIELDS
 
 # The server-CPU rows bench/infer.sh measures: id, label ({n}: the record's n).
 CPU_ROWS = (
@@ -867,6 +887,15 @@ def serve_table(recs):
     for model, n in cells_sorted:
         if cells[(model, n)].get("top_ops"):
             out.append(f"| {model} | {n} | {cells[(model, n)]['top_ops']} |")
+    # What a request waited for replies, as the client counted (INFER_CALL_STATS=1).
+    waited = [(m, n) for m, n in cells_sorted if cells[(m, n)].get("waits")]
+    if waited:
+        out.append("")
+        out.append("| model | N | µs waited for replies per request | by function (µs) |")
+        out.append("|---|---:|---:|---|")
+        for model, n in waited:
+            r = cells[(model, n)]
+            out.append(f"| {model} | {n} | {fmt_num(r.get('waited_us_per_req'))} | {r['waits']} |")
     return "\n".join(out) + "\n"
 
 
@@ -1016,11 +1045,22 @@ def cmd_selftest(args):
           and fig.get("calls_per_req") == 17.0)
     st = serve_table([dict(recs[2], **fig)])
     check("serve table", "| cnn | 16 | 160 | 80.0 | 64.0 | 4.00 | - | - | - | - | 4.00 | 0.50 | - | - | - |" in st)
+    import tempfile
+    cs = tempfile.mkdtemp()
+    for name, text in (("s.cnn.n16.7.warm", "# x\n10 10 0 0 cuLaunchKernel\n1 1 1 40 cuStreamSynchronize\n"),
+                       ("s.cnn.n16.7.done-10", "# x\n150 150 0 0 cuLaunchKernel\n11 11 11 540 cuStreamSynchronize\n"
+                                              "10 10 10 1230 cuMemcpyDtoHAsync\n")):
+        with open(os.path.join(cs, name), "w", encoding="utf-8") as f:
+            f.write(text)
+    w = call_waits(os.path.join(cs, "s.cnn.n16"))
+    check("waits from the client's tables", w == {"waited_us_per_req": 173.0,
+                                                  "waits": "cuMemcpyDtoHAsync 123.0, cuStreamSynchronize 50.0"})
+    st = serve_table([dict(recs[2], **fig, **w)])
+    check("serve table: waits", "| cnn | 16 | 173 | cuMemcpyDtoHAsync 123.0, cuStreamSynchronize 50.0 |" in st)
     c = cpu_table(recs)
     check("cpu table: 16 idle clients, ratio 0.50", "16 idle clients" in c and "| 0.50 |" in c)
     buf = io.StringIO()
     write_tsv(recs, buf)
-    import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
         f.write(buf.getvalue())
     back = read_records([f.name])

@@ -49,7 +49,11 @@
 # INFER_SYNCS (default 20000), INFER_SPINS (default 5000), INFER_DEVICE
 # (default cuda), INFER_COLUMNS (default "native mps openmps": which columns
 # run, to compare one column under other settings), INFER_SERVER_ROWS
-# (default 1; 0 skips the idle and per-call server-CPU rows).
+# (default 1; 0 skips the idle and per-call server-CPU rows),
+# INFER_CALL_STATS (default 0; 1: openmps's clients count their calls and
+# time their waits for replies, OPENMPS_CALL_STATS, and the tables say what
+# a request of each cell waited for, by function; the counting costs a
+# little, so the figures of such a run are not the headline's).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
@@ -139,6 +143,7 @@ col_env() {
 	openmps)
 		ENVV+=("LD_LIBRARY_PATH=$ROOT/$BUILD/lib$llp")
 		ENVV+=("CUDA_MPS_PIPE_DIRECTORY=$WORK/om-pipe" "CUDA_MPS_LOG_DIRECTORY=$WORK/om-log")
+		[ "${INFER_CALL_STATS:-0}" = 1 ] && ENVV+=("OPENMPS_CALL_STATS=$WORK/callstats/s")
 		[ -n "$REAL_DRIVER" ] && ENVV+=("OPENMPS_DRIVER=$REAL_DRIVER") ;;
 	openmps-daemon)
 		# The daemon and its server find the real driver (OPENMPS_DRIVER says which).
@@ -454,7 +459,7 @@ done
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)
 GPU_DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)
 echo "== device: ${GPU_NAME:-unknown}, driver ${GPU_DRIVER:-unknown}${TORCH:+, $TORCH}, $(nproc) CPUs"
-mkdir -p "$WORK/native-pipe"
+mkdir -p "$WORK/native-pipe" "$WORK/callstats"
 
 # ---------------------------------------------------------------------------
 # Model by model, the three columns one after the other, each with its
