@@ -17,9 +17,11 @@
 #include <unistd.h>
 
 #include "common/atomics.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/sock.h"
 #include "server/control.h"
+#include "server/fault.h"
 #include "server/main.h"
 #include "server/sched.h"
 #include "server/server.h"
@@ -111,8 +113,16 @@ void mps_client_kill(struct mps_client *c, const char *why)
 {
 	int alive = 0;
 
+	if (mps_load_acquire(&c->dead))
+		return;
+	/* A client that leaves because a GPU fault ended it (a reply the GPU
+	 * stored may tell it before any thread of ours has looked) must leave
+	 * after the fault is raised: the report names every client that had
+	 * work running and had not begun to leave by then (fault.c). */
+	mps_fault_look();
 	if (!mps_cas(&c->dead, &alive, 1))
 		return;
+	mps_store_release(&c->dead_ns, mps_now_ns());
 	if (why)
 		mps_log_info("client %d: %s", (int)c->pid, why);
 	/* The client sees its connection end; our watch sees the hangup. */
@@ -123,6 +133,13 @@ void mps_client_kill(struct mps_client *c, const char *why)
 void mps_client_put(struct mps_client *c)
 {
 	if (mps_fetch_sub(&c->refs, 1) != 1)
+		return;
+	/* After a GPU fault the client stays listed for the report, which
+	 * names every client that had work running, even one the fault's
+	 * error has ended meanwhile; the server exits right after it. A
+	 * client may learn of the fault before any thread of ours has looked
+	 * (a reply the GPU stored), so its leaving looks too. */
+	if (mps_fault_look())
 		return;
 	pthread_mutex_lock(&mps_srv.lock);
 	for (struct mps_client **pp = &mps_srv.clients; *pp; pp = &(*pp)->next) {

@@ -4,8 +4,11 @@
  * which device and stream, and the kernel if it was a launch), kept in
  * relaxed atomics by its service thread and read by the main thread at the
  * fault. A client counts as having had work running if it queued work in
- * the last RECENT_NS before the fault was seen and is not already leaving. Kernel names are interned
- * (kept for the life of the server) so the report never reads a freed name.
+ * the last RECENT_NS before the fault was seen and had not begun to leave
+ * by then: a client that leaves after the fault (most often because the
+ * fault's error ended it, before the main thread wrote the report) still
+ * counts. Kernel names are interned (kept for the life of the server) so
+ * the report never reads a freed name.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -65,27 +68,34 @@ static int dead_device(CUresult *err)
 	return dead;
 }
 
-void mps_fault_slow(CUresult r)
+bool mps_fault_look(void)
 {
 	int none = 0, d;
 	uint64_t one = 1;
+	CUresult r;
 
-	(void)r;
-	if (mps_load_acquire(&fault_err))
-		return;
+	if (mps_load_acquire(&fault_claimed))
+		return true;
 	d = dead_device(&r);
 	if (d < 0)
-		return;   /* the client's own error, the context fine */
+		return false;   /* the client's own error, the context fine */
 	/* Threads that see the fault at once: one records it, and fault_err
 	 * (released last) publishes the device and the time with it. */
 	if (!mps_cas(&fault_claimed, &none, 1))
-		return;
+		return true;
 	fault_dev = d;
 	fault_ns = mps_now_ns();
 	mps_store_release(&fault_err, (int)r);
 	if (write(wake_fd, &one, sizeof(one)) < 0) {
 		/* The counter is already non-zero: the main thread is woken. */
 	}
+	return true;
+}
+
+void mps_fault_slow(CUresult r)
+{
+	(void)r;
+	mps_fault_look();
 }
 
 /* ---- culprits ----------------------------------------------------------- */
@@ -162,10 +172,13 @@ void mps_fault_finish(void)
 	pthread_mutex_lock(&mps_srv.lock);
 	for (struct mps_client *c = mps_srv.clients; c; c = c->next) {
 		uint64_t t = mps_load_acquire(&c->work.ns);
+		uint64_t gone = mps_load_acquire(&c->dead_ns);
 
 		all++;
-		/* A client on its way out (its last call answered) had nothing running. */
-		if (t && !mps_load_acquire(&c->dead) && t + RECENT_NS >= fault_ns &&
+		/* A client already on its way out when the fault was seen (its
+		 * last call answered) had nothing running; one leaving since, or
+		 * leaving now (dead, its time not yet written), had. */
+		if (t && !(mps_load_acquire(&c->dead) && gone && gone < fault_ns) && t + RECENT_NS >= fault_ns &&
 		    mps_load_relaxed(&c->work.dev) == fault_dev &&
 		    n < (int)(sizeof(running) / sizeof(running[0])))
 			running[n++] = c;

@@ -54,6 +54,11 @@ int mps_fault_init_fd(void);
 /* A result some client got: if it is sticky and a device's context is
  * dead, raises the fault (once) and wakes the main thread. Any thread. */
 void mps_fault_slow(CUresult r);
+
+/* Raises the fault (once) if a device's context is dead; whether a fault
+ * was seen (the server is about to report it and exit). Any thread. */
+bool mps_fault_look(void);
+
 static inline void mps_fault_check(CUresult r)
 {
 	if (mps_fault_sticky(r))

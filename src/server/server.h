@@ -182,6 +182,7 @@ struct mps_client {
 	int sock;
 	int refs;                       /* atomic */
 	int dead;                       /* atomic: phase 1 of teardown */
+	uint64_t dead_ns;               /* atomic: when it began (0 until written, after dead) */
 
 	int region_fd;
 	struct mps_region *region;
