@@ -66,8 +66,6 @@ void mps__op_fwd_cuCtxResetPersistingL2Cache(struct mps_client *c, const struct 
 		goto out;
 	}
 	r = mps_drv.cuCtxResetPersistingL2Cache();
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -122,8 +120,6 @@ void mps__op_fwd_cuStreamSetAttribute(struct mps_client *c, const struct mps_msg
 	attr = (CUstreamAttrID)q->a1;
 	memcpy(&value_v, q->a2, sizeof(value_v));
 	r = mps__hook_cuStreamSetAttribute(c, hStream_s, attr, &value_v);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -149,8 +145,6 @@ void mps__op_fwd_cuStreamCopyAttributes(struct mps_client *c, const struct mps_m
 		goto out;
 	}
 	r = mps_drv.cuStreamCopyAttributes(dst_s->s, src_s->s);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -174,8 +168,6 @@ void mps__op_fwd_cuStreamWaitValue32_v2(struct mps_client *c, const struct mps_m
 	value = (cuuint32_t)q->a2;
 	flags = (unsigned int)q->a3;
 	r = mps__hook_cuStreamWaitValue32_v2(c, stream_s, addr, value, flags);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__defer_error(c, r, "cuStreamWaitValue32_v2");
 }
@@ -199,8 +191,6 @@ void mps__op_fwd_cuStreamWaitValue64_v2(struct mps_client *c, const struct mps_m
 	value = (cuuint64_t)q->a2;
 	flags = (unsigned int)q->a3;
 	r = mps__hook_cuStreamWaitValue64_v2(c, stream_s, addr, value, flags);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__defer_error(c, r, "cuStreamWaitValue64_v2");
 }
@@ -224,8 +214,6 @@ void mps__op_fwd_cuStreamWriteValue32_v2(struct mps_client *c, const struct mps_
 	value = (cuuint32_t)q->a2;
 	flags = (unsigned int)q->a3;
 	r = mps__hook_cuStreamWriteValue32_v2(c, stream_s, addr, value, flags);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__defer_error(c, r, "cuStreamWriteValue32_v2");
 }
@@ -249,8 +237,6 @@ void mps__op_fwd_cuStreamWriteValue64_v2(struct mps_client *c, const struct mps_
 	value = (cuuint64_t)q->a2;
 	flags = (unsigned int)q->a3;
 	r = mps__hook_cuStreamWriteValue64_v2(c, stream_s, addr, value, flags);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__defer_error(c, r, "cuStreamWriteValue64_v2");
 }
@@ -284,8 +270,6 @@ void mps__op_fwd_cuStreamBatchMemOp_v2(struct mps_client *c, const struct mps_ms
 		goto out;
 	}
 	r = mps__hook_cuStreamBatchMemOp_v2(c, stream_s, count, (CUstreamBatchMemOpParams*)paramArray, flags);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__defer_error(c, r, "cuStreamBatchMemOp_v2");
 }
@@ -851,8 +835,6 @@ void mps__op_fwd_cuGraphAddDependencies_v2(struct mps_client *c, const struct mp
 		goto out;
 	}
 	r = mps_drv.cuGraphAddDependencies_v2(hGraph, from, to, edgeData, numDependencies);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	free(from);
 	free(to);
@@ -914,8 +896,6 @@ void mps__op_fwd_cuGraphRemoveDependencies_v2(struct mps_client *c, const struct
 		goto out;
 	}
 	r = mps_drv.cuGraphRemoveDependencies_v2(hGraph, from, to, edgeData, numDependencies);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	free(from);
 	free(to);
@@ -1298,8 +1278,6 @@ void mps__op_fwd_cuGraphEventRecordNodeSetEvent(struct mps_client *c, const stru
 		goto out;
 	}
 	r = mps_drv.cuGraphEventRecordNodeSetEvent(hNode, event);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -1327,8 +1305,6 @@ void mps__op_fwd_cuGraphEventWaitNodeSetEvent(struct mps_client *c, const struct
 		goto out;
 	}
 	r = mps_drv.cuGraphEventWaitNodeSetEvent(hNode, event);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -1436,8 +1412,6 @@ void mps__op_fwd_cuGraphMemsetNodeSetParams(struct mps_client *c, const struct m
 		goto out;
 	memcpy(&nodeParams_v, q->a1, sizeof(nodeParams_v));
 	r = mps__hook_cuGraphMemsetNodeSetParams(c, hNode, &nodeParams_v);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -1547,8 +1521,6 @@ void mps__op_fwd_cuGraphKernelNodeCopyAttributes(struct mps_client *c, const str
 		goto out;
 	}
 	r = mps_drv.cuGraphKernelNodeCopyAttributes(dst, src);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -1605,8 +1577,6 @@ void mps__op_fwd_cuGraphKernelNodeSetAttribute(struct mps_client *c, const struc
 	attr = (CUkernelNodeAttrID)q->a1;
 	memcpy(&value_v, q->a2, sizeof(value_v));
 	r = mps__hook_cuGraphKernelNodeSetAttribute(c, hNode, attr, &value_v);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -1760,8 +1730,6 @@ void mps__op_fwd_cuGraphLaunch(struct mps_client *c, const struct mps_msg *m)
 		goto out;
 	}
 	r = mps_drv.cuGraphLaunch(hGraphExec, hStream_s->s);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__defer_error(c, r, "cuGraphLaunch");
 }
@@ -1788,8 +1756,6 @@ void mps__op_fwd_cuGraphUpload(struct mps_client *c, const struct mps_msg *m)
 		goto out;
 	}
 	r = mps_drv.cuGraphUpload(hGraphExec, hStream_s->s);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__defer_error(c, r, "cuGraphUpload");
 }
@@ -1819,8 +1785,6 @@ void mps__op_fwd_cuGraphNodeSetEnabled(struct mps_client *c, const struct mps_ms
 		goto out;
 	}
 	r = mps_drv.cuGraphNodeSetEnabled(hGraphExec, hNode, isEnabled);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -1886,8 +1850,6 @@ void mps__op_fwd_cuGraphExecChildGraphNodeSetParams(struct mps_client *c, const 
 	if (!childGraph_o)
 		goto out;
 	r = mps__hook_cuGraphExecChildGraphNodeSetParams(c, hGraphExec, hNode, childGraph);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -1920,8 +1882,6 @@ void mps__op_fwd_cuGraphExecEventRecordNodeSetEvent(struct mps_client *c, const 
 		goto out;
 	}
 	r = mps_drv.cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, event);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -1954,8 +1914,6 @@ void mps__op_fwd_cuGraphExecEventWaitNodeSetEvent(struct mps_client *c, const st
 		goto out;
 	}
 	r = mps_drv.cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, event);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -1986,8 +1944,6 @@ void mps__op_fwd_cuGraphExecMemsetNodeSetParams(struct mps_client *c, const stru
 	if (!ctx_o)
 		goto out;
 	r = mps__hook_cuGraphExecMemsetNodeSetParams(c, hGraphExec, hNode, &memsetParams_v, ctx);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -2009,8 +1965,6 @@ void mps__op_fwd_cuDeviceGraphMemTrim(struct mps_client *c, const struct mps_msg
 		goto out;
 	}
 	r = mps_drv.cuDeviceGraphMemTrim(device);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -2043,8 +1997,6 @@ void mps__op_fwd_cuGraphExecUpdate_v2(struct mps_client *c, const struct mps_msg
 	memset(&resultInfo_v, 0, sizeof(resultInfo_v));
 	r = mps__hook_cuGraphExecUpdate_v2(c, hGraphExec, hGraph, &resultInfo_v);
 	memcpy(o->o2, &resultInfo_v, sizeof(resultInfo_v));
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -2092,8 +2044,6 @@ void mps__op_fwd_cuStreamUpdateCaptureDependencies_v2(struct mps_client *c, cons
 		goto out;
 	}
 	r = mps_drv.cuStreamUpdateCaptureDependencies_v2(hStream_s->s, dependencies, dependencyData, numDependencies, flags);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	free(dependencies);
 	mps__reply(c, m->slot, r);
@@ -2177,8 +2127,6 @@ void mps__op_fwd_cuDeviceSetMemPool(struct mps_client *c, const struct mps_msg *
 	if (!pool_o)
 		goto out;
 	r = mps__hook_cuDeviceSetMemPool(c, dev, pool);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -2261,8 +2209,6 @@ void mps__op_fwd_cuMemSetMemPool(struct mps_client *c, const struct mps_msg *m)
 	if (!pool_o)
 		goto out;
 	r = mps__hook_cuMemSetMemPool(c, &location_v, type, pool);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -2332,8 +2278,6 @@ void mps__op_fwd_cuMemPoolTrimTo(struct mps_client *c, const struct mps_msg *m)
 		goto out;
 	minBytesToKeep = (size_t)q->a1;
 	r = mps__hook_cuMemPoolTrimTo(c, pool, minBytesToKeep);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -2366,8 +2310,6 @@ void mps__op_fwd_cuMemPoolSetAccess(struct mps_client *c, const struct mps_msg *
 		goto out;
 	}
 	r = mps__hook_cuMemPoolSetAccess(c, pool, map, count);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
@@ -2518,8 +2460,6 @@ void mps__op_fwd_cuMemSetAccess(struct mps_client *c, const struct mps_msg *m)
 		goto out;
 	}
 	r = mps__hook_cuMemSetAccess(c, ptr, size, desc, count);
-	if (r != CUDA_SUCCESS)
-		goto out;
 out:
 	mps__reply(c, m->slot, r);
 }
