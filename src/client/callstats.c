@@ -25,6 +25,7 @@
 #include "client/client.h"
 #include "client/gen/symbols.h"
 #include "common/atomics.h"
+#include "common/clock.h"
 
 #define OUTSIDE MPS_NSYMS   /* the row of messages sent outside any driver call */
 
@@ -134,11 +135,12 @@ void mps__stats_round_trip(void)
 		mps_fetch_add(&trips[i], 1);
 }
 
-/* A wait for the server's (or the GPU's) reply took ns. */
-void mps__stats_waited(uint64_t ns)
+/* A wait for the server's (or the GPU's) reply, begun at start, is over
+ * (the clock is read only while counting). */
+void mps__stats_waited(uint64_t start)
 {
 	int i = mps_load_relaxed(&on) == 1 ? row() : -1;
 
 	if (i >= 0)
-		mps_fetch_add(&waited_ns[i], ns);
+		mps_fetch_add(&waited_ns[i], mps_now_ns() - start);
 }

@@ -476,6 +476,6 @@ bool mps__stats_on(void);
 void mps__stats_call(int idx);
 void mps__stats_message(void);
 void mps__stats_round_trip(void);
-void mps__stats_waited(uint64_t ns);
+void mps__stats_waited(uint64_t start);
 
 #endif

@@ -322,7 +322,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 		uint64_t waited;
 
 		if (st == MPS_SLOT_DONE) {
-			mps__stats_waited(mps_now_ns() - start);
+			mps__stats_waited(start);
 			return CUDA_SUCCESS;
 		}
 		if (++spins < 64) {
