@@ -136,10 +136,9 @@ void mps_client_put(struct mps_client *c)
 		return;
 	/* After a GPU fault the client stays listed for the report, which
 	 * names every client that had work running, even one the fault's
-	 * error has ended meanwhile; the server exits right after it. A
-	 * client may learn of the fault before any thread of ours has looked
-	 * (a reply the GPU stored), so its leaving looks too. */
-	if (mps_fault_look())
+	 * error has ended meanwhile (its kill looked for the fault first);
+	 * the server exits right after it. */
+	if (mps_fault_seen())
 		return;
 	pthread_mutex_lock(&mps_srv.lock);
 	for (struct mps_client **pp = &mps_srv.clients; *pp; pp = &(*pp)->next) {

@@ -92,10 +92,9 @@ bool mps_fault_look(void)
 	return true;
 }
 
-void mps_fault_slow(CUresult r)
+bool mps_fault_seen(void)
 {
-	(void)r;
-	mps_fault_look();
+	return mps_load_acquire(&fault_claimed) != 0;
 }
 
 /* ---- culprits ----------------------------------------------------------- */

@@ -51,18 +51,19 @@ static inline bool mps_fault_sticky(CUresult r)
 int mps_fault_init(void);
 int mps_fault_init_fd(void);
 
-/* A result some client got: if it is sticky and a device's context is
- * dead, raises the fault (once) and wakes the main thread. Any thread. */
-void mps_fault_slow(CUresult r);
-
-/* Raises the fault (once) if a device's context is dead; whether a fault
- * was seen (the server is about to report it and exit). Any thread. */
+/* Raises the fault (once) if a device's context is dead and wakes the
+ * main thread; whether a fault was seen (the server is about to report it
+ * and exit). Any thread. */
 bool mps_fault_look(void);
 
+/* Whether a fault was seen, without looking. Any thread. */
+bool mps_fault_seen(void);
+
+/* A result some client got: if it is sticky, looks for the fault. */
 static inline void mps_fault_check(CUresult r)
 {
 	if (mps_fault_sticky(r))
-		mps_fault_slow(r);
+		mps_fault_look();
 }
 
 /* The interned copy of a kernel's name, for the report (NULL if out of
