@@ -81,7 +81,6 @@ struct mps_replay {
 	uint32_t bytes;             /* their argument bytes */
 	unsigned int sent;          /* the first `sent` went as graphs (whole segments) ... */
 	unsigned int held;          /* ... the next `held` are held (then sent + held == n) */
-	unsigned int cur;           /* the segment being held: seg[cur].first == sent */
 	bool broken;                /* too long to keep */
 	struct launch run[RUN_MAX];
 
@@ -443,7 +442,6 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg
 	mps__defer_error(c, r, "cuLaunchKernel");
 	rp->sent += g->n;
 	rp->held = 0;
-	rp->cur++;
 	note_held(c, 0);
 }
 
@@ -473,6 +471,7 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 {
 	struct mps_replay *rp;
 	struct launch l = { 0 };
+	struct seg *g;
 	bool hold;
 
 	if (mode == OFF || c->captures || !(rp = get(c)))
@@ -511,8 +510,11 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		return false;
 	}
 	rp->held++;
-	if (rp->held == rp->seg[rp->cur].n)
-		launch_graph(c, rp, &rp->seg[rp->cur]);
+	/* The segment being held starts where those sent end; every segment
+	 * but the last is as long as the first. */
+	g = &rp->seg[rp->sent / rp->seg[0].n];
+	if (rp->held == g->n)
+		launch_graph(c, rp, g);
 	else
 		note_held(c, mps_now_ns());
 	return true;
@@ -595,7 +597,7 @@ void mps_replay_boundary(struct mps_client *c, bool forget)
 		rp->exp_st = rp->cand_st = NULL;
 	}
 	rp->st = NULL;
-	rp->n = rp->sent = rp->cur = 0;
+	rp->n = rp->sent = 0;
 	rp->bytes = 0;
 	rp->broken = false;
 }
