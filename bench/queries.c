@@ -4,14 +4,13 @@
  * call: a decode step of an HF model asks the driver for the current
  * context's device hundreds of times, for the primary context's state,
  * kernel attributes, limits, capture status and error strings (145,000
- * calls for 32 tokens of GPT-2; docs/CALLS.md), and launches, which are
- * timed here as the caller pays them (the enqueue, a synchronize after
- * each burst not counted). Natively the driver answers each; under openmps
- * the client library does, so the figures compare the two directly.
+ * calls for 32 tokens of GPT-2; docs/CALLS.md). Natively the driver answers
+ * each; under openmps the client library does, so the figures compare the
+ * two directly. (What a launch costs the caller is bench/launch.c's.)
  *
- *   queries [CALLS]   (default 1,000,000 a query; launches in bursts of 1000)
+ *   queries [CALLS]   (default 1,000,000 a query)
  *
- * Prints key=value lines: <query>_ns for each, then launch_ns.
+ * Prints key=value lines: <query>_ns for each.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +104,7 @@ int main(int argc, char **argv)
 	long calls = argc > 1 ? atol(argv[1]) : 1000000;
 	CUcontext ctx;
 	CUmodule mod;
-	double t, launch = 0;
+	double t;
 
 	if (calls < 1000)
 		b_die("want at least 1000 calls, not %ld", calls);
@@ -121,14 +120,6 @@ int main(int argc, char **argv)
 			queries[q].fn();
 		printf("%s_ns=%.1f\n", queries[q].name, (b_now() - t) / (double)calls * 1e9);
 	}
-	for (long done = 0; done < calls / 10; done += 1000) {
-		t = b_now();
-		for (int i = 0; i < 1000; i++)
-			B_CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL));
-		launch += b_now() - t;
-		B_CHECK(cuStreamSynchronize(stream));
-	}
-	printf("launch_ns=%.1f\n", launch / (double)(calls / 10 / 1000 * 1000) * 1e9);
 	B_CHECK(cuStreamDestroy(stream));
 	B_CHECK(cuModuleUnload(mod));
 	B_CHECK(cuDevicePrimaryCtxRelease(0));
