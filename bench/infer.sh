@@ -53,7 +53,11 @@
 # INFER_CALL_STATS (default 0; 1: openmps's clients count their calls and
 # time their waits for replies, OPENMPS_CALL_STATS, and the tables say what
 # a request of each cell waited for, by function; the counting costs a
-# little, so the figures of such a run are not the headline's).
+# little, so the figures of such a run are not the headline's),
+# INFER_REPEAT (default 1; R: each model's columns run R times in turn,
+# native, MPS, openmps, native, ..., and each cell is the median of its R
+# passes, every pass listed below the table: runs of one setting on one
+# machine differ by 10-15%, more than many of the differences measured).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
@@ -118,7 +122,9 @@ MPS_BIN=${NVIDIA_MPS_BIN:-/usr/local/nvidia/bin}
 BUILD=${BUILD:-build}
 BIN=$ROOT/$BUILD/bench
 PTX=$ROOT/$BUILD/tests/kernels.ptx
-NSLOTS=$(( ${#COLS[@]} * ${#MODELS[@]} ))
+REPEAT=${INFER_REPEAT:-1}
+case $REPEAT in ''|*[!0-9]*|0) echo "INFER_REPEAT is a whole number from 1, not '$REPEAT'" >&2; exit 2 ;; esac
+NSLOTS=$(( ${#COLS[@]} * ${#MODELS[@]} * REPEAT ))
 NEED_TORCH=0
 for m in "${MODELS[@]}"; do [ "$m" = fake ] || NEED_TORCH=1; done
 
@@ -405,9 +411,9 @@ m_calls() {
 # ---------------------------------------------------------------------------
 # The sweep: one launcher per column and model, every N in turn.
 
-m_sweep() {   # col model deadline (seconds since START)
+m_sweep() {   # col model deadline (seconds since START) pass
 	local col=$1 model=$2 left=$(( $3 - (SECONDS - START) )) out rc n
-	out=$WORK/cells-$col-$model.jsonl
+	out=$WORK/cells-$col-$model-$4.jsonl
 	if [ "$left" -lt $(( ${WINDOW%.*} + 10 )) ]; then
 		for n in "${NS[@]}"; do infer_cell "$model" "$n" "$col" skip "out of time"; done
 		return 0
@@ -473,12 +479,13 @@ SWEEP_START=$SECONDS
 slot=0
 first=$SERVER_ROWS
 for m in "${MODELS[@]}"; do
+	for pass in $(seq 1 "$REPEAT"); do
 	for col in "${COLS[@]}"; do
 		deadline=$(( SWEEP_START - START + BUDGET * (2 * slot + 3) / (2 * NSLOTS) ))
 		[ "$deadline" -gt $(( SWEEP_START - START + BUDGET )) ] && deadline=$(( SWEEP_START - START + BUDGET ))
 		slot=$((slot + 1))
 		echo
-		echo "== $m, ${COL_TITLE[$col]} ($(( SECONDS - START )) s elapsed)"
+		echo "== $m, ${COL_TITLE[$col]}$([ "$REPEAT" -gt 1 ] && echo ", pass $pass of $REPEAT") ($(( SECONDS - START )) s elapsed)"
 		up=1
 		case $col in
 		mps) start_mps || up=0 ;;
@@ -502,13 +509,14 @@ for m in "${MODELS[@]}"; do
 			echo "-- $col: $LAUNCHES async launches, $SYNCS launch + synchronize, $SPINS ~100 µs kernels + synchronize"
 			m_calls "$col" || true
 		fi
-		m_sweep "$col" "$m" "$deadline"
+		m_sweep "$col" "$m" "$deadline" "$pass"
 		case $col in
 		mps) stop_mps ;;
 		openmps) stop_openmps ;;
 		esac
 	done
 	first=0
+	done
 done
 
 # ---------------------------------------------------------------------------
@@ -523,7 +531,8 @@ done
 	echo "- ${TORCH:-torch: not used}"
 	echo "- openmps: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "unknown revision")"
 	echo "- each process: batch 1, one CPU thread, fp32 (TF32 off); a request is a new host input ->" \
-		".to(cuda) -> forward -> .cpu(); window $WINDOW s after $WARMUP warm-up requests, all N together"
+		".to(cuda) -> forward -> .cpu(); window $WINDOW s after $WARMUP warm-up requests, all N together" \
+		"$([ "$REPEAT" -gt 1 ] && echo "; each cell the median of $REPEAT passes, the columns in turn")"
 	case " ${MODELS[*]} " in *" cnn "*)
 		echo "- cnn: 4 x (conv 3x3 + batch norm + ReLU), 3 -> 32 -> 64 -> 128 -> 128 channels, on 3x64x64, pool, linear to 10" ;;
 	esac
@@ -549,7 +558,8 @@ if ! "$PYTHON" bench/infer.py table "$RAW" --md "$MD" --tsv "$TSV"; then
 fi
 {
 	echo
-	echo "Notes: req/s counts the requests of all N processes that ended inside the window; p50/p99 are over"
+	echo "Notes: req/s is the sum over the N processes of the requests each ended inside the window divided"
+	echo "by the time those requests took (each process asks again as soon as one ends); p50/p99 are over"
 	echo "every such request. \"refused\": some processes could not start because the daemon refused them"
 	echo "(NVIDIA MPS: 48 clients per GPU); \"wrong\": a process's first answer differed from the CPU's;"
 	echo "\"fail\": a process failed otherwise; \"skip\": out of time. Ratios are openmps divided by the other"
