@@ -658,6 +658,73 @@ static CUresult host_node_set(CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
 	return slot < 0 ? CUDA_ERROR_INVALID_VALUE : mps__hostfn_params((uint32_t)slot, NULL, p);
 }
 
+/* An executable graph's data: the slot each of its host nodes was given
+ * of its own (cuGraphExecHostNodeSetParams), by the node's server handle. */
+#define EXEC_HOSTS_MAGIC 0x53545845u
+
+struct exec_hosts {
+	uint32_t magic;
+	uint32_t n, cap;
+	struct {
+		uint32_t node;
+		uint32_t slot;
+	} at[];
+};
+
+/* Makes host node `node` run p's function in exec alone, as the driver
+ * does: the first time, in a slot of its own that exec's copy of the node
+ * is pointed at (EXEC_HOST_NODE); later, by changing that slot. The graph
+ * and other executable graphs keep theirs. */
+static CUresult exec_host_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
+{
+	struct mps_gobj *x = mps__obj(exec, MPS_MAGIC_GOBJ), *n = mps__obj(node, MPS_MAGIC_GOBJ);
+	struct mps_msg_exec_host_node q = { 0 };
+	struct exec_hosts *eh;
+	struct mps_call call;
+	uint32_t cur = 0, slot, seq;
+	CUresult r;
+
+	if (!p || !p->fn || !x || x->type != MPS_H_EXEC || !n || host_slot(node) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	eh = x->data;
+	if (eh && eh->magic != EXEC_HOSTS_MAGIC)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (uint32_t i = 0; eh && i < eh->n; i++)
+		if (eh->at[i].node == n->handle)
+			return mps__hostfn_params(eh->at[i].slot, NULL, p);
+	if (!eh || eh->n == eh->cap) {
+		uint32_t cap = eh ? 2 * eh->cap : 4;
+		struct exec_hosts *v = realloc(eh, sizeof(*v) + cap * sizeof(v->at[0]));
+
+		if (!v)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		if (!eh)
+			v->magic = EXEC_HOSTS_MAGIC, v->n = 0;
+		v->cap = cap;
+		x->data = eh = v;
+	}
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__hostfn_keep(p->fn, p->userData, &slot, &seq);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.exec = x->handle;
+	q.node = n->handle;
+	q.slot = slot;
+	q.seq = seq;
+	r = mps__call(MPS_OP_EXEC_HOST_NODE, cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	if (r != CUDA_SUCCESS) {
+		mps__hostfn_unkeep(slot);
+		return r;
+	}
+	eh->at[eh->n].node = n->handle;
+	eh->at[eh->n].slot = slot;
+	eh->n++;
+	return CUDA_SUCCESS;
+}
+
 /* Whether every edge is the default kind (all fields 0). */
 static bool edges_default(const CUgraphEdgeData *e, size_t n)
 {
@@ -810,6 +877,11 @@ static CUresult exec_node_set_params(CUgraphExec exec, CUgraphNode node, CUgraph
 		return mps__fwd_cuGraphExecEventRecordNodeSetEvent(exec, node, p->eventRecord.event);
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		return mps__fwd_cuGraphExecEventWaitNodeSetEvent(exec, node, p->eventWait.event);
+	case CU_GRAPH_NODE_TYPE_HOST: {
+		const CUDA_HOST_NODE_PARAMS hp = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return exec_host_node_set(exec, node, &hp);
+	}
 	default:
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
@@ -825,6 +897,7 @@ const struct mps_impl mps__gnode_api[] = {
 	MPS_IMPL(cuGraphAddHostNode, add_host_node),
 	MPS_IMPL(cuGraphHostNodeGetParams, host_node_get),
 	MPS_IMPL(cuGraphHostNodeSetParams, host_node_set),
+	MPS_IMPL(cuGraphExecHostNodeSetParams, exec_host_node_set),
 	MPS_IMPL(cuGraphAddNode_v2, add_node_v2),
 	MPS_IMPL_PFN(cuGraphAddNode, PFN_cuGraphAddNode_v12020, add_node_v1),
 	MPS_IMPL(cuGraphNodeSetParams, node_set_params),

@@ -410,6 +410,30 @@ out:
 	mps__reply(c, m->slot, r);
 }
 
+/* cuGraphExecHostNodeSetParams: the node's function in that executable
+ * graph alone is the one the client kept in a slot of its own for it. */
+void mps__op_exec_host_node(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_msg_exec_host_node *q = (const void *)m;
+	CUgraphExec exec;
+	CUgraphNode node;
+	int device = 0;
+	CUresult r;
+
+	if (!mps__fwd_get(c, MPS_H_EXEC, q->exec, (void **)&exec, &r) ||
+	    !mps__fwd_get(c, MPS_H_NODE, q->node, (void **)&node, &r))
+		goto out;
+	if (!node_ctx(c, m, 0, &device)) {
+		r = CUDA_ERROR_INVALID_CONTEXT;
+		goto out;
+	}
+	r = mps__bind_device(c, device);
+	if (r == CUDA_SUCCESS)
+		r = mps__hostfn_exec_node(c, exec, node, device, q->slot, q->seq);
+out:
+	mps__reply(c, m->slot, r);
+}
+
 /* cuGraphAddHostNode: the host function's nodes (ops_hostfn.c); the client
  * names the last of them. */
 void mps__op_graph_host_node(struct mps_client *c, const struct mps_msg *m)

@@ -39,6 +39,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "server/driver.h"
+#include "server/forward.h"
 #include "server/server.h"
 #include "server/streams.h"
 
@@ -227,14 +228,14 @@ static CUresult body(struct mps_hostfn *hf, CUgraph g, int device, uint32_t slot
 	return mps_drv.cuGraphAddBatchMemOpNode(&reset, g, &wait, 1, &bp);
 }
 
-CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
-			   uint32_t slot, uint32_t seq, CUgraphNode *node)
+/* The child graph of the host function kept in slot (seq) in *sub. */
+static CUresult host_sub(struct mps_client *c, int device, uint32_t slot, uint32_t seq, CUgraph *sub)
 {
 	struct mps_hostfn *hf = c->hostfn;
 	struct note_job *j;
-	CUgraph sub = NULL;
 	CUresult r;
 
+	*sub = NULL;
 	if (!hf || slot >= MPS_HOSTFN_SLOTS || !seq || (hf->last[slot] && !hf->graphed[slot]))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!mps_drv.cuGraphAddHostNode || !mps_drv.cuGraphAddBatchMemOpNode || !mps_drv.cuGraphAddChildGraphNode ||
@@ -251,14 +252,47 @@ CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *d
 	hf->kept = j;
 	hf->graphed[slot] = true;
 	hf->last[slot] = seq;
-	/* One node to the program, as the driver's host node is: a child
-	 * graph (the driver copies it into the node). */
-	r = mps_drv.cuGraphCreate(&sub, 0);
+	r = mps_drv.cuGraphCreate(sub, 0);
 	if (r != CUDA_SUCCESS)
 		return r;
-	r = body(hf, sub, device, slot, seq, j);
-	if (r == CUDA_SUCCESS)
-		r = mps_drv.cuGraphAddChildGraphNode(node, g, deps, ndeps, sub);
+	r = body(hf, *sub, device, slot, seq, j);
+	if (r != CUDA_SUCCESS) {
+		mps_drv.cuGraphDestroy(*sub);
+		*sub = NULL;
+	}
+	return r;
+}
+
+CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
+			   uint32_t slot, uint32_t seq, CUgraphNode *node)
+{
+	CUgraph sub;
+	CUresult r = host_sub(c, device, slot, seq, &sub);
+
+	/* One node to the program, as the driver's host node is: a child
+	 * graph (the driver copies it into the node). */
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps_drv.cuGraphAddChildGraphNode(node, g, deps, ndeps, sub);
+	mps_drv.cuGraphDestroy(sub);
+	return r;
+}
+
+CUresult mps__hostfn_exec_node(struct mps_client *c, CUgraphExec exec, CUgraphNode node, int device, uint32_t slot,
+			       uint32_t seq)
+{
+	CUgraphNodeType type;
+	CUgraph sub;
+	CUresult r;
+
+	if (!mps__hostfn_node_type(node, &type) || type != CU_GRAPH_NODE_TYPE_HOST)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = host_sub(c, device, slot, seq, &sub);
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* The same three nodes: the driver takes them into the executable
+	 * graph's copy of the node, and the slot counts as the graph's. */
+	r = mps__hook_cuGraphExecChildGraphNodeSetParams(c, exec, node, sub);
 	mps_drv.cuGraphDestroy(sub);
 	return r;
 }

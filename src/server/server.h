@@ -370,6 +370,10 @@ void mps__memwaits_release(struct mps_client *c);
 CUresult mps__hostfn_nodes(struct mps_client *c, CUgraph g, const CUgraphNode *deps, size_t ndeps, int device,
 			   uint32_t slot, uint32_t seq, CUgraphNode *node);
 bool mps__hostfn_node_type(CUgraphNode node, CUgraphNodeType *type);
+/* Host node `node` of the graph exec was made from runs the function kept
+ * in slot (seq) in exec from now on (cuGraphExecHostNodeSetParams). */
+CUresult mps__hostfn_exec_node(struct mps_client *c, CUgraphExec exec, CUgraphNode node, int device, uint32_t slot,
+			       uint32_t seq);
 /* An executable graph made or updated from g, and destroyed: which graph
  * slots it may run (ops_hostfn.c, for HOSTFN_DEAD). */
 void mps__hostfn_exec_adds(struct mps_client *c, CUgraphExec exec, CUgraph g);

@@ -13,7 +13,8 @@
  * In a graph, built with a host node (cuGraphAddHostNode, or cuGraphAddNode
  * with its parameters set again by cuGraphNodeSetParams) or captured, the
  * function runs once per launch, after the work before it and before the
- * work after it; a stream callback cannot be captured. Host functions make
+ * work after it; a stream callback cannot be captured. A host node set in
+ * one executable graph changes that one alone. Host functions make
  * no CUDA call, as the driver requires.
  */
 #include <stdio.h>
@@ -441,6 +442,90 @@ static void many_captures(CUstream s)
 	CHECK(cuGraphDestroy(kept));
 }
 
+struct tally {
+	int ran;
+};
+
+static void CUDA_CB tally_one(void *arg)
+{
+	__atomic_fetch_add(&((struct tally *)arg)->ran, 1, __ATOMIC_RELEASE);
+}
+
+static void CUDA_CB tally_hundred(void *arg)
+{
+	__atomic_fetch_add(&((struct tally *)arg)->ran, 100, __ATOMIC_RELEASE);
+}
+
+static int ran(struct tally *c)
+{
+	return __atomic_load_n(&c->ran, __ATOMIC_ACQUIRE);
+}
+
+/* A host node's function changed in one executable graph alone
+ * (cuGraphExecHostNodeSetParams, or cuGraphExecNodeSetParams with a host
+ * node's parameters): that graph runs the new one from its next launch;
+ * the graph's node, another executable graph of it and a later one keep
+ * the node's own. Set again and again on one executable graph, the last
+ * setting is what runs. */
+static void exec_params(CUstream s)
+{
+	struct tally a = { 0 }, b = { 0 }, c = { 0 };
+	CUDA_HOST_NODE_PARAMS hp = { .fn = tally_one, .userData = &a }, got;
+	CUgraphNodeParams np;
+	CUgraphExec e1, e2, e3;
+	CUgraphNode h;
+	CUgraph graph;
+
+	CHECK(cuGraphCreate(&graph, 0));
+	CHECK(cuGraphAddHostNode(&h, graph, NULL, 0, &hp));
+	CHECK(cuGraphInstantiateWithFlags(&e1, graph, 0));
+	CHECK(cuGraphInstantiateWithFlags(&e2, graph, 0));
+	hp.userData = &b;
+	CHECK(cuGraphExecHostNodeSetParams(e1, h, &hp));
+	CHECK(cuGraphLaunch(e1, s));
+	CHECK(cuGraphLaunch(e2, s));
+	CHECK(cuGraphLaunch(e1, s));
+	CHECK(cuStreamSynchronize(s));
+	EXPECT(ran(&a) == 1 && ran(&b) == 2, "after one executable graph's host node was set: the node's "
+	       "function ran %d times (want 1), the new one %d (want 2)", ran(&a), ran(&b));
+
+	memset(&np, 0, sizeof(np));
+	np.type = CU_GRAPH_NODE_TYPE_HOST;
+	np.host.fn = tally_hundred;
+	np.host.userData = &c;
+	CHECK(cuGraphExecNodeSetParams(e1, h, &np));
+	CHECK(cuGraphLaunch(e1, s));
+	CHECK(cuGraphLaunch(e2, s));
+	CHECK(cuStreamSynchronize(s));
+	EXPECT(ran(&a) == 2 && ran(&b) == 2 && ran(&c) == 100,
+	       "set again through cuGraphExecNodeSetParams: %d / %d / %d runs (want 2 / 2 / 100)", ran(&a), ran(&b),
+	       ran(&c));
+
+	memset(&got, 0, sizeof(got));
+	CHECK(cuGraphHostNodeGetParams(h, &got));
+	EXPECT(got.fn == tally_one && got.userData == &a, "the graph's own host node changed with an executable graph's");
+	CHECK(cuGraphInstantiateWithFlags(&e3, graph, 0));
+	CHECK(cuGraphLaunch(e3, s));
+	CHECK(cuStreamSynchronize(s));
+	EXPECT(ran(&a) == 3, "a later executable graph ran the node's function %d times (want 3)", ran(&a));
+
+	for (int i = 0; i < 2000; i++) {
+		hp.fn = i % 2 ? tally_one : tally_hundred;
+		hp.userData = i % 2 ? &b : &c;
+		CHECK(cuGraphExecHostNodeSetParams(e2, h, &hp));
+	}
+	CHECK(cuGraphLaunch(e2, s));
+	CHECK(cuStreamSynchronize(s));
+	EXPECT(ran(&a) == 3 && ran(&b) == 3 && ran(&c) == 100,
+	       "after 2000 settings of one executable graph: %d / %d / %d runs (want 3 / 3 / 100)", ran(&a),
+	       ran(&b), ran(&c));
+
+	CHECK(cuGraphExecDestroy(e1));
+	CHECK(cuGraphExecDestroy(e2));
+	CHECK(cuGraphExecDestroy(e3));
+	CHECK(cuGraphDestroy(graph));
+}
+
 int main(int argc, char **argv)
 {
 	CUstream s;
@@ -452,6 +537,7 @@ int main(int argc, char **argv)
 	many();
 	callbacks_and_defaults(s);
 	graphs(s);
+	exec_params(s);
 	many_captures(s);
 	CHECK(cuStreamDestroy(s));
 	return t_finish();

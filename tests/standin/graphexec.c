@@ -16,6 +16,7 @@
 struct step {
 	CUgraphNodeType type;
 	uintptr_t node;                 /* the node it came from */
+	uintptr_t top;                  /* the executable graph's own node it is part of */
 	struct si_op *op;               /* kernel, copy, memset */
 	CUevent event;                  /* event record / wait */
 	bool disabled;
@@ -39,7 +40,7 @@ static void exec_free(struct si_gexec *x)
 	free(x);
 }
 
-static CUresult step_add(struct si_gexec *x, const struct si_gnode *n)
+static CUresult step_add(struct si_gexec *x, const struct si_gnode *n, uintptr_t top)
 {
 	struct step *st;
 
@@ -56,6 +57,7 @@ static CUresult step_add(struct si_gexec *x, const struct si_gnode *n)
 	memset(st, 0, sizeof(*st));
 	st->type = n->type;
 	st->node = n->handle;
+	st->top = top;
 	st->event = n->event;
 	if (n->op && !(st->op = mps__op_clone(n->op)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -63,13 +65,13 @@ static CUresult step_add(struct si_gexec *x, const struct si_gnode *n)
 	return CUDA_SUCCESS;
 }
 
-static CUresult flatten(struct si_gexec *x, struct si_graph *g);
+static CUresult flatten(struct si_gexec *x, struct si_graph *g, uintptr_t top);
 
 /* A conditional node: nothing in the stand-in's device code sets a
  * condition, so it holds its default value at every launch, and the body
  * that value picks is the one the node runs, unrolled here. A loop that
  * would run is refused. */
-static CUresult conditional(struct si_gexec *x, struct si_gnode *n)
+static CUresult conditional(struct si_gexec *x, struct si_gnode *n, uintptr_t top)
 {
 	unsigned v;
 
@@ -78,18 +80,20 @@ static CUresult conditional(struct si_gexec *x, struct si_gnode *n)
 	switch (n->cond_type) {
 	case CU_GRAPH_COND_TYPE_IF:
 		if (v)
-			return flatten(x, n->bodies[0]);
-		return n->nbodies > 1 ? flatten(x, n->bodies[1]) : CUDA_SUCCESS;
+			return flatten(x, n->bodies[0], top);
+		return n->nbodies > 1 ? flatten(x, n->bodies[1], top) : CUDA_SUCCESS;
 	case CU_GRAPH_COND_TYPE_WHILE:
 		return v ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
 	default:
-		return v < n->nbodies ? flatten(x, n->bodies[v]) : CUDA_SUCCESS;
+		return v < n->nbodies ? flatten(x, n->bodies[v], top) : CUDA_SUCCESS;
 	}
 }
 
-/* Adds n after everything it depends on (marks: 1 on the way, 2 done). */
-static CUresult visit(struct si_gexec *x, struct si_gnode *n)
+/* Adds n after everything it depends on (marks: 1 on the way, 2 done);
+ * top: the executable graph's node it is inside (0: n is one). */
+static CUresult visit(struct si_gexec *x, struct si_gnode *n, uintptr_t top)
 {
+	uintptr_t t = top ? top : n->handle;
 	CUresult rc;
 
 	if (n->mark == 2)
@@ -98,13 +102,13 @@ static CUresult visit(struct si_gexec *x, struct si_gnode *n)
 		return CUDA_ERROR_INVALID_VALUE;   /* a cycle */
 	n->mark = 1;
 	for (unsigned i = 0; i < n->ndeps; i++) {
-		rc = visit(x, n->deps[i]);
+		rc = visit(x, n->deps[i], top);
 		if (rc != CUDA_SUCCESS)
 			return rc;
 	}
 	switch (n->type) {
 	case CU_GRAPH_NODE_TYPE_GRAPH:
-		rc = flatten(x, n->child);
+		rc = flatten(x, n->child, t);
 		break;
 	case CU_GRAPH_NODE_TYPE_KERNEL:
 	case CU_GRAPH_NODE_TYPE_MEMCPY:
@@ -116,10 +120,10 @@ static CUresult visit(struct si_gexec *x, struct si_gnode *n)
 	case CU_GRAPH_NODE_TYPE_MEM_FREE:
 	case CU_GRAPH_NODE_TYPE_HOST:
 	case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
-		rc = step_add(x, n);
+		rc = step_add(x, n, t);
 		break;
 	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-		rc = conditional(x, n);
+		rc = conditional(x, n, t);
 		break;
 	default:
 		rc = CUDA_ERROR_NOT_SUPPORTED;
@@ -129,14 +133,14 @@ static CUresult visit(struct si_gexec *x, struct si_gnode *n)
 	return rc;
 }
 
-static CUresult flatten(struct si_gexec *x, struct si_graph *g)
+static CUresult flatten(struct si_gexec *x, struct si_graph *g, uintptr_t top)
 {
 	CUresult rc = CUDA_SUCCESS;
 
 	for (struct si_list *l = g->nodes.next; l != &g->nodes; l = l->next)
 		si_container_of(l, struct si_gnode, link)->mark = 0;
 	for (struct si_list *l = g->nodes.next; rc == CUDA_SUCCESS && l != &g->nodes; l = l->next)
-		rc = visit(x, si_container_of(l, struct si_gnode, link));
+		rc = visit(x, si_container_of(l, struct si_gnode, link), top);
 	return rc;
 }
 
@@ -166,7 +170,7 @@ CU_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
 	if (!x)
 		goto out;
 	x->flags = flags;
-	rc = flatten(x, g);
+	rc = flatten(x, g, 0);
 	if (rc == CUDA_SUCCESS && !(x->handle = mps__handle_add(SI_H_GEXEC, x)))
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
 	if (rc != CUDA_SUCCESS) {
@@ -273,6 +277,54 @@ CU_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 CU_API CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
 {
 	return launch(hGraphExec, hStream, true);
+}
+
+/* A child graph node's work in the executable graph becomes childGraph's,
+ * which must have the same shape (the same steps in the same order). */
+CU_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+	struct si_gexec *x, y = { 0 };
+	struct si_gnode *n;
+	struct si_graph *g;
+	unsigned first = 0, count = 0;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	mps__lock();
+	x = mps__handle_get((uintptr_t)hGraphExec, SI_H_GEXEC);
+	n = mps__handle_get((uintptr_t)hNode, SI_H_GNODE);
+	g = mps__handle_get((uintptr_t)childGraph, SI_H_GRAPH);
+	if (!x || !n || !g || n->type != CU_GRAPH_NODE_TYPE_GRAPH || g->cap)
+		goto out;
+	for (unsigned i = 0; i < x->nsteps; i++)
+		if (x->steps[i].top == (uintptr_t)hNode && !count++)
+			first = i;
+	rc = flatten(&y, g, (uintptr_t)hNode);
+	if (rc != CUDA_SUCCESS)
+		goto out;
+	rc = CUDA_ERROR_INVALID_VALUE;
+	if (y.nsteps != count)
+		goto out;
+	for (unsigned i = 0; i < count; i++)
+		if (y.steps[i].type != x->steps[first + i].type)
+			goto out;
+	for (unsigned i = 0; i < count; i++) {
+		struct step *st = &x->steps[first + i];
+		bool disabled = st->disabled;
+
+		if (st->op)
+			mps__op_free(st->op);
+		*st = y.steps[i];
+		st->disabled = disabled;
+		y.steps[i].op = NULL;
+	}
+	rc = CUDA_SUCCESS;
+out:
+	for (unsigned i = 0; i < y.nsteps; i++)
+		if (y.steps[i].op)
+			mps__op_free(y.steps[i].op);
+	free(y.steps);
+	mps__unlock();
+	return rc;
 }
 
 static struct step *step_of(struct si_gexec *x, CUgraphNode node)
@@ -438,7 +490,7 @@ CU_API CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUg
 	y = calloc(1, sizeof(*y));
 	if (!y)
 		goto out;
-	rc = flatten(y, g);
+	rc = flatten(y, g, 0);
 	if (rc != CUDA_SUCCESS)
 		goto out;
 	/* The same work in the same order, node for node: take its parameters. */

@@ -705,6 +705,24 @@ static void attack_hostfn(uint32_t ctx)
 		CHECK_ERR(call(MPS_OP_GRAPH_HOST_NODE, ctx, &gh, sizeof(gh.q), NULL), CUDA_ERROR_INVALID_VALUE);
 		gh.q.ndeps = 1000;   /* dependencies past the message */
 		CHECK_ERR(call(MPS_OP_GRAPH_HOST_NODE, ctx, &gh, sizeof(gh.q), NULL), CUDA_ERROR_INVALID_VALUE);
+
+		/* An executable graph's host node: naming no executable graph,
+		 * a graph in its place, no node, a slot past the table. */
+		union {
+			struct mps_msg_exec_host_node q;
+			uint8_t raw[256];
+		} xh;
+
+		memset(&xh, 0, sizeof(xh));
+		xh.q.exec = 0x7777;
+		xh.q.node = 0x7778;
+		xh.q.seq = 1;
+		CHECK_ERR(call(MPS_OP_EXEC_HOST_NODE, ctx, &xh, sizeof(xh.q), NULL), CUDA_ERROR_INVALID_VALUE);
+		xh.q.exec = gh.q.graph;
+		CHECK_ERR(call(MPS_OP_EXEC_HOST_NODE, ctx, &xh, sizeof(xh.q), NULL), CUDA_ERROR_INVALID_VALUE);
+		xh.q.node = 0;
+		xh.q.slot = MPS_HOSTFN_SLOTS;
+		CHECK_ERR(call(MPS_OP_EXEC_HOST_NODE, ctx, &xh, sizeof(xh.q), NULL), CUDA_ERROR_INVALID_VALUE);
 	}
 
 	/* A wait on memory that is not the client's (the legacy stream): its
