@@ -410,6 +410,15 @@ out:
 	mps__reply(c, m->slot, r);
 }
 
+/* The device of the message's context, current: where a host function's
+ * nodes go. */
+static CUresult host_device(struct mps_client *c, const struct mps_msg *m, int *device)
+{
+	if (!node_ctx(c, m, 0, device))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return mps__bind_device(c, *device);
+}
+
 /* cuGraphExecHostNodeSetParams: the node's function in that executable
  * graph alone is the one the client kept in a slot of its own for it. */
 void mps__op_exec_host_node(struct mps_client *c, const struct mps_msg *m)
@@ -420,17 +429,9 @@ void mps__op_exec_host_node(struct mps_client *c, const struct mps_msg *m)
 	int device = 0;
 	CUresult r;
 
-	if (!mps__fwd_get(c, MPS_H_EXEC, q->exec, (void **)&exec, &r) ||
-	    !mps__fwd_get(c, MPS_H_NODE, q->node, (void **)&node, &r))
-		goto out;
-	if (!node_ctx(c, m, 0, &device)) {
-		r = CUDA_ERROR_INVALID_CONTEXT;
-		goto out;
-	}
-	r = mps__bind_device(c, device);
-	if (r == CUDA_SUCCESS)
+	if (mps__fwd_get(c, MPS_H_EXEC, q->exec, (void **)&exec, &r) &&
+	    mps__fwd_get(c, MPS_H_NODE, q->node, (void **)&node, &r) && (r = host_device(c, m, &device)) == CUDA_SUCCESS)
 		r = mps__hostfn_exec_node(c, exec, node, device, q->slot, q->seq);
-out:
 	mps__reply(c, m->slot, r);
 }
 
@@ -448,11 +449,7 @@ void mps__op_graph_host_node(struct mps_client *c, const struct mps_msg *m)
 	if (!mps__fwd_get(c, MPS_H_GRAPH, q->graph, (void **)&graph, &r) ||
 	    !(deps = deps_in(c, m, sizeof(*q), q->ndeps, &r)))
 		goto out;
-	if (!node_ctx(c, m, 0, &device)) {
-		r = CUDA_ERROR_INVALID_CONTEXT;
-		goto out;
-	}
-	r = mps__bind_device(c, device);
+	r = host_device(c, m, &device);
 	if (r == CUDA_SUCCESS)
 		r = mps__hostfn_nodes(c, graph, deps, q->ndeps, device, q->slot, q->seq, &last);
 	if (r == CUDA_SUCCESS)
