@@ -12,8 +12,15 @@ $(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/obj/bench/bench
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64/stubs -lcuda $(LDLIBS)
 
+# A sampling profiler preloaded by bench/profile.py (no driver calls).
+BENCH_PROF := $(BUILD)/bench/libcpuprof.so
+
+$(BENCH_PROF): $(BUILD)/obj/bench/cpuprof.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -o $@ $^ -ldl $(LDLIBS)
+
 .PHONY: bench
-bench: $(BENCH_BINS)
+bench: $(BENCH_BINS) $(BENCH_PROF)
 
 # The benchmark's tables and summaries are checked by make test.
 TEST_SCRIPTS += bench/selftest.sh

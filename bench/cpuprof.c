@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench/cpuprof.c: where a process's CPU goes, for bench/profile.py, on
+ * machines without perf. Preloaded (LD_PRELOAD=libcpuprof.so), it does
+ * nothing until the program calls cpuprof_start(); from then on SIGPROF,
+ * every CPUPROF_US (default 500) µs of the process's CPU time, records the
+ * instruction pointer of the thread it interrupted and whether that was
+ * the main thread, until cpuprof_stop(). cpuprof_dump(path) writes one
+ * line a sample, "MAIN FILE OFFSET" (MAIN 1 for the main thread; FILE the
+ * object the address is in, OFFSET its offset there in hex), for
+ * bench/profile.py to sum up by object and symbol. It makes no CUDA call,
+ * so it measures native and openmps columns alike. At most 2^20 samples.
+ */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define API __attribute__((visibility("default")))
+#define SAMPLES_MAX (1u << 20)
+
+static uintptr_t ips[SAMPLES_MAX];
+static unsigned char on_main[SAMPLES_MAX];
+static unsigned int nsamples;   /* atomic */
+static volatile sig_atomic_t sampling;
+static pid_t main_tid;
+
+static void on_prof(int sig, siginfo_t *si, void *uc)
+{
+	unsigned int i;
+
+	(void)sig;
+	(void)si;
+	if (!sampling)
+		return;
+	i = __atomic_fetch_add(&nsamples, 1, __ATOMIC_RELAXED);
+	if (i < SAMPLES_MAX) {
+		ips[i] = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+		on_main[i] = (pid_t)syscall(SYS_gettid) == main_tid;
+	}
+}
+
+API void cpuprof_start(void);
+void cpuprof_start(void)
+{
+	struct sigaction sa = { .sa_sigaction = on_prof, .sa_flags = SA_SIGINFO | SA_RESTART };
+	const char *v = getenv("CPUPROF_US");
+	long us = v ? atol(v) : 500;
+	struct itimerval it;
+
+	if (us < 100 || us > 1000000)
+		us = 500;
+	it.it_interval.tv_sec = it.it_value.tv_sec = us / 1000000;
+	it.it_interval.tv_usec = it.it_value.tv_usec = us % 1000000;
+	main_tid = getpid();
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPROF, &sa, NULL);
+	__atomic_store_n(&nsamples, 0, __ATOMIC_RELAXED);
+	sampling = 1;
+	setitimer(ITIMER_PROF, &it, NULL);
+}
+
+API void cpuprof_stop(void);
+void cpuprof_stop(void)
+{
+	struct itimerval it = { { 0, 0 }, { 0, 0 } };
+
+	setitimer(ITIMER_PROF, &it, NULL);
+	sampling = 0;
+}
+
+/* Writes the samples to path: 0, or -1 when it cannot. */
+API int cpuprof_dump(const char *path);
+int cpuprof_dump(const char *path)
+{
+	unsigned int n = __atomic_load_n(&nsamples, __ATOMIC_RELAXED);
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -1;
+	if (n > SAMPLES_MAX)
+		n = SAMPLES_MAX;
+	for (unsigned int i = 0; i < n; i++) {
+		Dl_info d;
+
+		if (dladdr((void *)ips[i], &d) && d.dli_fname && d.dli_fname[0])
+			fprintf(f, "%d %s %lx\n", on_main[i], d.dli_fname, (unsigned long)(ips[i] - (uintptr_t)d.dli_fbase));
+		else
+			fprintf(f, "%d ? %lx\n", on_main[i], (unsigned long)ips[i]);
+	}
+	return fclose(f) ? -1 : 0;
+}
