@@ -8,7 +8,7 @@
 # deliberately different implementation written from the RFC text: it pads
 # the whole message up front, computes the checksum over the padded message
 # in one pass, appends it, and only then runs the 18-round mix over every
-# block (RFC 1319 sections 3.1 to 3.5 in order), where src/client/md2.c
+# block (RFC 1319 sections 3.1 to 3.5 in order), where src/client/exports/md2.c
 # streams. HMAC is the formula of RFC 2104 section 2 on byte strings.
 #
 # Run: python3 tools/md2_vectors.py   (prints C initialisers; exits 1 if the
@@ -101,7 +101,7 @@ HMAC_CASES = [
     ("key 0x01*17 (hashed), 16-byte msg", b"\x01" * 17, b"0123456789abcdef"),
 ]
 
-# The integrity-check message (src/client/integrity.h): a 48-byte
+# The integrity-check message (src/client/exports/integrity.h): a 48-byte
 # little-endian record, then 28 bytes per device.
 INTEGRITY_KEY = bytes([0x14, 0x6A, 0xDD, 0xAE, 0x53, 0xA9, 0xA7, 0x52,
                        0xAA, 0x08, 0x41, 0x36, 0x0B, 0xF5, 0x5A, 0x9F])

@@ -19,7 +19,7 @@
 
 #include "client/api.h"
 #include "client/client.h"
-#include "client/exports.h"
+#include "client/exports/exports.h"
 #include "common/atomics.h"
 
 #define STACK_MAX 64

@@ -18,7 +18,7 @@
 
 #include "client/api.h"
 #include "client/client.h"
-#include "client/exports.h"
+#include "client/exports/exports.h"
 #include "common/atomics.h"
 #include "common/log.h"
 #include "common/visible.h"
@@ -243,7 +243,7 @@ static CUresult device_get_attribute(int *v, CUdevice_attribute a, CUdevice d)
 
 /* The per-TPC maps of the current context's device, as the server's driver
  * makes them (server/ops_exports.c), for slot 4 of the private table
- * 1734dc26 (exports_driver.c). Two malloc()ed copies. */
+ * 1734dc26 (exports/driver.c). Two malloc()ed copies. */
 CUresult mps__server_tpc_maps(uint8_t **a, uint8_t **b)
 {
 	struct mps_msg q = { 0 };

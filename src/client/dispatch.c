@@ -18,7 +18,7 @@
  *
  * cuGetProcAddress and cuGetExportTable are ours in server and failed mode:
  * the first resolves names and versions with the generated table and hands
- * out our functions; the second serves our own private tables (exports.c).
+ * out our functions; the second serves our own private tables (exports/lookup.c).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,7 +32,7 @@
 
 #include "client/api.h"
 #include "client/client.h"
-#include "client/exports.h"
+#include "client/exports/exports.h"
 #include "client/procaddr.h"
 #include "common/atomics.h"
 #include "common/driver_path.h"

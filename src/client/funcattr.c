@@ -31,7 +31,7 @@
 
 #include "client/api.h"
 #include "client/client.h"
-#include "client/exports.h"
+#include "client/exports/exports.h"
 
 /* What is kept of one function, or of one kernel on one device. */
 struct mps_fattrs {

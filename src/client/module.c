@@ -23,7 +23,7 @@
 
 #include "client/api.h"
 #include "client/client.h"
-#include "client/exports.h"
+#include "client/exports/exports.h"
 #include "common/atomics.h"
 #include "common/image.h"
 #include "common/log.h"

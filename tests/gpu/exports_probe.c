@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 //
 // What the real driver's own export-table functions need, for the tables
-// the client library serves with them (src/client/exports_driver.c): the
+// the client library serves with them (src/client/exports/driver.c): the
 // client process has the driver loaded and initialised but no context of
 // its own. Prints one "probe:" line per question:
 //

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 //
 // Build (from the repository root; no GPU needed to build, one to run):
-//   cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Isrc -I/usr/local/cuda/include -o integrity_vs_driver tests/gpu/integrity_vs_driver.c src/client/integrity.c src/client/md2.c -ldl -lpthread
+//   cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Isrc -I/usr/local/cuda/include -o integrity_vs_driver tests/gpu/integrity_vs_driver.c src/client/exports/integrity.c src/client/exports/md2.c -ldl -lpthread
 // Run:
 //   ./integrity_vs_driver [/path/to/real/libcuda.so.1]   (default /usr/local/nvidia/lib64/libcuda.so.1)
 //
-// Checks openmps' integrity-check answer (src/client/integrity.c) against
+// Checks openmps' integrity-check answer (src/client/exports/integrity.c) against
 // the real driver's. It loads the real driver, asks it for its
 // CUDART_INTERFACE and INTEGRITY_CHECK tables, calls the real check slot
 // for a set of versions at the current time, and computes
@@ -29,7 +29,7 @@
 
 #include <cuda.h>
 
-#include "client/integrity.h"
+#include "client/exports/integrity.h"
 
 static CUresult (*p_cuInit)(unsigned);
 static CUresult (*p_cuDriverGetVersion)(int *);

@@ -2,7 +2,7 @@
 //
 // A stand-in for the real driver's own private tables, for test_exports:
 // built as a libcuda.so.1 of its own that the client library loads through
-// OPENMPS_DRIVER (src/client/exports_driver.c). It has cuInit and
+// OPENMPS_DRIVER (src/client/exports/driver.c). It has cuInit and
 // cuGetExportTable and three tables, 1734dc26, 69a28e9f and da9151d3, of
 // the sizes driver 580.159 reports; the slots the client forwards to
 // record what they were called with (fake_driver_record) and return values

@@ -11,7 +11,7 @@
 // the real driver's functions meet fake_driver.c (built as
 // fakedrv/libcuda.so.1 beside this test, found through OPENMPS_DRIVER), and,
 // in a child process, no driver at all. The UUIDs below are written out
-// independently of exports.c, in the byte order of their textual form.
+// independently of exports/lookup.c, in the byte order of their textual form.
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -26,10 +26,10 @@
 
 #include <fatbinary_section.h>
 
-#include "client/etbl.h"
-#include "client/exports.h"
+#include "client/exports/etbl.h"
+#include "client/exports/exports.h"
 #include "common/log.h"
-#include "client/integrity.h"
+#include "client/exports/integrity.h"
 #include "check.h"
 
 // ---------------------------------------------------------------------------
@@ -848,7 +848,7 @@ static void test_module_functions(void)
 }
 
 // ---------------------------------------------------------------------------
-// The tables served with the real driver's functions (exports_driver.c)
+// The tables served with the real driver's functions (exports/driver.c)
 
 typedef CUresult (*maps_fn)(uint8_t **, uint8_t **);
 typedef CUresult (*free_maps_fn)(uint8_t *, uint8_t *);

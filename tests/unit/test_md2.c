@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 //
-// MD2 and HMAC-MD2 (src/client/md2.c) against known answers.
+// MD2 and HMAC-MD2 (src/client/exports/md2.c) against known answers.
 //
 // MD2: the seven test-suite vectors of RFC 1319 appendix A.5, through the
 // one-shot call and through the incremental API fed in every chunk size
@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client/md2.h"
+#include "client/exports/md2.h"
 #include "check.h"
 
 static void hex(const uint8_t *d, size_t n, char *out)

@@ -2,7 +2,7 @@
 /*
  * What the files that define the private export tables share: the index of
  * each table, the stubs that fill the slots openmps does not implement, and
- * the lookup entry exports.c keeps for each table.
+ * the lookup entry exports/lookup.c keeps for each table.
  *
  * A table is an array of pointers; most begin with their own size in bytes
  * in slot 0. Every slot below that size holds a function, never NULL: a slot
@@ -23,7 +23,7 @@
 #include <cuda.h>
 #include <stdint.h>
 
-/* Every table served, in exports.c's lookup order. */
+/* Every table served, in exports/lookup.c's lookup order. */
 enum mps_etbl {
 	MPS_ETBL_CUDART,         /* 6bd5fb6c CUDART_INTERFACE */
 	MPS_ETBL_HOOKS,          /* a094798c TOOLS_RUNTIME_CALLBACK_HOOKS */
@@ -56,9 +56,9 @@ struct mps_etbl_entry {
 
 extern const struct mps_etbl_entry mps__etbl_entries[MPS_ETBL_COUNT];
 
-/* The tables: cudart's own (exports_cudart.c), those of contexts, streams
- * and modules (exports_tools.c), and those served with the real driver's
- * help (exports_driver.c). */
+/* The tables: cudart's own (exports/cudart.c), those of contexts, streams
+ * and modules (exports/tools.c), and those served with the real driver's
+ * help (exports/driver.c). */
 extern const void *const mps__etbl_cudart[], *const mps__etbl_hooks[], *const mps__etbl_tls[],
 	*const mps__etbl_cls[], *const mps__etbl_checks[], *const mps__etbl_integrity[],
 	*const mps__etbl_f8cff951[], *const mps__etbl_tools_context[], *const mps__etbl_6e163fbe[],

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 //
-// Context-local storage (see client/cls.h): a singly linked list of
+// Context-local storage (see client/exports/cls.h): a singly linked list of
 // (ctx, key) -> (value, dtor) entries under one mutex.
 //
 // A list is enough: each library that uses the store keeps about one key per
@@ -14,12 +14,12 @@
 // call put/get/delete (or the driver) without deadlocking, and no other
 // thread can reach an entry once it has been unlinked, so each destructor
 // runs exactly once.
-#include "client/cls.h"
+#include "client/exports/cls.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "client/exports.h"
+#include "client/exports/exports.h"
 
 struct cls_entry {
 	struct cls_entry *next;

@@ -15,10 +15,10 @@
 #include <fatbinary_section.h>
 #include <stdint.h>
 
-#include "client/cls.h"
-#include "client/etbl.h"
-#include "client/exports.h"
-#include "client/integrity.h"
+#include "client/exports/cls.h"
+#include "client/exports/etbl.h"
+#include "client/exports/exports.h"
+#include "client/exports/integrity.h"
 
 #pragma GCC diagnostic ignored "-Woverride-init"
 
@@ -203,7 +203,7 @@ const void *const mps__etbl_tls[10] = {
 
 // ---------------------------------------------------------------------------
 // CONTEXT_LOCAL_STORAGE_INTERFACE_V0301 c693336e-1121-df11-a8c3-68f355d89593:
-// no size slot, the three functions start at [0] (client/cls.h).
+// no size slot, the three functions start at [0] (client/exports/cls.h).
 
 MPS_ETBL_1_9(MPS_ETBL_STUB, MPS_ETBL_CLS)
 

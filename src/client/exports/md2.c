@@ -11,7 +11,7 @@
 // is what the RFC's own reference code and test suite compute.
 //
 // HMAC-MD2 is H(K ^ opad || H(K ^ ipad || m)) with the block size B = 16.
-#include "client/md2.h"
+#include "client/exports/md2.h"
 
 #include <string.h>
 

@@ -11,15 +11,15 @@
 // What each implemented slot does on the real driver 580.159 (traced with
 // every argument's memory before and after) is in docs/EXPORT-TABLES.md;
 // the comments below say what is done here. Every other slot is a stub
-// (client/etbl.h).
+// (client/exports/etbl.h).
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/etbl.h"
-#include "client/exports.h"
+#include "client/exports/etbl.h"
+#include "client/exports/exports.h"
 #include "common/atomics.h"
 #include "common/log.h"
 
@@ -169,7 +169,7 @@ const void *const mps__etbl_tools_context[100] = {
 //
 // Here the module's functions come from the server (by name, then each as
 // cuModuleGetFunction gets it), and the callback is given each function's
-// view (client/funcview.c): a handle every function call of ours accepts,
+// view (client/exports/funcview.c): a handle every function call of ours accepts,
 // laid out where cuFFT may read it as the driver's function object is.
 // Anything that fails makes it enumerate nothing and return 0, which cuFFT
 // reports as an error of its own; the cause is logged once.

@@ -21,9 +21,9 @@
 // (common/driver_path.h, as pass-through mode does), initialises it with
 // cuInit — which makes no context and takes no GPU memory, but costs time —
 // and asks it for its own tables. Each slot a library is seen calling is
-// then a forwarder (exports_driver_fwd.S) that jumps to the driver's
+// then a forwarder (exports/driver_fwd.S) that jumps to the driver's
 // function with the caller's arguments untouched, or for 1734dc26 a
-// function that calls it; every other slot is a stub (client/etbl.h). The
+// function that calls it; every other slot is a stub (client/exports/etbl.h). The
 // driver stays loaded for the life of the process.
 //
 // Except 1734dc26 [4]: the driver makes the maps for the current context's
@@ -37,7 +37,7 @@
 // lacks a slot), 69a28e9f and da9151d3 are refused, as they were before
 // openmps served them, and NVML and NVRTC ran without them. The reason is
 // logged once.
-#include "client/exports_driver.h"
+#include "client/exports/driver.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -48,8 +48,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "client/etbl.h"
-#include "client/exports.h"
+#include "client/exports/etbl.h"
+#include "client/exports/exports.h"
 #include "common/driver_path.h"
 #include "common/atomics.h"
 #include "common/log.h"

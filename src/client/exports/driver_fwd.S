@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 //
-// Forwarders to the real driver's own functions (exports_driver.c). Each
+// Forwarders to the real driver's own functions (exports/driver.c). Each
 // loads the function mps__drv_slots[i] holds and jumps to it, with every
 // argument register, the vector registers, the stack and the return address
 // as the caller left them: the driver's function runs as if the library had
@@ -11,7 +11,7 @@
 // %r11 is scratch at a call under the x86-64 System V convention and
 // carries no argument. x86-64 only.
 
-#include "client/exports_driver.h"
+#include "client/exports/driver.h"
 
 	.text
 

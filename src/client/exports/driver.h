@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 //
 // The real driver's own functions that some private tables are served with
-// (exports_driver.c), as indexes into mps__drv_slots[]. Shared with the
-// assembly forwarders (exports_driver_fwd.S), so only #defines here.
+// (exports/driver.c), as indexes into mps__drv_slots[]. Shared with the
+// assembly forwarders (exports/driver_fwd.S), so only #defines here.
 #ifndef MPS_CLIENT_EXPORTS_DRIVER_H
 #define MPS_CLIENT_EXPORTS_DRIVER_H
 

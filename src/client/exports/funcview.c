@@ -2,7 +2,7 @@
 /*
  * Function views: a handle for a function that a library may read as the
  * driver's own function object. cuFFT gets its kernels' functions through
- * slot 7 of the private table 6e163fbe (exports_tools.c), never through
+ * slot 7 of the private table 6e163fbe (exports/tools.c), never through
  * cuModuleGetFunction; public notes of a project that serves that slot
  * report that cuFFT then reads fields of the object. So the handle handed
  * to it is a view: 0x500 zeroed bytes with the values the driver's object
@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "client/client.h"
-#include "client/exports.h"
+#include "client/exports/exports.h"
 #include "common/atomics.h"
 
 #define VIEW_SIZE        0x500u

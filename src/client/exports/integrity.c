@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 //
-// Computes the integrity-check answer described in client/integrity.h.
+// Computes the integrity-check answer described in client/exports/integrity.h.
 //
 // The message is serialised byte by byte in little-endian order rather than
 // hashed from a struct in memory, so the result does not depend on the
@@ -8,14 +8,14 @@
 // back as two native u64 because that is how the driver returns it. Devices
 // are streamed into the HMAC one at a time, so no allocation is needed
 // whatever the device count.
-#include "client/integrity.h"
+#include "client/exports/integrity.h"
 
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "client/exports.h"
-#include "client/md2.h"
+#include "client/exports/exports.h"
+#include "client/exports/md2.h"
 
 // Constant answers for versions ending in 0 and 1, and the HMAC key; values
 // measured on driver 580.159 (H200), matching public reverse-engineering

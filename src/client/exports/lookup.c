@@ -1,22 +1,22 @@
 // SPDX-License-Identifier: MIT
 //
 // cuGetExportTable in server mode: finds the table for an id among those
-// the exports_*.c files define (client/etbl.h), and reports, once each, the
+// the exports_*.c files define (client/exports/etbl.h), and reports, once each, the
 // ids we do not serve and the slots we do not implement — with the library
 // that asked, so a log line says who needs what.
 //
 // Tables are looked up by the 16 bytes of their id, in the order of the
 // textual form. A table whose entry has a `get` function may be unavailable
-// in this process (it is served from the real driver, exports_driver.c);
+// in this process (it is served from the real driver, exports/driver.c);
 // the answer is then the same as for an unknown id.
-#include "client/exports.h"
+#include "client/exports/exports.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "client/etbl.h"
+#include "client/exports/etbl.h"
 #include "common/atomics.h"
 #include "common/log.h"
 

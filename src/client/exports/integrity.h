@@ -23,7 +23,7 @@
 // version and device identities this file feeds in must be exactly what
 // cuDriverGetVersion, cuDeviceGetCount, cuDeviceGetUuid and
 // cuDeviceGetAttribute(PCI_DOMAIN_ID / PCI_BUS_ID / PCI_DEVICE_ID) return to
-// the same process. They come from the hooks declared in client/exports.h.
+// the same process. They come from the hooks declared in client/exports/exports.h.
 #ifndef OPENMPS_CLIENT_INTEGRITY_H
 #define OPENMPS_CLIENT_INTEGRITY_H
 

@@ -9,11 +9,11 @@
 // 580.159 (docs/EXPORT-TABLES.md lists them, their slots and what each
 // does). In each, the slots seen called are implemented and every other
 // slot below the table's size is a stub that logs once and returns
-// CUDA_ERROR_NOT_SUPPORTED (client/etbl.h). Any other id is refused.
+// CUDA_ERROR_NOT_SUPPORTED (client/exports/etbl.h). Any other id is refused.
 //
-// exports.c looks tables up; exports_cudart.c serves cudart's own tables,
-// exports_tools.c those that take the program's contexts, streams and
-// modules, exports_driver.c those served with the real driver's functions.
+// exports/lookup.c looks tables up; exports/cudart.c serves cudart's own tables,
+// exports/tools.c those that take the program's contexts, streams and
+// modules, exports/driver.c those served with the real driver's functions.
 // The tables never move, so their addresses (which the integrity check
 // hashes) are stable for the life of the process.
 #ifndef OPENMPS_CLIENT_EXPORTS_H
@@ -23,7 +23,7 @@
 
 #include <cuda.h>
 
-#include "client/cls.h"
+#include "client/exports/cls.h"
 
 // Server-mode cuGetExportTable. caller: the code address that asked (for
 // the log), or NULL.
@@ -80,7 +80,7 @@ CUresult mps__module_functions(CUmodule mod, CUfunction *fns, unsigned int max, 
 CUresult mps__server_tpc_maps(uint8_t **a, uint8_t **b);
 
 // The handle of function f as a library that reads the driver's function
-// object sees it (client/funcview.c): accepted wherever f is, and the same
+// object sees it (client/exports/funcview.c): accepted wherever f is, and the same
 // for f each time. NULL if f is not a function or no memory is left.
 void *mps__func_view(CUfunction f);
 
