@@ -111,8 +111,6 @@ err_unlist:
 
 void mps_client_kill(struct mps_client *c, const char *why)
 {
-	int alive = 0;
-
 	if (mps_load_acquire(&c->dead))
 		return;
 	/* A client that leaves because a GPU fault ended it (a reply the GPU
@@ -120,6 +118,13 @@ void mps_client_kill(struct mps_client *c, const char *why)
 	 * after the fault is raised: the report names every client that had
 	 * work running and had not begun to leave by then (fault.c). */
 	mps_fault_look();
+	mps_client_end(c, why);
+}
+
+void mps_client_end(struct mps_client *c, const char *why)
+{
+	int alive = 0;
+
 	if (!mps_cas(&c->dead, &alive, 1))
 		return;
 	mps_store_release(&c->dead_ns, mps_now_ns());
@@ -159,9 +164,10 @@ void mps_client_put(struct mps_client *c)
 
 void mps_client_kill_all(void)
 {
+	mps_fault_look();   /* once, and not under the list lock */
 	pthread_mutex_lock(&mps_srv.lock);
 	for (struct mps_client *c = mps_srv.clients; c; c = c->next)
-		mps_client_kill(c, NULL);
+		mps_client_end(c, NULL);
 	pthread_mutex_unlock(&mps_srv.lock);
 }
 

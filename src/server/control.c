@@ -23,6 +23,7 @@
 #include "common/sock.h"
 #include "common/visible.h"
 #include "server/control.h"
+#include "server/fault.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/smshare.h"
@@ -338,6 +339,7 @@ static void terminate(const struct mps_chan *m)
 	if (m->req == 0 || m->req > 0x7fffffffu)
 		return;
 	snprintf(rf.text, sizeof(rf.text), "%s", note);
+	mps_fault_look();   /* what mps_client_kill would, before the list lock */
 	/* Under the list lock the client cannot be freed (its last reference
 	 * is dropped under this lock), so its socket is still open. */
 	pthread_mutex_lock(&mps_srv.lock);
@@ -352,7 +354,7 @@ static void terminate(const struct mps_chan *m)
 			if (send(c->sock, &rf, sizeof(rf), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
 				/* The hangup says enough. */
 			}
-			mps_client_kill(c, note);
+			mps_client_end(c, note);
 			answer = 1;   /* answered by its worker when torn down */
 		} else {
 			answer = none < 0 ? 0 : -EALREADY;

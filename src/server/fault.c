@@ -195,7 +195,6 @@ void mps_fault_finish(void)
 	snprintf(m.text, sizeof(m.text), "GPU fault on device %d (%s); %s", fault_dev, mps_driver_errname(err), who);
 	mps_log_error("%s. Every client of this server gets %s; the server exits and the next client gets a "
 		      "fresh one", m.text, mps_driver_errname(err));
-	mps_control_send(&m);
 	memcpy(rf.text, m.text, sizeof(rf.text) - 1);   /* cut to fit; rf.text ends in 0 */
 	/* Tell each client why before it sees the hangup; never wait for one
 	 * that does not read. */
@@ -203,6 +202,10 @@ void mps_fault_finish(void)
 		if (send(c->sock, &rf, sizeof(rf), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 			mps_log_debug("client %d: could not say why: %s", (int)c->pid, strerror(errno));
 	pthread_mutex_unlock(&mps_srv.lock);
+	/* The daemon hears of it before any client sees the hangup (the exit
+	 * below), with no lock held: a send to a daemon that is slow to read
+	 * holds up no other thread. */
+	mps_control_send(&m);
 	mps_log_info("Server exited after a GPU fault (%d client(s) ended)", all);
 	/* The driver frees the dead context with the process. */
 	_exit(3);

@@ -260,7 +260,12 @@ struct mps_client {
 
 /* client.c */
 struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *comm);
+/* Ends client c (why, if any, logged): marks it dead and shuts its socket.
+ * mps_client_kill first looks for a GPU fault (fault.h), which makes driver
+ * calls, so it is never called under mps_srv.lock; mps_client_end is the
+ * same for a caller that looked before it took that lock. */
 void mps_client_kill(struct mps_client *c, const char *why);
+void mps_client_end(struct mps_client *c, const char *why);
 void mps_client_put(struct mps_client *c);
 void mps_client_kill_all(void);
 

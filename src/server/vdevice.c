@@ -3,7 +3,8 @@
  * See vdevice.h. The table is the main thread's to change and the service
  * threads' to read (a welcome, a device selection, metrics), under its own
  * lock; nothing else is taken while it is held except smshare's device
- * lock (for a slice's SM count).
+ * lock (for a slice's SM count) and its partition-name lock, both leaves
+ * (docs/ARCHITECTURE.md, "Locks").
  */
 #include <pthread.h>
 #include <stdbool.h>
