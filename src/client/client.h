@@ -338,6 +338,9 @@ struct mps_gstage {
 CUresult mps__gstage_get(const struct mps_gstage *want, struct mps_gstage **out);
 /* The same for n bytes at host. */
 CUresult mps__gstage_linear(bool to_host, void *host, size_t n, struct mps_gstage **out);
+/* cuGraphExecUpdate gave exec the graph's nodes again: the host nodes it
+ * had been given slots of their own (gnode.c) run the graph's now. */
+void mps__exec_hosts_forget(CUgraphExec exec);
 /* A copy node in graph (gnode.c), staged if a side is pageable memory. */
 CUresult mps__graph_add_copy(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
 			     const CUDA_MEMCPY3D *p);

@@ -725,6 +725,15 @@ static CUresult exec_host_node_set(CUgraphExec exec, CUgraphNode node, const CUD
 	return CUDA_SUCCESS;
 }
 
+void mps__exec_hosts_forget(CUgraphExec exec)
+{
+	struct mps_gobj *x = mps__obj(exec, MPS_MAGIC_GOBJ);
+	struct exec_hosts *eh = x ? x->data : NULL;
+
+	if (eh && eh->magic == EXEC_HOSTS_MAGIC)
+		eh->n = 0;
+}
+
 /* Whether every edge is the default kind (all fields 0). */
 static bool edges_default(const CUgraphEdgeData *e, size_t n)
 {

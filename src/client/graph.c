@@ -92,6 +92,8 @@ static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateRe
 {
 	CUresult r = mps__fwd_cuGraphExecUpdate_v2(exec, graph, info);
 
+	if (r == CUDA_SUCCESS)
+		mps__exec_hosts_forget(exec);
 	if (info) {
 		info->errorNode = answer_node(info->errorNode, graph);
 		info->errorFromNode = answer_node(info->errorFromNode, graph);

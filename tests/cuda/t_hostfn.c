@@ -509,6 +509,25 @@ static void exec_params(CUstream s)
 	CHECK(cuStreamSynchronize(s));
 	EXPECT(ran(&a) == 3, "a later executable graph ran the node's function %d times (want 3)", ran(&a));
 
+	/* Updated from the graph, the executable graph runs the node's own
+	 * function again, and a setting after that takes effect. */
+	{
+		CUgraphExecUpdateResultInfo info;
+
+		CHECK(cuGraphExecUpdate(e1, graph, &info));
+		CHECK(cuGraphLaunch(e1, s));
+		CHECK(cuStreamSynchronize(s));
+		EXPECT(ran(&a) == 4 && ran(&c) == 100, "after cuGraphExecUpdate: %d / %d runs (want 4 / 100)", ran(&a),
+		       ran(&c));
+		hp.fn = tally_hundred;
+		hp.userData = &c;
+		CHECK(cuGraphExecHostNodeSetParams(e1, h, &hp));
+		CHECK(cuGraphLaunch(e1, s));
+		CHECK(cuStreamSynchronize(s));
+		EXPECT(ran(&a) == 4 && ran(&c) == 200, "set after cuGraphExecUpdate: %d / %d runs (want 4 / 200)",
+		       ran(&a), ran(&c));
+	}
+
 	for (int i = 0; i < 2000; i++) {
 		hp.fn = i % 2 ? tally_one : tally_hundred;
 		hp.userData = i % 2 ? &b : &c;
@@ -516,8 +535,8 @@ static void exec_params(CUstream s)
 	}
 	CHECK(cuGraphLaunch(e2, s));
 	CHECK(cuStreamSynchronize(s));
-	EXPECT(ran(&a) == 3 && ran(&b) == 3 && ran(&c) == 100,
-	       "after 2000 settings of one executable graph: %d / %d / %d runs (want 3 / 3 / 100)", ran(&a),
+	EXPECT(ran(&a) == 4 && ran(&b) == 3 && ran(&c) == 200,
+	       "after 2000 settings of one executable graph: %d / %d / %d runs (want 4 / 3 / 200)", ran(&a),
 	       ran(&b), ran(&c));
 
 	CHECK(cuGraphExecDestroy(e1));
