@@ -383,7 +383,7 @@ int mps_control_handle(int fd)
 			mps_log_error("lost the control daemon: %s", strerror((int)-n));
 		else
 			mps_log_info("the control daemon closed its channel");
-		return -1;
+		return -EPIPE;
 	}
 	if ((size_t)n != sizeof(m) || m.magic != MPS_CHAN_MAGIC) {
 		mps_log_error("bad packet from the control daemon (%zd bytes)", n);
@@ -425,7 +425,7 @@ int mps_control_handle(int fd)
 		return 0;
 	case MPS_CHAN_QUIT:
 		mps_log_info("asked to quit by the control daemon");
-		return -1;
+		return -ECANCELED;
 	case MPS_CHAN_DRAIN:
 		if (!mps_srv.draining)
 			mps_log_info("asked to shut down once its clients have left");

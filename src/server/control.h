@@ -32,8 +32,8 @@ void mps_control_apply_settings(struct mps_client *c);
 /* Reports each device, then READY. */
 void mps_control_report_ready(void);
 
-/* Reads and acts on one packet from the daemon. Returns 0, or -1 when the
- * daemon is gone or told us to quit. (DRAIN only sets mps_srv.draining: the
+/* Reads and acts on one packet from the daemon. Returns 0, or -EPIPE when
+ * the daemon is gone, -ECANCELED when it told us to quit. (DRAIN only sets mps_srv.draining: the
  * main loop ends when the last client has gone.) */
 int mps_control_handle(int fd);
 

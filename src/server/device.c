@@ -5,6 +5,7 @@
  * device queries never leave the client), and holds each device's primary
  * context for the life of the server.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -73,7 +74,8 @@ static void start_host_function_thread(int dev)
 	mps_stream_raw_free(dev, s);
 }
 
-/* Logs why the devices could not be set up and puts it in why. Returns -1. */
+/* Logs why the devices could not be set up and puts it in why. Returns
+ * -ENODEV. */
 __attribute__((format(printf, 3, 4))) static int init_failed(char *why, size_t size, const char *fmt, ...)
 {
 	va_list ap;
@@ -82,7 +84,7 @@ __attribute__((format(printf, 3, 4))) static int init_failed(char *why, size_t s
 	vsnprintf(why, size, fmt, ap);
 	va_end(ap);
 	mps_log_error("%s", why);
-	return -1;
+	return -ENODEV;
 }
 
 int mps_devices_init(char *why, size_t size)

@@ -6,8 +6,8 @@
 #define MPS_SERVER_DEVICE_H
 
 /* cuInit, every device's identity and attributes into mps_srv.dev, and each
- * device's primary context retained. 0, or -1 with the reason logged. */
-/* Sets up every device; on failure, -1 with the reason in why. */
+ * device's primary context retained: 0, or -ENODEV with the reason logged
+ * and in why. */
 int mps_devices_init(char *why, size_t size);
 
 /* Releases the primary contexts. */

@@ -3,6 +3,7 @@
  * See driver.h.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 
 #include "common/driver_path.h"
@@ -21,13 +22,13 @@ int mps_driver_load(void)
 	mps_drv.lib = mps_driver_open(err, sizeof(err), mps_drv.path, sizeof(mps_drv.path));
 	if (!mps_drv.lib) {
 		mps_log_error("%s", err);
-		return -1;
+		return -ENOENT;
 	}
 #define MPS_DRIVER_LOOKUP(name) \
 	mps_drv.name = (__typeof__(&name))dlsym(mps_drv.lib, XSTR(name)); \
 	if (!mps_drv.name) { \
 		mps_log_error("the driver %s lacks %s", mps_drv.path, XSTR(name)); \
-		return -1; \
+		return -ENOSYS; \
 	}
 	MPS_DRIVER_API(MPS_DRIVER_LOOKUP)
 #undef MPS_DRIVER_LOOKUP

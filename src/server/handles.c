@@ -4,6 +4,7 @@
  * mean "none" (or the legacy stream) on the wire. Free entries form a list
  * threaded through next_free.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,10 +29,10 @@ static int grow(struct mps_handles *t)
 	if (ncap > MPS_HANDLES_MAX)
 		ncap = MPS_HANDLES_MAX;
 	if (ncap <= t->cap)
-		return -1;
+		return -ENOSPC;
 	ne = realloc(t->e, (size_t)ncap * sizeof(*ne));
 	if (!ne)
-		return -1;
+		return -ENOMEM;
 	memset(ne + t->cap, 0, (size_t)(ncap - t->cap) * sizeof(*ne));
 	t->e = ne;
 	/* Entry 0 stays reserved; thread the new entries onto the free list. */

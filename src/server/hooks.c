@@ -6,6 +6,7 @@
  * carries plain values rather than pointers into the client or handles of
  * someone else's objects — and then calls the driver.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "server/driver.h"
@@ -57,14 +58,14 @@ static int memset_ok(struct mps_client *c, const CUDA_MEMSET_NODE_PARAMS *p)
 	uint64_t row;
 
 	if (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)
-		return -1;
+		return -EINVAL;
 	if (!p->width || !p->height)
 		return 0;
 	if (p->width > UINT64_MAX / p->elementSize)
-		return -1;
+		return -EOVERFLOW;
 	row = (uint64_t)p->width * p->elementSize;
 	if (p->height > 1 && (p->pitch < row || (p->height - 1) > (UINT64_MAX - row) / p->pitch))
-		return -1;
+		return -EINVAL;
 	return mps_memacct_check(&c->mem, p->dst, (uint64_t)(p->height - 1) * p->pitch + row);
 }
 

@@ -7,6 +7,7 @@
  * numbers are the only ones taken from a client: a pointer option would
  * have the driver write into the server.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "server/jit.h"
@@ -17,10 +18,10 @@ _Static_assert(sizeof(struct mps_link_reply) + 2 * MPS_JIT_LOG_BYTES <= MPS_SLOT
 int mps_jit_options(const struct mps_link_opt *in, uint32_t n, bool per_input, CUjit_option *opt, void **val)
 {
 	if (n > MPS_LINK_OPTS)
-		return -1;
+		return -E2BIG;
 	for (uint32_t i = 0; i < n; i++) {
 		if (!mps_jit_plain(in[i].opt, per_input))
-			return -1;
+			return -EINVAL;
 		opt[i] = (CUjit_option)in[i].opt;
 		val[i] = (void *)(uintptr_t)in[i].value;
 	}
@@ -32,7 +33,7 @@ int mps_jit_init(struct mps_jit *j, const struct mps_link_opt *in, uint32_t n)
 	int k = mps_jit_options(in, n, false, j->opt, j->val);
 
 	if (k < 0)
-		return -1;
+		return k;
 	j->info[0] = j->error[0] = 0;
 	j->info_mark = j->error_mark = 0;
 	j->opt[k] = CU_JIT_INFO_LOG_BUFFER;

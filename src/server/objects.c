@@ -6,6 +6,7 @@
  * twice as large if the keys alone fill a quarter of it: so a probe always
  * meets an empty slot, however many objects a client makes and destroys.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ static int grow(struct mps_objindex *x)
 
 	nx.k = calloc(nx.cap, sizeof(*nx.k));
 	if (!nx.k)
-		return -1;
+		return -ENOMEM;
 	for (uint32_t i = 0; i < x->cap; i++)
 		if (x->k[i].handle && !x->k[i].tomb)
 			index_put(&nx, x->k[i].type, x->k[i].real, x->k[i].handle);
@@ -52,7 +53,7 @@ static int index_put(struct mps_objindex *x, int type, void *real, uint32_t hand
 	uint32_t i;
 
 	if ((x->used + 1) * 2 > x->cap && grow(x) < 0)
-		return -1;
+		return -ENOMEM;
 	for (i = hash(type, real) & (x->cap - 1);; i = (i + 1) & (x->cap - 1)) {
 		struct mps_objkey *k = &x->k[i];
 

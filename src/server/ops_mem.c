@@ -207,7 +207,7 @@ void mps__op_mem_info(struct mps_client *c, const struct mps_msg *m)
 }
 
 /* The allocation holding ptr, in range r of the client's: the range itself,
- * or in an address reservation the mapping there (-1 if none). */
+ * or in an address reservation the mapping there (-ENOENT if none). */
 static int span_of(struct mps_client *c, const struct mps_mrange *r, uint64_t ptr, uint64_t *base, uint64_t *size)
 {
 	const struct mps_vmap *v;
@@ -219,7 +219,7 @@ static int span_of(struct mps_client *c, const struct mps_mrange *r, uint64_t pt
 	}
 	v = mps_vmm_map_find(&c->vmm, ptr);
 	if (!v)
-		return -1;
+		return -ENOENT;
 	*base = v->base;
 	*size = v->size;
 	return 0;

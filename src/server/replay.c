@@ -5,6 +5,7 @@
  * bytes, some of them held), the learned run and its graph, with the
  * arguments each node was last given.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,7 +144,7 @@ static int keep(struct launch *to, const struct launch *shape, const uint8_t *ar
 		uint8_t *b = realloc(to->args, size);
 
 		if (!b)
-			return -1;
+			return -ENOMEM;
 		to->args = b;
 		to->cap = size;
 	}

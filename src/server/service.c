@@ -333,12 +333,12 @@ int mps__client_greet(struct mps_client *c)
 	c->ready = true;
 	if (why) {
 		mps__refuse(c->sock, CUDA_ERROR_OUT_OF_MEMORY, why);
-		return -1;
+		return -ENOMEM;
 	}
 	mps_sm_publish(c);   /* the SM counts it will see, before it looks */
 	if (send_welcome(c) < 0) {
 		mps_log_warn("client %d left before the handshake finished", (int)c->pid);
-		return -1;
+		return -EPIPE;
 	}
 	mps_log_info("Client {PID: %d, Context ID: %u} connected", (int)c->pid, c->id);
 	mps_control_client_event(c, MPS_CHAN_CLIENT_UP, 0);
