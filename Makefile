@@ -69,7 +69,11 @@ $(BUILD)/obj/%.o: %.S
 # the two programs; the client library in lib/openmps (a program picks it by
 # LD_LIBRARY_PATH); the stand-in driver in lib/openmps/standin, for trying
 # openmps without a GPU (OPENMPS_DRIVER); the man pages; the systemd unit;
-# the Slurm examples. `make uninstall` removes each of them.
+# the Slurm examples. With MPS_NAMES=1 also NVIDIA's program names as links
+# to ours (bin/nvidia-cuda-mps-control, bin/nvidia-cuda-mps-server), for
+# engines that run NVIDIA's daemon by name (Kubernetes device plugins);
+# under that name the daemon takes NVIDIA's default directories. `make
+# uninstall` removes each of them (the links only where they are ours).
 VERSION   := $(shell sed -n 's/.*OPENMPS_VERSION "\(.*\)"/\1/p' src/common/version.h)
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 I         := $(DESTDIR)$(PREFIX)
@@ -92,9 +96,16 @@ install: all $(STANDIN_LIB)
 	sed 's|@PREFIX@|$(PREFIX)|g' packaging/systemd/openmps.service >$(DESTDIR)$(SYSTEMD_UNIT_DIR)/openmps.service
 	install -m 755 packaging/slurm/prolog.sh packaging/slurm/prolog_task.sh packaging/slurm/epilog.sh \
 		$(I)/share/doc/openmps/slurm/
+	if [ "$(MPS_NAMES)" = 1 ]; then \
+		ln -sf openmps-control $(I)/bin/nvidia-cuda-mps-control && \
+		ln -sf openmps-server $(I)/bin/nvidia-cuda-mps-server; \
+	fi
 
 uninstall:
 	rm -f $(INSTALLED)
+	for n in control:nvidia-cuda-mps-control server:nvidia-cuda-mps-server; do \
+		[ "$$(readlink $(I)/bin/$${n#*:} 2>/dev/null)" = "openmps-$${n%%:*}" ] && rm -f $(I)/bin/$${n#*:}; \
+	done; true
 	-rmdir $(I)/lib/openmps/standin $(I)/lib/openmps $(I)/share/doc/openmps/slurm $(I)/share/doc/openmps 2>/dev/null
 
 clean:

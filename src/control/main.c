@@ -27,7 +27,8 @@ static void usage(FILE *f)
 		"       openmps-control -h | --version\n"
 		"  -d                   start the control daemon in the background\n"
 		"  -f                   start the control daemon in the foreground\n"
-		"  -multiuser-server    one server, running as root, serves every user (needs root)\n"
+		"  -multiuser-server    one server, running as root, serves every user (needs root;\n"
+		"                       also -M)\n"
 		"  --exclusive-users    one user's server at a time: other users' clients wait\n"
 		"                       until its clients have left (NVIDIA's behaviour)\n"
 		"  -h, --help           print this help\n"
@@ -40,8 +41,10 @@ static void usage(FILE *f)
 		"             OPENMPS_EXCLUSIVE_USERS=1, OPENMPS_SHARE_NAMESPACES=1 (clients of other\n"
 		"             network namespaces may share servers), OPENMPS_SERVER (the server program),\n"
 		"             OPENMPS_DRIVER (the driver library the servers use, if not in the usual\n"
-		"             places; the software stand-in's on a machine without a GPU)\n",
-		MPS_DEFAULT_PIPE_DIR, MPS_DEFAULT_LOG_DIR);
+		"             places; the software stand-in's on a machine without a GPU)\n"
+		"Run as %s (a link made by make install MPS_NAMES=1), it takes\n"
+		"NVIDIA's default directories, %s and %s.\n",
+		mps_pipe_default(), mps_log_default(), MPS_NVIDIA_CONTROL, MPS_NVIDIA_PIPE_DIR, MPS_NVIDIA_LOG_DIR);
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -66,6 +69,12 @@ int main(int argc, char **argv)
 	int mode = 0;   /* 'd', 'f' or 0 */
 	bool options = false;
 
+	{
+		const char *base = strrchr(argv[0], '/');
+
+		if (!strcmp(base ? base + 1 : argv[0], MPS_NVIDIA_CONTROL))
+			mps_paths_nvidia_defaults();
+	}
 	if (argc == 1)
 		return mps_ui_run();
 	for (int i = 1; i < argc; i++) {
@@ -82,7 +91,7 @@ int main(int argc, char **argv)
 				return bad(mode == a[1] ? "give %s once" : "give one of -d and -f, not both (%s)",
 					   mode == a[1] ? a : "-d -f");
 			mode = a[1];
-		} else if (!strcmp(a, "-multiuser-server") || !strcmp(a, "--multiuser-server")) {
+		} else if (!strcmp(a, "-multiuser-server") || !strcmp(a, "--multiuser-server") || !strcmp(a, "-M")) {
 			mps_daemon.multiuser = true;
 			options = true;
 		} else if (!strcmp(a, "--exclusive-users") || !strcmp(a, "-exclusive-users")) {

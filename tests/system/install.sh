@@ -6,7 +6,8 @@
 # systemd unit (with the PREFIX) and the Slurm examples; the installed
 # programs give their version; the installed daemon, on the installed
 # stand-in, serves a client through the installed library; `make uninstall`
-# then leaves no file behind.
+# then leaves no file behind; MPS_NAMES=1 adds NVIDIA's program names as
+# links, which uninstall removes too.
 #
 #   usage: install.sh BUILD_DIR
 
@@ -50,6 +51,16 @@ i=0; while [ -e "$tmp/pipe/openmps-control.pid" ] && [ $i -lt 50 ]; do sleep 0.1
 mk uninstall >"$tmp/make.out" 2>&1 || fail "make uninstall: $(tail -5 "$tmp/make.out")"
 left=$(find "$p" -type f -o -type l)
 [ -z "$left" ] || fail "make uninstall left: $left"
+
+# MPS_NAMES=1: NVIDIA's program names as links to ours, gone with the rest.
+mk install MPS_NAMES=1 >"$tmp/make.out" 2>&1 || fail "make install MPS_NAMES=1: $(tail -5 "$tmp/make.out")"
+[ "$(readlink "$p/bin/nvidia-cuda-mps-control")" = openmps-control ] || fail "no nvidia-cuda-mps-control link"
+[ "$(readlink "$p/bin/nvidia-cuda-mps-server")" = openmps-server ] || fail "no nvidia-cuda-mps-server link"
+"$p/bin/nvidia-cuda-mps-control" --version | grep -q "^openmps-control $version " ||
+	fail "nvidia-cuda-mps-control --version: $("$p/bin/nvidia-cuda-mps-control" --version)"
+mk uninstall >"$tmp/make.out" 2>&1 || fail "make uninstall after MPS_NAMES=1: $(tail -5 "$tmp/make.out")"
+left=$(find "$p" -type f -o -type l)
+[ -z "$left" ] || fail "make uninstall left after MPS_NAMES=1: $left"
 rm -rf "$tmp"
 [ $rc -eq 0 ] && echo "$name: passed"
 exit $rc

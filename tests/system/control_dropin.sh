@@ -1,0 +1,70 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# openmps-control in the place of nvidia-cuda-mps-control, driven as the
+# Kubernetes engines drive NVIDIA's daemon:
+#   - NVIDIA's k8s-device-plugin: the daemon started by name with an
+#     environment of only the pipe and log directories (no PATH: the server
+#     is found beside the program), then, right after -d returns, each
+#     command a run of its own with no trailing newline and only the exit
+#     status read (a device's pinned memory by ordinal, the active thread
+#     percentage), the percentage asked again as its health check, its
+#     pods' clients given only the pipe directory, control.log there to
+#     tail, quit;
+#   - NVIDIA's DRA driver: commands with a trailing newline and devices
+#     named by UUID, -M for a multi-user daemon, and NVIDIA's default
+#     directories when none is given.
+# Beside NVIDIA's two variables the daemon gets OPENMPS_DRIVER only, for
+# the stand-in (a GPU machine's driver is found in the usual places).
+#
+#   usage: control_dropin.sh BUILD_DIR
+
+name=control_dropin; . "$(dirname "$0")/c_lib.sh"
+mkdir -p "$dir/bin"
+ln -s "$build/bin/openmps-control" "$dir/bin/nvidia-cuda-mps-control"
+ln -s "$build/bin/openmps-server" "$dir/bin/nvidia-cuda-mps-server"
+mps=$dir/bin/nvidia-cuda-mps-control
+MiB=1048576
+
+# The device plugin's environment, and one command as it sends one.
+plugin() { env -i CUDA_MPS_PIPE_DIRECTORY="$CUDA_MPS_PIPE_DIRECTORY" CUDA_MPS_LOG_DIRECTORY="$CUDA_MPS_LOG_DIRECTORY" \
+	OPENMPS_DRIVER="$OPENMPS_DRIVER" "$mps" "$@"; }
+send() { printf '%s' "$1" | plugin; }
+
+plugin -d || { fail "-d in the plugin's environment exited $?"; finish; }
+send "set_default_device_pinned_mem_limit 0 512M" >/dev/null || fail "the pinned memory limit, sent as the plugin does, exited $?"
+send "set_default_active_thread_percentage 50" >/dev/null || fail "the percentage, sent as the plugin does, exited $?"
+got=$(send "get_default_active_thread_percentage"); st=$?
+[ $st -eq 0 ] && [ "$got" = "50.0" ] || fail "the health check exited $st with '$got', expected 50.0"
+got=$(send "get_default_device_pinned_mem_limit 0")
+[ "$got" = "512M" ] || fail "the pinned memory limit of device 0 reads '$got', expected 512M"
+[ -s "$CUDA_MPS_LOG_DIRECTORY/control.log" ] || fail "no control.log to tail"
+
+# A pod's client: only the pipe directory (and the library) in its environment.
+env -i CUDA_MPS_PIPE_DIRECTORY="$CUDA_MPS_PIPE_DIRECTORY" LD_LIBRARY_PATH="$build/lib" \
+	OPENMPS_TEST_PTX="$OPENMPS_TEST_PTX" "$build/tests/system/c_client" init meminfo >"$dir/pod.out" 2>"$dir/pod.err" ||
+	fail "a pod's client failed: $(tail -3 "$dir/pod.err")"
+[ "$(awk '/^meminfo/ { print $4 }' "$dir/pod.out")" = $((512 * MiB)) ] ||
+	fail "a pod's client does not see the 512M limit: $(grep meminfo "$dir/pod.out")"
+
+# The DRA driver's way: a newline, the device by UUID.
+hex=$(env -i LD_LIBRARY_PATH="$build/lib" OPENMPS_DRIVER="$OPENMPS_DRIVER" CUDA_MPS_PIPE_DIRECTORY="$dir/none" \
+	"$build/tests/system/c_client" list | awk '/^list/ { print $4; exit }')
+uuid=$(echo "$hex" | sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12})$/GPU-\1-\2-\3-\4-\5/')
+case $uuid in GPU-*-*-*-*-*) ;; *) fail "no device UUID ('$hex')" ;; esac
+got=$(printf 'set_default_device_pinned_mem_limit %s 256M\n' "$uuid" | plugin); st=$?
+[ $st -eq 0 ] || fail "the limit by UUID exited $st: $got"
+got=$(printf 'get_default_device_pinned_mem_limit 0\n' | plugin)
+[ "$got" = "256M" ] || fail "after a limit by UUID device 0 reads '$got', expected 256M"
+
+send "quit" || fail "quit, sent as the plugin does, exited $?"
+wait_daemon_gone || fail "the daemon did not exit after quit"
+
+# -M is NVIDIA's multi-user switch (it goes with -d or -f); NVIDIA's
+# directories are the defaults under NVIDIA's name, ours under ours.
+err=$("$mps" -M 2>&1); st=$?
+[ $st -eq 2 ] && echo "$err" | grep -q "go with -d or -f" || fail "-M alone: exit $st, '$err'"
+"$mps" -h | grep -q "CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps)" || fail "under NVIDIA's name the default pipe directory is not NVIDIA's"
+"$mps" -h | grep -q "CUDA_MPS_LOG_DIRECTORY (default /var/log/nvidia-mps)" || fail "under NVIDIA's name the default log directory is not NVIDIA's"
+"$ctl" -h | grep -q "CUDA_MPS_PIPE_DIRECTORY (default /tmp/openmps)" || fail "under its own name the default pipe directory changed"
+finish
