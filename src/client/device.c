@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <cudaTypedefs.h>
 
@@ -85,6 +86,18 @@ static const struct mps_wire_device *dev_info(CUdevice d)
 	return &mps_conn.welcome->dev[d];
 }
 
+/* NVIDIA_VISIBLE_DEVICES where it still has to be applied: in a container
+ * that reaches the GPUs only through openmps. Where the container has the
+ * driver's device nodes, NVIDIA's toolkit has applied it already (it chose
+ * those nodes), and its indexes are the host's, which mean nothing here:
+ * the variable is left alone, as the driver leaves it. */
+static const char *container_devices(void)
+{
+	const char *v = getenv("NVIDIA_VISIBLE_DEVICES");
+
+	return v && access("/dev/nvidiactl", F_OK) != 0 ? v : NULL;
+}
+
 int mps__select_devices(void)
 {
 	struct mps_welcome *w = mps_conn.welcome;
@@ -95,12 +108,15 @@ int mps__select_devices(void)
 	int n;
 
 	memset(&q, 0, sizeof(q));
-	/* OPENMPS_VISIBLE_DEVICES first: a virtual device's UUID there leaves
-	 * CUDA_VISIBLE_DEVICES to name its GPU, for frameworks that read that
-	 * one against NVML's devices (PyTorch's device count). */
-	n = mps_visible_select(getenv("OPENMPS_VISIBLE_DEVICES") ? getenv("OPENMPS_VISIBLE_DEVICES") :
-								  getenv("CUDA_VISIBLE_DEVICES"),
-			       getenv("CUDA_DEVICE_ORDER"), w->dev, w->ndev, w->nvirt, q.map);
+	/* Among the GPUs a container was given (container_devices()),
+	 * OPENMPS_VISIBLE_DEVICES
+	 * first: a virtual device's UUID there leaves CUDA_VISIBLE_DEVICES to
+	 * name its GPU, for frameworks that read that one against NVML's
+	 * devices (PyTorch's device count). */
+	n = mps_visible_select_in(container_devices(),
+				  getenv("OPENMPS_VISIBLE_DEVICES") ? getenv("OPENMPS_VISIBLE_DEVICES") :
+								      getenv("CUDA_VISIBLE_DEVICES"),
+				  getenv("CUDA_DEVICE_ORDER"), w->dev, w->ndev, w->nvirt, q.map);
 	mps_conn.devices_named_twice = n < 0;
 	if (n < 0)
 		n = 0;

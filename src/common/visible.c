@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -164,5 +165,72 @@ int mps_visible_select(const char *visible, const char *order, const struct mps_
 		if (*p == ',')
 			p++;
 	}
+	return n;
+}
+
+/* Bit i: the container was given the server's device i (NVIDIA_VISIBLE_DEVICES). */
+static uint32_t container_set(const char *v, const struct mps_wire_device *devs, int ndev)
+{
+	uint8_t map[MPS_MAX_DEVICES];
+	uint32_t all = ndev >= 32 ? ~0u : (1u << ndev) - 1, set = 0;
+	size_t entries = 1;
+	int n;
+
+	if (!v || !strcmp(v, "all"))
+		return all;
+	if (!*v || !strcmp(v, "none") || !strcmp(v, "void"))
+		return 0;
+	for (const char *p = v; *p; p++)
+		entries += *p == ',';
+	/* Indexes are NVML's (PCI bus order); each entry must name a device,
+	 * once (the toolkit refuses the container otherwise). */
+	n = mps_visible_select(v, "PCI_BUS_ID", devs, ndev, 0, map);
+	if (n < 0 || (size_t)n != entries - (v[strlen(v) - 1] == ','))
+		return 0;
+	for (int i = 0; i < n; i++)
+		set |= 1u << map[i];
+	return set;
+}
+
+int mps_visible_select_in(const char *container, const char *visible, const char *order,
+			  const struct mps_wire_device *devs, int ndev, int nvirt, uint8_t *map)
+{
+	struct mps_wire_device *sub;
+	uint8_t back[MPS_MAX_DEVICES + MPS_MAX_VDEVICES], pos[MPS_MAX_DEVICES];
+	uint32_t set;
+	int m = 0, mv = 0, n;
+
+	if (ndev > MPS_MAX_DEVICES)
+		ndev = MPS_MAX_DEVICES;
+	if (nvirt < 0 || nvirt > MPS_MAX_VDEVICES)
+		nvirt = 0;
+	set = container_set(container, devs, ndev);
+	if (set == (ndev >= 32 ? ~0u : (1u << ndev) - 1))
+		return mps_visible_select(visible, order, devs, ndev, nvirt, map);
+	sub = malloc((size_t)(ndev + nvirt + 1) * sizeof(*sub));
+	if (!sub)
+		return 0;
+	/* The container's GPUs in the server's order, then their slices. */
+	for (int i = 0; i < ndev; i++) {
+		if (!(set & (1u << i)))
+			continue;
+		pos[i] = (uint8_t)m;
+		back[m] = (uint8_t)i;
+		sub[m++] = devs[i];
+	}
+	for (int j = 0; j < nvirt; j++) {
+		const struct mps_wire_device *v = &devs[ndev + j];
+
+		if (!v->base || v->base > (uint32_t)ndev || !(set & (1u << (v->base - 1))))
+			continue;
+		back[m + mv] = (uint8_t)(ndev + j);
+		sub[m + mv] = *v;
+		sub[m + mv].base = pos[v->base - 1] + 1u;
+		mv++;
+	}
+	n = mps_visible_select(visible, order, sub, m, mv, map);
+	for (int i = 0; i < n; i++)
+		map[i] = back[map[i]];
+	free(sub);
 	return n;
 }

@@ -33,6 +33,17 @@ void mps_uuid_text(char *out, const uint8_t *uuid);
 int mps_visible_select(const char *visible, const char *order, const struct mps_wire_device *devs, int ndev,
 		       int nvirt, uint8_t *map);
 
+/* The devices a container was given, as NVIDIA's container toolkit reads
+ * NVIDIA_VISIBLE_DEVICES (which device nodes it mounts): unset or "all",
+ * every one; "none", "void" or empty, none; else a comma-separated list of
+ * NVML indexes (PCI bus order) or "GPU-" UUIDs (or unique prefixes), in any
+ * order. Where the toolkit would refuse to start the container (an entry
+ * that names no device) none. Then mps_visible_select's selection among
+ * those, in the server's order, virtual devices of those GPUs included;
+ * map and the result as mps_visible_select's, indices into devs. */
+int mps_visible_select_in(const char *container, const char *visible, const char *order,
+			  const struct mps_wire_device *devs, int ndev, int nvirt, uint8_t *map);
+
 /* A virtual device's UUID: its GPU's, mixed with its name (FNV-1a), marked
  * version 8 (not a hardware UUID); the same on every server. */
 void mps_vdev_uuid(const uint8_t *phys, const char *name, uint8_t *out);

@@ -4,8 +4,10 @@
 # CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER under openmps, on the stand-in's
 # two devices: the devices a client sees for each form of the variable
 # (ordinals, lists, GPU-UUIDs and prefixes, entries that end the list, a
-# device named twice, an empty value), and that a client pinned to device 1
-# allocates on the server's device 1, not its device 0.
+# device named twice, an empty value), the GPUs a container was given
+# (NVIDIA_VISIBLE_DEVICES: NVML indexes in PCI order or UUIDs, all, none),
+# and that a client pinned to device 1 allocates on the server's device 1,
+# not its device 0.
 #
 #   usage: control_visible.sh BUILD_DIR
 
@@ -51,6 +53,23 @@ see 1,1 "CUDA_ERROR_INVALID_DEVICE 0"
 got=$(CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=1 LD_LIBRARY_PATH="$build/lib" \
 	"$build/tests/system/c_client" list)
 [ "$got" = "list CUDA_SUCCESS 1 $u1 $p1" ] || fail "PCI_BUS_ID order, device 1: '$got'"
+
+# A container's GPUs (NVIDIA_VISIBLE_DEVICES), CUDA_VISIBLE_DEVICES among them.
+see_in() {   # NVIDIA_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES EXPECTED
+	got=$(env -u CUDA_VISIBLE_DEVICES ${2:+CUDA_VISIBLE_DEVICES=$2} NVIDIA_VISIBLE_DEVICES="$1" \
+		LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" list)
+	[ "$got" = "list $3" ] || fail "NVIDIA_VISIBLE_DEVICES='$1' CUDA_VISIBLE_DEVICES='$2': saw '$got', expected 'list $3'"
+}
+see_in all "" "CUDA_SUCCESS 2 $u0 $p0 $u1 $p1"
+see_in none "" "$none"
+see_in void "" "$none"
+see_in "$g1" "" "CUDA_SUCCESS 1 $u1 $p1"
+see_in "$g1" 0 "CUDA_SUCCESS 1 $u1 $p1"
+see_in "$g1" 1 "$none"
+see_in "GPU-00000000" "" "$none"
+if [ "$(printf '%s\n%s\n' "$p0" "$p1" | sort -f | head -n 1)" = "$p0" ]; then first=0; else first=1; fi
+if [ $first = 0 ]; then see_in 0 "" "CUDA_SUCCESS 1 $u0 $p0"; else see_in 0 "" "CUDA_SUCCESS 1 $u1 $p1"; fi
+see_in 1,0 "" "CUDA_SUCCESS 2 $u0 $p0 $u1 $p1"
 
 # Memory of a client pinned to device 1 is the server's device 1's.
 before0=$(LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" init meminfo | awk '/^meminfo/ {print $3}')

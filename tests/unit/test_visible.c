@@ -13,6 +13,21 @@
 
 static struct mps_wire_device devs[6];
 
+/* The same within a container's devices (NVIDIA_VISIBLE_DEVICES). */
+static void expect_in(const char *container, const char *visible, const char *want)
+{
+	uint8_t map[MPS_MAX_DEVICES];
+	char got[64] = "";
+	int n = mps_visible_select_in(container, visible, NULL, devs, 4, 2, map);
+
+	if (n < 0)
+		snprintf(got, sizeof(got), "error");
+	for (int i = 0; i < n; i++)
+		snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%d", i ? "," : "", map[i]);
+	CHECK(!strcmp(got, want), "NVIDIA_VISIBLE_DEVICES=%s CUDA_VISIBLE_DEVICES=%s: got [%s], want [%s]",
+	      container ? container : "(unset)", visible ? visible : "(unset)", got, want);
+}
+
 /* Selects and compares with the expected server indices ("" for none). */
 static void expect(const char *visible, const char *order, const char *want)
 {
@@ -97,6 +112,30 @@ int main(void)
 		snprintf(p1, sizeof(p1), "GPU-a1,%s", a);
 		expect(p1, NULL, "error");      /* a slice and its GPU */
 		expect("4", NULL, "");          /* ordinals count GPUs only */
+
+		/* A container given some GPUs: NVML indexes are PCI order
+		 * (1A 3B 5E DB: 1, 0, 3, 2), the devices keep the server's
+		 * order, CUDA_VISIBLE_DEVICES counts among them. */
+		expect_in(NULL, NULL, "0,1,2,3");
+		expect_in("all", NULL, "0,1,2,3");
+		expect_in("none", NULL, "");
+		expect_in("void", NULL, "");
+		expect_in("", NULL, "");
+		expect_in("0", NULL, "1");
+		expect_in("2,0", NULL, "1,3");         /* NVML 2 is 5E (3), 0 is 1A (1): server order */
+		expect_in("3", "0", "2");
+		expect_in("2,0", "1", "3");
+		expect_in("2,0", "1,0", "3,1");
+		expect_in("2,0", "2", "");             /* past the container's devices */
+		expect_in("GPU-a0,GPU-a1", NULL, "0,1");
+		expect_in("GPU-a3", NULL, "");          /* names nothing: the container would not start */
+		expect_in("0,9", NULL, "");
+		expect_in("0,0", NULL, "");
+		expect_in("0,", NULL, "1");
+		expect_in("0", a, "4");                 /* NVML 0 is device 1: its slices stay */
+		expect_in("1", a, "");                  /* a slice of a GPU the container lacks */
+		snprintf(p1, sizeof(p1), "%s,0", a);
+		expect_in("0,2", p1, "4");              /* a slice, then an ordinal: the list ends */
 	}
 	printf("test_visible: %s\n", failures ? "FAIL" : "PASS");
 	return failures ? 1 : 0;
