@@ -341,11 +341,6 @@ CUresult mps__gstage_linear(bool to_host, void *host, size_t n, struct mps_gstag
 /* cuGraphExecUpdate gave exec the graph's nodes again: the host nodes it
  * had been given slots of their own (gnode.c) run the graph's now. */
 void mps__exec_hosts_forget(CUgraphExec exec);
-/* Each host node the program added to graph gets a slot of its own in
- * exec, made from graph (at instantiation, after an update), so a later
- * change of the graph's node, or another executable graph's launch, does
- * not reach exec's; where no slot is left, exec shares the graph's. */
-void mps__exec_hosts_own(CUgraphExec exec, CUgraph graph);
 /* A copy node in graph (gnode.c), staged if a side is pageable memory. */
 CUresult mps__graph_add_copy(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
 			     const CUDA_MEMCPY3D *p);

@@ -190,21 +190,6 @@ CUresult mps__fwd_obj(int type, uint32_t handle, uint32_t owner, void **out)
 	return CUDA_SUCCESS;
 }
 
-size_t mps__fwd_owned(const void *owner, void **out, size_t max)
-{
-	const struct mps_gobj *o = mps__obj((void *)owner, MPS_MAGIC_GOBJ);
-	size_t n = 0;
-
-	pthread_mutex_lock(&lock);
-	for (const struct mps_gobj *c = o ? o->child : NULL; c; c = c->sibling) {
-		if (n < max)
-			out[n] = (void *)c;
-		n++;
-	}
-	pthread_mutex_unlock(&lock);
-	return n;
-}
-
 CUresult mps__fwd_event_of(uint32_t handle, CUevent *out)
 {
 	struct mps_event *ev = mps__event_by_handle(handle);

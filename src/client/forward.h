@@ -66,10 +66,6 @@ CUresult mps__fwd_obj(int type, uint32_t handle, uint32_t owner, void **out);
 /* The struct behind a server handle of a type, or NULL. */
 struct mps_gobj *mps__fwd_find(int type, uint32_t handle);
 
-/* The objects owner owns (a graph's nodes this client knows), up to max
- * of them into out; how many there are. */
-size_t mps__fwd_owned(const void *owner, void **out, size_t max);
-
 /* The program's event for a server event handle. */
 CUresult mps__fwd_event_of(uint32_t handle, CUevent *out);
 

@@ -734,29 +734,6 @@ void mps__exec_hosts_forget(CUgraphExec exec)
 		eh->n = 0;
 }
 
-void mps__exec_hosts_own(CUgraphExec exec, CUgraph graph)
-{
-	void *stack[64], **nodes = stack;
-	size_t n = mps__fwd_owned(graph, stack, 64);
-
-	if (n > 64) {
-		nodes = malloc(n * sizeof(*nodes));
-		if (!nodes)
-			return;
-		n = mps__fwd_owned(graph, nodes, n);
-	}
-	for (size_t i = 0; i < n; i++) {
-		CUDA_HOST_NODE_PARAMS p;
-		int64_t slot = host_slot(nodes[i]);
-
-		if (slot >= 0 && mps__hostfn_params((uint32_t)slot, &p, NULL) == CUDA_SUCCESS &&
-		    exec_host_node_set(exec, nodes[i], &p) != CUDA_SUCCESS)
-			mps_log_debug("openmps: an executable graph shares a host node's slot with its graph");
-	}
-	if (nodes != stack)
-		free(nodes);
-}
-
 /* Whether every edge is the default kind (all fields 0). */
 static bool edges_default(const CUgraphEdgeData *e, size_t n)
 {

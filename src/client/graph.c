@@ -22,23 +22,13 @@
 
 /* The CUDA 10 and 11 forms: an error node and a log buffer. A failure has
  * no node to name here; the log is left empty. */
-/* Every instantiation: the server's, then the host nodes' own slots. */
-static CUresult instantiate(CUgraphExec *exec, CUgraph graph, unsigned long long flags)
-{
-	CUresult r = mps__fwd_cuGraphInstantiateWithFlags(exec, graph, flags);
-
-	if (r == CUDA_SUCCESS)
-		mps__exec_hosts_own(*exec, graph);
-	return r;
-}
-
 static CUresult instantiate_old(CUgraphExec *exec, CUgraph graph, CUgraphNode *err_node, char *log, size_t size)
 {
 	if (err_node)
 		*err_node = NULL;
 	if (log && size)
 		log[0] = 0;
-	return instantiate(exec, graph, 0);
+	return mps__fwd_cuGraphInstantiateWithFlags(exec, graph, 0);
 }
 
 typedef CUresult (*instantiate_old_fn)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
@@ -50,7 +40,7 @@ static CUresult instantiate_params(CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
 	p->hErrNode_out = NULL;
-	r = instantiate(exec, graph, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+	r = mps__fwd_cuGraphInstantiateWithFlags(exec, graph, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
 	if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) {
 		r = pt ? mps__fwd_cuGraphUpload_ptsz(*exec, p->hUploadStream) : mps__fwd_cuGraphUpload(*exec, p->hUploadStream);
 		if (r != CUDA_SUCCESS) {
@@ -102,10 +92,8 @@ static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateRe
 {
 	CUresult r = mps__fwd_cuGraphExecUpdate_v2(exec, graph, info);
 
-	if (r == CUDA_SUCCESS) {
+	if (r == CUDA_SUCCESS)
 		mps__exec_hosts_forget(exec);
-		mps__exec_hosts_own(exec, graph);
-	}
 	if (info) {
 		info->errorNode = answer_node(info->errorNode, graph);
 		info->errorFromNode = answer_node(info->errorFromNode, graph);
@@ -434,7 +422,6 @@ const struct mps_impl mps__graph_api[] = {
 	MPS_IMPL_PFN(cuGraphKernelNodeSetParams, set_v1_fn, kernel_node_set_v1),
 	MPS_IMPL_PFN(cuGraphExecKernelNodeSetParams, exec_set_v1_fn, exec_kernel_node_set_v1),
 	MPS_IMPL_PFN(cuGraphKernelNodeGetParams, get_v1_fn, kernel_node_get_v1),
-	MPS_IMPL(cuGraphInstantiateWithFlags, instantiate),
 	MPS_IMPL_PFN(cuGraphInstantiate, instantiate_old_fn, instantiate_old),
 	MPS_IMPL_PFN(cuGraphInstantiate_v2, instantiate_old_fn, instantiate_old),
 	MPS_IMPL(cuGraphInstantiateWithParams, instantiate_with_params),

@@ -3454,6 +3454,7 @@ const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuGraphKernelNodeGetAttribute, mps__fwd_cuGraphKernelNodeGetAttribute),
 	MPS_IMPL(cuGraphKernelNodeSetAttribute, mps__fwd_cuGraphKernelNodeSetAttribute),
 	MPS_IMPL(cuGraphConditionalHandleCreate, mps__fwd_cuGraphConditionalHandleCreate),
+	MPS_IMPL(cuGraphInstantiateWithFlags, mps__fwd_cuGraphInstantiateWithFlags),
 	MPS_IMPL(cuGraphExecGetFlags, mps__fwd_cuGraphExecGetFlags),
 	MPS_IMPL(cuGraphExecDestroy, mps__fwd_cuGraphExecDestroy),
 	MPS_IMPL(cuGraphUpload, mps__fwd_cuGraphUpload),
