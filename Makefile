@@ -97,8 +97,13 @@ install: all $(STANDIN_LIB)
 	install -m 755 packaging/slurm/prolog.sh packaging/slurm/prolog_task.sh packaging/slurm/epilog.sh \
 		$(I)/share/doc/openmps/slurm/
 	if [ "$(MPS_NAMES)" = 1 ]; then \
-		ln -sf openmps-control $(I)/bin/nvidia-cuda-mps-control && \
-		ln -sf openmps-server $(I)/bin/nvidia-cuda-mps-server; \
+		for n in control server; do \
+			t=$(I)/bin/nvidia-cuda-mps-$$n; \
+			if [ -e "$$t" ] && [ "$$(readlink "$$t")" != openmps-$$n ]; then \
+				echo "make install: $$t exists and is not openmps's link: left as it is" >&2; exit 1; \
+			fi; \
+			ln -sf openmps-$$n "$$t" || exit 1; \
+		done; \
 	fi
 
 uninstall:

@@ -108,6 +108,13 @@ int mps__connect(CUresult *refusal)
 	if (mps_path_join(path, sizeof(path), mps_pipe_dir(), MPS_DAEMON_SOCKET) < 0)
 		return -ENAMETOOLONG;
 	fd = mps_sock_connect(path);
+	/* With no directory named, a daemon run under NVIDIA's name listens
+	 * in NVIDIA's default (paths.h): scripts written for NVIDIA's MPS name
+	 * none on either side. Our socket's name is not NVIDIA's, so NVIDIA's
+	 * own daemon there is never taken for ours. */
+	if (fd < 0 && !getenv("CUDA_MPS_PIPE_DIRECTORY") &&
+	    mps_path_join(path, sizeof(path), MPS_NVIDIA_PIPE_DIR, MPS_DAEMON_SOCKET) == 0)
+		fd = mps_sock_connect(path);
 	if (fd < 0)
 		return fd;   /* no daemon: the caller passes calls through */
 
