@@ -12,6 +12,8 @@
 #   TEST_FILTER    run only tests whose command contains this string
 
 timeout_s=${TEST_TIMEOUT:-120}
+# A container's choice of GPUs (a CI image may set it) is no test's input.
+unset NVIDIA_VISIBLE_DEVICES
 pass=0; fail=0; skip=0; failed=""
 log=$(mktemp /tmp/openmps-test.XXXXXX)
 

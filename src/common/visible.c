@@ -168,27 +168,62 @@ int mps_visible_select(const char *visible, const char *order, const struct mps_
 	return n;
 }
 
+/* Whether entry [p, p + len) is one the toolkit takes: an index (digits
+ * only) or a GPU UUID or prefix ("GPU-" and hex digits and dashes); MIG
+ * instances ("MIG-", "0:1") are not GPUs openmps can give. */
+static bool container_entry(const char *p, size_t len)
+{
+	size_t i = 0;
+	bool uuid = len > 4 && !strncasecmp(p, "GPU-", 4);
+
+	if (uuid)
+		i = 4;
+	if (i == len)
+		return false;
+	for (; i < len; i++)
+		if (!(uuid ? isxdigit((unsigned char)p[i]) || p[i] == '-' : isdigit((unsigned char)p[i])))
+			return false;
+	return true;
+}
+
 /* Bit i: the container was given the server's device i (NVIDIA_VISIBLE_DEVICES). */
 static uint32_t container_set(const char *v, const struct mps_wire_device *devs, int ndev)
 {
-	uint8_t map[MPS_MAX_DEVICES];
 	uint32_t all = ndev >= 32 ? ~0u : (1u << ndev) - 1, set = 0;
-	size_t entries = 1;
-	int n;
 
 	if (!v || !strcmp(v, "all"))
 		return all;
 	if (!*v || !strcmp(v, "none") || !strcmp(v, "void"))
 		return 0;
-	for (const char *p = v; *p; p++)
-		entries += *p == ',';
-	/* Indexes are NVML's (PCI bus order); each entry must name a device,
-	 * once (the toolkit refuses the container otherwise). */
-	n = mps_visible_select(v, "PCI_BUS_ID", devs, ndev, 0, map);
-	if (n < 0 || (size_t)n != entries - (v[strlen(v) - 1] == ','))
-		return 0;
-	for (int i = 0; i < n; i++)
-		set |= 1u << map[i];
+	/* Entry by entry (indexes and UUIDs may mix), each naming one device
+	 * (indexes are NVML's: PCI bus order); where one names none the
+	 * toolkit refuses the container, and it gets none. */
+	for (const char *p = v; *p;) {
+		size_t len = strcspn(p, ",");
+		char one[64];
+		uint8_t map[MPS_MAX_DEVICES];
+		const char *e = p;
+		size_t elen = len;
+
+		while (elen && (*e == ' ' || *e == '\t'))
+			e++, elen--;
+		while (elen && (e[elen - 1] == ' ' || e[elen - 1] == '\t'))
+			elen--;
+		if (elen) {
+			if (elen >= sizeof(one) || !container_entry(e, elen))
+				return 0;
+			memcpy(one, e, elen);
+			one[elen] = 0;
+			if (mps_visible_select(one, "PCI_BUS_ID", devs, ndev, 0, map) != 1)
+				return 0;
+			set |= 1u << map[0];
+		} else if (p[len] == ',') {
+			return 0;   /* an empty entry before another */
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
 	return set;
 }
 

@@ -130,8 +130,14 @@ int main(void)
 		expect_in("GPU-a0,GPU-a1", NULL, "0,1");
 		expect_in("GPU-a3", NULL, "");          /* names nothing: the container would not start */
 		expect_in("0,9", NULL, "");
-		expect_in("0,0", NULL, "");
+		expect_in("0,0", NULL, "1");            /* named twice: one device node, one device */
 		expect_in("0,", NULL, "1");
+		expect_in("0,GPU-a0", NULL, "0,1");     /* indexes and UUIDs may mix */
+		expect_in(" 3 , 0 ", NULL, "1,2");
+		expect_in("1abc", NULL, "");            /* not an index: refused, not read as 1 */
+		expect_in("0:1", NULL, "");             /* a MIG instance is not a GPU */
+		expect_in("MIG-a1", NULL, "");
+		expect_in("0,,1", NULL, "");
 		expect_in("0", a, "4");                 /* NVML 0 is device 1: its slices stay */
 		expect_in("1", a, "");                  /* a slice of a GPU the container lacks */
 		snprintf(p1, sizeof(p1), "%s,0", a);
