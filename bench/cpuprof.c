@@ -7,11 +7,13 @@
  * instruction pointer of the thread it interrupted and whether that was
  * the main thread, until cpuprof_stop(). cpuprof_dump(path) writes one
  * line a sample, "MAIN FILE OFFSET" (MAIN 1 for the main thread; FILE the
- * object the address is in, OFFSET its offset there in hex), for
+ * object the address is in, OFFSET its offset there in hex, or the address
+ * itself in a program not built position-independent, as nm counts), for
  * bench/profile.py to sum up by object and symbol. It makes no CUDA call,
  * so it measures native and openmps columns alike. At most 2^20 samples.
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -88,10 +90,14 @@ int cpuprof_dump(const char *path)
 	for (unsigned int i = 0; i < n; i++) {
 		Dl_info d;
 
-		if (dladdr((void *)ips[i], &d) && d.dli_fname && d.dli_fname[0])
-			fprintf(f, "%d %s %lx\n", on_main[i], d.dli_fname, (unsigned long)(ips[i] - (uintptr_t)d.dli_fbase));
-		else
+		if (dladdr((void *)ips[i], &d) && d.dli_fname && d.dli_fname[0]) {
+			const Elf64_Ehdr *h = d.dli_fbase;
+			uintptr_t base = h && h->e_type == ET_EXEC ? 0 : (uintptr_t)d.dli_fbase;
+
+			fprintf(f, "%d %s %lx\n", on_main[i], d.dli_fname, (unsigned long)(ips[i] - base));
+		} else {
 			fprintf(f, "%d ? %lx\n", on_main[i], (unsigned long)ips[i]);
+		}
 	}
 	return fclose(f) ? -1 : 0;
 }

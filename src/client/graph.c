@@ -263,7 +263,9 @@ static CUresult kernel_node_get(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS *p)
 		r = CUDA_ERROR_NOT_SUPPORTED;
 	} else {
 		/* The node keeps the arguments the parameters point into. */
-		void **ptrs = malloc(f->nparams * sizeof(void *) + f->arg_size + 1);
+		/* At least 8 bytes: a node's data starts with a kind's magic for
+		 * some kinds (gnode.c), which a check of any node reads. */
+		void **ptrs = malloc(f->nparams * sizeof(void *) + f->arg_size + 8);
 
 		if (!ptrs) {
 			r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -707,7 +707,8 @@ static void attack_hostfn(uint32_t ctx)
 		CHECK_ERR(call(MPS_OP_GRAPH_HOST_NODE, ctx, &gh, sizeof(gh.q), NULL), CUDA_ERROR_INVALID_VALUE);
 
 		/* An executable graph's host node: naming no executable graph,
-		 * a graph in its place, no node, a slot past the table. */
+		 * a graph in its place, and that with no node and a slot past
+		 * the table (refused for the graph before the slot is read). */
 		union {
 			struct mps_msg_exec_host_node q;
 			uint8_t raw[256];
