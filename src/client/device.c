@@ -109,10 +109,9 @@ int mps__select_devices(void)
 
 	memset(&q, 0, sizeof(q));
 	/* Among the GPUs a container was given (container_devices()),
-	 * OPENMPS_VISIBLE_DEVICES
-	 * first: a virtual device's UUID there leaves CUDA_VISIBLE_DEVICES to
-	 * name its GPU, for frameworks that read that one against NVML's
-	 * devices (PyTorch's device count). */
+	 * OPENMPS_VISIBLE_DEVICES first: a virtual device's UUID there leaves
+	 * CUDA_VISIBLE_DEVICES to name its GPU, for frameworks that read that
+	 * one against NVML's devices (PyTorch's device count). */
 	n = mps_visible_select_in(container_devices(),
 				  getenv("OPENMPS_VISIBLE_DEVICES") ? getenv("OPENMPS_VISIBLE_DEVICES") :
 								      getenv("CUDA_VISIBLE_DEVICES"),

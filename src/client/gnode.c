@@ -734,6 +734,12 @@ void mps__exec_hosts_forget(CUgraphExec exec)
 		eh->n = 0;
 }
 
+/* A host node's parameters as the generic calls carry them. */
+static CUDA_HOST_NODE_PARAMS host_params(const CUgraphNodeParams *p)
+{
+	return (CUDA_HOST_NODE_PARAMS){ .fn = p->host.fn, .userData = p->host.userData };
+}
+
 /* Whether every edge is the default kind (all fields 0). */
 static bool edges_default(const CUgraphEdgeData *e, size_t n)
 {
@@ -782,7 +788,7 @@ static CUresult add_node_plain(CUgraphNode *out, CUgraph graph, const CUgraphNod
 			return CUDA_ERROR_INVALID_VALUE;
 		return add_cond_node(out, graph, deps, ndeps, &p->conditional);
 	case CU_GRAPH_NODE_TYPE_HOST: {
-		const CUDA_HOST_NODE_PARAMS hp = { .fn = p->host.fn, .userData = p->host.userData };
+		const CUDA_HOST_NODE_PARAMS hp = host_params(p);
 
 		return add_host_node(out, graph, deps, ndeps, &hp);
 	}
@@ -852,7 +858,7 @@ static CUresult node_set_params(CUgraphNode node, CUgraphNodeParams *p)
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		return mps__fwd_cuGraphEventWaitNodeSetEvent(node, p->eventWait.event);
 	case CU_GRAPH_NODE_TYPE_HOST: {
-		const CUDA_HOST_NODE_PARAMS hp = { .fn = p->host.fn, .userData = p->host.userData };
+		const CUDA_HOST_NODE_PARAMS hp = host_params(p);
 
 		return host_node_set(node, &hp);
 	}
@@ -887,7 +893,7 @@ static CUresult exec_node_set_params(CUgraphExec exec, CUgraphNode node, CUgraph
 	case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
 		return mps__fwd_cuGraphExecEventWaitNodeSetEvent(exec, node, p->eventWait.event);
 	case CU_GRAPH_NODE_TYPE_HOST: {
-		const CUDA_HOST_NODE_PARAMS hp = { .fn = p->host.fn, .userData = p->host.userData };
+		const CUDA_HOST_NODE_PARAMS hp = host_params(p);
 
 		return exec_host_node_set(exec, node, &hp);
 	}

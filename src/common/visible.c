@@ -186,13 +186,19 @@ static bool container_entry(const char *p, size_t len)
 	return true;
 }
 
+/* Bit i for each of ndev (at most MPS_MAX_DEVICES) devices. */
+static uint32_t every(int ndev)
+{
+	return (1u << ndev) - 1;
+}
+
 /* Bit i: the container was given the server's device i (NVIDIA_VISIBLE_DEVICES). */
 static uint32_t container_set(const char *v, const struct mps_wire_device *devs, int ndev)
 {
-	uint32_t all = ndev >= 32 ? ~0u : (1u << ndev) - 1, set = 0;
+	uint32_t set = 0;
 
 	if (!v || !strcmp(v, "all"))
-		return all;
+		return every(ndev);
 	if (!*v || !strcmp(v, "none") || !strcmp(v, "void"))
 		return 0;
 	/* Entry by entry (indexes and UUIDs may mix), each naming one device
@@ -240,7 +246,7 @@ int mps_visible_select_in(const char *container, const char *visible, const char
 	if (nvirt < 0 || nvirt > MPS_MAX_VDEVICES)
 		nvirt = 0;
 	set = container_set(container, devs, ndev);
-	if (set == (ndev >= 32 ? ~0u : (1u << ndev) - 1))
+	if (set == every(ndev))
 		return mps_visible_select(visible, order, devs, ndev, nvirt, map);
 	sub = malloc((size_t)(ndev + nvirt + 1) * sizeof(*sub));
 	if (!sub)
