@@ -5,19 +5,28 @@
  * nothing until the program calls cpuprof_start(); from then on SIGPROF,
  * every CPUPROF_US (default 500) µs of the process's CPU time, records the
  * instruction pointer of the thread it interrupted and whether that was
- * the main thread, until cpuprof_stop(). cpuprof_dump(path) writes one
- * line a sample, "MAIN FILE OFFSET" (MAIN 1 for the main thread; FILE the
- * object the address is in, OFFSET its offset there in hex, or the address
- * itself in a program not built position-independent, as nm counts), for
+ * the main thread and the thread's name, until cpuprof_stop().
+ * cpuprof_dump(path) writes one line a sample, "MAIN FILE OFFSET THREAD"
+ * (MAIN 1 for the main thread; FILE the object the address is in, OFFSET
+ * its offset there in hex, or the address itself in a program not built
+ * position-independent, as nm counts; THREAD the thread's name), for
  * bench/profile.py to sum up by object and symbol. It makes no CUDA call,
  * so it measures native and openmps columns alike. At most 2^20 samples.
+ *
+ * A program that cannot call it (a server started by its daemon) is
+ * sampled whole when CPUPROF_OUT is set in its environment and its name is
+ * CPUPROF_ONLY (when that is set): sampling starts as the library loads and
+ * the samples go to CPUPROF_OUT.PID when the program exits.
  */
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <ucontext.h>
@@ -28,6 +37,7 @@
 
 static uintptr_t ips[SAMPLES_MAX];
 static unsigned char on_main[SAMPLES_MAX];
+static char names[SAMPLES_MAX][16];
 static unsigned int nsamples;   /* atomic */
 static volatile sig_atomic_t sampling;
 static pid_t main_tid;
@@ -43,7 +53,11 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 	i = __atomic_fetch_add(&nsamples, 1, __ATOMIC_RELAXED);
 	if (i < SAMPLES_MAX) {
 		ips[i] = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+		int e = errno;
+
 		on_main[i] = (pid_t)syscall(SYS_gettid) == main_tid;
+		prctl(PR_GET_NAME, names[i]);
+		errno = e;
 	}
 }
 
@@ -94,10 +108,50 @@ int cpuprof_dump(const char *path)
 			const Elf64_Ehdr *h = d.dli_fbase;
 			uintptr_t base = h && h->e_type == ET_EXEC ? 0 : (uintptr_t)d.dli_fbase;
 
-			fprintf(f, "%d %s %lx\n", on_main[i], d.dli_fname, (unsigned long)(ips[i] - base));
+			fprintf(f, "%d %s %lx", on_main[i], d.dli_fname, (unsigned long)(ips[i] - base));
 		} else {
-			fprintf(f, "%d ? %lx\n", on_main[i], (unsigned long)ips[i]);
+			fprintf(f, "%d ? %lx", on_main[i], (unsigned long)ips[i]);
 		}
+		names[i][15] = 0;
+		for (char *p = names[i]; *p; p++)
+			if (*p == ' ' || *p == '\t' || *p == '\n')
+				*p = '_';
+		fprintf(f, " %s\n", names[i][0] ? names[i] : "?");
 	}
 	return fclose(f) ? -1 : 0;
+}
+
+static int whole;   /* sampled from load to exit (CPUPROF_OUT) */
+
+__attribute__((constructor)) static void auto_start(void)
+{
+	const char *only = getenv("CPUPROF_ONLY");
+	char comm[16] = "";
+
+	if (!getenv("CPUPROF_OUT"))
+		return;
+	prctl(PR_GET_NAME, comm);
+	if (only && strcmp(only, comm) != 0) {
+		/* An image the sampled program exec'd keeps its timer. */
+		struct itimerval off = { { 0, 0 }, { 0, 0 } };
+
+		setitimer(ITIMER_PROF, &off, NULL);
+		return;
+	}
+	whole = 1;
+	cpuprof_start();
+}
+
+__attribute__((destructor)) static void auto_dump(void)
+{
+	char path[4096];
+
+	if (!whole)
+		return;
+	cpuprof_stop();
+	if (!__atomic_load_n(&nsamples, __ATOMIC_RELAXED))
+		return;   /* a helper the program ran, say */
+	snprintf(path, sizeof(path), "%s.%d", getenv("CPUPROF_OUT"), (int)getpid());
+	if (cpuprof_dump(path) != 0)
+		fprintf(stderr, "cpuprof: cannot write %s\n", path);
 }

@@ -84,17 +84,23 @@ def symbols(path, cache={}):
     return cache[path]
 
 
-def summarise(lines, top=25, lookup=symbols):
-    """The report's text from the sampler's lines ("MAIN FILE OFFSET")."""
-    rows = [l.split() for l in lines if len(l.split()) == 3]
+def summarise(lines, top=25, lookup=symbols, threads=False):
+    """The report's text from the sampler's lines ("MAIN FILE OFFSET
+    [THREAD]"). With threads, symbols count every thread's samples and a
+    table gives each thread name's share by object."""
+    rows = [(l.split() + ["?"])[:4] for l in lines if len(l.split()) in (3, 4)]
     total = len(rows)
     if not total:
         return "no samples\n"
     by_obj, by_obj_main, by_sym = collections.Counter(), collections.Counter(), collections.Counter()
-    for main, obj, off in rows:
+    by_thread, by_thread_obj = collections.Counter(), collections.Counter()
+    for main, obj, off, thread in rows:
         by_obj[obj] += 1
+        by_thread[thread] += 1
+        by_thread_obj[(thread, os.path.basename(obj))] += 1
         if main == "1":
             by_obj_main[obj] += 1
+        if main == "1" or threads:
             name = "?"
             if obj != "?":
                 t = lookup(obj)
@@ -104,7 +110,13 @@ def summarise(lines, top=25, lookup=symbols):
     out = [f"{total} samples, {sum(by_obj_main.values())} in the main thread", "", "% all  % main  object"]
     for obj, n in by_obj.most_common(top):
         out.append(f"{100 * n / total:5.1f}  {100 * by_obj_main[obj] / total:6.1f}  {os.path.basename(obj)}")
-    out += ["", "% all  main thread: object, symbol"]
+    if threads:
+        out += ["", "% all  thread: its objects (% all)"]
+        for thread, n in by_thread.most_common(top):
+            objs = sorted(((m, o) for (t, o), m in by_thread_obj.items() if t == thread), reverse=True)[:4]
+            out.append(f"{100 * n / total:5.1f}  {thread}: "
+                       + ", ".join(f"{o} {100 * m / total:.1f}" for m, o in objs))
+    out += ["", "% all  " + ("every thread" if threads else "main thread") + ": object, symbol"]
     for (obj, name), n in by_sym.most_common(top):
         out.append(f"{100 * n / total:5.1f}  {obj} {name[:90]}")
     return "\n".join(out) + "\n"
@@ -112,7 +124,7 @@ def summarise(lines, top=25, lookup=symbols):
 
 def cmd_report(args):
     with open(args.samples, encoding="utf-8", errors="replace") as f:
-        sys.stdout.write(summarise(f.readlines(), args.top))
+        sys.stdout.write(summarise(f.readlines(), args.top, threads=args.threads))
     return 0
 
 
@@ -133,6 +145,11 @@ def cmd_selftest(_args):
     check("by symbol, nearest below", " 33.3  a.so beta" in text and " 16.7  a.so alpha" in text)
     check("below the first symbol, or in no object: ?", " 16.7  a.so ?" in text and " 16.7  ? ?" in text)
     check("no samples", summarise([]) == "no samples\n")
+    lines = ["1 /lib/a.so 150 main", "0 /lib/a.so 250 worker", "0 ? 10 worker", "0 /lib/a.so 260 worker"]
+    text = summarise(lines, lookup=lambda p: table.get(p, []), threads=True)
+    check("threads: each name's share by object", " 75.0  worker: a.so 50.0, ? 25.0" in text
+          and " 25.0  main: a.so 25.0" in text)
+    check("threads: symbols of every thread", " 50.0  a.so beta" in text and " 25.0  a.so alpha" in text)
     print(f"profile selftest: {'PASS' if not fails else 'FAIL'}")
     return 1 if fails else 0
 
@@ -149,6 +166,7 @@ def main():
     s = sub.add_parser("report")
     s.add_argument("samples")
     s.add_argument("--top", type=int, default=25)
+    s.add_argument("--threads", action="store_true", help="every thread's symbols, and a table by thread name")
     s.set_defaults(fn=cmd_report)
     sub.add_parser("selftest").set_defaults(fn=cmd_selftest)
     args = p.parse_args()
