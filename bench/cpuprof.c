@@ -9,9 +9,16 @@
  * cpuprof_dump(path) writes one line a sample, "MAIN FILE OFFSET THREAD"
  * (MAIN 1 for the main thread; FILE the object the address is in, OFFSET
  * its offset there in hex, or the address itself in a program not built
- * position-independent, as nm counts; THREAD the thread's name), for
- * bench/profile.py to sum up by object and symbol. It makes no CUDA call,
+ * position-independent, as nm counts; THREAD the thread's name), then
+ * "CALLER CALLER_OFFSET" for the word at the stack pointer, which is the
+ * return address when the sample fell in a leaf function that keeps
+ * nothing on the stack (memcpy, a system call's wrapper) and noise
+ * otherwise, for bench/profile.py to sum up by object and symbol. It makes no CUDA call,
  * so it measures native and openmps columns alike. At most 2^20 samples.
+ *
+ * It also counts the program's ioctl calls (the driver's way into the
+ * kernel), by request: cpuprof_ioctls() gives the total so far, and the
+ * dump ends with a line "#ioctl REQUEST COUNT" per request.
  *
  * A program that cannot call it (a server started by its daemon) is
  * sampled whole when CPUPROF_OUT is set in its environment and its name is
@@ -22,6 +29,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,8 +46,49 @@
 static uintptr_t ips[SAMPLES_MAX];
 static unsigned char on_main[SAMPLES_MAX];
 static char names[SAMPLES_MAX][16];
+static uintptr_t tops[SAMPLES_MAX];   /* the word at the stack pointer */
 static unsigned int nsamples;   /* atomic */
 static volatile sig_atomic_t sampling;
+
+#define IOCTL_KINDS 64
+static unsigned long ioctls;   /* atomic */
+static struct {
+	unsigned long req;     /* atomic: 0 free, else the request */
+	unsigned long n;       /* atomic */
+} ioctl_by[IOCTL_KINDS];
+static int (*real_ioctl)(int, unsigned long, void *);
+
+API int ioctl(int fd, unsigned long req, ...);
+int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (!real_ioctl)
+		real_ioctl = (int (*)(int, unsigned long, void *))dlsym(RTLD_NEXT, "ioctl");
+	__atomic_fetch_add(&ioctls, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < IOCTL_KINDS; i++) {
+		unsigned long had = __atomic_load_n(&ioctl_by[i].req, __ATOMIC_RELAXED);
+
+		if (!had && !__atomic_compare_exchange_n(&ioctl_by[i].req, &had, req, 0, __ATOMIC_RELAXED,
+							 __ATOMIC_RELAXED) && had != req)
+			continue;
+		if (had && had != req)
+			continue;
+		__atomic_fetch_add(&ioctl_by[i].n, 1, __ATOMIC_RELAXED);
+		break;
+	}
+	return real_ioctl(fd, req, arg);
+}
+
+API unsigned long cpuprof_ioctls(void);
+unsigned long cpuprof_ioctls(void)
+{
+	return __atomic_load_n(&ioctls, __ATOMIC_RELAXED);
+}
 static pid_t main_tid;
 
 static void on_prof(int sig, siginfo_t *si, void *uc)
@@ -53,6 +102,7 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 	i = __atomic_fetch_add(&nsamples, 1, __ATOMIC_RELAXED);
 	if (i < SAMPLES_MAX) {
 		ips[i] = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+		tops[i] = *(const uintptr_t *)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP];
 		int e = errno;
 
 		on_main[i] = (pid_t)syscall(SYS_gettid) == main_tid;
@@ -90,6 +140,29 @@ void cpuprof_stop(void)
 	sampling = 0;
 }
 
+/* "FILE OFFSET" of an address, or "? ADDRESS". The program itself may be
+ * named as it was started (no path): /proc/self/exe says which file. */
+static void where(FILE *f, uintptr_t ip)
+{
+	static char exe[4096];
+	Dl_info d;
+
+	if (!exe[0]) {
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+		exe[n > 0 ? n : 0] = 0;
+	}
+	if (dladdr((void *)ip, &d) && d.dli_fname && (d.dli_fname[0] || exe[0])) {
+		const Elf64_Ehdr *h = d.dli_fbase;
+		uintptr_t base = h && h->e_type == ET_EXEC ? 0 : (uintptr_t)d.dli_fbase;
+		const char *name = strchr(d.dli_fname, '/') || !exe[0] ? d.dli_fname : exe;
+
+		fprintf(f, "%s %lx", name, (unsigned long)(ip - base));
+	} else {
+		fprintf(f, "? %lx", (unsigned long)ip);
+	}
+}
+
 /* Writes the samples to path: 0, or -1 when it cannot. */
 API int cpuprof_dump(const char *path);
 int cpuprof_dump(const char *path)
@@ -102,22 +175,19 @@ int cpuprof_dump(const char *path)
 	if (n > SAMPLES_MAX)
 		n = SAMPLES_MAX;
 	for (unsigned int i = 0; i < n; i++) {
-		Dl_info d;
-
-		if (dladdr((void *)ips[i], &d) && d.dli_fname && d.dli_fname[0]) {
-			const Elf64_Ehdr *h = d.dli_fbase;
-			uintptr_t base = h && h->e_type == ET_EXEC ? 0 : (uintptr_t)d.dli_fbase;
-
-			fprintf(f, "%d %s %lx", on_main[i], d.dli_fname, (unsigned long)(ips[i] - base));
-		} else {
-			fprintf(f, "%d ? %lx", on_main[i], (unsigned long)ips[i]);
-		}
+		fprintf(f, "%d ", on_main[i]);
+		where(f, ips[i]);
 		names[i][15] = 0;
 		for (char *p = names[i]; *p; p++)
 			if (*p == ' ' || *p == '\t' || *p == '\n')
 				*p = '_';
-		fprintf(f, " %s\n", names[i][0] ? names[i] : "?");
+		fprintf(f, " %s ", names[i][0] ? names[i] : "?");
+		where(f, tops[i]);
+		fputc('\n', f);
 	}
+	for (int i = 0; i < IOCTL_KINDS; i++)
+		if (ioctl_by[i].req)
+			fprintf(f, "#ioctl %#lx %lu\n", ioctl_by[i].req, ioctl_by[i].n);
 	return fclose(f) ? -1 : 0;
 }
 

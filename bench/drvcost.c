@@ -10,10 +10,16 @@
  * calling thread, averaged over the threads (`<kind>_us=`; the
  * synchronizes are not counted), so a request's server cost can be read as
  * a sum of these, and how it grows when threads call the driver at once.
+ * With bench/cpuprof.c preloaded it also prints the ioctl calls a call
+ * makes (`<kind>_ioctls=`): the driver's trips into the kernel.
  * Kinds:
  *
  *   launch          cuLaunchKernel of the empty kernel
  *   graph14         cuGraphLaunch of a chain of 14 empty kernel nodes (per graph)
+ *   graph14_args    the same with 14 nodes of a kernel that stores a value
+ *   graph14_set4    4 of those nodes given new arguments, then the launch
+ *   graph14_16s     graph14_args on 16 streams of the thread's in turn, as
+ *                   a server's thread launches for many clients
  *   h2d_pageable    cuMemcpyHtoDAsync of 48 KiB from malloc'd memory
  *   h2d_pinned      cuMemcpyHtoDAsync of 48 KiB from cuMemAllocHost memory
  *   h2d_registered  the same from malloc'd memory made pinned by cuMemHostRegister
@@ -32,6 +38,7 @@
  * context's), or `context` (each thread with a context, memory and module
  * of its own: what separate processes would contend on).
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,11 +49,13 @@
 #define BATCH 256
 #define COPY_BYTES (48u * 1024u)
 #define NODES 14
+#define SETS 4       /* nodes graph14_set4 gives new arguments */
+#define STREAMS 16   /* graph14_16s */
 
-enum kind { LAUNCH, GRAPH14, H2D_PAGEABLE, H2D_PINNED, H2D_REGISTERED, MEMCPY, D2H_PINNED, D2H_PAGEABLE,
+enum kind { LAUNCH, GRAPH14, GRAPH14_ARGS, GRAPH14_SET4, GRAPH14_16S, H2D_PAGEABLE, H2D_PINNED, H2D_REGISTERED, MEMCPY, D2H_PINNED, D2H_PAGEABLE,
 	    D2H_REGISTERED, WRITE_VALUE, EVENT_RECORD, STREAM_QUERY, KINDS };
 static const char *const kind_names[KINDS] = {
-	"launch", "graph14", "h2d_pageable", "h2d_pinned", "h2d_registered", "memcpy", "d2h_pinned",
+	"launch", "graph14", "graph14_args", "graph14_set4", "graph14_16s", "h2d_pageable", "h2d_pinned", "h2d_registered", "memcpy", "d2h_pinned",
 	"d2h_pageable", "d2h_registered", "write_value", "event_record", "stream_query",
 };
 
@@ -55,10 +64,15 @@ struct worker {
 	CUstream s;
 	CUevent ev;
 	CUgraphExec graph;
+	CUgraph sgraph;           /* 14 store_at nodes, kept for their node handles */
+	CUgraphExec sexec;
+	CUgraphNode snodes[NODES];
+	CUstream more[STREAMS];
+	unsigned int calls;
 	CUdeviceptr dev;
 	void *pageable, *pageable2, *pinned, *registered;
 	CUdeviceptr pinned_dev;
-	CUfunction fn;
+	CUfunction fn, store;
 	double in_calls;    /* seconds inside the calls of the current kind */
 };
 
@@ -66,22 +80,55 @@ enum place { PRIMARY, GREEN, CONTEXT };
 
 static CUcontext primary;
 static CUdevice device;
-static CUfunction empty;
+static CUfunction empty, store_at;
 static enum place place;
 static long iterations;
 static enum kind current;
 static pthread_barrier_t start, done;
+
+/* The arguments of node i of the store graph: its word of w->dev, and v. */
+static void store_params(struct worker *w, int i, unsigned int v, CUDA_KERNEL_NODE_PARAMS *p, void **kp,
+			 CUdeviceptr *at, unsigned int *val)
+{
+	*at = w->dev + 4u * (unsigned int)i;
+	*val = v;
+	kp[0] = at;
+	kp[1] = val;
+	memset(p, 0, sizeof(*p));
+	p->func = w->store;
+	p->gridDimX = p->gridDimY = p->gridDimZ = 1;
+	p->blockDimX = p->blockDimY = p->blockDimZ = 1;
+	p->kernelParams = kp;
+}
+
+/* The graph of 14 stores, built node by node so its nodes are known. */
+static void stores(struct worker *w)
+{
+	B_CHECK(cuGraphCreate(&w->sgraph, 0));
+	for (int i = 0; i < NODES; i++) {
+		CUDA_KERNEL_NODE_PARAMS p;
+		void *kp[2];
+		CUdeviceptr at;
+		unsigned int val;
+
+		store_params(w, i, 1, &p, kp, &at, &val);
+		B_CHECK(cuGraphAddKernelNode(&w->snodes[i], w->sgraph, i ? &w->snodes[i - 1] : NULL, i ? 1 : 0, &p));
+	}
+	B_CHECK(cuGraphInstantiate(&w->sexec, w->sgraph, 0));
+}
 
 static void setup(struct worker *w)
 {
 	CUgraph g;
 
 	w->fn = empty;
+	w->store = store_at;
 	if (place == CONTEXT) {
 		CUcontext own;
 
 		B_CHECK(cuCtxCreate(&own, NULL, 0, device));
 		B_CHECK(cuModuleGetFunction(&w->fn, b_module(), "empty"));
+		B_CHECK(cuModuleGetFunction(&w->store, b_module(), "store_at"));
 	} else {
 		B_CHECK(cuCtxSetCurrent(primary));
 	}
@@ -107,6 +154,9 @@ static void setup(struct worker *w)
 	B_CHECK(cuStreamEndCapture(w->s, &g));
 	B_CHECK(cuGraphInstantiate(&w->graph, g, 0));
 	B_CHECK(cuGraphDestroy(g));
+	stores(w);
+	for (int i = 0; i < STREAMS; i++)
+		B_CHECK(cuStreamCreate(&w->more[i], CU_STREAM_NON_BLOCKING));
 }
 
 static void one(struct worker *w, enum kind k)
@@ -117,6 +167,25 @@ static void one(struct worker *w, enum kind k)
 		break;
 	case GRAPH14:
 		B_CHECK(cuGraphLaunch(w->graph, w->s));
+		break;
+	case GRAPH14_ARGS:
+		B_CHECK(cuGraphLaunch(w->sexec, w->s));
+		break;
+	case GRAPH14_SET4:
+		w->calls++;
+		for (int i = 0; i < SETS; i++) {
+			CUDA_KERNEL_NODE_PARAMS p;
+			void *kp[2];
+			CUdeviceptr at;
+			unsigned int val;
+
+			store_params(w, i * (NODES / SETS), w->calls, &p, kp, &at, &val);
+			B_CHECK(cuGraphExecKernelNodeSetParams(w->sexec, w->snodes[i * (NODES / SETS)], &p));
+		}
+		B_CHECK(cuGraphLaunch(w->sexec, w->s));
+		break;
+	case GRAPH14_16S:
+		B_CHECK(cuGraphLaunch(w->sexec, w->more[w->calls++ % STREAMS]));
 		break;
 	case H2D_PAGEABLE:
 		B_CHECK(cuMemcpyHtoDAsync(w->dev, w->pageable, COPY_BYTES, w->s));
@@ -169,10 +238,16 @@ static void *worker_main(void *arg)
 
 			one(w, current);
 			w->in_calls += b_now() - t0;
-			if (i % BATCH == BATCH - 1)
+			if (i % BATCH == BATCH - 1) {
 				B_CHECK(cuStreamSynchronize(w->s));
+				if (current == GRAPH14_16S)
+					for (int j = 0; j < STREAMS; j++)
+						B_CHECK(cuStreamSynchronize(w->more[j]));
+			}
 		}
 		B_CHECK(cuStreamSynchronize(w->s));
+		for (int i = 0; i < STREAMS; i++)
+			B_CHECK(cuStreamSynchronize(w->more[i]));
 		pthread_barrier_wait(&done);
 	}
 }
@@ -183,6 +258,7 @@ int main(int argc, char **argv)
 	const char *where = getenv("DRVCOST_STREAMS");
 	struct worker *w;
 	CUmodule mod;
+	unsigned long (*ioctls)(void), before;
 
 	iterations = argc > 2 ? atol(argv[2]) : 20000;
 	if (threads < 1 || threads > 256 || iterations < 1)
@@ -198,6 +274,7 @@ int main(int argc, char **argv)
 	device = b_setup(&primary);
 	mod = b_module();
 	B_CHECK(cuModuleGetFunction(&empty, mod, "empty"));
+	B_CHECK(cuModuleGetFunction(&store_at, mod, "store_at"));
 	w = calloc((size_t)threads, sizeof(*w));
 	if (!w)
 		b_die("out of memory");
@@ -208,6 +285,9 @@ int main(int argc, char **argv)
 			b_die("cannot start a thread");
 	printf("threads=%d\niterations=%ld\nstreams=%s\n", threads, iterations,
 	       place == GREEN ? "green" : place == CONTEXT ? "context" : "primary");
+	/* bench/cpuprof.c's count of ioctl calls, when it is preloaded. */
+	ioctls = (unsigned long (*)(void))dlsym(RTLD_DEFAULT, "cpuprof_ioctls");
+	before = ioctls ? ioctls() : 0;
 	for (int k = 0; k <= KINDS; k++) {
 		double in_calls = 0;
 
@@ -219,6 +299,12 @@ int main(int argc, char **argv)
 		for (int i = 0; i < threads; i++)
 			in_calls += w[i].in_calls;
 		printf("%s_us=%.2f\n", kind_names[k], in_calls * 1e6 / ((double)iterations * threads));
+		if (ioctls) {
+			unsigned long now = ioctls();
+
+			printf("%s_ioctls=%.3f\n", kind_names[k], (double)(now - before) / ((double)iterations * threads));
+			before = now;
+		}
 		fflush(stdout);
 	}
 	for (int i = 0; i < threads; i++)

@@ -88,25 +88,33 @@ def summarise(lines, top=25, lookup=symbols, threads=False):
     """The report's text from the sampler's lines ("MAIN FILE OFFSET
     [THREAD]"). With threads, symbols count every thread's samples and a
     table gives each thread name's share by object."""
-    rows = [(l.split() + ["?"])[:4] for l in lines if len(l.split()) in (3, 4)]
+    rows = [(l.split() + ["?", "?", "0"])[:6] for l in lines
+            if len(l.split()) in (3, 4, 6) and not l.startswith("#")]
+    ioctls = [l.split()[1:] for l in lines if l.startswith("#ioctl ") and len(l.split()) == 3]
     total = len(rows)
     if not total:
         return "no samples\n"
     by_obj, by_obj_main, by_sym = collections.Counter(), collections.Counter(), collections.Counter()
     by_thread, by_thread_obj = collections.Counter(), collections.Counter()
-    for main, obj, off, thread in rows:
+    by_caller = collections.Counter()
+
+    def sym(obj, off):
+        if obj == "?":
+            return "?"
+        t = lookup(obj)
+        i = bisect.bisect_right(t, (int(off, 16), "\uffff")) - 1
+        return t[i][1] if i >= 0 else "?"
+
+    for main, obj, off, thread, cobj, coff in rows:
+        if threads and cobj != "?" and os.path.basename(cobj) != os.path.basename(obj):
+            by_caller[(os.path.basename(obj), sym(obj, off), os.path.basename(cobj), sym(cobj, coff))] += 1
         by_obj[obj] += 1
         by_thread[thread] += 1
         by_thread_obj[(thread, os.path.basename(obj))] += 1
         if main == "1":
             by_obj_main[obj] += 1
         if main == "1" or threads:
-            name = "?"
-            if obj != "?":
-                t = lookup(obj)
-                i = bisect.bisect_right(t, (int(off, 16), "\uffff")) - 1
-                name = t[i][1] if i >= 0 else "?"
-            by_sym[(os.path.basename(obj), name)] += 1
+            by_sym[(os.path.basename(obj), sym(obj, off))] += 1
     out = [f"{total} samples, {sum(by_obj_main.values())} in the main thread", "", "% all  % main  object"]
     for obj, n in by_obj.most_common(top):
         out.append(f"{100 * n / total:5.1f}  {100 * by_obj_main[obj] / total:6.1f}  {os.path.basename(obj)}")
@@ -119,6 +127,13 @@ def summarise(lines, top=25, lookup=symbols, threads=False):
     out += ["", "% all  " + ("every thread" if threads else "main thread") + ": object, symbol"]
     for (obj, name), n in by_sym.most_common(top):
         out.append(f"{100 * n / total:5.1f}  {obj} {name[:90]}")
+    if ioctls:
+        out += ["", "ioctl calls by request: " + ", ".join(f"{r} {n}" for r, n in
+                                                          sorted(ioctls, key=lambda x: -int(x[1])))]
+    if by_caller:
+        out += ["", "% all  called from another object (the word at the stack pointer: right for leaf functions)"]
+        for (obj, name, cobj, cname), n in by_caller.most_common(top):
+            out.append(f"{100 * n / total:5.1f}  {obj} {name[:40]} <- {cobj} {cname[:50]}")
     return "\n".join(out) + "\n"
 
 
@@ -150,6 +165,12 @@ def cmd_selftest(_args):
     check("threads: each name's share by object", " 75.0  worker: a.so 50.0, ? 25.0" in text
           and " 25.0  main: a.so 25.0" in text)
     check("threads: symbols of every thread", " 50.0  a.so beta" in text and " 25.0  a.so alpha" in text)
+    lines = ["0 /lib/a.so 150 w /bin/p 20", "0 /lib/a.so 150 w /lib/a.so 250", "0 /bin/p 10 w ? 0"]
+    table["/bin/p"] = [(0x0, "main"), (0x18, "caller")]
+    text = summarise(lines, lookup=lambda p: table.get(p, []), threads=True)
+    check("callers in another object", " 33.3  a.so alpha <- p caller" in text and "<- a.so" not in text)
+    text = summarise(["1 /lib/a.so 150", "#ioctl 0x2a 7", "#ioctl 0x4e 9"], lookup=lambda p: table.get(p, []))
+    check("ioctl counts, most first", "1 samples," in text and "ioctl calls by request: 0x4e 9, 0x2a 7" in text)
     print(f"profile selftest: {'PASS' if not fails else 'FAIL'}")
     return 1 if fails else 0
 
