@@ -18,6 +18,9 @@
  *   graph14         cuGraphLaunch of a chain of 14 empty kernel nodes (per graph)
  *   graph14_args    the same with 14 nodes of a kernel that stores a value
  *   graph14_set4    4 of those nodes given new arguments, then the launch
+ *   graph14_set4k   the same with the kernel as a CUkernel of a library
+ *                   (node parameters name the kernel and the context), as
+ *                   cudart's own kernels come since CUDA 12
  *   graph14_16s     graph14_args on 16 streams of the thread's in turn, as
  *                   a server's thread launches for many clients
  *   h2d_pageable    cuMemcpyHtoDAsync of 48 KiB from malloc'd memory
@@ -52,10 +55,10 @@
 #define SETS 4       /* nodes graph14_set4 gives new arguments */
 #define STREAMS 16   /* graph14_16s */
 
-enum kind { LAUNCH, GRAPH14, GRAPH14_ARGS, GRAPH14_SET4, GRAPH14_16S, H2D_PAGEABLE, H2D_PINNED, H2D_REGISTERED, MEMCPY, D2H_PINNED, D2H_PAGEABLE,
+enum kind { LAUNCH, GRAPH14, GRAPH14_ARGS, GRAPH14_SET4, GRAPH14_SET4K, GRAPH14_16S, H2D_PAGEABLE, H2D_PINNED, H2D_REGISTERED, MEMCPY, D2H_PINNED, D2H_PAGEABLE,
 	    D2H_REGISTERED, WRITE_VALUE, EVENT_RECORD, STREAM_QUERY, KINDS };
 static const char *const kind_names[KINDS] = {
-	"launch", "graph14", "graph14_args", "graph14_set4", "graph14_16s", "h2d_pageable", "h2d_pinned", "h2d_registered", "memcpy", "d2h_pinned",
+	"launch", "graph14", "graph14_args", "graph14_set4", "graph14_set4k", "graph14_16s", "h2d_pageable", "h2d_pinned", "h2d_registered", "memcpy", "d2h_pinned",
 	"d2h_pageable", "d2h_registered", "write_value", "event_record", "stream_query",
 };
 
@@ -67,6 +70,9 @@ struct worker {
 	CUgraph sgraph;           /* 14 store_at nodes, kept for their node handles */
 	CUgraphExec sexec;
 	CUgraphNode snodes[NODES];
+	CUgraph kgraph;           /* the same with the library's kernel */
+	CUgraphExec kexec;
+	CUgraphNode knodes[NODES];
 	CUstream more[STREAMS];
 	unsigned int calls;
 	CUdeviceptr dev;
@@ -81,6 +87,7 @@ enum place { PRIMARY, GREEN, CONTEXT };
 static CUcontext primary;
 static CUdevice device;
 static CUfunction empty, store_at;
+static CUkernel store_kernel;   /* store_at of a library */
 static enum place place;
 static long iterations;
 static enum kind current;
@@ -101,6 +108,16 @@ static void store_params(struct worker *w, int i, unsigned int v, CUDA_KERNEL_NO
 	p->kernelParams = kp;
 }
 
+/* The same, naming the library's kernel and the context. */
+static void kernel_params(struct worker *w, int i, unsigned int v, CUDA_KERNEL_NODE_PARAMS *p, void **kp,
+			  CUdeviceptr *at, unsigned int *val)
+{
+	store_params(w, i, v, p, kp, at, val);
+	p->func = NULL;
+	p->kern = store_kernel;
+	B_CHECK(cuCtxGetCurrent(&p->ctx));
+}
+
 /* The graph of 14 stores, built node by node so its nodes are known. */
 static void stores(struct worker *w)
 {
@@ -115,6 +132,17 @@ static void stores(struct worker *w)
 		B_CHECK(cuGraphAddKernelNode(&w->snodes[i], w->sgraph, i ? &w->snodes[i - 1] : NULL, i ? 1 : 0, &p));
 	}
 	B_CHECK(cuGraphInstantiate(&w->sexec, w->sgraph, 0));
+	B_CHECK(cuGraphCreate(&w->kgraph, 0));
+	for (int i = 0; i < NODES; i++) {
+		CUDA_KERNEL_NODE_PARAMS p;
+		void *kp[2];
+		CUdeviceptr at;
+		unsigned int val;
+
+		kernel_params(w, i, 1, &p, kp, &at, &val);
+		B_CHECK(cuGraphAddKernelNode(&w->knodes[i], w->kgraph, i ? &w->knodes[i - 1] : NULL, i ? 1 : 0, &p));
+	}
+	B_CHECK(cuGraphInstantiate(&w->kexec, w->kgraph, 0));
 }
 
 static void setup(struct worker *w)
@@ -183,6 +211,19 @@ static void one(struct worker *w, enum kind k)
 			B_CHECK(cuGraphExecKernelNodeSetParams(w->sexec, w->snodes[i * (NODES / SETS)], &p));
 		}
 		B_CHECK(cuGraphLaunch(w->sexec, w->s));
+		break;
+	case GRAPH14_SET4K:
+		w->calls++;
+		for (int i = 0; i < SETS; i++) {
+			CUDA_KERNEL_NODE_PARAMS p;
+			void *kp[2];
+			CUdeviceptr at;
+			unsigned int val;
+
+			kernel_params(w, i * (NODES / SETS), w->calls, &p, kp, &at, &val);
+			B_CHECK(cuGraphExecKernelNodeSetParams(w->kexec, w->knodes[i * (NODES / SETS)], &p));
+		}
+		B_CHECK(cuGraphLaunch(w->kexec, w->s));
 		break;
 	case GRAPH14_16S:
 		B_CHECK(cuGraphLaunch(w->sexec, w->more[w->calls++ % STREAMS]));
@@ -275,6 +316,16 @@ int main(int argc, char **argv)
 	mod = b_module();
 	B_CHECK(cuModuleGetFunction(&empty, mod, "empty"));
 	B_CHECK(cuModuleGetFunction(&store_at, mod, "store_at"));
+	{
+		char *ptx = b_read_ptx();
+		CUlibrary lib;
+
+		if (!ptx)
+			b_die("cannot read the kernels' PTX");
+		B_CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+		B_CHECK(cuLibraryGetKernel(&store_kernel, lib, "store_at"));
+		free(ptx);
+	}
 	w = calloc((size_t)threads, sizeof(*w));
 	if (!w)
 		b_die("out of memory");
