@@ -98,8 +98,41 @@ static const char *container_devices(void)
 	return v && access("/dev/nvidiactl", F_OK) != 0 ? v : NULL;
 }
 
+/* The devices a CDI spec of openmps gave the container: the values of its
+ * OPENMPS_CDI_DEVICE_* variables (one per device, so that several combine),
+ * comma-separated in buf; NULL when there are none. */
+#define CDI_DEVICE_VAR "OPENMPS_CDI_DEVICE_"
+static const char *cdi_devices(char *buf, size_t len)
+{
+	extern char **environ;
+	size_t used = 0;
+
+	for (char **e = environ; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t n;
+
+		if (strncmp(*e, CDI_DEVICE_VAR, strlen(CDI_DEVICE_VAR)) || !eq)
+			continue;
+		n = strlen(eq + 1);
+		if (used + n + 2 > len)
+			break;
+		if (used)
+			buf[used++] = ',';
+		memcpy(buf + used, eq + 1, n + 1);
+		used += n;
+	}
+	return used ? buf : NULL;
+}
+
 int mps__select_devices(void)
 {
+	char given[(MPS_MAX_DEVICES + MPS_MAX_VDEVICES) * 48];
+	const char *cdi = cdi_devices(given, sizeof(given));
+	/* OPENMPS_VISIBLE_DEVICES first: a virtual device's UUID there leaves
+	 * CUDA_VISIBLE_DEVICES to name its GPU, for frameworks that read that
+	 * one against NVML's devices (PyTorch's device count). */
+	const char *visible = getenv("OPENMPS_VISIBLE_DEVICES") ? getenv("OPENMPS_VISIBLE_DEVICES") :
+								  getenv("CUDA_VISIBLE_DEVICES");
 	struct mps_welcome *w = mps_conn.welcome;
 	struct mps_msg_devices q;
 	struct mps_wire_device *keep;
@@ -108,14 +141,15 @@ int mps__select_devices(void)
 	int n;
 
 	memset(&q, 0, sizeof(q));
-	/* Among the GPUs a container was given (container_devices()),
-	 * OPENMPS_VISIBLE_DEVICES first: a virtual device's UUID there leaves
-	 * CUDA_VISIBLE_DEVICES to name its GPU, for frameworks that read that
-	 * one against NVML's devices (PyTorch's device count). */
-	n = mps_visible_select_in(container_devices(),
-				  getenv("OPENMPS_VISIBLE_DEVICES") ? getenv("OPENMPS_VISIBLE_DEVICES") :
-								      getenv("CUDA_VISIBLE_DEVICES"),
-				  getenv("CUDA_DEVICE_ORDER"), w->dev, w->ndev, w->nvirt, q.map);
+	/* Among the devices a container was given: by a CDI spec of ours, which
+	 * stand in for NVIDIA_VISIBLE_DEVICES (the spec sets that to "void" for
+	 * NVIDIA's runtime), else by NVIDIA_VISIBLE_DEVICES (container_devices()). */
+	if (cdi)
+		n = mps_visible_select_given(cdi, visible, getenv("CUDA_DEVICE_ORDER"), w->dev, w->ndev, w->nvirt,
+					     q.map);
+	else
+		n = mps_visible_select_in(container_devices(), visible, getenv("CUDA_DEVICE_ORDER"), w->dev, w->ndev,
+					  w->nvirt, q.map);
 	mps_conn.devices_named_twice = n < 0;
 	if (n < 0)
 		n = 0;

@@ -275,3 +275,86 @@ int mps_visible_select_in(const char *container, const char *visible, const char
 	free(sub);
 	return n;
 }
+
+/* The index in devs of the device whose whole UUID entry [e, e + len)
+ * names, or -1. */
+static int given_entry(const char *e, size_t len, const struct mps_wire_device *devs, int nall)
+{
+	char one[64];
+	uint8_t u[16];
+
+	while (len && isspace((unsigned char)*e))
+		e++, len--;
+	while (len && isspace((unsigned char)e[len - 1]))
+		len--;
+	if (len < 5 || len >= sizeof(one) || strncasecmp(e, "GPU-", 4))
+		return -1;
+	memcpy(one, e, len);
+	one[len] = 0;
+	if (mps_uuid_parse(one, u) < 0)
+		return -1;
+	for (int d = 0; d < nall; d++)
+		if (!memcmp(devs[d].uuid, u, 16))
+			return d;
+	return -1;
+}
+
+int mps_visible_select_given(const char *given, const char *visible, const char *order,
+			     const struct mps_wire_device *devs, int ndev, int nvirt, uint8_t *map)
+{
+	bool is_given[MPS_MAX_DEVICES + MPS_MAX_VDEVICES] = { false };
+	struct mps_wire_device sub[MPS_MAX_DEVICES + MPS_MAX_VDEVICES];
+	uint8_t back[MPS_MAX_DEVICES + MPS_MAX_VDEVICES], pos[MPS_MAX_DEVICES];
+	int nall, m = 0, mv = 0, n;
+
+	if (ndev > MPS_MAX_DEVICES)
+		ndev = MPS_MAX_DEVICES;
+	if (nvirt < 0 || nvirt > MPS_MAX_VDEVICES)
+		nvirt = 0;
+	nall = ndev + nvirt;
+	for (const char *p = given; *p;) {
+		size_t len = strcspn(p, ",");
+		int d;
+
+		if (len) {
+			d = given_entry(p, len, devs, nall);
+			if (d < 0 || physical(devs, ndev, d) < 0 || physical(devs, ndev, d) >= ndev)
+				return 0;
+			is_given[d] = true;
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	/* The given devices stand as the program's GPUs: the GPUs, then the
+	 * slices (each as a device of its own), in the server's order. */
+	memset(pos, 0xff, sizeof(pos));
+	for (int d = 0; d < nall && m < MPS_MAX_DEVICES; d++) {
+		if (!is_given[d])
+			continue;
+		if (d < ndev)
+			pos[d] = (uint8_t)m;
+		back[m] = (uint8_t)d;
+		sub[m] = devs[d];
+		sub[m++].base = 0;
+	}
+	/* The given GPUs' other slices, which their UUIDs select. */
+	for (int d = ndev; d < nall; d++) {
+		int g = physical(devs, ndev, d);
+
+		if (is_given[d] || g < 0 || g >= ndev || pos[g] == 0xff)
+			continue;
+		back[m + mv] = (uint8_t)d;
+		sub[m + mv] = devs[d];
+		sub[m + mv].base = pos[g] + 1u;
+		mv++;
+	}
+	n = mps_visible_select(visible, order, sub, m, mv, map);
+	for (int i = 0; i < n; i++) {
+		map[i] = back[map[i]];
+		for (int k = 0; k < i; k++)
+			if (physical(devs, ndev, map[k]) == physical(devs, ndev, map[i]))
+				return -1;
+	}
+	return n;
+}

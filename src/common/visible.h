@@ -44,6 +44,20 @@ int mps_visible_select(const char *visible, const char *order, const struct mps_
 int mps_visible_select_in(const char *container, const char *visible, const char *order,
 			  const struct mps_wire_device *devs, int ndev, int nvirt, uint8_t *map);
 
+/* The devices a container was given through CDI (the spec openmps-control
+ * writes: one OPENMPS_CDI_DEVICE_* variable per device, so that several
+ * combine): given is their UUIDs ("GPU-" and the whole UUID), comma-
+ * separated, GPUs' and virtual devices' alike, in any order. The program
+ * sees the given GPUs in the server's order, then the given virtual devices
+ * in the server's order; visible and order select among those as
+ * mps_visible_select does (ordinals count them; a given GPU's virtual
+ * devices may be named by UUID). An entry that names no device leaves none
+ * (the spec the container was made from is stale). Returns as
+ * mps_visible_select: -1 also when the selection holds one GPU twice (two
+ * slices of it, or a slice and the GPU). */
+int mps_visible_select_given(const char *given, const char *visible, const char *order,
+			     const struct mps_wire_device *devs, int ndev, int nvirt, uint8_t *map);
+
 /* A virtual device's UUID: its GPU's, mixed with its name (FNV-1a), marked
  * version 8 (not a hardware UUID); the same on every server. */
 void mps_vdev_uuid(const uint8_t *phys, const char *name, uint8_t *out);

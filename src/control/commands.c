@@ -767,28 +767,6 @@ static void cmd_sm_partition(struct mps_cmd *cmd, int argc, char **argv)
 		mps_out(cmd, "%s\n", argv[2]);
 }
 
-/* A virtual device's UUID as "GPU-…", if the daemon knows its GPU's; else "-". */
-static void vdevice_uuid(const struct mps_vdevice *v, char *out, size_t len)
-{
-	const char *phys = NULL;
-	uint8_t pu[16], vu[16];
-	char text[MPS_UUID_TEXT];
-	char *end;
-	long ord = strtol(v->dev, &end, 10);
-
-	if (!*end && end != v->dev)
-		phys = mps_daemon.devices_known && ord >= 0 && ord < mps_daemon.ndev ? mps_daemon.dev[ord].uuid : NULL;
-	else
-		phys = v->dev;
-	if (!phys || mps_uuid_parse(phys, pu) < 0) {
-		snprintf(out, len, "-");
-		return;
-	}
-	mps_vdev_uuid(pu, v->name, vu);
-	mps_uuid_text(text, vu);
-	snprintf(out, len, "GPU-%s", text);
-}
-
 static void gather_metrics(struct mps_cmd *cmd, void (*done)(struct mps_cmd *, const struct mps_chan *, const char *));
 
 /* vdevice list: each virtual device, then the PIDs of the clients that chose
@@ -804,7 +782,7 @@ static void vdevice_list_done(struct mps_cmd *cmd, const struct mps_chan *answer
 		char mem[32], tail[64];
 		size_t tl;
 
-		vdevice_uuid(x, uuid, sizeof(uuid));
+		mps_vdevice_uuid(x, uuid, sizeof(uuid));
 		if (x->sms)
 			mps_format_mem_value(mem, sizeof(mem), x->mem);
 		else
@@ -834,7 +812,7 @@ static int vdevice_define(struct mps_cmd *cmd, const struct mps_vdevice *v)
 	int r = mps_vdevice_set(v);
 
 	if (!r) {
-		vdevice_uuid(v, uuid, sizeof(uuid));
+		mps_vdevice_uuid(v, uuid, sizeof(uuid));
 		mps_out(cmd, "%s %s\n", v->name, uuid);
 	}
 	return r;
@@ -1164,6 +1142,55 @@ static void cmd_device_query(struct mps_cmd *cmd, int argc, char **argv)
 	cmd->done = devices_done;
 }
 
+/* cdi_spec [PATH|off]: writes the CDI spec (to PATH, else where the daemon
+ * keeps one, else /var/run/cdi/openmps.json) and keeps it up to date from
+ * then on; off: no longer. Waits for the devices if no server has told them. */
+#define CDI_DEFAULT_PATH "/var/run/cdi/openmps.json"
+static void cmd_cdi_spec(struct mps_cmd *cmd, int argc, char **argv)
+{
+	char why[MPS_CMD_MAX + 256];
+	const char *path;
+	int r;
+
+	if (argc > 2) {
+		USAGE(cmd);
+		return;
+	}
+	if (argc == 2 && !strcmp(argv[1], "off")) {
+		mps_daemon.cdi_path[0] = 0;
+		return;
+	}
+	path = argc == 2 ? argv[1] : mps_daemon.cdi_path[0] ? mps_daemon.cdi_path : CDI_DEFAULT_PATH;
+	if (mps_cdi_path_check(path, why, sizeof(why)) < 0) {
+		mps_err(cmd, "Error: %s\n", why);
+		return;
+	}
+	if (!mps_daemon.devices_known) {
+		/* The spec names every GPU: a server tells the daemon them. */
+		r = mps_servers_probe_devices();
+		if (r < 0) {
+			mps_err(cmd, "Error: cannot start a server to list the devices: %s\n", strerror(-r));
+			return;
+		}
+		if (!(cmd->acc = strdup(current_line))) {
+			mps_err(cmd, "Error: out of memory\n");
+			return;
+		}
+		cmd->wait = MPS_WAIT_DEVICES;
+		cmd->wait_ms = DEVICES_MS;
+		cmd->done = rerun_done;
+		return;
+	}
+	if (mps_cdi_write(path, why, sizeof(why)) < 0) {
+		mps_err(cmd, "Error: %s\n", why);
+		return;
+	}
+	if (path != mps_daemon.cdi_path)
+		snprintf(mps_daemon.cdi_path, sizeof(mps_daemon.cdi_path), "%s", path);
+	mps_log_info("CDI spec written to %s; kept up to date", path);
+	mps_out(cmd, "%s\n", path);
+}
+
 enum who { ANYONE, ADMIN, ADMIN_OR_OWNER };
 
 /* help: every command's usage, one form a line (what `|` separates in a
@@ -1239,6 +1266,8 @@ static const struct {
 	  "set_client_sm_partition <client PID> <partition name|none>" },
 	{ "vdevice", cmd_vdevice, ANYONE,
 	  "vdevice add <name> <device> <SMs> <memory> | vdevice split <device> <count> | vdevice rm <name> | vdevice list" },
+	{ "cdi_spec", cmd_cdi_spec, ADMIN,
+	  "cdi_spec [<path>|off]" },
 };
 
 void mps_command(const char *line, struct mps_cmd *cmd)

@@ -13,8 +13,8 @@
  * modes; routing.h joins the two), settings.c (the values the setters
  * take: parsing, showing, handing them to servers), commands.c (the control
  * language and who may use what), listings.c (ps, get_device_client_list,
- * device_query), ui.c (the stdin-to-daemon client that `openmps-control`
- * with no flag is).
+ * device_query), cdi.c (the CDI spec of the devices), ui.c (the
+ * stdin-to-daemon client that `openmps-control` with no flag is).
  */
 #ifndef MPS_CONTROL_CONTROL_H
 #define MPS_CONTROL_CONTROL_H
@@ -174,6 +174,7 @@ struct mps_daemon {
 	uint32_t next_req;
 	char server_exe[4096];
 	int server_log_fd;          /* server.log, inherited as the servers' stderr */
+	char cdi_path[4096];        /* the CDI spec the daemon keeps up to date ("": none; cdi.c) */
 };
 
 extern struct mps_daemon mps_daemon;
@@ -306,12 +307,25 @@ int mps_layout_check(const char *name, const char *dev, int sms, uint64_t mem, c
  * else on the device but the slices it redefines. */
 int mps_layout_check_split(const char *dev, int n, char *why, size_t len);
 int mps_vdevice_remove(const char *name);
+/* A virtual device's UUID as "GPU-…", if the daemon knows its GPU's; else "-". */
+void mps_vdevice_uuid(const struct mps_vdevice *v, char *out, size_t len);
 void mps_vdevice_send(struct mps_server_rec *srv, const struct mps_vdevice *v, bool remove);
 /* True if a partition or a virtual device has that name. */
 bool mps_partition_name_used(const char *name);
 void mps_settings_send_threads(struct mps_server_rec *srv);
 void mps_settings_send_priority(struct mps_server_rec *srv);
 void mps_settings_send_memlimit(struct mps_server_rec *srv, const char *dev, uint64_t bytes);
+
+/* cdi.c: the CDI spec of the daemon's devices (docs/CONTROL.md, "Containers").
+ * Whether path may hold one (absolute, ending in .json, not too long): 0, or
+ * -errno with why. */
+int mps_cdi_path_check(const char *path, char *why, size_t len);
+/* Writes the spec to path, atomically, mode 0644 (the devices must be
+ * known). 0, or -errno with why. */
+int mps_cdi_write(const char *path, char *why, size_t len);
+/* Writes it again where the daemon keeps one (mps_daemon.cdi_path), once the
+ * devices are known; a failure goes to control.log. */
+void mps_cdi_refresh(void);
 
 /* commands.c: runs one command line. */
 void mps_command(const char *line, struct mps_cmd *cmd);

@@ -448,6 +448,9 @@ int mps_daemon_run(bool foreground)
 	if (mps_daemon.priv_fd >= 0)
 		mps_daemon_watch(mps_daemon.priv_fd, &tag_priv, EPOLLIN);
 	mps_daemon_watch(sfd, &tag_signal, EPOLLIN);
+	/* OPENMPS_CDI_SPEC: the spec names the GPUs, which a server tells. */
+	if (mps_daemon.cdi_path[0] && mps_servers_probe_devices() < 0)
+		mps_log_error("cannot start a server to list the devices for the CDI spec %s", mps_daemon.cdi_path);
 	/* Ready: the parent may go back to the shell now. */
 	if (ready_fd >= 0) {
 		if (write(ready_fd, "r", 1) != 1) {

@@ -107,6 +107,15 @@ int main(int argc, char **argv)
 		mps_daemon.exclusive = true;
 	if (env_on("OPENMPS_SHARE_NAMESPACES"))
 		mps_daemon.share_namespaces = true;
+	if (getenv("OPENMPS_CDI_SPEC") && *getenv("OPENMPS_CDI_SPEC")) {
+		char why[4200];
+
+		if (mps_cdi_path_check(getenv("OPENMPS_CDI_SPEC"), why, sizeof(why)) < 0) {
+			fprintf(stderr, "openmps-control: OPENMPS_CDI_SPEC: %s\n", why);
+			return 1;
+		}
+		snprintf(mps_daemon.cdi_path, sizeof(mps_daemon.cdi_path), "%s", getenv("OPENMPS_CDI_SPEC"));
+	}
 	if (mps_daemon.multiuser && geteuid() != 0) {
 		fprintf(stderr, "openmps-control: -multiuser-server needs the daemon to run as root "
 				"(its server serves every user)\n");

@@ -344,6 +344,7 @@ static void ready(struct mps_server_rec *s, const struct mps_chan *m)
 		mps_daemon.ndev = m->value;
 		mps_daemon.devices_known = true;
 		mps_conn_devices(NULL);
+		mps_cdi_refresh();
 	}
 	mps__flush_pending(s, NULL);
 	mps_conn_ready(s->pid);

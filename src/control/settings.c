@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/visible.h"
 #include "control/control.h"
 
 void mps_settings_init(struct mps_settings *s)
@@ -419,7 +420,29 @@ int mps_vdevice_set(const struct mps_vdevice *nv)
 	}
 	*v = *nv;
 	vdevice_send_all(v, false);
+	mps_cdi_refresh();
 	return 0;
+}
+
+void mps_vdevice_uuid(const struct mps_vdevice *v, char *out, size_t len)
+{
+	const char *phys = NULL;
+	uint8_t pu[16], vu[16];
+	char text[MPS_UUID_TEXT];
+	char *end;
+	long ord = strtol(v->dev, &end, 10);
+
+	if (!*end && end != v->dev)
+		phys = mps_daemon.devices_known && ord >= 0 && ord < mps_daemon.ndev ? mps_daemon.dev[ord].uuid : NULL;
+	else
+		phys = v->dev;
+	if (!phys || mps_uuid_parse(phys, pu) < 0) {
+		snprintf(out, len, "-");
+		return;
+	}
+	mps_vdev_uuid(pu, v->name, vu);
+	mps_uuid_text(text, vu);
+	snprintf(out, len, "GPU-%s", text);
 }
 
 int mps_vdevice_remove(const char *name)
@@ -429,6 +452,7 @@ int mps_vdevice_remove(const char *name)
 			continue;
 		vdevice_send_all(&mps_daemon.vdev[i], true);
 		mps_daemon.vdev[i] = mps_daemon.vdev[--mps_daemon.nvdev];
+		mps_cdi_refresh();
 		return 0;
 	}
 	return -ENOENT;

@@ -28,6 +28,21 @@ static void expect_in(const char *container, const char *visible, const char *wa
 	      container ? container : "(unset)", visible ? visible : "(unset)", got, want);
 }
 
+/* The same among the devices a CDI spec gave (OPENMPS_CDI_DEVICE_*). */
+static void expect_given(const char *given, const char *visible, const char *want)
+{
+	uint8_t map[MPS_MAX_DEVICES];
+	char got[64] = "";
+	int n = mps_visible_select_given(given, visible, NULL, devs, 4, 2, map);
+
+	if (n < 0)
+		snprintf(got, sizeof(got), "error");
+	for (int i = 0; i < n; i++)
+		snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%d", i ? "," : "", map[i]);
+	CHECK(!strcmp(got, want), "given %s, CUDA_VISIBLE_DEVICES=%s: got [%s], want [%s]", given,
+	      visible ? visible : "(unset)", got, want);
+}
+
 /* Selects and compares with the expected server indices ("" for none). */
 static void expect(const char *visible, const char *order, const char *want)
 {
@@ -142,6 +157,44 @@ int main(void)
 		expect_in("1", a, "");                  /* a slice of a GPU the container lacks */
 		snprintf(p1, sizeof(p1), "%s,0", a);
 		expect_in("0,2", p1, "4");              /* a slice, then an ordinal: the list ends */
+
+		/* Devices given by CDI: whole UUIDs only, the GPUs then the
+		 * slices in the server's order; CUDA_VISIBLE_DEVICES counts
+		 * among them and names a given GPU's slices by UUID. */
+		{
+			char g0[48] = "GPU-", g1[48] = "GPU-", g2[48] = "GPU-", two[160];
+
+			mps_uuid_text(g0 + 4, devs[0].uuid);
+			mps_uuid_text(g1 + 4, devs[1].uuid);
+			mps_uuid_text(g2 + 4, devs[2].uuid);
+			expect_given(a, NULL, "4");
+			expect_given(b, NULL, "5");
+			expect_given(a, "0", "4");
+			expect_given(a, "1", "");
+			snprintf(two, sizeof(two), "%s,%s", g2, g0);
+			expect_given(two, NULL, "0,2");         /* the server's order */
+			expect_given(two, "1", "2");
+			expect_given(two, a, "");               /* a slice of a GPU not given */
+			snprintf(two, sizeof(two), "%s,%s", a, g2);
+			expect_given(two, NULL, "2,4");         /* GPUs first, then slices */
+			expect_given(two, "1", "4");
+			snprintf(two, sizeof(two), "%s,%s", g0, g0);
+			expect_given(two, NULL, "0");           /* one device named by two CDI names */
+			snprintf(two, sizeof(two), "%s", g1);
+			expect_given(two, a, "4");              /* a given GPU's slice, by its UUID */
+			expect_given(two, NULL, "1");
+			snprintf(two, sizeof(two), "%s,%s", a, b);
+			expect_given(two, NULL, "error");       /* two slices of one GPU */
+			expect_given(two, "1", "5");            /* ... unless one is chosen */
+			snprintf(two, sizeof(two), "%s,%s", g1, a);
+			expect_given(two, NULL, "error");       /* a slice and its GPU */
+			expect_given(two, "0", "1");
+			expect_given("GPU-a1", NULL, "");       /* a prefix is not a whole UUID */
+			expect_given("GPU-ffffffff-ffff-ffff-ffff-ffffffffffff", NULL, "");
+			snprintf(two, sizeof(two), "%s,junk", g0);
+			expect_given(two, NULL, "");            /* a stale spec: none */
+			expect_given("", NULL, "");
+		}
 	}
 	printf("test_visible: %s\n", failures ? "FAIL" : "PASS");
 	return failures ? 1 : 0;
