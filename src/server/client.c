@@ -60,6 +60,8 @@ struct mps_client *mps_client_start(int sock, pid_t pid, uid_t uid, const char *
 	c->pid = pid;
 	c->uid = uid;
 	snprintf(c->comm, sizeof(c->comm), "%s", comm);
+	/* Once, at the greeting: the kernel's word, not the client's. */
+	mps_pod_of_pid(pid, c->pod_uid, sizeof(c->pod_uid), c->container_id, sizeof(c->container_id));
 	c->region_fd = -1;
 	c->refs = 2;
 	c->run = MPS_RUN_OWNED;

@@ -87,12 +87,19 @@ int mps_metrics_write(int fd)
 	collect_gpu_time();
 	pthread_mutex_lock(&mps_srv.lock);
 	for (struct mps_client *c = mps_srv.clients; c; c = c->next) {
-		char id[400];
+		char id[600];
+		int k;
 
 		n++;
 		label(comm, sizeof(comm), c->comm);
-		snprintf(id, sizeof(id), "server=\"%d\",pid=\"%d\",id=\"%u\",comm=\"%s\"", server, (int)c->pid, c->id,
-			 comm);
+		k = snprintf(id, sizeof(id), "server=\"%d\",pid=\"%d\",id=\"%u\",comm=\"%s\"", server, (int)c->pid,
+			     c->id, comm);
+		/* Its pod and container where its cgroup shows them (pod.h):
+		 * hex and dashes only, nothing to escape. */
+		if (c->pod_uid[0] && k > 0 && (size_t)k < sizeof(id))
+			k += snprintf(id + k, sizeof(id) - (size_t)k, ",pod_uid=\"%s\"", c->pod_uid);
+		if (c->container_id[0] && k > 0 && (size_t)k < sizeof(id))
+			snprintf(id + k, sizeof(id) - (size_t)k, ",container_id=\"%s\"", c->container_id);
 		ops += mps_load_relaxed(&c->ops);
 		trips += mps_load_relaxed(&c->trips);
 		fprintf(f, "openmps_client_calls_total{%s} %llu\n", id, (unsigned long long)mps_load_relaxed(&c->ops));

@@ -39,6 +39,7 @@
 #include "server/handles.h"
 #include "server/memacct.h"
 #include "server/objects.h"
+#include "server/pod.h"
 #include "server/vmm.h"
 
 struct mps_device {
@@ -179,6 +180,8 @@ struct mps_client {
 	pid_t pid;
 	uid_t uid;
 	char comm[64];
+	char pod_uid[MPS_POD_UID_LEN];            /* its Kubernetes pod, from its cgroup ("": none; pod.h) */
+	char container_id[MPS_CONTAINER_ID_LEN];  /* and its container there */
 	int sock;
 	int refs;                       /* atomic */
 	int dead;                       /* atomic: phase 1 of teardown */
