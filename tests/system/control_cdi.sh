@@ -11,6 +11,7 @@
 #     split and rm write it again; cdi_spec off stops that;
 #   - the spec's edits, applied as an engine would (its env), give a client
 #     exactly the devices asked for, several of them together;
+#   - paths with characters JSON escapes come out whole;
 #   - bad paths (relative, not .json, a name too long, a directory that
 #     cannot be made) get one Error line; only an admin may write it.
 #
@@ -129,6 +130,16 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && as_user "$other_uid"
 	[ -e "$dir/u.json" ] && fail "another user wrote a spec"
 fi
 stop_daemon
+
+# Paths JSON must escape: a pipe directory with a quote, a backslash and a tab.
+odd=$(printf '%s/p"q\\r\ts' "$dir")
+mkdir -p "$odd" && CUDA_MPS_PIPE_DIRECTORY=$odd && export CUDA_MPS_PIPE_DIRECTORY
+start_daemon
+expect "cdi_spec $dir/odd.json" "$dir/odd.json"
+python3 "$check" "$dir/odd.json" || fail "the spec of an odd pipe directory is not valid"
+edits "$dir/odd.json" | grep -qxF "CUDA_MPS_PIPE_DIRECTORY=$odd" || fail "the odd pipe directory came out as $(edits "$dir/odd.json" | head -1)"
+stop_daemon
+CUDA_MPS_PIPE_DIRECTORY="$dir/pipe"
 
 # A bad OPENMPS_CDI_SPEC stops the daemon from starting.
 out=$(OPENMPS_CDI_SPEC=relative.json "$ctl" -d 2>&1) && fail "the daemon started with OPENMPS_CDI_SPEC=relative.json"
