@@ -5,7 +5,8 @@
 # client library, the stand-in driver, the man pages (with the version), the
 # systemd unit (with the PREFIX) and the Slurm examples; the installed
 # programs give their version; the installed daemon, on the installed
-# stand-in, serves a client through the installed library; `make uninstall`
+# stand-in, serves a client through the installed library and names that
+# library's directory in its CDI spec; `make uninstall`
 # then leaves no file behind; MPS_NAMES=1 adds NVIDIA's program names as
 # links, which uninstall removes too.
 #
@@ -45,6 +46,10 @@ OPENMPS_DRIVER=$p/lib/openmps/standin/libcuda.so.1 "$p/bin/openmps-control" -d |
 out=$(LD_LIBRARY_PATH=$p/lib/openmps "$build/tests/system/c_client" init alloc:1 sync)
 echo "$out" | grep -q "^sync CUDA_SUCCESS$" || fail "a client of the installed daemon: $out"
 echo get_server_list | "$p/bin/openmps-control" | grep -q "^[0-9]" || fail "the installed daemon ran no server"
+# Its CDI spec brings the installed library into containers.
+echo "cdi_spec $tmp/cdi/openmps.json" | "$p/bin/openmps-control" >/dev/null || fail "the installed daemon's cdi_spec"
+grep -q "\"LD_LIBRARY_PATH=$(cd "$p/lib/openmps" && pwd -P):" "$tmp/cdi/openmps.json" ||
+	fail "the CDI spec does not name the installed library: $(grep LD_LIBRARY_PATH "$tmp/cdi/openmps.json")"
 echo quit | "$p/bin/openmps-control" >/dev/null
 i=0; while [ -e "$tmp/pipe/openmps-control.pid" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 
