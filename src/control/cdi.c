@@ -42,7 +42,10 @@
 #include "common/visible.h"
 #include "control/control.h"
 
-#define CDI_VERSION "0.6.0"
+/* The oldest version with every feature the spec uses: engines read the
+ * versions up to their own, and podman 4.3 (Debian 12) reads none past
+ * 0.5.0. */
+#define CDI_VERSION "0.5.0"
 #define CDI_KIND "openmps.io/gpu"
 
 /* s as a JSON string: quotes, backslashes and control bytes escaped; other

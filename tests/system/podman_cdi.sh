@@ -9,9 +9,8 @@
 # library and the pipe directory) with --device openmps.io/gpu=...; the
 # container must see exactly the devices asked for.
 #
-# Podman 4.3 (Debian 12) reads cdiVersion 0.5.0 at most: with
-# OPENMPS_CDI_VERSION=0.5.0 the copy says so (nothing in the spec needs a
-# later one). In a sandbox without CAP_SYS_RESOURCE the default rlimits
+# The spec says cdiVersion 0.5.0, all podman 4.3 (Debian 12) reads;
+# OPENMPS_CDI_VERSION rewrites it in the copy to try another. In a sandbox without CAP_SYS_RESOURCE the default rlimits
 # cannot be set, hence the lowered --ulimit; crun there refuses a hybrid
 # cgroup set-up, hence runc.
 #
@@ -36,7 +35,7 @@ start_daemon
 unset OPENMPS_CDI_SPEC
 ui "vdevice split 0 2" >"$dir/split.out"
 mkdir -p /var/run/cdi
-sed "s/\"cdiVersion\": \"[0-9.]*\"/\"cdiVersion\": \"${OPENMPS_CDI_VERSION:-0.6.0}\"/" "$dir/cdi/openmps.json" >"$copy"
+sed "s/\"cdiVersion\": \"[0-9.]*\"/\"cdiVersion\": \"${OPENMPS_CDI_VERSION:-0.5.0}\"/" "$dir/cdi/openmps.json" >"$copy"
 u1=$(ui device_query | awk '$1 == "1" { print $2 }' | sed 's/^GPU-//; s/-//g')
 v0=$(awk '$1 == "vgpu0-0" { print $2 }' "$dir/split.out" | sed 's/^GPU-//; s/-//g')
 v1=$(awk '$1 == "vgpu0-1" { print $2 }' "$dir/split.out" | sed 's/^GPU-//; s/-//g')
