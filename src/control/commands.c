@@ -193,9 +193,15 @@ static int mem_arg(struct mps_cmd *cmd, const char *arg, uint64_t *bytes)
 /* ------------------------------------------------------------------ */
 /* Who may run what */
 
-/* May the caller change what the daemon or any server does? */
+/* May the caller change what the daemon or any server does? Never from
+ * another PID namespace: a container's root is root here too (without a
+ * user namespace) and a CDI device gives it the pipe directory, privileged
+ * socket and all, so only the daemon's own namespace changes settings;
+ * containers keep every command anyone may run (health checks, lists). */
 static bool admin(const struct mps_cmd *cmd)
 {
+	if (cmd->foreign)
+		return false;
 	if (geteuid() == 0)
 		return cmd->privileged;
 	return cmd->uid == geteuid() || cmd->uid == 0;
@@ -203,7 +209,10 @@ static bool admin(const struct mps_cmd *cmd)
 
 static void deny(struct mps_cmd *cmd, const char *name)
 {
-	if (geteuid() != 0)
+	if (cmd->foreign)
+		mps_err(cmd, "Error: %s may not be run from another PID namespace than the daemon's "
+			"(a container)\n", name);
+	else if (geteuid() != 0)
 		mps_err(cmd, "Error: %s may only be run by the daemon's user (uid %u) or root\n", name,
 			(unsigned)geteuid());
 	else if (cmd->uid == 0)
@@ -212,10 +221,12 @@ static void deny(struct mps_cmd *cmd, const char *name)
 		mps_err(cmd, "Error: %s is a root-only command\n", name);
 }
 
-/* Is s a server of the caller's own (not the shared multi-user one)? */
+/* Is s a server of the caller's own (not the shared multi-user one)? Not
+ * from another PID namespace, as admin(): there every pod's root is uid 0,
+ * and a pod could raise its own limits. */
 static bool owns(const struct mps_cmd *cmd, const struct mps_server_rec *s)
 {
-	return !mps_daemon.multiuser && s->uid == cmd->uid;
+	return !cmd->foreign && !mps_daemon.multiuser && s->uid == cmd->uid;
 }
 
 /* ------------------------------------------------------------------ */
@@ -423,7 +434,7 @@ static void cmd_terminate_client(struct mps_cmd *cmd, int argc, char **argv)
 	}
 	for (c = s->clients; c && c->pid != pid; c = c->next)
 		;
-	if (!admin(cmd) && !owns(cmd, s) && !(c && c->uid == cmd->uid)) {
+	if (!admin(cmd) && !owns(cmd, s) && !(c && c->uid == cmd->uid && !cmd->foreign)) {
 		deny(cmd, "terminate_client");
 		return;
 	}

@@ -39,6 +39,7 @@ struct conn {
 	int fd;                     /* -1 once closed */
 	bool is_ui;
 	bool privileged;            /* accepted on the privileged socket, from root */
+	bool foreign;               /* from another PID namespace than the daemon's */
 	struct ucred cred;
 	struct conn *next, **pprev; /* all live connections */
 	char *out;                  /* a reply the peer has not taken yet */
@@ -120,6 +121,45 @@ static void shed(int lfd)
 	mps_daemon.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
+/* How deep process pid ("self" for the daemon) is in PID namespaces, as
+ * the NSpid line of its status counts them (one pid per level); 0 when it
+ * cannot be read. Unlike /proc/PID/ns/pid, anyone may read it. */
+static int pid_ns_depth(const char *pid)
+{
+	char path[64], line[256];
+	int depth = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		for (char *t = strtok(line + 6, " \t\n"); t; t = strtok(NULL, " \t\n"))
+			depth++;
+		break;
+	}
+	fclose(f);
+	return depth;
+}
+
+/* Whether process pid shares the daemon's PID namespace (one that cannot
+ * be read does not): see admin() in commands.c. A peer the daemon sees
+ * lives in its namespace or one below, which adds a level; one of a
+ * namespace beside it has no pid here (0). */
+static bool own_pid_ns(pid_t pid)
+{
+	char p[16];
+	int self = pid_ns_depth("self");
+
+	if (pid <= 0)
+		return false;
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	return self > 0 && pid_ns_depth(p) == self;
+}
+
 void mps_conn_accept(int lfd, bool privileged)
 {
 	for (;;) {
@@ -143,6 +183,7 @@ void mps_conn_accept(int lfd, bool privileged)
 		c->tag = MPS_TAG_CONN;
 		c->fd = fd;
 		c->privileged = privileged && c->cred.uid == 0;
+		c->foreign = !own_pid_ns(c->cred.pid);
 		c->next = conns;
 		if (conns)
 			conns->pprev = &c->next;
@@ -224,6 +265,7 @@ static void run_command(struct conn *c, char *line, size_t n)
 	memset(&c->cmd, 0, sizeof(c->cmd));
 	c->cmd.uid = c->cred.uid;
 	c->cmd.privileged = c->privileged;
+	c->cmd.foreign = c->foreign;
 	c->cmd.outlen = MPS_REPLY_MAX;
 	c->cmd.out = malloc(c->cmd.outlen);
 	if (!c->cmd.out) {

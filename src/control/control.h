@@ -196,6 +196,7 @@ enum mps_wait {
 struct mps_cmd {
 	uid_t uid;                  /* the caller, from SO_PEERCRED */
 	bool privileged;            /* came through the privileged socket as root */
+	bool foreign;               /* from another PID namespace than the daemon's */
 	char *out;                  /* the reply text */
 	size_t outlen;
 	enum mps_wait wait;

@@ -39,4 +39,5 @@ TEST_SCRIPTS += tests/system/control_cli.sh tests/system/control_commands.sh \
                 tests/system/control_limits.sh tests/system/control_metrics.sh tests/system/install.sh \
                 tests/system/control_sms.sh tests/system/control_partitions.sh tests/system/control_vdevices.sh \
                 tests/system/queries.sh tests/system/replay.sh tests/system/control_namespaces.sh \
-                tests/system/control_dropin.sh tests/system/control_cdi.sh tests/system/control_pods.sh
+                tests/system/control_dropin.sh tests/system/control_cdi.sh tests/system/control_pods.sh \
+                tests/system/control_pidns.sh
