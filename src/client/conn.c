@@ -378,6 +378,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 	}
 }
 
+/* A free reply slot's index, or -1 (none) once the server is gone. */
 static int slot_get(void)
 {
 	for (;;) {

@@ -359,7 +359,7 @@ static int parse_bus_id(const char *s, unsigned int *dom, unsigned int *bus, uns
 		*dev = c;
 		return 0;
 	}
-	return -1;
+	return -EINVAL;
 }
 
 static CUresult device_get_by_pci_bus_id(CUdevice *d, const char *id)
@@ -517,7 +517,7 @@ int mps__device_identity(int ordinal, CUuuid *uuid, int *pci_domain, int *pci_bu
 	const struct mps_wire_device *w = mps_conn.welcome ? dev_info(ordinal) : NULL;
 
 	if (!w)
-		return -1;
+		return -ENODEV;
 	memcpy(uuid->bytes, w->uuid, sizeof(uuid->bytes));
 	*pci_domain = w->attr[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID];
 	*pci_bus = w->attr[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID];

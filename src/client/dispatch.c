@@ -107,7 +107,7 @@ static int fill_passthrough(void)
 	real_driver = mps_driver_open(err, sizeof(err), path, sizeof(path));
 	if (!real_driver) {
 		mps_log_warn("openmps: %s", err);
-		return -1;
+		return -ENOENT;
 	}
 	mps_log_debug("openmps: no daemon in %s; passing every call to the driver %s", mps_pipe_dir(), path);
 	snprintf(pass_path, sizeof(pass_path), "%s", path);

@@ -6,6 +6,7 @@
  * driver's reading.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ int mps_uuid_parse(const char *text, uint8_t *out)
 		if (*text == '-')
 			continue;
 		if (!isxdigit((unsigned char)*text))
-			return -1;
+			return -EINVAL;
 		v = isdigit((unsigned char)*text) ? *text - '0' : (tolower((unsigned char)*text) - 'a' + 10);
 		if (n % 2 == 0)
 			out[n / 2] = (uint8_t)(v << 4);
@@ -157,7 +158,7 @@ int mps_visible_select(const char *visible, const char *order, const struct mps_
 		 * GPU, or a slice and the GPU). */
 		for (int k = 0; k < n; k++)
 			if (physical(devs, ndev, map[k]) == physical(devs, ndev, d))
-				return -1;
+				return -EEXIST;
 		if (n == MPS_MAX_DEVICES)
 			break;
 		map[n++] = (uint8_t)d;
@@ -354,7 +355,7 @@ int mps_visible_select_given(const char *given, const char *visible, const char 
 		map[i] = back[map[i]];
 		for (int k = 0; k < i; k++)
 			if (physical(devs, ndev, map[k]) == physical(devs, ndev, map[i]))
-				return -1;
+				return -EEXIST;
 	}
 	return n;
 }

@@ -25,7 +25,7 @@
 void mps_uuid_text(char *out, const uint8_t *uuid);
 
 /* Fills map[i] with the index in devs of the program's device i; returns
- * how many there are (0 .. ndev), or -1 if a device is named twice. devs
+ * how many there are (0 .. ndev), or -EEXIST if a device is named twice. devs
  * holds ndev physical devices, then nvirt virtual ones (slices of a
  * physical device: `base` is its index + 1), which only a UUID names, and
  * never together with their GPU or another slice of it. visible and order
@@ -53,7 +53,7 @@ int mps_visible_select_in(const char *container, const char *visible, const char
  * mps_visible_select does (ordinals count them; a given GPU's virtual
  * devices may be named by UUID). An entry that names no device leaves none
  * (the spec the container was made from is stale). Returns as
- * mps_visible_select: -1 also when the selection holds one GPU twice (two
+ * mps_visible_select: -EEXIST also when the selection holds one GPU twice (two
  * slices of it, or a slice and the GPU). */
 int mps_visible_select_given(const char *given, const char *visible, const char *order,
 			     const struct mps_wire_device *devs, int ndev, int nvirt, uint8_t *map);
@@ -61,7 +61,7 @@ int mps_visible_select_given(const char *given, const char *visible, const char 
 /* A virtual device's UUID: its GPU's, mixed with its name (FNV-1a), marked
  * version 8 (not a hardware UUID); the same on every server. */
 void mps_vdev_uuid(const uint8_t *phys, const char *name, uint8_t *out);
-/* 16 bytes from "GPU-8-4-4-4-12" (or without GPU-): 0, or -1. */
+/* 16 bytes from "GPU-8-4-4-4-12" (or without GPU-): 0, or -EINVAL. */
 int mps_uuid_parse(const char *text, uint8_t *out);
 
 #endif

@@ -137,11 +137,13 @@ static int take_lock(void)
 	for (int i = 0; i < 200; i++) {
 		if (flock(mps_daemon.lock_fd, LOCK_EX | LOCK_NB) == 0)
 			return 0;
-		if (errno != EWOULDBLOCK || access(mps_daemon.pid_path, F_OK) == 0)
-			return -1;
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		if (access(mps_daemon.pid_path, F_OK) == 0)
+			return -EWOULDBLOCK;
 		usleep(10000);
 	}
-	return -1;
+	return -EWOULDBLOCK;
 }
 
 /* Makes *path absolute (in buf), for a path that exists. */
@@ -150,7 +152,7 @@ static int absolute(const char **path, char *buf)
 	if ((*path)[0] == '/')
 		return 0;
 	if (!realpath(*path, buf))
-		return -1;
+		return -errno;
 	*path = buf;
 	return 0;
 }
@@ -166,32 +168,32 @@ static int setup(void)
 	mps_settings_init(&mps_daemon.defaults);
 	if (mps_settings_from_env(&mps_daemon.defaults, why, sizeof(why)) < 0) {
 		fprintf(stderr, "openmps-control: %s\n", why);
-		return -1;
+		return -EINVAL;
 	}
 	/* A socket's path has at most 107 bytes: refuse before making anything. */
 	if (strlen(mps_daemon.pipe_dir) + 1 + strlen(MPS_PRIV_SOCKET) > 107) {
 		fprintf(stderr, "openmps-control: the pipe directory %s is too long: its sockets' paths would have %zu "
 				"bytes, and a socket's path has at most 107 (set CUDA_MPS_PIPE_DIRECTORY to a shorter one)\n",
 			mps_daemon.pipe_dir, strlen(mps_daemon.pipe_dir) + 1 + strlen(MPS_PRIV_SOCKET));
-		return -1;
+		return -ENAMETOOLONG;
 	}
 	r = mkdir_p(mps_daemon.pipe_dir, 0755);
 	if (r < 0) {
 		fprintf(stderr, "openmps-control: cannot create the pipe directory %s: %s "
 				"(set CUDA_MPS_PIPE_DIRECTORY to a writable directory)\n",
 			mps_daemon.pipe_dir, strerror(-r));
-		return -1;
+		return r;
 	}
 	/* The daemon runs from / once detached: relative paths would move. */
-	if (r == 0 && absolute(&mps_daemon.pipe_dir, pipe_abs) < 0)
-		r = -errno;
+	if (r == 0)
+		r = absolute(&mps_daemon.pipe_dir, pipe_abs);
 	if (r < 0) {
 		fprintf(stderr, "openmps-control: cannot use the pipe directory %s: %s\n", mps_daemon.pipe_dir, strerror(-r));
-		return -1;
+		return r;
 	}
 	r = mkdir_p(mps_daemon.log_dir, 0755);
-	if (r == 0 && absolute(&mps_daemon.log_dir, log_abs) < 0)
-		r = -errno;
+	if (r == 0)
+		r = absolute(&mps_daemon.log_dir, log_abs);
 	if (r == 0)
 		r = open_log("control.log", &fd);
 	if (r == 0)
@@ -200,7 +202,7 @@ static int setup(void)
 		fprintf(stderr, "openmps-control: cannot write the log directory %s: %s "
 				"(set CUDA_MPS_LOG_DIRECTORY to a writable directory)\n",
 			mps_daemon.log_dir, strerror(-r));
-		return -1;
+		return r;
 	}
 	mps_log_init("Control", fd);
 	if (mps_path_join(mps_daemon.lock_path, sizeof(mps_daemon.lock_path), mps_daemon.pipe_dir,
@@ -213,18 +215,24 @@ static int setup(void)
 			  MPS_DAEMON_SOCKET) < 0 ||
 	    strlen(mps_daemon.priv_path) >= 108) {
 		fprintf(stderr, "openmps-control: the pipe directory path %s is too long\n", mps_daemon.pipe_dir);
-		return -1;
+		return -ENAMETOOLONG;
 	}
 	mps_daemon.lock_fd = open(mps_daemon.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (mps_daemon.lock_fd < 0) {
+		r = -errno;
 		fprintf(stderr, "openmps-control: cannot open %s: %s (set CUDA_MPS_PIPE_DIRECTORY to a directory of yours)\n",
-			mps_daemon.lock_path, strerror(errno));
-		return -1;
+			mps_daemon.lock_path, strerror(-r));
+		return r;
 	}
-	if (take_lock() < 0) {
+	r = take_lock();
+	if (r == -EWOULDBLOCK) {
 		fprintf(stderr, "An instance of this daemon is already running\n");
 		mps_log_warn("An instance of this daemon is already running");
-		return -1;
+		return r;
+	}
+	if (r < 0) {
+		fprintf(stderr, "openmps-control: cannot lock %s: %s\n", mps_daemon.lock_path, strerror(-r));
+		return r;
 	}
 	find_server_exe();
 	return 0;
@@ -288,7 +296,7 @@ static int open_sockets(void)
 	if (mps_daemon.listen_fd < 0) {
 		fprintf(stderr, "openmps-control: cannot listen on %s: %s\n", mps_daemon.sock_path,
 			strerror(-mps_daemon.listen_fd));
-		return -1;
+		return mps_daemon.listen_fd;
 	}
 	if (geteuid() != 0) {
 		unlink(mps_daemon.priv_path);   /* a root daemon's leftover */
@@ -299,7 +307,7 @@ static int open_sockets(void)
 	if (mps_daemon.priv_fd < 0) {
 		fprintf(stderr, "openmps-control: cannot listen on %s: %s\n", mps_daemon.priv_path,
 			strerror(-mps_daemon.priv_fd));
-		return -1;
+		return mps_daemon.priv_fd;
 	}
 	return 0;
 }
