@@ -41,6 +41,7 @@ all:
 # Modules append to these.
 ALL_TARGETS :=
 TEST_BINS   :=
+TESTS_SERIAL :=
 
 include src/common/module.mk
 include src/client/module.mk

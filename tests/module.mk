@@ -7,6 +7,9 @@
 #   - TESTS_CUDA: driver-API programs, each run as a client of its own openmps
 #     daemon on the software stand-in (tests/system/with-openmps.sh);
 #   - TEST_SCRIPTS: system tests, given the build folder.
+# The runner runs TEST_JOBS tests at once; a test whose name (its program or
+# script, without folder or .sh) a module adds to TESTS_SERIAL runs alone:
+# one that measures time, CPU use or fairness, or loads the whole machine.
 include $(wildcard tests/unit/*.mk) $(wildcard tests/cuda/module.mk) $(wildcard tests/system/module.mk) \
         $(wildcard tests/cudart/module.mk)
 include tests/fuzz/module.mk
@@ -23,6 +26,6 @@ check-build: $(TEST_DEPS)
 # The build under it runs on every CPU unless -j was given.
 test:
 	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) check-build
-	@tests/run-tests.sh $(TEST_BINS) $(STANDIN_TEST) \
+	@TEST_SERIAL="$(sort $(TESTS_SERIAL))" tests/run-tests.sh $(TEST_BINS) $(STANDIN_TEST) \
 		$(foreach t,$(TESTS_CUDA),"tests/system/with-openmps.sh $(BUILD) $(t)") \
 		$(foreach t,$(TEST_SCRIPTS),"$(t) $(BUILD)")

@@ -16,6 +16,9 @@ TESTS_CUDA_BINS  := $(addprefix $(BUILD)/tests/cuda/,$(TESTS_CUDA_NAMES))
 TESTS_CUDA_LIBS  := -L$(CUDA_HOME)/lib64/stubs -lcuda -lm
 
 TESTS_CUDA += $(TESTS_CUDA_BINS)
+# Alone: t_event checks elapsed times against the host clock, t_memops how
+# soon a synchronize returns once its stream is let go.
+TESTS_SERIAL += t_event t_memops
 
 $(TESTS_CUDA_BINS): $(BUILD)/tests/cuda/%: $(BUILD)/obj/tests/cuda/%.o $(BUILD)/obj/tests/cuda/common.o
 	@mkdir -p $(dir $@)

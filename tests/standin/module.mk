@@ -13,6 +13,8 @@ STANDIN_OBJS := $(STANDIN_SRCS:%.c=$(BUILD)/obj/%.o)
 STANDIN_LIB  := $(BUILD)/lib/standin/libcuda.so.1
 KERNELS_PTX  := $(BUILD)/tests/kernels.ptx
 STANDIN_TEST := $(BUILD)/tests/standin/test_standin
+# It times copies and waits against the clock: it runs alone (tests/module.mk).
+TESTS_SERIAL += test_standin
 
 # Only the CUDA API leaves the library: everything else is hidden, and the
 # API functions are marked visible in the source.

@@ -12,6 +12,10 @@ $(SYSTEM_BINS): $(BUILD)/tests/system/%: $(BUILD)/obj/tests/system/%.o $(BUILD)/
 
 TESTS_CUDA   += $(filter-out %/s_passthrough,$(SYSTEM_BINS))
 TEST_DEPS_EXTRA += $(BUILD)/tests/system/s_passthrough
+# Alone (tests/module.mk): s_fair and sched (one client's flood against
+# another's round trips), s_soak (loads every CPU for a while), replies and
+# replies_server (run t_event).
+TESTS_SERIAL += s_fair s_soak sched replies replies_server
 TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh tests/system/sched.sh \
                 tests/system/replies.sh tests/system/replies_server.sh
 
@@ -41,3 +45,6 @@ TEST_SCRIPTS += tests/system/control_cli.sh tests/system/control_commands.sh \
                 tests/system/queries.sh tests/system/replay.sh tests/system/control_namespaces.sh \
                 tests/system/control_dropin.sh tests/system/control_cdi.sh tests/system/control_pods.sh \
                 tests/system/control_pidns.sh
+# Alone: the time quit and signals take, the CPU and GPU time in the metrics,
+# how much the server replays (a client kept from its CPU has runs cut short).
+TESTS_SERIAL += control_quit control_signals control_metrics replay
