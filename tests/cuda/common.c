@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * See common.h. The failure count is atomic because t_threads checks from
- * eight threads at once; everything else here is either read-only after
- * t_init or owned by the caller (random states).
+ * See common.h. The counts of checks are tests/check.h's, kept under its
+ * lock because t_threads checks from eight threads at once; everything else
+ * here is either read-only after t_init or owned by the caller (random
+ * states).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,18 +19,10 @@
 
 #define MAX_REPORTED 8          /* differences printed per comparison */
 
-static atomic_int failures;
-static atomic_int seed_shown;
 static uint64_t run_seed;
 static const char *prog = "test";
 static const char *ptx_arg;
-
-static void show_seed(void)
-{
-	if (atomic_exchange(&seed_shown, 1) == 0)
-		fprintf(stderr, "%s: seed %" PRIu64 " (replay with OPENMPS_TEST_SEED=%" PRIu64 ")\n",
-			prog, run_seed, run_seed);
-}
+static char seed_line[160];     /* printed before the first failure */
 
 const char *t_errname(CUresult r)
 {
@@ -42,38 +33,9 @@ const char *t_errname(CUresult r)
 	return s;
 }
 
-void t_fail(const char *file, int line, const char *fmt, ...)
+static const char *code_name(int code)
 {
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	atomic_fetch_add(&failures, 1);
-	show_seed();
-	fprintf(stderr, "%s:%d: FAIL: %s\n", file, line, msg);
-}
-
-void t_fail_cu(const char *file, int line, const char *call, CUresult got, CUresult want)
-{
-	if (want == CUDA_SUCCESS)
-		t_fail(file, line, "%s -> %s (%d)", call, t_errname(got), (int)got);
-	else
-		t_fail(file, line, "%s -> %s (%d), expected %s (%d)", call, t_errname(got), (int)got,
-		       t_errname(want), (int)want);
-}
-
-int t_failures(void)
-{
-	return atomic_load(&failures);
-}
-
-void t_exit_failed(void)
-{
-	fprintf(stderr, "%s: FAIL (stopped at a fatal check, %d failure(s))\n", prog, t_failures());
-	fflush(NULL);
-	exit(T_FAIL);
+	return t_errname((CUresult)code);
 }
 
 static uint64_t splitmix64(uint64_t *x)
@@ -105,6 +67,10 @@ void t_init(int argc, char **argv)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		run_seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
 	}
+	snprintf(seed_line, sizeof(seed_line), "%s: seed %" PRIu64 " (replay with OPENMPS_TEST_SEED=%" PRIu64 ")",
+		 prog, run_seed, run_seed);
+	check_set_context(seed_line);
+	check_name_codes(code_name);
 }
 
 CUdevice t_device(void)
@@ -117,13 +83,13 @@ CUdevice t_device(void)
 		printf("%s: SKIP (cuInit: no CUDA device)\n", prog);
 		exit(T_SKIP);
 	}
-	CHECK(r);
-	CHECK(cuDeviceGetCount(&n));
+	REQUIRE_CU(r);
+	REQUIRE_CU(cuDeviceGetCount(&n));
 	if (n < 1) {
 		printf("%s: SKIP (no CUDA device)\n", prog);
 		exit(T_SKIP);
 	}
-	CHECK(cuDeviceGet(&dev, 0));
+	REQUIRE_CU(cuDeviceGet(&dev, 0));
 	return dev;
 }
 
@@ -131,8 +97,8 @@ CUcontext t_primary(CUdevice dev)
 {
 	CUcontext ctx;
 
-	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CHECK(cuCtxSetCurrent(ctx));
+	REQUIRE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+	REQUIRE_CU(cuCtxSetCurrent(ctx));
 	return ctx;
 }
 
@@ -180,7 +146,7 @@ CUmodule t_module(void)
 	char *ptx = t_ptx();
 	CUmodule mod;
 
-	CHECK(cuModuleLoadData(&mod, ptx));
+	REQUIRE_CU(cuModuleLoadData(&mod, ptx));
 	free(ptx);
 	return mod;
 }
@@ -191,8 +157,8 @@ CUfunction t_func(CUmodule mod, const char *name)
 	CUresult r = cuModuleGetFunction(&f, mod, name);
 
 	if (r != CUDA_SUCCESS) {
-		t_fail_cu(__FILE__, __LINE__, name, r, CUDA_SUCCESS);
-		t_exit_failed();
+		check_fail_code(__FILE__, __LINE__, name, (int)r, 0);
+		check_stop();
 	}
 	return f;
 }
@@ -276,16 +242,21 @@ size_t t_cmp_bytes(const char *file, int line, const void *got, const void *want
 	const unsigned char *g = got, *w = want;
 	size_t bad = 0;
 
-	if (memcmp(g, w, n) == 0)
+	if (memcmp(g, w, n) == 0) {
+		check_pass();
 		return 0;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (g[i] == w[i])
 			continue;
 		if (bad++ < MAX_REPORTED)
-			t_fail(file, line, "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, n, g[i], w[i]);
+			check_fail(file, line, NULL, "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, n,
+			           g[i], w[i]);
 	}
 	if (bad > MAX_REPORTED)
-		t_fail(file, line, "%s: %zu of %zu bytes differ", what, bad, n);
+		check_fail(file, line, NULL, "%s: %zu of %zu bytes differ", what, bad, n);
+	if (!bad)
+		check_pass();
 	return bad;
 }
 
@@ -297,11 +268,14 @@ size_t t_cmp_u32(const char *file, int line, const uint32_t *got, const uint32_t
 		if (got[i] == want[i])
 			continue;
 		if (bad++ < MAX_REPORTED)
-			t_fail(file, line, "%s[%zu] = %" PRIu32 " (0x%08" PRIx32 "), expected %" PRIu32 " (0x%08" PRIx32 ")",
+			check_fail(file, line, NULL,
+			           "%s[%zu] = %" PRIu32 " (0x%08" PRIx32 "), expected %" PRIu32 " (0x%08" PRIx32 ")",
 			       what, i, got[i], got[i], want[i], want[i]);
 	}
 	if (bad > MAX_REPORTED)
-		t_fail(file, line, "%s: %zu of %zu elements differ", what, bad, n);
+		check_fail(file, line, NULL, "%s: %zu of %zu elements differ", what, bad, n);
+	if (!bad)
+		check_pass();
 	return bad;
 }
 
@@ -319,14 +293,17 @@ size_t t_cmp_f32(const char *file, int line, const float *got, const float *want
 		if (t_near(got[i], want[i], rel_tol, abs_tol))
 			continue;
 		if (bad++ < MAX_REPORTED)
-			t_fail(file, line, "%s[%zu] = %.9g, expected %.9g", what, i, (double)got[i], (double)want[i]);
+			check_fail(file, line, NULL, "%s[%zu] = %.9g, expected %.9g", what, i, (double)got[i],
+			           (double)want[i]);
 	}
 	if (bad > MAX_REPORTED)
-		t_fail(file, line, "%s: %zu of %zu elements differ", what, bad, n);
+		check_fail(file, line, NULL, "%s: %zu of %zu elements differ", what, bad, n);
+	if (!bad)
+		check_pass();
 	return bad;
 }
 
-size_t t_expect_fill(const char *file, int line, const void *p, size_t n, unsigned char v, const char *what)
+size_t t_check_fill(const char *file, int line, const void *p, size_t n, unsigned char v, const char *what)
 {
 	const unsigned char *b = p;
 	size_t bad = 0;
@@ -335,10 +312,13 @@ size_t t_expect_fill(const char *file, int line, const void *p, size_t n, unsign
 		if (b[i] == v)
 			continue;
 		if (bad++ < MAX_REPORTED)
-			t_fail(file, line, "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, n, b[i], v);
+			check_fail(file, line, NULL, "%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, i, n,
+			           b[i], v);
 	}
 	if (bad > MAX_REPORTED)
-		t_fail(file, line, "%s: %zu of %zu bytes differ", what, bad, n);
+		check_fail(file, line, NULL, "%s: %zu of %zu bytes differ", what, bad, n);
+	if (!bad)
+		check_pass();
 	return bad;
 }
 
@@ -352,14 +332,7 @@ double t_now(void)
 
 int t_finish(void)
 {
-	int n = t_failures();
-
-	if (n) {
-		fprintf(stderr, "%s: FAIL (%d failure(s), seed %" PRIu64 ")\n", prog, n, run_seed);
-		return T_FAIL;
-	}
-	printf("%s: PASS\n", prog);
-	return T_PASS;
+	return check_finish(prog);
 }
 
 long long t_free_memory(void)
@@ -376,7 +349,7 @@ long long t_free_memory(void)
 
 		close(fds[0]);
 		t_primary(t_device());
-		CHECK(cuMemGetInfo(&fr, &total));
+		REQUIRE_CU(cuMemGetInfo(&fr, &total));
 		v = (long long)fr;
 		if (write(fds[1], &v, sizeof(v)) != sizeof(v))
 			_exit(1);
@@ -402,17 +375,17 @@ void t_run_vadd(CUfunction f, uint64_t *rng, const char *what)
 	t_fill_f32(b, N, rng);
 	for (int i = 0; i < N; i++)
 		ref[i] = a[i] + b[i];
-	CHECK(cuMemAlloc(&da, sizeof(a)));
-	CHECK(cuMemAlloc(&db, sizeof(b)));
-	CHECK(cuMemAlloc(&dc, sizeof(c)));
-	CHECK(cuMemcpyHtoD(da, a, sizeof(a)));
-	CHECK(cuMemcpyHtoD(db, b, sizeof(b)));
-	CHECK(cuMemsetD32(dc, 0x7fc00001u, N));
-	CHECK(t_launch(f, (N + 127) / 128, 128, 0, args));
-	CHECK(cuCtxSynchronize());
-	CHECK(cuMemcpyDtoH(c, dc, sizeof(c)));
+	REQUIRE_CU(cuMemAlloc(&da, sizeof(a)));
+	REQUIRE_CU(cuMemAlloc(&db, sizeof(b)));
+	REQUIRE_CU(cuMemAlloc(&dc, sizeof(c)));
+	REQUIRE_CU(cuMemcpyHtoD(da, a, sizeof(a)));
+	REQUIRE_CU(cuMemcpyHtoD(db, b, sizeof(b)));
+	REQUIRE_CU(cuMemsetD32(dc, 0x7fc00001u, N));
+	REQUIRE_CU(t_launch(f, (N + 127) / 128, 128, 0, args));
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(cuMemcpyDtoH(c, dc, sizeof(c)));
 	CMP_F32(c, ref, N, 0.0f, 0.0f, what);
-	CHECK(cuMemFree(da));
-	CHECK(cuMemFree(db));
-	CHECK(cuMemFree(dc));
+	REQUIRE_CU(cuMemFree(da));
+	REQUIRE_CU(cuMemFree(db));
+	REQUIRE_CU(cuMemFree(dc));
 }

@@ -8,12 +8,13 @@
  * exits 0 when every check passed, 1 when one failed, 77 when there is no
  * device to test.
  *
- * Checks come in two strengths: CHECK and REQUIRE end the program at once
- * (what follows depends on them), CHECK_ERR and EXPECT count a failure and
- * go on, so one run reports every broken call. Every message names
- * file:line; CUDA failures add the call text and cuGetErrorName of the
- * result. The random seed is printed with the first failure and can be
- * replayed with OPENMPS_TEST_SEED.
+ * Checks are tests/check.h's: CHECK and CHECK_CU count a failure and go
+ * on, so one run reports every broken call; REQUIRE and REQUIRE_CU end the
+ * program at once (what follows depends on them). Every message names
+ * file:line and the expression; a CUDA result is named by cuGetErrorName.
+ * The random seed is printed with the first failure and can be replayed
+ * with OPENMPS_TEST_SEED. CMP_BYTES, CMP_U32, CMP_F32 and CHECK_FILL
+ * compare buffers and count as one check each.
  *
  * The kernels come from tests/kernels/kernels.cu compiled to PTX, found
  * through $OPENMPS_TEST_PTX, else argv[1], else build/tests/kernels.ptx.
@@ -25,6 +26,8 @@
 #include <stdint.h>
 
 #include <cuda.h>
+
+#include "../check.h"
 
 #define T_PASS 0
 #define T_FAIL 1
@@ -43,54 +46,10 @@ struct t_mixed {
 	char c[5];
 };
 
-/* Records a failure (thread-safe) and prints the seed with the first one. */
-void t_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void t_fail_cu(const char *file, int line, const char *call, CUresult got, CUresult want);
 const char *t_errname(CUresult r);
-int t_failures(void);
 
-/* Fatal: a CUDA call that must succeed. */
-#define CHECK(call)                                                              \
-	do {                                                                     \
-		CUresult t_r_ = (call);                                          \
-		if (t_r_ != CUDA_SUCCESS) {                                      \
-			t_fail_cu(__FILE__, __LINE__, #call, t_r_, CUDA_SUCCESS); \
-			t_exit_failed();                                         \
-		}                                                                \
-	} while (0)
-
-/* Not fatal: a CUDA call must return exactly `want`. Evaluates to 1 when it did. */
-#define CHECK_ERR(call, want)                                                     \
-	({                                                                        \
-		CUresult t_r_ = (call);                                           \
-		int t_ok_ = t_r_ == (want);                                       \
-		if (!t_ok_)                                                       \
-			t_fail_cu(__FILE__, __LINE__, #call, t_r_, (want));       \
-		t_ok_;                                                            \
-	})
-
-/* Not fatal: a condition with a printf-style explanation. Evaluates to 1 when it held. */
-#define EXPECT(cond, ...)                                                         \
-	({                                                                        \
-		int t_ok_ = !!(cond);                                             \
-		if (!t_ok_)                                                       \
-			t_fail(__FILE__, __LINE__, __VA_ARGS__);                  \
-		t_ok_;                                                            \
-	})
-
-/* Fatal form of EXPECT. */
-#define REQUIRE(cond, ...)                                                        \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			t_fail(__FILE__, __LINE__, __VA_ARGS__);                  \
-			t_exit_failed();                                          \
-		}                                                                 \
-	} while (0)
-
-/* Ends the process with T_FAIL after a fatal check. */
-void t_exit_failed(void) __attribute__((noreturn));
-
-/* Names the program, picks the seed, makes stdout line-buffered. */
+/* Names the program, picks the seed (the context of the first failure),
+ * makes stdout line-buffered. */
 void t_init(int argc, char **argv);
 
 /* cuInit(0), then device 0. Exits with T_SKIP when there is no device. */
@@ -140,7 +99,7 @@ int t_near(double got, double want, double rel_tol, double abs_tol);
 	t_cmp_f32(__FILE__, __LINE__, (got), (want), (n), (rel), (abs), (what))
 
 /* Checks that every byte of p[0..n) is `v`; counts a failure if not. */
-size_t t_expect_fill(const char *file, int line, const void *p, size_t n, unsigned char v, const char *what);
+size_t t_check_fill(const char *file, int line, const void *p, size_t n, unsigned char v, const char *what);
 
 /* Device 0's free memory as a fresh client sees it, asked in a child
  * process (so the caller need not have initialised CUDA, and may fork
@@ -150,12 +109,13 @@ long long t_free_memory(void);
 /* Runs the test kernels' vadd from f on a few thousand random floats drawn
  * from *rng, in the current context, and checks every sum exactly. */
 void t_run_vadd(CUfunction f, uint64_t *rng, const char *what);
-#define EXPECT_FILL(p, n, v, what) t_expect_fill(__FILE__, __LINE__, (p), (n), (v), (what))
+#define CHECK_FILL(p, n, v, what) t_check_fill(__FILE__, __LINE__, (p), (n), (v), (what))
 
 /* Monotonic seconds. */
 double t_now(void);
 
-/* Prints the closing line and returns the exit status (T_PASS or T_FAIL). */
+/* Prints the closing line "PROGRAM: N passed, N failed" and returns the
+ * exit status (T_PASS or T_FAIL). */
 int t_finish(void);
 
 #endif

@@ -40,11 +40,11 @@ static void test_2d(void)
 	CUarray a;
 
 	t_fill_bytes(in, HP * H, &rng);
-	CHECK(cuArrayCreate(&a, &ad));
-	CHECK(cuArrayGetDescriptor(&got, a));
-	EXPECT(got.Width == W && got.Height == H && got.Format == CU_AD_FORMAT_FLOAT && got.NumChannels == 1,
-	       "the descriptor read back: %zu x %zu, format %d, %u channels", got.Width, got.Height, (int)got.Format,
-	       got.NumChannels);
+	REQUIRE_CU(cuArrayCreate(&a, &ad));
+	REQUIRE_CU(cuArrayGetDescriptor(&got, a));
+	CHECK(got.Width == W && got.Height == H && got.Format == CU_AD_FORMAT_FLOAT && got.NumChannels == 1,
+	      "the descriptor read back: %zu x %zu, format %d, %u channels", got.Width, got.Height, (int)got.Format,
+	      got.NumChannels);
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_HOST;
 	c.srcHost = in;
@@ -53,8 +53,8 @@ static void test_2d(void)
 	c.dstArray = a;
 	c.WidthInBytes = W * 4;
 	c.Height = H;
-	CHECK(cuMemcpy2D(&c));
-	CHECK(cuMemAllocPitch(&dp, &pitch, W * 4, H, 4));
+	REQUIRE_CU(cuMemcpy2D(&c));
+	REQUIRE_CU(cuMemAllocPitch(&dp, &pitch, W * 4, H, 4));
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
 	c.srcArray = a;
@@ -63,7 +63,7 @@ static void test_2d(void)
 	c.dstPitch = pitch;
 	c.WidthInBytes = W * 4;
 	c.Height = H;
-	CHECK(cuMemcpy2DAsync(&c, stream));
+	REQUIRE_CU(cuMemcpy2DAsync(&c, stream));
 	memset(&c, 0, sizeof(c));
 	memset(out, 0x5c, HP * H);
 	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -74,12 +74,12 @@ static void test_2d(void)
 	c.dstPitch = HP;
 	c.WidthInBytes = W * 4;
 	c.Height = H;
-	CHECK(cuMemcpy2DAsync(&c, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpy2DAsync(&c, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	for (int r = 0; r < H; r++) {
 		if (CMP_BYTES(out + r * HP, in + r * HP, W * 4, "a row through a 2D array"))
 			break;
-		if (EXPECT_FILL(out + r * HP + W * 4, HP - W * 4, 0x5c, "a row's padding"))
+		if (CHECK_FILL(out + r * HP + W * 4, HP - W * 4, 0x5c, "a row's padding"))
 			break;
 	}
 	/* Past the array's last row: refused. */
@@ -92,9 +92,9 @@ static void test_2d(void)
 	c.dstY = 1;
 	c.WidthInBytes = W * 4;
 	c.Height = H;
-	EXPECT(cuMemcpy2D(&c) != CUDA_SUCCESS, "a copy past the array's last row was taken");
-	CHECK(cuMemFree(dp));
-	CHECK(cuArrayDestroy(a));
+	CHECK(cuMemcpy2D(&c) != CUDA_SUCCESS, "a copy past the array's last row was taken");
+	REQUIRE_CU(cuMemFree(dp));
+	REQUIRE_CU(cuArrayDestroy(a));
 	free(in);
 	free(out);
 }
@@ -109,32 +109,32 @@ static void test_1d(void)
 
 	REQUIRE(zero, "out of memory");
 	t_fill_bytes(in, N, &rng);
-	CHECK(cuArrayCreate(&a, &ad));
-	CHECK(cuArrayCreate(&b, &ad));
-	CHECK(cuMemAlloc(&d, BYTES));
+	REQUIRE_CU(cuArrayCreate(&a, &ad));
+	REQUIRE_CU(cuArrayCreate(&b, &ad));
+	REQUIRE_CU(cuMemAlloc(&d, BYTES));
 	/* Both arrays zero first, so what lies outside the copies is known. */
-	CHECK(cuMemcpyHtoA(a, 0, zero, BYTES));
-	CHECK(cuMemcpyHtoA(b, 0, zero, BYTES));
-	CHECK(cuMemcpyHtoAAsync(a, OFF, in, N, stream));
-	CHECK(cuStreamSynchronize(stream));
-	CHECK(cuMemcpyAtoA(b, 0, a, 0, BYTES));
-	CHECK(cuMemcpyAtoD(d, b, 0, BYTES));
+	REQUIRE_CU(cuMemcpyHtoA(a, 0, zero, BYTES));
+	REQUIRE_CU(cuMemcpyHtoA(b, 0, zero, BYTES));
+	REQUIRE_CU(cuMemcpyHtoAAsync(a, OFF, in, N, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpyAtoA(b, 0, a, 0, BYTES));
+	REQUIRE_CU(cuMemcpyAtoD(d, b, 0, BYTES));
 	memset(out, 0x5c, BYTES);
-	CHECK(cuMemcpyDtoH(out, d, BYTES));
-	EXPECT_FILL(out, OFF, 0, "the bytes before the copy's offset");
+	REQUIRE_CU(cuMemcpyDtoH(out, d, BYTES));
+	CHECK_FILL(out, OFF, 0, "the bytes before the copy's offset");
 	CMP_BYTES(out + OFF, in, N, "a 1D array's bytes, host -> array -> array -> device -> host");
-	EXPECT_FILL(out + OFF + N, BYTES - OFF - N, 0, "the bytes after the copy");
+	CHECK_FILL(out + OFF + N, BYTES - OFF - N, 0, "the bytes after the copy");
 	memset(out, 0x5c, BYTES);
-	CHECK(cuMemcpyDtoA(a, 0, d, BYTES));
-	CHECK(cuMemcpyAtoHAsync(out, a, OFF, N, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpyDtoA(a, 0, d, BYTES));
+	REQUIRE_CU(cuMemcpyAtoHAsync(out, a, OFF, N, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	CMP_BYTES(out, in, N, "device -> array -> host at an offset");
-	CHECK(cuMemcpyAtoH(out, b, OFF, N));
+	REQUIRE_CU(cuMemcpyAtoH(out, b, OFF, N));
 	CMP_BYTES(out, in, N, "array -> host, synchronous");
-	EXPECT(cuMemcpyHtoA(a, BYTES - 8, in, 16) != CUDA_SUCCESS, "a copy past a 1D array's end was taken");
-	CHECK(cuMemFree(d));
-	CHECK(cuArrayDestroy(a));
-	CHECK(cuArrayDestroy(b));
+	CHECK(cuMemcpyHtoA(a, BYTES - 8, in, 16) != CUDA_SUCCESS, "a copy past a 1D array's end was taken");
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuArrayDestroy(a));
+	REQUIRE_CU(cuArrayDestroy(b));
 	free(in);
 	free(out);
 	free(zero);
@@ -155,10 +155,10 @@ static void box_3d(unsigned flags)
 
 	REQUIRE(zero, "out of memory");
 	t_fill_bytes(in, hp * hh * BD, &rng);
-	CHECK(cuArray3DCreate(&a, &ad));
-	CHECK(cuArray3DGetDescriptor(&got, a));
-	EXPECT(got.Width == W && got.Height == H && got.Depth == D && got.NumChannels == 2 && got.Flags == flags,
-	       "the 3D descriptor read back: %zu x %zu x %zu, flags %#x", got.Width, got.Height, got.Depth, got.Flags);
+	REQUIRE_CU(cuArray3DCreate(&a, &ad));
+	REQUIRE_CU(cuArray3DGetDescriptor(&got, a));
+	CHECK(got.Width == W && got.Height == H && got.Depth == D && got.NumChannels == 2 && got.Flags == flags,
+	      "the 3D descriptor read back: %zu x %zu x %zu, flags %#x", got.Width, got.Height, got.Depth, got.Flags);
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_HOST;
 	c.srcHost = zero;
@@ -169,7 +169,7 @@ static void box_3d(unsigned flags)
 	c.WidthInBytes = W * E;
 	c.Height = H;
 	c.Depth = D;
-	CHECK(cuMemcpy3D(&c));
+	REQUIRE_CU(cuMemcpy3D(&c));
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_HOST;
 	c.srcHost = in;
@@ -183,7 +183,7 @@ static void box_3d(unsigned flags)
 	c.WidthInBytes = BW * E;
 	c.Height = BH;
 	c.Depth = BD;
-	CHECK(cuMemcpy3DAsync(&c, stream));
+	REQUIRE_CU(cuMemcpy3DAsync(&c, stream));
 	memset(&c, 0, sizeof(c));
 	memset(out, 0x5c, vol);
 	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
@@ -195,23 +195,23 @@ static void box_3d(unsigned flags)
 	c.WidthInBytes = W * E;
 	c.Height = H;
 	c.Depth = D;
-	CHECK(cuMemcpy3DAsync(&c, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpy3DAsync(&c, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	for (int z = 0; z < D; z++)
 		for (int y = 0; y < H; y++) {
 			const unsigned char *row = out + ((size_t)z * H + y) * W * E;
 			int in_box = z >= BZ && z < BZ + BD && y >= BY && y < BY + BH;
 
 			if (!in_box) {
-				if (EXPECT_FILL(row, W * E, 0, flags ? "a layer's row outside the box" :
-								       "a 3D array's row outside the box"))
+				if (CHECK_FILL(row, W * E, 0, flags ? "a layer's row outside the box" :
+								      "a 3D array's row outside the box"))
 					return;
 				continue;
 			}
-			if (EXPECT_FILL(row, BX * E, 0, "the bytes before the box in its row") ||
-			    CMP_BYTES(row + BX * E, in + ((size_t)(z - BZ) * hh + (y - BY)) * hp, BW * E,
-				      "a row of the box") ||
-			    EXPECT_FILL(row + (BX + BW) * E, (W - BX - BW) * E, 0, "the bytes after the box"))
+			if (CHECK_FILL(row, BX * E, 0, "the bytes before the box in its row") ||
+			   CMP_BYTES(row + BX * E, in + ((size_t)(z - BZ) * hh + (y - BY)) * hp, BW * E,
+				     "a row of the box") ||
+			   CHECK_FILL(row + (BX + BW) * E, (W - BX - BW) * E, 0, "the bytes after the box"))
 				return;
 		}
 	memset(&c, 0, sizeof(c));
@@ -225,8 +225,8 @@ static void box_3d(unsigned flags)
 	c.WidthInBytes = BW * E;
 	c.Height = BH;
 	c.Depth = 2;   /* one slice past the last */
-	EXPECT(cuMemcpy3D(&c) != CUDA_SUCCESS, "a box past the array's last slice was taken");
-	CHECK(cuArrayDestroy(a));
+	CHECK(cuMemcpy3D(&c) != CUDA_SUCCESS, "a box past the array's last slice was taken");
+	REQUIRE_CU(cuArrayDestroy(a));
 	free(in);
 	free(out);
 	free(zero);
@@ -243,10 +243,10 @@ static void test_mipmap(void)
 	CUDA_MEMCPY2D c;
 
 	t_fill_u32(in, L1 * L1, &rng);
-	CHECK(cuMipmappedArrayCreate(&m, &ad, 3));
-	CHECK(cuMipmappedArrayGetLevel(&level, m, 1));
-	CHECK(cuArray3DGetDescriptor(&got, level));
-	EXPECT(got.Width == L1 && got.Height == L1, "level 1 is %zu x %zu, want %d x %d", got.Width, got.Height, L1, L1);
+	REQUIRE_CU(cuMipmappedArrayCreate(&m, &ad, 3));
+	REQUIRE_CU(cuMipmappedArrayGetLevel(&level, m, 1));
+	REQUIRE_CU(cuArray3DGetDescriptor(&got, level));
+	CHECK(got.Width == L1 && got.Height == L1, "level 1 is %zu x %zu, want %d x %d", got.Width, got.Height, L1, L1);
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_HOST;
 	c.srcHost = in;
@@ -255,7 +255,7 @@ static void test_mipmap(void)
 	c.dstArray = level;
 	c.WidthInBytes = L1 * 4;
 	c.Height = L1;
-	CHECK(cuMemcpy2D(&c));
+	REQUIRE_CU(cuMemcpy2D(&c));
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
 	c.srcArray = level;
@@ -264,10 +264,10 @@ static void test_mipmap(void)
 	c.dstPitch = L1 * 4;
 	c.WidthInBytes = L1 * 4;
 	c.Height = L1;
-	CHECK(cuMemcpy2D(&c));
+	REQUIRE_CU(cuMemcpy2D(&c));
 	CMP_U32(out, in, L1 * L1, "a mipmapped array's level 1");
-	EXPECT(cuMipmappedArrayGetLevel(&level, m, 3) != CUDA_SUCCESS, "level 3 of 3 levels was given");
-	CHECK(cuMipmappedArrayDestroy(m));
+	CHECK(cuMipmappedArrayGetLevel(&level, m, 3) != CUDA_SUCCESS, "level 3 of 3 levels was given");
+	REQUIRE_CU(cuMipmappedArrayDestroy(m));
 	free(in);
 	free(out);
 }
@@ -292,11 +292,11 @@ static void test_textures(void)
 	t_fill_f32_int(in, N, &rng);
 	for (int i = 0; i < N; i++)
 		want[i] = 2.0f * in[i] + 1.0f;
-	CHECK(cuMemAlloc(&d, N * 4));
-	CHECK(cuMemAlloc(&o, N * 4));
+	REQUIRE_CU(cuMemAlloc(&d, N * 4));
+	REQUIRE_CU(cuMemAlloc(&o, N * 4));
 	/* On the kernel's stream: a synchronous copy from pageable memory may
 	 * return before its bytes land, and the stream is non-blocking. */
-	CHECK(cuMemcpyHtoDAsync(d, in, N * 4, stream));
+	REQUIRE_CU(cuMemcpyHtoDAsync(d, in, N * 4, stream));
 	memset(&rd, 0, sizeof(rd));
 	rd.resType = CU_RESOURCE_TYPE_LINEAR;
 	rd.res.linear.devPtr = d;
@@ -306,43 +306,43 @@ static void test_textures(void)
 	memset(&td, 0, sizeof(td));
 	td.filterMode = CU_TR_FILTER_MODE_POINT;
 	td.addressMode[0] = CU_TR_ADDRESS_MODE_CLAMP;
-	CHECK(cuTexObjectCreate(&t, &rd, &td, NULL));
-	EXPECT(t != 0, "a texture object of value 0");
+	REQUIRE_CU(cuTexObjectCreate(&t, &rd, &td, NULL));
+	CHECK(t != 0, "a texture object of value 0");
 	{
 		void *args[] = { &t, &o, &n };
 
-		CHECK(t_launch(fetch, (N + 255) / 256, 256, stream, args));
+		REQUIRE_CU(t_launch(fetch, (N + 255) / 256, 256, stream, args));
 	}
-	CHECK(cuStreamSynchronize(stream));
-	CHECK(cuMemcpyDtoH(out, o, N * 4));
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpyDtoH(out, o, N * 4));
 	CMP_F32(out, want, N, 0, 0, "a kernel's reads of a linear texture");
-	CHECK(cuTexObjectGetResourceDesc(&back, t));
-	EXPECT(back.resType == CU_RESOURCE_TYPE_LINEAR && back.res.linear.devPtr == d &&
-		       back.res.linear.sizeInBytes == N * 4 && back.res.linear.format == CU_AD_FORMAT_FLOAT,
-	       "the texture's resource read back");
-	CHECK(cuTexObjectGetTextureDesc(&tback, t));
-	EXPECT(tback.filterMode == CU_TR_FILTER_MODE_POINT, "the texture's filter mode read back");
+	REQUIRE_CU(cuTexObjectGetResourceDesc(&back, t));
+	CHECK(back.resType == CU_RESOURCE_TYPE_LINEAR && back.res.linear.devPtr == d &&
+		      back.res.linear.sizeInBytes == N * 4 && back.res.linear.format == CU_AD_FORMAT_FLOAT,
+	      "the texture's resource read back");
+	REQUIRE_CU(cuTexObjectGetTextureDesc(&tback, t));
+	CHECK(tback.filterMode == CU_TR_FILTER_MODE_POINT, "the texture's filter mode read back");
 
 	/* Over an array (and a surface over the same), a mipmapped array and
 	 * pitched memory. */
-	CHECK(cuArray3DCreate(&a, &ad));
+	REQUIRE_CU(cuArray3DCreate(&a, &ad));
 	memset(&rd, 0, sizeof(rd));
 	rd.resType = CU_RESOURCE_TYPE_ARRAY;
 	rd.res.array.hArray = a;
-	CHECK(cuTexObjectCreate(&ta, &rd, &td, NULL));
-	CHECK(cuSurfObjectCreate(&sf, &rd));
-	CHECK(cuSurfObjectGetResourceDesc(&back, sf));
-	EXPECT(back.resType == CU_RESOURCE_TYPE_ARRAY && back.res.array.hArray == a,
-	       "the surface's array read back");
+	REQUIRE_CU(cuTexObjectCreate(&ta, &rd, &td, NULL));
+	REQUIRE_CU(cuSurfObjectCreate(&sf, &rd));
+	REQUIRE_CU(cuSurfObjectGetResourceDesc(&back, sf));
+	CHECK(back.resType == CU_RESOURCE_TYPE_ARRAY && back.res.array.hArray == a,
+	      "the surface's array read back");
 	ad.Flags = 0;
-	CHECK(cuMipmappedArrayCreate(&mm, &ad, 2));
+	REQUIRE_CU(cuMipmappedArrayCreate(&mm, &ad, 2));
 	memset(&rd, 0, sizeof(rd));
 	rd.resType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
 	rd.res.mipmap.hMipmappedArray = mm;
 	td.mipmapFilterMode = CU_TR_FILTER_MODE_POINT;
 	td.maxMipmapLevelClamp = 1;
-	CHECK(cuTexObjectCreate(&tm, &rd, &td, NULL));
-	CHECK(cuMemAllocPitch(&p, &pitch, 64 * 4, 16, 4));
+	REQUIRE_CU(cuTexObjectCreate(&tm, &rd, &td, NULL));
+	REQUIRE_CU(cuMemAllocPitch(&p, &pitch, 64 * 4, 16, 4));
 	memset(&rd, 0, sizeof(rd));
 	rd.resType = CU_RESOURCE_TYPE_PITCH2D;
 	rd.res.pitch2D.devPtr = p;
@@ -353,17 +353,17 @@ static void test_textures(void)
 	rd.res.pitch2D.pitchInBytes = pitch;
 	td.mipmapFilterMode = CU_TR_FILTER_MODE_POINT;
 	td.maxMipmapLevelClamp = 0;
-	CHECK(cuTexObjectCreate(&tp, &rd, &td, NULL));
-	CHECK(cuTexObjectDestroy(tp));
-	CHECK(cuTexObjectDestroy(tm));
-	CHECK(cuSurfObjectDestroy(sf));
-	CHECK(cuTexObjectDestroy(ta));
-	CHECK(cuTexObjectDestroy(t));
-	CHECK(cuMipmappedArrayDestroy(mm));
-	CHECK(cuArrayDestroy(a));
-	CHECK(cuMemFree(p));
-	CHECK(cuMemFree(d));
-	CHECK(cuMemFree(o));
+	REQUIRE_CU(cuTexObjectCreate(&tp, &rd, &td, NULL));
+	REQUIRE_CU(cuTexObjectDestroy(tp));
+	REQUIRE_CU(cuTexObjectDestroy(tm));
+	REQUIRE_CU(cuSurfObjectDestroy(sf));
+	REQUIRE_CU(cuTexObjectDestroy(ta));
+	REQUIRE_CU(cuTexObjectDestroy(t));
+	REQUIRE_CU(cuMipmappedArrayDestroy(mm));
+	REQUIRE_CU(cuArrayDestroy(a));
+	REQUIRE_CU(cuMemFree(p));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(o));
 	free(in);
 	free(out);
 	free(want);
@@ -386,11 +386,11 @@ static void test_graph_nodes(void)
 	CUdeviceptr dp, dp2;
 	CUarray a;
 
-	CHECK(cuArrayCreate(&a, &ad));
-	CHECK(cuMemAlloc(&dp, W * 4 * H));
-	CHECK(cuMemAlloc(&dp2, W * 4 * H));
-	CHECK(cuMemAllocHost((void **)&out, HP * H));
-	CHECK(cuGraphCreate(&g, 0));
+	REQUIRE_CU(cuArrayCreate(&a, &ad));
+	REQUIRE_CU(cuMemAlloc(&dp, W * 4 * H));
+	REQUIRE_CU(cuMemAlloc(&dp2, W * 4 * H));
+	REQUIRE_CU(cuMemAllocHost((void **)&out, HP * H));
+	REQUIRE_CU(cuGraphCreate(&g, 0));
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_HOST;
 	c.srcHost = in;
@@ -400,7 +400,7 @@ static void test_graph_nodes(void)
 	c.WidthInBytes = W * 4;
 	c.Height = H;
 	c.Depth = 1;
-	CHECK(cuGraphAddMemcpyNode(&n1, g, NULL, 0, &c, NULL));
+	REQUIRE_CU(cuGraphAddMemcpyNode(&n1, g, NULL, 0, &c, NULL));
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
 	c.srcArray = a;
@@ -411,13 +411,13 @@ static void test_graph_nodes(void)
 	c.WidthInBytes = W * 4;
 	c.Height = H;
 	c.Depth = 1;
-	CHECK(cuGraphAddMemcpyNode(&n2, g, &n1, 1, &c, NULL));
+	REQUIRE_CU(cuGraphAddMemcpyNode(&n2, g, &n1, 1, &c, NULL));
 	memset(&got, 0, sizeof(got));
-	CHECK(cuGraphMemcpyNodeGetParams(n2, &got));
-	EXPECT(got.srcMemoryType == CU_MEMORYTYPE_ARRAY && got.srcArray == a && got.dstMemoryType == CU_MEMORYTYPE_DEVICE &&
-		       got.dstDevice == dp && got.WidthInBytes == W * 4 && got.Height == H,
-	       "an array copy node's parameters read back wrong (type %d, array %p)", (int)got.srcMemoryType,
-	       (void *)got.srcArray);
+	REQUIRE_CU(cuGraphMemcpyNodeGetParams(n2, &got));
+	CHECK(got.srcMemoryType == CU_MEMORYTYPE_ARRAY && got.srcArray == a && got.dstMemoryType == CU_MEMORYTYPE_DEVICE &&
+		      got.dstDevice == dp && got.WidthInBytes == W * 4 && got.Height == H,
+	      "an array copy node's parameters read back wrong (type %d, array %p)", (int)got.srcMemoryType,
+	      (void *)got.srcArray);
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
 	c.srcDevice = dp;
@@ -428,17 +428,17 @@ static void test_graph_nodes(void)
 	c.WidthInBytes = W * 4;
 	c.Height = H;
 	c.Depth = 1;
-	CHECK(cuGraphAddMemcpyNode(&n3, g, &n2, 1, &c, NULL));
-	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+	REQUIRE_CU(cuGraphAddMemcpyNode(&n3, g, &n2, 1, &c, NULL));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
 	for (int round = 0; round < 2; round++) {
 		t_fill_bytes(in, HP * H, &rng);
 		memset(out, 0x5c, HP * H);
-		CHECK(cuGraphLaunch(ge, stream));
-		CHECK(cuStreamSynchronize(stream));
+		REQUIRE_CU(cuGraphLaunch(ge, stream));
+		REQUIRE_CU(cuStreamSynchronize(stream));
 		for (int r = 0; r < H; r++) {
 			if (CMP_BYTES(out + r * HP, in + r * HP, W * 4, "a row through a graph's array copies"))
 				break;
-			if (EXPECT_FILL(out + r * HP + W * 4, HP - W * 4, 0x5c, "a row's padding after a graph"))
+			if (CHECK_FILL(out + r * HP + W * 4, HP - W * 4, 0x5c, "a row's padding after a graph"))
 				break;
 		}
 	}
@@ -453,17 +453,17 @@ static void test_graph_nodes(void)
 	c.WidthInBytes = W * 4;
 	c.Height = H;
 	c.Depth = 1;
-	CHECK(cuMemsetD8(dp2, 0, W * 4 * H));
-	CHECK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-	CHECK(cuMemcpy3DAsync(&c, stream));
-	CHECK(cuStreamEndCapture(stream, &cg));
-	CHECK(cuGraphInstantiateWithFlags(&cge, cg, 0));
-	CHECK(cuGraphLaunch(cge, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemsetD8(dp2, 0, W * 4 * H));
+	REQUIRE_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	REQUIRE_CU(cuMemcpy3DAsync(&c, stream));
+	REQUIRE_CU(cuStreamEndCapture(stream, &cg));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&cge, cg, 0));
+	REQUIRE_CU(cuGraphLaunch(cge, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	{
 		unsigned char *back = xmalloc(W * 4 * H);
 
-		CHECK(cuMemcpyDtoH(back, dp2, W * 4 * H));
+		REQUIRE_CU(cuMemcpyDtoH(back, dp2, W * 4 * H));
 		for (int r = 0; r < H; r++)
 			if (CMP_BYTES(back + r * W * 4, in + r * HP, W * 4, "a row through a captured array copy"))
 				break;
@@ -473,25 +473,25 @@ static void test_graph_nodes(void)
 		CUgraphNode nodes[4];
 		size_t nn = 4;
 
-		CHECK(cuGraphGetNodes(cg, nodes, &nn));
+		REQUIRE_CU(cuGraphGetNodes(cg, nodes, &nn));
 		n4 = nn ? nodes[0] : NULL;
-		EXPECT(nn == 1, "a captured array copy made %zu nodes", nn);
+		CHECK(nn == 1, "a captured array copy made %zu nodes", nn);
 		if (n4) {
 			memset(&got, 0, sizeof(got));
-			CHECK(cuGraphMemcpyNodeGetParams(n4, &got));
-			EXPECT(got.srcMemoryType == CU_MEMORYTYPE_ARRAY && got.srcArray == a,
-			       "a captured array copy's node names type %d, array %p", (int)got.srcMemoryType,
-			       (void *)got.srcArray);
+			REQUIRE_CU(cuGraphMemcpyNodeGetParams(n4, &got));
+			CHECK(got.srcMemoryType == CU_MEMORYTYPE_ARRAY && got.srcArray == a,
+			      "a captured array copy's node names type %d, array %p", (int)got.srcMemoryType,
+			      (void *)got.srcArray);
 		}
 	}
-	CHECK(cuGraphExecDestroy(cge));
-	CHECK(cuGraphDestroy(cg));
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(g));
-	CHECK(cuMemFreeHost(out));
-	CHECK(cuMemFree(dp));
-	CHECK(cuMemFree(dp2));
-	CHECK(cuArrayDestroy(a));
+	REQUIRE_CU(cuGraphExecDestroy(cge));
+	REQUIRE_CU(cuGraphDestroy(cg));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
+	REQUIRE_CU(cuMemFreeHost(out));
+	REQUIRE_CU(cuMemFree(dp));
+	REQUIRE_CU(cuMemFree(dp2));
+	REQUIRE_CU(cuArrayDestroy(a));
 	free(in);
 }
 
@@ -503,7 +503,7 @@ int main(int argc, char **argv)
 	t_init(argc, argv);
 	t_primary(t_device());
 	rng = t_rng(1);
-	CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 	test_2d();
 	test_1d();
 	box_3d(0);
@@ -511,7 +511,7 @@ int main(int argc, char **argv)
 	test_mipmap();
 	test_textures();
 	test_graph_nodes();
-	CHECK_ERR(cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuStreamDestroy(stream));
+	CHECK_CU(cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuStreamDestroy(stream));
 	return t_finish();
 }

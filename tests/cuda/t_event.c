@@ -20,7 +20,7 @@ static void spin(CUstream s, long long cycles)
 	uint32_t value = 0x5eed;
 	void *args[] = { &cycles, &flag, &value };
 
-	CHECK(t_launch(spin_store, 1, 32, s, args));
+	REQUIRE_CU(t_launch(spin_store, 1, 32, s, args));
 }
 
 static void test_create_flags(void)
@@ -34,21 +34,21 @@ static void test_create_flags(void)
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
 		CUevent e = NULL;
 
-		CHECK(cuEventCreate(&e, flags[i]));
-		EXPECT(e != NULL, "cuEventCreate(0x%x) gave NULL", flags[i]);
+		REQUIRE_CU(cuEventCreate(&e, flags[i]));
+		CHECK(e != NULL, "cuEventCreate(0x%x) gave NULL", flags[i]);
 		/* Never recorded: complete by definition. */
-		CHECK_ERR(cuEventQuery(e), CUDA_SUCCESS);
-		CHECK(cuEventSynchronize(e));
-		CHECK(cuEventRecord(e, 0));
-		CHECK(cuEventSynchronize(e));
-		CHECK_ERR(cuEventQuery(e), CUDA_SUCCESS);
-		CHECK(cuEventDestroy(e));
+		CHECK_CU(cuEventQuery(e), CUDA_SUCCESS);
+		REQUIRE_CU(cuEventSynchronize(e));
+		REQUIRE_CU(cuEventRecord(e, 0));
+		REQUIRE_CU(cuEventSynchronize(e));
+		CHECK_CU(cuEventQuery(e), CUDA_SUCCESS);
+		REQUIRE_CU(cuEventDestroy(e));
 	}
 	{
 		CUevent e;
 
 		/* INTERPROCESS requires DISABLE_TIMING. */
-		CHECK_ERR(cuEventCreate(&e, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+		CHECK_CU(cuEventCreate(&e, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
 	}
 }
 
@@ -58,54 +58,54 @@ static void test_query_and_elapsed(CUstream s)
 	float ms_short = -1, ms_long = -1, ms = -1;
 	double t0, host_ms;
 
-	CHECK(cuEventCreate(&start, CU_EVENT_DEFAULT));
-	CHECK(cuEventCreate(&end, CU_EVENT_DEFAULT));
-	CHECK(cuEventCreate(&mid, CU_EVENT_DEFAULT));
-	CHECK(cuEventCreate(&blocking, CU_EVENT_BLOCKING_SYNC));
+	REQUIRE_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+	REQUIRE_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));
+	REQUIRE_CU(cuEventCreate(&mid, CU_EVENT_DEFAULT));
+	REQUIRE_CU(cuEventCreate(&blocking, CU_EVENT_BLOCKING_SYNC));
 
 	/* Both never recorded. */
-	CHECK_ERR(cuEventElapsedTime(&ms, start, end), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(cuEventElapsedTime(&ms, start, end), CUDA_ERROR_INVALID_HANDLE);
 
 	/* ~200 ms between start and end; end is pending for a while. */
 	t0 = t_now();
-	CHECK(cuEventRecord(start, s));
+	REQUIRE_CU(cuEventRecord(start, s));
 	spin(s, T_SPIN_200MS);
-	CHECK(cuEventRecord(end, s));
-	CHECK_ERR(cuEventQuery(end), CUDA_ERROR_NOT_READY);
-	CHECK_ERR(cuEventElapsedTime(&ms, start, end), CUDA_ERROR_NOT_READY);
-	CHECK(cuEventSynchronize(end));
+	REQUIRE_CU(cuEventRecord(end, s));
+	CHECK_CU(cuEventQuery(end), CUDA_ERROR_NOT_READY);
+	CHECK_CU(cuEventElapsedTime(&ms, start, end), CUDA_ERROR_NOT_READY);
+	REQUIRE_CU(cuEventSynchronize(end));
 	host_ms = (t_now() - t0) * 1e3;
-	CHECK_ERR(cuEventQuery(end), CUDA_SUCCESS);
-	CHECK(cuEventElapsedTime(&ms_long, start, end));
+	CHECK_CU(cuEventQuery(end), CUDA_SUCCESS);
+	REQUIRE_CU(cuEventElapsedTime(&ms_long, start, end));
 	printf("  ~200 ms spin: %.2f ms between events, %.2f ms on the host\n", (double)ms_long, host_ms);
-	EXPECT(ms_long >= 50.0f && ms_long <= 5000.0f, "elapsed %.3f ms around a ~200 ms spin", (double)ms_long);
-	EXPECT(host_ms >= 50.0, "the host waited only %.3f ms for a ~200 ms spin", host_ms);
+	CHECK(ms_long >= 50.0f && ms_long <= 5000.0f, "elapsed %.3f ms around a ~200 ms spin", (double)ms_long);
+	CHECK(host_ms >= 50.0, "the host waited only %.3f ms for a ~200 ms spin", host_ms);
 
 	/* ~1 ms: shorter than the long one, and positive. */
-	CHECK(cuEventRecord(start, s));
+	REQUIRE_CU(cuEventRecord(start, s));
 	spin(s, T_SPIN_1MS);
-	CHECK(cuEventRecord(end, s));
-	CHECK(cuEventSynchronize(end));
-	CHECK(cuEventElapsedTime(&ms_short, start, end));
+	REQUIRE_CU(cuEventRecord(end, s));
+	REQUIRE_CU(cuEventSynchronize(end));
+	REQUIRE_CU(cuEventElapsedTime(&ms_short, start, end));
 	printf("  ~1 ms spin: %.3f ms between events\n", (double)ms_short);
-	EXPECT(ms_short > 0.0f && ms_short < ms_long, "elapsed %.3f ms around a ~1 ms spin (long one %.3f)",
-	       (double)ms_short, (double)ms_long);
+	CHECK(ms_short > 0.0f && ms_short < ms_long, "elapsed %.3f ms around a ~1 ms spin (long one %.3f)",
+	      (double)ms_short, (double)ms_long);
 
 	/* cuEventRecordWithFlags, and a blocking-sync event. */
-	CHECK(cuEventRecordWithFlags(start, s, CU_EVENT_RECORD_DEFAULT));
+	REQUIRE_CU(cuEventRecordWithFlags(start, s, CU_EVENT_RECORD_DEFAULT));
 	spin(s, T_SPIN_100MS);
-	CHECK(cuEventRecordWithFlags(mid, s, CU_EVENT_RECORD_DEFAULT));
-	CHECK(cuEventRecord(blocking, s));
-	CHECK_ERR(cuEventQuery(mid), CUDA_ERROR_NOT_READY);
-	CHECK(cuEventSynchronize(blocking));
-	CHECK_ERR(cuEventQuery(mid), CUDA_SUCCESS);
-	CHECK(cuEventElapsedTime(&ms, start, mid));
-	EXPECT(ms >= 25.0f && ms <= 2500.0f, "elapsed %.3f ms around a ~100 ms spin (RecordWithFlags)", (double)ms);
+	REQUIRE_CU(cuEventRecordWithFlags(mid, s, CU_EVENT_RECORD_DEFAULT));
+	REQUIRE_CU(cuEventRecord(blocking, s));
+	CHECK_CU(cuEventQuery(mid), CUDA_ERROR_NOT_READY);
+	REQUIRE_CU(cuEventSynchronize(blocking));
+	CHECK_CU(cuEventQuery(mid), CUDA_SUCCESS);
+	REQUIRE_CU(cuEventElapsedTime(&ms, start, mid));
+	CHECK(ms >= 25.0f && ms <= 2500.0f, "elapsed %.3f ms around a ~100 ms spin (RecordWithFlags)", (double)ms);
 
-	CHECK(cuEventDestroy(start));
-	CHECK(cuEventDestroy(end));
-	CHECK(cuEventDestroy(mid));
-	CHECK(cuEventDestroy(blocking));
+	REQUIRE_CU(cuEventDestroy(start));
+	REQUIRE_CU(cuEventDestroy(end));
+	REQUIRE_CU(cuEventDestroy(mid));
+	REQUIRE_CU(cuEventDestroy(blocking));
 }
 
 static void test_disable_timing(CUstream s)
@@ -113,20 +113,20 @@ static void test_disable_timing(CUstream s)
 	CUevent a, b, timed;
 	float ms = -1;
 
-	CHECK(cuEventCreate(&a, CU_EVENT_DISABLE_TIMING));
-	CHECK(cuEventCreate(&b, CU_EVENT_DISABLE_TIMING));
-	CHECK(cuEventCreate(&timed, CU_EVENT_DEFAULT));
-	CHECK(cuEventRecord(a, s));
-	CHECK(cuEventRecord(timed, s));
+	REQUIRE_CU(cuEventCreate(&a, CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuEventCreate(&b, CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuEventCreate(&timed, CU_EVENT_DEFAULT));
+	REQUIRE_CU(cuEventRecord(a, s));
+	REQUIRE_CU(cuEventRecord(timed, s));
 	spin(s, T_SPIN_1MS);
-	CHECK(cuEventRecord(b, s));
-	CHECK(cuStreamSynchronize(s));
-	CHECK_ERR(cuEventElapsedTime(&ms, a, b), CUDA_ERROR_INVALID_HANDLE);
-	CHECK_ERR(cuEventElapsedTime(&ms, timed, b), CUDA_ERROR_INVALID_HANDLE);
-	CHECK_ERR(cuEventElapsedTime(&ms, a, timed), CUDA_ERROR_INVALID_HANDLE);
-	CHECK(cuEventDestroy(a));
-	CHECK(cuEventDestroy(b));
-	CHECK(cuEventDestroy(timed));
+	REQUIRE_CU(cuEventRecord(b, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK_CU(cuEventElapsedTime(&ms, a, b), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(cuEventElapsedTime(&ms, timed, b), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(cuEventElapsedTime(&ms, a, timed), CUDA_ERROR_INVALID_HANDLE);
+	REQUIRE_CU(cuEventDestroy(a));
+	REQUIRE_CU(cuEventDestroy(b));
+	REQUIRE_CU(cuEventDestroy(timed));
 }
 
 int main(int argc, char **argv)
@@ -140,17 +140,17 @@ int main(int argc, char **argv)
 	t_primary(dev);
 	mod = t_module();
 	spin_store = t_func(mod, "spin_then_store");
-	CHECK(cuMemAlloc(&flag, 4));
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuMemAlloc(&flag, 4));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 
 	test_create_flags();
 	test_query_and_elapsed(s);
 	test_query_and_elapsed(0);
 	test_disable_timing(s);
 
-	CHECK(cuStreamDestroy(s));
-	CHECK(cuMemFree(flag));
-	CHECK(cuModuleUnload(mod));
-	CHECK(cuDevicePrimaryCtxRelease(dev));
+	REQUIRE_CU(cuStreamDestroy(s));
+	REQUIRE_CU(cuMemFree(flag));
+	REQUIRE_CU(cuModuleUnload(mod));
+	REQUIRE_CU(cuDevicePrimaryCtxRelease(dev));
 	return t_finish();
 }

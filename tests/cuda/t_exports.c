@@ -67,8 +67,8 @@ static const void *const *need_table(const uint8_t id[16], size_t size, const ch
 	int empty = 0;
 
 	REQUIRE(t, "table %s: cuGetExportTable returned %s", what, t_errname(rc));
-	EXPECT((size_t)(uintptr_t)t[0] == size, "table %s has %zu bytes in slot 0, expected %zu", what,
-	       (size_t)(uintptr_t)t[0], size);
+	CHECK((size_t)(uintptr_t)t[0] == size, "table %s has %zu bytes in slot 0, expected %zu", what,
+	      (size_t)(uintptr_t)t[0], size);
 	/* The driver leaves a few slots NULL; openmps none. */
 	for (size_t i = 1; i < size / sizeof(void *) && (size_t)(uintptr_t)t[0] == size; i++)
 		empty += t[i] == NULL;
@@ -114,17 +114,17 @@ static void run_iota(CUfunction f, const char *what)
 	int n = N;
 	void *args[] = { &d, &base, &n };
 
-	CHECK(cuMemAlloc(&d, sizeof(out)));
-	CHECK(t_launch(f, (N + 127) / 128, 128, 0, args));
-	CHECK(cuCtxSynchronize());
-	CHECK(cuMemcpyDtoH(out, d, sizeof(out)));
+	REQUIRE_CU(cuMemAlloc(&d, sizeof(out)));
+	REQUIRE_CU(t_launch(f, (N + 127) / 128, 128, 0, args));
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(cuMemcpyDtoH(out, d, sizeof(out)));
 	for (int i = 0; i < N; i++) {
 		if (out[i] != base + (uint32_t)i) {
-			EXPECT(0, "%s: word %d is 0x%x, expected 0x%x", what, i, out[i], base + (uint32_t)i);
+			CHECK(0, "%s: word %d is 0x%x, expected 0x%x", what, i, out[i], base + (uint32_t)i);
 			break;
 		}
 	}
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d));
 }
 
 static void test_enumerate(CUmodule mod, char names[][1200], int nnames)
@@ -133,17 +133,17 @@ static void test_enumerate(CUmodule mod, char names[][1200], int nnames)
 	unsigned int count = 0;
 	int same = 0;
 
-	CHECK(cuModuleGetFunctionCount(&count, mod));
-	EXPECT((int)count == nnames, "cuModuleGetFunctionCount: %u, the PTX has %d kernels", count, nnames);
+	REQUIRE_CU(cuModuleGetFunctionCount(&count, mod));
+	CHECK((int)count == nnames, "cuModuleGetFunctionCount: %u, the PTX has %d kernels", count, nnames);
 	REQUIRE(count <= 64, "too many functions: %u", count);
-	CHECK(cuModuleEnumerateFunctions(fns, count, mod));
+	REQUIRE_CU(cuModuleEnumerateFunctions(fns, count, mod));
 	for (unsigned int i = 0; i < count; i++) {
 		const char *name = NULL;
 		CUfunction g;
 
-		CHECK(cuFuncGetName(&name, fns[i]));
-		EXPECT(find_name(names, nnames, name) >= 0, "function %u is named %.60s, not a kernel of the PTX", i,
-		       name ? name : "(null)");
+		REQUIRE_CU(cuFuncGetName(&name, fns[i]));
+		CHECK(find_name(names, nnames, name) >= 0, "function %u is named %.60s, not a kernel of the PTX", i,
+		      name ? name : "(null)");
 		if (name && cuModuleGetFunction(&g, mod, name) == CUDA_SUCCESS && g == fns[i])
 			same++;
 	}
@@ -152,11 +152,11 @@ static void test_enumerate(CUmodule mod, char names[][1200], int nnames)
 	/* Fewer than there are: only that many written. */
 	memset(few, 0, sizeof(few));
 	if (count > 3) {
-		CHECK(cuModuleEnumerateFunctions(few, 3, mod));
-		EXPECT(few[0] && few[1] && few[2] && !few[3], "asking for 3 of %u functions wrote %d", count,
-		       !!few[0] + !!few[1] + !!few[2] + !!few[3]);
+		REQUIRE_CU(cuModuleEnumerateFunctions(few, 3, mod));
+		CHECK(few[0] && few[1] && few[2] && !few[3], "asking for 3 of %u functions wrote %d", count,
+		      !!few[0] + !!few[1] + !!few[2] + !!few[3]);
 	}
-	EXPECT(cuModuleGetFunctionCount(NULL, mod) != CUDA_SUCCESS, "cuModuleGetFunctionCount took a NULL count");
+	CHECK(cuModuleGetFunctionCount(NULL, mod) != CUDA_SUCCESS, "cuModuleGetFunctionCount took a NULL count");
 }
 
 /* What slot 7's callback was given. */
@@ -188,20 +188,20 @@ static void test_module_functions(CUcontext ctx, CUmodule mod, char names[][1200
 	int iota = -1, words1 = 0;
 
 	n = ((module_functions_fn)(uintptr_t)t[7])(ctx, mod, on_function, &s, mod, NULL);
-	EXPECT((int)n == nnames && s.n == nnames, "6e163fbe[7] returned %llu and called back %d times; %d kernels",
-	       (unsigned long long)n, s.n, nnames);
+	CHECK((int)n == nnames && s.n == nnames, "6e163fbe[7] returned %llu and called back %d times; %d kernels",
+	      (unsigned long long)n, s.n, nnames);
 	for (int i = 0; i < s.n && i < 64; i++) {
 		const char *name = NULL;
 		uint64_t w[4];
 		int maxt = 0, blocks = 0;
 
-		CHECK(cuFuncGetName(&name, (CUfunction)s.fn[i]));
-		EXPECT(find_name(names, nnames, name) >= 0, "6e163fbe[7] gave a function named %.60s",
-		       name ? name : "(null)");
-		CHECK(cuFuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, (CUfunction)s.fn[i]));
-		EXPECT(maxt > 0, "6e163fbe[7]'s function %d: %d threads per block", i, maxt);
-		CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (CUfunction)s.fn[i], 128, 0));
-		EXPECT(blocks > 0, "6e163fbe[7]'s function %d: %d blocks per SM", i, blocks);
+		REQUIRE_CU(cuFuncGetName(&name, (CUfunction)s.fn[i]));
+		CHECK(find_name(names, nnames, name) >= 0, "6e163fbe[7] gave a function named %.60s",
+		      name ? name : "(null)");
+		REQUIRE_CU(cuFuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, (CUfunction)s.fn[i]));
+		CHECK(maxt > 0, "6e163fbe[7]'s function %d: %d threads per block", i, maxt);
+		REQUIRE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (CUfunction)s.fn[i], 128, 0));
+		CHECK(blocks > 0, "6e163fbe[7]'s function %d: %d blocks per SM", i, blocks);
 		memcpy(w, s.fn[i], sizeof(w));
 		words1 += w[1] == s.word1[i];
 		if (name && !strcmp(name, "iota_u32")) {
@@ -219,7 +219,7 @@ static void test_module_functions(CUcontext ctx, CUmodule mod, char names[][1200
 		struct seen again = { .n = 0 };
 
 		((module_functions_fn)(uintptr_t)t[7])(ctx, mod, on_function, &again, mod, NULL);
-		EXPECT(again.n == s.n && again.fn[iota] == s.fn[iota], "6e163fbe[7] asked again gave other objects");
+		CHECK(again.n == s.n && again.fn[iota] == s.fn[iota], "6e163fbe[7] asked again gave other objects");
 	}
 }
 
@@ -235,23 +235,23 @@ static void test_tools_context(CUcontext ctx)
 	uint64_t i0 = 0, i1 = 0;
 	CUstream s1;
 
-	CHECK(((ctx_id_fn)(uintptr_t)t[4])(ctx, &id));
-	CHECK(cuCtxGetId(ctx, &want));
-	EXPECT(id == want, "21318c60[4] gave context id %llu, cuCtxGetId %llu", id, want);
+	REQUIRE_CU(((ctx_id_fn)(uintptr_t)t[4])(ctx, &id));
+	REQUIRE_CU(cuCtxGetId(ctx, &want));
+	CHECK(id == want, "21318c60[4] gave context id %llu, cuCtxGetId %llu", id, want);
 
-	CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-	CHECK(((stream_object_fn)(uintptr_t)t[51])(ctx, NULL, &o0, 0));
-	CHECK(((stream_object_fn)(uintptr_t)t[51])(ctx, NULL, &o0b, 0));
-	CHECK(((stream_object_fn)(uintptr_t)t[51])(ctx, s1, &o1, 0));
-	EXPECT(o0 && o1 && o0 != o1, "21318c60[51]: objects %p and %p for two streams", o0, o1);
-	CHECK(((stream_id_fn)(uintptr_t)t[39])(ctx, o0, &i0));
-	CHECK(((stream_id_fn)(uintptr_t)t[39])(ctx, o1, &i1));
-	EXPECT(i0 != i1, "21318c60[39]: both streams have id %llu", (unsigned long long)i0);
-	CHECK(cuStreamGetId(NULL, &sid0));
-	CHECK(cuStreamGetId(s1, &sid1));
+	REQUIRE_CU(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(((stream_object_fn)(uintptr_t)t[51])(ctx, NULL, &o0, 0));
+	REQUIRE_CU(((stream_object_fn)(uintptr_t)t[51])(ctx, NULL, &o0b, 0));
+	REQUIRE_CU(((stream_object_fn)(uintptr_t)t[51])(ctx, s1, &o1, 0));
+	CHECK(o0 && o1 && o0 != o1, "21318c60[51]: objects %p and %p for two streams", o0, o1);
+	REQUIRE_CU(((stream_id_fn)(uintptr_t)t[39])(ctx, o0, &i0));
+	REQUIRE_CU(((stream_id_fn)(uintptr_t)t[39])(ctx, o1, &i1));
+	CHECK(i0 != i1, "21318c60[39]: both streams have id %llu", (unsigned long long)i0);
+	REQUIRE_CU(cuStreamGetId(NULL, &sid0));
+	REQUIRE_CU(cuStreamGetId(s1, &sid1));
 	printf("info: 21318c60[51] for stream 0 twice: %s object; [39] ids %llu and %llu, cuStreamGetId %llu and %llu\n",
 	       o0 == o0b ? "the same" : "another", (unsigned long long)i0, (unsigned long long)i1, sid0, sid1);
-	CHECK(cuStreamDestroy(s1));
+	REQUIRE_CU(cuStreamDestroy(s1));
 }
 
 typedef CUresult (*maps_fn)(uint8_t **, uint8_t **);
@@ -264,7 +264,7 @@ static void test_maps(void)
 	int sms = 0;
 	CUresult rc;
 
-	CHECK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+	REQUIRE_CU(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
 	rc = ((maps_fn)(uintptr_t)t[4])(&a, &b);
 	printf("info: 1734dc26[4] returned %s on %d SMs", t_errname(rc), sms);
 	/* One entry per TPC (two SMs) is all a map is known to hold. */
@@ -274,9 +274,9 @@ static void test_maps(void)
 		printf("%s%u", i ? "," : "; b: ", b[i]);
 	printf("\n");
 	/* Failing or not, the maps are there and [13] takes them back. */
-	EXPECT(a && b, "1734dc26[4] left a map NULL (%p, %p)", (void *)a, (void *)b);
+	CHECK(a && b, "1734dc26[4] left a map NULL (%p, %p)", (void *)a, (void *)b);
 	if (a && b)
-		CHECK(((free_maps_fn)(uintptr_t)t[13])(a, b));
+		REQUIRE_CU(((free_maps_fn)(uintptr_t)t[13])(a, b));
 }
 
 typedef CUresult (*checks_fn)(CUcontext, uint32_t *, const void **);
@@ -291,8 +291,8 @@ static void test_small_tables(CUcontext ctx)
 	CUresult rc;
 
 	need_table(ID_CUDART, 104, "6bd5fb6c");
-	CHECK(((checks_fn)(uintptr_t)t[2])(ctx, &out1, &out2));
-	EXPECT(out1 == 0 && out2 == &out1, "263e8860[2]: out1 %#x, out2 %s", out1, out2 == &out1 ? "kept" : "changed");
+	REQUIRE_CU(((checks_fn)(uintptr_t)t[2])(ctx, &out1, &out2));
+	CHECK(out1 == 0 && out2 == &out1, "263e8860[2]: out1 %#x, out2 %s", out1, out2 == &out1 ? "kept" : "changed");
 	need_table(ID_F8CF, 24, "f8cff951");
 	/* Served by the driver in the process, or refused without one. */
 	table(ID_69A2, &rc);
@@ -304,7 +304,7 @@ static void test_small_tables(CUcontext ctx)
 		need_table(ID_DA91, 56, "da9151d3");
 	printf("info: da9151d3: %s\n", t_errname(rc));
 	memcpy(unknown.bytes, ID_UNKNOWN, 16);
-	CHECK_ERR(cuGetExportTable(&u, &unknown), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuGetExportTable(&u, &unknown), CUDA_ERROR_INVALID_VALUE);
 }
 
 int main(int argc, char **argv)
@@ -322,7 +322,7 @@ int main(int argc, char **argv)
 	ptx = t_ptx();
 	n = entries(ptx, names, 64);
 	REQUIRE(n > 3, "the PTX names %d kernels", n);
-	CHECK(cuModuleLoadData(&mod, ptx));
+	REQUIRE_CU(cuModuleLoadData(&mod, ptx));
 	free(ptx);
 
 	test_enumerate(mod, names, n);
@@ -331,7 +331,7 @@ int main(int argc, char **argv)
 	test_maps();
 	test_small_tables(ctx);
 
-	CHECK(cuModuleUnload(mod));
-	CHECK(cuDevicePrimaryCtxRelease(dev));
+	REQUIRE_CU(cuModuleUnload(mod));
+	REQUIRE_CU(cuDevicePrimaryCtxRelease(dev));
 	return t_finish();
 }

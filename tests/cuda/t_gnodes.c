@@ -40,14 +40,14 @@ static CUgraphExec instantiate(CUgraph g)
 {
 	CUgraphExec ge;
 
-	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
 	return ge;
 }
 
 static void run(CUgraphExec ge, CUstream s)
 {
-	CHECK(cuGraphLaunch(ge, s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuGraphLaunch(ge, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 }
 
 static void copy_nodes(CUstream s)
@@ -60,18 +60,18 @@ static void copy_nodes(CUstream s)
 	CUgraph g, gp;
 	CUgraphExec ge;
 
-	CHECK(cuMemAllocHost((void **)&hin, n));
-	CHECK(cuMemAllocHost((void **)&hout, n));
+	REQUIRE_CU(cuMemAllocHost((void **)&hin, n));
+	REQUIRE_CU(cuMemAllocHost((void **)&hout, n));
 	want = malloc(n);
 	page = malloc(n);
 	REQUIRE(want && page, "out of memory");
-	CHECK(cuMemAlloc(&a, blk));
-	CHECK(cuMemAlloc(&b, blk));
-	CHECK(cuMemAlloc(&c, blk));
+	REQUIRE_CU(cuMemAlloc(&a, blk));
+	REQUIRE_CU(cuMemAlloc(&b, blk));
+	REQUIRE_CU(cuMemAlloc(&c, blk));
 	t_fill_bytes(hin, n, &rng);
 	memset(hout, 0xEE, n);
-	CHECK(cuMemsetD8(b, 0x11, blk));
-	CHECK(cuGraphCreate(&g, 0));
+	REQUIRE_CU(cuMemsetD8(b, 0x11, blk));
+	REQUIRE_CU(cuGraphCreate(&g, 0));
 
 	/* hin[0, blk) -> a. */
 	memset(&cp, 0, sizeof(cp));
@@ -82,7 +82,7 @@ static void copy_nodes(CUstream s)
 	cp.WidthInBytes = blk;
 	cp.Height = 1;
 	cp.Depth = 1;
-	CHECK(cuGraphAddMemcpyNode(&n1, g, NULL, 0, &cp, NULL));
+	REQUIRE_CU(cuGraphAddMemcpyNode(&n1, g, NULL, 0, &cp, NULL));
 
 	/* a's rows 3.. at byte 5 -> b's rows 7.. at byte 40 (2D). */
 	memset(&cp, 0, sizeof(cp));
@@ -99,7 +99,7 @@ static void copy_nodes(CUstream s)
 	cp.WidthInBytes = W;
 	cp.Height = H;
 	cp.Depth = 1;
-	CHECK(cuGraphAddMemcpyNode(&n2, g, &n1, 1, &cp, NULL));
+	REQUIRE_CU(cuGraphAddMemcpyNode(&n2, g, &n1, 1, &cp, NULL));
 
 	/* b as 2 slices of ROWS/2 rows -> hout (3D, whole slices). */
 	memset(&cp, 0, sizeof(cp));
@@ -114,18 +114,18 @@ static void copy_nodes(CUstream s)
 	cp.WidthInBytes = P;
 	cp.Height = ROWS / 2;
 	cp.Depth = 2;
-	CHECK(cuGraphAddMemcpyNode(&n3, g, &n2, 1, &cp, NULL));
+	REQUIRE_CU(cuGraphAddMemcpyNode(&n3, g, &n2, 1, &cp, NULL));
 
 	memset(&got, 0, sizeof(got));
-	CHECK(cuGraphMemcpyNodeGetParams(n2, &got));
-	EXPECT(got.srcDevice == a && got.dstDevice == b && got.srcXInBytes == 5 && got.srcY == 3 &&
-	       got.dstXInBytes == 40 && got.dstY == 7 && got.WidthInBytes == W && got.Height == H &&
-	       got.srcPitch == P, "a 2D copy node's parameters read back wrong");
+	REQUIRE_CU(cuGraphMemcpyNodeGetParams(n2, &got));
+	CHECK(got.srcDevice == a && got.dstDevice == b && got.srcXInBytes == 5 && got.srcY == 3 &&
+	      got.dstXInBytes == 40 && got.dstY == 7 && got.WidthInBytes == W && got.Height == H &&
+	      got.srcPitch == P, "a 2D copy node's parameters read back wrong");
 	memset(&got, 0, sizeof(got));
-	CHECK(cuGraphMemcpyNodeGetParams(n3, &got));
-	EXPECT(got.dstMemoryType == CU_MEMORYTYPE_HOST && got.dstHost == hout && got.Depth == 2 &&
-	       got.srcHeight == ROWS / 2, "a 3D copy node's host side read back wrong (%d, %p)",
-	       (int)got.dstMemoryType, got.dstHost);
+	REQUIRE_CU(cuGraphMemcpyNodeGetParams(n3, &got));
+	CHECK(got.dstMemoryType == CU_MEMORYTYPE_HOST && got.dstHost == hout && got.Depth == 2 &&
+	      got.srcHeight == ROWS / 2, "a 3D copy node's host side read back wrong (%d, %p)",
+	      (int)got.dstMemoryType, got.dstHost);
 
 	ge = instantiate(g);
 	run(ge, s);
@@ -143,12 +143,12 @@ static void copy_nodes(CUstream s)
 	cp.WidthInBytes = blk;
 	cp.Height = 1;
 	cp.Depth = 1;
-	CHECK(cuGraphMemcpyNodeSetParams(n1, &cp));
-	CHECK(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphMemcpyNodeSetParams(n1, &cp));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
 	ge = instantiate(g);
-	CHECK(cuMemsetD8(b, 0x22, blk));
+	REQUIRE_CU(cuMemsetD8(b, 0x22, blk));
 	run(ge, s);
-	CHECK(cuMemcpyDtoH(want, c, blk));
+	REQUIRE_CU(cuMemcpyDtoH(want, c, blk));
 	CMP_BYTES(want, hin + blk, blk, "the copy node's new destination");
 
 	/* A new source in the executable graph only: the 1D copy reads hin's
@@ -161,9 +161,9 @@ static void copy_nodes(CUstream s)
 	cp.WidthInBytes = blk;
 	cp.Height = 1;
 	cp.Depth = 1;
-	CHECK(cuGraphExecMemcpyNodeSetParams(ge, n1, &cp, NULL));
+	REQUIRE_CU(cuGraphExecMemcpyNodeSetParams(ge, n1, &cp, NULL));
 	run(ge, s);
-	CHECK(cuMemcpyDtoH(want, c, blk));
+	REQUIRE_CU(cuMemcpyDtoH(want, c, blk));
 	CMP_BYTES(want, hin, blk, "the executable graph's new source");
 
 	/* The driver updates one-row copies only: the 3D node stays as it was. */
@@ -179,18 +179,18 @@ static void copy_nodes(CUstream s)
 	cp.WidthInBytes = P;
 	cp.Height = ROWS / 2;
 	cp.Depth = 2;
-	CHECK_ERR(cuGraphExecMemcpyNodeSetParams(ge, n3, &cp, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuGraphExecMemcpyNodeSetParams(ge, n3, &cp, NULL), CUDA_ERROR_INVALID_VALUE);
 
 	/* A bad node: past the end of the destination. */
 	cp.Depth = 3;
-	CHECK_ERR(cuGraphMemcpyNodeSetParams(n3, &cp), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuGraphMemcpyNodeSetParams(n3, &cp), CUDA_ERROR_INVALID_VALUE);
 
 	/* Pageable memory, both ways: what the program writes there after
 	 * making the graph is what each launch copies, and what the graph
 	 * copies back is what the program reads. */
 	back = malloc(256 * 1024);
 	REQUIRE(back, "out of memory");
-	CHECK(cuGraphCreate(&gp, 0));
+	REQUIRE_CU(cuGraphCreate(&gp, 0));
 	memset(&cp, 0, sizeof(cp));
 	cp.srcMemoryType = CU_MEMORYTYPE_HOST;
 	cp.srcHost = page;
@@ -199,7 +199,7 @@ static void copy_nodes(CUstream s)
 	cp.WidthInBytes = blk;
 	cp.Height = 1;
 	cp.Depth = 1;
-	CHECK(cuGraphAddMemcpyNode(&np, gp, NULL, 0, &cp, NULL));
+	REQUIRE_CU(cuGraphAddMemcpyNode(&np, gp, NULL, 0, &cp, NULL));
 	memset(&cp, 0, sizeof(cp));
 	cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
 	cp.srcDevice = a;
@@ -208,7 +208,7 @@ static void copy_nodes(CUstream s)
 	cp.WidthInBytes = blk;
 	cp.Height = 1;
 	cp.Depth = 1;
-	CHECK(cuGraphAddMemcpyNode(&np2, gp, &np, 1, &cp, NULL));
+	REQUIRE_CU(cuGraphAddMemcpyNode(&np2, gp, &np, 1, &cp, NULL));
 	{
 		CUgraphExec gpe = instantiate(gp);
 
@@ -218,17 +218,17 @@ static void copy_nodes(CUstream s)
 			run(gpe, s);
 			CMP_BYTES(back, page, blk, "pageable memory through a graph and back");
 		}
-		CHECK(cuGraphExecDestroy(gpe));
+		REQUIRE_CU(cuGraphExecDestroy(gpe));
 	}
-	CHECK(cuGraphDestroy(gp));
+	REQUIRE_CU(cuGraphDestroy(gp));
 
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(g));
-	CHECK(cuMemFree(a));
-	CHECK(cuMemFree(b));
-	CHECK(cuMemFree(c));
-	CHECK(cuMemFreeHost(hin));
-	CHECK(cuMemFreeHost(hout));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
+	REQUIRE_CU(cuMemFree(a));
+	REQUIRE_CU(cuMemFree(b));
+	REQUIRE_CU(cuMemFree(c));
+	REQUIRE_CU(cuMemFreeHost(hin));
+	REQUIRE_CU(cuMemFreeHost(hout));
 	free(want);
 	free(page);
 	free(back);
@@ -246,9 +246,9 @@ static void generic_nodes(CUstream s)
 	uint32_t *out = malloc(n * 4);
 
 	REQUIRE(out, "out of memory");
-	CHECK(cuMemAlloc(&a, n * 4));
-	CHECK(cuMemAlloc(&b, n * 4));
-	CHECK(cuGraphCreate(&g, 0));
+	REQUIRE_CU(cuMemAlloc(&a, n * 4));
+	REQUIRE_CU(cuMemAlloc(&b, n * 4));
+	REQUIRE_CU(cuGraphCreate(&g, 0));
 	memset(&p, 0, sizeof(p));
 	p.type = CU_GRAPH_NODE_TYPE_MEMSET;
 	p.memset.dst = a;
@@ -257,7 +257,7 @@ static void generic_nodes(CUstream s)
 	p.memset.height = 1;
 	p.memset.pitch = n * 4;
 	p.memset.value = 0x600df00du;
-	CHECK(cuGraphAddNode(&ms, g, NULL, NULL, 0, &p));
+	REQUIRE_CU(cuGraphAddNode(&ms, g, NULL, NULL, 0, &p));
 	memset(&p, 0, sizeof(p));
 	p.type = CU_GRAPH_NODE_TYPE_MEMCPY;
 	p.memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -268,11 +268,11 @@ static void generic_nodes(CUstream s)
 	p.memcpy.copyParams.Height = 1;
 	p.memcpy.copyParams.Depth = 1;
 	memset(&edge, 0, sizeof(edge));
-	CHECK(cuGraphAddNode(&cp, g, &ms, &edge, 1, &p));
+	REQUIRE_CU(cuGraphAddNode(&cp, g, &ms, &edge, 1, &p));
 	ge = instantiate(g);
 	run(ge, s);
-	CHECK(cuMemcpyDtoH(out, b, n * 4));
-	EXPECT(out[0] == 0x600df00du && out[n - 1] == 0x600df00du, "generic memset then copy: %#x", out[0]);
+	REQUIRE_CU(cuMemcpyDtoH(out, b, n * 4));
+	CHECK(out[0] == 0x600df00du && out[n - 1] == 0x600df00du, "generic memset then copy: %#x", out[0]);
 
 	/* New memset value in the executable graph, then in the graph. */
 	memset(&p, 0, sizeof(p));
@@ -283,22 +283,22 @@ static void generic_nodes(CUstream s)
 	p.memset.height = 1;
 	p.memset.pitch = n * 4;
 	p.memset.value = 0x12345678u;
-	CHECK(cuGraphExecNodeSetParams(ge, ms, &p));
+	REQUIRE_CU(cuGraphExecNodeSetParams(ge, ms, &p));
 	run(ge, s);
-	CHECK(cuMemcpyDtoH(out, b, n * 4));
-	EXPECT(out[n / 2] == 0x12345678u, "after cuGraphExecNodeSetParams: %#x", out[n / 2]);
+	REQUIRE_CU(cuMemcpyDtoH(out, b, n * 4));
+	CHECK(out[n / 2] == 0x12345678u, "after cuGraphExecNodeSetParams: %#x", out[n / 2]);
 	p.memset.value = 0x0badcafeu;
-	CHECK(cuGraphNodeSetParams(ms, &p));
-	CHECK(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphNodeSetParams(ms, &p));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
 	ge = instantiate(g);
 	run(ge, s);
-	CHECK(cuMemcpyDtoH(out, b, n * 4));
-	EXPECT(out[7] == 0x0badcafeu, "after cuGraphNodeSetParams: %#x", out[7]);
+	REQUIRE_CU(cuMemcpyDtoH(out, b, n * 4));
+	CHECK(out[7] == 0x0badcafeu, "after cuGraphNodeSetParams: %#x", out[7]);
 
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(g));
-	CHECK(cuMemFree(a));
-	CHECK(cuMemFree(b));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
+	REQUIRE_CU(cuMemFree(a));
+	REQUIRE_CU(cuMemFree(b));
 	free(out);
 }
 
@@ -316,22 +316,22 @@ static void alloc_nodes(CUdevice dev, CUstream s)
 	uint8_t *h = malloc(n);
 
 	REQUIRE(h, "out of memory");
-	CHECK(cuMemAlloc(&out, n));
-	CHECK(cuMemsetD8(out, 0, n));
-	CHECK(cuGraphCreate(&g, 0));
+	REQUIRE_CU(cuMemAlloc(&out, n));
+	REQUIRE_CU(cuMemsetD8(out, 0, n));
+	REQUIRE_CU(cuGraphCreate(&g, 0));
 	memset(&ap, 0, sizeof(ap));
 	ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
 	ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	ap.poolProps.location.id = dev;
 	ap.bytesize = n;
-	CHECK(cuGraphAddMemAllocNode(&na, g, NULL, 0, &ap));
-	EXPECT(ap.dptr != 0, "an allocation node gave no address");
+	REQUIRE_CU(cuGraphAddMemAllocNode(&na, g, NULL, 0, &ap));
+	CHECK(ap.dptr != 0, "an allocation node gave no address");
 	memset(&got, 0, sizeof(got));
-	CHECK(cuGraphMemAllocNodeGetParams(na, &got));
-	EXPECT(got.dptr == ap.dptr && got.bytesize == n && got.poolProps.location.id == dev &&
-	       got.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE,
-	       "allocation node parameters read back wrong (size %zu, device %d)", got.bytesize,
-	       got.poolProps.location.id);
+	REQUIRE_CU(cuGraphMemAllocNodeGetParams(na, &got));
+	CHECK(got.dptr == ap.dptr && got.bytesize == n && got.poolProps.location.id == dev &&
+	      got.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE,
+	      "allocation node parameters read back wrong (size %zu, device %d)", got.bytesize,
+	      got.poolProps.location.id);
 
 	memset(&mp, 0, sizeof(mp));
 	mp.dst = ap.dptr;
@@ -342,8 +342,8 @@ static void alloc_nodes(CUdevice dev, CUstream s)
 	mp.value = 0xC3;
 	/* The driver cannot find the context of memory a graph has yet to
 	 * allocate: a memset node on it names its context, as cudart does. */
-	CHECK(cuCtxGetCurrent(&cur));
-	CHECK(cuGraphAddMemsetNode(&nm, g, &na, 1, &mp, cur));
+	REQUIRE_CU(cuCtxGetCurrent(&cur));
+	REQUIRE_CU(cuGraphAddMemsetNode(&nm, g, &na, 1, &mp, cur));
 	memset(&cp, 0, sizeof(cp));
 	cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
 	cp.srcDevice = ap.dptr;
@@ -352,19 +352,19 @@ static void alloc_nodes(CUdevice dev, CUstream s)
 	cp.WidthInBytes = n;
 	cp.Height = 1;
 	cp.Depth = 1;
-	CHECK(cuGraphAddMemcpyNode(&nc, g, &nm, 1, &cp, NULL));
-	CHECK(cuGraphAddMemFreeNode(&nf, g, &nc, 1, ap.dptr));
-	CHECK(cuGraphMemFreeNodeGetParams(nf, &freed));
-	EXPECT(freed == ap.dptr, "the free node names %#llx", (unsigned long long)freed);
+	REQUIRE_CU(cuGraphAddMemcpyNode(&nc, g, &nm, 1, &cp, NULL));
+	REQUIRE_CU(cuGraphAddMemFreeNode(&nf, g, &nc, 1, ap.dptr));
+	REQUIRE_CU(cuGraphMemFreeNodeGetParams(nf, &freed));
+	CHECK(freed == ap.dptr, "the free node names %#llx", (unsigned long long)freed);
 
 	ge = instantiate(g);
 	run(ge, s);
-	CHECK(cuMemcpyDtoH(h, out, n));
-	EXPECT_FILL(h, n, 0xC3, "the graph allocation's bytes, copied out");
+	REQUIRE_CU(cuMemcpyDtoH(h, out, n));
+	CHECK_FILL(h, n, 0xC3, "the graph allocation's bytes, copied out");
 	run(ge, s);   /* allocated and freed again */
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(g));
-	CHECK(cuMemFree(out));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
+	REQUIRE_CU(cuMemFree(out));
 	free(h);
 }
 
@@ -381,20 +381,20 @@ static CUgraph cond_graph(CUcontext ctx, CUgraphConditionalNodeType type, unsign
 	CUgraphNodeType t;
 	size_t nn;
 
-	CHECK(cuGraphCreate(&g, 0));
-	CHECK(cuGraphConditionalHandleCreate(&h, g, ctx, v, CU_GRAPH_COND_ASSIGN_DEFAULT));
+	REQUIRE_CU(cuGraphCreate(&g, 0));
+	REQUIRE_CU(cuGraphConditionalHandleCreate(&h, g, ctx, v, CU_GRAPH_COND_ASSIGN_DEFAULT));
 	memset(&p, 0, sizeof(p));
 	p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
 	p.conditional.handle = h;
 	p.conditional.type = type;
 	p.conditional.size = bodies;
 	p.conditional.ctx = ctx;
-	CHECK(cuGraphAddNode(node, g, NULL, NULL, 0, &p));
+	REQUIRE_CU(cuGraphAddNode(node, g, NULL, NULL, 0, &p));
 	/* The driver points phGraph_out at the node's own array of bodies. */
 	body = p.conditional.phGraph_out;
 	REQUIRE(body && body[0], "a conditional node gave no body graphs");
-	CHECK(cuGraphNodeGetType(*node, &t));
-	EXPECT(t == CU_GRAPH_NODE_TYPE_CONDITIONAL, "a conditional node has type %d", (int)t);
+	REQUIRE_CU(cuGraphNodeGetType(*node, &t));
+	CHECK(t == CU_GRAPH_NODE_TYPE_CONDITIONAL, "a conditional node has type %d", (int)t);
 	for (unsigned i = 0; i < bodies; i++) {
 		memset(&mp, 0, sizeof(mp));
 		mp.dst = buf;
@@ -403,10 +403,10 @@ static CUgraph cond_graph(CUcontext ctx, CUgraphConditionalNodeType type, unsign
 		mp.height = 1;
 		mp.pitch = n * 4;
 		mp.value = i + 1;
-		CHECK(cuGraphAddMemsetNode(&ms, body[i], NULL, 0, &mp, ctx));
+		REQUIRE_CU(cuGraphAddMemsetNode(&ms, body[i], NULL, 0, &mp, ctx));
 		nn = 4;
-		CHECK(cuGraphGetNodes(body[i], listed, &nn));
-		EXPECT(nn == 1 && listed[0] == ms, "body %u lists %zu nodes", i, nn);
+		REQUIRE_CU(cuGraphGetNodes(body[i], listed, &nn));
+		CHECK(nn == 1 && listed[0] == ms, "body %u lists %zu nodes", i, nn);
 	}
 	return g;
 }
@@ -420,31 +420,31 @@ static void conditional_nodes(CUcontext ctx, CUstream s)
 	CUgraph g, clone;
 	uint32_t out[4];
 
-	CHECK(cuMemAlloc(&buf, n * 4));
+	REQUIRE_CU(cuMemAlloc(&buf, n * 4));
 
 	/* if (1): body 0 runs. */
-	CHECK(cuMemsetD32(buf, 0xdead, n));
+	REQUIRE_CU(cuMemsetD32(buf, 0xdead, n));
 	g = cond_graph(ctx, CU_GRAPH_COND_TYPE_IF, 1, 1, buf, n, &node);
 	ge = instantiate(g);
 	run(ge, s);
-	CHECK(cuMemcpyDtoH(out, buf, sizeof(out)));
-	EXPECT(out[0] == 1 && out[3] == 1, "if (1) left %#x", out[0]);
+	REQUIRE_CU(cuMemcpyDtoH(out, buf, sizeof(out)));
+	CHECK(out[0] == 1 && out[3] == 1, "if (1) left %#x", out[0]);
 	/* The driver clones no graph with a conditional node. */
-	EXPECT(cuGraphClone(&clone, g) != CUDA_SUCCESS, "a graph with a conditional node was cloned");
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(g));
+	CHECK(cuGraphClone(&clone, g) != CUDA_SUCCESS, "a graph with a conditional node was cloned");
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
 
 	/* if (0) else: body 1 runs. */
-	CHECK(cuMemsetD32(buf, 0xdead, n));
+	REQUIRE_CU(cuMemsetD32(buf, 0xdead, n));
 	g = cond_graph(ctx, CU_GRAPH_COND_TYPE_IF, 2, 0, buf, n, &node);
 	ge = instantiate(g);
 	run(ge, s);
-	CHECK(cuMemcpyDtoH(out, buf, sizeof(out)));
-	EXPECT(out[0] == 2, "if (0) else left %#x", out[0]);
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(g));
+	REQUIRE_CU(cuMemcpyDtoH(out, buf, sizeof(out)));
+	CHECK(out[0] == 2, "if (0) else left %#x", out[0]);
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
 
-	CHECK(cuMemFree(buf));
+	REQUIRE_CU(cuMemFree(buf));
 }
 
 /* A copy node and a captured copy into the calling function's own local
@@ -460,21 +460,21 @@ static __attribute__((noinline)) void stack_round(CUstream s, CUdeviceptr d, int
 	CUgraph g;
 	CUgraphExec ge;
 
-	CHECK(cuMemcpyHtoD(d, &want, sizeof(want)));
+	REQUIRE_CU(cuMemcpyHtoD(d, &want, sizeof(want)));
 	if (capture) {
-		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-		CHECK(cuMemcpyDtoHAsync(&value, d, sizeof(value), s));
-		CHECK(cuStreamEndCapture(s, &g));
+		REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		REQUIRE_CU(cuMemcpyDtoHAsync(&value, d, sizeof(value), s));
+		REQUIRE_CU(cuStreamEndCapture(s, &g));
 		{
 			CUgraphNode nodes[4];
 			CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
 			size_t nn = 4;
 
-			CHECK(cuGraphGetNodes(g, nodes, &nn));
+			REQUIRE_CU(cuGraphGetNodes(g, nodes, &nn));
 			if (nn == 1)
-				CHECK(cuGraphNodeGetType(nodes[0], &t));
-			EXPECT(nn == 1 && t == CU_GRAPH_NODE_TYPE_MEMCPY,
-			       "a captured copy into a local: %zu nodes in the graph, the first of type %d", nn, (int)t);
+				REQUIRE_CU(cuGraphNodeGetType(nodes[0], &t));
+			CHECK(nn == 1 && t == CU_GRAPH_NODE_TYPE_MEMCPY,
+			      "a captured copy into a local: %zu nodes in the graph, the first of type %d", nn, (int)t);
 		}
 	} else {
 		CUDA_MEMCPY3D cp;
@@ -488,8 +488,8 @@ static __attribute__((noinline)) void stack_round(CUstream s, CUdeviceptr d, int
 		cp.WidthInBytes = sizeof(value);
 		cp.Height = 1;
 		cp.Depth = 1;
-		CHECK(cuGraphCreate(&g, 0));
-		CHECK(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, NULL));
+		REQUIRE_CU(cuGraphCreate(&g, 0));
+		REQUIRE_CU(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, NULL));
 		/* One copy node to the program, in the graph and in a clone. */
 		{
 			CUgraphNode nodes[4], cn;
@@ -498,36 +498,36 @@ static __attribute__((noinline)) void stack_round(CUstream s, CUdeviceptr d, int
 			size_t nn = 4;
 			CUgraph cl;
 
-			CHECK(cuGraphGetNodes(g, nodes, &nn));
-			EXPECT(nn == 1 && nodes[0] == n, "a copy node into a local: %zu nodes in its graph", nn);
-			CHECK(cuGraphMemcpyNodeGetParams(n, &got));
-			EXPECT(got.dstHost == &value && got.srcDevice == d && got.WidthInBytes == sizeof(value),
-			       "a copy node into a local reads back other parameters");
-			CHECK(cuGraphClone(&cl, g));
-			CHECK(cuGraphNodeFindInClone(&cn, n, cl));
-			CHECK(cuGraphNodeGetType(cn, &t));
-			EXPECT(t == CU_GRAPH_NODE_TYPE_MEMCPY, "the clone's copy node into a local has type %d", (int)t);
-			CHECK(cuGraphDestroy(cl));
+			REQUIRE_CU(cuGraphGetNodes(g, nodes, &nn));
+			CHECK(nn == 1 && nodes[0] == n, "a copy node into a local: %zu nodes in its graph", nn);
+			REQUIRE_CU(cuGraphMemcpyNodeGetParams(n, &got));
+			CHECK(got.dstHost == &value && got.srcDevice == d && got.WidthInBytes == sizeof(value),
+			      "a copy node into a local reads back other parameters");
+			REQUIRE_CU(cuGraphClone(&cl, g));
+			REQUIRE_CU(cuGraphNodeFindInClone(&cn, n, cl));
+			REQUIRE_CU(cuGraphNodeGetType(cn, &t));
+			CHECK(t == CU_GRAPH_NODE_TYPE_MEMCPY, "the clone's copy node into a local has type %d", (int)t);
+			REQUIRE_CU(cuGraphDestroy(cl));
 		}
 	}
 	ge = instantiate(g);
 	run(ge, s);
-	EXPECT(value == want, "%s copy into a local, round %d: %#llx, want %#llx", capture ? "a captured" : "a node's",
-	       round, (unsigned long long)value, (unsigned long long)want);
-	EXPECT(guard_lo == 0x1111111111111111ull * (unsigned)(round + 1) && guard_hi == ~guard_lo,
-	       "round %d: the locals beside the copied one changed", round);
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(g));
+	CHECK(value == want, "%s copy into a local, round %d: %#llx, want %#llx", capture ? "a captured" : "a node's",
+	      round, (unsigned long long)value, (unsigned long long)want);
+	CHECK(guard_lo == 0x1111111111111111ull * (unsigned)(round + 1) && guard_hi == ~guard_lo,
+	      "round %d: the locals beside the copied one changed", round);
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
 }
 
 static void stack_copies(CUstream s)
 {
 	CUdeviceptr d;
 
-	CHECK(cuMemAlloc(&d, 8));
+	REQUIRE_CU(cuMemAlloc(&d, 8));
 	for (int round = 0; round < 4; round++)
 		stack_round(s, d, round, round & 1);
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d));
 }
 
 int main(int argc, char **argv)
@@ -540,12 +540,12 @@ int main(int argc, char **argv)
 	dev = t_device();
 	ctx = t_primary(dev);
 	rng = t_rng(1);
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	copy_nodes(s);
 	stack_copies(s);
 	generic_nodes(s);
 	alloc_nodes(dev, s);
 	conditional_nodes(ctx, s);
-	CHECK(cuStreamDestroy(s));
-	return t_failures() ? T_FAIL : T_PASS;
+	REQUIRE_CU(cuStreamDestroy(s));
+	return check_failures() ? T_FAIL : T_PASS;
 }

@@ -60,76 +60,76 @@ static void capture_graph(CUcontext ctx)
 	void *kp[4];
 
 	REQUIRE(in && out, "out of memory");
-	CHECK(cuMemAlloc(&x, N * 4));
-	CHECK(cuMemAlloc(&y, N * 4));
-	CHECK(cuMemAlloc(&z, N * 4));
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-	CHECK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
-	CHECK(cuEventCreate(&back, CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuMemAlloc(&x, N * 4));
+	REQUIRE_CU(cuMemAlloc(&y, N * 4));
+	REQUIRE_CU(cuMemAlloc(&z, N * 4));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuEventCreate(&back, CU_EVENT_DISABLE_TIMING));
 
-	CHECK(cuStreamIsCapturing(s, &st));
-	EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE, "a fresh stream reports capture status %d", st);
-	CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	REQUIRE_CU(cuStreamIsCapturing(s, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE, "a fresh stream reports capture status %d", st);
+	REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
 	affine_params(kp, &x, &mul, &add, &n);
-	CHECK(t_launch(affine, N / 256, 256, s, kp));
-	CHECK(cuStreamGetCaptureInfo(s, &st, &id, NULL, &deps, NULL, &ndeps));
-	EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0 && ndeps == 1,
-	       "while capturing: status %d, id %llu, %zu open dependencies (want active, an id, 1)", st,
-	       (unsigned long long)id, ndeps);
+	REQUIRE_CU(t_launch(affine, N / 256, 256, s, kp));
+	REQUIRE_CU(cuStreamGetCaptureInfo(s, &st, &id, NULL, &deps, NULL, &ndeps));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0 && ndeps == 1,
+	      "while capturing: status %d, id %llu, %zu open dependencies (want active, an id, 1)", st,
+	      (unsigned long long)id, ndeps);
 	/* Fork: the second stream copies while the first sets z; then join. */
-	CHECK(cuEventRecord(fork, s));
-	CHECK(cuStreamWaitEvent(s2, fork, 0));
-	CHECK(cuStreamIsCapturing(s2, &st));
-	EXPECT(st == CU_STREAM_CAPTURE_STATUS_ACTIVE, "a stream that waited for the capture is not in it (%d)", st);
-	CHECK(cuMemcpyDtoDAsync(y, x, N * 4, s2));
-	CHECK(cuMemsetD32Async(z, zval, N, s));
-	CHECK(cuEventRecord(back, s2));
-	CHECK(cuStreamWaitEvent(s, back, 0));
-	CHECK(cuStreamEndCapture(s, &g));
+	REQUIRE_CU(cuEventRecord(fork, s));
+	REQUIRE_CU(cuStreamWaitEvent(s2, fork, 0));
+	REQUIRE_CU(cuStreamIsCapturing(s2, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE, "a stream that waited for the capture is not in it (%d)", st);
+	REQUIRE_CU(cuMemcpyDtoDAsync(y, x, N * 4, s2));
+	REQUIRE_CU(cuMemsetD32Async(z, zval, N, s));
+	REQUIRE_CU(cuEventRecord(back, s2));
+	REQUIRE_CU(cuStreamWaitEvent(s, back, 0));
+	REQUIRE_CU(cuStreamEndCapture(s, &g));
 	REQUIRE(g, "capture ended without a graph");
-	CHECK(cuStreamIsCapturing(s2, &st));
-	EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE, "a joined stream still captures after the end (%d)", st);
+	REQUIRE_CU(cuStreamIsCapturing(s2, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE, "a joined stream still captures after the end (%d)", st);
 	{
 		size_t nn = 0;
 
-		CHECK(cuGraphGetNodes(g, NULL, &nn));
-		EXPECT(nn == 3, "the captured graph has %zu nodes, want 3 (kernel, copy, memset)", nn);
+		REQUIRE_CU(cuGraphGetNodes(g, NULL, &nn));
+		CHECK(nn == 3, "the captured graph has %zu nodes, want 3 (kernel, copy, memset)", nn);
 	}
-	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
 	for (int round = 0; round < 3; round++) {
 		fill(in);
-		CHECK(cuMemcpyHtoD(x, in, N * 4));
-		CHECK(cuMemsetD32(z, 0, N));
-		CHECK(cuGraphLaunch(ge, s));
-		CHECK(cuStreamSynchronize(s));
-		CHECK(cuMemcpyDtoH(out, y, N * 4));
+		REQUIRE_CU(cuMemcpyHtoD(x, in, N * 4));
+		REQUIRE_CU(cuMemsetD32(z, 0, N));
+		REQUIRE_CU(cuGraphLaunch(ge, s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		REQUIRE_CU(cuMemcpyDtoH(out, y, N * 4));
 		for (int i = 0; i < N; i++)
-			if (!EXPECT(out[i] == in[i] * mul + add, "round %d: y[%d] = %#x, want %#x", round, i, out[i],
-				    in[i] * mul + add))
+			if (!CHECK(out[i] == in[i] * mul + add, "round %d: y[%d] = %#x, want %#x", round, i, out[i],
+				   in[i] * mul + add))
 				break;
-		CHECK(cuMemcpyDtoH(out, z, N * 4));
+		REQUIRE_CU(cuMemcpyDtoH(out, z, N * 4));
 		for (int i = 0; i < N; i++)
-			if (!EXPECT(out[i] == zval, "round %d: z[%d] = %#x, want %#x", round, i, out[i], zval))
+			if (!CHECK(out[i] == zval, "round %d: z[%d] = %#x, want %#x", round, i, out[i], zval))
 				break;
 	}
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(g));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
 
 	/* A synchronize while capturing fails and spoils the capture. */
-	CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
-	CHECK(t_launch(affine, N / 256, 256, s, kp));
-	CHECK_ERR(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	REQUIRE_CU(t_launch(affine, N / 256, 256, s, kp));
+	CHECK_CU(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 	g = (CUgraph)1;
-	CHECK_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-	EXPECT(g == NULL, "an invalidated capture gave a graph");
+	CHECK_CU(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	CHECK(g == NULL, "an invalidated capture gave a graph");
 
 	/* A fork never joined back spoils the end. */
-	CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
-	CHECK(cuEventRecord(fork, s));
-	CHECK(cuStreamWaitEvent(s2, fork, 0));
-	CHECK(cuMemsetD32Async(z, 1, N, s2));
-	CHECK_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+	REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	REQUIRE_CU(cuEventRecord(fork, s));
+	REQUIRE_CU(cuStreamWaitEvent(s2, fork, 0));
+	REQUIRE_CU(cuMemsetD32Async(z, 1, N, s2));
+	CHECK_CU(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
 
 	/* Allocating is unsafe while this thread captures in global mode; in
 	 * relaxed mode it is allowed. */
@@ -137,27 +137,27 @@ static void capture_graph(CUcontext ctx)
 		CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 		CUdeviceptr tmp;
 
-		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-		CHECK(t_launch(affine, N / 256, 256, s, kp));
-		CHECK(cuThreadExchangeStreamCaptureMode(&mode));
-		CHECK(cuMemAlloc(&tmp, 4096));
-		CHECK(cuMemFree(tmp));
-		CHECK(cuThreadExchangeStreamCaptureMode(&mode));
-		EXPECT(mode == CU_STREAM_CAPTURE_MODE_RELAXED, "the thread's capture mode came back as %d", mode);
-		CHECK_ERR(cuMemAlloc(&tmp, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-		CHECK_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+		REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		REQUIRE_CU(t_launch(affine, N / 256, 256, s, kp));
+		REQUIRE_CU(cuThreadExchangeStreamCaptureMode(&mode));
+		REQUIRE_CU(cuMemAlloc(&tmp, 4096));
+		REQUIRE_CU(cuMemFree(tmp));
+		REQUIRE_CU(cuThreadExchangeStreamCaptureMode(&mode));
+		CHECK(mode == CU_STREAM_CAPTURE_MODE_RELAXED, "the thread's capture mode came back as %d", mode);
+		CHECK_CU(cuMemAlloc(&tmp, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+		CHECK_CU(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 	}
-	CHECK_ERR(cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL),
-		  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-	CHECK_ERR(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
+	CHECK_CU(cuStreamBeginCapture(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL),
+		 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CHECK_CU(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
 
-	CHECK(cuEventDestroy(fork));
-	CHECK(cuEventDestroy(back));
-	CHECK(cuStreamDestroy(s));
-	CHECK(cuStreamDestroy(s2));
-	CHECK(cuMemFree(x));
-	CHECK(cuMemFree(y));
-	CHECK(cuMemFree(z));
+	REQUIRE_CU(cuEventDestroy(fork));
+	REQUIRE_CU(cuEventDestroy(back));
+	REQUIRE_CU(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamDestroy(s2));
+	REQUIRE_CU(cuMemFree(x));
+	REQUIRE_CU(cuMemFree(y));
+	REQUIRE_CU(cuMemFree(z));
 	free(in);
 	free(out);
 	(void)ctx;
@@ -182,10 +182,10 @@ static void explicit_graph(void)
 	void *kp[4], *ip[3];
 
 	REQUIRE(out, "out of memory");
-	CHECK(cuMemAlloc(&p, N * 4));
-	CHECK(cuMemAlloc(&z, N * 4));
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cuGraphCreate(&g, 0));
+	REQUIRE_CU(cuMemAlloc(&p, N * 4));
+	REQUIRE_CU(cuMemAlloc(&z, N * 4));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuGraphCreate(&g, 0));
 
 	/* z = zval; p = base + i; p = p * mul + add; then an empty node. */
 	memset(&mpar, 0, sizeof(mpar));
@@ -195,7 +195,7 @@ static void explicit_graph(void)
 	mpar.height = 1;
 	mpar.pitch = N * 4;
 	mpar.value = zval;
-	CHECK(cuGraphAddMemsetNode(&ms, g, NULL, 0, &mpar, NULL));
+	REQUIRE_CU(cuGraphAddMemsetNode(&ms, g, NULL, 0, &mpar, NULL));
 	ip[0] = &p;
 	ip[1] = &base;
 	ip[2] = &n;
@@ -206,39 +206,39 @@ static void explicit_graph(void)
 	kpar.blockDimX = 256;
 	kpar.blockDimY = kpar.blockDimZ = 1;
 	kpar.kernelParams = ip;
-	CHECK(cuGraphAddKernelNode(&k1, g, &ms, 1, &kpar));
+	REQUIRE_CU(cuGraphAddKernelNode(&k1, g, &ms, 1, &kpar));
 	affine_params(kp, &p, &mul, &add, &n);
 	kpar.func = affine;
 	kpar.kernelParams = kp;
-	CHECK(cuGraphAddKernelNode(&k2, g, NULL, 0, &kpar));
-	CHECK(cuGraphAddDependencies(g, &k1, &k2, NULL, 1));
-	CHECK(cuGraphAddEmptyNode(&e, g, &k2, 1));
+	REQUIRE_CU(cuGraphAddKernelNode(&k2, g, NULL, 0, &kpar));
+	REQUIRE_CU(cuGraphAddDependencies(g, &k1, &k2, NULL, 1));
+	REQUIRE_CU(cuGraphAddEmptyNode(&e, g, &k2, 1));
 
 	nn = 8;
-	CHECK(cuGraphGetNodes(g, nodes, &nn));
-	EXPECT(nn == 4, "the graph has %zu nodes, want 4", nn);
+	REQUIRE_CU(cuGraphGetNodes(g, nodes, &nn));
+	CHECK(nn == 4, "the graph has %zu nodes, want 4", nn);
 	nr = 8;
-	CHECK(cuGraphGetRootNodes(g, roots, &nr));
-	EXPECT(nr == 1 && roots[0] == ms, "%zu roots (want 1, the memset node)", nr);
+	REQUIRE_CU(cuGraphGetRootNodes(g, roots, &nr));
+	CHECK(nr == 1 && roots[0] == ms, "%zu roots (want 1, the memset node)", nr);
 	ne = 8;
-	CHECK(cuGraphGetEdges(g, from, to, NULL, &ne));
-	EXPECT(ne == 3, "the graph has %zu edges, want 3", ne);
-	CHECK(cuGraphNodeGetType(k2, &type));
-	EXPECT(type == CU_GRAPH_NODE_TYPE_KERNEL, "a kernel node has type %d", type);
+	REQUIRE_CU(cuGraphGetEdges(g, from, to, NULL, &ne));
+	CHECK(ne == 3, "the graph has %zu edges, want 3", ne);
+	REQUIRE_CU(cuGraphNodeGetType(k2, &type));
+	CHECK(type == CU_GRAPH_NODE_TYPE_KERNEL, "a kernel node has type %d", type);
 	/* A cycle: the driver refuses it here or at instantiation. */
 	r = cuGraphAddDependencies(g, &e, &ms, NULL, 1);
 	if (r == CUDA_SUCCESS) {
-		EXPECT(cuGraphInstantiateWithFlags(&ge, g, 0) != CUDA_SUCCESS, "a graph with a cycle was instantiated");
-		CHECK(cuGraphRemoveDependencies(g, &e, &ms, NULL, 1));
+		CHECK(cuGraphInstantiateWithFlags(&ge, g, 0) != CUDA_SUCCESS, "a graph with a cycle was instantiated");
+		REQUIRE_CU(cuGraphRemoveDependencies(g, &e, &ms, NULL, 1));
 	} else {
-		EXPECT(r == CUDA_ERROR_INVALID_VALUE, "a cycle refused with %s", t_errname(r));
+		CHECK(r == CUDA_ERROR_INVALID_VALUE, "a cycle refused with %s", t_errname(r));
 	}
 
 	memset(&got, 0, sizeof(got));
-	CHECK(cuGraphKernelNodeGetParams(k2, &got));
-	EXPECT(got.func == affine && got.gridDimX == N / 256 && got.blockDimX == 256 && got.kernelParams &&
-	       *(unsigned *)got.kernelParams[1] == mul && *(unsigned *)got.kernelParams[2] == add,
-	       "kernel node parameters read back wrong");
+	REQUIRE_CU(cuGraphKernelNodeGetParams(k2, &got));
+	CHECK(got.func == affine && got.gridDimX == N / 256 && got.blockDimX == 256 && got.kernelParams &&
+	      *(unsigned *)got.kernelParams[1] == mul && *(unsigned *)got.kernelParams[2] == add,
+	      "kernel node parameters read back wrong");
 
 	/* Its picture in Graphviz's language, in a file the program names. */
 	{
@@ -248,77 +248,77 @@ static void explicit_graph(void)
 
 		REQUIRE(fd >= 0, "mkstemp");
 		close(fd);
-		CHECK(cuGraphDebugDotPrint(g, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE));
+		REQUIRE_CU(cuGraphDebugDotPrint(g, path, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE));
 		f = fopen(path, "r");
 		REQUIRE(f, "the dot file %s is missing", path);
-		EXPECT(fread(text, 1, sizeof(text) - 1, f) > 0 && strstr(text, "digraph"), "the dot file reads '%.60s'",
-		       text);
+		CHECK(fread(text, 1, sizeof(text) - 1, f) > 0 && strstr(text, "digraph"), "the dot file reads '%.60s'",
+		      text);
 		fclose(f);
 		unlink(path);
-		CHECK_ERR(cuGraphDebugDotPrint(g, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+		CHECK_CU(cuGraphDebugDotPrint(g, NULL, 0), CUDA_ERROR_INVALID_VALUE);
 	}
-	CHECK(cuGraphClone(&clone, g));
-	CHECK(cuGraphNodeFindInClone(&found, k2, clone));
-	CHECK(cuGraphNodeGetType(found, &type));
-	EXPECT(type == CU_GRAPH_NODE_TYPE_KERNEL && found != k2, "the clone's copy of a kernel node is wrong");
+	REQUIRE_CU(cuGraphClone(&clone, g));
+	REQUIRE_CU(cuGraphNodeFindInClone(&found, k2, clone));
+	REQUIRE_CU(cuGraphNodeGetType(found, &type));
+	CHECK(type == CU_GRAPH_NODE_TYPE_KERNEL && found != k2, "the clone's copy of a kernel node is wrong");
 
-	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
-	CHECK(cuGraphLaunch(ge, s));
-	CHECK(cuStreamSynchronize(s));
-	CHECK(cuMemcpyDtoH(out, p, N * 4));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
+	REQUIRE_CU(cuGraphLaunch(ge, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoH(out, p, N * 4));
 	for (int i = 0; i < N; i++)
-		if (!EXPECT(out[i] == (base + (unsigned)i) * mul + add, "p[%d] = %#x, want %#x", i, out[i],
-			    (base + (unsigned)i) * mul + add))
+		if (!CHECK(out[i] == (base + (unsigned)i) * mul + add, "p[%d] = %#x, want %#x", i, out[i],
+			   (base + (unsigned)i) * mul + add))
 			break;
-	CHECK(cuMemcpyDtoH(out, z, N * 4));
-	EXPECT(out[0] == zval && out[N - 1] == zval, "the memset node did not run");
+	REQUIRE_CU(cuMemcpyDtoH(out, z, N * 4));
+	CHECK(out[0] == zval && out[N - 1] == zval, "the memset node did not run");
 
 	/* New parameters in the executable graph only. */
 	add = (unsigned)t_rand(&rng);
-	CHECK(cuGraphExecKernelNodeSetParams(ge, k2, &kpar));
-	CHECK(cuGraphLaunch(ge, s));
-	CHECK(cuStreamSynchronize(s));
-	CHECK(cuMemcpyDtoH(out, p, N * 4));
-	EXPECT(out[7] == (base + 7u) * mul + add, "after an executable-graph update p[7] = %#x, want %#x", out[7],
-	       (base + 7u) * mul + add);
+	REQUIRE_CU(cuGraphExecKernelNodeSetParams(ge, k2, &kpar));
+	REQUIRE_CU(cuGraphLaunch(ge, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoH(out, p, N * 4));
+	CHECK(out[7] == (base + 7u) * mul + add, "after an executable-graph update p[7] = %#x, want %#x", out[7],
+	      (base + 7u) * mul + add);
 
 	/* The transform disabled: p is the iota alone. */
-	CHECK(cuGraphNodeSetEnabled(ge, k2, 0));
-	CHECK(cuGraphLaunch(ge, s));
-	CHECK(cuStreamSynchronize(s));
-	CHECK(cuMemcpyDtoH(out, p, N * 4));
-	EXPECT(out[9] == base + 9u, "with the node disabled p[9] = %#x, want %#x", out[9], base + 9u);
-	CHECK(cuGraphNodeSetEnabled(ge, k2, 1));
+	REQUIRE_CU(cuGraphNodeSetEnabled(ge, k2, 0));
+	REQUIRE_CU(cuGraphLaunch(ge, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoH(out, p, N * 4));
+	CHECK(out[9] == base + 9u, "with the node disabled p[9] = %#x, want %#x", out[9], base + 9u);
+	REQUIRE_CU(cuGraphNodeSetEnabled(ge, k2, 1));
 
 	/* An update from a graph of the same shape takes; from another, not. */
-	CHECK(cuGraphExecUpdate(ge, clone, &info));
-	EXPECT(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS, "update from the clone: result %d", info.result);
-	CHECK(cuGraphCreate(&g2, 0));
-	CHECK(cuGraphAddEmptyNode(&e, g2, NULL, 0));
-	CHECK_ERR(cuGraphExecUpdate(ge, g2, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
-	EXPECT(info.result != CU_GRAPH_EXEC_UPDATE_SUCCESS, "an update across topologies reported success");
+	REQUIRE_CU(cuGraphExecUpdate(ge, clone, &info));
+	CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS, "update from the clone: result %d", info.result);
+	REQUIRE_CU(cuGraphCreate(&g2, 0));
+	REQUIRE_CU(cuGraphAddEmptyNode(&e, g2, NULL, 0));
+	CHECK_CU(cuGraphExecUpdate(ge, g2, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+	CHECK(info.result != CU_GRAPH_EXEC_UPDATE_SUCCESS, "an update across topologies reported success");
 
-	CHECK(cuGraphDestroyNode(e));
+	REQUIRE_CU(cuGraphDestroyNode(e));
 	nn = 8;
-	CHECK(cuGraphGetNodes(g2, nodes, &nn));
-	EXPECT(nn == 0, "a destroyed node is still listed (%zu)", nn);
+	REQUIRE_CU(cuGraphGetNodes(g2, nodes, &nn));
+	CHECK(nn == 0, "a destroyed node is still listed (%zu)", nn);
 
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(g2));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g2));
 	/* The clone outlives the graph it was made from: it still runs, and is
 	 * destroyed on its own. */
-	CHECK(cuGraphDestroy(g));
-	CHECK(cuMemsetD32(z, 0, N));
-	CHECK(cuGraphInstantiateWithFlags(&ge, clone, 0));
-	CHECK(cuGraphLaunch(ge, s));
-	CHECK(cuStreamSynchronize(s));
-	CHECK(cuMemcpyDtoH(out, z, N * 4));
-	EXPECT(out[0] == zval && out[N - 1] == zval, "the clone's memset node did not run once the original was gone");
-	CHECK(cuGraphExecDestroy(ge));
-	CHECK(cuGraphDestroy(clone));
-	CHECK(cuStreamDestroy(s));
-	CHECK(cuMemFree(p));
-	CHECK(cuMemFree(z));
+	REQUIRE_CU(cuGraphDestroy(g));
+	REQUIRE_CU(cuMemsetD32(z, 0, N));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, clone, 0));
+	REQUIRE_CU(cuGraphLaunch(ge, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoH(out, z, N * 4));
+	CHECK(out[0] == zval && out[N - 1] == zval, "the clone's memset node did not run once the original was gone");
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(clone));
+	REQUIRE_CU(cuStreamDestroy(s));
+	REQUIRE_CU(cuMemFree(p));
+	REQUIRE_CU(cuMemFree(z));
 	free(out);
 }
 
@@ -335,6 +335,6 @@ int main(int argc, char **argv)
 	rng = t_rng(1);
 	capture_graph(ctx);
 	explicit_graph();
-	CHECK(cuModuleUnload(mod));
-	return t_failures() ? T_FAIL : T_PASS;
+	REQUIRE_CU(cuModuleUnload(mod));
+	return check_failures() ? T_FAIL : T_PASS;
 }

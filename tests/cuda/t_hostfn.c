@@ -61,41 +61,41 @@ static void both_directions(CUstream s)
 	int n = N;
 
 	REQUIRE(want, "out of memory");
-	CHECK(cuMemAlloc(&d, N * 4));
-	CHECK(cuMemAllocHost((void **)&seen, N * 4));
-	CHECK(cuMemAllocHost((void **)&give, N * 4));
+	REQUIRE_CU(cuMemAlloc(&d, N * 4));
+	REQUIRE_CU(cuMemAllocHost((void **)&seen, N * 4));
+	REQUIRE_CU(cuMemAllocHost((void **)&give, N * 4));
 	for (int i = 0; i < N; i++)
 		give[i] = POISON;
 	seen[0] = POISON;
 	o.seen = seen;
 	o.give = give;
-	CHECK(cuMemsetD32(d, POISON, N));
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuMemsetD32(d, POISON, N));
+	REQUIRE_CU(cuCtxSynchronize());
 
 	{
 		void *args[] = { &cycles, &d, &value };
 
-		CHECK(t_launch(spin, 1, 1, s, args));
+		REQUIRE_CU(t_launch(spin, 1, 1, s, args));
 	}
-	CHECK(cuMemcpyDtoHAsync(seen, d, 4, s));
-	CHECK(cuLaunchHostFunc(s, order_fn, &o));
-	CHECK(cuMemcpyHtoDAsync(d, give, N * 4, s));
+	REQUIRE_CU(cuMemcpyDtoHAsync(seen, d, 4, s));
+	REQUIRE_CU(cuLaunchHostFunc(s, order_fn, &o));
+	REQUIRE_CU(cuMemcpyHtoDAsync(d, give, N * 4, s));
 	{
 		void *args[] = { &d, &mul2, &add2, &n };
 
-		CHECK(t_launch(affine, N / 256, 256, s, args));
+		REQUIRE_CU(t_launch(affine, N / 256, 256, s, args));
 	}
-	CHECK(cuMemcpyDtoHAsync(seen, d, N * 4, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(__atomic_load_n(&o.ran, __ATOMIC_ACQUIRE) == 1, "the host function did not run");
-	EXPECT(__atomic_load_n(&o.got, __ATOMIC_ACQUIRE) == FLAG,
-	       "the host function ran before the work ahead of it (saw %#x)", o.got);
+	REQUIRE_CU(cuMemcpyDtoHAsync(seen, d, N * 4, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(__atomic_load_n(&o.ran, __ATOMIC_ACQUIRE) == 1, "the host function did not run");
+	CHECK(__atomic_load_n(&o.got, __ATOMIC_ACQUIRE) == FLAG,
+	      "the host function ran before the work ahead of it (saw %#x)", o.got);
 	for (uint32_t i = 0; i < N; i++)
 		want[i] = (i * o.mul + o.add) * mul2 + add2;
 	CMP_U32(seen, want, N, "the work after the host function, on what it wrote");
-	CHECK(cuMemFreeHost(seen));
-	CHECK(cuMemFreeHost(give));
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFreeHost(seen));
+	REQUIRE_CU(cuMemFreeHost(give));
+	REQUIRE_CU(cuMemFree(d));
 	free(want);
 }
 
@@ -133,36 +133,36 @@ static void many(void)
 
 	REQUIRE(t, "out of memory");
 	memset(c, 0, sizeof(c));
-	CHECK(cuMemAlloc(&out, 4));
-	CHECK(cuEventCreate(&go, CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuMemAlloc(&out, 4));
+	REQUIRE_CU(cuEventCreate(&go, CU_EVENT_DISABLE_TIMING));
 	for (int i = 0; i < STREAMS; i++)
-		CHECK(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
+		REQUIRE_CU(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
 	{
 		/* Every stream waits behind a spinning kernel, so all of them
 		 * are queued before the first runs. */
 		void *args[] = { &cycles, &out };
 
-		CHECK(t_launch(spin, 1, 1, s[0], args));
-		CHECK(cuEventRecord(go, s[0]));
+		REQUIRE_CU(t_launch(spin, 1, 1, s[0], args));
+		REQUIRE_CU(cuEventRecord(go, s[0]));
 	}
 	for (int i = 0; i < STREAMS; i++) {
 		if (i)
-			CHECK(cuStreamWaitEvent(s[i], go, 0));
+			REQUIRE_CU(cuStreamWaitEvent(s[i], go, 0));
 		for (int k = 0; k < EACH; k++) {
 			t[i * EACH + k].c = &c[i];
 			t[i * EACH + k].index = k;
-			CHECK(cuLaunchHostFunc(s[i], tick_fn, &t[i * EACH + k]));
+			REQUIRE_CU(cuLaunchHostFunc(s[i], tick_fn, &t[i * EACH + k]));
 		}
 	}
 	for (int i = 0; i < STREAMS; i++) {
-		CHECK(cuStreamSynchronize(s[i]));
+		REQUIRE_CU(cuStreamSynchronize(s[i]));
 		int next = __atomic_load_n(&c[i].next, __ATOMIC_ACQUIRE), wrong = __atomic_load_n(&c[i].wrong, __ATOMIC_ACQUIRE);
 
-		EXPECT(next == EACH && !wrong, "stream %d: %d host functions ran, %d out of order", i, next, wrong);
-		CHECK(cuStreamDestroy(s[i]));
+		CHECK(next == EACH && !wrong, "stream %d: %d host functions ran, %d out of order", i, next, wrong);
+		REQUIRE_CU(cuStreamDestroy(s[i]));
 	}
-	CHECK(cuEventDestroy(go));
-	CHECK(cuMemFree(out));
+	REQUIRE_CU(cuEventDestroy(go));
+	REQUIRE_CU(cuMemFree(out));
 	free(t);
 }
 
@@ -191,19 +191,19 @@ static void callbacks_and_defaults(CUstream s)
 	struct cbseen c = { .status = CUDA_ERROR_UNKNOWN };
 	int legacy = 0, per_thread = 0;
 
-	CHECK(cuStreamAddCallback(s, callback, &c, 0));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(__atomic_load_n(&c.calls, __ATOMIC_ACQUIRE) == 1 && __atomic_load_n(&c.stream, __ATOMIC_RELAXED) == s &&
-	       __atomic_load_n(&c.status, __ATOMIC_RELAXED) == CUDA_SUCCESS,
-	       "a stream callback: %d calls, stream %p, status %d", c.calls, (void *)c.stream, (int)c.status);
-	CHECK_ERR(cuStreamAddCallback(s, callback, &c, 1), CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuLaunchHostFunc(s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuStreamAddCallback(s, callback, &c, 0));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(__atomic_load_n(&c.calls, __ATOMIC_ACQUIRE) == 1 && __atomic_load_n(&c.stream, __ATOMIC_RELAXED) == s &&
+	      __atomic_load_n(&c.status, __ATOMIC_RELAXED) == CUDA_SUCCESS,
+	      "a stream callback: %d calls, stream %p, status %d", c.calls, (void *)c.stream, (int)c.status);
+	CHECK_CU(cuStreamAddCallback(s, callback, &c, 1), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuLaunchHostFunc(s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
 
-	CHECK(cuLaunchHostFunc(NULL, count_fn, &legacy));
-	CHECK(cuLaunchHostFunc(CU_STREAM_PER_THREAD, count_fn, &per_thread));
-	CHECK(cuCtxSynchronize());
-	EXPECT(__atomic_load_n(&legacy, __ATOMIC_ACQUIRE) == 1 && __atomic_load_n(&per_thread, __ATOMIC_ACQUIRE) == 1,
-	       "default streams: %d and %d host functions ran", legacy, per_thread);
+	REQUIRE_CU(cuLaunchHostFunc(NULL, count_fn, &legacy));
+	REQUIRE_CU(cuLaunchHostFunc(CU_STREAM_PER_THREAD, count_fn, &per_thread));
+	REQUIRE_CU(cuCtxSynchronize());
+	CHECK(__atomic_load_n(&legacy, __ATOMIC_ACQUIRE) == 1 && __atomic_load_n(&per_thread, __ATOMIC_ACQUIRE) == 1,
+	      "default streams: %d and %d host functions ran", legacy, per_thread);
 }
 
 /* A graph's host function, between a kernel that fills a pinned word
@@ -241,12 +241,12 @@ static CUgraph graph_with_host(CUstream s, int how, struct graph_run *g, CUdevic
 	if (how == CAPTURED) {
 		void *args[] = { &cycles, &d, value };
 
-		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-		CHECK(t_launch(spin, 1, 1, s, args));
-		CHECK(cuMemcpyDtoHAsync(word, d, 4, s));
-		CHECK(cuLaunchHostFunc(s, graph_fn, g));
-		CHECK(cuMemsetD32Async(d, 0, 1, s));
-		CHECK(cuStreamEndCapture(s, &graph));
+		REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		REQUIRE_CU(t_launch(spin, 1, 1, s, args));
+		REQUIRE_CU(cuMemcpyDtoHAsync(word, d, 4, s));
+		REQUIRE_CU(cuLaunchHostFunc(s, graph_fn, g));
+		REQUIRE_CU(cuMemsetD32Async(d, 0, 1, s));
+		REQUIRE_CU(cuStreamEndCapture(s, &graph));
 	} else {
 		CUDA_KERNEL_NODE_PARAMS kp;
 		CUDA_MEMCPY3D cp;
@@ -256,14 +256,14 @@ static CUgraph graph_with_host(CUstream s, int how, struct graph_run *g, CUdevic
 		CUcontext ctx;
 		void *args[] = { &cycles, &d, value };
 
-		CHECK(cuCtxGetCurrent(&ctx));
-		CHECK(cuGraphCreate(&graph, 0));
+		REQUIRE_CU(cuCtxGetCurrent(&ctx));
+		REQUIRE_CU(cuGraphCreate(&graph, 0));
 		memset(&kp, 0, sizeof(kp));
 		kp.func = spin;
 		kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
 		kp.blockDimX = kp.blockDimY = kp.blockDimZ = 1;
 		kp.kernelParams = args;
-		CHECK(cuGraphAddKernelNode(&k, graph, NULL, 0, &kp));
+		REQUIRE_CU(cuGraphAddKernelNode(&k, graph, NULL, 0, &kp));
 		memset(&cp, 0, sizeof(cp));
 		cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
 		cp.srcDevice = d;
@@ -272,7 +272,7 @@ static CUgraph graph_with_host(CUstream s, int how, struct graph_run *g, CUdevic
 		cp.WidthInBytes = 4;
 		cp.Height = 1;
 		cp.Depth = 1;
-		CHECK(cuGraphAddMemcpyNode(&c, graph, &k, 1, &cp, ctx));
+		REQUIRE_CU(cuGraphAddMemcpyNode(&c, graph, &k, 1, &cp, ctx));
 		if (how == BUILT_GENERIC) {
 			CUgraphNodeParams np;
 
@@ -280,20 +280,20 @@ static CUgraph graph_with_host(CUstream s, int how, struct graph_run *g, CUdevic
 			np.type = CU_GRAPH_NODE_TYPE_HOST;
 			np.host.fn = graph_fn;
 			np.host.userData = NULL;
-			CHECK(cuGraphAddNode(&h, graph, &c, NULL, 1, &np));
+			REQUIRE_CU(cuGraphAddNode(&h, graph, &c, NULL, 1, &np));
 			np.host.userData = g;   /* and set through the generic call */
-			CHECK(cuGraphNodeSetParams(h, &np));
+			REQUIRE_CU(cuGraphNodeSetParams(h, &np));
 		} else {
-			CHECK(cuGraphAddHostNode(&h, graph, &c, 1, &hp));
+			REQUIRE_CU(cuGraphAddHostNode(&h, graph, &c, 1, &hp));
 		}
 		memset(&got, 0, sizeof(got));
-		CHECK(cuGraphHostNodeGetParams(h, &got));
-		EXPECT(got.fn == graph_fn && got.userData == g, "a host node's parameters read back wrong");
+		REQUIRE_CU(cuGraphHostNodeGetParams(h, &got));
+		CHECK(got.fn == graph_fn && got.userData == g, "a host node's parameters read back wrong");
 		{
 			CUgraphNodeType t;
 
-			CHECK(cuGraphNodeGetType(h, &t));
-			EXPECT(t == CU_GRAPH_NODE_TYPE_HOST, "a host node has type %d", (int)t);
+			REQUIRE_CU(cuGraphNodeGetType(h, &t));
+			CHECK(t == CU_GRAPH_NODE_TYPE_HOST, "a host node has type %d", (int)t);
 		}
 		memset(&mp, 0, sizeof(mp));
 		mp.dst = d;
@@ -301,7 +301,7 @@ static CUgraph graph_with_host(CUstream s, int how, struct graph_run *g, CUdevic
 		mp.width = 1;
 		mp.height = 1;
 		mp.value = 0;
-		CHECK(cuGraphAddMemsetNode(&m, graph, &h, 1, &mp, ctx));
+		REQUIRE_CU(cuGraphAddMemsetNode(&m, graph, &h, 1, &mp, ctx));
 	}
 	return graph;
 }
@@ -316,9 +316,9 @@ static void graph_shape(CUgraph graph, bool capture)
 	size_t n = 8, roots = 8, edges = 0;
 	int hosts = 0;
 
-	CHECK(cuGraphGetNodes(graph, nodes, &n));
-	CHECK(cuGraphGetRootNodes(graph, next, &roots));
-	CHECK(cuGraphGetEdges(graph, NULL, NULL, NULL, &edges));
+	REQUIRE_CU(cuGraphGetNodes(graph, nodes, &n));
+	REQUIRE_CU(cuGraphGetRootNodes(graph, next, &roots));
+	REQUIRE_CU(cuGraphGetEdges(graph, NULL, NULL, NULL, &edges));
 	REQUIRE(n == 4 && roots == 1 && edges == 3, "%s graph: %zu nodes, %zu roots, %zu edges (want 4, 1, 3)",
 		capture ? "a captured" : "a built", n, roots, edges);
 	/* Walk the chain from its root: each node's type in order. */
@@ -326,15 +326,15 @@ static void graph_shape(CUgraph graph, bool capture)
 		CUgraphNodeType t;
 		size_t after = 8;
 
-		CHECK(cuGraphNodeGetType(next[0], &t));
-		EXPECT(t == want[i], "%s graph: node %d has type %d, want %d", capture ? "a captured" : "a built", i,
-		       (int)t, (int)want[i]);
+		REQUIRE_CU(cuGraphNodeGetType(next[0], &t));
+		CHECK(t == want[i], "%s graph: node %d has type %d, want %d", capture ? "a captured" : "a built", i,
+		      (int)t, (int)want[i]);
 		hosts += t == CU_GRAPH_NODE_TYPE_HOST;
-		CHECK(cuGraphNodeGetDependentNodes(next[0], next, NULL, &after));
-		if (!EXPECT(after == (i < 3 ? 1u : 0u), "node %d has %zu dependents", i, after))
+		REQUIRE_CU(cuGraphNodeGetDependentNodes(next[0], next, NULL, &after));
+		if (!CHECK(after == (i < 3 ? 1u : 0u), "node %d has %zu dependents", i, after))
 			break;
 	}
-	EXPECT(hosts == 1, "%d host nodes", hosts);
+	CHECK(hosts == 1, "%d host nodes", hosts);
 }
 
 static void graphs(CUstream s)
@@ -344,13 +344,13 @@ static void graphs(CUstream s)
 	CUgraph none = NULL;
 
 	/* A stream callback cannot be captured: the capture is over. */
-	CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-	CHECK_ERR(cuStreamAddCallback(s, callback, NULL, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-	CHECK_ERR(cuStreamEndCapture(s, &none), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-	EXPECT(!none, "an invalidated capture gave a graph");
+	REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CHECK_CU(cuStreamAddCallback(s, callback, NULL, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CHECK_CU(cuStreamEndCapture(s, &none), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	CHECK(!none, "an invalidated capture gave a graph");
 
-	CHECK(cuMemAlloc(&d, 4));
-	CHECK(cuMemAllocHost((void **)&word, 4));
+	REQUIRE_CU(cuMemAlloc(&d, 4));
+	REQUIRE_CU(cuMemAllocHost((void **)&word, 4));
 	for (int how = BUILT; how <= BUILT_GENERIC; how++) {
 		struct graph_run g = { .word = word };
 		const char *what = how == CAPTURED ? "a captured" : how == BUILT ? "a built" : "a generically built";
@@ -360,24 +360,24 @@ static void graphs(CUstream s)
 		value = FLAG;
 		graph = graph_with_host(s, how, &g, d, word, &value);
 		graph_shape(graph, how == CAPTURED);
-		CHECK(cuGraphInstantiateWithFlags(&ge, graph, 0));
+		REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, graph, 0));
 		for (int i = 0; i < 3; i++) {
 			__atomic_store_n(&word[0], POISON, __ATOMIC_RELEASE);
 			__atomic_store_n(&g.want, FLAG, __ATOMIC_RELEASE);
-			CHECK(cuMemsetD32Async(d, POISON, 1, s));
-			CHECK(cuGraphLaunch(ge, s));
-			CHECK(cuMemcpyDtoHAsync(&back, d, 4, s));
-			CHECK(cuStreamSynchronize(s));
-			EXPECT(back == 0, "%s graph, launch %d: the memset after the host function left %#x", what, i,
-			       back);
+			REQUIRE_CU(cuMemsetD32Async(d, POISON, 1, s));
+			REQUIRE_CU(cuGraphLaunch(ge, s));
+			REQUIRE_CU(cuMemcpyDtoHAsync(&back, d, 4, s));
+			REQUIRE_CU(cuStreamSynchronize(s));
+			CHECK(back == 0, "%s graph, launch %d: the memset after the host function left %#x", what, i,
+			      back);
 		}
-		EXPECT(__atomic_load_n(&g.runs, __ATOMIC_ACQUIRE) == 3 && !__atomic_load_n(&g.wrong, __ATOMIC_ACQUIRE),
-		       "%s graph: its host function ran %d times for 3 launches, %d early", what, g.runs, g.wrong);
-		CHECK(cuGraphExecDestroy(ge));
-		CHECK(cuGraphDestroy(graph));
+		CHECK(__atomic_load_n(&g.runs, __ATOMIC_ACQUIRE) == 3 && !__atomic_load_n(&g.wrong, __ATOMIC_ACQUIRE),
+		      "%s graph: its host function ran %d times for 3 launches, %d early", what, g.runs, g.wrong);
+		REQUIRE_CU(cuGraphExecDestroy(ge));
+		REQUIRE_CU(cuGraphDestroy(graph));
 	}
-	CHECK(cuMemFreeHost(word));
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFreeHost(word));
+	REQUIRE_CU(cuMemFree(d));
 }
 
 static void CUDA_CB add_fn(void *arg)
@@ -403,43 +403,43 @@ static void many_captures(CUstream s)
 		CUgraphExec ge;
 		CUgraph g;
 
-		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-		CHECK(cuLaunchHostFunc(s, add_fn, &runs[i]));
-		CHECK(cuStreamEndCapture(s, &g));
-		CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
+		REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		REQUIRE_CU(cuLaunchHostFunc(s, add_fn, &runs[i]));
+		REQUIRE_CU(cuStreamEndCapture(s, &g));
+		REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
 		if (i == 100) {
 			CUDA_HOST_NODE_PARAMS hp = { .fn = add_fn, .userData = &runs[i] };
 			CUgraphNode h;
 
-			CHECK(cuGraphCreate(&kept, 0));
-			CHECK(cuGraphAddHostNode(&h, kept, NULL, 0, &hp));
+			REQUIRE_CU(cuGraphCreate(&kept, 0));
+			REQUIRE_CU(cuGraphAddHostNode(&h, kept, NULL, 0, &hp));
 		}
-		CHECK(cuGraphDestroy(g));
-		CHECK(cuGraphLaunch(ge, s));
-		CHECK(cuStreamSynchronize(s));
-		bad = !EXPECT(__atomic_load_n(&runs[i], __ATOMIC_RELAXED) == 1, "round %d: its function ran %d times", i,
-			      runs[i]);
+		REQUIRE_CU(cuGraphDestroy(g));
+		REQUIRE_CU(cuGraphLaunch(ge, s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		bad = !CHECK(__atomic_load_n(&runs[i], __ATOMIC_RELAXED) == 1, "round %d: its function ran %d times", i,
+			     runs[i]);
 		if (i == 0)
 			first = ge;
 		else
-			CHECK(cuGraphExecDestroy(ge));
+			REQUIRE_CU(cuGraphExecDestroy(ge));
 	}
-	CHECK(cuGraphLaunch(first, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(__atomic_load_n(&runs[0], __ATOMIC_RELAXED) == 2, "the first round's graph, kept, ran its function %d "
-	       "times for 2 launches", runs[0]);
+	REQUIRE_CU(cuGraphLaunch(first, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(__atomic_load_n(&runs[0], __ATOMIC_RELAXED) == 2, "the first round's graph, kept, ran its function %d "
+	      "times for 2 launches", runs[0]);
 	{
 		CUgraphExec ke;
 
-		CHECK(cuGraphInstantiateWithFlags(&ke, kept, 0));
-		CHECK(cuGraphLaunch(ke, s));
-		CHECK(cuStreamSynchronize(s));
-		EXPECT(__atomic_load_n(&runs[100], __ATOMIC_RELAXED) == 2, "a graph built in round 100, kept, ran its "
-		       "function %d times for 2 launches", runs[100]);
-		CHECK(cuGraphExecDestroy(ke));
+		REQUIRE_CU(cuGraphInstantiateWithFlags(&ke, kept, 0));
+		REQUIRE_CU(cuGraphLaunch(ke, s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		CHECK(__atomic_load_n(&runs[100], __ATOMIC_RELAXED) == 2, "a graph built in round 100, kept, ran its "
+		      "function %d times for 2 launches", runs[100]);
+		REQUIRE_CU(cuGraphExecDestroy(ke));
 	}
-	CHECK(cuGraphExecDestroy(first));
-	CHECK(cuGraphDestroy(kept));
+	REQUIRE_CU(cuGraphExecDestroy(first));
+	REQUIRE_CU(cuGraphDestroy(kept));
 }
 
 struct tally {
@@ -476,73 +476,73 @@ static void exec_params(CUstream s)
 	CUgraphNode h;
 	CUgraph graph;
 
-	CHECK(cuGraphCreate(&graph, 0));
-	CHECK(cuGraphAddHostNode(&h, graph, NULL, 0, &hp));
-	CHECK(cuGraphInstantiateWithFlags(&e1, graph, 0));
-	CHECK(cuGraphInstantiateWithFlags(&e2, graph, 0));
+	REQUIRE_CU(cuGraphCreate(&graph, 0));
+	REQUIRE_CU(cuGraphAddHostNode(&h, graph, NULL, 0, &hp));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&e1, graph, 0));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&e2, graph, 0));
 	hp.userData = &b;
-	CHECK(cuGraphExecHostNodeSetParams(e1, h, &hp));
-	CHECK(cuGraphLaunch(e1, s));
-	CHECK(cuGraphLaunch(e2, s));
-	CHECK(cuGraphLaunch(e1, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(ran(&a) == 1 && ran(&b) == 2, "after one executable graph's host node was set: the node's "
-	       "function ran %d times (want 1), the new one %d (want 2)", ran(&a), ran(&b));
+	REQUIRE_CU(cuGraphExecHostNodeSetParams(e1, h, &hp));
+	REQUIRE_CU(cuGraphLaunch(e1, s));
+	REQUIRE_CU(cuGraphLaunch(e2, s));
+	REQUIRE_CU(cuGraphLaunch(e1, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(ran(&a) == 1 && ran(&b) == 2, "after one executable graph's host node was set: the node's "
+	      "function ran %d times (want 1), the new one %d (want 2)", ran(&a), ran(&b));
 
 	memset(&np, 0, sizeof(np));
 	np.type = CU_GRAPH_NODE_TYPE_HOST;
 	np.host.fn = tally_hundred;
 	np.host.userData = &c;
-	CHECK(cuGraphExecNodeSetParams(e1, h, &np));
-	CHECK(cuGraphLaunch(e1, s));
-	CHECK(cuGraphLaunch(e2, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(ran(&a) == 2 && ran(&b) == 2 && ran(&c) == 100,
-	       "set again through cuGraphExecNodeSetParams: %d / %d / %d runs (want 2 / 2 / 100)", ran(&a), ran(&b),
-	       ran(&c));
+	REQUIRE_CU(cuGraphExecNodeSetParams(e1, h, &np));
+	REQUIRE_CU(cuGraphLaunch(e1, s));
+	REQUIRE_CU(cuGraphLaunch(e2, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(ran(&a) == 2 && ran(&b) == 2 && ran(&c) == 100,
+	      "set again through cuGraphExecNodeSetParams: %d / %d / %d runs (want 2 / 2 / 100)", ran(&a), ran(&b),
+	      ran(&c));
 
 	memset(&got, 0, sizeof(got));
-	CHECK(cuGraphHostNodeGetParams(h, &got));
-	EXPECT(got.fn == tally_one && got.userData == &a, "the graph's own host node changed with an executable graph's");
-	CHECK(cuGraphInstantiateWithFlags(&e3, graph, 0));
-	CHECK(cuGraphLaunch(e3, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(ran(&a) == 3, "a later executable graph ran the node's function %d times (want 3)", ran(&a));
+	REQUIRE_CU(cuGraphHostNodeGetParams(h, &got));
+	CHECK(got.fn == tally_one && got.userData == &a, "the graph's own host node changed with an executable graph's");
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&e3, graph, 0));
+	REQUIRE_CU(cuGraphLaunch(e3, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(ran(&a) == 3, "a later executable graph ran the node's function %d times (want 3)", ran(&a));
 
 	/* Updated from the graph, the executable graph runs the node's own
 	 * function again, and a setting after that takes effect. */
 	{
 		CUgraphExecUpdateResultInfo info;
 
-		CHECK(cuGraphExecUpdate(e1, graph, &info));
-		CHECK(cuGraphLaunch(e1, s));
-		CHECK(cuStreamSynchronize(s));
-		EXPECT(ran(&a) == 4 && ran(&c) == 100, "after cuGraphExecUpdate: %d / %d runs (want 4 / 100)", ran(&a),
-		       ran(&c));
+		REQUIRE_CU(cuGraphExecUpdate(e1, graph, &info));
+		REQUIRE_CU(cuGraphLaunch(e1, s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		CHECK(ran(&a) == 4 && ran(&c) == 100, "after cuGraphExecUpdate: %d / %d runs (want 4 / 100)", ran(&a),
+		      ran(&c));
 		hp.fn = tally_hundred;
 		hp.userData = &c;
-		CHECK(cuGraphExecHostNodeSetParams(e1, h, &hp));
-		CHECK(cuGraphLaunch(e1, s));
-		CHECK(cuStreamSynchronize(s));
-		EXPECT(ran(&a) == 4 && ran(&c) == 200, "set after cuGraphExecUpdate: %d / %d runs (want 4 / 200)",
-		       ran(&a), ran(&c));
+		REQUIRE_CU(cuGraphExecHostNodeSetParams(e1, h, &hp));
+		REQUIRE_CU(cuGraphLaunch(e1, s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		CHECK(ran(&a) == 4 && ran(&c) == 200, "set after cuGraphExecUpdate: %d / %d runs (want 4 / 200)",
+		      ran(&a), ran(&c));
 	}
 
 	for (int i = 0; i < 2000; i++) {
 		hp.fn = i % 2 ? tally_one : tally_hundred;
 		hp.userData = i % 2 ? &b : &c;
-		CHECK(cuGraphExecHostNodeSetParams(e2, h, &hp));
+		REQUIRE_CU(cuGraphExecHostNodeSetParams(e2, h, &hp));
 	}
-	CHECK(cuGraphLaunch(e2, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(ran(&a) == 4 && ran(&b) == 3 && ran(&c) == 200,
-	       "after 2000 settings of one executable graph: %d / %d / %d runs (want 4 / 3 / 200)", ran(&a),
-	       ran(&b), ran(&c));
+	REQUIRE_CU(cuGraphLaunch(e2, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(ran(&a) == 4 && ran(&b) == 3 && ran(&c) == 200,
+	      "after 2000 settings of one executable graph: %d / %d / %d runs (want 4 / 3 / 200)", ran(&a),
+	      ran(&b), ran(&c));
 
-	CHECK(cuGraphExecDestroy(e1));
-	CHECK(cuGraphExecDestroy(e2));
-	CHECK(cuGraphExecDestroy(e3));
-	CHECK(cuGraphDestroy(graph));
+	REQUIRE_CU(cuGraphExecDestroy(e1));
+	REQUIRE_CU(cuGraphExecDestroy(e2));
+	REQUIRE_CU(cuGraphExecDestroy(e3));
+	REQUIRE_CU(cuGraphDestroy(graph));
 }
 
 int main(int argc, char **argv)
@@ -551,13 +551,13 @@ int main(int argc, char **argv)
 
 	t_init(argc, argv);
 	t_primary(t_device());
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	both_directions(s);
 	many();
 	callbacks_and_defaults(s);
 	graphs(s);
 	exec_params(s);
 	many_captures(s);
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamDestroy(s));
 	return t_finish();
 }

@@ -30,15 +30,15 @@ static __attribute__((noinline)) void stack_array(CUdeviceptr d, uint64_t *rng)
 	t_fill_u32(local, 256, rng);
 	memcpy(back, local, sizeof(local));
 	r = cuMemHostRegister(local, sizeof(local), 0);
-	EXPECT(r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_SUPPORTED, "registering a local array: %d", (int)r);
-	EXPECT(guard == 0x5eed5eed5eed5eedull && !memcmp(local, back, sizeof(local)),
-	       "registering a local array changed the function's locals");
+	CHECK(r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_SUPPORTED, "registering a local array: %d", (int)r);
+	CHECK(guard == 0x5eed5eed5eed5eedull && !memcmp(local, back, sizeof(local)),
+	      "registering a local array changed the function's locals");
 	if (r == CUDA_SUCCESS) {
-		CHECK(cuMemcpyHtoD(d, local, sizeof(local)));
+		REQUIRE_CU(cuMemcpyHtoD(d, local, sizeof(local)));
 		memset(local, 0, sizeof(local));
-		CHECK(cuMemcpyDtoH(local, d, sizeof(local)));
-		EXPECT(!memcmp(local, back, sizeof(local)), "a registered local array copied wrong");
-		CHECK(cuMemHostUnregister(local));
+		REQUIRE_CU(cuMemcpyDtoH(local, d, sizeof(local)));
+		CHECK(!memcmp(local, back, sizeof(local)), "a registered local array copied wrong");
+		REQUIRE_CU(cuMemHostUnregister(local));
 	}
 }
 
@@ -55,7 +55,7 @@ int main(int argc, char **argv)
 	t_primary(t_device());
 	rng = t_rng(1);
 	affine = t_func(t_module(), "affine_u32");
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	raw = malloc(2 * WORDS * 4 + 64);
 	want = malloc(2 * WORDS * 4);
 	REQUIRE(raw && want, "out of memory");
@@ -65,47 +65,47 @@ int main(int argc, char **argv)
 	t_fill_u32(buf, 2 * WORDS, &rng);
 	memcpy(want, buf, 2 * WORDS * 4);
 
-	CHECK_ERR(cuMemHostRegister(NULL, 4096, 0), CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuMemHostRegister(buf, 0, 0), CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuMemHostRegister(buf, 2 * WORDS * 4, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+	CHECK_CU(cuMemHostRegister(NULL, 4096, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemHostRegister(buf, 0, 0), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuMemHostRegister(buf, 2 * WORDS * 4, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
 	CMP_U32(buf, want, 2 * WORDS, "the buffer's contents after registering it");
-	CHECK_ERR(cuMemHostRegister(buf + 8, 64, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	CHECK_CU(cuMemHostRegister(buf + 8, 64, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
 
 	/* Copies from and to it, around a kernel. */
 	mul = (uint32_t)t_rand(&rng) | 1;
 	add = (uint32_t)t_rand(&rng);
-	CHECK(cuMemAlloc(&d, WORDS * 4));
-	CHECK(cuMemcpyHtoDAsync(d, in, WORDS * 4, s));
+	REQUIRE_CU(cuMemAlloc(&d, WORDS * 4));
+	REQUIRE_CU(cuMemcpyHtoDAsync(d, in, WORDS * 4, s));
 	{
 		void *args[] = { &d, &mul, &add, &n };
 
-		CHECK(t_launch(affine, WORDS / 256, 256, s, args));
+		REQUIRE_CU(t_launch(affine, WORDS / 256, 256, s, args));
 	}
-	CHECK(cuMemcpyDtoHAsync(out, d, WORDS * 4, s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out, d, WORDS * 4, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 	for (int i = 0; i < WORDS; i++)
 		want[WORDS + i] = want[i] * mul + add;
 	CMP_U32(out, want + WORDS, WORDS, "a kernel's result copied into registered memory");
 
 	/* A kernel on it in place, through its device pointer. */
-	CHECK(cuMemHostGetDevicePointer(&mapped, in, 0));
+	REQUIRE_CU(cuMemHostGetDevicePointer(&mapped, in, 0));
 	{
 		void *args[] = { &mapped, &mul, &add, &n };
 
-		CHECK(t_launch(affine, WORDS / 256, 256, s, args));
+		REQUIRE_CU(t_launch(affine, WORDS / 256, 256, s, args));
 	}
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 	for (int i = 0; i < WORDS; i++)
 		want[i] = want[i] * mul + add;
 	CMP_U32(in, want, WORDS, "a kernel's writes to registered memory, seen by the program");
 
-	CHECK(cuMemHostUnregister(buf));
-	CHECK_ERR(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	REQUIRE_CU(cuMemHostUnregister(buf));
+	CHECK_CU(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 	CMP_U32(buf, want, 2 * WORDS, "the buffer's contents after unregistering it");
 	buf[0] ^= 1;   /* still the program's memory */
 	stack_array(d, &rng);
-	CHECK(cuMemFree(d));
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuStreamDestroy(s));
 	free(raw);
 	free(want);
 	return t_finish();

@@ -49,25 +49,25 @@ static void test_vadd_big(void)
 	t_fill_f32(b, (size_t)n, &rng);
 	for (int i = 0; i < n; i++)
 		ref[i] = a[i] + b[i];
-	CHECK(cuMemAlloc(&da, bytes));
-	CHECK(cuMemAlloc(&db, bytes));
-	CHECK(cuMemAlloc(&dc, bytes + 64));     /* 16 floats past n must stay untouched */
-	CHECK(cuMemcpyHtoD(da, a, bytes));
-	CHECK(cuMemcpyHtoD(db, b, bytes));
-	CHECK(cuMemsetD32(dc, 0x7fc00001u, (size_t)n + 16));
-	CHECK(t_launch(f, (unsigned)((n + 255) / 256), 256, stream, args));
-	CHECK(cuStreamSynchronize(stream));
-	CHECK(cuMemcpyDtoH(c, dc, bytes + 64));
+	REQUIRE_CU(cuMemAlloc(&da, bytes));
+	REQUIRE_CU(cuMemAlloc(&db, bytes));
+	REQUIRE_CU(cuMemAlloc(&dc, bytes + 64));     /* 16 floats past n must stay untouched */
+	REQUIRE_CU(cuMemcpyHtoD(da, a, bytes));
+	REQUIRE_CU(cuMemcpyHtoD(db, b, bytes));
+	REQUIRE_CU(cuMemsetD32(dc, 0x7fc00001u, (size_t)n + 16));
+	REQUIRE_CU(t_launch(f, (unsigned)((n + 255) / 256), 256, stream, args));
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpyDtoH(c, dc, bytes + 64));
 	CMP_F32(c, ref, (size_t)n, 0.0f, 0.0f, "vadd over 3907 blocks");
 	for (int i = 0; i < 16; i++) {
 		uint32_t w;
 
 		memcpy(&w, &c[n + i], 4);
-		EXPECT(w == 0x7fc00001u, "vadd wrote past n at element %d", n + i);
+		CHECK(w == 0x7fc00001u, "vadd wrote past n at element %d", n + i);
 	}
-	CHECK(cuMemFree(da));
-	CHECK(cuMemFree(db));
-	CHECK(cuMemFree(dc));
+	REQUIRE_CU(cuMemFree(da));
+	REQUIRE_CU(cuMemFree(db));
+	REQUIRE_CU(cuMemFree(dc));
 	free(a);
 	free(b);
 	free(c);
@@ -90,16 +90,17 @@ static void test_saxpy(void)
 	t_fill_f32(y, (size_t)n, &rng);
 	for (int i = 0; i < n; i++)
 		ref[i] = alpha * x[i] + y[i];
-	CHECK(cuMemAlloc(&dx, bytes));
-	CHECK(cuMemAlloc(&dy, bytes));
-	CHECK(cuMemcpyHtoD(dx, x, bytes));
+	REQUIRE_CU(cuMemAlloc(&dx, bytes));
+	REQUIRE_CU(cuMemAlloc(&dy, bytes));
+	REQUIRE_CU(cuMemcpyHtoD(dx, x, bytes));
 
 	for (int form = 0; form < 2; form++) {
-		CHECK(cuMemcpyHtoD(dy, y, bytes));
+		REQUIRE_CU(cuMemcpyHtoD(dy, y, bytes));
 		if (form == 0) {
 			void *args[] = { &alpha, &dx, &dy, &nn };
 
-			CHECK(cuLaunchKernel(f, (unsigned)((n + 127) / 128), 1, 1, 128, 1, 1, 0, stream, args, NULL));
+			REQUIRE_CU(cuLaunchKernel(f, (unsigned)((n + 127) / 128), 1, 1, 128, 1, 1, 0, stream, args,
+						  NULL));
 		} else {
 			unsigned char buf[28];
 			size_t size = sizeof(buf);
@@ -114,16 +115,17 @@ static void test_saxpy(void)
 			memcpy(buf + 8, &dx, 8);
 			memcpy(buf + 16, &dy, 8);
 			memcpy(buf + 24, &nn, 4);
-			CHECK(cuLaunchKernel(f, (unsigned)((n + 127) / 128), 1, 1, 128, 1, 1, 0, stream, NULL, extra));
+			REQUIRE_CU(cuLaunchKernel(f, (unsigned)((n + 127) / 128), 1, 1, 128, 1, 1, 0, stream, NULL,
+						  extra));
 		}
-		CHECK(cuStreamSynchronize(stream));
+		REQUIRE_CU(cuStreamSynchronize(stream));
 		memset(out, 0, bytes);
-		CHECK(cuMemcpyDtoH(out, dy, bytes));
+		REQUIRE_CU(cuMemcpyDtoH(out, dy, bytes));
 		/* The device may fuse a*x+y into one rounding. */
 		CMP_F32(out, ref, (size_t)n, 1e-6f, 1e-5f, form ? "saxpy (extra buffer)" : "saxpy (kernelParams)");
 	}
-	CHECK(cuMemFree(dx));
-	CHECK(cuMemFree(dy));
+	REQUIRE_CU(cuMemFree(dx));
+	REQUIRE_CU(cuMemFree(dy));
 	free(x);
 	free(y);
 	free(out);
@@ -152,14 +154,14 @@ static void test_mixed(void)
 	for (int k = 0; k < 5; k++)
 		want += m.c[k];
 
-	CHECK(cuMemAlloc(&dout, 8));
-	CHECK(cuMemsetD32(dout, 0xffffffffu, 2));      /* a NaN */
-	CHECK(t_launch(f, 1, 32, 0, args));
-	CHECK(cuCtxSynchronize());
-	CHECK(cuMemcpyDtoH(&got, dout, 8));
-	EXPECT(got == want, "mixed_arg(a=%d b=%.17g c=%d,%d,%d,%d,%d) = %.17g, expected %.17g", m.a, m.b, m.c[0],
-	       m.c[1], m.c[2], m.c[3], m.c[4], got, want);
-	CHECK(cuMemFree(dout));
+	REQUIRE_CU(cuMemAlloc(&dout, 8));
+	REQUIRE_CU(cuMemsetD32(dout, 0xffffffffu, 2));      /* a NaN */
+	REQUIRE_CU(t_launch(f, 1, 32, 0, args));
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(cuMemcpyDtoH(&got, dout, 8));
+	CHECK(got == want, "mixed_arg(a=%d b=%.17g c=%d,%d,%d,%d,%d) = %.17g, expected %.17g", m.a, m.b, m.c[0],
+	      m.c[1], m.c[2], m.c[3], m.c[4], got, want);
+	REQUIRE_CU(cuMemFree(dout));
 }
 
 static void check_iota(CUdeviceptr d, uint32_t base, int n, const char *what)
@@ -168,7 +170,7 @@ static void check_iota(CUdeviceptr d, uint32_t base, int n, const char *what)
 
 	for (int i = 0; i < n; i++)
 		want[i] = base + (uint32_t)i;
-	CHECK(cuMemcpyDtoH(got, d, (size_t)n * 4));
+	REQUIRE_CU(cuMemcpyDtoH(got, d, (size_t)n * 4));
 	CMP_U32(got, want, (size_t)n, what);
 	free(got);
 	free(want);
@@ -185,12 +187,12 @@ static void test_iota_and_ex(void)
 	CUlaunchConfig cfg;
 	CUlaunchAttribute attr[2];
 
-	CHECK(cuMemAlloc(&d, (size_t)n * 4));
+	REQUIRE_CU(cuMemAlloc(&d, (size_t)n * 4));
 
 	base = (uint32_t)t_rand(&rng) | 1;
-	CHECK(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
-	CHECK(t_launch(f, (unsigned)((n + 255) / 256), 256, stream, args));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
+	REQUIRE_CU(t_launch(f, (unsigned)((n + 255) / 256), 256, stream, args));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	check_iota(d, base, n, "iota_u32");
 
 	/* cuLaunchKernelEx without attributes. */
@@ -203,22 +205,22 @@ static void test_iota_and_ex(void)
 	cfg.blockDimZ = 1;
 	cfg.hStream = stream;
 	base = (uint32_t)t_rand(&rng) | 1;
-	CHECK(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
-	CHECK(cuLaunchKernelEx(&cfg, f, args, NULL));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
+	REQUIRE_CU(cuLaunchKernelEx(&cfg, f, args, NULL));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	check_iota(d, base, n, "iota_u32 through cuLaunchKernelEx");
 
 	/* With a launch attribute: the highest stream priority. */
-	CHECK(cuCtxGetStreamPriorityRange(&least, &greatest));
+	REQUIRE_CU(cuCtxGetStreamPriorityRange(&least, &greatest));
 	memset(attr, 0, sizeof(attr));
 	attr[0].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
 	attr[0].value.priority = greatest;
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
 	base = (uint32_t)t_rand(&rng) | 1;
-	CHECK(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
-	CHECK(cuLaunchKernelEx(&cfg, f, args, NULL));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
+	REQUIRE_CU(cuLaunchKernelEx(&cfg, f, args, NULL));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	check_iota(d, base, n, "iota_u32 through cuLaunchKernelEx with a priority");
 
 	/* With the packed-buffer form of the parameters. */
@@ -237,12 +239,12 @@ static void test_iota_and_ex(void)
 		memcpy(buf + 12, &nn, 4);
 		cfg.numAttrs = 0;
 		cfg.attrs = NULL;
-		CHECK(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
-		CHECK(cuLaunchKernelEx(&cfg, f, NULL, extra));
-		CHECK(cuStreamSynchronize(stream));
+		REQUIRE_CU(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
+		REQUIRE_CU(cuLaunchKernelEx(&cfg, f, NULL, extra));
+		REQUIRE_CU(cuStreamSynchronize(stream));
 		check_iota(d, base, n, "iota_u32 through cuLaunchKernelEx with extra");
 	}
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d));
 }
 
 /* reduce_sum adds into *out: start it at a known non-zero value. Small
@@ -258,16 +260,16 @@ static void test_reduce(void)
 	t_fill_f32_int(x, (size_t)n, &rng);
 	for (int i = 0; i < n; i++)
 		want += x[i];
-	CHECK(cuMemAlloc(&dx, (size_t)n * 4));
-	CHECK(cuMemAlloc(&dout, 4));
-	CHECK(cuMemcpyHtoD(dx, x, (size_t)n * 4));
+	REQUIRE_CU(cuMemAlloc(&dx, (size_t)n * 4));
+	REQUIRE_CU(cuMemAlloc(&dout, 4));
+	REQUIRE_CU(cuMemcpyHtoD(dx, x, (size_t)n * 4));
 
 	for (int form = 0; form < 2; form++) {
-		CHECK(cuMemcpyHtoD(dout, &start, 4));
+		REQUIRE_CU(cuMemcpyHtoD(dout, &start, 4));
 		if (form == 0) {
 			void *args[] = { &dx, &dout, &nn };
 
-			CHECK(t_launch(f, (unsigned)((n + 255) / 256), 256, stream, args));
+			REQUIRE_CU(t_launch(f, (unsigned)((n + 255) / 256), 256, stream, args));
 		} else {
 			struct reduce_args {
 				CUdeviceptr x, out;
@@ -285,16 +287,17 @@ static void test_reduce(void)
 			packed.x = dx;
 			packed.out = dout;
 			packed.n = n;
-			CHECK(cuLaunchKernel(f, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, stream, NULL, extra));
+			REQUIRE_CU(cuLaunchKernel(f, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, stream, NULL,
+						  extra));
 		}
-		CHECK(cuStreamSynchronize(stream));
+		REQUIRE_CU(cuStreamSynchronize(stream));
 		got = 0;
-		CHECK(cuMemcpyDtoH(&got, dout, 4));
-		EXPECT(got == want, "reduce_sum (%s) = %.1f, expected %.1f", form ? "extra" : "kernelParams",
-		       (double)got, (double)want);
+		REQUIRE_CU(cuMemcpyDtoH(&got, dout, 4));
+		CHECK(got == want, "reduce_sum (%s) = %.1f, expected %.1f", form ? "extra" : "kernelParams",
+		      (double)got, (double)want);
 	}
-	CHECK(cuMemFree(dx));
-	CHECK(cuMemFree(dout));
+	REQUIRE_CU(cuMemFree(dx));
+	REQUIRE_CU(cuMemFree(dout));
 	free(x);
 }
 
@@ -306,12 +309,12 @@ static void test_cooperative(void)
 	float *a, *b, *c, *ref;
 	CUdeviceptr da, db, dc;
 
-	CHECK(cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev));
+	REQUIRE_CU(cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev));
 	if (!coop) {
 		printf("  (no cooperative launch on this device)\n");
 		return;
 	}
-	CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 128, 0));
+	REQUIRE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 128, 0));
 	REQUIRE(per_sm > 0, "occupancy of vadd at 128 threads: %d blocks per SM", per_sm);
 	grid = (unsigned)(per_sm * sm_count);
 	if (grid > 64)
@@ -325,18 +328,18 @@ static void test_cooperative(void)
 	t_fill_f32(b, (size_t)n, &rng);
 	for (int i = 0; i < n; i++)
 		ref[i] = a[i] + b[i];
-	CHECK(cuMemAlloc(&da, (size_t)n * 4));
-	CHECK(cuMemAlloc(&db, (size_t)n * 4));
-	CHECK(cuMemAlloc(&dc, (size_t)n * 4));
-	CHECK(cuMemcpyHtoD(da, a, (size_t)n * 4));
-	CHECK(cuMemcpyHtoD(db, b, (size_t)n * 4));
+	REQUIRE_CU(cuMemAlloc(&da, (size_t)n * 4));
+	REQUIRE_CU(cuMemAlloc(&db, (size_t)n * 4));
+	REQUIRE_CU(cuMemAlloc(&dc, (size_t)n * 4));
+	REQUIRE_CU(cuMemcpyHtoD(da, a, (size_t)n * 4));
+	REQUIRE_CU(cuMemcpyHtoD(db, b, (size_t)n * 4));
 
 	for (int form = 0; form < 2; form++) {
 		void *args[] = { &da, &db, &dc, &n };
 
-		CHECK(cuMemsetD32(dc, 0x7fc00001u, (size_t)n));
+		REQUIRE_CU(cuMemsetD32(dc, 0x7fc00001u, (size_t)n));
 		if (form == 0) {
-			CHECK(cuLaunchCooperativeKernel(f, grid, 1, 1, 128, 1, 1, 0, stream, args));
+			REQUIRE_CU(cuLaunchCooperativeKernel(f, grid, 1, 1, 128, 1, 1, 0, stream, args));
 		} else {
 			CUlaunchConfig cfg;
 			CUlaunchAttribute attr;
@@ -352,16 +355,16 @@ static void test_cooperative(void)
 			cfg.hStream = stream;
 			cfg.attrs = &attr;
 			cfg.numAttrs = 1;
-			CHECK(cuLaunchKernelEx(&cfg, f, args, NULL));
+			REQUIRE_CU(cuLaunchKernelEx(&cfg, f, args, NULL));
 		}
-		CHECK(cuStreamSynchronize(stream));
-		CHECK(cuMemcpyDtoH(c, dc, (size_t)n * 4));
+		REQUIRE_CU(cuStreamSynchronize(stream));
+		REQUIRE_CU(cuMemcpyDtoH(c, dc, (size_t)n * 4));
 		CMP_F32(c, ref, (size_t)n, 0.0f, 0.0f, form ? "vadd, cooperative through cuLaunchKernelEx"
 							     : "vadd through cuLaunchCooperativeKernel");
 	}
-	CHECK(cuMemFree(da));
-	CHECK(cuMemFree(db));
-	CHECK(cuMemFree(dc));
+	REQUIRE_CU(cuMemFree(da));
+	REQUIRE_CU(cuMemFree(db));
+	REQUIRE_CU(cuMemFree(dc));
 	free(a);
 	free(b);
 	free(c);
@@ -380,15 +383,15 @@ static void test_kernel_handle(void)
 	int nn = n;
 	void *args[] = { &d, &base, &nn };
 
-	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
-	CHECK(cuLibraryGetKernel(&k, lib, "iota_u32"));
-	CHECK(cuMemAlloc(&d, (size_t)n * 4));
-	CHECK(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
-	CHECK(cuLaunchKernel((CUfunction)k, (unsigned)((n + 127) / 128), 1, 1, 128, 1, 1, 0, stream, args, NULL));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	REQUIRE_CU(cuLibraryGetKernel(&k, lib, "iota_u32"));
+	REQUIRE_CU(cuMemAlloc(&d, (size_t)n * 4));
+	REQUIRE_CU(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
+	REQUIRE_CU(cuLaunchKernel((CUfunction)k, (unsigned)((n + 127) / 128), 1, 1, 128, 1, 1, 0, stream, args, NULL));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	check_iota(d, base, n, "iota_u32 launched as a CUkernel");
-	CHECK(cuMemFree(d));
-	CHECK(cuLibraryUnload(lib));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuLibraryUnload(lib));
 	free(ptx);
 }
 
@@ -397,15 +400,15 @@ static void test_occupancy(void)
 	CUfunction f = t_func(mod, "vadd");
 	int per_sm = 0, max_blocks = 0, min_grid = 0, block = 0;
 
-	CHECK(cuDeviceGetAttribute(&max_blocks, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, dev));
-	CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 128, 0));
-	EXPECT(per_sm >= 1 && per_sm <= max_blocks, "vadd at 128 threads: %d blocks per SM (max %d)", per_sm,
-	       max_blocks);
-	CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 1024, 0));
-	EXPECT(per_sm >= 1 && per_sm <= 2, "vadd at 1024 threads: %d blocks per SM", per_sm);
-	CHECK(cuOccupancyMaxPotentialBlockSize(&min_grid, &block, f, NULL, 0, 0));
-	EXPECT(block >= 32 && block <= 1024 && block % 32 == 0, "suggested block size %d", block);
-	EXPECT(min_grid >= sm_count, "suggested minimum grid %d for %d SMs", min_grid, sm_count);
+	REQUIRE_CU(cuDeviceGetAttribute(&max_blocks, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, dev));
+	REQUIRE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 128, 0));
+	CHECK(per_sm >= 1 && per_sm <= max_blocks, "vadd at 128 threads: %d blocks per SM (max %d)", per_sm,
+	      max_blocks);
+	REQUIRE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, 1024, 0));
+	CHECK(per_sm >= 1 && per_sm <= 2, "vadd at 1024 threads: %d blocks per SM", per_sm);
+	REQUIRE_CU(cuOccupancyMaxPotentialBlockSize(&min_grid, &block, f, NULL, 0, 0));
+	CHECK(block >= 32 && block <= 1024 && block % 32 == 0, "suggested block size %d", block);
+	CHECK(min_grid >= sm_count, "suggested minimum grid %d for %d SMs", min_grid, sm_count);
 	printf("  occupancy: vadd suggests %d threads, grid >= %d\n", block, min_grid);
 }
 
@@ -416,7 +419,7 @@ static void expect_launch_failure(CUresult launched, const char *what)
 
 	if (launched == CUDA_SUCCESS)
 		r = cuCtxSynchronize();
-	EXPECT(r != CUDA_SUCCESS, "%s: accepted, and the next synchronize succeeded too", what);
+	CHECK(r != CUDA_SUCCESS, "%s: accepted, and the next synchronize succeeded too", what);
 	if (r != CUDA_SUCCESS)
 		printf("  %s -> %s%s\n", what, t_errname(r), launched == CUDA_SUCCESS ? " (at synchronize)" : "");
 }
@@ -429,8 +432,8 @@ static void test_invalid(void)
 	int n = 2048, optin = 0;
 	void *args[] = { &d, &base, &n };
 
-	CHECK(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
-	CHECK(cuMemAlloc(&d, (size_t)n * 4));
+	REQUIRE_CU(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+	REQUIRE_CU(cuMemAlloc(&d, (size_t)n * 4));
 	expect_launch_failure(cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, 0, args, NULL), "2048 threads per block");
 	expect_launch_failure(cuLaunchKernel(f, 1, 1, 1, 32, 32, 2, 0, 0, args, NULL), "32x32x2 threads per block");
 	expect_launch_failure(cuLaunchKernel(f, 0, 1, 1, 128, 1, 1, 0, 0, args, NULL), "a grid of 0 blocks");
@@ -439,11 +442,11 @@ static void test_invalid(void)
 
 	/* None of that is sticky. */
 	base = (uint32_t)t_rand(&rng) | 1;
-	CHECK(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
-	CHECK(t_launch(f, (unsigned)(n / 256), 256, 0, args));
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuMemsetD32(d, 0xeeeeeeeeu, (size_t)n));
+	REQUIRE_CU(t_launch(f, (unsigned)(n / 256), 256, 0, args));
+	REQUIRE_CU(cuCtxSynchronize());
 	check_iota(d, base, n, "iota_u32 after refused launches");
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d));
 }
 
 int main(int argc, char **argv)
@@ -453,8 +456,8 @@ int main(int argc, char **argv)
 	dev = t_device();
 	t_primary(dev);
 	mod = t_module();
-	CHECK(cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-	CHECK(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
+	REQUIRE_CU(cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+	REQUIRE_CU(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
 
 	test_vadd_big();
 	test_saxpy();
@@ -466,8 +469,8 @@ int main(int argc, char **argv)
 	test_occupancy();
 	test_invalid();
 
-	CHECK(cuStreamDestroy(stream));
-	CHECK(cuModuleUnload(mod));
-	CHECK(cuDevicePrimaryCtxRelease(dev));
+	REQUIRE_CU(cuStreamDestroy(stream));
+	REQUIRE_CU(cuModuleUnload(mod));
+	REQUIRE_CU(cuDevicePrimaryCtxRelease(dev));
 	return t_finish();
 }

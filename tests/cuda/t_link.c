@@ -24,10 +24,10 @@ static void run_vadd(const void *image, const char *what)
 	CUmodule m;
 	CUfunction f;
 
-	CHECK(cuModuleLoadData(&m, image));
-	CHECK(cuModuleGetFunction(&f, m, "vadd"));
+	REQUIRE_CU(cuModuleLoadData(&m, image));
+	REQUIRE_CU(cuModuleGetFunction(&f, m, "vadd"));
 	t_run_vadd(f, &rng, what);
-	CHECK(cuModuleUnload(m));
+	REQUIRE_CU(cuModuleUnload(m));
 }
 
 int main(int argc, char **argv)
@@ -58,62 +58,62 @@ int main(int argc, char **argv)
 	vals[5] = (void *)(uintptr_t)3;
 	memset(info, 0x55, sizeof(info));
 	memset(error, 0x55, sizeof(error));
-	CHECK(cuLinkCreate(6, opts, vals, &st));
-	CHECK(cuLinkAddData(st, CU_JIT_INPUT_PTX, ptx, strlen(ptx) + 1, "kernels.ptx", 0, NULL, NULL));
-	CHECK(cuLinkComplete(st, &image, &size));
-	EXPECT(image && size > 0, "cuLinkComplete gave no image (%zu bytes)", size);
-	EXPECT((size_t)(uintptr_t)vals[1] <= sizeof(info), "info log size %zu past its buffer", (size_t)(uintptr_t)vals[1]);
-	EXPECT((size_t)(uintptr_t)vals[3] <= sizeof(error), "error log size %zu past its buffer",
-	       (size_t)(uintptr_t)vals[3]);
-	EXPECT((size_t)(uintptr_t)vals[1] == 0 || memchr(info, 0, sizeof(info)), "the info log is not terminated");
+	REQUIRE_CU(cuLinkCreate(6, opts, vals, &st));
+	REQUIRE_CU(cuLinkAddData(st, CU_JIT_INPUT_PTX, ptx, strlen(ptx) + 1, "kernels.ptx", 0, NULL, NULL));
+	REQUIRE_CU(cuLinkComplete(st, &image, &size));
+	CHECK(image && size > 0, "cuLinkComplete gave no image (%zu bytes)", size);
+	CHECK((size_t)(uintptr_t)vals[1] <= sizeof(info), "info log size %zu past its buffer", (size_t)(uintptr_t)vals[1]);
+	CHECK((size_t)(uintptr_t)vals[3] <= sizeof(error), "error log size %zu past its buffer",
+	      (size_t)(uintptr_t)vals[3]);
+	CHECK((size_t)(uintptr_t)vals[1] == 0 || memchr(info, 0, sizeof(info)), "the info log is not terminated");
 	memcpy(&wall, &vals[4], sizeof(wall));
-	EXPECT(wall >= 0 && wall < 600000, "wall time %f ms", (double)wall);
+	CHECK(wall >= 0 && wall < 600000, "wall time %f ms", (double)wall);
 	/* The image is the program's to read until cuLinkDestroy. */
 	copy = malloc(size);
 	if (!copy)
-		t_exit_failed();
+		check_stop();
 	memcpy(copy, image, size);
 	run_vadd(image, "vadd from the linked image");
-	EXPECT(!memcmp(copy, image, size), "the linked image changed before cuLinkDestroy");
-	CHECK(cuLinkDestroy(st));
+	CHECK(!memcmp(copy, image, size), "the linked image changed before cuLinkDestroy");
+	REQUIRE_CU(cuLinkDestroy(st));
 	run_vadd(copy, "vadd from a copy of the linked image");
 	free(copy);
 
 	/* From a file, with no options at all. */
 	fd = mkstemp(path);
 	if (fd < 0 || !(f = fdopen(fd, "w")) || fputs(ptx, f) < 0 || fclose(f) != 0) {
-		t_fail(__FILE__, __LINE__, "cannot write %s", path);
-		t_exit_failed();
+		check_fail(__FILE__, __LINE__, NULL, "cannot write %s", path);
+		check_stop();
 	}
-	CHECK(cuLinkCreate(0, NULL, NULL, &st2));
-	CHECK(cuLinkAddFile(st2, CU_JIT_INPUT_PTX, path, 0, NULL, NULL));
-	CHECK(cuLinkComplete(st2, &image, &size));
+	REQUIRE_CU(cuLinkCreate(0, NULL, NULL, &st2));
+	REQUIRE_CU(cuLinkAddFile(st2, CU_JIT_INPUT_PTX, path, 0, NULL, NULL));
+	REQUIRE_CU(cuLinkComplete(st2, &image, &size));
 	run_vadd(image, "vadd linked from a file");
-	CHECK(cuLinkDestroy(st2));
+	REQUIRE_CU(cuLinkDestroy(st2));
 	unlink(path);
 
 	/* Not PTX: refused, the error log says why, the link goes on. */
 	vals[1] = (void *)(uintptr_t)sizeof(info);
 	vals[3] = (void *)(uintptr_t)sizeof(error);
 	error[0] = 0;
-	CHECK(cuLinkCreate(6, opts, vals, &st));
+	REQUIRE_CU(cuLinkCreate(6, opts, vals, &st));
 	{
 		static const char junk[] = "this is not PTX at all\n";
 		CUresult r = cuLinkAddData(st, CU_JIT_INPUT_PTX, (void *)junk, sizeof(junk), "junk.ptx", 0, NULL, NULL);
 
-		EXPECT(r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_INVALID_IMAGE,
-		       "text that is not PTX: %s, want CUDA_ERROR_INVALID_PTX or CUDA_ERROR_INVALID_IMAGE", t_errname(r));
+		CHECK(r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_INVALID_IMAGE,
+		      "text that is not PTX: %s, want CUDA_ERROR_INVALID_PTX or CUDA_ERROR_INVALID_IMAGE", t_errname(r));
 	}
-	EXPECT((size_t)(uintptr_t)vals[3] > 1 && error[0], "the error log says nothing about the bad input");
-	CHECK(cuLinkAddData(st, CU_JIT_INPUT_PTX, ptx, strlen(ptx) + 1, "kernels.ptx", 0, NULL, NULL));
-	CHECK(cuLinkComplete(st, &image, &size));
+	CHECK((size_t)(uintptr_t)vals[3] > 1 && error[0], "the error log says nothing about the bad input");
+	REQUIRE_CU(cuLinkAddData(st, CU_JIT_INPUT_PTX, ptx, strlen(ptx) + 1, "kernels.ptx", 0, NULL, NULL));
+	REQUIRE_CU(cuLinkComplete(st, &image, &size));
 	run_vadd(image, "vadd linked after a refused input");
 	/* The driver (580) answers a missing file with INVALID_VALUE here. */
-	CHECK_ERR(cuLinkAddFile(st, CU_JIT_INPUT_PTX, "/nonexistent/t_link.ptx", 0, NULL, NULL),
-		  CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuLinkAddData(st, CU_JIT_INPUT_PTX, NULL, 10, "null", 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuLinkDestroy(st));
-	CHECK_ERR(cuLinkCreate(0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuLinkAddFile(st, CU_JIT_INPUT_PTX, "/nonexistent/t_link.ptx", 0, NULL, NULL),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuLinkAddData(st, CU_JIT_INPUT_PTX, NULL, 10, "null", 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuLinkDestroy(st));
+	CHECK_CU(cuLinkCreate(0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
 	free(ptx);
 	return t_finish();
 }

@@ -21,7 +21,7 @@ static int range_int(CUmem_range_attribute a, CUdeviceptr p, size_t bytes)
 {
 	int v = -100;
 
-	CHECK(cuMemRangeGetAttribute(&v, sizeof(v), a, p, bytes));
+	REQUIRE_CU(cuMemRangeGetAttribute(&v, sizeof(v), a, p, bytes));
 	return v;
 }
 
@@ -45,27 +45,27 @@ int main(int argc, char **argv)
 	rng = t_rng(7);
 	REQUIRE(in && want && back, "out of memory");
 	affine = t_func(t_module(), "affine_u32");
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 
 	/* What the driver refuses. */
-	CHECK_ERR(cuMemAllocManaged(&p, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuMemAllocManaged(&p, 4096, 0), CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST), CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuMemAllocManaged(NULL, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemAllocManaged(&p, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemAllocManaged(&p, 4096, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemAllocManaged(NULL, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
 
-	CHECK(cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL));
+	REQUIRE_CU(cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL));
 	REQUIRE(p != 0, "cuMemAllocManaged gave a null pointer");
 	m = (uint32_t *)(uintptr_t)p;
-	CHECK(cuMemAlloc(&d, bytes));
+	REQUIRE_CU(cuMemAlloc(&d, bytes));
 
 	/* What it is. */
-	CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p + 64));
-	EXPECT(managed == 1, "CU_POINTER_ATTRIBUTE_IS_MANAGED of managed memory is %u", managed);
-	CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d));
-	EXPECT(managed == 0, "CU_POINTER_ATTRIBUTE_IS_MANAGED of cuMemAlloc memory is %u", managed);
-	CHECK(cuMemGetAddressRange(&base, &size, p + 100));
-	EXPECT(base == p && size >= bytes, "address range of managed memory: %#llx + %zu", (unsigned long long)base,
-	       size);
+	REQUIRE_CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p + 64));
+	CHECK(managed == 1, "CU_POINTER_ATTRIBUTE_IS_MANAGED of managed memory is %u", managed);
+	REQUIRE_CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d));
+	CHECK(managed == 0, "CU_POINTER_ATTRIBUTE_IS_MANAGED of cuMemAlloc memory is %u", managed);
+	REQUIRE_CU(cuMemGetAddressRange(&base, &size, p + 100));
+	CHECK(base == p && size >= bytes, "address range of managed memory: %#llx + %zu", (unsigned long long)base,
+	      size);
 
 	/* The CPU's words, a kernel over them in place, the CPU reading its. */
 	for (int round = 0; round < 3; round++) {
@@ -76,92 +76,92 @@ int main(int argc, char **argv)
 		{
 			void *args[] = { &p, &mul, &add, &n };
 
-			CHECK(t_launch(affine, (WORDS + 255) / 256, 256, s, args));
+			REQUIRE_CU(t_launch(affine, (WORDS + 255) / 256, 256, s, args));
 		}
-		CHECK(cuStreamSynchronize(s));
+		REQUIRE_CU(cuStreamSynchronize(s));
 		for (int i = 0; i < WORDS; i++)
 			want[i] = in[i] * mul + add;
 		CMP_U32(m, want, WORDS, "the CPU reading a kernel's words in managed memory");
 	}
 
 	/* Copies and memsets take it as device memory. */
-	CHECK(cuMemcpyDtoH(back, p, bytes));
+	REQUIRE_CU(cuMemcpyDtoH(back, p, bytes));
 	CMP_U32(back, want, WORDS, "cuMemcpyDtoH from managed memory");
 	t_fill_u32(in, WORDS, &rng);
-	CHECK(cuMemcpyHtoD(p, in, bytes));
+	REQUIRE_CU(cuMemcpyHtoD(p, in, bytes));
 	CMP_U32(m, in, WORDS, "the CPU reading what cuMemcpyHtoD wrote to managed memory");
-	CHECK(cuMemcpyDtoD(d, p, bytes));
-	CHECK(cuMemsetD32(p, 0x5eed1234u, WORDS));
+	REQUIRE_CU(cuMemcpyDtoD(d, p, bytes));
+	REQUIRE_CU(cuMemsetD32(p, 0x5eed1234u, WORDS));
 	for (int i = 0; i < WORDS; i++)
 		want[i] = 0x5eed1234u;
 	CMP_U32(m, want, WORDS, "the CPU reading what cuMemsetD32 wrote to managed memory");
-	CHECK(cuMemcpyDtoH(back, d, bytes));
+	REQUIRE_CU(cuMemcpyDtoH(back, d, bytes));
 	CMP_U32(back, in, WORDS, "device memory copied from managed memory");
-	CHECK(cuMemcpyDtoDAsync(p, d, bytes, s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoDAsync(p, d, bytes, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 	CMP_U32(m, in, WORDS, "managed memory copied back from device memory");
 	/* cuMemcpy, which tells the direction from the pointers, either way. */
 	t_fill_u32(in, WORDS, &rng);
 	memcpy(m, in, bytes);
-	CHECK(cuMemsetD32(d, 0, WORDS));
-	CHECK(cuMemcpy(d, p, bytes));
-	CHECK(cuMemcpyDtoH(back, d, bytes));
+	REQUIRE_CU(cuMemsetD32(d, 0, WORDS));
+	REQUIRE_CU(cuMemcpy(d, p, bytes));
+	REQUIRE_CU(cuMemcpyDtoH(back, d, bytes));
 	CMP_U32(back, in, WORDS, "cuMemcpy from managed to device memory");
-	CHECK(cuMemsetD32(p, 0, WORDS));
-	CHECK(cuMemcpy(p, d, bytes));
+	REQUIRE_CU(cuMemsetD32(p, 0, WORDS));
+	REQUIRE_CU(cuMemcpy(p, d, bytes));
 	CMP_U32(m, in, WORDS, "cuMemcpy from device to managed memory");
-	CHECK(cuMemcpy((CUdeviceptr)(uintptr_t)back, p, bytes));
+	REQUIRE_CU(cuMemcpy((CUdeviceptr)(uintptr_t)back, p, bytes));
 	CMP_U32(back, in, WORDS, "cuMemcpy from managed to pageable memory");
 
 	/* Advice, and what the range attributes make of it. */
-	CHECK(cuMemAdvise(p, bytes, CU_MEM_ADVISE_SET_READ_MOSTLY, here));
-	EXPECT(range_int(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, bytes) == 1, "read-mostly after advising it");
-	CHECK(cuMemAdvise(p, bytes, CU_MEM_ADVISE_UNSET_READ_MOSTLY, here));
-	EXPECT(range_int(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, bytes) == 0, "read-mostly after unsetting it");
-	CHECK(cuMemAdvise(p, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, here));
-	EXPECT(range_int(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, p, bytes) == 0,
-	       "the preferred location after setting it to device 0");
-	CHECK(cuMemAdvise(p, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, here));
-	CHECK(cuMemRangeGetAttribute(accessed, sizeof(accessed), CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, p, bytes));
-	EXPECT(accessed[0] == 0 && accessed[1] == CU_DEVICE_INVALID, "accessed-by: %d %d", accessed[0], accessed[1]);
-	CHECK(cuMemAdvise(p, bytes, CU_MEM_ADVISE_UNSET_ACCESSED_BY, here));
-	CHECK(cuMemAdvise(p, bytes, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, here));
+	REQUIRE_CU(cuMemAdvise(p, bytes, CU_MEM_ADVISE_SET_READ_MOSTLY, here));
+	CHECK(range_int(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, bytes) == 1, "read-mostly after advising it");
+	REQUIRE_CU(cuMemAdvise(p, bytes, CU_MEM_ADVISE_UNSET_READ_MOSTLY, here));
+	CHECK(range_int(CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, bytes) == 0, "read-mostly after unsetting it");
+	REQUIRE_CU(cuMemAdvise(p, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, here));
+	CHECK(range_int(CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, p, bytes) == 0,
+	      "the preferred location after setting it to device 0");
+	REQUIRE_CU(cuMemAdvise(p, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, here));
+	REQUIRE_CU(cuMemRangeGetAttribute(accessed, sizeof(accessed), CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, p, bytes));
+	CHECK(accessed[0] == 0 && accessed[1] == CU_DEVICE_INVALID, "accessed-by: %d %d", accessed[0], accessed[1]);
+	REQUIRE_CU(cuMemAdvise(p, bytes, CU_MEM_ADVISE_UNSET_ACCESSED_BY, here));
+	REQUIRE_CU(cuMemAdvise(p, bytes, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, here));
 
 	/* Prefetches, each way: the data stays as it was. */
-	CHECK(cuMemPrefetchAsync(p, bytes, here, 0, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, p, bytes) == 0,
-	       "the last prefetch location after a prefetch to device 0");
-	CHECK(cuMemPrefetchAsync(p, bytes, host, 0, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, p, bytes) == CU_DEVICE_CPU,
-	       "the last prefetch location after a prefetch to the host");
+	REQUIRE_CU(cuMemPrefetchAsync(p, bytes, here, 0, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, p, bytes) == 0,
+	      "the last prefetch location after a prefetch to device 0");
+	REQUIRE_CU(cuMemPrefetchAsync(p, bytes, host, 0, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(range_int(CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, p, bytes) == CU_DEVICE_CPU,
+	      "the last prefetch location after a prefetch to the host");
 	CMP_U32(m, in, WORDS, "managed memory after prefetches");
 
 	/* Attached to one stream, then back to all. */
-	CHECK(cuStreamAttachMemAsync(s, p, 0, CU_MEM_ATTACH_SINGLE));
-	CHECK(cuStreamSynchronize(s));
-	CHECK(cuStreamAttachMemAsync(s, p, 0, CU_MEM_ATTACH_GLOBAL));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuStreamAttachMemAsync(s, p, 0, CU_MEM_ATTACH_SINGLE));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuStreamAttachMemAsync(s, p, 0, CU_MEM_ATTACH_GLOBAL));
+	REQUIRE_CU(cuStreamSynchronize(s));
 
 	/* Memory attached to the host at first: the CPU's own. */
-	CHECK(cuMemAllocManaged(&p2, 12345, CU_MEM_ATTACH_HOST));
+	REQUIRE_CU(cuMemAllocManaged(&p2, 12345, CU_MEM_ATTACH_HOST));
 	memset((void *)(uintptr_t)p2, 0xab, 12345);
-	EXPECT(((uint8_t *)(uintptr_t)p2)[12344] == 0xab, "host-attached managed memory keeps the CPU's writes");
-	CHECK(cuMemFree(p2));
+	CHECK(((uint8_t *)(uintptr_t)p2)[12344] == 0xab, "host-attached managed memory keeps the CPU's writes");
+	REQUIRE_CU(cuMemFree(p2));
 
-	CHECK_ERR(cuMemRangeGetAttribute(accessed, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, d, 4096),
-		  CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuMemRangeGetAttribute(accessed, 8, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, bytes),
-		  CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuMemAdvise(p, bytes, (CUmem_advise)99, here), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemRangeGetAttribute(accessed, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, d, 4096),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemRangeGetAttribute(accessed, 8, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, p, bytes),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemAdvise(p, bytes, (CUmem_advise)99, here), CUDA_ERROR_INVALID_VALUE);
 	/* cuStreamAttachMemAsync with no attach flag is not asked here: the
 	 * real driver (580) crashes on it, where openmps answers
 	 * CUDA_ERROR_INVALID_VALUE. */
-	CHECK_ERR(cuMemFree(p + 4096), CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuMemFree(p));
-	CHECK(cuMemFree(d));
-	CHECK(cuStreamDestroy(s));
+	CHECK_CU(cuMemFree(p + 4096), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuMemFree(p));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuStreamDestroy(s));
 	free(in);
 	free(want);
 	free(back);

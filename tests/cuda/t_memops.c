@@ -61,23 +61,23 @@ static void held_sync(CUstream s, uint32_t *word, CUdeviceptr mapped, CUdevicept
 
 	__atomic_store_n(word, 0, __ATOMIC_RELEASE);
 	*out = 0;
-	CHECK(cuStreamWaitValue32(s, mapped, 1, CU_STREAM_WAIT_VALUE_GEQ));
-	CHECK(cuMemcpyDtoHAsync(out, d, 4, s));
+	REQUIRE_CU(cuStreamWaitValue32(s, mapped, 1, CU_STREAM_WAIT_VALUE_GEQ));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out, d, 4, s));
 	if (event) {
-		CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-		CHECK(cuEventRecord(ev, s));
+		REQUIRE_CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+		REQUIRE_CU(cuEventRecord(ev, s));
 	}
 	REQUIRE(pthread_create(&t, NULL, release_later, &rel) == 0, "pthread_create");
-	CHECK(event ? cuEventSynchronize(ev) : cuStreamSynchronize(s));
+	REQUIRE_CU(event ? cuEventSynchronize(ev) : cuStreamSynchronize(s));
 	back = now_ns();
 	pthread_join(t, NULL);
-	EXPECT(rel.at_ns && back >= rel.at_ns, "a %s synchronize returned before the stream was let go",
-	       event ? "event" : "stream");
-	EXPECT(back - rel.at_ns < 40ull * 1000 * 1000, "a %s synchronize returned %.1f ms after the stream was let go",
-	       event ? "event" : "stream", (double)(back - rel.at_ns) / 1e6);
-	EXPECT(*out == 9, "the copy behind the wait: %u", *out);
+	CHECK(rel.at_ns && back >= rel.at_ns, "a %s synchronize returned before the stream was let go",
+	      event ? "event" : "stream");
+	CHECK(back - rel.at_ns < 40ull * 1000 * 1000, "a %s synchronize returned %.1f ms after the stream was let go",
+	      event ? "event" : "stream", (double)(back - rel.at_ns) / 1e6);
+	CHECK(*out == 9, "the copy behind the wait: %u", *out);
 	if (ev)
-		CHECK(cuEventDestroy(ev));
+		REQUIRE_CU(cuEventDestroy(ev));
 }
 
 /* Holds s behind a wait for *word, then copies `n` bytes of pageable
@@ -93,15 +93,15 @@ static void held_copy(CUstream s, uint32_t *word, CUdeviceptr mapped, CUdevicept
 	REQUIRE(src && back, "out of memory");
 	t_fill_u32(src, n / 4, &rng);
 	__atomic_store_n(word, 0, __ATOMIC_RELEASE);
-	CHECK(cuStreamWaitValue32(s, mapped, 1, CU_STREAM_WAIT_VALUE_GEQ));
+	REQUIRE_CU(cuStreamWaitValue32(s, mapped, 1, CU_STREAM_WAIT_VALUE_GEQ));
 	REQUIRE(pthread_create(&t, NULL, release_later, &rel) == 0, "pthread_create");
-	CHECK(cuMemcpyHtoDAsync(dst, src, n, s));
+	REQUIRE_CU(cuMemcpyHtoDAsync(dst, src, n, s));
 	done = now_ns();
 	pthread_join(t, NULL);
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(rel.at_ns && done >= rel.at_ns, "a pageable copy behind a held stream returned before the release");
-	CHECK(cuMemcpyDtoH(back, dst, n));
-	EXPECT(memcmp(src, back, n) == 0, "a pageable copy behind a held stream: the bytes differ");
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(rel.at_ns && done >= rel.at_ns, "a pageable copy behind a held stream returned before the release");
+	REQUIRE_CU(cuMemcpyDtoH(back, dst, n));
+	CHECK(memcmp(src, back, n) == 0, "a pageable copy behind a held stream: the bytes differ");
 	free(src);
 	free(back);
 }
@@ -119,58 +119,58 @@ int main(int argc, char **argv)
 	t_init(argc, argv);
 	t_primary(t_device());
 	spin = t_func(t_module(), "spin_then_store");
-	CHECK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-	CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-	CHECK(cuMemAlloc(&d, 64));
-	CHECK(cuMemsetD32(d, 0, 16));
-	CHECK(cuMemAllocHost((void **)&host, 64));
+	REQUIRE_CU(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuMemAlloc(&d, 64));
+	REQUIRE_CU(cuMemsetD32(d, 0, 16));
+	REQUIRE_CU(cuMemAllocHost((void **)&host, 64));
 	memset(host, 0, 64);
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuCtxSynchronize());
 
 	/* 32-bit, GEQ: s2 waits for s1's write, which follows the kernel. */
-	CHECK(cuStreamWaitValue32(s2, d, 7, CU_STREAM_WAIT_VALUE_GEQ));
-	CHECK(cuMemcpyDtoHAsync(&host[8], d + 32, 4, s2));   /* pinned: a pageable one would wait here */
+	REQUIRE_CU(cuStreamWaitValue32(s2, d, 7, CU_STREAM_WAIT_VALUE_GEQ));
+	REQUIRE_CU(cuMemcpyDtoHAsync(&host[8], d + 32, 4, s2));   /* pinned: a pageable one would wait here */
 	{
 		CUdeviceptr f = d + 32;
 		void *args[] = { &cycles, &f, &flag };
 
-		CHECK(t_launch(spin, 1, 1, s1, args));
+		REQUIRE_CU(t_launch(spin, 1, 1, s1, args));
 	}
-	CHECK(cuStreamWriteValue32(s1, d, 9, 0));
-	CHECK(cuStreamSynchronize(s2));
-	EXPECT(host[8] == FLAG, "the work after a 32-bit wait ran before the write it waited for (%#x)", host[8]);
+	REQUIRE_CU(cuStreamWriteValue32(s1, d, 9, 0));
+	REQUIRE_CU(cuStreamSynchronize(s2));
+	CHECK(host[8] == FLAG, "the work after a 32-bit wait ran before the write it waited for (%#x)", host[8]);
 
 	/* 64-bit, EQ. */
-	CHECK(cuMemsetD32(d + 32, 0, 2));
-	CHECK(cuCtxSynchronize());
-	CHECK(cuStreamWaitValue64(s2, d + 8, big, CU_STREAM_WAIT_VALUE_EQ));
-	CHECK(cuMemcpyDtoHAsync(&host[9], d + 32, 4, s2));
+	REQUIRE_CU(cuMemsetD32(d + 32, 0, 2));
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(cuStreamWaitValue64(s2, d + 8, big, CU_STREAM_WAIT_VALUE_EQ));
+	REQUIRE_CU(cuMemcpyDtoHAsync(&host[9], d + 32, 4, s2));
 	{
 		CUdeviceptr f = d + 32;
 		void *args[] = { &cycles, &f, &flag };
 
-		CHECK(t_launch(spin, 1, 1, s1, args));
+		REQUIRE_CU(t_launch(spin, 1, 1, s1, args));
 	}
-	CHECK(cuStreamWriteValue64(s1, d + 8, big, 0));
-	CHECK(cuStreamSynchronize(s2));
-	EXPECT(host[9] == FLAG, "the work after a 64-bit wait ran before the write it waited for (%#x)", host[9]);
+	REQUIRE_CU(cuStreamWriteValue64(s1, d + 8, big, 0));
+	REQUIRE_CU(cuStreamSynchronize(s2));
+	CHECK(host[9] == FLAG, "the work after a 64-bit wait ran before the write it waited for (%#x)", host[9]);
 	{
 		uint64_t back = 0;
 
-		CHECK(cuMemcpyDtoH(&back, d + 8, 8));
-		EXPECT(back == big, "a 64-bit write left %#llx", (unsigned long long)back);
+		REQUIRE_CU(cuMemcpyDtoH(&back, d + 8, 8));
+		CHECK(back == big, "a 64-bit write left %#llx", (unsigned long long)back);
 	}
 
 	/* A word in pinned host memory, written by the program. */
-	CHECK(cuMemHostGetDevicePointer(&mapped, host, 0));
-	CHECK(cuStreamWaitValue32(s2, mapped, 5, CU_STREAM_WAIT_VALUE_EQ));
-	CHECK(cuStreamWriteValue32(s2, mapped + 4, 11, 0));
+	REQUIRE_CU(cuMemHostGetDevicePointer(&mapped, host, 0));
+	REQUIRE_CU(cuStreamWaitValue32(s2, mapped, 5, CU_STREAM_WAIT_VALUE_EQ));
+	REQUIRE_CU(cuStreamWriteValue32(s2, mapped + 4, 11, 0));
 	nanosleep(&nap, NULL);
-	EXPECT(__atomic_load_n(&host[1], __ATOMIC_ACQUIRE) == 0, "the write after a wait on host memory ran first");
+	CHECK(__atomic_load_n(&host[1], __ATOMIC_ACQUIRE) == 0, "the write after a wait on host memory ran first");
 	__atomic_store_n(&host[0], 5, __ATOMIC_RELEASE);
-	CHECK(cuStreamSynchronize(s2));
-	EXPECT(__atomic_load_n(&host[1], __ATOMIC_ACQUIRE) == 11, "the write after a wait on host memory: %u",
-	       host[1]);
+	REQUIRE_CU(cuStreamSynchronize(s2));
+	CHECK(__atomic_load_n(&host[1], __ATOMIC_ACQUIRE) == 11, "the write after a wait on host memory: %u",
+	      host[1]);
 
 	/* A batch: wait for a word the program writes, then write two. */
 	{
@@ -188,14 +188,14 @@ int main(int argc, char **argv)
 		ops[2].writeValue.address = mapped + 16;
 		ops[2].writeValue.value64 = big;
 		__atomic_store_n(&host[2], 0, __ATOMIC_RELEASE);
-		CHECK(cuStreamBatchMemOp(s2, 3, ops, 0));
+		REQUIRE_CU(cuStreamBatchMemOp(s2, 3, ops, 0));
 		nanosleep(&nap, NULL);
-		EXPECT(__atomic_load_n(&host[3], __ATOMIC_ACQUIRE) == 0, "a batch's write ran before its wait");
+		CHECK(__atomic_load_n(&host[3], __ATOMIC_ACQUIRE) == 0, "a batch's write ran before its wait");
 		__atomic_store_n(&host[2], 3, __ATOMIC_RELEASE);
-		CHECK(cuStreamSynchronize(s2));
-		EXPECT(__atomic_load_n(&host[3], __ATOMIC_ACQUIRE) == 21 &&
-		       __atomic_load_n((uint64_t *)&host[4], __ATOMIC_ACQUIRE) == big,
-		       "a batch's writes: %u and %#llx", host[3], (unsigned long long)*(uint64_t *)&host[4]);
+		REQUIRE_CU(cuStreamSynchronize(s2));
+		CHECK(__atomic_load_n(&host[3], __ATOMIC_ACQUIRE) == 21 &&
+		      __atomic_load_n((uint64_t *)&host[4], __ATOMIC_ACQUIRE) == big,
+		      "a batch's writes: %u and %#llx", host[3], (unsigned long long)*(uint64_t *)&host[4]);
 	}
 
 	/* A long synchronize, released by another thread. d's first word is
@@ -206,14 +206,14 @@ int main(int argc, char **argv)
 		const size_t n = 18u << 20;   /* just past openmps's 16 MiB of staging */
 		CUdeviceptr big_d;
 
-		CHECK(cuMemAlloc(&big_d, n));
+		REQUIRE_CU(cuMemAlloc(&big_d, n));
 		held_copy(s2, &host[6], mapped + 24, big_d, n);
-		CHECK(cuMemFree(big_d));
+		REQUIRE_CU(cuMemFree(big_d));
 	}
 
-	CHECK(cuMemFreeHost(host));
-	CHECK(cuMemFree(d));
-	CHECK(cuStreamDestroy(s1));
-	CHECK(cuStreamDestroy(s2));
+	REQUIRE_CU(cuMemFreeHost(host));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuStreamDestroy(s1));
+	REQUIRE_CU(cuStreamDestroy(s2));
 	return t_finish();
 }

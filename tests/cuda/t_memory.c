@@ -45,18 +45,18 @@ static void test_alloc(void)
 	unsigned char *host;
 	int stack_var = 1;
 
-	CHECK_ERR(cuMemAlloc(&dp, 0), CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuMemAlloc(NULL, 16), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemAlloc(&dp, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemAlloc(NULL, 16), CUDA_ERROR_INVALID_VALUE);
 
 	for (int i = 0; i < 4; i++) {
 		d[i] = 0;
-		CHECK(cuMemAlloc(&d[i], sizes[i]));
-		EXPECT(d[i] != 0, "cuMemAlloc(%zu) gave a NULL pointer", sizes[i]);
-		EXPECT(d[i] % 256 == 0, "cuMemAlloc(%zu) gave 0x%llx, not 256-byte aligned", sizes[i],
-		       (unsigned long long)d[i]);
+		REQUIRE_CU(cuMemAlloc(&d[i], sizes[i]));
+		CHECK(d[i] != 0, "cuMemAlloc(%zu) gave a NULL pointer", sizes[i]);
+		CHECK(d[i] % 256 == 0, "cuMemAlloc(%zu) gave 0x%llx, not 256-byte aligned", sizes[i],
+		      (unsigned long long)d[i]);
 		for (int j = 0; j < i; j++)
-			EXPECT(d[i] >= d[j] + sizes[j] || d[j] >= d[i] + sizes[i],
-			       "allocations %d and %d overlap", j, i);
+			CHECK(d[i] >= d[j] + sizes[j] || d[j] >= d[i] + sizes[i],
+			      "allocations %d and %d overlap", j, i);
 	}
 	for (int i = 0; i < 4; i++) {
 		CUdeviceptr probes[3] = { d[i], d[i] + sizes[i] / 2, d[i] + sizes[i] - 1 };
@@ -64,19 +64,19 @@ static void test_alloc(void)
 		for (int k = 0; k < 3; k++) {
 			base = 0;
 			size = 0;
-			CHECK(cuMemGetAddressRange(&base, &size, probes[k]));
-			EXPECT(base == d[i], "range of 0x%llx: base 0x%llx, expected 0x%llx",
-			       (unsigned long long)probes[k], (unsigned long long)base, (unsigned long long)d[i]);
-			EXPECT(size >= sizes[i] && size <= sizes[i] + 2 * MiB, "range of a %zu-byte allocation: %zu bytes",
-			       sizes[i], size);
+			REQUIRE_CU(cuMemGetAddressRange(&base, &size, probes[k]));
+			CHECK(base == d[i], "range of 0x%llx: base 0x%llx, expected 0x%llx",
+			      (unsigned long long)probes[k], (unsigned long long)base, (unsigned long long)d[i]);
+			CHECK(size >= sizes[i] && size <= sizes[i] + 2 * MiB, "range of a %zu-byte allocation: %zu bytes",
+			      sizes[i], size);
 		}
 		/* Either output may be NULL. */
 		base = 0;
-		CHECK(cuMemGetAddressRange(&base, NULL, d[i] + sizes[i] / 3));
-		EXPECT(base == d[i], "range base with NULL size: 0x%llx", (unsigned long long)base);
+		REQUIRE_CU(cuMemGetAddressRange(&base, NULL, d[i] + sizes[i] / 3));
+		CHECK(base == d[i], "range base with NULL size: 0x%llx", (unsigned long long)base);
 		size = 0;
-		CHECK(cuMemGetAddressRange(NULL, &size, d[i]));
-		EXPECT(size >= sizes[i], "range size with NULL base: %zu", size);
+		REQUIRE_CU(cuMemGetAddressRange(NULL, &size, d[i]));
+		CHECK(size >= sizes[i], "range size with NULL base: %zu", size);
 	}
 	/* A host stack address is no allocation. The documentation lists
 	 * NOT_FOUND and INVALID_VALUE; either is accepted, success is not. */
@@ -84,29 +84,29 @@ static void test_alloc(void)
 	{
 		CUresult r = cuMemGetAddressRange(&base, &size, bogus);
 
-		EXPECT(r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_INVALID_VALUE,
-		       "cuMemGetAddressRange on a stack address -> %s", t_errname(r));
+		CHECK(r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_INVALID_VALUE,
+		      "cuMemGetAddressRange on a stack address -> %s", t_errname(r));
 	}
 	for (int i = 0; i < 4; i++)
-		CHECK(cuMemFree(d[i]));
+		REQUIRE_CU(cuMemFree(d[i]));
 
 	/* Pitched: rows of 1000 bytes, 33 of them, 4-byte elements. */
-	CHECK(cuMemAllocPitch(&dp, &pitch, 1000, 33, 4));
-	EXPECT(pitch >= 1000 && pitch <= 1000 + 4096, "pitch %zu for 1000-byte rows", pitch);
-	EXPECT(pitch % 4 == 0, "pitch %zu is not a multiple of the element size", pitch);
-	EXPECT(dp % 256 == 0, "pitched allocation 0x%llx is not 256-byte aligned", (unsigned long long)dp);
+	REQUIRE_CU(cuMemAllocPitch(&dp, &pitch, 1000, 33, 4));
+	CHECK(pitch >= 1000 && pitch <= 1000 + 4096, "pitch %zu for 1000-byte rows", pitch);
+	CHECK(pitch % 4 == 0, "pitch %zu is not a multiple of the element size", pitch);
+	CHECK(dp % 256 == 0, "pitched allocation 0x%llx is not 256-byte aligned", (unsigned long long)dp);
 	base = 0;
 	size = 0;
-	CHECK(cuMemGetAddressRange(&base, &size, dp + pitch * 32 + 999));
-	EXPECT(base == dp && size >= pitch * 33, "range of the last pitched row: base 0x%llx size %zu",
-	       (unsigned long long)base, size);
+	REQUIRE_CU(cuMemGetAddressRange(&base, &size, dp + pitch * 32 + 999));
+	CHECK(base == dp && size >= pitch * 33, "range of the last pitched row: base 0x%llx size %zu",
+	      (unsigned long long)base, size);
 	host = xmalloc(pitch * 33);
 	memset(host, 0, pitch * 33);
-	CHECK(cuMemsetD8(dp, 0x6b, pitch * 33));
-	CHECK(cuMemcpyDtoH(host, dp, pitch * 33));
-	EXPECT_FILL(host, pitch * 33, 0x6b, "pitched allocation after memset");
+	REQUIRE_CU(cuMemsetD8(dp, 0x6b, pitch * 33));
+	REQUIRE_CU(cuMemcpyDtoH(host, dp, pitch * 33));
+	CHECK_FILL(host, pitch * 33, 0x6b, "pitched allocation after memset");
 	free(host);
-	CHECK(cuMemFree(dp));
+	REQUIRE_CU(cuMemFree(dp));
 }
 
 static void test_meminfo(CUdevice dev)
@@ -115,31 +115,31 @@ static void test_meminfo(CUdevice dev)
 	size_t free0 = 0, total = 0, free1 = 0, free2 = 0, devtotal = 0, t = 0;
 	CUdeviceptr d;
 
-	CHECK(cuDeviceTotalMem(&devtotal, dev));
-	CHECK(cuMemGetInfo(&free0, &total));
-	EXPECT(total > 0 && total <= devtotal, "cuMemGetInfo total %zu, device total %zu", total, devtotal);
-	EXPECT(free0 > 0 && free0 <= total, "cuMemGetInfo free %zu of %zu", free0, total);
+	REQUIRE_CU(cuDeviceTotalMem(&devtotal, dev));
+	REQUIRE_CU(cuMemGetInfo(&free0, &total));
+	CHECK(total > 0 && total <= devtotal, "cuMemGetInfo total %zu, device total %zu", total, devtotal);
+	CHECK(free0 > 0 && free0 <= total, "cuMemGetInfo free %zu of %zu", free0, total);
 	if (free0 < 2 * big) {
 		printf("  (only %zu MiB free: skipping the cuMemGetInfo accounting check)\n", free0 / MiB);
 		return;
 	}
-	CHECK(cuMemAlloc(&d, big));
-	CHECK(cuMemsetD8(d, 0x11, big));        /* touch it: backing must exist */
-	CHECK(cuCtxSynchronize());
-	CHECK(cuMemGetInfo(&free1, &t));
-	EXPECT(t == total, "total changed from %zu to %zu", total, t);
-	EXPECT(free1 < free0, "free memory did not drop: %zu then %zu", free0, free1);
+	REQUIRE_CU(cuMemAlloc(&d, big));
+	REQUIRE_CU(cuMemsetD8(d, 0x11, big));        /* touch it: backing must exist */
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(cuMemGetInfo(&free1, &t));
+	CHECK(t == total, "total changed from %zu to %zu", total, t);
+	CHECK(free1 < free0, "free memory did not drop: %zu then %zu", free0, free1);
 	if (free1 < free0) {
 		size_t drop = free0 - free1;
 
 		printf("  allocating %zu MiB dropped free memory by %.1f MiB\n", big / MiB, (double)drop / (double)MiB);
-		EXPECT(drop >= big - 4 * MiB && drop <= big + 64 * MiB,
-		       "allocating %zu MiB dropped free memory by %zu bytes", big / MiB, drop);
+		CHECK(drop >= big - 4 * MiB && drop <= big + 64 * MiB,
+		      "allocating %zu MiB dropped free memory by %zu bytes", big / MiB, drop);
 	}
-	CHECK(cuMemFree(d));
-	CHECK(cuMemGetInfo(&free2, &t));
-	EXPECT(free2 > free1 && free2 - free1 >= big - 64 * MiB,
-	       "freeing %zu MiB raised free memory from %zu to %zu", big / MiB, free1, free2);
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuMemGetInfo(&free2, &t));
+	CHECK(free2 > free1 && free2 - free1 >= big - 64 * MiB,
+	      "freeing %zu MiB raised free memory from %zu to %zu", big / MiB, free1, free2);
 }
 
 static void check_host_alloc(unsigned int flags, const char *what)
@@ -149,23 +149,23 @@ static void check_host_alloc(unsigned int flags, const char *what)
 	unsigned int got = 0;
 	CUdeviceptr d;
 
-	CHECK(cuMemHostAlloc((void **)&h, n, flags));
+	REQUIRE_CU(cuMemHostAlloc((void **)&h, n, flags));
 	REQUIRE(h != NULL, "cuMemHostAlloc(%s) gave NULL", what);
-	CHECK(cuMemHostGetFlags(&got, h));
-	EXPECT((got & flags) == flags, "cuMemHostGetFlags on %s memory gave 0x%x", what, got);
+	REQUIRE_CU(cuMemHostGetFlags(&got, h));
+	CHECK((got & flags) == flags, "cuMemHostGetFlags on %s memory gave 0x%x", what, got);
 	t_fill_bytes(src, n, &rng);
 	memcpy(h, src, n);
 	memset(back, 0xc3, n);
-	CHECK(cuMemAlloc(&d, n));
-	CHECK(cuMemsetD8(d, 0xa5, n));
-	CHECK(cuMemcpyHtoD(d, h, n));
+	REQUIRE_CU(cuMemAlloc(&d, n));
+	REQUIRE_CU(cuMemsetD8(d, 0xa5, n));
+	REQUIRE_CU(cuMemcpyHtoD(d, h, n));
 	memset(h, 0x3c, n);
-	CHECK(cuMemcpyDtoH(h, d, n));
-	CHECK(cuMemcpyDtoH(back, d, n));
+	REQUIRE_CU(cuMemcpyDtoH(h, d, n));
+	REQUIRE_CU(cuMemcpyDtoH(back, d, n));
 	CMP_BYTES(back, src, n, what);
 	CMP_BYTES(h, src, n, what);
-	CHECK(cuMemFree(d));
-	CHECK(cuMemFreeHost(h));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuMemFreeHost(h));
 	free(src);
 	free(back);
 }
@@ -181,43 +181,43 @@ static void test_zero_copy(void)
 	int nn = n;
 	unsigned grid = (unsigned)((n + 255) / 256);
 
-	CHECK(cuMemHostAlloc((void **)&hp, n * sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP));
-	CHECK(cuMemHostGetDevicePointer(&dp, hp, 0));
-	EXPECT(dp != 0, "cuMemHostGetDevicePointer gave NULL");
+	REQUIRE_CU(cuMemHostAlloc((void **)&hp, n * sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP));
+	REQUIRE_CU(cuMemHostGetDevicePointer(&dp, hp, 0));
+	CHECK(dp != 0, "cuMemHostGetDevicePointer gave NULL");
 	memset(hp, 0xee, n * sizeof(uint32_t));
 	{
 		void *args[] = { &dp, &base, &nn };
 
-		CHECK(t_launch(iota, grid, 256, 0, args));
+		REQUIRE_CU(t_launch(iota, grid, 256, 0, args));
 	}
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuCtxSynchronize());
 	for (int i = 0; i < n; i++)
 		want[i] = base + (uint32_t)i;
 	CMP_U32(hp, want, (size_t)n, "iota_u32 written into pinned host memory");
 
-	CHECK(cuMemHostAlloc((void **)&ha, n * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-	CHECK(cuMemHostAlloc((void **)&hb, n * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP));
+	REQUIRE_CU(cuMemHostAlloc((void **)&ha, n * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+	REQUIRE_CU(cuMemHostAlloc((void **)&hb, n * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP));
 	t_fill_f32(ha, (size_t)n, &rng);
 	t_fill_f32(hb, (size_t)n, &rng);
 	for (int i = 0; i < n; i++)
 		ref[i] = ha[i] + hb[i];
-	CHECK(cuMemHostGetDevicePointer(&da, ha, 0));
-	CHECK(cuMemHostGetDevicePointer(&db, hb, 0));
-	CHECK(cuMemAlloc(&dc, n * sizeof(float)));
-	CHECK(cuMemsetD32(dc, 0x7fc00001u, (size_t)n));    /* a NaN: never equals a sum */
+	REQUIRE_CU(cuMemHostGetDevicePointer(&da, ha, 0));
+	REQUIRE_CU(cuMemHostGetDevicePointer(&db, hb, 0));
+	REQUIRE_CU(cuMemAlloc(&dc, n * sizeof(float)));
+	REQUIRE_CU(cuMemsetD32(dc, 0x7fc00001u, (size_t)n));    /* a NaN: never equals a sum */
 	{
 		void *args[] = { &da, &db, &dc, &nn };
 
-		CHECK(t_launch(vadd, grid, 256, stream, args));
+		REQUIRE_CU(t_launch(vadd, grid, 256, stream, args));
 	}
-	CHECK(cuStreamSynchronize(stream));
-	CHECK(cuMemcpyDtoH(c, dc, n * sizeof(float)));
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpyDtoH(c, dc, n * sizeof(float)));
 	CMP_F32(c, ref, (size_t)n, 0.0f, 0.0f, "vadd reading pinned host memory");
 
-	CHECK(cuMemFree(dc));
-	CHECK(cuMemFreeHost(ha));
-	CHECK(cuMemFreeHost(hb));
-	CHECK(cuMemFreeHost(hp));
+	REQUIRE_CU(cuMemFree(dc));
+	REQUIRE_CU(cuMemFreeHost(ha));
+	REQUIRE_CU(cuMemFreeHost(hb));
+	REQUIRE_CU(cuMemFreeHost(hp));
 	free(want);
 	free(c);
 	free(ref);
@@ -230,17 +230,17 @@ static void test_host_memory(void)
 	int local = 0;
 	CUresult r;
 
-	CHECK(cuMemAllocHost(&h, 4 * MiB + 3));
+	REQUIRE_CU(cuMemAllocHost(&h, 4 * MiB + 3));
 	REQUIRE(h != NULL, "cuMemAllocHost gave NULL");
 	memset(h, 0x42, 4 * MiB + 3);          /* it must be writable host memory */
-	CHECK(cuMemHostGetDevicePointer(&dptr, h, 0));
-	CHECK(cuMemHostGetDevicePointer(&dptr2, (char *)h + 4096, 0));
-	EXPECT(dptr2 == dptr + 4096, "device pointer of an interior host address: 0x%llx, expected 0x%llx",
-	       (unsigned long long)dptr2, (unsigned long long)(dptr + 4096));
-	CHECK(cuMemFreeHost(h));
+	REQUIRE_CU(cuMemHostGetDevicePointer(&dptr, h, 0));
+	REQUIRE_CU(cuMemHostGetDevicePointer(&dptr2, (char *)h + 4096, 0));
+	CHECK(dptr2 == dptr + 4096, "device pointer of an interior host address: 0x%llx, expected 0x%llx",
+	      (unsigned long long)dptr2, (unsigned long long)(dptr + 4096));
+	REQUIRE_CU(cuMemFreeHost(h));
 
 	r = cuMemHostGetDevicePointer(&dptr, &local, 0);
-	EXPECT(r != CUDA_SUCCESS, "cuMemHostGetDevicePointer on a stack address succeeded");
+	CHECK(r != CUDA_SUCCESS, "cuMemHostGetDevicePointer on a stack address succeeded");
 
 	check_host_alloc(0, "cuMemHostAlloc(0)");
 	check_host_alloc(CU_MEMHOSTALLOC_PORTABLE, "cuMemHostAlloc(PORTABLE)");
@@ -265,26 +265,26 @@ static void test_pointer_attributes(void)
 	};
 	void *data[3];
 
-	CHECK(cuMemAlloc(&d, MiB));
-	CHECK(cuMemAlloc(&d2, 4096));
-	CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 100));
-	EXPECT(type == CU_MEMORYTYPE_DEVICE, "memory type of device memory: %u", type);
-	CHECK(cuPointerGetAttribute(&got_ctx, CU_POINTER_ATTRIBUTE_CONTEXT, d));
-	EXPECT(got_ctx == ctx, "context of device memory: %p, expected %p", (void *)got_ctx, (void *)ctx);
-	CHECK(cuPointerGetAttribute(&got_dptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, d + 100));
-	EXPECT(got_dptr == d + 100, "device pointer of device memory: 0x%llx", (unsigned long long)got_dptr);
-	CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d));
-	EXPECT(ordinal == 0, "device ordinal of device memory: %d", ordinal);
-	CHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 12345));
-	EXPECT(start == d, "range start of an interior pointer: 0x%llx, expected 0x%llx",
-	       (unsigned long long)start, (unsigned long long)d);
-	CHECK(cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 12345));
-	EXPECT(range >= MiB, "range size of a 1 MiB allocation: %zu", range);
-	CHECK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d));
-	EXPECT(managed == 0, "cuMemAlloc memory reported as managed (%u)", managed);
-	CHECK(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, d));
-	CHECK(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, d2));
-	EXPECT(id1 != id2, "two allocations share buffer id %llu", id1);
+	REQUIRE_CU(cuMemAlloc(&d, MiB));
+	REQUIRE_CU(cuMemAlloc(&d2, 4096));
+	REQUIRE_CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 100));
+	CHECK(type == CU_MEMORYTYPE_DEVICE, "memory type of device memory: %u", type);
+	REQUIRE_CU(cuPointerGetAttribute(&got_ctx, CU_POINTER_ATTRIBUTE_CONTEXT, d));
+	CHECK(got_ctx == ctx, "context of device memory: %p, expected %p", (void *)got_ctx, (void *)ctx);
+	REQUIRE_CU(cuPointerGetAttribute(&got_dptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, d + 100));
+	CHECK(got_dptr == d + 100, "device pointer of device memory: 0x%llx", (unsigned long long)got_dptr);
+	REQUIRE_CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d));
+	CHECK(ordinal == 0, "device ordinal of device memory: %d", ordinal);
+	REQUIRE_CU(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 12345));
+	CHECK(start == d, "range start of an interior pointer: 0x%llx, expected 0x%llx",
+	      (unsigned long long)start, (unsigned long long)d);
+	REQUIRE_CU(cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 12345));
+	CHECK(range >= MiB, "range size of a 1 MiB allocation: %zu", range);
+	REQUIRE_CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d));
+	CHECK(managed == 0, "cuMemAlloc memory reported as managed (%u)", managed);
+	REQUIRE_CU(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, d));
+	REQUIRE_CU(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, d2));
+	CHECK(id1 != id2, "two allocations share buffer id %llu", id1);
 
 	/* The same through cuPointerGetAttributes. */
 	type = 0;
@@ -293,45 +293,46 @@ static void test_pointer_attributes(void)
 	data[0] = &type;
 	data[1] = &got_ctx;
 	data[2] = &got_dptr;
-	CHECK(cuPointerGetAttributes(3, attrs, data, d2 + 8));
-	EXPECT(type == CU_MEMORYTYPE_DEVICE && got_ctx == ctx && got_dptr == d2 + 8,
-	       "cuPointerGetAttributes on device memory: type %u ctx %p dptr 0x%llx", type, (void *)got_ctx,
-	       (unsigned long long)got_dptr);
+	REQUIRE_CU(cuPointerGetAttributes(3, attrs, data, d2 + 8));
+	CHECK(type == CU_MEMORYTYPE_DEVICE && got_ctx == ctx && got_dptr == d2 + 8,
+	      "cuPointerGetAttributes on device memory: type %u ctx %p dptr 0x%llx", type, (void *)got_ctx,
+	      (unsigned long long)got_dptr);
 
 	/* Pinned host memory. */
-	CHECK(cuMemAllocHost(&h, 64 * 1024));
-	CHECK(cuPointerGetAttribute(&type2, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h));
-	EXPECT(type2 == CU_MEMORYTYPE_HOST, "memory type of pinned host memory: %u", type2);
-	CHECK(cuPointerGetAttribute(&got_hptr, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(uintptr_t)h + 5));
-	EXPECT(got_hptr == (char *)h + 5, "host pointer of pinned memory: %p, expected %p", got_hptr, (void *)((char *)h + 5));
+	REQUIRE_CU(cuMemAllocHost(&h, 64 * 1024));
+	REQUIRE_CU(cuPointerGetAttribute(&type2, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h));
+	CHECK(type2 == CU_MEMORYTYPE_HOST, "memory type of pinned host memory: %u", type2);
+	REQUIRE_CU(cuPointerGetAttribute(&got_hptr, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(uintptr_t)h + 5));
+	CHECK(got_hptr == (char *)h + 5, "host pointer of pinned memory: %p, expected %p", got_hptr,
+	      (void *)((char *)h + 5));
 	got_ctx = NULL;
-	CHECK(cuPointerGetAttribute(&got_ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)(uintptr_t)h));
-	EXPECT(got_ctx == ctx, "context of pinned memory: %p, expected %p", (void *)got_ctx, (void *)ctx);
+	REQUIRE_CU(cuPointerGetAttribute(&got_ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)(uintptr_t)h));
+	CHECK(got_ctx == ctx, "context of pinned memory: %p, expected %p", (void *)got_ctx, (void *)ctx);
 	got_dptr = 0;
-	CHECK(cuPointerGetAttribute(&got_dptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (CUdeviceptr)(uintptr_t)h));
+	REQUIRE_CU(cuPointerGetAttribute(&got_dptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (CUdeviceptr)(uintptr_t)h));
 	{
 		CUdeviceptr mapped = 0;
 
-		CHECK(cuMemHostGetDevicePointer(&mapped, h, 0));
-		EXPECT(got_dptr == mapped, "device pointer attribute 0x%llx, cuMemHostGetDevicePointer 0x%llx",
-		       (unsigned long long)got_dptr, (unsigned long long)mapped);
+		REQUIRE_CU(cuMemHostGetDevicePointer(&mapped, h, 0));
+		CHECK(got_dptr == mapped, "device pointer attribute 0x%llx, cuMemHostGetDevicePointer 0x%llx",
+		      (unsigned long long)got_dptr, (unsigned long long)mapped);
 	}
 
 	/* Memory CUDA does not know: an error from the single query, NULLs from the plural one. */
 	type = 0;
-	CHECK_ERR(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)unknown),
-		  CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)unknown),
+		 CUDA_ERROR_INVALID_VALUE);
 	type = 0xabc;
 	got_ctx = (CUcontext)(uintptr_t)0x1234;
 	got_dptr = 0x5678;
-	CHECK(cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)unknown));
-	EXPECT(type == 0 && got_ctx == NULL && got_dptr == 0,
-	       "cuPointerGetAttributes on unknown memory: type %u ctx %p dptr 0x%llx", type, (void *)got_ctx,
-	       (unsigned long long)got_dptr);
+	REQUIRE_CU(cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)unknown));
+	CHECK(type == 0 && got_ctx == NULL && got_dptr == 0,
+	      "cuPointerGetAttributes on unknown memory: type %u ctx %p dptr 0x%llx", type, (void *)got_ctx,
+	      (unsigned long long)got_dptr);
 
-	CHECK(cuMemFreeHost(h));
-	CHECK(cuMemFree(d));
-	CHECK(cuMemFree(d2));
+	REQUIRE_CU(cuMemFreeHost(h));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d2));
 	free(unknown);
 }
 
@@ -346,47 +347,47 @@ static void copy_case(size_t n, int async, int pinned, size_t ho, size_t oa, siz
 	snprintf(what, sizeof(what), "%zu bytes, %s, %s, offsets host %zu dev %zu/%zu back %zu", n,
 		 async ? "async" : "sync", pinned ? "pinned" : "pageable", ho, oa, ob, hdo);
 	if (pinned) {
-		CHECK(cuMemAllocHost((void **)&hs, hs_len));
-		CHECK(cuMemAllocHost((void **)&hd, hd_len));
+		REQUIRE_CU(cuMemAllocHost((void **)&hs, hs_len));
+		REQUIRE_CU(cuMemAllocHost((void **)&hd, hd_len));
 	} else {
 		hs = xmalloc(hs_len);
 		hd = xmalloc(hd_len);
 	}
-	CHECK(cuMemAlloc(&da, dev_len));
-	CHECK(cuMemAlloc(&db, dev_len));
+	REQUIRE_CU(cuMemAlloc(&da, dev_len));
+	REQUIRE_CU(cuMemAlloc(&db, dev_len));
 
 	t_fill_bytes(hs + ho, n, &rng);
 	memset(hd, 0xc3, hd_len);
-	CHECK(cuMemsetD8(da, 0xa5, dev_len));
-	CHECK(cuMemsetD8(db, 0x5a, dev_len));
+	REQUIRE_CU(cuMemsetD8(da, 0xa5, dev_len));
+	REQUIRE_CU(cuMemsetD8(db, 0x5a, dev_len));
 
 	if (async) {
-		CHECK(cuMemcpyHtoDAsync(da + oa, hs + ho, n, stream));
-		CHECK(cuMemcpyDtoDAsync(db + ob, da + oa, n, stream));
-		CHECK(cuMemcpyDtoHAsync(hd + hdo, db + ob, n, stream));
-		CHECK(cuStreamSynchronize(stream));
+		REQUIRE_CU(cuMemcpyHtoDAsync(da + oa, hs + ho, n, stream));
+		REQUIRE_CU(cuMemcpyDtoDAsync(db + ob, da + oa, n, stream));
+		REQUIRE_CU(cuMemcpyDtoHAsync(hd + hdo, db + ob, n, stream));
+		REQUIRE_CU(cuStreamSynchronize(stream));
 	} else {
-		CHECK(cuMemcpyHtoD(da + oa, hs + ho, n));
-		CHECK(cuMemcpyDtoD(db + ob, da + oa, n));
-		CHECK(cuMemcpyDtoH(hd + hdo, db + ob, n));
+		REQUIRE_CU(cuMemcpyHtoD(da + oa, hs + ho, n));
+		REQUIRE_CU(cuMemcpyDtoD(db + ob, da + oa, n));
+		REQUIRE_CU(cuMemcpyDtoH(hd + hdo, db + ob, n));
 	}
 	if (CMP_BYTES(hd + hdo, hs + ho, n, what) == 0) {
-		EXPECT_FILL(hd, hdo, 0xc3, "host bytes before the copy-back");
-		EXPECT_FILL(hd + hdo + n, GUARD, 0xc3, "host bytes after the copy-back");
+		CHECK_FILL(hd, hdo, 0xc3, "host bytes before the copy-back");
+		CHECK_FILL(hd + hdo + n, GUARD, 0xc3, "host bytes after the copy-back");
 		/* Nothing outside the written ranges changed on the device. */
-		CHECK(cuMemcpyDtoH(check, da, dev_len));
-		EXPECT_FILL(check, oa, 0xa5, "device A before the copy");
-		EXPECT_FILL(check + oa + n, dev_len - oa - n, 0xa5, "device A after the copy");
-		CHECK(cuMemcpyDtoH(check, db, dev_len));
-		EXPECT_FILL(check, ob, 0x5a, "device B before the copy");
-		EXPECT_FILL(check + ob + n, dev_len - ob - n, 0x5a, "device B after the copy");
+		REQUIRE_CU(cuMemcpyDtoH(check, da, dev_len));
+		CHECK_FILL(check, oa, 0xa5, "device A before the copy");
+		CHECK_FILL(check + oa + n, dev_len - oa - n, 0xa5, "device A after the copy");
+		REQUIRE_CU(cuMemcpyDtoH(check, db, dev_len));
+		CHECK_FILL(check, ob, 0x5a, "device B before the copy");
+		CHECK_FILL(check + ob + n, dev_len - ob - n, 0x5a, "device B after the copy");
 	}
 
-	CHECK(cuMemFree(da));
-	CHECK(cuMemFree(db));
+	REQUIRE_CU(cuMemFree(da));
+	REQUIRE_CU(cuMemFree(db));
 	if (pinned) {
-		CHECK(cuMemFreeHost(hs));
-		CHECK(cuMemFreeHost(hd));
+		REQUIRE_CU(cuMemFreeHost(hs));
+		REQUIRE_CU(cuMemFreeHost(hd));
 	} else {
 		free(hs);
 		free(hd);
@@ -421,54 +422,54 @@ static void test_unified_copy(void)
 	CUdeviceptr d1, d2;
 
 #define U(p) ((CUdeviceptr)(uintptr_t)(p))
-	CHECK(cuMemAllocHost((void **)&pin, n + 8));
-	CHECK(cuMemAllocHost((void **)&pin2, n + 8));
-	CHECK(cuMemAlloc(&d1, n + 8));
-	CHECK(cuMemAlloc(&d2, n + 8));
+	REQUIRE_CU(cuMemAllocHost((void **)&pin, n + 8));
+	REQUIRE_CU(cuMemAllocHost((void **)&pin2, n + 8));
+	REQUIRE_CU(cuMemAlloc(&d1, n + 8));
+	REQUIRE_CU(cuMemAlloc(&d2, n + 8));
 
 	/* pageable -> device -> device -> pageable */
 	t_fill_bytes(src, n + 8, &rng);
 	memset(dst, 0xc3, n + 8);
-	CHECK(cuMemsetD8(d1, 0xa5, n + 8));
-	CHECK(cuMemsetD8(d2, 0x5a, n + 8));
-	CHECK(cuMemcpy(d1 + 1, U(src + 3), n));
-	CHECK(cuMemcpy(d2 + 5, d1 + 1, n));
-	CHECK(cuMemcpy(U(dst + 2), d2 + 5, n));
+	REQUIRE_CU(cuMemsetD8(d1, 0xa5, n + 8));
+	REQUIRE_CU(cuMemsetD8(d2, 0x5a, n + 8));
+	REQUIRE_CU(cuMemcpy(d1 + 1, U(src + 3), n));
+	REQUIRE_CU(cuMemcpy(d2 + 5, d1 + 1, n));
+	REQUIRE_CU(cuMemcpy(U(dst + 2), d2 + 5, n));
 	CMP_BYTES(dst + 2, src + 3, n, "cuMemcpy pageable->device->device->pageable");
-	EXPECT_FILL(dst, 2, 0xc3, "bytes before cuMemcpy's destination");
-	EXPECT_FILL(dst + 2 + n, 6, 0xc3, "bytes after cuMemcpy's destination");
+	CHECK_FILL(dst, 2, 0xc3, "bytes before cuMemcpy's destination");
+	CHECK_FILL(dst + 2 + n, 6, 0xc3, "bytes after cuMemcpy's destination");
 
 	/* pinned -> device -> pinned */
 	t_fill_bytes(pin, n + 8, &rng);
 	memset(pin2, 0xc3, n + 8);
-	CHECK(cuMemcpy(d1, U(pin + 1), n));
-	CHECK(cuMemcpy(U(pin2 + 7), d1, n));
+	REQUIRE_CU(cuMemcpy(d1, U(pin + 1), n));
+	REQUIRE_CU(cuMemcpy(U(pin2 + 7), d1, n));
 	CMP_BYTES(pin2 + 7, pin + 1, n, "cuMemcpy pinned->device->pinned");
 
 	/* host -> host, both kinds */
 	memset(dst, 0xc3, n + 8);
-	CHECK(cuMemcpy(U(dst), U(pin), n));
+	REQUIRE_CU(cuMemcpy(U(dst), U(pin), n));
 	CMP_BYTES(dst, pin, n, "cuMemcpy pinned->pageable");
 	t_fill_bytes(src, n + 8, &rng);
 	memset(dst, 0xc3, n + 8);
-	CHECK(cuMemcpy(U(dst + 1), U(src), n));
+	REQUIRE_CU(cuMemcpy(U(dst + 1), U(src), n));
 	CMP_BYTES(dst + 1, src, n, "cuMemcpy pageable->pageable");
 
 	/* The async form on a stream. */
 	t_fill_bytes(pin, n + 8, &rng);
 	memset(pin2, 0xc3, n + 8);
-	CHECK(cuMemsetD8(d2, 0x5a, n + 8));
-	CHECK(cuMemcpyAsync(d1 + 3, U(pin), n, stream));
-	CHECK(cuMemcpyAsync(d2, d1 + 3, n, stream));
-	CHECK(cuMemcpyAsync(U(pin2), d2, n, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemsetD8(d2, 0x5a, n + 8));
+	REQUIRE_CU(cuMemcpyAsync(d1 + 3, U(pin), n, stream));
+	REQUIRE_CU(cuMemcpyAsync(d2, d1 + 3, n, stream));
+	REQUIRE_CU(cuMemcpyAsync(U(pin2), d2, n, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	CMP_BYTES(pin2, pin, n, "cuMemcpyAsync pinned->device->device->pinned");
 #undef U
 
-	CHECK(cuMemFree(d1));
-	CHECK(cuMemFree(d2));
-	CHECK(cuMemFreeHost(pin));
-	CHECK(cuMemFreeHost(pin2));
+	REQUIRE_CU(cuMemFree(d1));
+	REQUIRE_CU(cuMemFree(d2));
+	REQUIRE_CU(cuMemFreeHost(pin));
+	REQUIRE_CU(cuMemFreeHost(pin2));
 	free(src);
 	free(dst);
 }
@@ -502,30 +503,30 @@ static void test_memset(void)
 		{ 4, 0, 256, 65000, 0x89abcdef },
 	};
 
-	CHECK(cuMemAlloc(&d, len));
+	REQUIRE_CU(cuMemAlloc(&d, len));
 	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
 		char what[96];
 
 		memset(img, 0xee, len);
 		memset(got, 0x11, len);
-		CHECK(cuMemsetD8(d, 0xee, len));
+		REQUIRE_CU(cuMemsetD8(d, 0xee, len));
 		image_set(img, ops[k].off, ops[k].count, ops[k].width, ops[k].value);
 		switch (ops[k].width * 2 + ops[k].async) {
-		case 2: CHECK(cuMemsetD8(d + ops[k].off, (unsigned char)ops[k].value, ops[k].count)); break;
-		case 3: CHECK(cuMemsetD8Async(d + ops[k].off, (unsigned char)ops[k].value, ops[k].count, stream)); break;
-		case 4: CHECK(cuMemsetD16(d + ops[k].off, (unsigned short)ops[k].value, ops[k].count)); break;
-		case 5: CHECK(cuMemsetD16Async(d + ops[k].off, (unsigned short)ops[k].value, ops[k].count, stream)); break;
-		case 8: CHECK(cuMemsetD32(d + ops[k].off, ops[k].value, ops[k].count)); break;
-		case 9: CHECK(cuMemsetD32Async(d + ops[k].off, ops[k].value, ops[k].count, stream)); break;
+		case 2: REQUIRE_CU(cuMemsetD8(d + ops[k].off, (unsigned char)ops[k].value, ops[k].count)); break;
+		case 3: REQUIRE_CU(cuMemsetD8Async(d + ops[k].off, (unsigned char)ops[k].value, ops[k].count, stream)); break;
+		case 4: REQUIRE_CU(cuMemsetD16(d + ops[k].off, (unsigned short)ops[k].value, ops[k].count)); break;
+		case 5: REQUIRE_CU(cuMemsetD16Async(d + ops[k].off, (unsigned short)ops[k].value, ops[k].count, stream)); break;
+		case 8: REQUIRE_CU(cuMemsetD32(d + ops[k].off, ops[k].value, ops[k].count)); break;
+		case 9: REQUIRE_CU(cuMemsetD32Async(d + ops[k].off, ops[k].value, ops[k].count, stream)); break;
 		}
 		if (ops[k].async)
-			CHECK(cuStreamSynchronize(stream));
-		CHECK(cuMemcpyDtoH(got, d, len));
+			REQUIRE_CU(cuStreamSynchronize(stream));
+		REQUIRE_CU(cuMemcpyDtoH(got, d, len));
 		snprintf(what, sizeof(what), "cuMemsetD%u%s(offset %zu, count %zu, 0x%x)", ops[k].width * 8,
 			 ops[k].async ? "Async" : "", ops[k].off, ops[k].count, ops[k].value);
 		CMP_BYTES(got, img, len, what);
 	}
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d));
 	free(img);
 	free(got);
 }
@@ -552,33 +553,33 @@ static void test_memset_2d(void)
 		{ 4, 1, 4, 333, 30, 0xfedcba98 },
 	};
 
-	CHECK(cuMemAlloc(&d, len));
+	REQUIRE_CU(cuMemAlloc(&d, len));
 	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
 		CUdeviceptr at = d + ops[k].off;
 		char what[96];
 
 		t_fill_bytes(img, len, &rng);
-		CHECK(cuMemcpyHtoD(d, img, len));
+		REQUIRE_CU(cuMemcpyHtoD(d, img, len));
 		for (size_t r = 0; r < ops[k].h; r++)
 			image_set(img, ops[k].off + r * pitch, ops[k].w, ops[k].width, ops[k].value);
 		switch (ops[k].width * 2 + ops[k].async) {
-		case 2: CHECK(cuMemsetD2D8(at, pitch, (unsigned char)ops[k].value, ops[k].w, ops[k].h)); break;
-		case 3: CHECK(cuMemsetD2D8Async(at, pitch, (unsigned char)ops[k].value, ops[k].w, ops[k].h, stream)); break;
-		case 4: CHECK(cuMemsetD2D16(at, pitch, (unsigned short)ops[k].value, ops[k].w, ops[k].h)); break;
-		case 5: CHECK(cuMemsetD2D16Async(at, pitch, (unsigned short)ops[k].value, ops[k].w, ops[k].h, stream)); break;
-		case 8: CHECK(cuMemsetD2D32(at, pitch, ops[k].value, ops[k].w, ops[k].h)); break;
-		case 9: CHECK(cuMemsetD2D32Async(at, pitch, ops[k].value, ops[k].w, ops[k].h, stream)); break;
+		case 2: REQUIRE_CU(cuMemsetD2D8(at, pitch, (unsigned char)ops[k].value, ops[k].w, ops[k].h)); break;
+		case 3: REQUIRE_CU(cuMemsetD2D8Async(at, pitch, (unsigned char)ops[k].value, ops[k].w, ops[k].h, stream)); break;
+		case 4: REQUIRE_CU(cuMemsetD2D16(at, pitch, (unsigned short)ops[k].value, ops[k].w, ops[k].h)); break;
+		case 5: REQUIRE_CU(cuMemsetD2D16Async(at, pitch, (unsigned short)ops[k].value, ops[k].w, ops[k].h, stream)); break;
+		case 8: REQUIRE_CU(cuMemsetD2D32(at, pitch, ops[k].value, ops[k].w, ops[k].h)); break;
+		case 9: REQUIRE_CU(cuMemsetD2D32Async(at, pitch, ops[k].value, ops[k].w, ops[k].h, stream)); break;
 		}
 		if (ops[k].async)
-			CHECK(cuStreamSynchronize(stream));
+			REQUIRE_CU(cuStreamSynchronize(stream));
 		memset(got, 0, len);
-		CHECK(cuMemcpyDtoH(got, d, len));
+		REQUIRE_CU(cuMemcpyDtoH(got, d, len));
 		snprintf(what, sizeof(what), "cuMemsetD2D%u%s(offset %zu, %zu x %zu, 0x%x)", ops[k].width * 8,
 			 ops[k].async ? "Async" : "", ops[k].off, ops[k].w, ops[k].h, ops[k].value);
 		CMP_BYTES(got, img, len, what);
 	}
-	CHECK_ERR(cuMemsetD2D32(d, 100, 1, 100, 2), CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuMemFree(d));
+	CHECK_CU(cuMemsetD2D32(d, 100, 1, 100, 2), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuMemFree(d));
 	free(img);
 	free(got);
 }
@@ -599,8 +600,8 @@ static void test_copy_2d(void)
 	CUDA_MEMCPY2D c;
 
 	t_fill_bytes(in, HP * H, &rng);
-	CHECK(cuMemAllocPitch(&a, &pa, W + 64, H + 2, 4));
-	CHECK(cuMemAllocPitch(&b, &pb, W, H, 4));
+	REQUIRE_CU(cuMemAllocPitch(&a, &pa, W + 64, H + 2, 4));
+	REQUIRE_CU(cuMemAllocPitch(&b, &pb, W, H, 4));
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_HOST;
 	c.srcHost = in;
@@ -612,7 +613,7 @@ static void test_copy_2d(void)
 	c.dstY = 2;
 	c.WidthInBytes = W;
 	c.Height = H;
-	CHECK(cuMemcpy2D(&c));
+	REQUIRE_CU(cuMemcpy2D(&c));
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
 	c.srcDevice = a;
@@ -624,7 +625,7 @@ static void test_copy_2d(void)
 	c.dstPitch = pb;
 	c.WidthInBytes = W;
 	c.Height = H;
-	CHECK(cuMemcpy2DAsync(&c, stream));
+	REQUIRE_CU(cuMemcpy2DAsync(&c, stream));
 	memset(&c, 0, sizeof(c));
 	memset(out, 0x5c, HP * H);
 	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -635,19 +636,19 @@ static void test_copy_2d(void)
 	c.dstPitch = HP;
 	c.WidthInBytes = W;
 	c.Height = H;
-	CHECK(cuMemcpy2DAsync(&c, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpy2DAsync(&c, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	for (int r = 0; r < H; r++) {
 		if (CMP_BYTES(out + r * HP, in + r * HP, W, "a row after three 2D copies"))
 			break;
 		for (int x = W; x < HP; x++)
-			if (!EXPECT(out[r * HP + x] == 0x5c, "padding byte %d of row %d written", x, r))
+			if (!CHECK(out[r * HP + x] == 0x5c, "padding byte %d of row %d written", x, r))
 				break;
 	}
 	c.dstPitch = W - 1;   /* rows would overlap */
-	CHECK_ERR(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuMemFree(a));
-	CHECK(cuMemFree(b));
+	CHECK_CU(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuMemFree(a));
+	REQUIRE_CU(cuMemFree(b));
 	free(in);
 	free(out);
 }
@@ -665,9 +666,9 @@ static void test_copy_3d(void)
 	CUDA_MEMCPY3D c;
 
 	t_fill_bytes(in, HP * HH * D, &rng);
-	CHECK(cuMemAlloc(&big, BP * BH * BD));
-	CHECK(cuMemAlloc(&packed, W * H * D));
-	CHECK(cuMemsetD8(big, 0, BP * BH * BD));
+	REQUIRE_CU(cuMemAlloc(&big, BP * BH * BD));
+	REQUIRE_CU(cuMemAlloc(&packed, W * H * D));
+	REQUIRE_CU(cuMemsetD8(big, 0, BP * BH * BD));
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_HOST;
 	c.srcHost = in;
@@ -683,7 +684,7 @@ static void test_copy_3d(void)
 	c.WidthInBytes = W;
 	c.Height = H;
 	c.Depth = D;
-	CHECK(cuMemcpy3D(&c));
+	REQUIRE_CU(cuMemcpy3D(&c));
 	memset(&c, 0, sizeof(c));
 	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
 	c.srcDevice = big;
@@ -699,7 +700,7 @@ static void test_copy_3d(void)
 	c.WidthInBytes = W;
 	c.Height = H;
 	c.Depth = D;
-	CHECK(cuMemcpy3DAsync(&c, stream));
+	REQUIRE_CU(cuMemcpy3DAsync(&c, stream));
 	memset(&c, 0, sizeof(c));
 	memset(out, 0x5c, HP * HH * D);
 	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -713,8 +714,8 @@ static void test_copy_3d(void)
 	c.WidthInBytes = W;
 	c.Height = H;
 	c.Depth = D;
-	CHECK(cuMemcpy3DAsync(&c, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpy3DAsync(&c, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	for (int z = 0; z < D; z++)
 		for (int r = 0; r < HH; r++) {
 			const unsigned char *o = out + (z * HH + r) * HP, *i = in + (z * HH + r) * HP;
@@ -723,25 +724,25 @@ static void test_copy_3d(void)
 			if (n && CMP_BYTES(o, i, n, "a row after three 3D copies"))
 				goto checked;
 			for (int x = n; x < HP; x++)
-				if (!EXPECT(o[x] == 0x5c, "byte %d of row %d of slice %d written (outside the box)", x, r, z))
+				if (!CHECK(o[x] == 0x5c, "byte %d of row %d of slice %d written (outside the box)", x, r, z))
 					goto checked;
 		}
 checked:
 	/* The big volume outside the box is still zero: one row above it. */
-	CHECK(cuMemcpyDtoH(out, big + (2 * BH + 2) * BP, BP));
+	REQUIRE_CU(cuMemcpyDtoH(out, big + (2 * BH + 2) * BP, BP));
 	for (int x = 0; x < BP; x++)
-		if (!EXPECT(out[x] == 0, "byte %d of the row above the box written", x))
+		if (!CHECK(out[x] == 0, "byte %d of the row above the box written", x))
 			break;
 	c.dstHeight = H - 1;   /* slices would overlap */
-	CHECK_ERR(cuMemcpy3D(&c), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemcpy3D(&c), CUDA_ERROR_INVALID_VALUE);
 	c.dstHeight = HH;
 	c.reserved0 = (void *)&c;   /* the driver copies all the same */
-	CHECK(cuMemcpy3D(&c));
+	REQUIRE_CU(cuMemcpy3D(&c));
 	c.reserved0 = NULL;
 	c.dstPitch = W - 1;   /* rows would overlap */
-	CHECK_ERR(cuMemcpy3D(&c), CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuMemFree(big));
-	CHECK(cuMemFree(packed));
+	CHECK_CU(cuMemcpy3D(&c), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuMemFree(big));
+	REQUIRE_CU(cuMemFree(packed));
 	free(in);
 	free(out);
 }
@@ -755,36 +756,36 @@ static void test_alloc_async(void)
 
 	for (int i = 0; i < WORDS; i++)
 		in[i] = (uint32_t)t_rand(&rng) | 1;
-	CHECK(cuMemGetInfo(&fr0, &total));
-	CHECK(cuMemAllocAsync(&d, 64 << 20, stream));
-	EXPECT(d != 0, "cuMemAllocAsync gave NULL");
-	CHECK(cuMemsetD32Async(d, 0x5a5a5a5au, 16 << 20, stream));
-	CHECK(cuMemcpyHtoDAsync(d + 4096, in, WORDS * 4, stream));
-	CHECK(cuMemcpyDtoHAsync(out, d + 4096, WORDS * 4, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemGetInfo(&fr0, &total));
+	REQUIRE_CU(cuMemAllocAsync(&d, 64 << 20, stream));
+	CHECK(d != 0, "cuMemAllocAsync gave NULL");
+	REQUIRE_CU(cuMemsetD32Async(d, 0x5a5a5a5au, 16 << 20, stream));
+	REQUIRE_CU(cuMemcpyHtoDAsync(d + 4096, in, WORDS * 4, stream));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out, d + 4096, WORDS * 4, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	CMP_BYTES(out, in, WORDS * 4, "a stream-ordered allocation, copied in and out");
-	CHECK(cuMemcpyDtoH(out, d, 4096));
+	REQUIRE_CU(cuMemcpyDtoH(out, d, 4096));
 	for (int i = 0; i < 1024; i++) {
 		if (out[i] != 0x5a5a5a5au) {
-			EXPECT(0, "word %d of a stream-ordered allocation after a memset: 0x%x", i, out[i]);
+			CHECK(0, "word %d of a stream-ordered allocation after a memset: 0x%x", i, out[i]);
 			break;
 		}
 	}
-	CHECK(cuMemGetInfo(&fr1, &total));
-	EXPECT(fr1 + (64 << 20) <= fr0 + (16 << 20), "64 MiB allocated in stream order: free %zu -> %zu", fr0, fr1);
-	CHECK(cuMemFreeAsync(d, stream));
+	REQUIRE_CU(cuMemGetInfo(&fr1, &total));
+	CHECK(fr1 + (64 << 20) <= fr0 + (16 << 20), "64 MiB allocated in stream order: free %zu -> %zu", fr0, fr1);
+	REQUIRE_CU(cuMemFreeAsync(d, stream));
 	for (int i = 0; i < 8; i++) {
-		CHECK(cuMemAllocAsync(&e[i], (size_t)(i + 1) << 16, CU_STREAM_LEGACY));
-		CHECK(cuMemsetD8Async(e[i], (unsigned char)(0x10 + i), (size_t)(i + 1) << 16, CU_STREAM_LEGACY));
+		REQUIRE_CU(cuMemAllocAsync(&e[i], (size_t)(i + 1) << 16, CU_STREAM_LEGACY));
+		REQUIRE_CU(cuMemsetD8Async(e[i], (unsigned char)(0x10 + i), (size_t)(i + 1) << 16, CU_STREAM_LEGACY));
 	}
 	for (int i = 0; i < 8; i++) {
 		unsigned char b[2] = { 0, 0 };
 
-		CHECK(cuMemcpyDtoH(b, e[i] + ((size_t)(i + 1) << 16) - 2, 2));
-		EXPECT(b[0] == 0x10 + i && b[1] == 0x10 + i, "allocation %d ends in 0x%x 0x%x", i, b[0], b[1]);
-		CHECK(cuMemFreeAsync(e[i], CU_STREAM_LEGACY));
+		REQUIRE_CU(cuMemcpyDtoH(b, e[i] + ((size_t)(i + 1) << 16) - 2, 2));
+		CHECK(b[0] == 0x10 + i && b[1] == 0x10 + i, "allocation %d ends in 0x%x 0x%x", i, b[0], b[1]);
+		REQUIRE_CU(cuMemFreeAsync(e[i], CU_STREAM_LEGACY));
 	}
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuCtxSynchronize());
 	free(in);
 	free(out);
 }
@@ -808,37 +809,37 @@ static void test_small_copies(void)
 			for (int async = 0; async < 2; async++)
 				copy_case(sizes[i], async, 0, j, offs[j], offs[(j + 1) % 6], 0);
 
-	CHECK(cuMemAlloc(&d, sizeof(words)));
+	REQUIRE_CU(cuMemAlloc(&d, sizeof(words)));
 	args[0] = &d;
 	for (int round = 0; round < 20; round++) {
 		t_fill_u32(host, 4, &rng);
 		base = (unsigned int)t_rand(&rng);
 		/* kernel, then the copy over words 8..11: the copy's bytes win */
-		CHECK(t_launch(iota, 1, 64, stream, args));
-		CHECK(cuMemcpyHtoDAsync(d + 8 * 4, host, sizeof(host), stream));
-		CHECK(cuMemcpyDtoHAsync(back, d, sizeof(back), stream));
-		CHECK(cuStreamSynchronize(stream));
+		REQUIRE_CU(t_launch(iota, 1, 64, stream, args));
+		REQUIRE_CU(cuMemcpyHtoDAsync(d + 8 * 4, host, sizeof(host), stream));
+		REQUIRE_CU(cuMemcpyDtoHAsync(back, d, sizeof(back), stream));
+		REQUIRE_CU(cuStreamSynchronize(stream));
 		for (int k = 0; k < 64; k++)
 			words[k] = k >= 8 && k < 12 ? host[k - 8] : base + (unsigned int)k;
 		CMP_BYTES(back, words, sizeof(words), "a kernel, then a 16-byte copy over part of its output");
 		/* the copy, then the kernel: the kernel's words win */
-		CHECK(cuMemcpyHtoDAsync(d + 20 * 4, host, sizeof(host), stream));
-		CHECK(t_launch(iota, 1, 64, stream, args));
-		CHECK(cuMemcpyDtoHAsync(back, d, sizeof(back), stream));
-		CHECK(cuStreamSynchronize(stream));
+		REQUIRE_CU(cuMemcpyHtoDAsync(d + 20 * 4, host, sizeof(host), stream));
+		REQUIRE_CU(t_launch(iota, 1, 64, stream, args));
+		REQUIRE_CU(cuMemcpyDtoHAsync(back, d, sizeof(back), stream));
+		REQUIRE_CU(cuStreamSynchronize(stream));
 		for (int k = 0; k < 64; k++)
 			words[k] = base + (unsigned int)k;
 		CMP_BYTES(back, words, sizeof(words), "a 16-byte copy, then a kernel over it");
 		/* synchronous copies back to back, then read by a copy on the stream */
 		for (int k = 0; k < 16; k++)
-			CHECK(cuMemcpyHtoD(d + (CUdeviceptr)k * 4, &host[k % 4], 4));
-		CHECK(cuMemcpyDtoHAsync(back, d, 16 * 4, stream));
-		CHECK(cuStreamSynchronize(stream));
+			REQUIRE_CU(cuMemcpyHtoD(d + (CUdeviceptr)k * 4, &host[k % 4], 4));
+		REQUIRE_CU(cuMemcpyDtoHAsync(back, d, 16 * 4, stream));
+		REQUIRE_CU(cuStreamSynchronize(stream));
 		for (int k = 0; k < 16; k++)
 			words[k] = host[k % 4];
 		CMP_BYTES(back, words, 16 * 4, "sixteen 4-byte synchronous copies back to back");
 	}
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d));
 }
 
 /* Many asynchronous copies of message-sized pageable buffers queued behind
@@ -864,22 +865,22 @@ static void test_queued_copies(void)
 	}
 	want = xmalloc(total);
 	back = xmalloc(total);
-	CHECK(cuMemAlloc(&d, total));
-	CHECK(cuMemAlloc(&out, sizeof(int)));
+	REQUIRE_CU(cuMemAlloc(&d, total));
+	REQUIRE_CU(cuMemAlloc(&out, sizeof(int)));
 	args[0] = &cycles;
 	args[1] = &out;
-	CHECK(t_launch(spin, 1, 1, stream, args));
+	REQUIRE_CU(t_launch(spin, 1, 1, stream, args));
 	for (int i = 0; i < COPIES; i++) {
 		t_fill_bytes(host, len[i], &rng);
 		memcpy(want + off[i], host, len[i]);
-		CHECK(cuMemcpyHtoDAsync(d + off[i], host, len[i], stream));
+		REQUIRE_CU(cuMemcpyHtoDAsync(d + off[i], host, len[i], stream));
 	}
 	memset(host, 0x5a, MAXLEN);   /* nothing may read it now */
-	CHECK(cuStreamSynchronize(stream));
-	CHECK(cuMemcpyDtoH(back, d, total));
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpyDtoH(back, d, total));
 	CMP_BYTES(back, want, total, "64 queued asynchronous copies from one rewritten buffer");
-	CHECK(cuMemFree(out));
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(out));
+	REQUIRE_CU(cuMemFree(d));
 	free(back);
 	free(want);
 	free(host);
@@ -894,7 +895,7 @@ int main(int argc, char **argv)
 	dev = t_device();
 	ctx = t_primary(dev);
 	mod = t_module();
-	CHECK(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
+	REQUIRE_CU(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
 
 	test_alloc();
 	test_meminfo(dev);
@@ -910,8 +911,8 @@ int main(int argc, char **argv)
 	test_copy_3d();
 	test_alloc_async();
 
-	CHECK(cuStreamDestroy(stream));
-	CHECK(cuModuleUnload(mod));
-	CHECK(cuDevicePrimaryCtxRelease(dev));
+	REQUIRE_CU(cuStreamDestroy(stream));
+	REQUIRE_CU(cuModuleUnload(mod));
+	REQUIRE_CU(cuDevicePrimaryCtxRelease(dev));
 	return t_finish();
 }

@@ -32,18 +32,18 @@ static void run_bump(CUfunction bump, CUdeviceptr addr, const char *what)
 {
 	uint32_t start = (uint32_t)t_rand(&rng) | 1, by[3], want, got = 0;
 
-	CHECK(cuMemcpyHtoD(addr, &start, 4));
+	REQUIRE_CU(cuMemcpyHtoD(addr, &start, 4));
 	want = start;
 	for (int i = 0; i < 3; i++) {
 		void *args[] = { &by[i] };
 
 		by[i] = ((uint32_t)t_rand(&rng) >> 8) | 1;
 		want += by[i];
-		CHECK(t_launch(bump, 1, 32, 0, args));
+		REQUIRE_CU(t_launch(bump, 1, 32, 0, args));
 	}
-	CHECK(cuCtxSynchronize());
-	CHECK(cuMemcpyDtoH(&got, addr, 4));
-	EXPECT(got == want, "%s: g_counter is %u, expected %u", what, got, want);
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(cuMemcpyDtoH(&got, addr, 4));
+	CHECK(got == want, "%s: g_counter is %u, expected %u", what, got, want);
 }
 
 /* Runs an iota kernel over n words (not a multiple of the block) and checks
@@ -57,19 +57,19 @@ static void run_iota(CUfunction f, const char *what)
 	int n = N;
 	void *args[] = { &d, &base, &n };
 
-	CHECK(cuMemAlloc(&d, sizeof(out)));
-	CHECK(cuMemsetD32(d, 0xa5a5a5a5u, N + 1));
-	CHECK(t_launch(f, (N + 127) / 128, 128, 0, args));
-	CHECK(cuCtxSynchronize());
-	CHECK(cuMemcpyDtoH(out, d, sizeof(out)));
+	REQUIRE_CU(cuMemAlloc(&d, sizeof(out)));
+	REQUIRE_CU(cuMemsetD32(d, 0xa5a5a5a5u, N + 1));
+	REQUIRE_CU(t_launch(f, (N + 127) / 128, 128, 0, args));
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(cuMemcpyDtoH(out, d, sizeof(out)));
 	for (int i = 0; i < N; i++) {
 		if (out[i] != base + (uint32_t)i) {
-			EXPECT(0, "%s: word %d is 0x%x, expected 0x%x", what, i, out[i], base + (uint32_t)i);
+			CHECK(0, "%s: word %d is 0x%x, expected 0x%x", what, i, out[i], base + (uint32_t)i);
 			break;
 		}
 	}
-	EXPECT(out[N] == 0xa5a5a5a5u, "%s: wrote past the end (0x%x)", what, out[N]);
-	CHECK(cuMemFree(d));
+	CHECK(out[N] == 0xa5a5a5a5u, "%s: wrote past the end (0x%x)", what, out[N]);
+	REQUIRE_CU(cuMemFree(d));
 }
 
 /* Kernels and globals whose names are over 1 KiB long, as C++ template
@@ -87,35 +87,35 @@ static void test_long_names(const char *ptx)
 	CUfunction f;
 	CUdeviceptr g = 0;
 
-	EXPECT(sizeof(kname) > 1024 && sizeof(gname) > 1024, "the long names are %zu and %zu bytes", sizeof(kname),
-	       sizeof(gname));
-	CHECK(cuModuleLoadData(&m, ptx));
-	CHECK(cuModuleGetFunction(&f, m, kname));
+	CHECK(sizeof(kname) > 1024 && sizeof(gname) > 1024, "the long names are %zu and %zu bytes", sizeof(kname),
+	      sizeof(gname));
+	REQUIRE_CU(cuModuleLoadData(&m, ptx));
+	REQUIRE_CU(cuModuleGetFunction(&f, m, kname));
 	run_iota(f, "a kernel with a 1 KiB name");
-	CHECK(cuModuleGetGlobal(&g, &bytes, m, gname));
-	EXPECT(g && bytes == 4, "a global with a 1 KiB name: 0x%llx, %zu bytes", (unsigned long long)g, bytes);
-	CHECK(cuMemcpyHtoD(g, &v, 4));
-	CHECK(cuMemcpyDtoH(&got, g, 4));
-	EXPECT(got == v, "the long-named global holds 0x%x after writing 0x%x", got, v);
+	REQUIRE_CU(cuModuleGetGlobal(&g, &bytes, m, gname));
+	CHECK(g && bytes == 4, "a global with a 1 KiB name: 0x%llx, %zu bytes", (unsigned long long)g, bytes);
+	REQUIRE_CU(cuMemcpyHtoD(g, &v, 4));
+	REQUIRE_CU(cuMemcpyDtoH(&got, g, 4));
+	CHECK(got == v, "the long-named global holds 0x%x after writing 0x%x", got, v);
 	if (huge) {
 		memset(huge, 'k', huge_len);
 		huge[huge_len] = 0;
-		CHECK_ERR(cuModuleGetFunction(&f, m, huge), CUDA_ERROR_NOT_FOUND);
-		CHECK_ERR(cuModuleGetGlobal(&g, &bytes, m, huge), CUDA_ERROR_NOT_FOUND);
+		CHECK_CU(cuModuleGetFunction(&f, m, huge), CUDA_ERROR_NOT_FOUND);
+		CHECK_CU(cuModuleGetGlobal(&g, &bytes, m, huge), CUDA_ERROR_NOT_FOUND);
 		huge[2000] = 0;
-		CHECK_ERR(cuModuleGetFunction(&f, m, huge), CUDA_ERROR_NOT_FOUND);
+		CHECK_CU(cuModuleGetFunction(&f, m, huge), CUDA_ERROR_NOT_FOUND);
 	}
-	CHECK(cuModuleUnload(m));
+	REQUIRE_CU(cuModuleUnload(m));
 
-	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
-	CHECK(cuLibraryGetKernel(&k, lib, kname));
-	CHECK(cuKernelGetFunction(&f, k));
+	REQUIRE_CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	REQUIRE_CU(cuLibraryGetKernel(&k, lib, kname));
+	REQUIRE_CU(cuKernelGetFunction(&f, k));
 	run_iota(f, "a library kernel with a 1 KiB name");
-	CHECK(cuLibraryGetGlobal(&g, &bytes, lib, gname));
-	EXPECT(g && bytes == 4, "a library global with a 1 KiB name: %zu bytes", bytes);
+	REQUIRE_CU(cuLibraryGetGlobal(&g, &bytes, lib, gname));
+	CHECK(g && bytes == 4, "a library global with a 1 KiB name: %zu bytes", bytes);
 	if (huge)
-		CHECK_ERR(cuLibraryGetKernel(&k, lib, huge), CUDA_ERROR_NOT_FOUND);
-	CHECK(cuLibraryUnload(lib));
+		CHECK_CU(cuLibraryGetKernel(&k, lib, huge), CUDA_ERROR_NOT_FOUND);
+	REQUIRE_CU(cuLibraryUnload(lib));
 	free(huge);
 }
 
@@ -156,20 +156,20 @@ static void test_library_without_context(const char *ptx)
 	struct no_ctx_run t = { .ptx = ptx, .kern = CUDA_ERROR_UNKNOWN, .fn = CUDA_ERROR_UNKNOWN };
 	pthread_t th;
 
-	CHECK(cuCtxGetCurrent(&t.primary));
-	EXPECT(pthread_create(&th, NULL, no_ctx_thread, &t) == 0, "pthread_create");
+	REQUIRE_CU(cuCtxGetCurrent(&t.primary));
+	CHECK(pthread_create(&th, NULL, no_ctx_thread, &t) == 0, "pthread_create");
 	pthread_join(th, NULL);
-	EXPECT(t.cur == CUDA_SUCCESS && t.had == NULL, "a new thread's current context: %d, %p", (int)t.cur,
-	       (void *)t.had);
-	EXPECT(t.mod == CUDA_ERROR_INVALID_CONTEXT, "cuModuleLoadData without a context: %d", (int)t.mod);
-	EXPECT(t.lib == CUDA_SUCCESS, "cuLibraryLoadData without a context: %d", (int)t.lib);
-	EXPECT(t.kern == CUDA_SUCCESS, "cuLibraryGetKernel without a context: %d", (int)t.kern);
-	EXPECT(t.set == CUDA_SUCCESS && t.fn == CUDA_SUCCESS, "cuKernelGetFunction once current: %d, %d", (int)t.set,
-	       (int)t.fn);
+	CHECK(t.cur == CUDA_SUCCESS && t.had == NULL, "a new thread's current context: %d, %p", (int)t.cur,
+	      (void *)t.had);
+	CHECK(t.mod == CUDA_ERROR_INVALID_CONTEXT, "cuModuleLoadData without a context: %d", (int)t.mod);
+	CHECK(t.lib == CUDA_SUCCESS, "cuLibraryLoadData without a context: %d", (int)t.lib);
+	CHECK(t.kern == CUDA_SUCCESS, "cuLibraryGetKernel without a context: %d", (int)t.kern);
+	CHECK(t.set == CUDA_SUCCESS && t.fn == CUDA_SUCCESS, "cuKernelGetFunction once current: %d, %d", (int)t.set,
+	      (int)t.fn);
 	if (t.fn == CUDA_SUCCESS)
 		run_iota(t.f, "a kernel of a library loaded without a context");
 	if (t.lib == CUDA_SUCCESS)
-		CHECK(cuLibraryUnload(t.l));
+		REQUIRE_CU(cuLibraryUnload(t.l));
 }
 
 static void check_params(CUfunction f, const char *name, int count, const size_t *offsets, const size_t *sizes)
@@ -177,17 +177,17 @@ static void check_params(CUfunction f, const char *name, int count, const size_t
 	for (int i = 0; i < count; i++) {
 		size_t off = 999, size = 999;
 
-		CHECK(cuFuncGetParamInfo(f, (size_t)i, &off, &size));
-		EXPECT(off == offsets[i] && size == sizes[i], "%s parameter %d: offset %zu size %zu, expected %zu/%zu",
-		       name, i, off, size, offsets[i], sizes[i]);
+		REQUIRE_CU(cuFuncGetParamInfo(f, (size_t)i, &off, &size));
+		CHECK(off == offsets[i] && size == sizes[i], "%s parameter %d: offset %zu size %zu, expected %zu/%zu",
+		      name, i, off, size, offsets[i], sizes[i]);
 	}
 	{
 		size_t off = 999;
 
-		CHECK(cuFuncGetParamInfo(f, 0, &off, NULL));    /* the size is optional */
-		EXPECT(off == offsets[0], "%s parameter 0 offset %zu with NULL size", name, off);
+		REQUIRE_CU(cuFuncGetParamInfo(f, 0, &off, NULL));    /* the size is optional */
+		CHECK(off == offsets[0], "%s parameter 0 offset %zu with NULL size", name, off);
 	}
-	CHECK_ERR(cuFuncGetParamInfo(f, (size_t)count, &(size_t){ 0 }, &(size_t){ 0 }), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuFuncGetParamInfo(f, (size_t)count, &(size_t){ 0 }, &(size_t){ 0 }), CUDA_ERROR_INVALID_VALUE);
 }
 
 static void test_module(const char *ptx)
@@ -205,10 +205,10 @@ static void test_module(const char *ptx)
 	void *vals[5];
 	CUresult r;
 
-	CHECK(cuModuleLoadData(&m1, ptx));
-	CHECK(cuModuleGetFunction(&f, m1, "vadd"));
+	REQUIRE_CU(cuModuleLoadData(&m1, ptx));
+	REQUIRE_CU(cuModuleGetFunction(&f, m1, "vadd"));
 	run_vadd(f, "vadd from cuModuleLoadData");
-	CHECK_ERR(cuModuleGetFunction(&missing, m1, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+	CHECK_CU(cuModuleGetFunction(&missing, m1, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
 
 	memset(info, 0, sizeof(info));
 	memset(error, 0, sizeof(error));
@@ -217,34 +217,34 @@ static void test_module(const char *ptx)
 	vals[2] = error;
 	vals[3] = (void *)(uintptr_t)sizeof(error);
 	vals[4] = (void *)(uintptr_t)3;
-	CHECK(cuModuleLoadDataEx(&m2, ptx, 5, opts, vals));
+	REQUIRE_CU(cuModuleLoadDataEx(&m2, ptx, 5, opts, vals));
 	/* The size slots come back holding the bytes written. */
-	EXPECT((uintptr_t)vals[1] <= sizeof(info) && (uintptr_t)vals[3] <= sizeof(error),
-	       "JIT log sizes %zu/%zu exceed the buffers", (size_t)(uintptr_t)vals[1], (size_t)(uintptr_t)vals[3]);
-	EXPECT(memchr(info, '\0', sizeof(info)) && memchr(error, '\0', sizeof(error)), "JIT logs not terminated");
-	CHECK(cuModuleGetFunction(&f, m2, "vadd"));
+	CHECK((uintptr_t)vals[1] <= sizeof(info) && (uintptr_t)vals[3] <= sizeof(error),
+	      "JIT log sizes %zu/%zu exceed the buffers", (size_t)(uintptr_t)vals[1], (size_t)(uintptr_t)vals[3]);
+	CHECK(memchr(info, '\0', sizeof(info)) && memchr(error, '\0', sizeof(error)), "JIT logs not terminated");
+	REQUIRE_CU(cuModuleGetFunction(&f, m2, "vadd"));
 	run_vadd(f, "vadd from cuModuleLoadDataEx");
 
 	/* g_counter: one per module. */
-	CHECK(cuModuleGetGlobal(&g1, &bytes, m1, "g_counter"));
-	EXPECT(bytes == 4, "g_counter is %zu bytes, expected 4", bytes);
-	EXPECT(g1 != 0, "g_counter address is NULL");
-	CHECK(cuModuleGetGlobal(&g2, NULL, m2, "g_counter"));   /* either output may be NULL */
-	EXPECT(g2 != 0 && g2 != g1, "the two modules' g_counter at 0x%llx and 0x%llx", (unsigned long long)g1,
-	       (unsigned long long)g2);
+	REQUIRE_CU(cuModuleGetGlobal(&g1, &bytes, m1, "g_counter"));
+	CHECK(bytes == 4, "g_counter is %zu bytes, expected 4", bytes);
+	CHECK(g1 != 0, "g_counter address is NULL");
+	REQUIRE_CU(cuModuleGetGlobal(&g2, NULL, m2, "g_counter"));   /* either output may be NULL */
+	CHECK(g2 != 0 && g2 != g1, "the two modules' g_counter at 0x%llx and 0x%llx", (unsigned long long)g1,
+	      (unsigned long long)g2);
 	bytes = 0;
-	CHECK(cuModuleGetGlobal(NULL, &bytes, m2, "g_counter"));
-	EXPECT(bytes == 4, "g_counter size with NULL address: %zu", bytes);
-	CHECK_ERR(cuModuleGetGlobal(&g, &bytes, m1, "no_such_global"), CUDA_ERROR_NOT_FOUND);
+	REQUIRE_CU(cuModuleGetGlobal(NULL, &bytes, m2, "g_counter"));
+	CHECK(bytes == 4, "g_counter size with NULL address: %zu", bytes);
+	CHECK_CU(cuModuleGetGlobal(&g, &bytes, m1, "no_such_global"), CUDA_ERROR_NOT_FOUND);
 
-	CHECK(cuModuleGetFunction(&bump1, m1, "bump_global"));
-	CHECK(cuModuleGetFunction(&bump2, m2, "bump_global"));
+	REQUIRE_CU(cuModuleGetFunction(&bump1, m1, "bump_global"));
+	REQUIRE_CU(cuModuleGetFunction(&bump2, m2, "bump_global"));
 	v2 = 0x2222u;
-	CHECK(cuMemcpyHtoD(g2, &v2, 4));
+	REQUIRE_CU(cuMemcpyHtoD(g2, &v2, 4));
 	run_bump(bump1, g1, "module 1");
 	v2 = 0;
-	CHECK(cuMemcpyDtoH(&v2, g2, 4));
-	EXPECT(v2 == 0x2222u, "bumping module 1's counter changed module 2's to 0x%x", v2);
+	REQUIRE_CU(cuMemcpyDtoH(&v2, g2, 4));
+	CHECK(v2 == 0x2222u, "bumping module 1's counter changed module 2's to 0x%x", v2);
 	run_bump(bump2, g2, "module 2");
 	run_bump(bump1, g1, "module 1 again");
 
@@ -256,13 +256,13 @@ static void test_module(const char *ptx)
 		CUmodule bad = NULL;
 
 		r = cuModuleLoadDataEx(&bad, "this is not PTX\n", 5, opts, vals);
-		EXPECT(r != CUDA_SUCCESS, "loading garbage as a module succeeded");
+		CHECK(r != CUDA_SUCCESS, "loading garbage as a module succeeded");
 		if (r == CUDA_SUCCESS)
 			cuModuleUnload(bad);
 	}
 
-	CHECK(cuModuleUnload(m1));
-	CHECK(cuModuleUnload(m2));
+	REQUIRE_CU(cuModuleUnload(m1));
+	REQUIRE_CU(cuModuleUnload(m2));
 }
 
 static void test_attributes(const char *ptx)
@@ -275,46 +275,46 @@ static void test_attributes(const char *ptx)
 	static const size_t mixed_off[] = { 0, 24 }, mixed_size[] = { 24, 8 };
 	static const size_t spin_off[] = { 0, 8 }, spin_size[] = { 8, 8 };
 
-	CHECK(cuModuleLoadData(&m, ptx));
+	REQUIRE_CU(cuModuleLoadData(&m, ptx));
 	vadd = t_func(m, "vadd");
 	saxpy = t_func(m, "saxpy");
 	mixed = t_func(m, "mixed_arg");
 	spin = t_func(m, "spin");
 
-	CHECK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, vadd));
-	EXPECT(v >= 128 && v <= 1024, "vadd max threads per block %d", v);
-	CHECK(cuFuncGetAttribute(&ptxv, CU_FUNC_ATTRIBUTE_PTX_VERSION, vadd));
-	EXPECT(ptxv >= 50 && ptxv < 1000, "vadd PTX version %d", ptxv);
-	CHECK(cuFuncGetAttribute(&binv, CU_FUNC_ATTRIBUTE_BINARY_VERSION, vadd));
-	EXPECT(binv >= 70 && binv < 1000, "vadd binary version %d", binv);
-	CHECK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd));
-	EXPECT(regs >= 0 && regs <= 255, "vadd uses %d registers", regs);
-	CHECK(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, vadd));
-	EXPECT(smem == 0, "vadd has %d bytes of static shared memory", smem);
-	CHECK(cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, vadd));
-	EXPECT(local >= 0 && local < 4096, "vadd local memory %d", local);
+	REQUIRE_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, vadd));
+	CHECK(v >= 128 && v <= 1024, "vadd max threads per block %d", v);
+	REQUIRE_CU(cuFuncGetAttribute(&ptxv, CU_FUNC_ATTRIBUTE_PTX_VERSION, vadd));
+	CHECK(ptxv >= 50 && ptxv < 1000, "vadd PTX version %d", ptxv);
+	REQUIRE_CU(cuFuncGetAttribute(&binv, CU_FUNC_ATTRIBUTE_BINARY_VERSION, vadd));
+	CHECK(binv >= 70 && binv < 1000, "vadd binary version %d", binv);
+	REQUIRE_CU(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd));
+	CHECK(regs >= 0 && regs <= 255, "vadd uses %d registers", regs);
+	REQUIRE_CU(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, vadd));
+	CHECK(smem == 0, "vadd has %d bytes of static shared memory", smem);
+	REQUIRE_CU(cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, vadd));
+	CHECK(local >= 0 && local < 4096, "vadd local memory %d", local);
 	printf("  vadd: PTX %d, binary %d, %d registers\n", ptxv, binv, regs);
 
-	CHECK(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
-	EXPECT(optin >= 48 * 1024, "opt-in shared memory per block %d", optin);
-	CHECK(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8192));
+	REQUIRE_CU(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+	CHECK(optin >= 48 * 1024, "opt-in shared memory per block %d", optin);
+	REQUIRE_CU(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8192));
 	v = -1;
-	CHECK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, vadd));
-	EXPECT(v == 8192, "max dynamic shared memory %d after setting 8192", v);
-	CHECK_ERR(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin + 4096),
-		  CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 50));
+	REQUIRE_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, vadd));
+	CHECK(v == 8192, "max dynamic shared memory %d after setting 8192", v);
+	CHECK_CU(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin + 4096),
+		 CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 50));
 	/* Another function of the module keeps its own value. */
 	v = -1;
-	CHECK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, saxpy));
-	EXPECT(v != 8192 && v >= 0, "saxpy's max dynamic shared memory followed vadd's: %d", v);
+	REQUIRE_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, saxpy));
+	CHECK(v != 8192 && v >= 0, "saxpy's max dynamic shared memory followed vadd's: %d", v);
 	run_vadd(vadd, "vadd after setting attributes");
 
 	check_params(vadd, "vadd", 4, vadd_off, vadd_size);
 	check_params(saxpy, "saxpy", 4, saxpy_off, saxpy_size);
 	check_params(mixed, "mixed_arg", 2, mixed_off, mixed_size);
 	check_params(spin, "spin", 2, spin_off, spin_size);
-	CHECK(cuModuleUnload(m));
+	REQUIRE_CU(cuModuleUnload(m));
 }
 
 static void test_library(const char *ptx)
@@ -337,39 +337,39 @@ static void test_library(const char *ptx)
 
 		memset(info, 0x55, sizeof(info));
 		memset(error, 0x55, sizeof(error));
-		CHECK(cuLibraryLoadData(&l2, ptx, jo, jv, 5, NULL, NULL, 0));
-		EXPECT((uintptr_t)jv[1] <= sizeof(info) && (uintptr_t)jv[3] <= sizeof(error),
-		       "library JIT log sizes %zu/%zu exceed the buffers", (size_t)(uintptr_t)jv[1],
-		       (size_t)(uintptr_t)jv[3]);
-		EXPECT(memchr(info, '\0', sizeof(info)) && memchr(error, '\0', sizeof(error)),
-		       "library JIT logs not terminated");
-		CHECK(cuLibraryUnload(l2));
+		REQUIRE_CU(cuLibraryLoadData(&l2, ptx, jo, jv, 5, NULL, NULL, 0));
+		CHECK((uintptr_t)jv[1] <= sizeof(info) && (uintptr_t)jv[3] <= sizeof(error),
+		      "library JIT log sizes %zu/%zu exceed the buffers", (size_t)(uintptr_t)jv[1],
+		      (size_t)(uintptr_t)jv[3]);
+		CHECK(memchr(info, '\0', sizeof(info)) && memchr(error, '\0', sizeof(error)),
+		      "library JIT logs not terminated");
+		REQUIRE_CU(cuLibraryUnload(l2));
 	}
-	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
-	CHECK(cuLibraryGetKernel(&kv, lib, "vadd"));
-	CHECK(cuLibraryGetKernel(&kb, lib, "bump_global"));
-	CHECK_ERR(cuLibraryGetKernel(&missing, lib, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
-	CHECK(cuKernelGetFunction(&fv, kv));
-	CHECK(cuKernelGetFunction(&fb, kb));
+	REQUIRE_CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	REQUIRE_CU(cuLibraryGetKernel(&kv, lib, "vadd"));
+	REQUIRE_CU(cuLibraryGetKernel(&kb, lib, "bump_global"));
+	CHECK_CU(cuLibraryGetKernel(&missing, lib, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+	REQUIRE_CU(cuKernelGetFunction(&fv, kv));
+	REQUIRE_CU(cuKernelGetFunction(&fb, kb));
 	run_vadd(fv, "vadd from a library");
 
-	CHECK(cuLibraryGetGlobal(&g, &bytes, lib, "g_counter"));
-	EXPECT(bytes == 4, "library g_counter is %zu bytes", bytes);
+	REQUIRE_CU(cuLibraryGetGlobal(&g, &bytes, lib, "g_counter"));
+	CHECK(bytes == 4, "library g_counter is %zu bytes", bytes);
 	run_bump(fb, g, "library");
-	CHECK_ERR(cuLibraryGetGlobal(&g, &bytes, lib, "no_such_global"), CUDA_ERROR_NOT_FOUND);
+	CHECK_CU(cuLibraryGetGlobal(&g, &bytes, lib, "no_such_global"), CUDA_ERROR_NOT_FOUND);
 
-	CHECK(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kv, dev));
-	EXPECT(v >= 128 && v <= 1024, "kernel max threads per block %d", v);
-	CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4096, kv, dev));
+	REQUIRE_CU(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kv, dev));
+	CHECK(v >= 128 && v <= 1024, "kernel max threads per block %d", v);
+	REQUIRE_CU(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4096, kv, dev));
 	v = -1;
-	CHECK(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kv, dev));
-	EXPECT(v == 4096, "kernel max dynamic shared memory %d after setting 4096", v);
+	REQUIRE_CU(cuKernelGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kv, dev));
+	CHECK(v == 4096, "kernel max dynamic shared memory %d after setting 4096", v);
 	run_vadd(fv, "vadd from a library after setting attributes");
-	CHECK(cuKernelSetCacheConfig(kv, CU_FUNC_CACHE_PREFER_SHARED, dev));
-	CHECK_ERR(cuKernelSetCacheConfig(kv, (CUfunc_cache)77, dev), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuKernelSetCacheConfig(kv, CU_FUNC_CACHE_PREFER_SHARED, dev));
+	CHECK_CU(cuKernelSetCacheConfig(kv, (CUfunc_cache)77, dev), CUDA_ERROR_INVALID_VALUE);
 	run_vadd(fv, "vadd from a library after a cache preference");
 
-	CHECK(cuLibraryUnload(lib));
+	REQUIRE_CU(cuLibraryUnload(lib));
 }
 
 /* The __managed__ variable m_counter, as a CUDA runtime program uses one:
@@ -391,46 +391,46 @@ static void test_managed_variable(const char *ptx)
 	volatile unsigned int *m;
 	unsigned int want, got;
 
-	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
-	CHECK(cuLibraryGetManaged(&p, &bytes, lib, "m_counter"));
+	REQUIRE_CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	REQUIRE_CU(cuLibraryGetManaged(&p, &bytes, lib, "m_counter"));
 	REQUIRE(p && bytes == 4, "m_counter at %#llx, %zu bytes", (unsigned long long)p, bytes);
-	CHECK_ERR(cuLibraryGetManaged(&g, &bytes, lib, "g_counter"), CUDA_ERROR_NOT_FOUND);
-	CHECK(cuLibraryGetKernel(&k, lib, "bump_managed"));
-	CHECK(cuKernelGetFunction(&f, k));
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	CHECK_CU(cuLibraryGetManaged(&g, &bytes, lib, "g_counter"), CUDA_ERROR_NOT_FOUND);
+	REQUIRE_CU(cuLibraryGetKernel(&k, lib, "bump_managed"));
+	REQUIRE_CU(cuKernelGetFunction(&f, k));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
 	m = (volatile unsigned int *)(uintptr_t)p;
-	EXPECT(*m == 0, "m_counter starts at %u", *m);
+	CHECK(*m == 0, "m_counter starts at %u", *m);
 	for (int round = 0; round < 30; round++) {
 		unsigned int start = (unsigned int)t_rand(&rng), by = (unsigned int)t_rand(&rng);
 		void *args[] = { &by };
 
 		*m = start;   /* the CPU's write, for the kernel */
 		want = start * 3u + by;
-		CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, round % 3 ? s : NULL, args, NULL));
+		REQUIRE_CU(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, round % 3 ? s : NULL, args, NULL));
 		switch (round % 3) {
 		case 0:
-			CHECK(cuCtxSynchronize());
+			REQUIRE_CU(cuCtxSynchronize());
 			break;
 		case 1:
-			CHECK(cuStreamSynchronize(s));
+			REQUIRE_CU(cuStreamSynchronize(s));
 			break;
 		default:
-			CHECK(cuEventRecord(e, s));
-			CHECK(cuEventSynchronize(e));
+			REQUIRE_CU(cuEventRecord(e, s));
+			REQUIRE_CU(cuEventSynchronize(e));
 			break;
 		}
-		if (!EXPECT(*m == want, "round %d: m_counter %u after the kernel, want %u", round, *m, want))
+		if (!CHECK(*m == want, "round %d: m_counter %u after the kernel, want %u", round, *m, want))
 			break;
 	}
 	/* Copies: the CPU's write reaches a copy from the variable, a copy to
 	 * it reaches the CPU. */
 	*m = 0x1234567u;
-	CHECK(cuMemcpyDtoH(&got, p, 4));
-	EXPECT(got == 0x1234567u, "a copy from m_counter read %#x, the CPU wrote 0x1234567", got);
+	REQUIRE_CU(cuMemcpyDtoH(&got, p, 4));
+	CHECK(got == 0x1234567u, "a copy from m_counter read %#x, the CPU wrote 0x1234567", got);
 	want = 0x7654321u;
-	CHECK(cuMemcpyHtoD(p, &want, 4));
-	EXPECT(*m == want, "after a copy to m_counter the CPU reads %#x, want %#x", *m, want);
+	REQUIRE_CU(cuMemcpyHtoD(p, &want, 4));
+	CHECK(*m == want, "after a copy to m_counter the CPU reads %#x, want %#x", *m, want);
 	/* Captured launches leave the variable to the graph's run. */
 	{
 		unsigned int by = 5;
@@ -438,20 +438,20 @@ static void test_managed_variable(const char *ptx)
 		CUgraph graph;
 		CUgraphExec ge;
 
-		CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-		CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
-		CHECK(cuStreamEndCapture(s, &graph));
-		CHECK(cuGraphInstantiateWithFlags(&ge, graph, 0));
+		REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		REQUIRE_CU(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+		REQUIRE_CU(cuStreamEndCapture(s, &graph));
+		REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, graph, 0));
 		*m = 10;
-		CHECK(cuGraphLaunch(ge, s));
-		CHECK(cuStreamSynchronize(s));
-		EXPECT(*m == 35u, "a graph's kernel left m_counter %u, want 35", *m);
-		CHECK(cuGraphExecDestroy(ge));
-		CHECK(cuGraphDestroy(graph));
+		REQUIRE_CU(cuGraphLaunch(ge, s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		CHECK(*m == 35u, "a graph's kernel left m_counter %u, want 35", *m);
+		REQUIRE_CU(cuGraphExecDestroy(ge));
+		REQUIRE_CU(cuGraphDestroy(graph));
 	}
-	CHECK(cuEventDestroy(e));
-	CHECK(cuStreamDestroy(s));
-	CHECK(cuLibraryUnload(lib));
+	REQUIRE_CU(cuEventDestroy(e));
+	REQUIRE_CU(cuStreamDestroy(s));
+	REQUIRE_CU(cuLibraryUnload(lib));
 }
 
 /* A library is loaded once for every device: a kernel taken from it while
@@ -467,23 +467,23 @@ static void test_library_other_device(const char *ptx)
 	CUdevice dev1;
 	int n = 0, v = -1;
 
-	CHECK(cuDeviceGetCount(&n));
+	REQUIRE_CU(cuDeviceGetCount(&n));
 	if (n < 2)
 		return;
-	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
-	CHECK(cuLibraryGetKernel(&kv, lib, "vadd"));
-	CHECK(cuKernelGetFunction(&f0, kv));
-	CHECK(cuDeviceGet(&dev1, dev == 0 ? 1 : 0));
-	CHECK(cuDevicePrimaryCtxRetain(&other, dev1));
-	CHECK(cuCtxPushCurrent(other));
-	CHECK(cuKernelGetFunction(&f1, kv));
-	CHECK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f1));
-	EXPECT(v >= 128 && v <= 1024, "the other device's function: max threads per block %d", v);
+	REQUIRE_CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	REQUIRE_CU(cuLibraryGetKernel(&kv, lib, "vadd"));
+	REQUIRE_CU(cuKernelGetFunction(&f0, kv));
+	REQUIRE_CU(cuDeviceGet(&dev1, dev == 0 ? 1 : 0));
+	REQUIRE_CU(cuDevicePrimaryCtxRetain(&other, dev1));
+	REQUIRE_CU(cuCtxPushCurrent(other));
+	REQUIRE_CU(cuKernelGetFunction(&f1, kv));
+	REQUIRE_CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f1));
+	CHECK(v >= 128 && v <= 1024, "the other device's function: max threads per block %d", v);
 	run_vadd(f1, "vadd from a library, on the other device");
-	CHECK(cuCtxPopCurrent(&other));
-	CHECK(cuDevicePrimaryCtxRelease(dev1));
+	REQUIRE_CU(cuCtxPopCurrent(&other));
+	REQUIRE_CU(cuDevicePrimaryCtxRelease(dev1));
 	run_vadd(f0, "vadd from a library, back on the first device");
-	CHECK(cuLibraryUnload(lib));
+	REQUIRE_CU(cuLibraryUnload(lib));
 }
 
 /* An image of several MiB (PTX padded with comment lines), so a loader that
@@ -500,12 +500,12 @@ static void test_large_image(const char *ptx)
 	for (size_t i = 0; i < lines; i++)
 		at += (size_t)sprintf(big + at, "// line %07zu of padding, so the image spans many pieces ........\n", i);
 	memcpy(big + at, ptx, n + 1);
-	CHECK(cuModuleLoadData(&m, big));
-	CHECK(cuModuleGetFunction(&f, m, "vadd"));
+	REQUIRE_CU(cuModuleLoadData(&m, big));
+	REQUIRE_CU(cuModuleGetFunction(&f, m, "vadd"));
 	run_vadd(f, "vadd from a large image");
-	CHECK(cuModuleUnload(m));
-	CHECK(cuLibraryLoadData((CUlibrary *)&m, big, NULL, NULL, 0, NULL, NULL, 0));
-	CHECK(cuLibraryUnload((CUlibrary)m));
+	REQUIRE_CU(cuModuleUnload(m));
+	REQUIRE_CU(cuLibraryLoadData((CUlibrary *)&m, big, NULL, NULL, 0, NULL, NULL, 0));
+	REQUIRE_CU(cuLibraryUnload((CUlibrary)m));
 	free(big);
 }
 
@@ -529,6 +529,6 @@ int main(int argc, char **argv)
 	test_large_image(ptx);
 
 	free(ptx);
-	CHECK(cuDevicePrimaryCtxRelease(dev));
+	REQUIRE_CU(cuDevicePrimaryCtxRelease(dev));
 	return t_finish();
 }

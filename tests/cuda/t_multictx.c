@@ -32,7 +32,7 @@ static uint64_t rng;
 
 static void enter(struct side *s)
 {
-	CHECK(cuCtxSetCurrent(s->ctx));
+	REQUIRE_CU(cuCtxSetCurrent(s->ctx));
 }
 
 static void setup(struct side *s, CUdevice dev, const char *name)
@@ -40,21 +40,21 @@ static void setup(struct side *s, CUdevice dev, const char *name)
 	size_t bytes = 0;
 
 	s->name = name;
-	CHECK(cuCtxCreate(&s->ctx, NULL, 0, dev));
+	REQUIRE_CU(cuCtxCreate(&s->ctx, NULL, 0, dev));
 	enter(s);
 	s->mod = t_module();
 	s->affine = t_func(s->mod, "affine_u32");
 	s->iota = t_func(s->mod, "iota_u32");
 	s->bump = t_func(s->mod, "bump_global");
-	CHECK(cuModuleGetGlobal(&s->counter, &bytes, s->mod, "g_counter"));
+	REQUIRE_CU(cuModuleGetGlobal(&s->counter, &bytes, s->mod, "g_counter"));
 	/* Blocking: the synchronous copies below are ordered before its work. */
-	CHECK(cuStreamCreate(&s->stream, CU_STREAM_DEFAULT));
-	CHECK(cuMemAlloc(&s->buf, sizeof(s->host)));
+	REQUIRE_CU(cuStreamCreate(&s->stream, CU_STREAM_DEFAULT));
+	REQUIRE_CU(cuMemAlloc(&s->buf, sizeof(s->host)));
 	t_fill_u32(s->host, N, &rng);
-	CHECK(cuMemcpyHtoD(s->buf, s->host, sizeof(s->host)));
+	REQUIRE_CU(cuMemcpyHtoD(s->buf, s->host, sizeof(s->host)));
 	s->counter_val = (uint32_t)t_rand(&rng) | 1;
-	CHECK(cuMemcpyHtoD(s->counter, &s->counter_val, 4));
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuMemcpyHtoD(s->counter, &s->counter_val, 4));
+	REQUIRE_CU(cuCtxSynchronize());
 }
 
 /* Queues p = p * mul + add on the side's stream and updates the expectation. */
@@ -64,7 +64,7 @@ static void queue_affine(struct side *s)
 	int n = N;
 	void *args[] = { &s->buf, &mul, &add, &n };
 
-	CHECK(t_launch(s->affine, N / 256, 256, s->stream, args));
+	REQUIRE_CU(t_launch(s->affine, N / 256, 256, s->stream, args));
 	for (int i = 0; i < N; i++)
 		s->host[i] = s->host[i] * mul + add;
 }
@@ -74,7 +74,7 @@ static void queue_bump(struct side *s)
 	uint32_t by = ((uint32_t)t_rand(&rng) >> 4) | 1;
 	void *args[] = { &by };
 
-	CHECK(t_launch(s->bump, 1, 32, s->stream, args));
+	REQUIRE_CU(t_launch(s->bump, 1, 32, s->stream, args));
 	s->counter_val += by;
 }
 
@@ -85,11 +85,11 @@ static void verify(struct side *s, const char *when)
 	uint32_t c = 0;
 
 	memset(scratch, 0, sizeof(scratch));
-	CHECK(cuMemcpyDtoH(scratch, s->buf, sizeof(scratch)));
+	REQUIRE_CU(cuMemcpyDtoH(scratch, s->buf, sizeof(scratch)));
 	snprintf(what, sizeof(what), "context %s buffer %s", s->name, when);
 	CMP_U32(scratch, s->host, N, what);
-	CHECK(cuMemcpyDtoH(&c, s->counter, 4));
-	EXPECT(c == s->counter_val, "context %s g_counter %s: %u, expected %u", s->name, when, c, s->counter_val);
+	REQUIRE_CU(cuMemcpyDtoH(&c, s->counter, 4));
+	CHECK(c == s->counter_val, "context %s g_counter %s: %u, expected %u", s->name, when, c, s->counter_val);
 }
 
 int main(int argc, char **argv)
@@ -104,14 +104,14 @@ int main(int argc, char **argv)
 	dev = t_device();
 	setup(a, dev, "A");
 	setup(b, dev, "B");
-	EXPECT(a->ctx != b->ctx, "two cuCtxCreate calls gave the same context");
+	CHECK(a->ctx != b->ctx, "two cuCtxCreate calls gave the same context");
 
 	/* Each pointer belongs to its own context. */
 	enter(a);
-	CHECK(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, a->buf));
-	EXPECT(owner == a->ctx, "A's buffer reports context %p, expected %p", (void *)owner, (void *)a->ctx);
-	CHECK(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, b->buf));
-	EXPECT(owner == b->ctx, "B's buffer reports context %p, expected %p", (void *)owner, (void *)b->ctx);
+	REQUIRE_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, a->buf));
+	CHECK(owner == a->ctx, "A's buffer reports context %p, expected %p", (void *)owner, (void *)a->ctx);
+	REQUIRE_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, b->buf));
+	CHECK(owner == b->ctx, "B's buffer reports context %p, expected %p", (void *)owner, (void *)b->ctx);
 
 	/* B works hard; A's memory and counter must not move. */
 	enter(b);
@@ -119,13 +119,13 @@ int main(int argc, char **argv)
 		queue_affine(b);
 		queue_bump(b);
 	}
-	CHECK(cuMemAlloc(&extra, sizeof(scratch)));
-	CHECK(cuMemsetD32Async(extra, 0xffffffffu, N, b->stream));
-	CHECK(cuStreamSynchronize(b->stream));
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuMemAlloc(&extra, sizeof(scratch)));
+	REQUIRE_CU(cuMemsetD32Async(extra, 0xffffffffu, N, b->stream));
+	REQUIRE_CU(cuStreamSynchronize(b->stream));
+	REQUIRE_CU(cuCtxSynchronize());
 	verify(b, "after its own work");
 	enter(a);
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuCtxSynchronize());
 	verify(a, "after B's work");
 
 	/* Interleaved: launches alternate between the contexts. */
@@ -138,27 +138,27 @@ int main(int argc, char **argv)
 		queue_bump(b);
 	}
 	enter(a);
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuCtxSynchronize());
 	verify(a, "after interleaved work");
 	enter(b);
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuCtxSynchronize());
 	verify(b, "after interleaved work");
 
 	/* Destroying B leaves A whole and working. */
-	CHECK(cuMemFree(extra));
-	CHECK(cuStreamDestroy(b->stream));
-	CHECK(cuModuleUnload(b->mod));
-	CHECK(cuCtxDestroy(b->ctx));
+	REQUIRE_CU(cuMemFree(extra));
+	REQUIRE_CU(cuStreamDestroy(b->stream));
+	REQUIRE_CU(cuModuleUnload(b->mod));
+	REQUIRE_CU(cuCtxDestroy(b->ctx));
 	enter(a);
 	verify(a, "after B was destroyed");
 	queue_affine(a);
 	queue_bump(a);
-	CHECK(cuStreamSynchronize(a->stream));
+	REQUIRE_CU(cuStreamSynchronize(a->stream));
 	verify(a, "after work following B's destruction");
 
-	CHECK(cuMemFree(a->buf));
-	CHECK(cuStreamDestroy(a->stream));
-	CHECK(cuModuleUnload(a->mod));
-	CHECK(cuCtxDestroy(a->ctx));
+	REQUIRE_CU(cuMemFree(a->buf));
+	REQUIRE_CU(cuStreamDestroy(a->stream));
+	REQUIRE_CU(cuModuleUnload(a->mod));
+	REQUIRE_CU(cuCtxDestroy(a->ctx));
 	return t_finish();
 }

@@ -24,7 +24,7 @@ static cuuint64_t attr64(CUmemoryPool p, CUmemPool_attribute a)
 {
 	cuuint64_t v = 0;
 
-	CHECK(cuMemPoolGetAttribute(p, a, &v));
+	REQUIRE_CU(cuMemPoolGetAttribute(p, a, &v));
 	return v;
 }
 
@@ -39,52 +39,52 @@ static void test_default_pool(void)
 	int reuse = -1, off = 0;
 
 	REQUIRE(in && out, "malloc");
-	CHECK(cuDeviceGetDefaultMemPool(&def, dev));
-	CHECK(cuDeviceGetMemPool(&cur, dev));
-	EXPECT(def && def == cur, "default pool %p, current %p", (void *)def, (void *)cur);
-	CHECK(cuMemGetDefaultMemPool(&byloc, &loc, CU_MEM_ALLOCATION_TYPE_PINNED));
-	EXPECT(byloc == def, "default pool by location %p, by device %p", (void *)byloc, (void *)def);
-	CHECK_ERR(cuDeviceGetDefaultMemPool(NULL, dev), CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuMemPoolGetAccess(&fl, def, &loc));
-	EXPECT(fl == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "the default pool's own device has access %d", (int)fl);
+	REQUIRE_CU(cuDeviceGetDefaultMemPool(&def, dev));
+	REQUIRE_CU(cuDeviceGetMemPool(&cur, dev));
+	CHECK(def && def == cur, "default pool %p, current %p", (void *)def, (void *)cur);
+	REQUIRE_CU(cuMemGetDefaultMemPool(&byloc, &loc, CU_MEM_ALLOCATION_TYPE_PINNED));
+	CHECK(byloc == def, "default pool by location %p, by device %p", (void *)byloc, (void *)def);
+	CHECK_CU(cuDeviceGetDefaultMemPool(NULL, dev), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuMemPoolGetAccess(&fl, def, &loc));
+	CHECK(fl == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "the default pool's own device has access %d", (int)fl);
 
 	/* Cached memory: kept up to the release threshold, trimmed on request. */
-	CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max));
-	EXPECT(attr64(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) == max, "release threshold not kept");
-	CHECK(cuMemAllocAsync(&d, 32 * MiB, stream));
-	EXPECT(attr64(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) >= 32 * MiB, "used %llu after 32 MiB",
-	       (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT));
+	REQUIRE_CU(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &max));
+	CHECK(attr64(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) == max, "release threshold not kept");
+	REQUIRE_CU(cuMemAllocAsync(&d, 32 * MiB, stream));
+	CHECK(attr64(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) >= 32 * MiB, "used %llu after 32 MiB",
+	      (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT));
 	t_fill_u32(in, 2 * MiB, &rng);
-	CHECK(cuMemcpyHtoDAsync(d + 3 * MiB, in, 8 * MiB, stream));
-	CHECK(cuMemcpyDtoHAsync(out, d + 3 * MiB, 8 * MiB, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpyHtoDAsync(d + 3 * MiB, in, 8 * MiB, stream));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out, d + 3 * MiB, 8 * MiB, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	CMP_U32(out, in, 2 * MiB, "an allocation of the default pool");
-	CHECK(cuPointerGetAttribute(&of, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, d));
-	EXPECT(of == def, "pool of a pointer: %p, want %p", (void *)of, (void *)def);
-	CHECK(cuMemFreeAsync(d, stream));
-	CHECK(cuStreamSynchronize(stream));
-	EXPECT(attr64(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) >= 32 * MiB, "reserved %llu after a free under "
-	       "an unlimited threshold", (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
-	EXPECT(attr64(def, CU_MEMPOOL_ATTR_USED_MEM_HIGH) >= 32 * MiB, "used high-water mark %llu",
-	       (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_USED_MEM_HIGH));
-	CHECK(cuMemPoolTrimTo(def, 0));
-	EXPECT(attr64(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == attr64(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
-	       "trimmed: reserved %llu, used %llu",
-	       (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
-	       (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT));
-	CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
-	CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
-	EXPECT(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &zero) != CUDA_SUCCESS,
-	       "the used-memory counter was set");
+	REQUIRE_CU(cuPointerGetAttribute(&of, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, d));
+	CHECK(of == def, "pool of a pointer: %p, want %p", (void *)of, (void *)def);
+	REQUIRE_CU(cuMemFreeAsync(d, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	CHECK(attr64(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) >= 32 * MiB, "reserved %llu after a free under "
+	      "an unlimited threshold", (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
+	CHECK(attr64(def, CU_MEMPOOL_ATTR_USED_MEM_HIGH) >= 32 * MiB, "used high-water mark %llu",
+	      (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_USED_MEM_HIGH));
+	REQUIRE_CU(cuMemPoolTrimTo(def, 0));
+	CHECK(attr64(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == attr64(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
+	      "trimmed: reserved %llu, used %llu",
+	      (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+	      (unsigned long long)attr64(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT));
+	REQUIRE_CU(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
+	REQUIRE_CU(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+	CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &zero) != CUDA_SUCCESS,
+	      "the used-memory counter was set");
 
-	CHECK(cuMemPoolGetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
-	EXPECT(reuse == 0 || reuse == 1, "reuse flag %d", reuse);
-	CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &off));
-	CHECK(cuMemPoolGetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
-	EXPECT(reuse == 0, "reuse flag set to 0 reads %d", reuse);
+	REQUIRE_CU(cuMemPoolGetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
+	CHECK(reuse == 0 || reuse == 1, "reuse flag %d", reuse);
+	REQUIRE_CU(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &off));
+	REQUIRE_CU(cuMemPoolGetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
+	CHECK(reuse == 0, "reuse flag set to 0 reads %d", reuse);
 	reuse = 1;
-	CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
-	CHECK_ERR(cuMemPoolGetAttribute(def, (CUmemPool_attribute)999, &reuse), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
+	CHECK_CU(cuMemPoolGetAttribute(def, (CUmemPool_attribute)999, &reuse), CUDA_ERROR_INVALID_VALUE);
 	free(in);
 	free(out);
 }
@@ -106,49 +106,49 @@ static void test_created_pool(void)
 	props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
 	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	props.location.id = (int)dev;
-	CHECK(cuMemPoolCreate(&pool, &props));
-	CHECK(cuMemAllocFromPoolAsync(&a, (size_t)n * 4, pool, stream));
-	CHECK(t_launch(iota, (unsigned)(n / 256), 256, stream, args));
-	CHECK(cuMemcpyDtoHAsync(out, a, (size_t)n * 4, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemPoolCreate(&pool, &props));
+	REQUIRE_CU(cuMemAllocFromPoolAsync(&a, (size_t)n * 4, pool, stream));
+	REQUIRE_CU(t_launch(iota, (unsigned)(n / 256), 256, stream, args));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out, a, (size_t)n * 4, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	for (int i = 0; i < n; i++) {
 		if (out[i] != base + (unsigned)i) {
-			EXPECT(0, "word %d of a pool allocation after iota: %u", i, out[i]);
+			CHECK(0, "word %d of a pool allocation after iota: %u", i, out[i]);
 			break;
 		}
 	}
-	CHECK(cuPointerGetAttribute(&of, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a));
-	EXPECT(of == pool, "pool of a pointer: %p, want %p", (void *)of, (void *)pool);
-	EXPECT(attr64(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) >= (cuuint64_t)n * 4, "created pool's used memory");
+	REQUIRE_CU(cuPointerGetAttribute(&of, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a));
+	CHECK(of == pool, "pool of a pointer: %p, want %p", (void *)of, (void *)pool);
+	CHECK(attr64(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) >= (cuuint64_t)n * 4, "created pool's used memory");
 
 	/* Current: cuMemAllocAsync takes from it. */
-	CHECK(cuDeviceSetMemPool(dev, pool));
-	CHECK(cuDeviceGetMemPool(&cur, dev));
-	EXPECT(cur == pool, "current pool %p, set %p", (void *)cur, (void *)pool);
-	CHECK(cuMemAllocAsync(&b, MiB, stream));
-	CHECK(cuPointerGetAttribute(&of, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, b));
-	EXPECT(of == pool, "cuMemAllocAsync with a pool current came from %p", (void *)of);
-	CHECK(cuMemFreeAsync(b, stream));
+	REQUIRE_CU(cuDeviceSetMemPool(dev, pool));
+	REQUIRE_CU(cuDeviceGetMemPool(&cur, dev));
+	CHECK(cur == pool, "current pool %p, set %p", (void *)cur, (void *)pool);
+	REQUIRE_CU(cuMemAllocAsync(&b, MiB, stream));
+	REQUIRE_CU(cuPointerGetAttribute(&of, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, b));
+	CHECK(of == pool, "cuMemAllocAsync with a pool current came from %p", (void *)of);
+	REQUIRE_CU(cuMemFreeAsync(b, stream));
 
 	/* Destroyed with an allocation out: the allocation stays usable. */
-	CHECK(cuStreamSynchronize(stream));
-	CHECK(cuMemPoolDestroy(pool));
-	CHECK(cuDeviceGetMemPool(&cur, dev));
-	CHECK(cuDeviceGetDefaultMemPool(&def, dev));
-	EXPECT(cur == def, "after destroying the current pool, current is %p, default %p", (void *)cur, (void *)def);
-	CHECK(cuMemcpyDtoH(out, a + 4096, 4096));
-	EXPECT(out[0] == base + 1024, "a destroyed pool's allocation reads %u", out[0]);
-	CHECK(cuMemFreeAsync(a, stream));
-	CHECK(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemPoolDestroy(pool));
+	REQUIRE_CU(cuDeviceGetMemPool(&cur, dev));
+	REQUIRE_CU(cuDeviceGetDefaultMemPool(&def, dev));
+	CHECK(cur == def, "after destroying the current pool, current is %p, default %p", (void *)cur, (void *)def);
+	REQUIRE_CU(cuMemcpyDtoH(out, a + 4096, 4096));
+	CHECK(out[0] == base + 1024, "a destroyed pool's allocation reads %u", out[0]);
+	REQUIRE_CU(cuMemFreeAsync(a, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 
-	CHECK_ERR(cuMemPoolCreate(NULL, &props), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuMemPoolCreate(NULL, &props), CUDA_ERROR_INVALID_VALUE);
 	props.location.id = 1000;
-	EXPECT(cuMemPoolCreate(&pool, &props) != CUDA_SUCCESS, "a pool on device 1000");
+	CHECK(cuMemPoolCreate(&pool, &props) != CUDA_SUCCESS, "a pool on device 1000");
 	/* Nothing asked, nothing given: the driver calls that a success. */
-	CHECK(cuMemAllocFromPoolAsync(&c, 0, def, stream));
+	REQUIRE_CU(cuMemAllocFromPoolAsync(&c, 0, def, stream));
 	if (c)
-		CHECK(cuMemFreeAsync(c, stream));
-	CHECK(cuStreamSynchronize(stream));
+		REQUIRE_CU(cuMemFreeAsync(c, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
 	free(out);
 }
 
@@ -160,17 +160,17 @@ int main(int argc, char **argv)
 	rng = t_rng(0);
 	dev = t_device();
 	t_primary(dev);
-	CHECK(cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev));
+	REQUIRE_CU(cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev));
 	if (!pools) {
 		printf("memory pools are not supported here\n");
 		return T_SKIP;
 	}
 	mod = t_module();
-	CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 	test_default_pool();
 	test_created_pool();
-	CHECK(cuStreamDestroy(stream));
-	CHECK(cuModuleUnload(mod));
-	CHECK(cuDevicePrimaryCtxRelease(dev));
+	REQUIRE_CU(cuStreamDestroy(stream));
+	REQUIRE_CU(cuModuleUnload(mod));
+	REQUIRE_CU(cuDevicePrimaryCtxRelease(dev));
 	return t_finish();
 }

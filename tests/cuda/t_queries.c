@@ -44,9 +44,9 @@ static void read_again(CUfunction f, CUkernel k, const int *v, const CUresult *r
 	for (int i = 0; i < ROUNDS; i++) {
 		read_all(f, k, v2, r2);
 		for (int a = 0; a < NATTR; a++) {
-			if (!EXPECT(r2[a] == r[a] && (r[a] != CUDA_SUCCESS || v2[a] == v[a]),
-				    "%s attribute %d, round %d: %s %d, first %s %d", what, a, i, t_errname(r2[a]), v2[a],
-				    t_errname(r[a]), v[a]))
+			if (!CHECK(r2[a] == r[a] && (r[a] != CUDA_SUCCESS || v2[a] == v[a]),
+				   "%s attribute %d, round %d: %s %d, first %s %d", what, a, i, t_errname(r2[a]), v2[a],
+				   t_errname(r[a]), v[a]))
 				return;
 		}
 	}
@@ -66,26 +66,26 @@ static CUresult launch_with_smem(CUfunction f, unsigned int smem)
 
 	t_fill_f32_int(a, N, &rng);
 	t_fill_f32_int(b, N, &rng);
-	CHECK(cuMemAlloc(&da, sizeof(a)));
-	CHECK(cuMemAlloc(&db, sizeof(b)));
-	CHECK(cuMemAlloc(&dc, sizeof(c)));
-	CHECK(cuMemcpyHtoD(da, a, sizeof(a)));
-	CHECK(cuMemcpyHtoD(db, b, sizeof(b)));
-	CHECK(cuMemsetD8(dc, 0, sizeof(c)));
+	REQUIRE_CU(cuMemAlloc(&da, sizeof(a)));
+	REQUIRE_CU(cuMemAlloc(&db, sizeof(b)));
+	REQUIRE_CU(cuMemAlloc(&dc, sizeof(c)));
+	REQUIRE_CU(cuMemcpyHtoD(da, a, sizeof(a)));
+	REQUIRE_CU(cuMemcpyHtoD(db, b, sizeof(b)));
+	REQUIRE_CU(cuMemsetD8(dc, 0, sizeof(c)));
 	r = cuLaunchKernel(f, N / 256, 1, 1, 256, 1, 1, smem, NULL, args, NULL);
 	if (r == CUDA_SUCCESS)
 		r = cuCtxSynchronize();
 	if (r == CUDA_SUCCESS) {
-		CHECK(cuMemcpyDtoH(c, dc, sizeof(c)));
+		REQUIRE_CU(cuMemcpyDtoH(c, dc, sizeof(c)));
 		for (int i = 0; i < N; i++) {
-			if (!EXPECT(c[i] == a[i] + b[i], "vadd with %u bytes of shared memory: element %d is %g, want %g",
-				    smem, i, c[i], a[i] + b[i]))
+			if (!CHECK(c[i] == a[i] + b[i], "vadd with %u bytes of shared memory: element %d is %g, want %g",
+				   smem, i, c[i], a[i] + b[i]))
 				break;
 		}
 	}
-	CHECK(cuMemFree(da));
-	CHECK(cuMemFree(db));
-	CHECK(cuMemFree(dc));
+	REQUIRE_CU(cuMemFree(da));
+	REQUIRE_CU(cuMemFree(db));
+	REQUIRE_CU(cuMemFree(dc));
 	return r;
 }
 
@@ -98,60 +98,60 @@ static void test_function(CUmodule m)
 	read_all(vadd, NULL, v, r);
 	for (int a = 0; a < NATTR; a++)
 		printf("  vadd attribute %2d: %s %d\n", a, t_errname(r[a]), r[a] == CUDA_SUCCESS ? v[a] : 0);
-	EXPECT(r[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] == CUDA_SUCCESS &&
-	       v[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] >= 256, "vadd's max threads per block");
+	CHECK(r[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] == CUDA_SUCCESS &&
+	      v[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] >= 256, "vadd's max threads per block");
 	read_again(vadd, NULL, v, r, "vadd");
-	CHECK_ERR(cuFuncGetAttribute(&x, (CUfunction_attribute)99, vadd), CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuFuncGetAttribute(NULL, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuFuncGetAttribute(&x, (CUfunction_attribute)99, vadd), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuFuncGetAttribute(NULL, CU_FUNC_ATTRIBUTE_NUM_REGS, vadd), CUDA_ERROR_INVALID_VALUE);
 
 	/* The same value, over and over, as attention kernels set it each step. */
 	REQUIRE(r[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] == CUDA_SUCCESS, "no dynamic shared memory attribute");
 	for (int i = 0; i < ROUNDS; i++)
-		CHECK(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-					 v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES]));
+		REQUIRE_CU(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					      v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES]));
 	read_again(vadd, NULL, v, r, "vadd after setting what it was");
 
 	/* A launch past the default fails, then passes once the attribute
 	 * allows it: the set reached the driver ahead of the launch. */
-	CHECK(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+	REQUIRE_CU(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
 	big = optin - v[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
 	REQUIRE(big > v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES], "opt-in %d is no more than the default %d",
 		optin, v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES]);
-	EXPECT(launch_with_smem(vadd, (unsigned int)big) != CUDA_SUCCESS,
-	       "vadd launched with %d bytes of shared memory before it was allowed", big);
-	CHECK(cuCtxSynchronize());   /* a refused launch leaves no error behind */
-	CHECK(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, big));
-	CHECK(launch_with_smem(vadd, (unsigned int)big));
-	CHECK(cuFuncGetAttribute(&x, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, vadd));
-	EXPECT(x == big, "max dynamic shared memory reads %d after setting %d", x, big);
+	CHECK(launch_with_smem(vadd, (unsigned int)big) != CUDA_SUCCESS,
+	      "vadd launched with %d bytes of shared memory before it was allowed", big);
+	REQUIRE_CU(cuCtxSynchronize());   /* a refused launch leaves no error behind */
+	REQUIRE_CU(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, big));
+	REQUIRE_CU(launch_with_smem(vadd, (unsigned int)big));
+	REQUIRE_CU(cuFuncGetAttribute(&x, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, vadd));
+	CHECK(x == big, "max dynamic shared memory reads %d after setting %d", x, big);
 	/* Too much is refused, and leaves the value as it was. */
-	CHECK_ERR(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, big + 1),
-		  CUDA_ERROR_INVALID_VALUE);
-	CHECK_ERR(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, -1),
-		  CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuFuncGetAttribute(&x, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, vadd));
-	EXPECT(x == big, "max dynamic shared memory reads %d after refused sets, want %d", x, big);
+	CHECK_CU(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, big + 1),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, -1),
+		 CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuFuncGetAttribute(&x, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, vadd));
+	CHECK(x == big, "max dynamic shared memory reads %d after refused sets, want %d", x, big);
 	/* Back down: a launch asking more fails again. */
-	CHECK(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024));
-	EXPECT(launch_with_smem(vadd, 2048) != CUDA_SUCCESS, "vadd launched with 2048 bytes of shared memory, 1024 allowed");
-	CHECK(cuCtxSynchronize());
-	CHECK(launch_with_smem(vadd, 1024));
+	REQUIRE_CU(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024));
+	CHECK(launch_with_smem(vadd, 2048) != CUDA_SUCCESS, "vadd launched with 2048 bytes of shared memory, 1024 allowed");
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(launch_with_smem(vadd, 1024));
 
 	/* The carveout: a percentage or -1, each read back. */
 	for (int c = -1; c <= 100; c += 101 / 4) {
-		CHECK(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, c));
-		CHECK(cuFuncGetAttribute(&x, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, vadd));
-		EXPECT(x == c, "carveout reads %d after setting %d", x, c);
+		REQUIRE_CU(cuFuncSetAttribute(vadd, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, c));
+		REQUIRE_CU(cuFuncGetAttribute(&x, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, vadd));
+		CHECK(x == c, "carveout reads %d after setting %d", x, c);
 	}
-	CHECK(cuFuncSetCacheConfig(vadd, CU_FUNC_CACHE_PREFER_SHARED));
-	CHECK(cuFuncSetCacheConfig(vadd, CU_FUNC_CACHE_PREFER_L1));
-	CHECK(launch_with_smem(vadd, 0));
+	REQUIRE_CU(cuFuncSetCacheConfig(vadd, CU_FUNC_CACHE_PREFER_SHARED));
+	REQUIRE_CU(cuFuncSetCacheConfig(vadd, CU_FUNC_CACHE_PREFER_L1));
+	REQUIRE_CU(launch_with_smem(vadd, 0));
 
 	/* Another function of the module kept its own values throughout. */
 	read_all(saxpy, NULL, sv, sr);
-	EXPECT(sr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] == CUDA_SUCCESS &&
-	       sv[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] == v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES],
-	       "saxpy's max dynamic shared memory %d followed vadd's", sv[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES]);
+	CHECK(sr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] == CUDA_SUCCESS &&
+	      sv[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] == v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES],
+	      "saxpy's max dynamic shared memory %d followed vadd's", sv[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES]);
 	read_again(saxpy, NULL, sv, sr, "saxpy");
 }
 
@@ -163,22 +163,22 @@ static void test_kernel(const char *ptx)
 	int v[NATTR], x = -1;
 	CUresult r[NATTR];
 
-	CHECK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
-	CHECK(cuLibraryGetKernel(&k, lib, "vadd"));
+	REQUIRE_CU(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	REQUIRE_CU(cuLibraryGetKernel(&k, lib, "vadd"));
 	read_all(NULL, k, v, r);
 	read_again(NULL, k, v, r, "kernel vadd");
-	CHECK_ERR(cuKernelGetAttribute(&x, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 99), CUDA_ERROR_INVALID_DEVICE);
+	CHECK_CU(cuKernelGetAttribute(&x, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 99), CUDA_ERROR_INVALID_DEVICE);
 	for (int i = 0; i < ROUNDS; i++)
-		CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-					   v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES], k, dev));
-	CHECK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4096, k, dev));
-	CHECK(cuKernelGetAttribute(&x, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k, dev));
-	EXPECT(x == 4096, "kernel's max dynamic shared memory reads %d after setting 4096", x);
+		REQUIRE_CU(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+					        v[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES], k, dev));
+	REQUIRE_CU(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4096, k, dev));
+	REQUIRE_CU(cuKernelGetAttribute(&x, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k, dev));
+	CHECK(x == 4096, "kernel's max dynamic shared memory reads %d after setting 4096", x);
 	/* Its function in this context launches with what the kernel allows. */
-	CHECK(cuKernelGetFunction(&f, k));
-	CHECK(launch_with_smem(f, 4096));
-	CHECK(cuKernelSetCacheConfig(k, CU_FUNC_CACHE_PREFER_EQUAL, dev));
-	CHECK(cuLibraryUnload(lib));
+	REQUIRE_CU(cuKernelGetFunction(&f, k));
+	REQUIRE_CU(launch_with_smem(f, 4096));
+	REQUIRE_CU(cuKernelSetCacheConfig(k, CU_FUNC_CACHE_PREFER_EQUAL, dev));
+	REQUIRE_CU(cuLibraryUnload(lib));
 }
 
 static void test_limits(CUfunction vadd)
@@ -191,30 +191,30 @@ static void test_limits(CUfunction vadd)
 		r[l] = cuCtxGetLimit(&v[l], (CUlimit)l);
 		printf("  limit %d: %s %zu\n", l, t_errname(r[l]), v[l]);
 	}
-	EXPECT(r[CU_LIMIT_STACK_SIZE] == CUDA_SUCCESS && v[CU_LIMIT_STACK_SIZE] > 0, "no stack size");
+	CHECK(r[CU_LIMIT_STACK_SIZE] == CUDA_SUCCESS && v[CU_LIMIT_STACK_SIZE] > 0, "no stack size");
 	for (int i = 0; i < ROUNDS; i++) {
 		for (int l = 0; l < CU_LIMIT_MAX; l++) {
 			CUresult r2;
 
 			x = 0;
 			r2 = cuCtxGetLimit(&x, (CUlimit)l);
-			if (!EXPECT(r2 == r[l] && (r2 != CUDA_SUCCESS || x == v[l]), "limit %d, round %d: %s %zu, first %s %zu",
-				    l, i, t_errname(r2), x, t_errname(r[l]), v[l]))
+			if (!CHECK(r2 == r[l] && (r2 != CUDA_SUCCESS || x == v[l]), "limit %d, round %d: %s %zu, first %s %zu",
+				   l, i, t_errname(r2), x, t_errname(r[l]), v[l]))
 				return;
 		}
 	}
-	EXPECT(cuCtxGetLimit(&x, (CUlimit)99) != CUDA_SUCCESS, "limit 99 answered");
-	CHECK_ERR(cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
+	CHECK(cuCtxGetLimit(&x, (CUlimit)99) != CUDA_SUCCESS, "limit 99 answered");
+	CHECK_CU(cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
 	/* Raised: read back at least as much, as often as asked. */
-	CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, v[CU_LIMIT_STACK_SIZE] + 4096));
+	REQUIRE_CU(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, v[CU_LIMIT_STACK_SIZE] + 4096));
 	for (int i = 0; i < ROUNDS; i++) {
-		CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, v[CU_LIMIT_STACK_SIZE] + 4096));
-		CHECK(cuCtxGetLimit(&x, CU_LIMIT_STACK_SIZE));
-		if (!EXPECT(x >= v[CU_LIMIT_STACK_SIZE] + 4096, "stack size %zu after setting %zu", x,
-			    v[CU_LIMIT_STACK_SIZE] + 4096))
+		REQUIRE_CU(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, v[CU_LIMIT_STACK_SIZE] + 4096));
+		REQUIRE_CU(cuCtxGetLimit(&x, CU_LIMIT_STACK_SIZE));
+		if (!CHECK(x >= v[CU_LIMIT_STACK_SIZE] + 4096, "stack size %zu after setting %zu", x,
+			   v[CU_LIMIT_STACK_SIZE] + 4096))
 			break;
 	}
-	CHECK(launch_with_smem(vadd, 0));
+	REQUIRE_CU(launch_with_smem(vadd, 0));
 }
 
 /* Pointer attributes of two allocations, at many offsets: what Triton asks
@@ -228,12 +228,12 @@ static void test_pointers(void)
 	size_t size = 0;
 	int ordinal = -1;
 
-	CHECK(cuCtxGetCurrent(&cur));
-	CHECK(cuMemAlloc(&a, 1 << 20));
-	CHECK(cuMemAlloc(&b, 3 << 20));
-	CHECK(cuPointerGetAttribute(&id_a, CU_POINTER_ATTRIBUTE_BUFFER_ID, a));
-	CHECK(cuPointerGetAttribute(&id_b, CU_POINTER_ATTRIBUTE_BUFFER_ID, b));
-	EXPECT(id_a != id_b, "two allocations share buffer id %llu", id_a);
+	REQUIRE_CU(cuCtxGetCurrent(&cur));
+	REQUIRE_CU(cuMemAlloc(&a, 1 << 20));
+	REQUIRE_CU(cuMemAlloc(&b, 3 << 20));
+	REQUIRE_CU(cuPointerGetAttribute(&id_a, CU_POINTER_ATTRIBUTE_BUFFER_ID, a));
+	REQUIRE_CU(cuPointerGetAttribute(&id_b, CU_POINTER_ATTRIBUTE_BUFFER_ID, b));
+	CHECK(id_a != id_b, "two allocations share buffer id %llu", id_a);
 	for (int i = 0; i < ROUNDS; i++) {
 		CUdeviceptr q = (i & 1 ? b : a), at = q + (CUdeviceptr)((t_rand(&rng) % (1 << 20)) & ~3ull);
 		CUpointer_attribute want[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT,
@@ -241,28 +241,28 @@ static void test_pointers(void)
 		int managed = -1;
 		void *data[] = { &type, &ctx, &ordinal, &managed };
 
-		CHECK(cuPointerGetAttribute(&p, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, at));
-		CHECK(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, at));
-		CHECK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, at));
-		CHECK(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, at));
-		CHECK(cuPointerGetAttributes(4, want, data, at));
-		if (!EXPECT(p == at && base == q && size == (q == a ? 1u << 20 : 3u << 20) && id == (q == a ? id_a : id_b) &&
-			    type == CU_MEMORYTYPE_DEVICE && ctx == cur && ordinal == (int)dev && managed == 0,
-			    "round %d, %#llx: device pointer %#llx, range %#llx+%zu, id %llu, type %d, context %p, "
-			    "device %d, managed %d", i, (unsigned long long)at, (unsigned long long)p,
-			    (unsigned long long)base, size, id, (int)type, (void *)ctx, ordinal, managed))
+		REQUIRE_CU(cuPointerGetAttribute(&p, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, at));
+		REQUIRE_CU(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, at));
+		REQUIRE_CU(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, at));
+		REQUIRE_CU(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, at));
+		REQUIRE_CU(cuPointerGetAttributes(4, want, data, at));
+		if (!CHECK(p == at && base == q && size == (q == a ? 1u << 20 : 3u << 20) && id == (q == a ? id_a : id_b) &&
+			   type == CU_MEMORYTYPE_DEVICE && ctx == cur && ordinal == (int)dev && managed == 0,
+			   "round %d, %#llx: device pointer %#llx, range %#llx+%zu, id %llu, type %d, context %p, "
+			   "device %d, managed %d", i, (unsigned long long)at, (unsigned long long)p,
+			   (unsigned long long)base, size, id, (int)type, (void *)ctx, ordinal, managed))
 			break;
 	}
-	CHECK_ERR(cuPointerGetAttribute(&p, CU_POINTER_ATTRIBUTE_HOST_POINTER, a), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(cuPointerGetAttribute(&p, CU_POINTER_ATTRIBUTE_HOST_POINTER, a), CUDA_ERROR_INVALID_VALUE);
 	/* Freed and allocated again: nothing of the old one is answered. */
-	CHECK(cuMemFree(a));
-	CHECK(cuMemAlloc(&a, 2 << 20));
-	CHECK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a));
-	EXPECT(size == 2u << 20, "a new allocation of 2 MiB has range size %zu", size);
-	CHECK(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, a));
-	EXPECT(id != id_a && id != id_b, "a new allocation has an old buffer id %llu", id);
-	CHECK(cuMemFree(a));
-	CHECK(cuMemFree(b));
+	REQUIRE_CU(cuMemFree(a));
+	REQUIRE_CU(cuMemAlloc(&a, 2 << 20));
+	REQUIRE_CU(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a));
+	CHECK(size == 2u << 20, "a new allocation of 2 MiB has range size %zu", size);
+	REQUIRE_CU(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, a));
+	CHECK(id != id_a && id != id_b, "a new allocation has an old buffer id %llu", id);
+	REQUIRE_CU(cuMemFree(a));
+	REQUIRE_CU(cuMemFree(b));
 }
 
 static void test_context_queries(void)
@@ -273,19 +273,19 @@ static void test_context_queries(void)
 	CUcontext c, cur;
 	cuuint64_t id;
 
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cuCtxGetCurrent(&cur));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuCtxGetCurrent(&cur));
 	for (int i = 0; i < ROUNDS; i++) {
-		CHECK(cuStreamIsCapturing(s, &st));
-		EXPECT(st == CU_STREAM_CAPTURE_STATUS_NONE, "stream capturing (%d)", (int)st);
-		CHECK(cuStreamGetCaptureInfo(s, &st, &id, NULL, NULL, NULL, NULL));
-		CHECK(cuCtxGetDevice(&d));
-		EXPECT(d == dev, "current device %d", (int)d);
-		CHECK(cuStreamGetCtx(s, &c));
-		if (!EXPECT(c == cur, "stream's context %p, current %p", (void *)c, (void *)cur))
+		REQUIRE_CU(cuStreamIsCapturing(s, &st));
+		CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE, "stream capturing (%d)", (int)st);
+		REQUIRE_CU(cuStreamGetCaptureInfo(s, &st, &id, NULL, NULL, NULL, NULL));
+		REQUIRE_CU(cuCtxGetDevice(&d));
+		CHECK(d == dev, "current device %d", (int)d);
+		REQUIRE_CU(cuStreamGetCtx(s, &c));
+		if (!CHECK(c == cur, "stream's context %p, current %p", (void *)c, (void *)cur))
 			break;
 	}
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamDestroy(s));
 }
 
 int main(int argc, char **argv)
@@ -298,13 +298,13 @@ int main(int argc, char **argv)
 	dev = t_device();
 	t_primary(dev);
 	ptx = t_ptx();
-	CHECK(cuModuleLoadData(&m, ptx));
+	REQUIRE_CU(cuModuleLoadData(&m, ptx));
 	test_function(m);
 	test_kernel(ptx);
 	test_limits(t_func(m, "vadd"));
 	test_pointers();
 	test_context_queries();
-	CHECK(cuModuleUnload(m));
+	REQUIRE_CU(cuModuleUnload(m));
 	free(ptx);
 	return t_finish();
 }

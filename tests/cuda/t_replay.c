@@ -80,17 +80,17 @@ static void iteration(CUstream s, CUdeviceptr buf, const struct step *st, int nd
 
 	t_fill_u32(in, N, &rng);
 	memcpy(want, in, sizeof(in));
-	CHECK(cuMemcpyHtoDAsync(buf, in, sizeof(in), s));
+	REQUIRE_CU(cuMemcpyHtoDAsync(buf, in, sizeof(in), s));
 	for (int i = 0; i < ndo; i++) {
-		CHECK(affine(s, buf, st[i].mul, st[i].add, st[i].grid));
+		REQUIRE_CU(affine(s, buf, st[i].mul, st[i].add, st[i].grid));
 		host_affine(want, st[i].mul, st[i].add);
 	}
 	if (extra) {
-		CHECK(affine(s, buf, 9, 1, 4));
+		REQUIRE_CU(affine(s, buf, 9, 1, 4));
 		host_affine(want, 9, 1);
 	}
-	CHECK(cuMemcpyDtoHAsync(got, buf, sizeof(got), s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoHAsync(got, buf, sizeof(got), s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 	snprintf(label, sizeof(label), "%s, iteration %d", what, k);
 	CMP_U32(got, want, N, label);
 }
@@ -112,11 +112,11 @@ int main(int argc, char **argv)
 	f_affine = t_func(mod, "affine_u32");
 	f_iota = t_func(mod, "iota_u32");
 	f_store = t_func(mod, "store_at");
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-	CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-	CHECK(cuMemAlloc(&a, N * sizeof(uint32_t)));
-	CHECK(cuMemAlloc(&b, N * sizeof(uint32_t)));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuMemAlloc(&a, N * sizeof(uint32_t)));
+	REQUIRE_CU(cuMemAlloc(&b, N * sizeof(uint32_t)));
 
 	/* The same run, then with scalars changed and buffers switched. */
 	make_steps(st, -1);
@@ -135,13 +135,13 @@ int main(int argc, char **argv)
 		CUdeviceptr more[5] = { a, b, 0, 0, 0 };
 
 		for (int i = 2; i < 5; i++)
-			CHECK(cuMemAlloc(&more[i], N * sizeof(uint32_t)));
+			REQUIRE_CU(cuMemAlloc(&more[i], N * sizeof(uint32_t)));
 		for (int k = 0; k < ITERS; k++)
 			iteration(s, more[k % 3], st, RUN, false, "three buffers in turn", k);
 		for (int k = 0; k < ITERS; k++)
 			iteration(s, more[k % 5], st, RUN, false, "five buffers in turn", k);
 		for (int i = 2; i < 5; i++)
-			CHECK(cuMemFree(more[i]));
+			REQUIRE_CU(cuMemFree(more[i]));
 	}
 
 	/* Runs that leave the learned one part way, each between learned ones. */
@@ -156,16 +156,16 @@ int main(int argc, char **argv)
 
 		/* Another kernel in the middle: iota resets the buffer. */
 		for (int i = 0; i < 4; i++)
-			CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
-		CHECK(cuLaunchKernel(f_iota, 4, 1, 1, N / 4, 1, 1, 0, s, iota_args, NULL));
+			REQUIRE_CU(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+		REQUIRE_CU(cuLaunchKernel(f_iota, 4, 1, 1, N / 4, 1, 1, 0, s, iota_args, NULL));
 		for (int i = 0; i < N; i++)
 			want[i] = base + (uint32_t)i;
 		for (int i = 5; i < RUN; i++) {
-			CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+			REQUIRE_CU(affine(s, a, st[i].mul, st[i].add, st[i].grid));
 			host_affine(want, st[i].mul, st[i].add);
 		}
-		CHECK(cuMemcpyDtoHAsync(got, a, sizeof(got), s));   /* s does not wait for the legacy stream */
-		CHECK(cuStreamSynchronize(s));
+		REQUIRE_CU(cuMemcpyDtoHAsync(got, a, sizeof(got), s));   /* s does not wait for the legacy stream */
+		REQUIRE_CU(cuStreamSynchronize(s));
 		CMP_U32(got, want, N, "a run with another kernel in the middle");
 	}
 	iteration(s, a, st, RUN, false, "learned after another kernel", 0);
@@ -189,16 +189,16 @@ int main(int argc, char **argv)
 		for (int k = 0; k < 3; k++) {
 			t_fill_u32(in, N, &rng);
 			memcpy(want, in, sizeof(in));
-			CHECK(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
+			REQUIRE_CU(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
 			for (int i = 0; i < RUN; i++) {
 				if (i == 3)
-					CHECK(cuLaunchKernelEx(&cfg, f_affine, args, NULL));
+					REQUIRE_CU(cuLaunchKernelEx(&cfg, f_affine, args, NULL));
 				else
-					CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+					REQUIRE_CU(affine(s, a, st[i].mul, st[i].add, st[i].grid));
 				host_affine(want, st[i].mul, st[i].add);
 			}
-			CHECK(cuMemcpyDtoHAsync(got, a, sizeof(got), s));
-			CHECK(cuStreamSynchronize(s));
+			REQUIRE_CU(cuMemcpyDtoHAsync(got, a, sizeof(got), s));
+			REQUIRE_CU(cuStreamSynchronize(s));
 			CMP_U32(got, want, N, "a run with a launch that has an attribute");
 		}
 	}
@@ -216,8 +216,8 @@ int main(int argc, char **argv)
 		CUdeviceptr dflag;
 		uint32_t in[N];
 
-		CHECK(cuMemHostAlloc((void **)&flag, sizeof(*flag), CU_MEMHOSTALLOC_DEVICEMAP));
-		CHECK(cuMemHostGetDevicePointer(&dflag, (void *)flag, 0));
+		REQUIRE_CU(cuMemHostAlloc((void **)&flag, sizeof(*flag), CU_MEMHOSTALLOC_DEVICEMAP));
+		REQUIRE_CU(cuMemHostGetDevicePointer(&dflag, (void *)flag, 0));
 		for (int k = 0; k < 12; k++) {
 			unsigned int v = 0x5000u + (unsigned int)k;
 			void *sargs[] = { &dflag, &v };
@@ -226,21 +226,21 @@ int main(int argc, char **argv)
 
 			*flag = 0;
 			t_fill_u32(in, N, &rng);
-			CHECK(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
+			REQUIRE_CU(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
 			for (int i = 0; i < 3; i++)
-				CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
-			CHECK(cuLaunchKernel(f_store, 1, 1, 1, 1, 1, 1, 0, s, sargs, NULL));
+				REQUIRE_CU(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+			REQUIRE_CU(cuLaunchKernel(f_store, 1, 1, 1, 1, 1, 1, 0, s, sargs, NULL));
 			if (!cut)
 				for (int i = 3; i < RUN; i++)
-					CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+					REQUIRE_CU(affine(s, a, st[i].mul, st[i].add, st[i].grid));
 			t0 = t_now();
 			while (*flag != v && t_now() - t0 < 10.0)
 				;
-			EXPECT(*flag == v, "round %d%s: the flag was not stored within 10 s (%#x)", k,
-			       cut ? " (run cut short)" : "", *flag);
-			CHECK(cuStreamSynchronize(s));
+			CHECK(*flag == v, "round %d%s: the flag was not stored within 10 s (%#x)", k,
+			      cut ? " (run cut short)" : "", *flag);
+			REQUIRE_CU(cuStreamSynchronize(s));
 		}
-		CHECK(cuMemFreeHost((void *)flag));
+		REQUIRE_CU(cuMemFreeHost((void *)flag));
 	}
 
 	/* Two streams: the run on s, an event after it, s2 waits and adds. */
@@ -249,22 +249,22 @@ int main(int argc, char **argv)
 
 		t_fill_u32(in, N, &rng);
 		memcpy(want, in, sizeof(in));
-		CHECK(cuMemcpyHtoD(a, in, sizeof(in)));
+		REQUIRE_CU(cuMemcpyHtoD(a, in, sizeof(in)));
 		for (int i = 0; i < RUN; i++) {
-			CHECK(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+			REQUIRE_CU(affine(s, a, st[i].mul, st[i].add, st[i].grid));
 			host_affine(want, st[i].mul, st[i].add);
 		}
-		CHECK(cuEventRecord(ev, s));
-		CHECK(cuStreamWaitEvent(s2, ev, 0));
-		CHECK(affine(s2, a, 1, 11, 4));
+		REQUIRE_CU(cuEventRecord(ev, s));
+		REQUIRE_CU(cuStreamWaitEvent(s2, ev, 0));
+		REQUIRE_CU(affine(s2, a, 1, 11, 4));
 		host_affine(want, 1, 11);
-		CHECK(cuStreamSynchronize(s2));
-		CHECK(cuMemcpyDtoH(got, a, sizeof(got)));
+		REQUIRE_CU(cuStreamSynchronize(s2));
+		REQUIRE_CU(cuMemcpyDtoH(got, a, sizeof(got)));
 		CMP_U32(got, want, N, "a run on one stream read by another after an event");
 	}
 
 	/* The module goes and comes back: the same run with new functions. */
-	CHECK(cuModuleUnload(mod));
+	REQUIRE_CU(cuModuleUnload(mod));
 	mod = t_module();
 	f_affine = t_func(mod, "affine_u32");
 	f_iota = t_func(mod, "iota_u32");
@@ -272,11 +272,11 @@ int main(int argc, char **argv)
 	for (int k = 0; k < 6; k++)
 		iteration(s, a, st, RUN, false, "after the module was loaded again", k);
 
-	CHECK(cuMemFree(a));
-	CHECK(cuMemFree(b));
-	CHECK(cuEventDestroy(ev));
-	CHECK(cuStreamDestroy(s2));
-	CHECK(cuStreamDestroy(s));
-	CHECK(cuModuleUnload(mod));
+	REQUIRE_CU(cuMemFree(a));
+	REQUIRE_CU(cuMemFree(b));
+	REQUIRE_CU(cuEventDestroy(ev));
+	REQUIRE_CU(cuStreamDestroy(s2));
+	REQUIRE_CU(cuStreamDestroy(s));
+	REQUIRE_CU(cuModuleUnload(mod));
 	return t_finish();
 }

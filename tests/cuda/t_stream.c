@@ -29,13 +29,13 @@ static void launch_spin_store(CUstream s, long long cycles, uint32_t value)
 {
 	void *args[] = { &cycles, &flag, &value };
 
-	CHECK(t_launch(spin_store, 1, 32, s, args));
+	REQUIRE_CU(t_launch(spin_store, 1, 32, s, args));
 }
 
 static void reset_flag(void)
 {
-	CHECK(cuMemsetD32(flag, POISON, 1));
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuMemsetD32(flag, POISON, 1));
+	REQUIRE_CU(cuCtxSynchronize());
 	*pinned = 0x0u;
 }
 
@@ -46,39 +46,39 @@ static void test_create(void)
 	int least = 0, greatest = 0, prio = 99;
 	CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_ACTIVE;
 
-	CHECK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
-	CHECK(cuStreamGetFlags(s, &flags));
-	EXPECT(flags == CU_STREAM_DEFAULT, "flags of a default stream: 0x%x", flags);
-	CHECK(cuStreamGetPriority(s, &prio));
-	EXPECT(prio == 0, "priority of a stream created without one: %d", prio);
-	CHECK(cuStreamIsCapturing(s, &cap));
-	EXPECT(cap == CU_STREAM_CAPTURE_STATUS_NONE, "a new stream is capturing (%d)", (int)cap);
-	CHECK(cuStreamQuery(s));
-	CHECK(cuStreamSynchronize(s));
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+	REQUIRE_CU(cuStreamGetFlags(s, &flags));
+	CHECK(flags == CU_STREAM_DEFAULT, "flags of a default stream: 0x%x", flags);
+	REQUIRE_CU(cuStreamGetPriority(s, &prio));
+	CHECK(prio == 0, "priority of a stream created without one: %d", prio);
+	REQUIRE_CU(cuStreamIsCapturing(s, &cap));
+	CHECK(cap == CU_STREAM_CAPTURE_STATUS_NONE, "a new stream is capturing (%d)", (int)cap);
+	REQUIRE_CU(cuStreamQuery(s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuStreamDestroy(s));
 
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cuStreamGetFlags(s, &flags));
-	EXPECT(flags == CU_STREAM_NON_BLOCKING, "flags of a non-blocking stream: 0x%x", flags);
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamGetFlags(s, &flags));
+	CHECK(flags == CU_STREAM_NON_BLOCKING, "flags of a non-blocking stream: 0x%x", flags);
+	REQUIRE_CU(cuStreamDestroy(s));
 
-	CHECK(cuCtxGetStreamPriorityRange(&least, &greatest));
+	REQUIRE_CU(cuCtxGetStreamPriorityRange(&least, &greatest));
 	printf("  stream priorities %d (least) .. %d (greatest)\n", least, greatest);
-	CHECK(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, greatest));
-	CHECK(cuStreamGetPriority(s, &prio));
-	EXPECT(prio == greatest, "priority %d, expected %d", prio, greatest);
-	CHECK(cuStreamGetFlags(s, &flags));
-	EXPECT(flags == CU_STREAM_NON_BLOCKING, "flags of a prioritised non-blocking stream: 0x%x", flags);
-	CHECK(cuStreamDestroy(s));
-	CHECK(cuStreamCreateWithPriority(&s, 0, greatest - 100));
-	CHECK(cuStreamGetPriority(s, &prio));
-	EXPECT(prio == greatest, "priority %d beyond the range was not clamped to %d: %d", greatest - 100, greatest,
-	       prio);
-	CHECK(cuStreamDestroy(s));
-	CHECK(cuStreamCreateWithPriority(&s, 0, least + 100));
-	CHECK(cuStreamGetPriority(s, &prio));
-	EXPECT(prio == least, "priority %d beyond the range was not clamped to %d: %d", least + 100, least, prio);
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, greatest));
+	REQUIRE_CU(cuStreamGetPriority(s, &prio));
+	CHECK(prio == greatest, "priority %d, expected %d", prio, greatest);
+	REQUIRE_CU(cuStreamGetFlags(s, &flags));
+	CHECK(flags == CU_STREAM_NON_BLOCKING, "flags of a prioritised non-blocking stream: 0x%x", flags);
+	REQUIRE_CU(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamCreateWithPriority(&s, 0, greatest - 100));
+	REQUIRE_CU(cuStreamGetPriority(s, &prio));
+	CHECK(prio == greatest, "priority %d beyond the range was not clamped to %d: %d", greatest - 100, greatest,
+	      prio);
+	REQUIRE_CU(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamCreateWithPriority(&s, 0, least + 100));
+	REQUIRE_CU(cuStreamGetPriority(s, &prio));
+	CHECK(prio == least, "priority %d beyond the range was not clamped to %d: %d", least + 100, least, prio);
+	REQUIRE_CU(cuStreamDestroy(s));
 }
 
 /* 50 launches of p = p * mul + add: any reordering changes the result. */
@@ -104,20 +104,20 @@ static void test_order(void)
 			v = v * mul[k] + add[k];
 		want[i] = v;
 	}
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cuMemAlloc(&d, sizeof(init)));
-	CHECK(cuMemcpyHtoDAsync(d, init, sizeof(init), s));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuMemAlloc(&d, sizeof(init)));
+	REQUIRE_CU(cuMemcpyHtoDAsync(d, init, sizeof(init), s));
 	for (int k = 0; k < K; k++) {
 		void *args[] = { &d, &mul[k], &add[k], &n };
 
-		CHECK(t_launch(f, N / 128, 128, s, args));
+		REQUIRE_CU(t_launch(f, N / 128, 128, s, args));
 	}
 	memset(got, 0, sizeof(got));
-	CHECK(cuMemcpyDtoHAsync(got, d, sizeof(got), s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoHAsync(got, d, sizeof(got), s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 	CMP_U32(got, want, N, "50 affine_u32 launches on one stream");
-	CHECK(cuMemFree(d));
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuStreamDestroy(s));
 }
 
 static void test_query(void)
@@ -125,16 +125,16 @@ static void test_query(void)
 	CUstream s;
 	CUresult r;
 
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	reset_flag();
 	launch_spin_store(s, T_SPIN_200MS, 0x600du);
 	r = cuStreamQuery(s);
-	CHECK_ERR(r, CUDA_ERROR_NOT_READY);
-	CHECK(cuStreamSynchronize(s));
-	CHECK_ERR(cuStreamQuery(s), CUDA_SUCCESS);
-	CHECK(cuMemcpyDtoH(pinned, flag, 4));
-	EXPECT(*pinned == 0x600du, "flag 0x%x after synchronize, expected 0x600d", *pinned);
-	CHECK(cuStreamDestroy(s));
+	CHECK_CU(r, CUDA_ERROR_NOT_READY);
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK_CU(cuStreamQuery(s), CUDA_SUCCESS);
+	REQUIRE_CU(cuMemcpyDtoH(pinned, flag, 4));
+	CHECK(*pinned == 0x600du, "flag 0x%x after synchronize, expected 0x600d", *pinned);
+	REQUIRE_CU(cuStreamDestroy(s));
 }
 
 /* B waits for an event recorded on A after the slow store. */
@@ -144,20 +144,20 @@ static void test_wait_event(void)
 	CUevent ev;
 	uint32_t v = (uint32_t)t_rand(&rng) | 1;
 
-	CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
-	CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-	CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
 	reset_flag();
 	launch_spin_store(a, T_SPIN_200MS, v);
-	CHECK(cuEventRecord(ev, a));
-	CHECK(cuStreamWaitEvent(b, ev, 0));
-	CHECK(cuMemcpyDtoHAsync(pinned, flag, 4, b));
-	CHECK(cuStreamSynchronize(b));
-	EXPECT(*pinned == v, "stream B copied 0x%x before A's store of 0x%x (cuStreamWaitEvent)", *pinned, v);
-	CHECK(cuStreamSynchronize(a));
-	CHECK(cuEventDestroy(ev));
-	CHECK(cuStreamDestroy(a));
-	CHECK(cuStreamDestroy(b));
+	REQUIRE_CU(cuEventRecord(ev, a));
+	REQUIRE_CU(cuStreamWaitEvent(b, ev, 0));
+	REQUIRE_CU(cuMemcpyDtoHAsync(pinned, flag, 4, b));
+	REQUIRE_CU(cuStreamSynchronize(b));
+	CHECK(*pinned == v, "stream B copied 0x%x before A's store of 0x%x (cuStreamWaitEvent)", *pinned, v);
+	REQUIRE_CU(cuStreamSynchronize(a));
+	REQUIRE_CU(cuEventDestroy(ev));
+	REQUIRE_CU(cuStreamDestroy(a));
+	REQUIRE_CU(cuStreamDestroy(b));
 }
 
 /* The legacy default stream waits for blocking streams, and they wait for it. */
@@ -166,34 +166,34 @@ static void test_legacy(void)
 	CUstream s;
 	uint32_t v;
 
-	CHECK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_DEFAULT));
 
 	reset_flag();
 	v = (uint32_t)t_rand(&rng) | 1;
 	launch_spin_store(s, T_SPIN_200MS, v);
-	CHECK(cuMemcpyDtoHAsync(pinned, flag, 4, 0));
-	CHECK(cuStreamSynchronize(0));
-	EXPECT(*pinned == v, "stream 0 copied 0x%x before a blocking stream's store of 0x%x", *pinned, v);
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoHAsync(pinned, flag, 4, 0));
+	REQUIRE_CU(cuStreamSynchronize(0));
+	CHECK(*pinned == v, "stream 0 copied 0x%x before a blocking stream's store of 0x%x", *pinned, v);
+	REQUIRE_CU(cuStreamSynchronize(s));
 
 	reset_flag();
 	v = (uint32_t)t_rand(&rng) | 1;
 	launch_spin_store(s, T_SPIN_200MS, v);
-	CHECK(cuMemcpyDtoHAsync(pinned, flag, 4, CU_STREAM_LEGACY));
-	CHECK(cuStreamSynchronize(CU_STREAM_LEGACY));
-	EXPECT(*pinned == v, "CU_STREAM_LEGACY copied 0x%x before a blocking stream's store of 0x%x", *pinned, v);
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoHAsync(pinned, flag, 4, CU_STREAM_LEGACY));
+	REQUIRE_CU(cuStreamSynchronize(CU_STREAM_LEGACY));
+	CHECK(*pinned == v, "CU_STREAM_LEGACY copied 0x%x before a blocking stream's store of 0x%x", *pinned, v);
+	REQUIRE_CU(cuStreamSynchronize(s));
 
 	/* The other direction. */
 	reset_flag();
 	v = (uint32_t)t_rand(&rng) | 1;
 	launch_spin_store(0, T_SPIN_200MS, v);
-	CHECK(cuMemcpyDtoHAsync(pinned, flag, 4, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(*pinned == v, "a blocking stream copied 0x%x before stream 0's store of 0x%x", *pinned, v);
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuMemcpyDtoHAsync(pinned, flag, 4, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(*pinned == v, "a blocking stream copied 0x%x before stream 0's store of 0x%x", *pinned, v);
+	REQUIRE_CU(cuCtxSynchronize());
 
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamDestroy(s));
 }
 
 static void test_per_thread_and_nonblocking(void)
@@ -207,43 +207,43 @@ static void test_per_thread_and_nonblocking(void)
 	int n = N;
 	void *args[] = { &d, &base, &n };
 
-	CHECK(cuMemAlloc(&d, sizeof(got)));
+	REQUIRE_CU(cuMemAlloc(&d, sizeof(got)));
 	for (int i = 0; i < N; i++)
 		want[i] = base + (uint32_t)i;
 
 	/* CU_STREAM_PER_THREAD is a stream like any other. */
-	CHECK(cuMemsetD32Async(d, 0xeeeeeeeeu, N, CU_STREAM_PER_THREAD));
-	CHECK(t_launch(iota, (N + 255) / 256, 256, CU_STREAM_PER_THREAD, args));
+	REQUIRE_CU(cuMemsetD32Async(d, 0xeeeeeeeeu, N, CU_STREAM_PER_THREAD));
+	REQUIRE_CU(t_launch(iota, (N + 255) / 256, 256, CU_STREAM_PER_THREAD, args));
 	memset(got, 0, sizeof(got));
-	CHECK(cuMemcpyDtoHAsync(got, d, sizeof(got), CU_STREAM_PER_THREAD));
-	CHECK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+	REQUIRE_CU(cuMemcpyDtoHAsync(got, d, sizeof(got), CU_STREAM_PER_THREAD));
+	REQUIRE_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
 	CMP_U32(got, want, N, "iota_u32 on CU_STREAM_PER_THREAD");
 	reset_flag();
 	v = (uint32_t)t_rand(&rng) | 1;
 	launch_spin_store(CU_STREAM_PER_THREAD, T_SPIN_100MS, v);
-	CHECK(cuMemcpyDtoHAsync(pinned, flag, 4, CU_STREAM_PER_THREAD));
-	CHECK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
-	EXPECT(*pinned == v, "CU_STREAM_PER_THREAD copied 0x%x before its own store of 0x%x", *pinned, v);
+	REQUIRE_CU(cuMemcpyDtoHAsync(pinned, flag, 4, CU_STREAM_PER_THREAD));
+	REQUIRE_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+	CHECK(*pinned == v, "CU_STREAM_PER_THREAD copied 0x%x before its own store of 0x%x", *pinned, v);
 
 	/* A non-blocking stream runs its work, in order. */
-	CHECK(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
 	base ^= 0x5a5a0000u;
 	for (int i = 0; i < N; i++)
 		want[i] = base + (uint32_t)i;
-	CHECK(cuMemsetD32Async(d, 0xeeeeeeeeu, N, nb));
-	CHECK(t_launch(iota, (N + 255) / 256, 256, nb, args));
+	REQUIRE_CU(cuMemsetD32Async(d, 0xeeeeeeeeu, N, nb));
+	REQUIRE_CU(t_launch(iota, (N + 255) / 256, 256, nb, args));
 	memset(got, 0, sizeof(got));
-	CHECK(cuMemcpyDtoHAsync(got, d, sizeof(got), nb));
-	CHECK(cuStreamSynchronize(nb));
+	REQUIRE_CU(cuMemcpyDtoHAsync(got, d, sizeof(got), nb));
+	REQUIRE_CU(cuStreamSynchronize(nb));
 	CMP_U32(got, want, N, "iota_u32 on a non-blocking stream");
 	reset_flag();
 	v = (uint32_t)t_rand(&rng) | 1;
 	launch_spin_store(nb, T_SPIN_100MS, v);
-	CHECK(cuMemcpyDtoHAsync(pinned, flag, 4, nb));
-	CHECK(cuStreamSynchronize(nb));
-	EXPECT(*pinned == v, "a non-blocking stream copied 0x%x before its own store of 0x%x", *pinned, v);
-	CHECK(cuStreamDestroy(nb));
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemcpyDtoHAsync(pinned, flag, 4, nb));
+	REQUIRE_CU(cuStreamSynchronize(nb));
+	CHECK(*pinned == v, "a non-blocking stream copied 0x%x before its own store of 0x%x", *pinned, v);
+	REQUIRE_CU(cuStreamDestroy(nb));
+	REQUIRE_CU(cuMemFree(d));
 }
 
 /* Destroying a stream with work in flight lets the work finish. */
@@ -252,13 +252,13 @@ static void test_destroy_busy(void)
 	CUstream s;
 	uint32_t v = (uint32_t)t_rand(&rng) | 1;
 
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	reset_flag();
 	launch_spin_store(s, T_SPIN_100MS, v);
-	CHECK(cuStreamDestroy(s));
-	CHECK(cuCtxSynchronize());
-	CHECK(cuMemcpyDtoH(pinned, flag, 4));
-	EXPECT(*pinned == v, "work on a stream destroyed while busy: flag 0x%x, expected 0x%x", *pinned, v);
+	REQUIRE_CU(cuStreamDestroy(s));
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(cuMemcpyDtoH(pinned, flag, 4));
+	CHECK(*pinned == v, "work on a stream destroyed while busy: flag 0x%x, expected 0x%x", *pinned, v);
 }
 
 int main(int argc, char **argv)
@@ -271,8 +271,8 @@ int main(int argc, char **argv)
 	t_primary(dev);
 	mod = t_module();
 	spin_store = t_func(mod, "spin_then_store");
-	CHECK(cuMemAlloc(&flag, 4));
-	CHECK(cuMemAllocHost((void **)&pinned, 4));
+	REQUIRE_CU(cuMemAlloc(&flag, 4));
+	REQUIRE_CU(cuMemAllocHost((void **)&pinned, 4));
 
 	test_create();
 	test_order();
@@ -282,9 +282,9 @@ int main(int argc, char **argv)
 	test_per_thread_and_nonblocking();
 	test_destroy_busy();
 
-	CHECK(cuMemFreeHost(pinned));
-	CHECK(cuMemFree(flag));
-	CHECK(cuModuleUnload(mod));
-	CHECK(cuDevicePrimaryCtxRelease(dev));
+	REQUIRE_CU(cuMemFreeHost(pinned));
+	REQUIRE_CU(cuMemFree(flag));
+	REQUIRE_CU(cuModuleUnload(mod));
+	REQUIRE_CU(cuDevicePrimaryCtxRelease(dev));
 	return t_finish();
 }

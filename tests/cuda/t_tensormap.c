@@ -54,10 +54,10 @@ static void check_box(CUfunction f, const CUtensorMap *map, CUdeviceptr out, con
 	void *params[] = { &arg, &out, &x0, &y0 };
 	char label[96];
 
-	CHECK(cuMemsetD32(out, 0x7fc00000u, BOX * BOX));   /* NaN: a box never written shows */
-	CHECK(cuLaunchKernel(f, 1, 1, 1, BOX * BOX, 1, 1, 0, NULL, params, NULL));
-	CHECK(cuCtxSynchronize());
-	CHECK(cuMemcpyDtoH(got, out, sizeof(got)));
+	REQUIRE_CU(cuMemsetD32(out, 0x7fc00000u, BOX * BOX));   /* NaN: a box never written shows */
+	REQUIRE_CU(cuLaunchKernel(f, 1, 1, 1, BOX * BOX, 1, 1, 0, NULL, params, NULL));
+	REQUIRE_CU(cuCtxSynchronize());
+	REQUIRE_CU(cuMemcpyDtoH(got, out, sizeof(got)));
 	for (int y = 0; y < BOX; y++) {
 		for (int x = 0; x < BOX; x++) {
 			int gx = x0 + x, gy = y0 + y;
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
 	t_init(argc, argv);
 	dev = t_device();
 	t_primary(dev);
-	CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+	REQUIRE_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
 	if (major < 9) {
 		printf("tensor maps need compute capability 9.0 (this device: %d.x): skipped\n", major);
 		return T_SKIP;
@@ -95,32 +95,32 @@ int main(int argc, char **argv)
 	t_fill_f32(b, W * H, &rng);
 	mod = t_module();
 	f = t_func(mod, "tma_tile");
-	CHECK(cuMemAlloc(&da, W * H * sizeof(float)));
-	CHECK(cuMemAlloc(&db, W * H * sizeof(float)));
-	CHECK(cuMemAlloc(&out, BOX * BOX * sizeof(float)));
-	CHECK(cuMemcpyHtoD(da, a, W * H * sizeof(float)));
-	CHECK(cuMemcpyHtoD(db, b, W * H * sizeof(float)));
+	REQUIRE_CU(cuMemAlloc(&da, W * H * sizeof(float)));
+	REQUIRE_CU(cuMemAlloc(&db, W * H * sizeof(float)));
+	REQUIRE_CU(cuMemAlloc(&out, BOX * BOX * sizeof(float)));
+	REQUIRE_CU(cuMemcpyHtoD(da, a, W * H * sizeof(float)));
+	REQUIRE_CU(cuMemcpyHtoD(db, b, W * H * sizeof(float)));
 
 	/* Boxes of a, then of b. */
-	CHECK(encode(&m[0], da, BOX));
+	REQUIRE_CU(encode(&m[0], da, BOX));
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
 		check_box(f, &m[0], out, a, at[i][0], at[i][1], "tensor a:");
-	CHECK(encode(&m[1], db, BOX));
+	REQUIRE_CU(encode(&m[1], db, BOX));
 	check_box(f, &m[1], out, b, 8, 7, "tensor b:");
 
 	/* The same arguments, the same bytes, with other encodings between. */
-	CHECK(encode(&m[2], da, BOX));
-	EXPECT(!memcmp(&m[2], &m[0], sizeof(m[0])), "a encoded again after b: other bytes");
-	CHECK(encode(&m[2], da, 8));
-	EXPECT(memcmp(&m[2], &m[0], sizeof(m[0])), "a with 8-wide boxes encoded as with 16-wide ones");
-	CHECK(encode(&m[2], da, BOX));
-	EXPECT(!memcmp(&m[2], &m[0], sizeof(m[0])), "a encoded a third time: other bytes");
+	REQUIRE_CU(encode(&m[2], da, BOX));
+	CHECK(!memcmp(&m[2], &m[0], sizeof(m[0])), "a encoded again after b: other bytes");
+	REQUIRE_CU(encode(&m[2], da, 8));
+	CHECK(memcmp(&m[2], &m[0], sizeof(m[0])), "a with 8-wide boxes encoded as with 16-wide ones");
+	REQUIRE_CU(encode(&m[2], da, BOX));
+	CHECK(!memcmp(&m[2], &m[0], sizeof(m[0])), "a encoded a third time: other bytes");
 
 	/* a's map moved to b reads b. */
 	m[3] = m[0];
-	CHECK(cuTensorMapReplaceAddress(&m[3], (void *)db));
+	REQUIRE_CU(cuTensorMapReplaceAddress(&m[3], (void *)db));
 	check_box(f, &m[3], out, b, 32, 8, "a's map moved to b:");
-	EXPECT(!memcmp(&m[0], &m[2], sizeof(m[0])), "the moved copy changed the original");
+	CHECK(!memcmp(&m[0], &m[2], sizeof(m[0])), "the moved copy changed the original");
 
 	/* What the documentation rules out. */
 	{
@@ -134,22 +134,22 @@ int main(int argc, char **argv)
 		const CUtensorMapDataType f32 = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
 
 		/* A descriptor 16 bytes off the documented 64: the driver writes it. */
-		CHECK_ERR(cuTensorMapEncodeTiled((CUtensorMap *)(raw + 16), f32, 2, (void *)da, dim, st, box, es, il, sw,
+		CHECK_CU(cuTensorMapEncodeTiled((CUtensorMap *)(raw + 16), f32, 2, (void *)da, dim, st, box, es, il, sw,
 						 l2, oob), CUDA_SUCCESS);
-		EXPECT(!memcmp(raw + 16, &m[0], sizeof(m[0])), "a descriptor at 16 bytes: other bytes");
-		CHECK_ERR(cuTensorMapEncodeTiled(&m[2], f32, 0, (void *)da, dim, st, box, es, il, sw, l2, oob),
-			  CUDA_ERROR_INVALID_VALUE);
-		CHECK_ERR(cuTensorMapEncodeTiled(&m[2], f32, 2, (void *)(da + 4), dim, st, box, es, il, sw, l2, oob),
-			  CUDA_ERROR_INVALID_VALUE);
-		CHECK_ERR(cuTensorMapEncodeTiled(&m[2], f32, 2, (void *)da, dim, bad_st, box, es, il, sw, l2, oob),
-			  CUDA_ERROR_INVALID_VALUE);
-		CHECK_ERR(cuTensorMapEncodeTiled(&m[2], f32, 2, (void *)da, dim, st, zero_box, es, il, sw, l2, oob),
-			  CUDA_ERROR_INVALID_VALUE);
-		CHECK_ERR(cuTensorMapEncodeTiled(&m[2], f32, 2, (void *)da, dim, st, NULL, es, il, sw, l2, oob),
-			  CUDA_ERROR_INVALID_VALUE);
-		CHECK_ERR(cuTensorMapReplaceAddress((CUtensorMap *)(raw + 16), (void *)db), CUDA_SUCCESS);
-		EXPECT(!memcmp(raw + 16, &m[3], sizeof(m[3])), "a descriptor at 16 bytes moved to b: other bytes");
-		CHECK_ERR(cuTensorMapReplaceAddress(&m[3], (void *)(db + 4)), CUDA_ERROR_INVALID_VALUE);
+		CHECK(!memcmp(raw + 16, &m[0], sizeof(m[0])), "a descriptor at 16 bytes: other bytes");
+		CHECK_CU(cuTensorMapEncodeTiled(&m[2], f32, 0, (void *)da, dim, st, box, es, il, sw, l2, oob),
+			 CUDA_ERROR_INVALID_VALUE);
+		CHECK_CU(cuTensorMapEncodeTiled(&m[2], f32, 2, (void *)(da + 4), dim, st, box, es, il, sw, l2, oob),
+			 CUDA_ERROR_INVALID_VALUE);
+		CHECK_CU(cuTensorMapEncodeTiled(&m[2], f32, 2, (void *)da, dim, bad_st, box, es, il, sw, l2, oob),
+			 CUDA_ERROR_INVALID_VALUE);
+		CHECK_CU(cuTensorMapEncodeTiled(&m[2], f32, 2, (void *)da, dim, st, zero_box, es, il, sw, l2, oob),
+			 CUDA_ERROR_INVALID_VALUE);
+		CHECK_CU(cuTensorMapEncodeTiled(&m[2], f32, 2, (void *)da, dim, st, NULL, es, il, sw, l2, oob),
+			 CUDA_ERROR_INVALID_VALUE);
+		CHECK_CU(cuTensorMapReplaceAddress((CUtensorMap *)(raw + 16), (void *)db), CUDA_SUCCESS);
+		CHECK(!memcmp(raw + 16, &m[3], sizeof(m[3])), "a descriptor at 16 bytes moved to b: other bytes");
+		CHECK_CU(cuTensorMapReplaceAddress(&m[3], (void *)(db + 4)), CUDA_ERROR_INVALID_VALUE);
 	}
 
 	/* Im2col over an NHWC tensor (1 x 8 x 8 x 16 floats): encodes, and
@@ -172,18 +172,18 @@ int main(int argc, char **argv)
 						       hi, 16, 64, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
 						       CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
 						       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-		CHECK_ERR(r[0], CUDA_SUCCESS);
-		CHECK_ERR(r[1], CUDA_SUCCESS);
-		EXPECT(!memcmp(&x[0], &x[1], sizeof(x[0])), "an im2col map encoded twice: other bytes");
+		CHECK_CU(r[0], CUDA_SUCCESS);
+		CHECK_CU(r[1], CUDA_SUCCESS);
+		CHECK(!memcmp(&x[0], &x[1], sizeof(x[0])), "an im2col map encoded twice: other bytes");
 		free(st);
 		free(lo);
 		free(hi);
 	}
 
-	CHECK(cuMemFree(out));
-	CHECK(cuMemFree(db));
-	CHECK(cuMemFree(da));
-	CHECK(cuModuleUnload(mod));
+	REQUIRE_CU(cuMemFree(out));
+	REQUIRE_CU(cuMemFree(db));
+	REQUIRE_CU(cuMemFree(da));
+	REQUIRE_CU(cuModuleUnload(mod));
 	free(a);
 	free(b);
 	return t_finish();

@@ -49,21 +49,21 @@ static void round_vadd(CUfunction f, CUstream s, int n, uint64_t *rng, float *a,
 	t_fill_f32(b, (size_t)n, rng);
 	for (int i = 0; i < n; i++)
 		ref[i] = a[i] + b[i];
-	CHECK(cuMemAlloc(&da, bytes));
-	CHECK(cuMemAlloc(&db, bytes));
-	CHECK(cuMemAlloc(&dc, bytes));
-	CHECK(cuMemsetD32Async(dc, 0x7fc00001u, (size_t)n, s));
-	CHECK(cuMemcpyHtoDAsync(da, a, bytes, s));
-	CHECK(cuMemcpyHtoDAsync(db, b, bytes, s));
-	CHECK(t_launch(f, (unsigned)((n + 127) / 128), 128, s, args));
+	REQUIRE_CU(cuMemAlloc(&da, bytes));
+	REQUIRE_CU(cuMemAlloc(&db, bytes));
+	REQUIRE_CU(cuMemAlloc(&dc, bytes));
+	REQUIRE_CU(cuMemsetD32Async(dc, 0x7fc00001u, (size_t)n, s));
+	REQUIRE_CU(cuMemcpyHtoDAsync(da, a, bytes, s));
+	REQUIRE_CU(cuMemcpyHtoDAsync(db, b, bytes, s));
+	REQUIRE_CU(t_launch(f, (unsigned)((n + 127) / 128), 128, s, args));
 	memset(c, 0, bytes);
-	CHECK(cuMemcpyDtoHAsync(c, dc, bytes, s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoHAsync(c, dc, bytes, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 	snprintf(what, sizeof(what), "thread %d round %d: vadd of %d", id, r, n);
 	CMP_F32(c, ref, (size_t)n, 0.0f, 0.0f, what);
-	CHECK(cuMemFree(da));
-	CHECK(cuMemFree(db));
-	CHECK(cuMemFree(dc));
+	REQUIRE_CU(cuMemFree(da));
+	REQUIRE_CU(cuMemFree(db));
+	REQUIRE_CU(cuMemFree(dc));
 	free(ref);
 }
 
@@ -88,19 +88,19 @@ static void round_affine(CUfunction f, CUstream s, int n, uint64_t *rng, uint32_
 			v = v * mul[k] + add[k];
 		want[i] = v;
 	}
-	CHECK(cuMemAlloc(&d, bytes));
-	CHECK(cuMemcpyHtoDAsync(d, in, bytes, s));
+	REQUIRE_CU(cuMemAlloc(&d, bytes));
+	REQUIRE_CU(cuMemcpyHtoDAsync(d, in, bytes, s));
 	for (int k = 0; k < 3; k++) {
 		void *args[] = { &d, &mul[k], &add[k], &n };
 
-		CHECK(t_launch(f, (unsigned)((n + 255) / 256), 256, s, args));
+		REQUIRE_CU(t_launch(f, (unsigned)((n + 255) / 256), 256, s, args));
 	}
 	memset(out, 0, bytes);
-	CHECK(cuMemcpyDtoHAsync(out, d, bytes, s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out, d, bytes, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 	snprintf(what, sizeof(what), "thread %d round %d: affine of %d", id, r, n);
 	CMP_U32(out, want, (size_t)n, what);
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d));
 	free(want);
 }
 
@@ -118,20 +118,20 @@ static void *worker_main(void *p)
 	int pinned = w->id % 2;
 
 	if (w->id >= OWN_CONTEXT_FROM) {
-		CHECK(cuCtxCreate(&own, NULL, 0, dev));
+		REQUIRE_CU(cuCtxCreate(&own, NULL, 0, dev));
 		mod = t_module();
 	} else {
-		CHECK(cuCtxSetCurrent(primary));
+		REQUIRE_CU(cuCtxSetCurrent(primary));
 		mod = primary_mod;
 	}
 	vadd = t_func(mod, "vadd");
 	affine = t_func(mod, "affine_u32");
 	/* Odd threads use blocking streams and pinned buffers, even ones the opposite. */
-	CHECK(cuStreamCreate(&s, pinned ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, pinned ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
 	if (pinned) {
-		CHECK(cuMemAllocHost((void **)&a, (size_t)max_n * 4));
-		CHECK(cuMemAllocHost((void **)&b, (size_t)max_n * 4));
-		CHECK(cuMemAllocHost((void **)&c, (size_t)max_n * 4));
+		REQUIRE_CU(cuMemAllocHost((void **)&a, (size_t)max_n * 4));
+		REQUIRE_CU(cuMemAllocHost((void **)&b, (size_t)max_n * 4));
+		REQUIRE_CU(cuMemAllocHost((void **)&c, (size_t)max_n * 4));
 	} else {
 		a = xmalloc((size_t)max_n * 4);
 		b = xmalloc((size_t)max_n * 4);
@@ -150,25 +150,25 @@ static void *worker_main(void *p)
 			round_affine(affine, s, n, &rng, in, out, w->id, r);
 		w->rounds_done++;
 	}
-	CHECK(cuCtxGetCurrent(&cur));
-	EXPECT(cur == (own ? own : primary), "thread %d: current context changed to %p during the run", w->id,
-	       (void *)cur);
+	REQUIRE_CU(cuCtxGetCurrent(&cur));
+	CHECK(cur == (own ? own : primary), "thread %d: current context changed to %p during the run", w->id,
+	      (void *)cur);
 
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamDestroy(s));
 	if (pinned) {
-		CHECK(cuMemFreeHost(a));
-		CHECK(cuMemFreeHost(b));
-		CHECK(cuMemFreeHost(c));
+		REQUIRE_CU(cuMemFreeHost(a));
+		REQUIRE_CU(cuMemFreeHost(b));
+		REQUIRE_CU(cuMemFreeHost(c));
 	} else {
 		free(a);
 		free(b);
 		free(c);
 	}
 	if (own) {
-		CHECK(cuModuleUnload(mod));
-		CHECK(cuCtxDestroy(own));
+		REQUIRE_CU(cuModuleUnload(mod));
+		REQUIRE_CU(cuCtxDestroy(own));
 	} else {
-		CHECK(cuCtxSetCurrent(NULL));
+		REQUIRE_CU(cuCtxSetCurrent(NULL));
 	}
 	return NULL;
 }
@@ -193,12 +193,12 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < THREADS; i++) {
 		pthread_join(th[i], NULL);
-		EXPECT(w[i].rounds_done == ROUNDS, "thread %d finished %d of %d rounds", i, w[i].rounds_done, ROUNDS);
+		CHECK(w[i].rounds_done == ROUNDS, "thread %d finished %d of %d rounds", i, w[i].rounds_done, ROUNDS);
 	}
 	printf("  %d threads x %d rounds in %.2f s\n", THREADS, ROUNDS, t_now() - t0);
 	pthread_barrier_destroy(&start);
 
-	CHECK(cuModuleUnload(primary_mod));
-	CHECK(cuDevicePrimaryCtxRelease(dev));
+	REQUIRE_CU(cuModuleUnload(primary_mod));
+	REQUIRE_CU(cuDevicePrimaryCtxRelease(dev));
 	return t_finish();
 }

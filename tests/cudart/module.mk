@@ -14,12 +14,12 @@ CUDART_PTDS  := $(addsuffix _ptds,$(CUDART_BINS))
 CUDART_CXX   := $(shell command -v g++ 2>/dev/null || command -v c++ 2>/dev/null)
 
 ifneq ($(CUDART_CXX),)
-$(CUDART_BINS): $(BUILD)/tests/cudart/%: tests/cudart/%.cu tests/cudart/check.h tests/kernels/kernels.cu tests/kernels/long_name.h
+$(CUDART_BINS): $(BUILD)/tests/cudart/%: tests/cudart/%.cu tests/cudart/codes.h tests/check.h tests/kernels/kernels.cu tests/kernels/long_name.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -ccbin $(CUDART_CXX) -gencode arch=compute_90,code=compute_90 -Xfatbin -compress=false \
 		-o $@ $<
 
-$(CUDART_PTDS): $(BUILD)/tests/cudart/%_ptds: tests/cudart/%.cu tests/cudart/check.h tests/kernels/kernels.cu tests/kernels/long_name.h
+$(CUDART_PTDS): $(BUILD)/tests/cudart/%_ptds: tests/cudart/%.cu tests/cudart/codes.h tests/check.h tests/kernels/kernels.cu tests/kernels/long_name.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -ccbin $(CUDART_CXX) -gencode arch=compute_90,code=compute_90 -Xfatbin -compress=false \
 		--default-stream per-thread -o $@ $<

@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "../kernels/kernels.cu"
-#include "check.h"
+#include "codes.h"
 
 enum { N = 4099 };
 
@@ -36,19 +36,19 @@ static void properties()
 	int dev = -1, count = 0, sms = 0, maxt = 0;
 	size_t fr = 0, total = 0;
 
-	CK(cudaGetDeviceCount(&count));
-	EXPECT(count >= 1, "%d devices", count);
-	CK(cudaGetDevice(&dev));
-	EXPECT(dev == 0, "current device %d", dev);
+	CHECK_CU(cudaGetDeviceCount(&count), cudaSuccess);
+	CHECK(count >= 1, "%d devices", count);
+	CHECK_CU(cudaGetDevice(&dev), cudaSuccess);
+	CHECK(dev == 0, "current device %d", dev);
 	std::memset(&p, 0, sizeof(p));
-	CK(cudaGetDeviceProperties(&p, 0));
-	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-	CK(cudaDeviceGetAttribute(&maxt, cudaDevAttrMaxThreadsPerBlock, 0));
-	EXPECT(p.name[0] && sms > 0 && sms == p.multiProcessorCount && maxt == p.maxThreadsPerBlock,
-	       "properties: '%s', %d SMs (attribute %d), %d threads (attribute %d)", p.name, p.multiProcessorCount, sms,
-	       p.maxThreadsPerBlock, maxt);
-	CK(cudaMemGetInfo(&fr, &total));
-	EXPECT(total > 0 && fr <= total, "memory: %zu free of %zu", fr, total);
+	CHECK_CU(cudaGetDeviceProperties(&p, 0), cudaSuccess);
+	CHECK_CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+	CHECK_CU(cudaDeviceGetAttribute(&maxt, cudaDevAttrMaxThreadsPerBlock, 0), cudaSuccess);
+	CHECK(p.name[0] && sms > 0 && sms == p.multiProcessorCount && maxt == p.maxThreadsPerBlock,
+	      "properties: '%s', %d SMs (attribute %d), %d threads (attribute %d)", p.name, p.multiProcessorCount, sms,
+	      p.maxThreadsPerBlock, maxt);
+	CHECK_CU(cudaMemGetInfo(&fr, &total), cudaSuccess);
+	CHECK(total > 0 && fr <= total, "memory: %zu free of %zu", fr, total);
 }
 
 static void attributes_and_launch_ex()
@@ -59,22 +59,22 @@ static void attributes_and_launch_ex()
 	unsigned base = 77;
 
 	std::memset(&a, 0, sizeof(a));
-	CK(cudaFuncGetAttributes(&a, iota_u32));
-	EXPECT(a.maxThreadsPerBlock >= 128, "iota_u32: %d threads per block at most", a.maxThreadsPerBlock);
-	CK(cudaFuncSetAttribute(iota_u32, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+	CHECK_CU(cudaFuncGetAttributes(&a, iota_u32), cudaSuccess);
+	CHECK(a.maxThreadsPerBlock >= 128, "iota_u32: %d threads per block at most", a.maxThreadsPerBlock);
+	CHECK_CU(cudaFuncSetAttribute(iota_u32, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024), cudaSuccess);
 	std::memset(&a, 0, sizeof(a));
-	CK(cudaFuncGetAttributes(&a, iota_u32));
-	EXPECT(a.maxDynamicSharedSizeBytes == 64 * 1024, "max dynamic shared memory %d after setting 64 KiB",
-	       a.maxDynamicSharedSizeBytes);
-	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, iota_u32, 128, 0));
-	EXPECT(blocks > 0, "occupancy: %d blocks per SM", blocks);
+	CHECK_CU(cudaFuncGetAttributes(&a, iota_u32), cudaSuccess);
+	CHECK(a.maxDynamicSharedSizeBytes == 64 * 1024, "max dynamic shared memory %d after setting 64 KiB",
+	      a.maxDynamicSharedSizeBytes);
+	CHECK_CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, iota_u32, 128, 0), cudaSuccess);
+	CHECK(blocks > 0, "occupancy: %d blocks per SM", blocks);
 
-	CK(cudaMalloc(&d, sizeof(h)));
+	CHECK_CU(cudaMalloc(&d, sizeof(h)), cudaSuccess);
 	/* 48 KiB of dynamic shared memory: more than the default allows. */
 	iota_u32<<<(N + 127) / 128, 128, 48 * 1024>>>(d, base, n);
-	CK(cudaGetLastError());
-	CK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
-	EXPECT(iota_ok(h, base, N), "iota_u32 with 48 KiB of dynamic shared memory");
+	CHECK_CU(cudaGetLastError(), cudaSuccess);
+	CHECK_CU(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
+	CHECK(iota_ok(h, base, N), "iota_u32 with 48 KiB of dynamic shared memory");
 
 	cudaLaunchConfig_t cfg;
 	cudaLaunchAttribute attr[1];
@@ -86,10 +86,10 @@ static void attributes_and_launch_ex()
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
 	base = 4242;
-	CK(cudaLaunchKernelEx(&cfg, iota_u32, d, base, n));
-	CK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
-	EXPECT(iota_ok(h, base, N), "iota_u32 through cudaLaunchKernelEx");
-	CK(cudaFree(d));
+	CHECK_CU(cudaLaunchKernelEx(&cfg, iota_u32, d, base, n), cudaSuccess);
+	CHECK_CU(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
+	CHECK(iota_ok(h, base, N), "iota_u32 through cudaLaunchKernelEx");
+	CHECK_CU(cudaFree(d), cudaSuccess);
 }
 
 static void events_and_queries()
@@ -99,27 +99,27 @@ static void events_and_queries()
 	int *flag = nullptr;
 	float ms = -1;
 
-	CK(cudaStreamCreate(&s));
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	CK(cudaMalloc(&flag, sizeof(int)));
-	CK(cudaEventRecord(a, s));
+	CHECK_CU(cudaStreamCreate(&s), cudaSuccess);
+	CHECK_CU(cudaEventCreate(&a), cudaSuccess);
+	CHECK_CU(cudaEventCreate(&b), cudaSuccess);
+	CHECK_CU(cudaMalloc(&flag, sizeof(int)), cudaSuccess);
+	CHECK_CU(cudaEventRecord(a, s), cudaSuccess);
 	/* About 20 ms of spinning: queries see it unfinished. */
 	spin<<<1, 32, 0, s>>>(40000000LL, flag);
-	CK(cudaEventRecord(b, s));
+	CHECK_CU(cudaEventRecord(b, s), cudaSuccess);
 	cudaError_t q = cudaStreamQuery(s), e = cudaEventQuery(b);
-	EXPECT(q == cudaErrorNotReady || q == cudaSuccess, "stream query while busy: %s", cudaGetErrorName(q));
-	EXPECT(e == cudaErrorNotReady || e == cudaSuccess, "event query while busy: %s", cudaGetErrorName(e));
+	CHECK(q == cudaErrorNotReady || q == cudaSuccess, "stream query while busy: %s", cudaGetErrorName(q));
+	CHECK(e == cudaErrorNotReady || e == cudaSuccess, "event query while busy: %s", cudaGetErrorName(e));
 	(void)cudaGetLastError();   /* a NotReady answer is not an error to keep */
-	CK(cudaEventSynchronize(b));
-	CK(cudaStreamQuery(s));
-	CK(cudaEventQuery(b));
-	CK(cudaEventElapsedTime(&ms, a, b));
-	EXPECT(ms > 0 && ms < 60000, "elapsed %f ms", ms);
-	CK(cudaFree(flag));
-	CK(cudaEventDestroy(a));
-	CK(cudaEventDestroy(b));
-	CK(cudaStreamDestroy(s));
+	CHECK_CU(cudaEventSynchronize(b), cudaSuccess);
+	CHECK_CU(cudaStreamQuery(s), cudaSuccess);
+	CHECK_CU(cudaEventQuery(b), cudaSuccess);
+	CHECK_CU(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+	CHECK(ms > 0 && ms < 60000, "elapsed %f ms", ms);
+	CHECK_CU(cudaFree(flag), cudaSuccess);
+	CHECK_CU(cudaEventDestroy(a), cudaSuccess);
+	CHECK_CU(cudaEventDestroy(b), cudaSuccess);
+	CHECK_CU(cudaStreamDestroy(s), cudaSuccess);
 }
 
 static void threads()
@@ -135,24 +135,24 @@ static void threads()
 			unsigned *d = nullptr, base = 1000u * (unsigned)(t + 1);
 			int n = N;
 
-			CK(cudaSetDevice(0));
-			CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-			CK(cudaMallocAsync(&d, sizeof(h[t]), s));
+			CHECK_CU(cudaSetDevice(0), cudaSuccess);
+			CHECK_CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+			CHECK_CU(cudaMallocAsync(&d, sizeof(h[t]), s), cudaSuccess);
 			for (int r = 0; r < 20; r++)
 				iota_u32<<<(N + 127) / 128, 128, 0, s>>>(d, base + (unsigned)r, n);
-			CK(cudaGetLastError());
-			CK(cudaMemcpyAsync(h[t], d, sizeof(h[t]), cudaMemcpyDeviceToHost, s));
-			CK(cudaStreamSynchronize(s));
+			CHECK_CU(cudaGetLastError(), cudaSuccess);
+			CHECK_CU(cudaMemcpyAsync(h[t], d, sizeof(h[t]), cudaMemcpyDeviceToHost, s), cudaSuccess);
+			CHECK_CU(cudaStreamSynchronize(s), cudaSuccess);
 			ok[t] = iota_ok(h[t], base + 19, N);
-			CK(cudaFreeAsync(d, s));
-			CK(cudaStreamSynchronize(s));
-			CK(cudaStreamDestroy(s));
+			CHECK_CU(cudaFreeAsync(d, s), cudaSuccess);
+			CHECK_CU(cudaStreamSynchronize(s), cudaSuccess);
+			CHECK_CU(cudaStreamDestroy(s), cudaSuccess);
 		});
 	}
 	for (auto &t : ts)
 		t.join();
 	for (int t = 0; t < T; t++)
-		EXPECT(ok[t], "thread %d's result", t);
+		CHECK(ok[t], "thread %d's result", t);
 }
 
 /* The kernels' __managed__ variable m_counter, as host code uses one: the
@@ -163,32 +163,33 @@ static void managed_variable(void)
 {
 	unsigned int want = 0, got = 0;
 
-	EXPECT(m_counter == 0, "m_counter starts at %u", m_counter);
+	CHECK(m_counter == 0, "m_counter starts at %u", m_counter);
 	for (unsigned int round = 1; round <= 20; round++) {
 		m_counter = round * 1000u;
 		want = round * 3000u + round;
 		bump_managed<<<1, 32>>>(round);
-		CK(cudaGetLastError());
-		CK(cudaDeviceSynchronize());
+		CHECK_CU(cudaGetLastError(), cudaSuccess);
+		CHECK_CU(cudaDeviceSynchronize(), cudaSuccess);
 		if (m_counter != want) {
-			EXPECT(m_counter == want, "round %u: m_counter %u, want %u", round, m_counter, want);
+			CHECK(m_counter == want, "round %u: m_counter %u, want %u", round, m_counter, want);
 			return;
 		}
 	}
-	CK(cudaMemcpyFromSymbol(&got, m_counter, sizeof(got)));
-	EXPECT(got == want, "cudaMemcpyFromSymbol(m_counter): %u, want %u", got, want);
+	CHECK_CU(cudaMemcpyFromSymbol(&got, m_counter, sizeof(got)), cudaSuccess);
+	CHECK(got == want, "cudaMemcpyFromSymbol(m_counter): %u, want %u", got, want);
 	got = 0xabcdu;
-	CK(cudaMemcpyToSymbol(m_counter, &got, sizeof(got)));
-	EXPECT(m_counter == 0xabcdu, "after cudaMemcpyToSymbol the CPU reads m_counter %#x, want 0xabcd", m_counter);
+	CHECK_CU(cudaMemcpyToSymbol(m_counter, &got, sizeof(got)), cudaSuccess);
+	CHECK(m_counter == 0xabcdu, "after cudaMemcpyToSymbol the CPU reads m_counter %#x, want 0xabcd", m_counter);
 }
 
 int main()
 {
+	check_name_codes(cudart_code_name);
 	managed_variable();
 	properties();
 	attributes_and_launch_ex();
 	events_and_queries();
 	threads();
-	CK(cudaDeviceSynchronize());
-	return finish("r_runtime");
+	CHECK_CU(cudaDeviceSynchronize(), cudaSuccess);
+	return check_finish("r_runtime");
 }

@@ -23,7 +23,6 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +31,8 @@
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "../check.h"
 
 /* Every symbol the stand-in must export, called through these pointers. */
 #define CU_FUNCS(X)                                                            \
@@ -68,46 +69,18 @@
 #define DECLARE(name) static __typeof__(&name) p_##name;
 CU_FUNCS(DECLARE)
 
-static int failures;
+/* The group of checks running, for the line main() prints after it. */
 static const char *group = "";
 
-static void fail(int line, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "test_standin.c:%d [%s]: ", line, group);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	failures++;
-}
-
-#define CHECK(cond, ...)                               \
-	do {                                           \
-		if (!(cond))                           \
-			fail(__LINE__, __VA_ARGS__);   \
-	} while (0)
-
-static const char *err_name(CUresult rc)
+/* Names a result code in a failed CHECK_CU's message (check_name_codes). */
+static const char *err_name(int rc)
 {
 	const char *s = NULL;
 
-	if (p_cuGetErrorName(rc, &s) != CUDA_SUCCESS || !s)
+	if (p_cuGetErrorName((CUresult)rc, &s) != CUDA_SUCCESS || !s)
 		return "(unknown code)";
 	return s;
 }
-
-/* Checks that expr returns want. */
-#define EXPECT(expr, want)                                                                   \
-	do {                                                                                 \
-		CUresult got_ = (expr);                                                      \
-		if (got_ != (want))                                                          \
-			fail(__LINE__, "%s returned %s, expected %s", #expr, err_name(got_), \
-			     err_name(want));                                                \
-	} while (0)
-
-#define OK(expr) EXPECT(expr, CUDA_SUCCESS)
 
 static double now_ms(void)
 {
@@ -202,14 +175,14 @@ static void test_before_init(void)
 	const char *s;
 
 	group = "before cuInit";
-	EXPECT(p_cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
-	EXPECT(p_cuMemAlloc_v2(&d, 16), CUDA_ERROR_NOT_INITIALIZED);
-	EXPECT(p_cuCtxGetCurrent(&c), CUDA_ERROR_NOT_INITIALIZED);
-	EXPECT(p_cuStreamQuery(NULL), CUDA_ERROR_NOT_INITIALIZED);
+	CHECK_CU(p_cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+	CHECK_CU(p_cuMemAlloc_v2(&d, 16), CUDA_ERROR_NOT_INITIALIZED);
+	CHECK_CU(p_cuCtxGetCurrent(&c), CUDA_ERROR_NOT_INITIALIZED);
+	CHECK_CU(p_cuStreamQuery(NULL), CUDA_ERROR_NOT_INITIALIZED);
 	/* These work before cuInit, as with the real driver. */
-	OK(p_cuDriverGetVersion(&v));
+	CHECK_CU(p_cuDriverGetVersion(&v), CUDA_SUCCESS);
 	CHECK(v == 13000, "driver version %d", v);
-	OK(p_cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s));
+	CHECK_CU(p_cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s), CUDA_SUCCESS);
 	CHECK(!strcmp(s, "CUDA_ERROR_INVALID_VALUE"), "name %s", s);
 }
 
@@ -285,30 +258,30 @@ static void test_devices(void)
 	/* The configuration the rest of the test runs with. */
 	setenv("OPENMPS_STANDIN_DEVICES", "2", 1);
 	setenv("OPENMPS_STANDIN_MEMORY", "256M", 1);
-	EXPECT(p_cuInit(1), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuInit(0));
-	OK(p_cuInit(0));
-	OK(p_cuDeviceGetCount(&n));
+	CHECK_CU(p_cuInit(1), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuInit(0), CUDA_SUCCESS);
+	CHECK_CU(p_cuInit(0), CUDA_SUCCESS);
+	CHECK_CU(p_cuDeviceGetCount(&n), CUDA_SUCCESS);
 	CHECK(n == 2, "%d devices", n);
-	OK(p_cuDeviceGet(&d, 1));
+	CHECK_CU(p_cuDeviceGet(&d, 1), CUDA_SUCCESS);
 	CHECK(d == 1, "device %d", d);
-	EXPECT(p_cuDeviceGet(&d, 2), CUDA_ERROR_INVALID_DEVICE);
-	EXPECT(p_cuDeviceGet(NULL, 0), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuDeviceGetName(name, sizeof(name), 1));
+	CHECK_CU(p_cuDeviceGet(&d, 2), CUDA_ERROR_INVALID_DEVICE);
+	CHECK_CU(p_cuDeviceGet(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuDeviceGetName(name, sizeof(name), 1), CUDA_SUCCESS);
 	CHECK(!strcmp(name, "openmps stand-in device 1"), "name '%s'", name);
-	OK(p_cuDeviceGetUuid_v2(&u0, 0));
-	OK(p_cuDeviceGetUuid_v2(&u1, 1));
+	CHECK_CU(p_cuDeviceGetUuid_v2(&u0, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuDeviceGetUuid_v2(&u1, 1), CUDA_SUCCESS);
 	CHECK(memcmp(&u0, &u1, sizeof(u0)) != 0, "UUIDs are equal");
-	OK(p_cuDeviceGetUuid_v2(&u1, 0));
+	CHECK_CU(p_cuDeviceGetUuid_v2(&u1, 0), CUDA_SUCCESS);
 	CHECK(memcmp(&u0, &u1, sizeof(u0)) == 0, "UUID not deterministic");
-	OK(p_cuDeviceTotalMem_v2(&mem, 1));
+	CHECK_CU(p_cuDeviceTotalMem_v2(&mem, 1), CUDA_SUCCESS);
 	CHECK(mem == (size_t)256 << 20, "total memory %zu", mem);
 
 	for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; a++)
-		EXPECT(p_cuDeviceGetAttribute(&v, (CUdevice_attribute)a, 0), CUDA_SUCCESS);
-	EXPECT(p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuDeviceGetAttribute(&v, (CUdevice_attribute)0, 0), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 5), CUDA_ERROR_INVALID_DEVICE);
+		CHECK_CU(p_cuDeviceGetAttribute(&v, (CUdevice_attribute)a, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuDeviceGetAttribute(&v, (CUdevice_attribute)0, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 5), CUDA_ERROR_INVALID_DEVICE);
 	static const struct { CUdevice_attribute a; int v; } expect[] = {
 		{ CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32 },
 		{ CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024 },
@@ -322,31 +295,31 @@ static void test_devices(void)
 	};
 	for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
 		v = -1;
-		OK(p_cuDeviceGetAttribute(&v, expect[i].a, 0));
+		CHECK_CU(p_cuDeviceGetAttribute(&v, expect[i].a, 0), CUDA_SUCCESS);
 		CHECK(v == expect[i].v, "attribute %d is %d, expected %d", expect[i].a, v, expect[i].v);
 	}
 	for (int dev = 0; dev < 2; dev++) {
 		int domain, busno, devno;
 
-		OK(p_cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
-		OK(p_cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev));
-		OK(p_cuDeviceGetAttribute(&busno, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev));
-		OK(p_cuDeviceGetAttribute(&devno, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev));
+		CHECK_CU(p_cuDeviceGetPCIBusId(bus, sizeof(bus), dev), CUDA_SUCCESS);
+		CHECK_CU(p_cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev), CUDA_SUCCESS);
+		CHECK_CU(p_cuDeviceGetAttribute(&busno, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev), CUDA_SUCCESS);
+		CHECK_CU(p_cuDeviceGetAttribute(&devno, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev), CUDA_SUCCESS);
 		snprintf(want, sizeof(want), "%04x:%02x:%02x.0", domain, busno, devno);
 		CHECK(!strcmp(bus, want), "bus id %s, attributes say %s", bus, want);
 	}
-	OK(p_cuDeviceGetPCIBusId(want, sizeof(want), 1));
+	CHECK_CU(p_cuDeviceGetPCIBusId(want, sizeof(want), 1), CUDA_SUCCESS);
 	CHECK(strcmp(bus, want) == 0 && strcmp(want, "0000:02:00.0") == 0, "bus id of device 1: %s", want);
 
 	/* Error names and strings. */
-	OK(p_cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &s));
+	CHECK_CU(p_cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &s), CUDA_SUCCESS);
 	CHECK(!strcmp(s, "CUDA_ERROR_ILLEGAL_ADDRESS"), "name %s", s);
-	OK(p_cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s));
+	CHECK_CU(p_cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s), CUDA_SUCCESS);
 	CHECK(s && *s, "empty string");
-	EXPECT(p_cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
 	CHECK(s == NULL, "name of an unknown code is not NULL");
 	s = "x";
-	EXPECT(p_cuGetErrorString((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuGetErrorString((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
 	CHECK(s == NULL, "string of an unknown code is not NULL");
 	n = 0;
 	for (int code = 0; code < 1000; code++) {
@@ -370,34 +343,34 @@ static void test_contexts(void)
 	size_t v = 0;
 
 	group = "contexts";
-	OK(p_cuCtxSetCurrent(NULL));
-	OK(p_cuCtxGetCurrent(&c));
+	CHECK_CU(p_cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+	CHECK_CU(p_cuCtxGetCurrent(&c), CUDA_SUCCESS);
 	CHECK(c == NULL, "a context is current before any was set");
-	EXPECT(p_cuMemAlloc_v2(&d, 16), CUDA_ERROR_INVALID_CONTEXT);
-	EXPECT(p_cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
-	EXPECT(p_cuCtxSetCurrent((CUcontext)0x1234), CUDA_ERROR_INVALID_CONTEXT);
-	EXPECT(p_cuDevicePrimaryCtxRetain(NULL, 0), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuDevicePrimaryCtxRetain(&c, 7), CUDA_ERROR_INVALID_DEVICE);
-	OK(p_cuDevicePrimaryCtxRetain(&ctx0, 0));
-	OK(p_cuDevicePrimaryCtxRetain(&ctx1, 1));
-	OK(p_cuDevicePrimaryCtxRetain(&again, 0));
+	CHECK_CU(p_cuMemAlloc_v2(&d, 16), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_CU(p_cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_CU(p_cuCtxSetCurrent((CUcontext)0x1234), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_CU(p_cuDevicePrimaryCtxRetain(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuDevicePrimaryCtxRetain(&c, 7), CUDA_ERROR_INVALID_DEVICE);
+	CHECK_CU(p_cuDevicePrimaryCtxRetain(&ctx0, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuDevicePrimaryCtxRetain(&ctx1, 1), CUDA_SUCCESS);
+	CHECK_CU(p_cuDevicePrimaryCtxRetain(&again, 0), CUDA_SUCCESS);
 	CHECK(again == ctx0 && ctx0 != ctx1, "primary contexts %p %p %p", (void *)ctx0, (void *)again,
 	      (void *)ctx1);
-	OK(p_cuDevicePrimaryCtxRelease_v2(0));  /* refcount back to 1 */
-	OK(p_cuCtxSetCurrent(ctx0));
-	OK(p_cuCtxGetCurrent(&c));
+	CHECK_CU(p_cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);  /* refcount back to 1 */
+	CHECK_CU(p_cuCtxSetCurrent(ctx0), CUDA_SUCCESS);
+	CHECK_CU(p_cuCtxGetCurrent(&c), CUDA_SUCCESS);
 	CHECK(c == ctx0, "current context %p", (void *)c);
-	OK(p_cuCtxGetStreamPriorityRange(&least, &greatest));
+	CHECK_CU(p_cuCtxGetStreamPriorityRange(&least, &greatest), CUDA_SUCCESS);
 	CHECK(least == 0 && greatest == -5, "priority range [%d, %d]", greatest, least);
-	OK(p_cuCtxGetStreamPriorityRange(NULL, NULL));
-	OK(p_cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE));
+	CHECK_CU(p_cuCtxGetStreamPriorityRange(NULL, NULL), CUDA_SUCCESS);
+	CHECK_CU(p_cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE), CUDA_SUCCESS);
 	CHECK(v > 0, "stack size %zu", v);
-	OK(p_cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 64 << 20));
-	OK(p_cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+	CHECK_CU(p_cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 64 << 20), CUDA_SUCCESS);
+	CHECK_CU(p_cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE), CUDA_SUCCESS);
 	CHECK(v == 64 << 20, "heap size %zu", v);
-	EXPECT(p_cuCtxGetLimit(&v, (CUlimit)99), CUDA_ERROR_UNSUPPORTED_LIMIT);
-	EXPECT(p_cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuCtxSynchronize());
+	CHECK_CU(p_cuCtxGetLimit(&v, (CUlimit)99), CUDA_ERROR_UNSUPPORTED_LIMIT);
+	CHECK_CU(p_cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
 static void test_modules(void)
@@ -410,54 +383,55 @@ static void test_modules(void)
 	static const size_t vadd_off[] = { 0, 8, 16, 24 }, vadd_size[] = { 8, 8, 8, 4 };
 
 	group = "modules";
-	EXPECT(p_cuModuleLoadData(&m, "this is not PTX"), CUDA_ERROR_INVALID_IMAGE);
-	EXPECT(p_cuModuleLoadData(&m, elf), CUDA_ERROR_INVALID_IMAGE);
-	EXPECT(p_cuModuleLoadData(&m, ".version 9.0\n.target sm_90\n.visible .entry broken(.param .u32\n"),
-	       CUDA_ERROR_INVALID_PTX);
-	EXPECT(p_cuModuleLoadData(NULL, ptx), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuModuleLoadData(&mod, ptx));
-	EXPECT(get_function(mod, &f, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
-	OK(get_function(mod, &f_vadd, "vadd"));
-	OK(get_function(mod, &f_saxpy, "saxpy"));
-	OK(get_function(mod, &f_iota, "iota_u32"));
-	OK(get_function(mod, &f_affine, "affine_u32"));
-	OK(get_function(mod, &f_spin, "spin"));
-	OK(get_function(mod, &f_spin_store, "spin_then_store"));
-	OK(get_function(mod, &f_mixed, "mixed_arg"));
-	OK(get_function(mod, &f_reduce, "reduce_sum"));
-	OK(get_function(mod, &f_bump, "bump_global"));
-	OK(get_function(mod, &f_store, "store_at"));
-	OK(get_function(mod, &f_empty, "empty"));
+	CHECK_CU(p_cuModuleLoadData(&m, "this is not PTX"), CUDA_ERROR_INVALID_IMAGE);
+	CHECK_CU(p_cuModuleLoadData(&m, elf), CUDA_ERROR_INVALID_IMAGE);
+	CHECK_CU(p_cuModuleLoadData(&m, ".version 9.0\n.target sm_90\n.visible .entry broken(.param .u32\n"),
+	         CUDA_ERROR_INVALID_PTX);
+	CHECK_CU(p_cuModuleLoadData(NULL, ptx), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuModuleLoadData(&mod, ptx), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+	CHECK_CU(get_function(mod, &f_vadd, "vadd"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_saxpy, "saxpy"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_iota, "iota_u32"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_affine, "affine_u32"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_spin, "spin"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_spin_store, "spin_then_store"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_mixed, "mixed_arg"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_reduce, "reduce_sum"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_bump, "bump_global"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_store, "store_at"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_empty, "empty"), CUDA_SUCCESS);
 
 	for (size_t i = 0; i < 4; i++) {
-		OK(p_cuFuncGetParamInfo(f_vadd, i, &off, &size));
+		CHECK_CU(p_cuFuncGetParamInfo(f_vadd, i, &off, &size), CUDA_SUCCESS);
 		CHECK(off == vadd_off[i] && size == vadd_size[i], "vadd param %zu at %zu size %zu", i, off,
 		      size);
 	}
-	EXPECT(p_cuFuncGetParamInfo(f_vadd, 4, &off, &size), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuFuncGetParamInfo(f_mixed, 0, &off, &size));
+	CHECK_CU(p_cuFuncGetParamInfo(f_vadd, 4, &off, &size), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuFuncGetParamInfo(f_mixed, 0, &off, &size), CUDA_SUCCESS);
 	CHECK(off == 0 && size == 24, "mixed_arg param 0 at %zu size %zu", off, size);
-	OK(p_cuFuncGetParamInfo(f_mixed, 1, &off, NULL));
+	CHECK_CU(p_cuFuncGetParamInfo(f_mixed, 1, &off, NULL), CUDA_SUCCESS);
 	CHECK(off == 24, "mixed_arg param 1 at %zu", off);
-	EXPECT(p_cuFuncGetParamInfo(f_empty, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuFuncGetParamInfo(f_empty, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
 
-	OK(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f_vadd));
+	CHECK_CU(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f_vadd), CUDA_SUCCESS);
 	CHECK(v == 1024, "max threads %d", v);
-	OK(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f_vadd));
+	CHECK_CU(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f_vadd), CUDA_SUCCESS);
 	CHECK(v == 32, "registers %d", v);
-	OK(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f_empty));
+	CHECK_CU(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f_empty), CUDA_SUCCESS);
 	CHECK(v == 48 * 1024, "dynamic shared %d", v);
-	OK(p_cuFuncSetAttribute(f_empty, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100 * 1024));
-	OK(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f_empty));
+	CHECK_CU(p_cuFuncSetAttribute(f_empty, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100 * 1024),
+	         CUDA_SUCCESS);
+	CHECK_CU(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f_empty), CUDA_SUCCESS);
 	CHECK(v == 100 * 1024, "dynamic shared %d after setting it", v);
-	EXPECT(p_cuFuncSetAttribute(f_empty, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 300 * 1024),
-	       CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuFuncSetAttribute(f_empty, CU_FUNC_ATTRIBUTE_NUM_REGS, 8), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuFuncSetCacheConfig(f_vadd, CU_FUNC_CACHE_PREFER_SHARED));
+	CHECK_CU(p_cuFuncSetAttribute(f_empty, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 300 * 1024),
+	         CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuFuncSetAttribute(f_empty, CU_FUNC_ATTRIBUTE_NUM_REGS, 8), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuFuncSetCacheConfig(f_vadd, CU_FUNC_CACHE_PREFER_SHARED), CUDA_SUCCESS);
 
-	OK(p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f_vadd, 256, 0));
+	CHECK_CU(p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f_vadd, 256, 0), CUDA_SUCCESS);
 	CHECK(v == 8, "occupancy of 256-thread blocks: %d", v);
-	OK(p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f_empty, 32, 100 * 1024));
+	CHECK_CU(p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f_empty, 32, 100 * 1024), CUDA_SUCCESS);
 	CHECK(v == 2, "occupancy with 100 KiB shared: %d", v);
 }
 
@@ -470,13 +444,13 @@ static void test_stream_order(void)
 	CUdeviceptr d;
 
 	group = "stream order";
-	OK(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	OK(p_cuMemAlloc_v2(&d, N * sizeof(uint32_t)));
-	OK(launch_iota(s, d, 7, N));
+	CHECK_CU(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&d, N * sizeof(uint32_t)), CUDA_SUCCESS);
+	CHECK_CU(launch_iota(s, d, 7, N), CUDA_SUCCESS);
 	for (unsigned k = 0; k < STEPS; k++)
-		OK(launch_affine(s, d, 3 + 2 * k, 11 * k + 1, N));
+		CHECK_CU(launch_affine(s, d, 3 + 2 * k, 11 * k + 1, N), CUDA_SUCCESS);
 	memset(host, 0, sizeof(host));
-	OK(p_cuMemcpyDtoHAsync_v2(host, d, sizeof(host), s));   /* pageable: returns when done */
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(host, d, sizeof(host), s), CUDA_SUCCESS);   /* pageable: returns when done */
 	for (unsigned i = 0; i < N; i++) {
 		uint32_t want = 7 + i;
 
@@ -487,9 +461,9 @@ static void test_stream_order(void)
 			break;
 		}
 	}
-	OK(p_cuStreamSynchronize(s));
-	OK(p_cuMemFree_v2(d));
-	OK(p_cuStreamDestroy_v2(s));
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(d), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 static void test_asynchrony(void)
@@ -500,29 +474,29 @@ static void test_asynchrony(void)
 	double t0, t;
 
 	group = "asynchrony";
-	OK(p_cuStreamCreate(&s, 0));
-	OK(p_cuMemAlloc_v2(&out, sizeof(sm)));
-	OK(p_cuStreamQuery(s));
+	CHECK_CU(p_cuStreamCreate(&s, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&out, sizeof(sm)), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamQuery(s), CUDA_SUCCESS);
 	t0 = now_ms();
-	OK(launch_spin(s, 200, out));
-	EXPECT(p_cuStreamQuery(s), CUDA_ERROR_NOT_READY);
-	OK(p_cuStreamSynchronize(s));
+	CHECK_CU(launch_spin(s, 200, out), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
 	t = now_ms() - t0;
 	CHECK(t >= 190, "a 200 ms kernel completed after %.0f ms", t);
-	OK(p_cuStreamQuery(s));
-	OK(p_cuMemcpyDtoHAsync_v2(sm, out, sizeof(int32_t), s));
+	CHECK_CU(p_cuStreamQuery(s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(sm, out, sizeof(int32_t), s), CUDA_SUCCESS);
 	CHECK(sm[0] == 0, "spin wrote SM %d for block 0", sm[0]);
 
 	/* Several blocks: block b reports SM b % 16. */
 	long long cycles = 0;
 	void *args[] = { &cycles, &out };
 
-	OK(launch(f_spin, 4, 64, s, args));
-	OK(p_cuStreamSynchronize(s));
-	OK(p_cuMemcpyDtoHAsync_v2(sm, out, sizeof(sm), s));
+	CHECK_CU(launch(f_spin, 4, 64, s, args), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(sm, out, sizeof(sm), s), CUDA_SUCCESS);
 	CHECK(sm[0] == 0 && sm[1] == 1 && sm[3] == 3, "SMs %d %d %d %d", sm[0], sm[1], sm[2], sm[3]);
-	OK(p_cuMemFree_v2(out));
-	OK(p_cuStreamDestroy_v2(s));
+	CHECK_CU(p_cuMemFree_v2(out), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 /* A producer on stream A, an event, and a consumer on stream B. */
@@ -534,45 +508,45 @@ static void test_cross_stream(void)
 	uint32_t got = 0;
 
 	group = "cross-stream wait";
-	OK(p_cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
-	OK(p_cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-	OK(p_cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
-	OK(p_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-	OK(p_cuMemAlloc_v2(&flag, 4));
-	OK(p_cuMemAlloc_v2(&copy, 4));
-	OK(p_cuMemsetD32Async(flag, 0, 1, a));
-	OK(p_cuMemsetD32Async(copy, 0, 1, b));
-	OK(p_cuStreamSynchronize(a));
-	OK(p_cuStreamSynchronize(b));
+	CHECK_CU(p_cuStreamCreate(&a, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamCreate(&b, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamCreate(&c, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&flag, 4), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&copy, 4), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemsetD32Async(flag, 0, 1, a), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemsetD32Async(copy, 0, 1, b), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamSynchronize(a), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamSynchronize(b), CUDA_SUCCESS);
 
-	OK(launch_spin_store(a, 150, flag, 0xc0ffee));
-	OK(p_cuEventRecord(ev, a));
-	OK(p_cuStreamWaitEvent(b, ev, 0));
+	CHECK_CU(launch_spin_store(a, 150, flag, 0xc0ffee), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventRecord(ev, a), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamWaitEvent(b, ev, 0), CUDA_SUCCESS);
 	/* Re-recording the event on an idle stream must not release B: it
 	 * waits for the record captured when it was told to wait. */
-	OK(p_cuEventRecord(ev, c));
-	OK(p_cuMemcpyDtoDAsync_v2(copy, flag, 4, b));
-	OK(p_cuMemcpyDtoHAsync_v2(&got, copy, 4, b));
+	CHECK_CU(p_cuEventRecord(ev, c), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoDAsync_v2(copy, flag, 4, b), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(&got, copy, 4, b), CUDA_SUCCESS);
 	CHECK(got == 0xc0ffee, "stream B copied %#x, expected the producer's 0xc0ffee", got);
-	OK(p_cuEventSynchronize(ev));
-	OK(p_cuCtxSynchronize());
+	CHECK_CU(p_cuEventSynchronize(ev), CUDA_SUCCESS);
+	CHECK_CU(p_cuCtxSynchronize(), CUDA_SUCCESS);
 
 	/* An event never recorded is complete; a wait on it waits for nothing. */
 	CUevent fresh;
 
-	OK(p_cuEventCreate(&fresh, 0));
-	OK(p_cuEventQuery(fresh));
-	OK(p_cuStreamWaitEvent(b, fresh, 0));
-	OK(p_cuEventSynchronize(fresh));
-	EXPECT(p_cuStreamWaitEvent(b, fresh, 7), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuEventDestroy_v2(fresh));
+	CHECK_CU(p_cuEventCreate(&fresh, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventQuery(fresh), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamWaitEvent(b, fresh, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventSynchronize(fresh), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamWaitEvent(b, fresh, 7), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuEventDestroy_v2(fresh), CUDA_SUCCESS);
 
-	OK(p_cuMemFree_v2(flag));
-	OK(p_cuMemFree_v2(copy));
-	OK(p_cuEventDestroy_v2(ev));
-	OK(p_cuStreamDestroy_v2(a));
-	OK(p_cuStreamDestroy_v2(b));
-	OK(p_cuStreamDestroy_v2(c));
+	CHECK_CU(p_cuMemFree_v2(flag), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(copy), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventDestroy_v2(ev), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(a), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(b), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(c), CUDA_SUCCESS);
 }
 
 static void test_legacy_stream(CUstream nb, CUdeviceptr d, CUdeviceptr out, uint32_t *back, size_t n);
@@ -605,86 +579,86 @@ static void test_copy_semantics(void)
 	double t0;
 
 	group = "copy semantics";
-	OK(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	OK(p_cuMemAlloc_v2(&d, sizeof(pageable)));
-	OK(p_cuMemAlloc_v2(&out, 64));
-	OK(p_cuMemHostRegister_v2(pinned, sizeof(pinned), 0));
+	CHECK_CU(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&d, sizeof(pageable)), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&out, 64), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemHostRegister_v2(pinned, sizeof(pinned), 0), CUDA_SUCCESS);
 
 	/* H2D from pageable memory: the source is taken at the call. */
 	fill(pageable, N, 100);
-	OK(launch_spin(s, 200, out));
-	OK(p_cuMemcpyHtoDAsync_v2(d, pageable, sizeof(pageable), s));
+	CHECK_CU(launch_spin(s, 200, out), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2(d, pageable, sizeof(pageable), s), CUDA_SUCCESS);
 	fill(pageable, N, 900);
-	OK(p_cuStreamSynchronize(s));
-	OK(p_cuMemcpyDtoHAsync_v2(back, d, sizeof(back), s));
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(back, d, sizeof(back), s), CUDA_SUCCESS);
 	CHECK(all(back, N, 100), "H2D from pageable memory saw the later contents (%u)", back[0]);
 
 	/* H2D from registered memory: read when the stream gets there. */
 	fill(pinned, N, 200);
 	t0 = now_ms();
-	OK(launch_spin(s, 200, out));
-	OK(p_cuMemcpyHtoDAsync_v2(d, pinned, sizeof(pinned), s));
+	CHECK_CU(launch_spin(s, 200, out), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2(d, pinned, sizeof(pinned), s), CUDA_SUCCESS);
 	fill(pinned, N, 300);
 	if (now_ms() - t0 < 100) {
-		OK(p_cuStreamSynchronize(s));
-		OK(p_cuMemcpyDtoHAsync_v2(back, d, sizeof(back), s));
+		CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
+		CHECK_CU(p_cuMemcpyDtoHAsync_v2(back, d, sizeof(back), s), CUDA_SUCCESS);
 		CHECK(all(back, N, 300), "H2D from registered memory was not deferred (%u)", back[0]);
 	} else {
 		fprintf(stderr, "test_standin: descheduled, registered H2D check skipped\n");
 	}
-	OK(p_cuStreamSynchronize(s));
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
 
 	/* D2H into pageable memory: returns only once the data is there. */
-	OK(launch_iota(s, d, 5000, N));
+	CHECK_CU(launch_iota(s, d, 5000, N), CUDA_SUCCESS);
 	t0 = now_ms();
-	OK(launch_spin(s, 200, out));
+	CHECK_CU(launch_spin(s, 200, out), CUDA_SUCCESS);
 	memset(back, 0, sizeof(back));
-	OK(p_cuMemcpyDtoHAsync_v2(back, d, sizeof(back), s));
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(back, d, sizeof(back), s), CUDA_SUCCESS);
 	CHECK(all(back, N, 5000), "D2H into pageable memory returned before the copy (%u)", back[0]);
 	CHECK(now_ms() - t0 >= 190, "D2H into pageable memory did not wait for the stream");
 
 	/* D2H into registered memory: asynchronous. */
 	fill(pinned, N, 1);
 	t0 = now_ms();
-	OK(launch_spin(s, 200, out));
-	OK(p_cuMemcpyDtoHAsync_v2(pinned, d, sizeof(pinned), s));
+	CHECK_CU(launch_spin(s, 200, out), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(pinned, d, sizeof(pinned), s), CUDA_SUCCESS);
 	if (now_ms() - t0 < 100) {
 		CHECK(all(pinned, N, 1), "D2H into registered memory ran at enqueue");
-		EXPECT(p_cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+		CHECK_CU(p_cuStreamQuery(s), CUDA_ERROR_NOT_READY);
 	}
-	OK(p_cuStreamSynchronize(s));
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
 	CHECK(all(pinned, N, 5000), "D2H into registered memory never landed (%u)", pinned[0]);
 
 	/* cuMemcpyAsync works the direction out; memsets of each width. */
 	fill(pageable, N, 42);
-	OK(p_cuMemcpyAsync(d, (CUdeviceptr)pageable, sizeof(pageable), s));
-	OK(p_cuMemcpyAsync((CUdeviceptr)pinned, d, sizeof(pinned), s));
-	OK(p_cuStreamSynchronize(s));
+	CHECK_CU(p_cuMemcpyAsync(d, (CUdeviceptr)pageable, sizeof(pageable), s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyAsync((CUdeviceptr)pinned, d, sizeof(pinned), s), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
 	CHECK(all(pinned, N, 42), "cuMemcpyAsync H2D + D2H gave %u", pinned[0]);
-	OK(p_cuMemsetD8Async(d, 0xab, 3, s));
-	OK(p_cuMemsetD16Async(d + 4, 0x1234, 2, s));
-	OK(p_cuMemsetD32Async(d + 8, 0xdeadbeef, 2, s));
-	OK(p_cuMemcpyDtoHAsync_v2(back, d, 16, s));
+	CHECK_CU(p_cuMemsetD8Async(d, 0xab, 3, s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemsetD16Async(d + 4, 0x1234, 2, s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemsetD32Async(d + 8, 0xdeadbeef, 2, s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(back, d, 16, s), CUDA_SUCCESS);
 	CHECK(back[0] == 0x00ababab && back[1] == 0x12341234 && back[2] == 0xdeadbeef &&
 	      back[3] == 0xdeadbeef, "memsets gave %#x %#x %#x %#x", back[0], back[1], back[2], back[3]);
-	EXPECT(p_cuMemsetD32Async(d + 2, 0, 1, s), CUDA_ERROR_INVALID_VALUE);      /* misaligned */
+	CHECK_CU(p_cuMemsetD32Async(d + 2, 0, 1, s), CUDA_ERROR_INVALID_VALUE);      /* misaligned */
 
 	/* Spans outside every allocation are refused at enqueue. */
-	EXPECT(p_cuMemcpyHtoDAsync_v2(d + 8, pageable, sizeof(pageable), s), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuMemcpyHtoDAsync_v2((CUdeviceptr)back, pageable, 16, s), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuMemcpyDtoHAsync_v2(back, (CUdeviceptr)pageable, 16, s), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuMemcpyDtoDAsync_v2(d, d + 16, sizeof(pageable), s), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuMemsetD8Async(d, 0, sizeof(pageable) + 1, s), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuMemsetD8Async((CUdeviceptr)back, 0, 4, s), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuMemcpyHtoDAsync_v2(d, pageable, 0, s));
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2(d + 8, pageable, sizeof(pageable), s), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2((CUdeviceptr)back, pageable, 16, s), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(back, (CUdeviceptr)pageable, 16, s), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemcpyDtoDAsync_v2(d, d + 16, sizeof(pageable), s), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemsetD8Async(d, 0, sizeof(pageable) + 1, s), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemsetD8Async((CUdeviceptr)back, 0, 4, s), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2(d, pageable, 0, s), CUDA_SUCCESS);
 
-	OK(p_cuStreamSynchronize(s));
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
 	test_legacy_stream(s, d, out, back, N);
 
-	OK(p_cuMemHostUnregister(pinned));
-	OK(p_cuMemFree_v2(d));
-	OK(p_cuMemFree_v2(out));
-	OK(p_cuStreamDestroy_v2(s));
+	CHECK_CU(p_cuMemHostUnregister(pinned), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(d), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(out), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 /*
@@ -697,31 +671,31 @@ static void test_legacy_stream(CUstream nb, CUdeviceptr d, CUdeviceptr out, uint
 	CUstream bs;
 	double t0;
 
-	OK(p_cuStreamCreate(&bs, 0));
+	CHECK_CU(p_cuStreamCreate(&bs, 0), CUDA_SUCCESS);
 	t0 = now_ms();
-	OK(launch_spin(bs, 100, out));
-	OK(launch_iota(NULL, d, 77, (int)n));
+	CHECK_CU(launch_spin(bs, 100, out), CUDA_SUCCESS);
+	CHECK_CU(launch_iota(NULL, d, 77, (int)n), CUDA_SUCCESS);
 	if (now_ms() - t0 < 80)
-		EXPECT(p_cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
-	OK(p_cuMemcpyDtoHAsync_v2(back, d, n * sizeof(*back), CU_STREAM_LEGACY));
+		CHECK_CU(p_cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(back, d, n * sizeof(*back), CU_STREAM_LEGACY), CUDA_SUCCESS);
 	CHECK(all(back, n, 77), "legacy-stream iota gave %u", back[0]);
-	OK(p_cuStreamQuery(bs));        /* the legacy work waited for it */
-	OK(p_cuStreamQuery(NULL));
+	CHECK_CU(p_cuStreamQuery(bs), CUDA_SUCCESS);        /* the legacy work waited for it */
+	CHECK_CU(p_cuStreamQuery(NULL), CUDA_SUCCESS);
 
-	OK(p_cuMemsetD32Async(d, 0, 1, NULL));
-	OK(launch_spin_store(NULL, 100, d, 31337));
-	OK(p_cuMemcpyDtoDAsync_v2(d + 64, d, 4, bs));
-	OK(p_cuMemcpyDtoHAsync_v2(back, d + 64, 4, bs));
+	CHECK_CU(p_cuMemsetD32Async(d, 0, 1, NULL), CUDA_SUCCESS);
+	CHECK_CU(launch_spin_store(NULL, 100, d, 31337), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoDAsync_v2(d + 64, d, 4, bs), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(back, d + 64, 4, bs), CUDA_SUCCESS);
 	CHECK(back[0] == 31337, "a blocking stream did not wait for the legacy stream (%u)", back[0]);
 
 	t0 = now_ms();
-	OK(launch_spin(nb, 300, out + 32));
-	OK(launch_iota(NULL, d, 5, (int)n));
-	OK(p_cuStreamSynchronize(NULL));
+	CHECK_CU(launch_spin(nb, 300, out + 32), CUDA_SUCCESS);
+	CHECK_CU(launch_iota(NULL, d, 5, (int)n), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamSynchronize(NULL), CUDA_SUCCESS);
 	if (now_ms() - t0 < 250)
-		EXPECT(p_cuStreamQuery(nb), CUDA_ERROR_NOT_READY);
-	OK(p_cuStreamSynchronize(nb));
-	OK(p_cuStreamDestroy_v2(bs));
+		CHECK_CU(p_cuStreamQuery(nb), CUDA_ERROR_NOT_READY);
+	CHECK_CU(p_cuStreamSynchronize(nb), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(bs), CUDA_SUCCESS);
 }
 
 static void test_events(void)
@@ -732,51 +706,51 @@ static void test_events(void)
 	float ms = -1;
 
 	group = "events";
-	OK(p_cuStreamCreate(&s, 0));
-	OK(p_cuMemAlloc_v2(&out, 64));
-	OK(p_cuEventCreate(&start, CU_EVENT_DEFAULT));
-	OK(p_cuEventCreate(&stop, CU_EVENT_BLOCKING_SYNC));
-	OK(p_cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
-	OK(p_cuEventCreate(&never, 0));
-	EXPECT(p_cuEventCreate(&never, 0x100), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuEventCreate(&never, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuStreamCreate(&s, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&out, 64), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventCreate(&start, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventCreate(&stop, CU_EVENT_BLOCKING_SYNC), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventCreate(&never, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventCreate(&never, 0x100), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuEventCreate(&never, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
 
-	OK(p_cuEventRecord(start, s));
-	OK(launch_spin(s, 50, out));
-	OK(p_cuEventRecord(stop, s));
-	OK(p_cuEventSynchronize(stop));
-	OK(p_cuEventQuery(stop));
-	OK(p_cuEventElapsedTime_v2(&ms, start, stop));
+	CHECK_CU(p_cuEventRecord(start, s), CUDA_SUCCESS);
+	CHECK_CU(launch_spin(s, 50, out), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventRecord(stop, s), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventSynchronize(stop), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventQuery(stop), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventElapsedTime_v2(&ms, start, stop), CUDA_SUCCESS);
 	CHECK(ms >= 40 && ms <= 1000, "a 50 ms kernel took %.3f ms", ms);
 
-	OK(p_cuEventRecord(untimed, s));
-	OK(p_cuEventSynchronize(untimed));
-	EXPECT(p_cuEventElapsedTime_v2(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuEventElapsedTime_v2(&ms, start, never), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuEventElapsedTime_v2(NULL, start, stop), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuEventQuery(never));
+	CHECK_CU(p_cuEventRecord(untimed, s), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventSynchronize(untimed), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventElapsedTime_v2(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuEventElapsedTime_v2(&ms, start, never), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuEventElapsedTime_v2(NULL, start, stop), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuEventQuery(never), CUDA_SUCCESS);
 
 	/* Pending: NOT_READY from query and elapsed time, until it completes. */
-	OK(launch_spin(s, 200, out));
-	OK(p_cuEventRecordWithFlags(stop, s, CU_EVENT_RECORD_DEFAULT));
-	EXPECT(p_cuEventQuery(stop), CUDA_ERROR_NOT_READY);
-	EXPECT(p_cuEventElapsedTime_v2(&ms, start, stop), CUDA_ERROR_NOT_READY);
-	EXPECT(p_cuEventRecordWithFlags(stop, s, 0x80), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuEventSynchronize(stop));
-	OK(p_cuEventElapsedTime_v2(&ms, start, stop));
+	CHECK_CU(launch_spin(s, 200, out), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventRecordWithFlags(stop, s, CU_EVENT_RECORD_DEFAULT), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventQuery(stop), CUDA_ERROR_NOT_READY);
+	CHECK_CU(p_cuEventElapsedTime_v2(&ms, start, stop), CUDA_ERROR_NOT_READY);
+	CHECK_CU(p_cuEventRecordWithFlags(stop, s, 0x80), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuEventSynchronize(stop), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventElapsedTime_v2(&ms, start, stop), CUDA_SUCCESS);
 	CHECK(ms >= 200, "elapsed %.3f ms across a 200 ms kernel", ms);
 
 	/* The legacy stream records too. */
-	OK(p_cuEventRecord(start, NULL));
-	OK(p_cuEventSynchronize(start));
-	OK(p_cuEventQuery(start));
+	CHECK_CU(p_cuEventRecord(start, NULL), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventSynchronize(start), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventQuery(start), CUDA_SUCCESS);
 
-	OK(p_cuEventDestroy_v2(start));
-	OK(p_cuEventDestroy_v2(stop));
-	OK(p_cuEventDestroy_v2(untimed));
-	OK(p_cuEventDestroy_v2(never));
-	OK(p_cuMemFree_v2(out));
-	OK(p_cuStreamDestroy_v2(s));
+	CHECK_CU(p_cuEventDestroy_v2(start), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventDestroy_v2(stop), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventDestroy_v2(untimed), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventDestroy_v2(never), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(out), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 struct saxpy_args {             /* the saxpy parameters as one buffer, for `extra` */
@@ -797,28 +771,28 @@ static void test_params(void)
 	size_t size = sizeof(buf), bad = 12;
 
 	group = "kernel parameters";
-	OK(p_cuStreamCreate(&s, 0));
-	OK(p_cuMemAlloc_v2(&dx, sizeof(x)));
-	OK(p_cuMemAlloc_v2(&dy, sizeof(y)));
+	CHECK_CU(p_cuStreamCreate(&s, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&dx, sizeof(x)), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&dy, sizeof(y)), CUDA_SUCCESS);
 	for (int i = 0; i < N; i++) {
 		x[i] = (float)i * 0.25f;
 		y[i] = 1000.0f - (float)i;
 	}
-	OK(p_cuMemcpyHtoDAsync_v2(dx, x, sizeof(x), s));
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2(dx, x, sizeof(x), s), CUDA_SUCCESS);
 
 	void *kp[] = { &a, &dx, &dy, &n };
 
-	OK(p_cuMemcpyHtoDAsync_v2(dy, y, sizeof(y), s));
-	OK(launch(f_saxpy, 4, 256, s, kp));
-	OK(p_cuMemcpyDtoHAsync_v2(r1, dy, sizeof(r1), s));
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2(dy, y, sizeof(y), s), CUDA_SUCCESS);
+	CHECK_CU(launch(f_saxpy, 4, 256, s, kp), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(r1, dy, sizeof(r1), s), CUDA_SUCCESS);
 
 	buf = (struct saxpy_args){ .a = a, .x = dx, .y = dy, .n = n };
 	void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, &buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
 			  CU_LAUNCH_PARAM_END };
 
-	OK(p_cuMemcpyHtoDAsync_v2(dy, y, sizeof(y), s));
-	OK(p_cuLaunchKernel(f_saxpy, 4, 1, 1, 256, 1, 1, 0, s, NULL, extra));
-	OK(p_cuMemcpyDtoHAsync_v2(r2, dy, sizeof(r2), s));
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2(dy, y, sizeof(y), s), CUDA_SUCCESS);
+	CHECK_CU(p_cuLaunchKernel(f_saxpy, 4, 1, 1, 256, 1, 1, 0, s, NULL, extra), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(r2, dy, sizeof(r2), s), CUDA_SUCCESS);
 	CHECK(!memcmp(r1, r2, sizeof(r1)), "kernelParams and extra disagree");
 	for (int i = 0; i < N; i++) {
 		if (r1[i] != fmaf(a, x[i], y[i])) {
@@ -829,17 +803,18 @@ static void test_params(void)
 	void *short_extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, &buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &bad,
 				CU_LAUNCH_PARAM_END };
 
-	EXPECT(p_cuLaunchKernel(f_saxpy, 4, 1, 1, 256, 1, 1, 0, s, NULL, short_extra),
-	       CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuLaunchKernel(f_saxpy, 4, 1, 1, 256, 1, 1, 0, s, kp, extra), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuLaunchKernel(f_saxpy, 4, 1, 1, 256, 1, 1, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuLaunchKernel(f_saxpy, 4, 1, 1, 256, 1, 1, 0, s, NULL, short_extra),
+	         CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuLaunchKernel(f_saxpy, 4, 1, 1, 256, 1, 1, 0, s, kp, extra), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuLaunchKernel(f_saxpy, 4, 1, 1, 256, 1, 1, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
 
 	/* Geometry and shared memory. */
-	EXPECT(p_cuLaunchKernel(f_empty, 1, 1, 1, 1025, 1, 1, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuLaunchKernel(f_empty, 1, 1, 1, 32, 32, 2, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuLaunchKernel(f_empty, 0, 1, 1, 32, 1, 1, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuLaunchKernel(f_vadd, 1, 1, 1, 32, 1, 1, 64 * 1024, s, kp, NULL), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuLaunchKernel(f_empty, 2, 2, 2, 8, 8, 8, 64 * 1024, s, NULL, NULL)); /* opted in to 100 KiB */
+	CHECK_CU(p_cuLaunchKernel(f_empty, 1, 1, 1, 1025, 1, 1, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuLaunchKernel(f_empty, 1, 1, 1, 32, 32, 2, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuLaunchKernel(f_empty, 0, 1, 1, 32, 1, 1, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuLaunchKernel(f_vadd, 1, 1, 1, 32, 1, 1, 64 * 1024, s, kp, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuLaunchKernel(f_empty, 2, 2, 2, 8, 8, 8, 64 * 1024, s, NULL, NULL),
+	         CUDA_SUCCESS); /* opted in to 100 KiB */
 
 	/* cuLaunchKernelEx with a cluster, and cooperative launches. */
 	CUlaunchAttribute attrs[2];
@@ -852,26 +827,26 @@ static void test_params(void)
 	attrs[0].value.clusterDim.y = 1;
 	attrs[0].value.clusterDim.z = 1;
 	attrs[1].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
-	OK(p_cuMemcpyHtoDAsync_v2(dy, y, sizeof(y), s));
-	OK(p_cuLaunchKernelEx(&cfg, f_saxpy, kp, NULL));
-	OK(p_cuMemcpyDtoHAsync_v2(r2, dy, sizeof(r2), s));
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2(dy, y, sizeof(y), s), CUDA_SUCCESS);
+	CHECK_CU(p_cuLaunchKernelEx(&cfg, f_saxpy, kp, NULL), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(r2, dy, sizeof(r2), s), CUDA_SUCCESS);
 	CHECK(!memcmp(r1, r2, sizeof(r1)), "cuLaunchKernelEx computed something else");
 	attrs[0].value.clusterDim.x = 3;
-	EXPECT(p_cuLaunchKernelEx(&cfg, f_saxpy, kp, NULL), CUDA_ERROR_INVALID_CLUSTER_SIZE);
-	EXPECT(p_cuLaunchKernelEx(NULL, f_saxpy, kp, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuLaunchKernelEx(&cfg, f_saxpy, kp, NULL), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+	CHECK_CU(p_cuLaunchKernelEx(NULL, f_saxpy, kp, NULL), CUDA_ERROR_INVALID_VALUE);
 	cfg.gridDimX = 16 * 8;
 	cfg.numAttrs = 1;
 	attrs[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
 	attrs[0].value.cooperative = 1;
-	OK(p_cuLaunchKernelEx(&cfg, f_empty, NULL, NULL));
-	OK(p_cuLaunchCooperativeKernel(f_empty, 16 * 8, 1, 1, 256, 1, 1, 0, s, NULL));
-	EXPECT(p_cuLaunchCooperativeKernel(f_empty, 16 * 8 + 1, 1, 1, 256, 1, 1, 0, s, NULL),
-	       CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+	CHECK_CU(p_cuLaunchKernelEx(&cfg, f_empty, NULL, NULL), CUDA_SUCCESS);
+	CHECK_CU(p_cuLaunchCooperativeKernel(f_empty, 16 * 8, 1, 1, 256, 1, 1, 0, s, NULL), CUDA_SUCCESS);
+	CHECK_CU(p_cuLaunchCooperativeKernel(f_empty, 16 * 8 + 1, 1, 1, 256, 1, 1, 0, s, NULL),
+	         CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
 
-	OK(p_cuStreamSynchronize(s));
-	OK(p_cuMemFree_v2(dx));
-	OK(p_cuMemFree_v2(dy));
-	OK(p_cuStreamDestroy_v2(s));
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(dx), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(dy), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 struct mixed {                  /* as in kernels.cu */
@@ -888,11 +863,11 @@ static void test_mixed_arg(void)
 	void *args[] = { &m, &out };
 
 	group = "struct argument";
-	OK(p_cuMemAlloc_v2(&out, sizeof(double)));
-	OK(launch(f_mixed, 1, 32, NULL, args));
-	OK(p_cuMemcpyDtoHAsync_v2(&got, out, sizeof(got), NULL));
+	CHECK_CU(p_cuMemAlloc_v2(&out, sizeof(double)), CUDA_SUCCESS);
+	CHECK_CU(launch(f_mixed, 1, 32, NULL, args), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(&got, out, sizeof(got), NULL), CUDA_SUCCESS);
 	CHECK(got == 7 + 1.25 + 1 - 2 + 3 + 4 + 5, "mixed_arg computed %f", got);
-	OK(p_cuMemFree_v2(out));
+	CHECK_CU(p_cuMemFree_v2(out), CUDA_SUCCESS);
 }
 
 static void test_globals(void)
@@ -909,69 +884,70 @@ static void test_globals(void)
 	int iv;
 
 	group = "globals and libraries";
-	OK(p_cuStreamCreate(&s, 0));
-	OK(p_cuModuleGetGlobal_v2(&g1, &size, mod, "g_counter"));
+	CHECK_CU(p_cuStreamCreate(&s, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuModuleGetGlobal_v2(&g1, &size, mod, "g_counter"), CUDA_SUCCESS);
 	CHECK(size == 4, "g_counter is %zu bytes", size);
-	EXPECT(p_cuModuleGetGlobal_v2(&g1, &size, mod, "nothing"), CUDA_ERROR_NOT_FOUND);
-	OK(p_cuModuleGetGlobal_v2(NULL, &size, mod, "g_counter"));
-	OK(p_cuMemcpyDtoHAsync_v2(&v, g1, 4, s));
+	CHECK_CU(p_cuModuleGetGlobal_v2(&g1, &size, mod, "nothing"), CUDA_ERROR_NOT_FOUND);
+	CHECK_CU(p_cuModuleGetGlobal_v2(NULL, &size, mod, "g_counter"), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(&v, g1, 4, s), CUDA_SUCCESS);
 	CHECK(v == 0, "g_counter starts at %u", v);
-	OK(launch(f_bump, 1, 1, s, args));
-	OK(launch(f_bump, 1, 1, s, args));
-	OK(p_cuMemcpyDtoHAsync_v2(&v, g1, 4, s));
+	CHECK_CU(launch(f_bump, 1, 1, s, args), CUDA_SUCCESS);
+	CHECK_CU(launch(f_bump, 1, 1, s, args), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(&v, g1, 4, s), CUDA_SUCCESS);
 	CHECK(v == 10, "g_counter is %u after two bumps by 5", v);
 
 	/* A second load of the same image has globals of its own. */
-	OK(p_cuModuleLoadData(&second, ptx));
-	OK(get_function(second, &bump2, "bump_global"));
-	OK(p_cuModuleGetGlobal_v2(&g2, NULL, second, "g_counter"));
+	CHECK_CU(p_cuModuleLoadData(&second, ptx), CUDA_SUCCESS);
+	CHECK_CU(get_function(second, &bump2, "bump_global"), CUDA_SUCCESS);
+	CHECK_CU(p_cuModuleGetGlobal_v2(&g2, NULL, second, "g_counter"), CUDA_SUCCESS);
 	CHECK(g1 != g2, "two modules share g_counter");
 	by = 3;
-	OK(launch(bump2, 1, 1, s, args));
-	OK(p_cuMemcpyDtoHAsync_v2(&v, g2, 4, s));
+	CHECK_CU(launch(bump2, 1, 1, s, args), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(&v, g2, 4, s), CUDA_SUCCESS);
 	CHECK(v == 3, "second module's g_counter is %u", v);
-	OK(p_cuMemcpyDtoHAsync_v2(&v, g1, 4, s));
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(&v, g1, 4, s), CUDA_SUCCESS);
 	CHECK(v == 10, "first module's g_counter changed to %u", v);
 	/* Unloading with a launch queued is safe: it still completes. */
-	OK(p_cuMemAlloc_v2(&spinout, 64));
-	OK(launch_spin(s, 50, spinout));
-	OK(launch(bump2, 1, 1, s, args));
-	OK(p_cuModuleUnload(second));
-	EXPECT(p_cuModuleUnload(second), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(get_function(second, &bump2, "bump_global"), CUDA_ERROR_INVALID_HANDLE);
-	OK(p_cuStreamSynchronize(s));
-	OK(p_cuMemFree_v2(spinout));
+	CHECK_CU(p_cuMemAlloc_v2(&spinout, 64), CUDA_SUCCESS);
+	CHECK_CU(launch_spin(s, 50, spinout), CUDA_SUCCESS);
+	CHECK_CU(launch(bump2, 1, 1, s, args), CUDA_SUCCESS);
+	CHECK_CU(p_cuModuleUnload(second), CUDA_SUCCESS);
+	CHECK_CU(p_cuModuleUnload(second), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(get_function(second, &bump2, "bump_global"), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(spinout), CUDA_SUCCESS);
 
 	/* Libraries: kernels, their functions, and CUkernel as CUfunction. */
-	EXPECT(p_cuLibraryLoadData(&lib, "garbage", NULL, NULL, 0, NULL, NULL, 0), CUDA_ERROR_INVALID_IMAGE);
-	OK(p_cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
-	OK(p_cuLibraryGetKernel(&k, lib, "bump_global"));
-	EXPECT(p_cuLibraryGetKernel(&k2, lib, "nope"), CUDA_ERROR_NOT_FOUND);
-	OK(p_cuKernelGetFunction(&kf, k));
-	OK(p_cuLibraryGetGlobal(&lg, &size, lib, "g_counter"));
+	CHECK_CU(p_cuLibraryLoadData(&lib, "garbage", NULL, NULL, 0, NULL, NULL, 0), CUDA_ERROR_INVALID_IMAGE);
+	CHECK_CU(p_cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuLibraryGetKernel(&k, lib, "bump_global"), CUDA_SUCCESS);
+	CHECK_CU(p_cuLibraryGetKernel(&k2, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+	CHECK_CU(p_cuKernelGetFunction(&kf, k), CUDA_SUCCESS);
+	CHECK_CU(p_cuLibraryGetGlobal(&lg, &size, lib, "g_counter"), CUDA_SUCCESS);
 	CHECK(size == 4 && lg != g1, "library global %zu bytes", size);
 	by = 4;
-	OK(launch(kf, 1, 1, s, args));
-	OK(launch((CUfunction)k, 1, 1, s, args));
-	OK(p_cuMemcpyDtoHAsync_v2(&v, lg, 4, s));
+	CHECK_CU(launch(kf, 1, 1, s, args), CUDA_SUCCESS);
+	CHECK_CU(launch((CUfunction)k, 1, 1, s, args), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(&v, lg, 4, s), CUDA_SUCCESS);
 	CHECK(v == 8, "library g_counter is %u after bumps through CUfunction and CUkernel", v);
 	size_t off, psz;
 
-	OK(p_cuKernelGetParamInfo(k, 0, &off, &psz));
+	CHECK_CU(p_cuKernelGetParamInfo(k, 0, &off, &psz), CUDA_SUCCESS);
 	CHECK(off == 0 && psz == 4, "bump_global param 0 at %zu size %zu", off, psz);
-	EXPECT(p_cuKernelGetParamInfo(k, 1, &off, &psz), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 80000, k, 0));
-	OK(p_cuKernelGetAttribute(&iv, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k, 0));
+	CHECK_CU(p_cuKernelGetParamInfo(k, 1, &off, &psz), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 80000, k, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuKernelGetAttribute(&iv, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k, 0), CUDA_SUCCESS);
 	CHECK(iv == 80000, "kernel attribute %d", iv);
-	OK(p_cuFuncGetAttribute(&iv, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kf));
+	CHECK_CU(p_cuFuncGetAttribute(&iv, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kf), CUDA_SUCCESS);
 	CHECK(iv == 80000, "the kernel's function does not see its attribute: %d", iv);
-	OK(p_cuFuncGetAttribute(&iv, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (CUfunction)k));
+	CHECK_CU(p_cuFuncGetAttribute(&iv, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (CUfunction)k),
+	         CUDA_SUCCESS);
 	CHECK(iv == 80000, "CUkernel as CUfunction: attribute %d", iv);
-	EXPECT(p_cuKernelGetAttribute(&iv, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 9), CUDA_ERROR_INVALID_DEVICE);
-	OK(p_cuLibraryUnload(lib));
-	EXPECT(p_cuKernelGetFunction(&kf, k), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
-	OK(p_cuStreamDestroy_v2(s));
+	CHECK_CU(p_cuKernelGetAttribute(&iv, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 9), CUDA_ERROR_INVALID_DEVICE);
+	CHECK_CU(p_cuLibraryUnload(lib), CUDA_SUCCESS);
+	CHECK_CU(p_cuKernelGetFunction(&kf, k), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 /* Lines of /proc/self/maps: the process's mappings. */
@@ -999,8 +975,8 @@ static void test_free_unmaps(void)
 	group = "free unmaps";
 	before = count_mappings();
 	for (int i = 0; i < 500; i++) {
-		OK(p_cuMemAlloc_v2(&d, 1 << 20));
-		OK(p_cuMemFree_v2(d));
+		CHECK_CU(p_cuMemAlloc_v2(&d, 1 << 20), CUDA_SUCCESS);
+		CHECK_CU(p_cuMemFree_v2(d), CUDA_SUCCESS);
 	}
 	after = count_mappings();
 	CHECK(before > 0 && after - before < 10, "%d mappings before 500 alloc/free pairs, %d after",
@@ -1019,77 +995,78 @@ static void test_memory(void)
 	void *hp = NULL;
 
 	group = "memory";
-	OK(p_cuMemGetInfo_v2(&free0, &total));
+	CHECK_CU(p_cuMemGetInfo_v2(&free0, &total), CUDA_SUCCESS);
 	CHECK(total == (size_t)256 << 20 && free0 <= total, "free %zu of %zu", free0, total);
-	OK(p_cuMemAlloc_v2(&a, 64 << 20));
-	OK(p_cuMemGetInfo_v2(&free1, &total));
+	CHECK_CU(p_cuMemAlloc_v2(&a, 64 << 20), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemGetInfo_v2(&free1, &total), CUDA_SUCCESS);
 	CHECK(free0 - free1 == 64 << 20, "allocating 64 MiB took %zu bytes", free0 - free1);
 	CHECK(a % 256 == 0, "allocation not 256-byte aligned");
-	EXPECT(p_cuMemAlloc_v2(&b, 300 << 20), CUDA_ERROR_OUT_OF_MEMORY);
-	EXPECT(p_cuMemAlloc_v2(&b, 0), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuMemGetAddressRange_v2(&base, &size, a + 12345));
+	CHECK_CU(p_cuMemAlloc_v2(&b, 300 << 20), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_CU(p_cuMemAlloc_v2(&b, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemGetAddressRange_v2(&base, &size, a + 12345), CUDA_SUCCESS);
 	CHECK(base == a && size == 64 << 20, "range of an interior pointer: %#llx + %zu",
 	      (unsigned long long)base, size);
-	EXPECT(p_cuMemGetAddressRange_v2(&base, &size, (CUdeviceptr)host), CUDA_ERROR_NOT_FOUND);
-	EXPECT(p_cuMemFree_v2(a + 16), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuMemAllocPitch_v2(&b, &pitch, 1000, 10, 4));
+	CHECK_CU(p_cuMemGetAddressRange_v2(&base, &size, (CUdeviceptr)host), CUDA_ERROR_NOT_FOUND);
+	CHECK_CU(p_cuMemFree_v2(a + 16), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemAllocPitch_v2(&b, &pitch, 1000, 10, 4), CUDA_SUCCESS);
 	CHECK(pitch == 1024, "pitch %zu for 1000 bytes", pitch);
-	EXPECT(p_cuMemAllocPitch_v2(&p, &pitch, 1000, 10, 3), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemAllocPitch_v2(&p, &pitch, 1000, 10, 3), CUDA_ERROR_INVALID_VALUE);
 
 	/* Pointer attributes of device memory. */
-	OK(p_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a + 100));
+	CHECK_CU(p_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a + 100), CUDA_SUCCESS);
 	CHECK(type == CU_MEMORYTYPE_DEVICE, "memory type %u", type);
-	OK(p_cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, a));
+	CHECK_CU(p_cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, a), CUDA_SUCCESS);
 	CHECK(owner == ctx0, "owner context");
-	OK(p_cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a));
+	CHECK_CU(p_cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a), CUDA_SUCCESS);
 	CHECK(ordinal == 0, "device ordinal %d", ordinal);
-	OK(p_cuPointerGetAttribute(&p, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, a + 5));
+	CHECK_CU(p_cuPointerGetAttribute(&p, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, a + 5), CUDA_SUCCESS);
 	CHECK(p == a + 5, "device pointer");
-	OK(p_cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 5));
-	OK(p_cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a + 5));
+	CHECK_CU(p_cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 5), CUDA_SUCCESS);
+	CHECK_CU(p_cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a + 5), CUDA_SUCCESS);
 	CHECK(base == a && size == 64 << 20, "range attributes");
-	OK(p_cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, a));
+	CHECK_CU(p_cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, a), CUDA_SUCCESS);
 	CHECK(managed == 0, "is managed %d", managed);
-	OK(p_cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, a));
+	CHECK_CU(p_cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, a), CUDA_SUCCESS);
 	CHECK(mapped == 1, "mapped %d", mapped);
-	OK(p_cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, a));
-	OK(p_cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, b));
+	CHECK_CU(p_cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, a), CUDA_SUCCESS);
+	CHECK_CU(p_cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, b), CUDA_SUCCESS);
 	CHECK(id1 && id2 && id1 != id2, "buffer ids %llu %llu", id1, id2);
-	EXPECT(p_cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, a), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)host),
-	       CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, a), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)host),
+	         CUDA_ERROR_INVALID_VALUE);
 
 	/* Host registration. */
-	OK(p_cuMemHostRegister_v2(host, 4096, CU_MEMHOSTREGISTER_PORTABLE));
-	EXPECT(p_cuMemHostRegister_v2(host + 2048, 4096, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
-	EXPECT(p_cuMemHostRegister_v2(host, 16, 0x100), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuMemHostRegister_v2(host + 4096, 4096, 0));        /* adjacent is fine */
-	OK(p_cuMemHostGetDevicePointer_v2(&p, host + 10, 0));
+	CHECK_CU(p_cuMemHostRegister_v2(host, 4096, CU_MEMHOSTREGISTER_PORTABLE), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemHostRegister_v2(host + 2048, 4096, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	CHECK_CU(p_cuMemHostRegister_v2(host, 16, 0x100), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemHostRegister_v2(host + 4096, 4096, 0), CUDA_SUCCESS);        /* adjacent is fine */
+	CHECK_CU(p_cuMemHostGetDevicePointer_v2(&p, host + 10, 0), CUDA_SUCCESS);
 	CHECK(p == (CUdeviceptr)(host + 10), "device pointer of registered memory");
-	EXPECT(p_cuMemHostGetDevicePointer_v2(&p, &free0, 0), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)host));
+	CHECK_CU(p_cuMemHostGetDevicePointer_v2(&p, &free0, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)host), CUDA_SUCCESS);
 	CHECK(type == CU_MEMORYTYPE_HOST, "memory type of registered memory %u", type);
-	OK(p_cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(host + 1)));
+	CHECK_CU(p_cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(host + 1)),
+	         CUDA_SUCCESS);
 	CHECK(hp == host + 1, "host pointer");
 
 	CUpointer_attribute which[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT,
 					CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
 	void *data[] = { &type, &owner, &ordinal };
 
-	OK(p_cuPointerGetAttributes(3, which, data, a));
+	CHECK_CU(p_cuPointerGetAttributes(3, which, data, a), CUDA_SUCCESS);
 	CHECK(type == CU_MEMORYTYPE_DEVICE && owner == ctx0 && ordinal == 0, "attributes of device memory");
-	OK(p_cuPointerGetAttributes(3, which, data, (CUdeviceptr)&free0));
+	CHECK_CU(p_cuPointerGetAttributes(3, which, data, (CUdeviceptr)&free0), CUDA_SUCCESS);
 	CHECK(type == 0 && owner == NULL, "attributes of unknown memory: type %u", type);
 
-	EXPECT(p_cuMemHostUnregister(host + 8), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
-	OK(p_cuMemHostUnregister(host));
-	OK(p_cuMemHostUnregister(host + 4096));
-	EXPECT(p_cuMemHostUnregister(host), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	CHECK_CU(p_cuMemHostUnregister(host + 8), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	CHECK_CU(p_cuMemHostUnregister(host), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemHostUnregister(host + 4096), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemHostUnregister(host), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 
-	OK(p_cuMemFree_v2(a));
-	OK(p_cuMemFree_v2(b));
-	EXPECT(p_cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
-	OK(p_cuMemGetInfo_v2(&free1, &total));
+	CHECK_CU(p_cuMemFree_v2(a), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(b), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemGetInfo_v2(&free1, &total), CUDA_SUCCESS);
 	CHECK(free1 == free0, "free memory %zu after freeing everything, %zu before", free1, free0);
 }
 
@@ -1102,44 +1079,44 @@ static void test_handles(void)
 	int v;
 
 	group = "handle validation";
-	EXPECT(p_cuStreamQuery(bogus_s), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuStreamSynchronize(bogus_s), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuStreamDestroy_v2(bogus_s), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuEventQuery(bogus_e), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuEventRecord(bogus_e, NULL), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuEventSynchronize(bogus_e), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuEventDestroy_v2(bogus_e), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuModuleGetFunction(&f, bogus_m, "vadd"), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuModuleUnload(bogus_m), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(launch(bogus_f, 1, 1, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, bogus_f), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuStreamQuery(bogus_s), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuStreamSynchronize(bogus_s), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuStreamDestroy_v2(bogus_s), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuEventQuery(bogus_e), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuEventRecord(bogus_e, NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuEventSynchronize(bogus_e), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuEventDestroy_v2(bogus_e), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuModuleGetFunction(&f, bogus_m, "vadd"), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuModuleUnload(bogus_m), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(launch(bogus_f, 1, 1, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, bogus_f), CUDA_ERROR_INVALID_HANDLE);
 	/* A handle of one kind is not a handle of another. */
-	OK(p_cuStreamCreate(&s, 0));
-	OK(p_cuEventCreate(&e, 0));
-	EXPECT(p_cuEventQuery((CUevent)s), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuStreamQuery((CUstream)e), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(launch((CUfunction)s, 1, 1, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(launch_iota((CUstream)e, 0, 0, 1), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuStreamCreate(&s, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventCreate(&e, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventQuery((CUevent)s), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuStreamQuery((CUstream)e), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(launch((CUfunction)s, 1, 1, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(launch_iota((CUstream)e, 0, 0, 1), CUDA_ERROR_INVALID_HANDLE);
 	/* Destroyed handles. */
-	OK(p_cuStreamDestroy_v2(s));
-	OK(p_cuEventDestroy_v2(e));
-	EXPECT(p_cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuEventRecord(e, NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventDestroy_v2(e), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuEventRecord(e, NULL), CUDA_ERROR_INVALID_HANDLE);
 	/* NULL outputs. */
-	EXPECT(p_cuStreamCreate(NULL, 0), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuStreamCreate(&s, 0x40), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuEventCreate(NULL, 0), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuMemAlloc_v2(NULL, 16), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuMemGetInfo_v2(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuFuncGetAttribute(NULL, CU_FUNC_ATTRIBUTE_NUM_REGS, f_vadd), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuModuleGetFunction(NULL, mod, "vadd"), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuDeviceGetName(NULL, 10, 0), CUDA_ERROR_INVALID_VALUE);
-	EXPECT(p_cuPointerGetAttribute(NULL, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuStreamCreate(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuStreamCreate(&s, 0x40), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuEventCreate(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemAlloc_v2(NULL, 16), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuMemGetInfo_v2(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuFuncGetAttribute(NULL, CU_FUNC_ATTRIBUTE_NUM_REGS, f_vadd), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuModuleGetFunction(NULL, mod, "vadd"), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuDeviceGetName(NULL, 10, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_CU(p_cuPointerGetAttribute(NULL, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 0), CUDA_ERROR_INVALID_VALUE);
 	/* Priorities out of range are clamped, not refused. */
-	OK(p_cuStreamCreateWithPriority(&s, 0, -100));
-	OK(p_cuStreamDestroy_v2(s));
+	CHECK_CU(p_cuStreamCreateWithPriority(&s, 0, -100), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 /* Stream destroyed with work queued: the call returns, the work completes. */
@@ -1150,16 +1127,16 @@ static void test_destroy_pending(void)
 	double t0;
 
 	group = "destroy with pending work";
-	OK(p_cuMemHostRegister_v2(flag, sizeof(flag), 0));
+	CHECK_CU(p_cuMemHostRegister_v2(flag, sizeof(flag), 0), CUDA_SUCCESS);
 	flag[0] = 0;
-	OK(p_cuStreamCreate(&s, 0));
-	OK(launch_spin_store(s, 150, (CUdeviceptr)flag, 4242));
+	CHECK_CU(p_cuStreamCreate(&s, 0), CUDA_SUCCESS);
+	CHECK_CU(launch_spin_store(s, 150, (CUdeviceptr)flag, 4242), CUDA_SUCCESS);
 	t0 = now_ms();
-	OK(p_cuStreamDestroy_v2(s));
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
 	CHECK(now_ms() - t0 < 100, "cuStreamDestroy waited %.0f ms for the work", now_ms() - t0);
-	OK(p_cuCtxSynchronize());
+	CHECK_CU(p_cuCtxSynchronize(), CUDA_SUCCESS);
 	CHECK(flag[0] == 4242, "work queued before cuStreamDestroy did not complete (%u)", flag[0]);
-	OK(p_cuMemHostUnregister(flag));
+	CHECK_CU(p_cuMemHostUnregister(flag), CUDA_SUCCESS);
 }
 
 /* The sticky error: a faulting kernel kills the context until it is reset. */
@@ -1176,74 +1153,74 @@ static void test_sticky(void)
 	int n;
 
 	group = "sticky error";
-	OK(p_cuStreamCreate(&s, 0));
-	OK(p_cuEventCreate(&ev, 0));
-	OK(p_cuMemAlloc_v2(&good, 4));
-	OK(p_cuMemAlloc_v2(&spinout, 64));
-	OK(p_cuMemHostRegister_v2(host, sizeof(host), 0));
+	CHECK_CU(p_cuStreamCreate(&s, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuEventCreate(&ev, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&good, 4), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&spinout, 64), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemHostRegister_v2(host, sizeof(host), 0), CUDA_SUCCESS);
 	memset(host, 0, sizeof(host));
 
 	/* A store into an allocation works. */
 	CUdeviceptr target = good;
 	void *args[] = { &target, &val };
 
-	OK(launch(f_store, 1, 1, s, args));
-	OK(p_cuMemcpyDtoHAsync_v2(&v, good, 4, s));
+	CHECK_CU(launch(f_store, 1, 1, s, args), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(&v, good, 4, s), CUDA_SUCCESS);
 	CHECK(v == 77, "store_at stored %u", v);
 
 	/* A store to memory outside every allocation faults. Work queued
 	 * behind it (the memset of registered memory) is dropped. */
 	target = (CUdeviceptr)&unregistered;
-	OK(launch_spin(s, 100, spinout));
-	OK(launch(f_store, 1, 1, s, args));
+	CHECK_CU(launch_spin(s, 100, spinout), CUDA_SUCCESS);
+	CHECK_CU(launch(f_store, 1, 1, s, args), CUDA_SUCCESS);
 	/* Queued behind the fault, or refused if it has already happened. */
 	rc = p_cuMemsetD32Async((CUdeviceptr)host, 0x5555, 64, s);
 	CHECK(rc == CUDA_SUCCESS || rc == CUDA_ERROR_ILLEGAL_ADDRESS, "memset: %s", err_name(rc));
 	rc = p_cuEventRecord(ev, s);
 	CHECK(rc == CUDA_SUCCESS || rc == CUDA_ERROR_ILLEGAL_ADDRESS, "record: %s", err_name(rc));
-	EXPECT(p_cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
 	CHECK(unregistered == 0, "the faulting kernel wrote %u", unregistered);
 	CHECK(host[0] == 0, "work after the fault ran (%#x)", host[0]);
-	EXPECT(p_cuStreamQuery(s), CUDA_ERROR_ILLEGAL_ADDRESS);
-	EXPECT(p_cuEventQuery(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
-	EXPECT(p_cuEventSynchronize(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
-	EXPECT(p_cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
-	EXPECT(p_cuMemAlloc_v2(&d, 16), CUDA_ERROR_ILLEGAL_ADDRESS);
-	EXPECT(launch(f_empty, 1, 1, s, NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
-	EXPECT(p_cuMemcpyHtoDAsync_v2(good, &v, 4, s), CUDA_ERROR_ILLEGAL_ADDRESS);
-	EXPECT(p_cuStreamCreate(&s1, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
-	EXPECT(p_cuModuleLoadData(&mod, ptx), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuStreamQuery(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuEventQuery(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuEventSynchronize(ev), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuMemAlloc_v2(&d, 16), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(launch(f_empty, 1, 1, s, NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuMemcpyHtoDAsync_v2(good, &v, 4, s), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuStreamCreate(&s1, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuModuleLoadData(&mod, ptx), CUDA_ERROR_ILLEGAL_ADDRESS);
 
 	/* The other device's context is unaffected. */
-	OK(p_cuCtxSetCurrent(ctx1));
-	OK(p_cuMemAlloc_v2(&d, 16));
-	OK(p_cuStreamCreate(&s1, 0));
-	OK(p_cuMemsetD32Async(d, 9, 4, s1));
-	OK(p_cuStreamSynchronize(s1));
-	OK(p_cuStreamDestroy_v2(s1));
-	OK(p_cuMemFree_v2(d));
-	OK(p_cuCtxSetCurrent(ctx0));
+	CHECK_CU(p_cuCtxSetCurrent(ctx1), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&d, 16), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemsetD32Async(d, 9, 4, s1), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamSynchronize(s1), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(s1), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(d), CUDA_SUCCESS);
+	CHECK_CU(p_cuCtxSetCurrent(ctx0), CUDA_SUCCESS);
 
 	/* Host memory may be unregistered even now: the caller frees it next. */
-	EXPECT(p_cuMemHostUnregister(host), CUDA_ERROR_ILLEGAL_ADDRESS);
-	EXPECT(p_cuMemHostUnregister(host), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	CHECK_CU(p_cuMemHostUnregister(host), CUDA_ERROR_ILLEGAL_ADDRESS);
+	CHECK_CU(p_cuMemHostUnregister(host), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 
 	/* Releasing the primary context to 0 resets it. */
-	OK(p_cuDevicePrimaryCtxRelease_v2(0));
-	EXPECT(p_cuDevicePrimaryCtxRelease_v2(0), CUDA_ERROR_INVALID_CONTEXT);
-	EXPECT(p_cuMemAlloc_v2(&d, 16), CUDA_ERROR_CONTEXT_IS_DESTROYED);
-	OK(p_cuDevicePrimaryCtxRetain(&c, 0));
+	CHECK_CU(p_cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+	CHECK_CU(p_cuDevicePrimaryCtxRelease_v2(0), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_CU(p_cuMemAlloc_v2(&d, 16), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+	CHECK_CU(p_cuDevicePrimaryCtxRetain(&c, 0), CUDA_SUCCESS);
 	CHECK(c == ctx0, "the primary context's handle changed across the reset");
-	OK(p_cuCtxSynchronize());
-	EXPECT(p_cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);          /* the reset destroyed it */
-	EXPECT(p_cuEventQuery(ev), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(get_function(mod, &f_vadd, "vadd"), CUDA_ERROR_INVALID_HANDLE);
-	EXPECT(p_cuMemFree_v2(good), CUDA_ERROR_INVALID_VALUE);         /* freed by the reset */
+	CHECK_CU(p_cuCtxSynchronize(), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);          /* the reset destroyed it */
+	CHECK_CU(p_cuEventQuery(ev), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(get_function(mod, &f_vadd, "vadd"), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_CU(p_cuMemFree_v2(good), CUDA_ERROR_INVALID_VALUE);         /* freed by the reset */
 	size_t free_now, total;
 
-	OK(p_cuMemGetInfo_v2(&free_now, &total));
+	CHECK_CU(p_cuMemGetInfo_v2(&free_now, &total), CUDA_SUCCESS);
 	CHECK(free_now == total, "the reset left %zu bytes allocated", total - free_now);
-	OK(p_cuDeviceGetCount(&n));
+	CHECK_CU(p_cuDeviceGetCount(&n), CUDA_SUCCESS);
 }
 
 /* Reloads the module after the reset, and checks the context works again. */
@@ -1254,19 +1231,19 @@ static void test_after_reset(void)
 	static uint32_t back[256];
 
 	group = "after reset";
-	OK(p_cuModuleLoadData(&mod, ptx));
-	OK(get_function(mod, &f_iota, "iota_u32"));
-	OK(get_function(mod, &f_affine, "affine_u32"));
-	OK(get_function(mod, &f_spin, "spin"));
-	OK(get_function(mod, &f_empty, "empty"));
-	OK(p_cuStreamCreate(&s, 0));
-	OK(p_cuMemAlloc_v2(&d, sizeof(back)));
-	OK(launch_iota(s, d, 1, 256));
-	OK(launch_affine(s, d, 2, 0, 256));
-	OK(p_cuMemcpyDtoHAsync_v2(back, d, sizeof(back), s));
+	CHECK_CU(p_cuModuleLoadData(&mod, ptx), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_iota, "iota_u32"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_affine, "affine_u32"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_spin, "spin"), CUDA_SUCCESS);
+	CHECK_CU(get_function(mod, &f_empty, "empty"), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamCreate(&s, 0), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemAlloc_v2(&d, sizeof(back)), CUDA_SUCCESS);
+	CHECK_CU(launch_iota(s, d, 1, 256), CUDA_SUCCESS);
+	CHECK_CU(launch_affine(s, d, 2, 0, 256), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemcpyDtoHAsync_v2(back, d, sizeof(back), s), CUDA_SUCCESS);
 	CHECK(back[0] == 2 && back[255] == 512, "after the reset: %u %u", back[0], back[255]);
-	OK(p_cuMemFree_v2(d));
-	OK(p_cuStreamDestroy_v2(s));
+	CHECK_CU(p_cuMemFree_v2(d), CUDA_SUCCESS);
+	CHECK_CU(p_cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
 enum { THREADS = 8 };
@@ -1332,19 +1309,19 @@ static void test_concurrency(void)
 	}
 
 	/* Streams run concurrently: eight 200 ms kernels take far less than 1.6 s. */
-	OK(p_cuMemAlloc_v2(&out, 64 * THREADS));
+	CHECK_CU(p_cuMemAlloc_v2(&out, 64 * THREADS), CUDA_SUCCESS);
 	for (int i = 0; i < THREADS; i++)
-		OK(p_cuStreamCreate(&s[i], 0));
+		CHECK_CU(p_cuStreamCreate(&s[i], 0), CUDA_SUCCESS);
 	t0 = now_ms();
 	for (int i = 0; i < THREADS; i++)
-		OK(launch_spin(s[i], 200, out + 64 * (unsigned)i));
+		CHECK_CU(launch_spin(s[i], 200, out + 64 * (unsigned)i), CUDA_SUCCESS);
 	for (int i = 0; i < THREADS; i++)
-		OK(p_cuStreamSynchronize(s[i]));
+		CHECK_CU(p_cuStreamSynchronize(s[i]), CUDA_SUCCESS);
 	t = now_ms() - t0;
 	CHECK(t >= 190 && t < 1200, "eight concurrent 200 ms kernels took %.0f ms", t);
 	for (int i = 0; i < THREADS; i++)
-		OK(p_cuStreamDestroy_v2(s[i]));
-	OK(p_cuMemFree_v2(out));
+		CHECK_CU(p_cuStreamDestroy_v2(s[i]), CUDA_SUCCESS);
+	CHECK_CU(p_cuMemFree_v2(out), CUDA_SUCCESS);
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -1398,6 +1375,7 @@ int main(int argc, char **argv)
 		return 1;                                                           \
 	}
 	CU_FUNCS(LOAD)
+	check_name_codes(err_name);
 
 	void (*const groups[])(void) = {
 		test_before_init, test_configuration, test_devices, test_contexts, test_modules, test_stream_order,
@@ -1408,13 +1386,13 @@ int main(int argc, char **argv)
 	int ngroups = (int)(sizeof(groups) / sizeof(groups[0])), failed_groups = 0;
 
 	for (int i = 0; i < ngroups; i++) {
-		int before = failures;
+		int before = check_failures();
 		double t0 = now_ms();
 
 		groups[i]();
-		printf("%s %s (%.0f ms)\n", failures == before ? "ok  " : "FAIL", group, now_ms() - t0);
-		failed_groups += failures != before;
+		printf("%s %s (%.0f ms)\n", check_failures() == before ? "ok  " : "FAIL", group, now_ms() - t0);
+		failed_groups += check_failures() != before;
 	}
-	printf("test_standin: %d of %d groups failed, %d failed checks\n", failed_groups, ngroups, failures);
-	return failures ? 1 : 0;
+	printf("test_standin: %d of %d groups failed\n", failed_groups, ngroups);
+	return check_finish("test_standin");
 }

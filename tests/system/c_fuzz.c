@@ -31,11 +31,12 @@
 
 #include "common/wire.h"
 
+#include "../check.h"
+
 #define REPLY_MAX (64 * 1024 + 2)
 
 static const char *sock_path;
 static uint64_t rng_state;
-static int failures;
 
 static uint64_t rnd(void)
 {
@@ -80,13 +81,10 @@ static ssize_t read_reply(int fd, char *buf, int ms)
 	buf[n] = 0;
 	if (n == 1 && buf[0] == 0)
 		return n;   /* an empty reply */
-	for (ssize_t i = 0; i < n; i++) {
-		if (buf[i] != '\n' && (buf[i] < 0x20 || buf[i] > 0x7e)) {
-			fprintf(stderr, "c_fuzz: reply with byte 0x%02x\n", (unsigned char)buf[i]);
-			failures++;
+	for (ssize_t i = 0; i < n; i++)
+		if (!CHECK(buf[i] == '\n' || (buf[i] >= 0x20 && buf[i] <= 0x7e), "reply with byte 0x%02x",
+			   (unsigned char)buf[i]))
 			break;
-		}
-	}
 	return n;
 }
 
@@ -98,20 +96,16 @@ static void check_alive(const char *after)
 	int fd = dial();
 	ssize_t n;
 
-	if (fd < 0 || send(fd, q, strlen(q), MSG_NOSIGNAL) < 0) {
-		fprintf(stderr, "c_fuzz: after %s: cannot reach the daemon: %s\n", after, strerror(errno));
-		failures++;
+	if (!CHECK(fd >= 0 && send(fd, q, strlen(q), MSG_NOSIGNAL) >= 0, "after %s: cannot reach the daemon: %s",
+		   after, strerror(errno))) {
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
 	n = read_reply(fd, buf, 5000);
-	if (n < 2 || !strstr(buf, ".") || !strncmp(buf, "Error", 5)) {
-		fprintf(stderr, "c_fuzz: after %s: no proper answer (%zd bytes: %.40s)\n", after, n, n > 0 ? buf : "");
-		failures++;
-	} else {
+	if (CHECK(n >= 2 && strstr(buf, ".") && strncmp(buf, "Error", 5),
+		  "after %s: no proper answer (%zd bytes: %.40s)", after, n, n > 0 ? buf : ""))
 		printf("c_fuzz: after %s the daemon answers %s", after, buf);
-	}
 	close(fd);
 }
 
@@ -137,10 +131,7 @@ static void crowd(int n)
 	}
 	free(fds);
 	printf("c_fuzz: crowd: %d of %d UIs answered\n", got, n);
-	if (got != n) {
-		fprintf(stderr, "c_fuzz: crowd: only %d of %d UIs got an answer\n", got, n);
-		failures++;
-	}
+	CHECK(got == n, "crowd: only %d of %d UIs got an answer", got, n);
 }
 
 static void noread(int count)
@@ -148,10 +139,8 @@ static void noread(int count)
 	const char *q = "get_server_list";
 	int fd = dial(), sent = 0;
 
-	if (fd < 0) {
-		failures++;
+	if (!CHECK(fd >= 0, "noread: cannot connect: %s", strerror(errno)))
 		return;
-	}
 	for (int i = 0; i < count; i++)
 		if (send(fd, q, strlen(q), MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
 			sent++;
@@ -211,11 +200,8 @@ static void random_traffic(int count)
 			if (fd >= 0)
 				close(fd);   /* sometimes with replies unread */
 			fd = dial();
-			if (fd < 0) {
-				fprintf(stderr, "c_fuzz: random: cannot connect: %s\n", strerror(errno));
-				failures++;
+			if (!CHECK(fd >= 0, "random: cannot connect: %s", strerror(errno)))
 				return;
-			}
 		}
 		len = random_packet(pkt, sizeof(pkt));
 		if (send(fd, pkt, len, MSG_NOSIGNAL) < 0) {
@@ -228,10 +214,7 @@ static void random_traffic(int count)
 		if (rnd() % 8) {
 			ssize_t n = read_reply(fd, buf, 5000);
 
-			if (n < 0) {
-				fprintf(stderr, "c_fuzz: random: no reply to packet %d (%zu bytes): %s\n", i, len,
-					strerror(errno));
-				failures++;
+			if (!CHECK(n >= 0, "random: no reply to packet %d (%zu bytes): %s", i, len, strerror(errno))) {
 				close(fd);
 				fd = -1;
 			} else if (n == 0) {
@@ -259,10 +242,8 @@ static void hellos(void)
 		int fd = dial();
 		ssize_t n;
 
-		if (fd < 0) {
-			failures++;
+		if (!CHECK(fd >= 0, "hellos: cannot connect: %s", strerror(errno)))
 			return;
-		}
 		if (k == 0) {
 			n = send(fd, &h, sizeof(h), MSG_NOSIGNAL);
 		} else {
@@ -271,10 +252,8 @@ static void hellos(void)
 			memcpy(big, &h, sizeof(h));
 			n = send(fd, big, sizeof(big), MSG_NOSIGNAL);
 		}
-		if (n < 0 || read_reply(fd, buf, 5000) < 1 || strncmp(buf, "Error", 5)) {
-			fprintf(stderr, "c_fuzz: hello look-alike %d did not get an error reply\n", k);
-			failures++;
-		}
+		CHECK(n >= 0 && read_reply(fd, buf, 5000) >= 1 && !strncmp(buf, "Error", 5),
+		      "hello look-alike %d did not get an error reply", k);
 		close(fd);
 	}
 	printf("c_fuzz: hello look-alikes got error replies\n");
@@ -306,11 +285,10 @@ int main(int argc, char **argv)
 	hellos();
 	check_alive("hello look-alikes");
 	for (int i = 0; i < 8; i++)
-		if (silent[i] >= 0)
+		if (CHECK(silent[i] >= 0, "silent connection %d could not connect", i))
 			close(silent[i]);
-		else
-			failures++;
 	check_alive("the silent connections left");
-	printf("c_fuzz: %s\n", failures ? "FAILED" : "the daemon kept answering");
-	return failures ? 1 : 0;
+	if (!check_failures())
+		printf("c_fuzz: the daemon kept answering\n");
+	return check_finish("c_fuzz");
 }

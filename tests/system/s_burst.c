@@ -26,14 +26,14 @@ static int client(int id, int gun, int done, int hold)
 	if (read(gun, &c, 1) != 1)
 		return T_FAIL;
 	t_primary(t_device());
-	CHECK(cuMemAlloc(&d, sizeof(got)));
-	CHECK(cuMemsetD32(d, want, 256));
-	CHECK(cuMemcpyDtoH(got, d, sizeof(got)));
+	REQUIRE_CU(cuMemAlloc(&d, sizeof(got)));
+	REQUIRE_CU(cuMemsetD32(d, want, 256));
+	REQUIRE_CU(cuMemcpyDtoH(got, d, sizeof(got)));
 	for (int i = 0; i < 256; i++)
 		REQUIRE(got[i] == want, "client %d read %#x, wrote %#x", id, got[i], want);
 	if (write(done, "d", 1) != 1 || read(hold, &c, 1) != 1)
 		return T_FAIL;
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d));
 	return T_PASS;
 }
 

@@ -41,9 +41,9 @@ static int child(int id, int gun)
 	}
 	mod = t_module();
 	affine = t_func(mod, "affine_u32");
-	CHECK(cuStreamCreate(&s, 0));
-	CHECK(cuMemAlloc(&d, N * 4));
-	CHECK(cuMemAllocHost((void **)&pinned, N * 4));
+	REQUIRE_CU(cuStreamCreate(&s, 0));
+	REQUIRE_CU(cuMemAlloc(&d, N * 4));
+	REQUIRE_CU(cuMemAllocHost((void **)&pinned, N * 4));
 	host = malloc(N * 4);
 	REQUIRE(host, "out of memory");
 	if (read(gun, &go, 1) != 1)
@@ -54,26 +54,26 @@ static int child(int id, int gun)
 
 		t_fill_u32(host, N, &rng);
 		memcpy(want, host, sizeof(want));
-		CHECK(cuMemcpyHtoDAsync(d, host, N * 4, st));
+		REQUIRE_CU(cuMemcpyHtoDAsync(d, host, N * 4, st));
 		for (int k = 0; k < 8; k++) {
 			uint32_t mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
 			void *args[] = { &d, &mul, &add, &n };
 
 			for (int i = 0; i < N; i++)
 				want[i] = want[i] * mul + add;
-			CHECK(t_launch(affine, N / 256, 256, st, args));
+			REQUIRE_CU(t_launch(affine, N / 256, 256, st, args));
 		}
 		memset(pinned, 0, N * 4);
-		CHECK(cuMemcpyDtoHAsync(pinned, d, N * 4, st));
-		CHECK(cuStreamSynchronize(st));
+		REQUIRE_CU(cuMemcpyDtoHAsync(pinned, d, N * 4, st));
+		REQUIRE_CU(cuStreamSynchronize(st));
 		if (CMP_U32(pinned, want, N, "affine chain"))
 			return T_FAIL;
 	}
-	CHECK(cuMemFreeHost(pinned));
-	CHECK(cuMemFree(d));
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuMemFreeHost(pinned));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuStreamDestroy(s));
 	free(host);
-	return t_failures() ? T_FAIL : T_PASS;
+	return check_failures() ? T_FAIL : T_PASS;
 }
 
 int main(int argc, char **argv)

@@ -28,13 +28,13 @@ static int flooder(int started, int order)
 
 	t_primary(t_device());
 	mod = t_module();
-	CHECK(cuModuleGetFunction(&empty, mod, "empty"));
+	REQUIRE_CU(cuModuleGetFunction(&empty, mod, "empty"));
 	for (int i = 0; i < FLOOD; i++) {
-		CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+		REQUIRE_CU(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
 		if (i == 4096 && write(started, "s", 1) != 1)
 			return T_FAIL;
 	}
-	CHECK(cuCtxSynchronize());
+	REQUIRE_CU(cuCtxSynchronize());
 	if (write(order, "F", 1) != 1)
 		return T_FAIL;
 	return T_PASS;
@@ -49,21 +49,21 @@ static int tripper(int started, int order)
 
 	t_primary(t_device());
 	mod = t_module();
-	CHECK(cuModuleGetFunction(&store, mod, "store_at"));
-	CHECK(cuMemAlloc(&d, 4));
+	REQUIRE_CU(cuModuleGetFunction(&store, mod, "store_at"));
+	REQUIRE_CU(cuMemAlloc(&d, 4));
 	if (read(started, &c, 1) != 1)
 		return T_FAIL;
 	for (unsigned int i = 0; i < TRIPS; i++) {
 		unsigned int v = 0x7100u + i * 7u, got = 0;
 		void *args[] = { &d, &v };
 
-		CHECK(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
-		CHECK(cuMemcpyDtoH(&got, d, 4));
+		REQUIRE_CU(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+		REQUIRE_CU(cuMemcpyDtoH(&got, d, 4));
 		REQUIRE(got == v, "trip %u read %#x, stored %#x", i, got, v);
 	}
 	if (write(order, "T", 1) != 1)
 		return T_FAIL;
-	CHECK(cuMemFree(d));
+	REQUIRE_CU(cuMemFree(d));
 	return T_PASS;
 }
 

@@ -46,7 +46,7 @@ static int bystander(int ready, int stop)
 
 	t_primary(t_device());
 	affine = t_func(t_module(), "affine_u32");
-	CHECK(cuMemAlloc(&d, sizeof(in)));
+	REQUIRE_CU(cuMemAlloc(&d, sizeof(in)));
 	REQUIRE(write(ready, "r", 1) == 1, "pipe");
 	while (read(stop, &c, 1) != 1) {
 		uint32_t mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
@@ -58,7 +58,7 @@ static int bystander(int ready, int stop)
 		    (r = cuMemcpyDtoH(got, d, sizeof(got))) != CUDA_SUCCESS)
 			break;
 		for (int i = 0; i < WORDS; i++)
-			if (!EXPECT(got[i] == in[i] * mul + add, "bystander: word %d wrong after %d rounds", i, rounds))
+			if (!CHECK(got[i] == in[i] * mul + add, "bystander: word %d wrong after %d rounds", i, rounds))
 				return T_FAIL;
 		rounds++;
 	}
@@ -81,21 +81,21 @@ static int culprit(void)
 	r = t_launch(store, 1, 1, NULL, args);
 	if (r == CUDA_SUCCESS)
 		r = cuCtxSynchronize();
-	EXPECT(r == CUDA_ERROR_ILLEGAL_ADDRESS, "the faulting kernel: %s", t_errname(r));
+	CHECK(r == CUDA_ERROR_ILLEGAL_ADDRESS, "the faulting kernel: %s", t_errname(r));
 	/* The context is dead: every later call says so. */
 	usleep(200 * 1000);
 	r = cuMemAlloc(&d, 4096);
-	EXPECT(r == CUDA_ERROR_ILLEGAL_ADDRESS, "a call after the fault: %s", t_errname(r));
+	CHECK(r == CUDA_ERROR_ILLEGAL_ADDRESS, "a call after the fault: %s", t_errname(r));
 	/* Its name and text, with the server gone. */
 	{
 		const char *name = NULL, *text = NULL;
 
-		EXPECT(cuGetErrorName(r, &name) == CUDA_SUCCESS && name && !strcmp(name, "CUDA_ERROR_ILLEGAL_ADDRESS"),
-		       "the fault's name after the server went: %s", name ? name : "none");
-		EXPECT(cuGetErrorString(r, &text) == CUDA_SUCCESS && text && strstr(text, "illegal memory access"),
-		       "the fault's text after the server went: %s", text ? text : "none");
+		CHECK(cuGetErrorName(r, &name) == CUDA_SUCCESS && name && !strcmp(name, "CUDA_ERROR_ILLEGAL_ADDRESS"),
+		      "the fault's name after the server went: %s", name ? name : "none");
+		CHECK(cuGetErrorString(r, &text) == CUDA_SUCCESS && text && strstr(text, "illegal memory access"),
+		      "the fault's text after the server went: %s", text ? text : "none");
 	}
-	return t_failures() ? T_FAIL : T_PASS;
+	return check_failures() ? T_FAIL : T_PASS;
 }
 
 static int status_of(pid_t p);
@@ -115,11 +115,11 @@ static double newcomer(void)
 
 		t_primary(t_device());
 		t_fill_u32(in, WORDS, &rng);
-		CHECK(cuMemAlloc(&d, sizeof(in)));
-		CHECK(cuMemcpyHtoD(d, in, sizeof(in)));
-		CHECK(cuMemcpyDtoH(got, d, sizeof(got)));
+		REQUIRE_CU(cuMemAlloc(&d, sizeof(in)));
+		REQUIRE_CU(cuMemcpyHtoD(d, in, sizeof(in)));
+		REQUIRE_CU(cuMemcpyDtoH(got, d, sizeof(got)));
 		CMP_U32(got, in, WORDS, "a new client's words");
-		_exit(t_failures() ? T_FAIL : T_PASS);
+		_exit(check_failures() ? T_FAIL : T_PASS);
 	}
 	if (p < 0 || status_of(p) != T_PASS)
 		return -1;
@@ -197,7 +197,7 @@ static int round_with_bystander(const char *domain, const char *culprit_domain, 
 	usleep(100 * 1000);
 	c = spawn_culprit(culprit_domain);
 	*cp = c;
-	EXPECT(status_of(c) == T_PASS, "the culprit ended badly");
+	CHECK(status_of(c) == T_PASS, "the culprit ended badly");
 	usleep(300 * 1000);
 	REQUIRE(write(stop[1], "s", 1) == 1, "pipe");
 	bs = status_of(b);
@@ -219,26 +219,25 @@ int main(int argc, char **argv)
 
 	/* Round 1: both at work in one domain. */
 	bs = round_with_bystander(NULL, NULL, &c);
-	EXPECT(bs == BYSTANDER_FAULTED, "round 1: the bystander ended with %d, want the fault's error", bs);
+	CHECK(bs == BYSTANDER_FAULTED, "round 1: the bystander ended with %d, want the fault's error", bs);
 	ms = newcomer();
-	EXPECT(ms >= 0, "round 1: a new client did not work after the fault");
+	CHECK(ms >= 0, "round 1: a new client did not work after the fault");
 	printf("s_fault: a new client worked %.0f ms after the fault\n", ms);
 	snprintf(pid, sizeof(pid), "PID %d", (int)c);
-	EXPECT(logged("GPU fault", "suspects", pid), "round 1: the control log does not name %s a suspect", pid);
+	CHECK(logged("GPU fault", "suspects", pid), "round 1: the control log does not name %s a suspect", pid);
 
 	/* Round 2: the culprit alone (the newcomer's leaving seen first). */
 	usleep(500 * 1000);
 	c = spawn_culprit(NULL);
-	EXPECT(status_of(c) == T_PASS, "round 2: the culprit ended badly");
+	CHECK(status_of(c) == T_PASS, "round 2: the culprit ended badly");
 	snprintf(pid, sizeof(pid), "culprit: PID %d", (int)c);
-	EXPECT(logged("GPU fault", pid, "store_at"), "round 2: the control log does not name the culprit and its kernel");
-	EXPECT(newcomer() >= 0, "round 2: a new client did not work after the fault");
+	CHECK(logged("GPU fault", pid, "store_at"), "round 2: the control log does not name the culprit and its kernel");
+	CHECK(newcomer() >= 0, "round 2: a new client did not work after the fault");
 
 	/* Round 3: the culprit in a domain of its own. */
 	bs = round_with_bystander("work", "own", &c);
-	EXPECT(bs == BYSTANDER_CLEAN, "round 3: the bystander in another domain ended with %d", bs);
-	EXPECT(newcomer() >= 0, "round 3: a new client did not work after the fault");
+	CHECK(bs == BYSTANDER_CLEAN, "round 3: the bystander in another domain ended with %d", bs);
+	CHECK(newcomer() >= 0, "round 3: a new client did not work after the fault");
 
-	printf("s_fault: %s\n", t_failures() ? "FAIL" : "PASS");
-	return t_failures() ? T_FAIL : T_PASS;
+	return check_finish("s_fault");
 }

@@ -64,47 +64,47 @@ static int exporter(int to, int from)
 
 	REQUIRE(in && out, "malloc");
 	t_primary(t_device());
-	CHECK(cuMemAlloc(&a, WORDS * 4));
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
-	CHECK(cuEventCreate(&plain, CU_EVENT_DEFAULT));
+	REQUIRE_CU(cuMemAlloc(&a, WORDS * 4));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuEventCreate(&plain, CU_EVENT_DEFAULT));
 	t_fill_u32(in, WORDS, &rng);
-	CHECK(cuMemcpyHtoD(a, in, WORDS * 4));
-	CHECK(cuIpcGetMemHandle(&sh.mem, a));
-	CHECK(cuIpcGetEventHandle(&sh.ev, ev));
+	REQUIRE_CU(cuMemcpyHtoD(a, in, WORDS * 4));
+	REQUIRE_CU(cuIpcGetMemHandle(&sh.mem, a));
+	REQUIRE_CU(cuIpcGetEventHandle(&sh.ev, ev));
 	{
 		CUipcMemHandle inner;
 
 		/* An address inside the allocation names the allocation too. */
-		CHECK(cuIpcGetMemHandle(&inner, a + 4096));
+		REQUIRE_CU(cuIpcGetMemHandle(&inner, a + 4096));
 	}
-	CHECK_ERR(cuIpcGetEventHandle(&sh.ev, plain), CUDA_ERROR_INVALID_HANDLE);
-	CHECK(cuIpcGetMemHandle(&sh.mem, a));
-	CHECK(cuIpcGetEventHandle(&sh.ev, ev));
+	CHECK_CU(cuIpcGetEventHandle(&sh.ev, plain), CUDA_ERROR_INVALID_HANDLE);
+	REQUIRE_CU(cuIpcGetMemHandle(&sh.mem, a));
+	REQUIRE_CU(cuIpcGetEventHandle(&sh.ev, ev));
 	{
 		CUresult r = cuIpcOpenMemHandle(&opened, sh.mem, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 
-		EXPECT(r != CUDA_SUCCESS, "a handle opened in the process that made it");
+		CHECK(r != CUDA_SUCCESS, "a handle opened in the process that made it");
 		printf("s_ipc: opening one's own handle: %s\n", t_errname(r));
 	}
 	/* A slow kernel, then the event: the importer must wait for it. */
-	CHECK(t_launch(t_func(t_module(), "affine_u32"), WORDS / 256, 256, s, args));
-	CHECK(cuEventRecord(ev, s));
+	REQUIRE_CU(t_launch(t_func(t_module(), "affine_u32"), WORDS / 256, 256, s, args));
+	REQUIRE_CU(cuEventRecord(ev, s));
 	put(to, &sh, sizeof(sh));
 	put(to, in, WORDS * 4);
 
 	get(from, &c, 1);   /* the importer checked and wrote its pattern */
-	CHECK(cuMemcpyDtoH(out, a, 4096));
+	REQUIRE_CU(cuMemcpyDtoH(out, a, 4096));
 	for (int i = 0; i < 1024; i++)
-		if (!EXPECT(out[i] == 0x5a5a5a5au, "word %d after the importer's memset: %#x", i, out[i]))
+		if (!CHECK(out[i] == 0x5a5a5a5au, "word %d after the importer's memset: %#x", i, out[i]))
 			break;
-	CHECK(cuStreamSynchronize(s));
-	CHECK(cuMemFree(a));
-	CHECK(cuEventDestroy(ev));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemFree(a));
+	REQUIRE_CU(cuEventDestroy(ev));
 	put(to, "f", 1);
 	get(from, &c, 1);   /* the importer closed everything */
-	CHECK(cuEventDestroy(plain));
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuEventDestroy(plain));
+	REQUIRE_CU(cuStreamDestroy(s));
 	free(in);
 	free(out);
 	return t_finish();
@@ -122,33 +122,33 @@ static int importer(int to, int from)
 
 	REQUIRE(want && out, "malloc");
 	t_primary(t_device());
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	get(from, &sh, sizeof(sh));
 	get(from, want, WORDS * 4);
 	for (uint32_t i = 0; i < WORDS; i++)
 		want[i] = want[i] * 3 + 1;
 	memset(&junk, 0x77, sizeof(junk));
-	EXPECT(cuIpcOpenMemHandle(&junk_p, junk, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != CUDA_SUCCESS,
-	       "a handle of 0x77 bytes opened");
-	CHECK(cuIpcOpenMemHandle(&b, sh.mem, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-	CHECK(cuIpcOpenEventHandle(&ev, sh.ev));
-	CHECK(cuStreamWaitEvent(s, ev, 0));
-	CHECK(cuMemcpyDtoHAsync(out, b, WORDS * 4, s));
-	CHECK(cuStreamSynchronize(s));
+	CHECK(cuIpcOpenMemHandle(&junk_p, junk, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != CUDA_SUCCESS,
+	      "a handle of 0x77 bytes opened");
+	REQUIRE_CU(cuIpcOpenMemHandle(&b, sh.mem, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	REQUIRE_CU(cuIpcOpenEventHandle(&ev, sh.ev));
+	REQUIRE_CU(cuStreamWaitEvent(s, ev, 0));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out, b, WORDS * 4, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 	CMP_U32(out, want, WORDS, "the exporter's memory after its kernel, read through the handle");
-	CHECK(cuMemsetD32(b, 0x5a5a5a5au, 1024));
-	CHECK(cuCtxSynchronize());   /* a memset of device memory may return before it is done */
+	REQUIRE_CU(cuMemsetD32(b, 0x5a5a5a5au, 1024));
+	REQUIRE_CU(cuCtxSynchronize());   /* a memset of device memory may return before it is done */
 	put(to, "o", 1);
 
 	get(from, &c, 1);   /* the exporter freed its memory and destroyed its event */
-	CHECK(cuMemcpyDtoH(out, b + 4096, WORDS * 4 - 4096));
+	REQUIRE_CU(cuMemcpyDtoH(out, b + 4096, WORDS * 4 - 4096));
 	CMP_U32(out, want + 1024, WORDS - 1024, "the memory its exporter freed, still open here");
-	CHECK(cuEventSynchronize(ev));
-	CHECK(cuIpcCloseMemHandle(b));
-	CHECK_ERR(cuIpcCloseMemHandle(b), CUDA_ERROR_INVALID_VALUE);
-	CHECK(cuEventDestroy(ev));
+	REQUIRE_CU(cuEventSynchronize(ev));
+	REQUIRE_CU(cuIpcCloseMemHandle(b));
+	CHECK_CU(cuIpcCloseMemHandle(b), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuEventDestroy(ev));
 	put(to, "c", 1);
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamDestroy(s));
 	free(want);
 	free(out);
 	return t_finish();
@@ -156,7 +156,7 @@ static int importer(int to, int from)
 
 int main(int argc, char **argv)
 {
-	int e2i[2], i2e[2], st, rc = T_PASS;
+	int e2i[2], i2e[2], st;
 	pid_t e, i;
 
 	t_init(argc, argv);
@@ -173,12 +173,9 @@ int main(int argc, char **argv)
 	for (int k = 0; k < 2; k++) {
 		pid_t p = wait(&st);
 
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != T_PASS) {
-			fprintf(stderr, "s_ipc: the %s ended with status %#x\n", p == e ? "exporter" : "importer", st);
-			rc = T_FAIL;
+		if (!CHECK(WIFEXITED(st) && WEXITSTATUS(st) == T_PASS, "the %s ended with status %#x",
+			   p == e ? "exporter" : "importer", st))
 			kill(p == e ? i : e, SIGKILL);
-		}
 	}
-	printf("s_ipc: %s\n", rc == T_PASS ? "PASS" : "FAIL");
-	return rc;
+	return check_finish("s_ipc");
 }

@@ -68,22 +68,22 @@ static void hold_pools_and_mappings(CUstream s)
 	CUmemoryPool pool;
 	size_t gran;
 
-	CHECK(cuMemPoolCreate(&pool, &pp));
-	CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
-	CHECK(cuMemAllocFromPoolAsync(&a, 8u << 20, pool, s));
-	CHECK(cuMemAllocFromPoolAsync(&b, 8u << 20, pool, s));
-	CHECK(cuMemFreeAsync(a, s));
-	CHECK(cuMemAllocAsync(&c, 8u << 20, s));
-	CHECK(cuMemsetD32Async(b, 0x11111111u, 2u << 20, s));
-	CHECK(cuMemsetD32Async(c, 0x22222222u, 2u << 20, s));
-	CHECK(cuMemGetAllocationGranularity(&gran, &ap, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-	CHECK(cuMemCreate(&h, 4 * gran, &ap, 0));
-	CHECK(cuMemAddressReserve(&va, 8 * gran, 0, 0, 0));
-	CHECK(cuMemMap(va, 4 * gran, 0, h, 0));
-	CHECK(cuMemSetAccess(va, 4 * gran, &acc, 1));
-	CHECK(cuMemRelease(h));
-	CHECK(cuMemsetD32Async(va, 0x33333333u, gran, s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemPoolCreate(&pool, &pp));
+	REQUIRE_CU(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+	REQUIRE_CU(cuMemAllocFromPoolAsync(&a, 8u << 20, pool, s));
+	REQUIRE_CU(cuMemAllocFromPoolAsync(&b, 8u << 20, pool, s));
+	REQUIRE_CU(cuMemFreeAsync(a, s));
+	REQUIRE_CU(cuMemAllocAsync(&c, 8u << 20, s));
+	REQUIRE_CU(cuMemsetD32Async(b, 0x11111111u, 2u << 20, s));
+	REQUIRE_CU(cuMemsetD32Async(c, 0x22222222u, 2u << 20, s));
+	REQUIRE_CU(cuMemGetAllocationGranularity(&gran, &ap, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	REQUIRE_CU(cuMemCreate(&h, 4 * gran, &ap, 0));
+	REQUIRE_CU(cuMemAddressReserve(&va, 8 * gran, 0, 0, 0));
+	REQUIRE_CU(cuMemMap(va, 4 * gran, 0, h, 0));
+	REQUIRE_CU(cuMemSetAccess(va, 4 * gran, &acc, 1));
+	REQUIRE_CU(cuMemRelease(h));
+	REQUIRE_CU(cuMemsetD32Async(va, 0x33333333u, gran, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 }
 
 /* Graph memory: a copy node from pinned memory that is freed before the
@@ -99,9 +99,9 @@ static void hold_graph_memory(CUdevice dev, CUdeviceptr d, CUstream s)
 	CUgraph g;
 	void *pinned;
 
-	CHECK(cuMemAllocHost(&pinned, 1u << 20));
+	REQUIRE_CU(cuMemAllocHost(&pinned, 1u << 20));
 	memset(pinned, 0x5c, 1u << 20);
-	CHECK(cuGraphCreate(&g, 0));
+	REQUIRE_CU(cuGraphCreate(&g, 0));
 	memset(&cp, 0, sizeof(cp));
 	cp.srcMemoryType = CU_MEMORYTYPE_HOST;
 	cp.srcHost = pinned;
@@ -109,24 +109,24 @@ static void hold_graph_memory(CUdevice dev, CUdeviceptr d, CUstream s)
 	cp.dstDevice = d;
 	cp.WidthInBytes = 1u << 20;
 	cp.Height = cp.Depth = 1;
-	CHECK(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, NULL));
+	REQUIRE_CU(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, NULL));
 	memset(&ap, 0, sizeof(ap));
 	ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
 	ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	ap.poolProps.location.id = dev;
 	ap.bytesize = 8u << 20;
-	CHECK(cuGraphAddMemAllocNode(&a, g, &n, 1, &ap));
+	REQUIRE_CU(cuGraphAddMemAllocNode(&a, g, &n, 1, &ap));
 	memset(&mp, 0, sizeof(mp));
 	mp.dst = ap.dptr;
 	mp.elementSize = 4;
 	mp.width = (8u << 20) / 4;
 	mp.height = 1;
 	mp.value = 0x44444444u;
-	CHECK(cuGraphAddMemsetNode(&n, g, &a, 1, &mp, NULL));
-	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
-	CHECK(cuMemFreeHost(pinned));
-	CHECK(cuGraphLaunch(ge, s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuGraphAddMemsetNode(&n, g, &a, 1, &mp, NULL));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
+	REQUIRE_CU(cuMemFreeHost(pinned));
+	REQUIRE_CU(cuGraphLaunch(ge, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 }
 
 static int in_callback;   /* atomic */
@@ -166,17 +166,17 @@ static int victim(int ready)
 
 	t_primary(t_device());
 	spin = t_func(t_module(), "spin");
-	CHECK(cuMemAlloc(&d, VICTIM_BYTES));
-	CHECK(cuMemAlloc(&out, 4096));
-	CHECK(cuMemAllocHost(&pinned, 8u << 20));
+	REQUIRE_CU(cuMemAlloc(&d, VICTIM_BYTES));
+	REQUIRE_CU(cuMemAlloc(&out, 4096));
+	REQUIRE_CU(cuMemAllocHost(&pinned, 8u << 20));
 	if (part('m')) {
-		CHECK(cuMemAllocManaged(&managed, 4u << 20, CU_MEM_ATTACH_GLOBAL));
+		REQUIRE_CU(cuMemAllocManaged(&managed, 4u << 20, CU_MEM_ATTACH_GLOBAL));
 		memset((void *)(uintptr_t)managed, 0x3c, 4u << 20);
 	} else {
 		managed = out;
 	}
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CHECK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
 	if (part('p'))
 		hold_pools_and_mappings(s);
 	if (part('g'))
@@ -184,22 +184,22 @@ static int victim(int ready)
 	/* A graph of two spins, launched many times; a capture left open. */
 	if (!part('c'))
 		goto no_capture;
-	CHECK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
+	REQUIRE_CU(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
 	for (int i = 0; i < 2; i++) {
 		void *args[] = { &cycles, &out };
 
-		CHECK(t_launch(spin, 1, 32, cap, args));
+		REQUIRE_CU(t_launch(spin, 1, 32, cap, args));
 	}
-	CHECK(cuStreamEndCapture(cap, &g));
-	CHECK(cuGraphInstantiateWithFlags(&ge, g, 0));
-	CHECK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
+	REQUIRE_CU(cuStreamEndCapture(cap, &g));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
+	REQUIRE_CU(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
 	for (int i = 0; i < 2000; i++) {
 		void *args[] = { &cycles, &out }, *margs[] = { &cycles, &managed };
 
-		CHECK(t_launch(spin, 1, 32, s, i % 2 ? margs : args));
+		REQUIRE_CU(t_launch(spin, 1, 32, s, i % 2 ? margs : args));
 		if (i % 20 == 0) {
-			CHECK(cuGraphLaunch(ge, s));
-			CHECK(t_launch(spin, 1, 32, cap, args));
+			REQUIRE_CU(cuGraphLaunch(ge, s));
+			REQUIRE_CU(t_launch(spin, 1, 32, cap, args));
 		}
 	}
 no_capture:
@@ -207,26 +207,26 @@ no_capture:
 	 * dies, with work behind it; and one not reached yet. */
 	if (!part('h'))
 		goto no_host;
-	CHECK(cuStreamCreate(&hs, CU_STREAM_NON_BLOCKING));
-	CHECK(cuLaunchHostFunc(hs, stuck, NULL));
+	REQUIRE_CU(cuStreamCreate(&hs, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuLaunchHostFunc(hs, stuck, NULL));
 	{
 		CUdeviceptr out2 = out + 2048;   /* apart from the other streams' spins */
 		void *args[] = { &cycles, &out2 };
 
-		CHECK(t_launch(spin, 1, 32, hs, args));
+		REQUIRE_CU(t_launch(spin, 1, 32, hs, args));
 	}
-	CHECK(cuLaunchHostFunc(s, never_reached, NULL));
+	REQUIRE_CU(cuLaunchHostFunc(s, never_reached, NULL));
 no_host:
 	/* A stream waiting for a word nobody writes, with work behind it. */
 	if (!part('w'))
 		goto no_wait;
-	CHECK(cuStreamCreate(&ws, CU_STREAM_NON_BLOCKING));
-	CHECK(cuStreamWaitValue32(ws, out + 3072, 1, CU_STREAM_WAIT_VALUE_EQ));
+	REQUIRE_CU(cuStreamCreate(&ws, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamWaitValue32(ws, out + 3072, 1, CU_STREAM_WAIT_VALUE_EQ));
 	{
 		CUdeviceptr out3 = out + 1024;
 		void *args[] = { &cycles, &out3 };
 
-		CHECK(t_launch(spin, 1, 32, ws, args));
+		REQUIRE_CU(t_launch(spin, 1, 32, ws, args));
 	}
 no_wait:
 	/* A graph's host node, launched three times behind the stuck one: its
@@ -237,11 +237,11 @@ no_wait:
 		CUgraphExec hge;
 		CUgraph hg;
 
-		CHECK(cuGraphCreate(&hg, 0));
-		CHECK(cuGraphAddHostNode(&hn, hg, NULL, 0, &hp));
-		CHECK(cuGraphInstantiateWithFlags(&hge, hg, 0));
+		REQUIRE_CU(cuGraphCreate(&hg, 0));
+		REQUIRE_CU(cuGraphAddHostNode(&hn, hg, NULL, 0, &hp));
+		REQUIRE_CU(cuGraphInstantiateWithFlags(&hge, hg, 0));
 		for (int i = 0; i < 3; i++)
-			CHECK(cuGraphLaunch(hge, hs));
+			REQUIRE_CU(cuGraphLaunch(hge, hs));
 	}
 	for (int i = 0; part('h') && i < 200 && !__atomic_load_n(&in_callback, __ATOMIC_ACQUIRE); i++)
 		usleep(10 * 1000);
@@ -266,7 +266,7 @@ static int survivor(int stop)
 
 	t_primary(t_device());
 	affine = t_func(t_module(), "affine_u32");
-	CHECK(cuMemAlloc(&d, sizeof(in)));
+	REQUIRE_CU(cuMemAlloc(&d, sizeof(in)));
 	/* Work until told to stop (non-blocking read: no byte yet). */
 	while (read(stop, &c, 1) != 1) {
 		uint32_t mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
@@ -275,15 +275,15 @@ static int survivor(int stop)
 		t_fill_u32(in, 1024, &rng);
 		for (int i = 0; i < 1024; i++)
 			want[i] = in[i] * mul + add;
-		CHECK(cuMemcpyHtoD(d, in, sizeof(in)));
-		CHECK(t_launch(affine, 4, 256, NULL, args));
-		CHECK(cuMemcpyDtoH(got, d, sizeof(got)));
+		REQUIRE_CU(cuMemcpyHtoD(d, in, sizeof(in)));
+		REQUIRE_CU(t_launch(affine, 4, 256, NULL, args));
+		REQUIRE_CU(cuMemcpyDtoH(got, d, sizeof(got)));
 		if (CMP_U32(got, want, 1024, "survivor's result"))
 			return T_FAIL;
 		rounds++;
 	}
 	printf("s_kill: survivor verified %d rounds\n", rounds);
-	return rounds > 0 && !t_failures() ? T_PASS : T_FAIL;
+	return rounds > 0 && !check_failures() ? T_PASS : T_FAIL;
 }
 
 /* One round: a survivor working, a victim killed in the middle of its
@@ -312,12 +312,12 @@ static int kill_round(void)
 	if (write(stop[1], "s", 1) != 1)
 		return T_FAIL;
 	waitpid(s, &st, 0);
-	EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the survivor failed (status %#x)", st);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the survivor failed (status %#x)", st);
 	close(ready[0]);
 	close(ready[1]);
 	close(stop[0]);
 	close(stop[1]);
-	return t_failures() ? T_FAIL : T_PASS;
+	return check_failures() ? T_FAIL : T_PASS;
 }
 
 /* The device's free memory once it is back to `want` (the server frees a
@@ -352,8 +352,8 @@ int main(int argc, char **argv)
 	if (kill_round() != T_PASS)
 		return T_FAIL;
 	after = settled_free_memory(before);
-	EXPECT(llabs(after - before) <= SLACK, "free device memory %lld after the second kill, %lld before", after,
-	       before);
+	CHECK(llabs(after - before) <= SLACK, "free device memory %lld after the second kill, %lld before", after,
+	      before);
 	printf("s_kill: free device memory back to %lld bytes\n", after);
-	return t_failures() ? T_FAIL : T_PASS;
+	return check_failures() ? T_FAIL : T_PASS;
 }

@@ -60,7 +60,7 @@ static CUmemoryPool make_pool(CUdevice dev, CUmemAllocationHandleType types)
 	pp.handleTypes = types;
 	pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	pp.location.id = dev;
-	CHECK(cuMemPoolCreate(&pool, &pp));
+	REQUIRE_CU(cuMemPoolCreate(&pool, &pp));
 	return pool;
 }
 
@@ -79,33 +79,33 @@ static int exporter(int sock)
 
 	REQUIRE(in && out, "out of memory");
 	t_primary(dev);
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 
 	/* No handle type: nothing to export. */
 	plain = make_pool(dev, CU_MEM_HANDLE_TYPE_NONE);
-	EXPECT(cuMemPoolExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) !=
-		       CUDA_SUCCESS, "a pool made without a handle type was exported");
-	CHECK(cuMemAllocFromPoolAsync(&a, 4096, plain, s));
-	CHECK(cuStreamSynchronize(s));
-	EXPECT(cuMemPoolExportPointer(&junk, a) != CUDA_SUCCESS, "a pointer of an unshareable pool was exported");
-	CHECK(cuMemFreeAsync(a, s));
-	CHECK(cuMemPoolDestroy(plain));
+	CHECK(cuMemPoolExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) !=
+		      CUDA_SUCCESS, "a pool made without a handle type was exported");
+	REQUIRE_CU(cuMemAllocFromPoolAsync(&a, 4096, plain, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(cuMemPoolExportPointer(&junk, a) != CUDA_SUCCESS, "a pointer of an unshareable pool was exported");
+	REQUIRE_CU(cuMemFreeAsync(a, s));
+	REQUIRE_CU(cuMemPoolDestroy(plain));
 
 	pool = make_pool(dev, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-	CHECK(cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	REQUIRE_CU(cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
 	REQUIRE(fd >= 0, "the pool's fd is %d", fd);
 	REQUIRE(mps_sock_send(sock, "p", 1, fd) == 1, "sending the pool's fd");
 	close(fd);
 
-	CHECK(cuMemAllocFromPoolAsync(&a, WORDS * 4, pool, s));
-	CHECK(cuMemAllocFromPoolAsync(&b, WORDS * 4, pool, s));
+	REQUIRE_CU(cuMemAllocFromPoolAsync(&a, WORDS * 4, pool, s));
+	REQUIRE_CU(cuMemAllocFromPoolAsync(&b, WORDS * 4, pool, s));
 	t_fill_u32(in, WORDS, &rng);
-	CHECK(cuMemcpyHtoDAsync(a, in, WORDS * 4, s));
-	CHECK(cuMemsetD32Async(b, 0x7e57u, WORDS, s));
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyHtoDAsync(a, in, WORDS * 4, s));
+	REQUIRE_CU(cuMemsetD32Async(b, 0x7e57u, WORDS, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
 	memset(&p, 0, sizeof(p));
-	CHECK(cuMemPoolExportPointer(&p.a, a));
-	CHECK(cuMemPoolExportPointer(&p.b, b));
+	REQUIRE_CU(cuMemPoolExportPointer(&p.a, a));
+	REQUIRE_CU(cuMemPoolExportPointer(&p.b, b));
 	p.mul = (uint32_t)t_rand(&rng) | 1;
 	p.add = (uint32_t)t_rand(&rng);
 	put(sock, &p, sizeof(p));
@@ -113,22 +113,22 @@ static int exporter(int sock)
 
 	/* The importer ran its kernel over a. */
 	get(sock, &c, 1);
-	CHECK(cuMemcpyDtoH(out, a, WORDS * 4));
+	REQUIRE_CU(cuMemcpyDtoH(out, a, WORDS * 4));
 	for (uint32_t i = 0; i < WORDS; i++)
-		if (!EXPECT(out[i] == in[i] * p.mul + p.add, "a[%u] = %#x after the importer's kernel", i, out[i]))
+		if (!CHECK(out[i] == in[i] * p.mul + p.add, "a[%u] = %#x after the importer's kernel", i, out[i]))
 			break;
 
 	/* Freed and destroyed here while the importer holds b and the pool. */
-	CHECK(cuMemFreeAsync(a, s));
-	CHECK(cuMemFreeAsync(b, s));
-	CHECK(cuStreamSynchronize(s));
-	CHECK(cuMemPoolDestroy(pool));
+	REQUIRE_CU(cuMemFreeAsync(a, s));
+	REQUIRE_CU(cuMemFreeAsync(b, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemPoolDestroy(pool));
 	put(sock, "f", 1);
 	get(sock, &c, 1);   /* the importer is done */
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamDestroy(s));
 	free(in);
 	free(out);
-	return t_failures() ? T_FAIL : T_PASS;
+	return check_failures() ? T_FAIL : T_PASS;
 }
 
 static int importer(int sock)
@@ -147,56 +147,56 @@ static int importer(int sock)
 	REQUIRE(in && out, "out of memory");
 	t_primary(dev);
 	affine = t_func(t_module(), "affine_u32");
-	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	REQUIRE(mps_sock_recv(sock, &c, 1, &fd) == 1 && fd >= 0, "no pool fd came");
 
 	/* An fd that is no pool's. */
 	junk = dup(STDIN_FILENO);
-	EXPECT(cuMemPoolImportFromShareableHandle(&again, (void *)(uintptr_t)junk,
-						  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS,
-	       "an fd that is no pool's was imported");
+	CHECK(cuMemPoolImportFromShareableHandle(&again, (void *)(uintptr_t)junk,
+						 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS,
+	      "an fd that is no pool's was imported");
 	close(junk);
-	CHECK(cuMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-						 0));
+	REQUIRE_CU(cuMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)fd,
+						      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
 	close(fd);
-	EXPECT(cuMemAllocFromPoolAsync(&x, 4096, pool, s) != CUDA_SUCCESS, "an imported pool gave an allocation");
+	CHECK(cuMemAllocFromPoolAsync(&x, 4096, pool, s) != CUDA_SUCCESS, "an imported pool gave an allocation");
 
 	get(sock, &p, sizeof(p));
 	get(sock, in, WORDS * 4);
 	memset(&bad, 0x5a, sizeof(bad));
-	EXPECT(cuMemPoolImportPointer(&x, pool, &bad) != CUDA_SUCCESS, "export data that names nothing was imported");
-	CHECK(cuMemPoolImportPointer(&a, pool, &p.a));
-	CHECK(cuMemPoolImportPointer(&b, pool, &p.b));
-	CHECK(cuMemcpyDtoH(out, a, WORDS * 4));
+	CHECK(cuMemPoolImportPointer(&x, pool, &bad) != CUDA_SUCCESS, "export data that names nothing was imported");
+	REQUIRE_CU(cuMemPoolImportPointer(&a, pool, &p.a));
+	REQUIRE_CU(cuMemPoolImportPointer(&b, pool, &p.b));
+	REQUIRE_CU(cuMemcpyDtoH(out, a, WORDS * 4));
 	CMP_U32(out, in, WORDS, "the exporter's words, read through the imported pointer");
 	{
 		void *args[] = { &a, &p.mul, &p.add, &n };
 
-		CHECK(t_launch(affine, WORDS / 256, 256, s, args));
+		REQUIRE_CU(t_launch(affine, WORDS / 256, 256, s, args));
 	}
-	CHECK(cuStreamSynchronize(s));
-	CHECK(cuMemFreeAsync(a, s));   /* the view only */
-	CHECK(cuStreamSynchronize(s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemFreeAsync(a, s));   /* the view only */
+	REQUIRE_CU(cuStreamSynchronize(s));
 	put(sock, "k", 1);
 
 	/* The exporter freed b and destroyed the pool: both still ours. */
 	get(sock, &c, 1);
-	CHECK(cuMemcpyDtoH(out, b, WORDS * 4));
+	REQUIRE_CU(cuMemcpyDtoH(out, b, WORDS * 4));
 	for (uint32_t i = 0; i < WORDS; i++)
-		if (!EXPECT(out[i] == 0x7e57u, "b[%u] = %#x after the exporter freed it", i, out[i]))
+		if (!CHECK(out[i] == 0x7e57u, "b[%u] = %#x after the exporter freed it", i, out[i]))
 			break;
-	CHECK(cuMemFree(b));
-	CHECK(cuMemPoolDestroy(pool));
+	REQUIRE_CU(cuMemFree(b));
+	REQUIRE_CU(cuMemPoolDestroy(pool));
 	put(sock, "d", 1);
-	CHECK(cuStreamDestroy(s));
+	REQUIRE_CU(cuStreamDestroy(s));
 	free(in);
 	free(out);
-	return t_failures() ? T_FAIL : T_PASS;
+	return check_failures() ? T_FAIL : T_PASS;
 }
 
 int main(int argc, char **argv)
 {
-	int sv[2], st, rc = T_PASS;
+	int sv[2], st;
 	pid_t e, i;
 
 	t_init(argc, argv);
@@ -217,13 +217,9 @@ int main(int argc, char **argv)
 	for (int k = 0; k < 2; k++) {
 		pid_t p = wait(&st);
 
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != T_PASS) {
-			fprintf(stderr, "s_poolshare: the %s ended with status %#x\n", p == e ? "exporter" : "importer",
-				st);
-			rc = T_FAIL;
+		if (!CHECK(WIFEXITED(st) && WEXITSTATUS(st) == T_PASS, "the %s ended with status %#x",
+			   p == e ? "exporter" : "importer", st))
 			kill(p == e ? i : e, SIGKILL);
-		}
 	}
-	printf("s_poolshare: %s\n", rc == T_PASS ? "PASS" : "FAIL");
-	return rc;
+	return check_finish("s_poolshare");
 }

@@ -113,7 +113,7 @@ static int worker(unsigned id, int report)
 		    (r = cuEventSynchronize(ev)) != CUDA_SUCCESS)
 			break;
 		for (int i = 0; i < WORDS; i++)
-			if (!EXPECT(out[i] == in[i] * mul + add, "worker %u: word %d wrong in round %ld", id, i, rounds))
+			if (!CHECK(out[i] == in[i] * mul + add, "worker %u: word %d wrong in round %ld", id, i, rounds))
 				return T_FAIL;
 		/* Pinned host memory comes and goes too (its answer carries a
 		 * descriptor: a termination may land in between). */
@@ -123,7 +123,7 @@ static int worker(unsigned id, int report)
 			if ((r = cuMemAllocHost((void **)&h, 4096)) != CUDA_SUCCESS)
 				break;
 			h[1023] = mul;
-			if (!EXPECT(h[1023] == mul, "worker %u: pinned host memory lost a write", id))
+			if (!CHECK(h[1023] == mul, "worker %u: pinned host memory lost a write", id))
 				return T_FAIL;
 			if ((r = cuMemFreeHost(h)) != CUDA_SUCCESS)
 				break;
@@ -397,7 +397,7 @@ static void warm_up(int nworkers)
 		kill(pids[i], SIGTERM);
 	for (int i = 0; i < nworkers; i++) {
 		if (waitpid(pids[i], &st, 0) == pids[i] && WIFEXITED(st) && WEXITSTATUS(st) != T_PASS)
-			t_fail(__FILE__, __LINE__, "warm-up worker %d ended with status %d", i, WEXITSTATUS(st));
+			check_fail(__FILE__, __LINE__, NULL, "warm-up worker %d ended with status %d", i, WEXITSTATUS(st));
 	}
 	while (read(sink[0], &r, sizeof(r)) == sizeof(r))
 		;
@@ -463,7 +463,7 @@ int main(int argc, char **argv)
 		started++;
 	}
 	end = now_s() + secs;
-	while (now_s() < end && !t_failures()) {
+	while (now_s() < end && !check_failures()) {
 		int k = (int)(t_rand(&rng) % (uint64_t)nworkers), action = (int)(t_rand(&rng) % 3);
 		pid_t got;
 
@@ -474,7 +474,7 @@ int main(int argc, char **argv)
 				if (w[i].pid != got)
 					continue;
 				if (WIFEXITED(st) && WEXITSTATUS(st) != T_PASS && WEXITSTATUS(st) != WORKER_TERMINATED)
-					t_fail(__FILE__, __LINE__, "worker %u ended with status %d", w[i].id, WEXITSTATUS(st));
+					check_fail(__FILE__, __LINE__, NULL, "worker %u ended with status %d", w[i].id, WEXITSTATUS(st));
 				w[i].id = next_id++;
 				w[i].pid = fork();
 				if (w[i].pid == 0)
@@ -506,7 +506,7 @@ int main(int argc, char **argv)
 		if (waitpid(w[i].pid, &st, 0) != w[i].pid)
 			continue;
 		if (WIFEXITED(st) && WEXITSTATUS(st) != T_PASS && WEXITSTATUS(st) != WORKER_TERMINATED)
-			t_fail(__FILE__, __LINE__, "worker %u ended with status %d", w[i].id, WEXITSTATUS(st));
+			check_fail(__FILE__, __LINE__, NULL, "worker %u ended with status %d", w[i].id, WEXITSTATUS(st));
 	}
 	usleep(500 * 1000);   /* the last faulters */
 	while (waitpid(-1, &st, WNOHANG) > 0)
@@ -522,11 +522,11 @@ int main(int argc, char **argv)
 		usleep(100 * 1000);
 	}
 	srv_end = shared_server();
-	EXPECT(srv_end == srv, "the shared server changed (%d, then %d): a fault in another domain reached it", (int)srv,
-	       (int)srv_end);
-	EXPECT(fds1 == fds0, "the server has %d descriptors open, %d with the anchor alone before", fds1, fds0);
-	if (!EXPECT(threads1 == threads0, "the server has %d threads, %d with the anchor alone before", threads1,
-		    threads0)) {
+	CHECK(srv_end == srv, "the shared server changed (%d, then %d): a fault in another domain reached it", (int)srv,
+	      (int)srv_end);
+	CHECK(fds1 == fds0, "the server has %d descriptors open, %d with the anchor alone before", fds1, fds0);
+	if (!CHECK(threads1 == threads0, "the server has %d threads, %d with the anchor alone before", threads1,
+		   threads0)) {
 		thread_names(srv, names1, sizeof(names1));
 		printf("s_soak: server threads before: %s\ns_soak: server threads after:  %s\n", names0, names1);
 		show_threads(srv);
@@ -538,7 +538,7 @@ int main(int argc, char **argv)
 	 * server to be the only one, then for the memory. */
 	for (int i = 0; i < 300 && servers() > 1; i++)
 		usleep(100 * 1000);
-	EXPECT(servers() == 1, "%d servers left after the soak, only the shared one expected", servers());
+	CHECK(servers() == 1, "%d servers left after the soak, only the shared one expected", servers());
 	peak1 = streams_peak(srv);
 	kept = ONCE + (peak1 > peak0 ? (peak1 - peak0) * PER_STREAM : 0);
 	for (int i = 0; i < 50; i++) {
@@ -547,14 +547,14 @@ int main(int argc, char **argv)
 			break;
 		usleep(100 * 1000);
 	}
-	if (!EXPECT(after >= before - kept, "free device memory %lld, %lld before the soak (driver streams at most %ld, "
-		    "%ld in the warm-up)", after, before, peak1, peak0))
+	if (!CHECK(after >= before - kept, "free device memory %lld, %lld before the soak (driver streams at most %ld, "
+		   "%ld in the warm-up)", after, before, peak1, peak0))
 		print_memory_metrics();
-	EXPECT(command("get_server_list", buf, sizeof(buf)) == 0, "the daemon does not answer");
+	CHECK(command("get_server_list", buf, sizeof(buf)) == 0, "the daemon does not answer");
 	printf("s_soak: %.0f s, %ld clients (%d at a time), %ld verified rounds, %ld kills, %ld terminations, %ld "
 	       "faults; server descriptors %d -> %d, threads %d -> %d, free memory %lld -> %lld, most driver streams at "
 	       "once %ld (warm-up %ld)\n",
 	       secs, started, nworkers, rounds, kills, terms, faults, fds0, fds1, threads0, threads1, before, after, peak1,
 	       peak0);
-	return t_failures() ? T_FAIL : T_PASS;
+	return check_failures() ? T_FAIL : T_PASS;
 }

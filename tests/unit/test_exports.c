@@ -30,7 +30,7 @@
 #include "client/exports/exports.h"
 #include "common/log.h"
 #include "client/exports/integrity.h"
-#include "check.h"
+#include "../check.h"
 
 // ---------------------------------------------------------------------------
 // Fake hooks
@@ -1014,7 +1014,7 @@ static void test_without_driver(void)
 		lines = stderr_count(no_driver_tables, "the real driver cannot be loaded in this process");
 		// Once for each table it concerns: 69a28e9f, da9151d3, 1734dc26.
 		CHECK(lines == 3, "the missing driver was reported %d times", lines);
-		_exit(failures ? 1 : 0);
+		_exit(check_failures() ? 1 : 0);
 	}
 	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	      "without a driver: the child failed (status %#x)", status);
@@ -1236,10 +1236,5 @@ int main(void)
 	test_module_functions();
 	test_driver_tables();
 	test_cls();
-	if (failures) {
-		fprintf(stderr, "test_exports: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_exports: ok\n");
-	return 0;
+	return check_finish("test_exports");
 }

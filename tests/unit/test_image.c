@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/image.h"
-#include "check.h"
+#include "../check.h"
 
 static uint8_t *slurp(const char *dir, const char *name, size_t *len)
 {
@@ -181,10 +181,5 @@ int main(int argc, char **argv)
 	test_real_images(dir);
 	test_hostile_headers();
 	free(self);
-	if (failures) {
-		fprintf(stderr, "test_image: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_image: ok\n");
-	return 0;
+	return check_finish("test_image");
 }

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "server/memacct.h"
-#include "check.h"
+#include "../check.h"
 
 #define REF_MAX 512
 
@@ -66,7 +66,7 @@ static void test_ranges(void)
 	uint64_t dev_bytes = 0;
 
 	mps_memacct_init(&m);
-	for (int step = 0; step < 200000 && failures < 20; step++) {
+	for (int step = 0; step < 200000 && check_failures() < 20; step++) {
 		/* Addresses in a small window so that ranges collide often. */
 		uint64_t base = 0x7f0000000000ull + (next() % 4096) * 64;
 		uint64_t size = 1 + next() % 1024;
@@ -289,10 +289,5 @@ int main(void)
 	test_limit();
 	test_host();
 	test_host_race();
-	if (failures) {
-		fprintf(stderr, "test_memacct: %d failures\n", failures);
-		return 1;
-	}
-	printf("test_memacct: ok\n");
-	return 0;
+	return check_finish("test_memacct");
 }

@@ -15,6 +15,8 @@
 
 #include "client/client.h"
 
+#include "../check.h"
+
 static int run(const char *threads)
 {
 	static const size_t sizes[] = {
@@ -23,7 +25,6 @@ static int run(const char *threads)
 	};
 	size_t max = 8 * 1048576 + 64 + 64;
 	uint8_t *src = malloc(max), *dst = malloc(max);
-	int failures = 0;
 	uint64_t x = 0x243f6a8885a308d3ull;
 
 	if (!src || !dst)
@@ -40,33 +41,26 @@ static int run(const char *threads)
 
 			memset(dst, 0, max);
 			mps__pcopy(dst + off, src + off, n);
-			if (memcmp(dst + off, src + off, n)) {
-				size_t at = 0;
+			size_t at = n, end = off + n;
 
-				while (dst[off + at] == src[off + at])
-					at++;
-				fprintf(stderr, "test_pcopy: %zu bytes at offset %zu: byte %zu differs\n", n, off, at);
-				failures++;
-			}
-			for (size_t j = off + n; j < off + n + 64 && j < max; j++) {
-				if (dst[j]) {
-					fprintf(stderr, "test_pcopy: %zu bytes: wrote past the end (byte %zu)\n", n, j - off);
-					failures++;
-					break;
-				}
-			}
+			if (memcmp(dst + off, src + off, n))
+				for (at = 0; dst[off + at] == src[off + at]; at++)
+					;
+			CHECK(at == n, "%zu bytes at offset %zu: byte %zu differs", n, off, at);
+			while (end < off + n + 64 && end < max && !dst[end])
+				end++;
+			CHECK(end == off + n + 64 || end == max, "%zu bytes: wrote past the end (byte %zu)", n, end - off);
 		}
 	}
 	free(src);
 	free(dst);
-	return failures ? 1 : 0;
+	return check_failures() ? 1 : 0;
 }
 
 /* Each thread count in its own process: the pool is made once per process. */
 int main(void)
 {
 	static const char *const counts[] = { "1", "2", "3", "4", "5", "8" };
-	int failures = 0;
 
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
 		pid_t pid = fork();
@@ -75,11 +69,7 @@ int main(void)
 		if (pid == 0)
 			_exit(run(counts[i]));
 		waitpid(pid, &st, 0);
-		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-			fprintf(stderr, "test_pcopy: failed with %s threads\n", counts[i]);
-			failures++;
-		}
+		CHECK(WIFEXITED(st) && !WEXITSTATUS(st), "failed with %s threads", counts[i]);
 	}
-	printf("test_pcopy: %s\n", failures ? "FAIL" : "ok");
-	return failures ? 1 : 0;
+	return check_finish("test_pcopy");
 }

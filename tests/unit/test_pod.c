@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
+#include "../check.h"
 #include "server/pod.h"
 
 #define UID "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
@@ -78,6 +78,5 @@ int main(void)
 		CHECK(mps_pod_of_pid(999999999, p, sizeof(p), c, sizeof(c)) == 0 && !p[0] && !c[0],
 		      "a pid that does not exist has a pod");
 	}
-	printf("test_pod: %s\n", failures ? "FAIL" : "PASS");
-	return failures ? 1 : 0;
+	return check_finish("test_pod");
 }

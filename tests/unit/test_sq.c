@@ -24,6 +24,8 @@
 #include "common/sq.h"
 #include "common/wire.h"
 
+#include "../check.h"
+
 /* Fewer under ThreadSanitizer, which slows every access tenfold or more. */
 #if defined(__SANITIZE_THREAD__)
 #define MESSAGES 20000
@@ -45,7 +47,6 @@ struct ref {
 
 static struct ref ref = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static void *region;
-static int failures;
 
 static uint64_t next(uint64_t *s)
 {
@@ -124,17 +125,13 @@ static void *consumer(void *arg)
 		uint32_t len;
 		uint64_t seed;
 
-		if (n < 0) {
-			fprintf(stderr, "test_sq: consumer saw a broken ring after %d messages\n", got);
-			failures++;
+		if (!CHECK(n >= 0, "the consumer saw a broken ring after %d messages", got))
 			break;
-		}
 		if (n == 0) {
 			if (!idle)
 				idle = mps_now_ns();
 			if (mps_now_ns() - idle > 5000000000ull) {
-				fprintf(stderr, "test_sq: stalled after %d messages (lost wakeup?)\n", got);
-				failures++;
+				CHECK(got == MESSAGES, "stalled after %d messages (lost wakeup?)", got);
 				break;
 			}
 			/* Sleep now and then, as the server's worker does. */
@@ -159,11 +156,9 @@ static void *consumer(void *arg)
 		((struct mps_msg *)want)->op = 1 + (uint16_t)(got % 100);
 		((struct mps_msg *)want)->len = len;
 		((struct mps_msg *)want)->slot = (uint32_t)got;
-		if ((uint32_t)n != len || memcmp(buf, want, len)) {
-			fprintf(stderr, "test_sq: message %d differs (got %d bytes, want %u)\n", got, n, len);
-			failures++;
+		if (!CHECK((uint32_t)n == len && !memcmp(buf, want, len), "message %d differs (got %d bytes, want %u)",
+			   got, n, len))
 			break;
-		}
 		got++;
 	}
 	printf("test_sq: %d messages checked, consumer slept %d times\n", got, sleeps);
@@ -186,33 +181,28 @@ static void check_broken(void)
 	m->op = 1;
 	m->len = 24;
 	mps_store_release(&r->sq_tail.v, 32u);
-	if (mps_sq_pop(&c, buf) != -EPROTO)
-		failures++, fprintf(stderr, "test_sq: a misaligned length was accepted\n");
+	CHECK(mps_sq_pop(&c, buf) == -EPROTO, "a misaligned length was accepted");
 	/* A length beyond what was published. */
 	mps_sq_consumer_init(&c, region);
 	m->len = 64;
 	mps_store_release(&r->sq_tail.v, 32u);
-	if (mps_sq_pop(&c, buf) != -EPROTO)
-		failures++, fprintf(stderr, "test_sq: a message longer than published was accepted\n");
+	CHECK(mps_sq_pop(&c, buf) == -EPROTO, "a message longer than published was accepted");
 	/* A pad that stops short of the end. */
 	mps_sq_consumer_init(&c, region);
 	m->op = 0;
 	m->len = 32;
 	mps_store_release(&r->sq_tail.v, 32u);
-	if (mps_sq_pop(&c, buf) != -EPROTO)
-		failures++, fprintf(stderr, "test_sq: a short pad was accepted\n");
+	CHECK(mps_sq_pop(&c, buf) == -EPROTO, "a short pad was accepted");
 	/* A tail more than a ring ahead. */
 	mps_sq_consumer_init(&c, region);
 	mps_store_release(&r->sq_tail.v, MPS_SQ_SIZE + 16);
-	if (mps_sq_pop(&c, buf) != -EPROTO)
-		failures++, fprintf(stderr, "test_sq: a tail beyond the ring was accepted\n");
+	CHECK(mps_sq_pop(&c, buf) == -EPROTO, "a tail beyond the ring was accepted");
 	/* A message larger than the largest allowed (but within the ring). */
 	mps_sq_consumer_init(&c, region);
 	m->op = 1;
 	m->len = MPS_MSG_MAX + 16;
 	mps_store_release(&r->sq_tail.v, MPS_MSG_MAX + 16);
-	if (mps_sq_pop(&c, buf) != -EPROTO)
-		failures++, fprintf(stderr, "test_sq: an oversized message was accepted\n");
+	CHECK(mps_sq_pop(&c, buf) == -EPROTO, "an oversized message was accepted");
 	free(buf);
 }
 
@@ -230,6 +220,5 @@ int main(void)
 	pthread_join(pt, NULL);
 	pthread_join(ct, NULL);
 	check_broken();
-	printf("test_sq: %s\n", failures ? "FAIL" : "ok");
-	return failures ? 1 : 0;
+	return check_finish("test_sq");
 }

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
+#include "../check.h"
 #include "common/visible.h"
 
 static struct mps_wire_device devs[6];
@@ -196,6 +196,5 @@ int main(void)
 			expect_given("", NULL, "");
 		}
 	}
-	printf("test_visible: %s\n", failures ? "FAIL" : "PASS");
-	return failures ? 1 : 0;
+	return check_finish("test_visible");
 }
