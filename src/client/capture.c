@@ -406,6 +406,14 @@ static CUresult info_v3_ptsz(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *
 	return info(s, st, id, g, d, e, n, true);
 }
 
+bool mps__capture_joined(CUstream s, bool pt)
+{
+	CUstreamCaptureStatus status;
+
+	return info(s, &status, NULL, NULL, NULL, NULL, NULL, pt) == CUDA_SUCCESS &&
+	       status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
 CUresult mps__capture_pageable_copy(CUstream s, bool pt, bool to_host, uint64_t dev, void *host, size_t n)
 {
 	CUDA_MEMCPY3D p = { .WidthInBytes = n, .Height = 1, .Depth = 1 };

@@ -26,6 +26,11 @@ bool mps__capture_active(void);
  * end gives CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph. */
 void mps__capture_invalidate(uint32_t stream);
 
+/* Whether s (per-thread default stream if pt) is in an active capture,
+ * its own or one it joined by waiting for a capturing stream's event: the
+ * server's answer, a round trip. */
+bool mps__capture_joined(CUstream s, bool pt);
+
 /* n bytes between device memory dev and the program's pageable memory
  * host, captured on s (to_host: from the device): a copy node through a
  * staging buffer added to the capture's graph after its dependencies, which

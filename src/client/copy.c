@@ -375,14 +375,17 @@ static CUresult copy(enum dir d, uint64_t dst, uint64_t src, size_t n, CUstream 
 		}
 		d = ddev && sdev ? D2D : ddev ? H2D : D2H;
 	}
-	if (async && d != D2D && mps__capture_on(stream)) {
+	if (async && d != D2D && mps__capture_active()) {
 		/* Captured, pageable memory: a copy node through a staging
-		 * buffer (gstage.c), made by hand in the capture's graph. */
+		 * buffer (gstage.c), made by hand in the capture's graph. The
+		 * stream began a capture, or joined one (it waited for an event
+		 * a capturing stream recorded), which only the server knows. */
 		void *host = (void *)(uintptr_t)(d == H2D ? src : dst);
 		uint64_t off;
 		uint32_t rg;
 
-		if (host && !mps__hostmem_find(host, n, &rg, &off))
+		if (host && !mps__hostmem_find(host, n, &rg, &off) &&
+		    (mps__capture_on(stream) || mps__capture_joined(s, per_thread)))
 			return mps__capture_pageable_copy(s, per_thread, d == D2H, d == D2H ? src : dst, host, n);
 	}
 	/* A synchronous copy is a point where __managed__ variables meet

@@ -530,6 +530,56 @@ static void stack_copies(CUstream s)
 	REQUIRE_CU(cuMemFree(d));
 }
 
+/* Pageable copies on a stream that joined a capture by waiting for an
+ * event the capturing stream recorded, as NVIDIA's graphMemoryNodes sample
+ * makes them: both ways, on more than a page at an odd length, the side
+ * stream rejoined before the capture ends. Each launch copies what the
+ * pages hold when it runs. */
+static void joined_copies(CUstream s)
+{
+	const size_t n = 4096 + 44;
+	uint8_t *in = malloc(n), *out = malloc(n);
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUevent fork_ev, join_ev;
+	CUdeviceptr d;
+	CUstream side;
+	CUgraphExec ge;
+	CUgraph g;
+
+	REQUIRE(in && out, "out of memory");
+	REQUIRE_CU(cuMemAlloc(&d, n));
+	REQUIRE_CU(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuEventCreate(&fork_ev, CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuEventCreate(&join_ev, CU_EVENT_DISABLE_TIMING));
+	REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	REQUIRE_CU(cuEventRecord(fork_ev, s));
+	REQUIRE_CU(cuStreamWaitEvent(side, fork_ev, 0));
+	REQUIRE_CU(cuStreamIsCapturing(side, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE, "a stream that joined a capture reads status %d", (int)st);
+	REQUIRE_CU(cuMemcpyHtoDAsync(d, in, n, side));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out, d, n, side));
+	REQUIRE_CU(cuEventRecord(join_ev, side));
+	REQUIRE_CU(cuStreamWaitEvent(s, join_ev, 0));
+	REQUIRE_CU(cuStreamEndCapture(s, &g));
+	REQUIRE_CU(cuStreamIsCapturing(side, &st));
+	CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE, "the side stream after the capture ended reads status %d", (int)st);
+	ge = instantiate(g);
+	for (int round = 0; round < 3; round++) {
+		t_fill_bytes(in, n, &rng);
+		memset(out, 0, n);
+		run(ge, s);
+		CMP_BYTES(out, in, n, "pageable memory through a joined stream's captured copies and back");
+	}
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
+	REQUIRE_CU(cuEventDestroy(fork_ev));
+	REQUIRE_CU(cuEventDestroy(join_ev));
+	REQUIRE_CU(cuStreamDestroy(side));
+	REQUIRE_CU(cuMemFree(d));
+	free(in);
+	free(out);
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -543,6 +593,7 @@ int main(int argc, char **argv)
 	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	copy_nodes(s);
 	stack_copies(s);
+	joined_copies(s);
 	generic_nodes(s);
 	alloc_nodes(dev, s);
 	conditional_nodes(ctx, s);
