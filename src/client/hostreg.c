@@ -4,8 +4,9 @@
  *
  * The driver pins the program's own pages where they are; the server can
  * only pin memory it can map. So registration moves the pages in place
- * into shared memory: their contents are copied into a memfd (sealed
- * against shrinking and growing), which is then mapped over the same
+ * into shared memory: their contents are copied into a memfd (by several
+ * threads at once, pcopy.c; sealed against shrinking and growing), which
+ * is then mapped over the same
  * addresses (MAP_FIXED), so the program's pointers and data are unchanged.
  * The memfd goes to the server, which maps it — at the same address where
  * that is free in the server, so the device address is the program's — and
@@ -45,6 +46,7 @@
 #include "common/sock.h"
 #include "common/wire.h"
 
+#define PARALLEL_MIN (1u << 20)   /* pages worth copying through a mapping, by several threads */
 #define KNOWN_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | \
 		     CU_MEMHOSTREGISTER_READ_ONLY)
 
@@ -87,29 +89,53 @@ static bool own_stack(uintptr_t start, uintptr_t end)
 	return meets;
 }
 
-/* The pages [start, start + len) moved into a new sealed memfd mapped over
- * them; its fd, or -1. */
-static int move_pages(uint8_t *start, size_t len)
+/* Bytes [from, to) of the pages at start into fd at the same offsets, by
+ * the kernel: it reads the whole pages, beyond what the program allocated
+ * (a plain pwrite would look, to a memory checker in the program, like a
+ * read past its buffer). 0, or -errno. */
+static int write_pages(int fd, const uint8_t *start, size_t from, size_t to)
 {
-	size_t done = 0;
-	ssize_t n;
+	while (from < to) {
+		ssize_t n = syscall(SYS_pwrite64, fd, start + from, to - from, (off_t)from);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		from += (size_t)n;
+	}
+	return 0;
+}
+
+/* The pages [start, start + len) moved into a new sealed memfd mapped over
+ * them; its fd, or -1. The pages wholly inside the program's buffer [user,
+ * user + ulen) are copied by the parallel memcpy (pcopy.c) through a
+ * mapping of the memfd, so that several cores fill new pages at once (one
+ * fills 256 MiB in about 140 ms); the partial pages at either end go
+ * through the kernel (write_pages). */
+static int move_pages(uint8_t *start, size_t len, const uint8_t *user, size_t ulen)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	size_t lo = (((uintptr_t)user + page - 1) & ~(page - 1)) - (uintptr_t)start;
+	size_t hi = (((uintptr_t)user + ulen) & ~(page - 1)) - (uintptr_t)start;
 	int fd = memfd_create("openmps-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (fd < 0)
 		return -1;
 	if (ftruncate(fd, (off_t)len) < 0)
 		goto fail;
-	while (done < len) {
-		/* The whole pages, beyond what the program allocated: the
-		 * kernel reads them (a plain pwrite would look, to a memory
-		 * checker in the program, like a read past its buffer). */
-		n = syscall(SYS_pwrite64, fd, start + done, len - done, (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
+	if (hi > lo && hi - lo >= PARALLEL_MIN) {
+		void *to = mmap(NULL, hi - lo, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)lo);
+
+		if (to == MAP_FAILED)
 			goto fail;
-		done += (size_t)n;
+		mps__pcopy(to, start + lo, hi - lo);
+		munmap(to, hi - lo);
+	} else {
+		lo = hi = 0;
 	}
+	if (write_pages(fd, start, 0, lo) < 0 || write_pages(fd, start, hi > lo ? hi : 0, len) < 0)
+		goto fail;
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		goto fail;
 	if (mmap(start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != start)
@@ -182,7 +208,7 @@ static CUresult pin_pages(const void *p, size_t bytesize, unsigned int flags, vo
 			     p, bytesize);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	fd = move_pages((uint8_t *)start, end - start);
+	fd = move_pages((uint8_t *)start, end - start, p, bytesize);
 	if (fd < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	r = send_pinned(start, end - start, fd, flags, user, &devptr);

@@ -42,6 +42,46 @@ static __attribute__((noinline)) void stack_array(CUdeviceptr d, uint64_t *rng)
 	}
 }
 
+/* A registration of more than a megabyte at an odd address and length,
+ * whose whole pages are copied by several threads and the partial ones at
+ * either end by the kernel: every byte of the pages it touches, the
+ * program's bytes beside the buffer included, is as before; a kernel then
+ * writes through the device pointer and the program sees it. */
+static void large_unaligned(CUfunction affine, uint64_t *rng)
+{
+	const size_t size = (3u << 20) + 12345, words = size / 4;
+	uint8_t *raw = malloc(size + 3 * 8192), *want = malloc(size + 3 * 8192);
+	uint32_t *buf, mul = 5, add = 11;
+	CUdeviceptr mapped;
+	int n;
+
+	REQUIRE(raw && want, "out of memory");
+	buf = (uint32_t *)(raw + 4100);   /* past a page's start, not at one */
+	t_fill_bytes(raw, size + 3 * 8192, rng);
+	memcpy(want, raw, size + 3 * 8192);
+	REQUIRE_CU(cuMemHostRegister(buf, size, CU_MEMHOSTREGISTER_DEVICEMAP));
+	CMP_BYTES(raw, want, size + 3 * 8192, "a large unaligned buffer and its neighbours after registering it");
+	REQUIRE_CU(cuMemHostGetDevicePointer(&mapped, buf, 0));
+	n = (int)words;
+	{
+		void *args[] = { &mapped, &mul, &add, &n };
+
+		REQUIRE_CU(t_launch(affine, (unsigned)((words + 255) / 256), 256, NULL, args));
+	}
+	REQUIRE_CU(cuCtxSynchronize());
+	for (size_t i = 0; i < words; i++) {
+		uint32_t w;
+
+		memcpy(&w, want + 4100 + 4 * i, 4);
+		w = w * mul + add;
+		memcpy(want + 4100 + 4 * i, &w, 4);
+	}
+	CMP_BYTES(raw, want, size + 3 * 8192, "a kernel's writes to a large registered buffer, and its neighbours");
+	REQUIRE_CU(cuMemHostUnregister(buf));
+	free(raw);
+	free(want);
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t rng;
@@ -104,6 +144,7 @@ int main(int argc, char **argv)
 	CMP_U32(buf, want, 2 * WORDS, "the buffer's contents after unregistering it");
 	buf[0] ^= 1;   /* still the program's memory */
 	stack_array(d, &rng);
+	large_unaligned(affine, &rng);
 	REQUIRE_CU(cuMemFree(d));
 	REQUIRE_CU(cuStreamDestroy(s));
 	free(raw);
