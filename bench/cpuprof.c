@@ -40,6 +40,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "common/atomics.h"
+
 #define API __attribute__((visibility("default")))
 #define SAMPLES_MAX (1u << 20)
 
@@ -69,16 +71,15 @@ int ioctl(int fd, unsigned long req, ...)
 	va_end(ap);
 	if (!real_ioctl)
 		real_ioctl = (int (*)(int, unsigned long, void *))dlsym(RTLD_NEXT, "ioctl");
-	__atomic_fetch_add(&ioctls, 1, __ATOMIC_RELAXED);
+	mps_fetch_add(&ioctls, 1);
 	for (int i = 0; i < IOCTL_KINDS; i++) {
-		unsigned long had = __atomic_load_n(&ioctl_by[i].req, __ATOMIC_RELAXED);
+		unsigned long had = mps_load_relaxed(&ioctl_by[i].req);
 
-		if (!had && !__atomic_compare_exchange_n(&ioctl_by[i].req, &had, req, 0, __ATOMIC_RELAXED,
-							 __ATOMIC_RELAXED) && had != req)
+		if (!had && !mps_cas(&ioctl_by[i].req, &had, req) && had != req)
 			continue;
 		if (had && had != req)
 			continue;
-		__atomic_fetch_add(&ioctl_by[i].n, 1, __ATOMIC_RELAXED);
+		mps_fetch_add(&ioctl_by[i].n, 1);
 		break;
 	}
 	return real_ioctl(fd, req, arg);
@@ -87,7 +88,7 @@ int ioctl(int fd, unsigned long req, ...)
 API unsigned long cpuprof_ioctls(void);
 unsigned long cpuprof_ioctls(void)
 {
-	return __atomic_load_n(&ioctls, __ATOMIC_RELAXED);
+	return mps_load_relaxed(&ioctls);
 }
 static pid_t main_tid;
 
@@ -99,7 +100,7 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 	(void)si;
 	if (!sampling)
 		return;
-	i = __atomic_fetch_add(&nsamples, 1, __ATOMIC_RELAXED);
+	i = mps_fetch_add(&nsamples, 1);
 	if (i < SAMPLES_MAX) {
 		ips[i] = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
 		tops[i] = *(const uintptr_t *)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP];
@@ -126,7 +127,7 @@ void cpuprof_start(void)
 	main_tid = getpid();
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGPROF, &sa, NULL);
-	__atomic_store_n(&nsamples, 0, __ATOMIC_RELAXED);
+	mps_store_relaxed(&nsamples, 0);
 	sampling = 1;
 	setitimer(ITIMER_PROF, &it, NULL);
 }
@@ -167,7 +168,7 @@ static void where(FILE *f, uintptr_t ip)
 API int cpuprof_dump(const char *path);
 int cpuprof_dump(const char *path)
 {
-	unsigned int n = __atomic_load_n(&nsamples, __ATOMIC_RELAXED);
+	unsigned int n = mps_load_relaxed(&nsamples);
 	FILE *f = fopen(path, "w");
 
 	if (!f)
@@ -219,7 +220,7 @@ __attribute__((destructor)) static void auto_dump(void)
 	if (!whole)
 		return;
 	cpuprof_stop();
-	if (!__atomic_load_n(&nsamples, __ATOMIC_RELAXED))
+	if (!mps_load_relaxed(&nsamples))
 		return;   /* a helper the program ran, say */
 	snprintf(path, sizeof(path), "%s.%d", getenv("CPUPROF_OUT"), (int)getpid());
 	if (cpuprof_dump(path) != 0)
