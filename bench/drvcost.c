@@ -43,6 +43,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,26 @@ static void setup(struct worker *w)
 		B_CHECK(cuStreamCreate(&w->more[i], CU_STREAM_NON_BLOCKING));
 }
 
+/* SETS nodes of exec given new arguments (by the library's kernel if
+ * kernel), then the launch. */
+static void set_and_launch(struct worker *w, CUgraphExec exec, const CUgraphNode *nodes, bool kernel)
+{
+	w->calls++;
+	for (int i = 0; i < SETS; i++) {
+		CUDA_KERNEL_NODE_PARAMS p;
+		void *kp[2];
+		CUdeviceptr at;
+		unsigned int val;
+
+		if (kernel)
+			kernel_params(w, i * (NODES / SETS), w->calls, &p, kp, &at, &val);
+		else
+			store_params(w, i * (NODES / SETS), w->calls, &p, kp, &at, &val);
+		B_CHECK(cuGraphExecKernelNodeSetParams(exec, nodes[i * (NODES / SETS)], &p));
+	}
+	B_CHECK(cuGraphLaunch(exec, w->s));
+}
+
 static void one(struct worker *w, enum kind k)
 {
 	switch (k) {
@@ -200,30 +221,10 @@ static void one(struct worker *w, enum kind k)
 		B_CHECK(cuGraphLaunch(w->sexec, w->s));
 		break;
 	case GRAPH14_SET4:
-		w->calls++;
-		for (int i = 0; i < SETS; i++) {
-			CUDA_KERNEL_NODE_PARAMS p;
-			void *kp[2];
-			CUdeviceptr at;
-			unsigned int val;
-
-			store_params(w, i * (NODES / SETS), w->calls, &p, kp, &at, &val);
-			B_CHECK(cuGraphExecKernelNodeSetParams(w->sexec, w->snodes[i * (NODES / SETS)], &p));
-		}
-		B_CHECK(cuGraphLaunch(w->sexec, w->s));
+		set_and_launch(w, w->sexec, w->snodes, false);
 		break;
 	case GRAPH14_SET4K:
-		w->calls++;
-		for (int i = 0; i < SETS; i++) {
-			CUDA_KERNEL_NODE_PARAMS p;
-			void *kp[2];
-			CUdeviceptr at;
-			unsigned int val;
-
-			kernel_params(w, i * (NODES / SETS), w->calls, &p, kp, &at, &val);
-			B_CHECK(cuGraphExecKernelNodeSetParams(w->kexec, w->knodes[i * (NODES / SETS)], &p));
-		}
-		B_CHECK(cuGraphLaunch(w->kexec, w->s));
+		set_and_launch(w, w->kexec, w->knodes, true);
 		break;
 	case GRAPH14_16S:
 		B_CHECK(cuGraphLaunch(w->sexec, w->more[w->calls++ % STREAMS]));
