@@ -12,12 +12,16 @@
  * when the daemon runs as root, only root through the privileged socket (as
  * NVIDIA's control_privileged); when it runs as a user, that user and root.
  * A user may also shut down its own server and terminate its own clients.
+ * From another PID namespace than the daemon's (a container), only what
+ * anyone may run (admin()).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -123,9 +127,30 @@ static void rerun_done(struct mps_cmd *cmd, const struct mps_chan *answer, const
  * has run), a server is started to learn them and the command runs again
  * once they are known (-EAGAIN: it waits), so a device that does not exist
  * is refused as it would be later. Device 0 needs no asking. */
+/* Whether UUID text dev (as mps_parse_device writes it) names one of the
+ * devices the daemon knows, or one of their virtual devices. */
+static bool uuid_known(const char *dev)
+{
+	char v[64];
+
+	if (mps_device_ordinal(dev) >= 0)
+		return true;
+	for (int i = 0; i < mps_daemon.nvdev; i++) {
+		mps_vdevice_uuid(&mps_daemon.vdev[i], v, sizeof(v));
+		if (strlen(v) > 4 && !strcasecmp(v + 4, dev + 4))
+			return true;
+	}
+	return false;
+}
+
 static int device_arg(struct mps_cmd *cmd, const char *arg, char *dev, size_t len)
 {
 	if (mps_parse_device(arg, dev, len) == 0) {
+		if (mps_daemon.devices_known && !isdigit((unsigned char)dev[0]) && !uuid_known(dev)) {
+			mps_err(cmd, "Error: '%s' is not a device (an ordinal below %d, or a device UUID)\n", arg,
+				mps_daemon.ndev);
+			return -EINVAL;
+		}
 		/* Device 0 is there wherever a server can run at all. */
 		if (mps_daemon.devices_known || !current_line || cmd->wait != MPS_WAIT_NONE || !strcmp(dev, "0"))
 			return 0;

@@ -41,6 +41,9 @@ hex=$(LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" list | awk '/^
 uuid=$(echo "$hex" | sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12})$/GPU-\1-\2-\3-\4-\5/')
 run B "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=$uuid=192M" init meminfo
 [ "$(total B)" = $((192 * MiB)) ] || fail "with $uuid=192M the total is $(total B)"
+# The daemon knows the devices now: a UUID of none of them is refused.
+expect "set_default_device_pinned_mem_limit $uuid 0" ""
+expect_err "set_default_device_pinned_mem_limit GPU-00000000-1111-2222-3333-444444444444 1G" "is not a device"
 
 run C "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=128M" init meminfo dev:1 meminfo
 [ "$(awk '/^meminfo/ { print $4 }' "$dir/C.out" | sort -u)" = $((128 * MiB)) ] ||
