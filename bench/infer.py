@@ -94,6 +94,7 @@ def summarise(mode, model, n, window_s, children, extra=None):
     lats = []
     counts = []
     rates = []
+    child_p99 = []
     ru = {}
     wrong = refused = failed = 0
     first_error = first_wrong = ""
@@ -106,6 +107,8 @@ def summarise(mode, model, n, window_s, children, extra=None):
             lats.extend(c["lat_ns"])
             busy_ns = sum(c["lat_ns"])
             rates.append(c["count"] * 1e9 / busy_ns if busy_ns > 0 else 0.0)
+            if len(c["lat_ns"]):
+                child_p99.append(percentile(sorted(c["lat_ns"]), 0.99))
             for k, v in (c.get("ru") or {}).items():
                 ru[k] = ru.get(k, 0) + v
         elif is_refusal(c.get("error", "")):
@@ -143,6 +146,12 @@ def summarise(mode, model, n, window_s, children, extra=None):
     if lats:
         rec["p50_us"] = round(percentile(lats, 0.50) / 1000, 1)
         rec["p99_us"] = round(percentile(lats, 0.99) / 1000, 1)
+        # Where the tail lies: spread evenly (every process's p99 near the
+        # cell's) or on a few processes (an unfair share).
+        rec["p90_us"] = round(percentile(lats, 0.90) / 1000, 1)
+        rec["p999_us"] = round(percentile(lats, 0.999) / 1000, 1)
+        rec["max_us"] = round(lats[-1] / 1000, 1)
+        rec["child_p99_us"] = [round(min(child_p99) / 1000, 1), round(max(child_p99) / 1000, 1)]
     if wrong:
         rec.update(status="wrong", error=first_wrong)
     elif failed:
@@ -663,7 +672,8 @@ def cmd_run(args):
         print(json.dumps(rec), flush=True)
         if rec["status"] == "ok":
             log(f"{args.mode} {args.model} N={n}: {rec['rps']} req/s, p50 {rec['p50_us']} µs, "
-                f"p99 {rec['p99_us']} µs (per process {rec['min_child_rps']}..{rec['max_child_rps']} req/s; "
+                f"p99 {rec['p99_us']} µs (p90 {rec.get('p90_us')}, p99.9 {rec.get('p999_us')}, max {rec.get('max_us')}, "
+                f"p99 per process {rec.get('child_p99_us')}; per process {rec['min_child_rps']}..{rec['max_child_rps']} req/s; "
                 f"client CPU {rec.get('client_us_per_req')} µs/req, sys {rec.get('client_sys_us_per_req')}, "
                 f"preempted {rec.get('preempted_per_req')}/req, slept {rec.get('slept_per_req')}/req)")
         else:
