@@ -47,6 +47,7 @@ struct mps_conn {
 	uint64_t yield_ns;          /* OPENMPS_CLIENT_YIELD_US: how long a reply the server owes is polled */
 	uint64_t gpu_spin_ns;       /* OPENMPS_CLIENT_GPU_SPIN_US: how long one the GPU stores is watched */
 	uint64_t gpu_yield_ns;      /* OPENMPS_CLIENT_GPU_YIELD_US: while CPUs are busy, how often it yields then */
+	uint64_t gpu_busy_spin_ns;  /* OPENMPS_CLIENT_GPU_BUSY_SPIN_US: the same while CPUs are busy (no spin advised) */
 	uint64_t nap_ns;            /* OPENMPS_CLIENT_NAP_US: sleep this long instead of yielding (0: yield) */
 	bool spin_fixed;            /* else the server's advice in the region */
 	pthread_mutex_t fd_lock;    /* serialises calls that receive an fd */

@@ -12,9 +12,14 @@
  * steal the CPU the server needs and leave threads that wake waiting for a
  * scheduler tick). A reply the server has handed to the GPU (the GPU stores
  * it) needs no server thread: it is watched without system calls for up to
- * OPENMPS_CLIENT_GPU_SPIN_US, as CUDA's own waits spin, except that while no
- * spin is advised the wait gives the CPU away every
- * OPENMPS_CLIENT_GPU_YIELD_US (50 µs). One the server has yet to answer is
+ * OPENMPS_CLIENT_GPU_SPIN_US (2 ms), as CUDA's own waits spin, except that
+ * while no spin is advised the wait gives the CPU away every
+ * OPENMPS_CLIENT_GPU_YIELD_US (50 µs) and sleeps after
+ * OPENMPS_CLIENT_GPU_BUSY_SPIN_US (800 µs): with more runnable threads than
+ * CPUs, waiters that spin through long GPU waits take turns with the
+ * server's threads, and whoever shares a CPU with one is served late; a
+ * sleeper flags its word, and a service thread that sees the GPU's store
+ * wakes it (server/gpuwake.c). One the server has yet to answer is
  * looked for giving the CPU away between looks (for
  * OPENMPS_CLIENT_YIELD_US), so the server's threads get the CPU. Giving
  * the CPU away is a yield, or with OPENMPS_CLIENT_NAP_US a nap that long.
@@ -212,6 +217,9 @@ int mps__connect(CUresult *refusal)
 	mps_conn.yield_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_YIELD_US", 1000, 0, 1000000000) * 1000;
 	mps_conn.gpu_spin_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_GPU_SPIN_US", 2000, 0, 1000000000) * 1000;
 	mps_conn.gpu_yield_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_GPU_YIELD_US", 50, 0, 1000000000) * 1000;
+	mps_conn.gpu_busy_spin_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_GPU_BUSY_SPIN_US", 800, 0, 1000000000) * 1000;
+	if (mps_conn.gpu_busy_spin_ns > mps_conn.gpu_spin_ns)
+		mps_conn.gpu_busy_spin_ns = mps_conn.gpu_spin_ns;
 	mps_conn.nap_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_NAP_US", 0, 0, 1000000000) * 1000;
 	slice_us = mps_env_long("OPENMPS_CLIENT_SLICE_US", 0, 0, 1000000000);
 	if (slice_us > 0 && mps_set_slice((uint64_t)slice_us * 1000) < 0)
@@ -318,17 +326,26 @@ static void give_cpu(void)
 		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
 }
 
+/* The wait on word `wake` is over: its bit in gpu_sleepers, if this
+ * thread set it, goes (the server may have taken it already, waking us). */
+static void unflag(uint32_t wake, bool flagged)
+{
+	if (flagged)
+		mps_fetch_and(&mps_conn.region->gpu_sleepers, ~(1ull << wake));
+}
+
 CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 {
 	uint64_t start = mps_now_ns(), yielded = 0;
 	unsigned int spins = 0;
-	bool asked = false;
+	bool asked = false, flagged = false;
 
 	for (;;) {
 		uint32_t st = mps_load_acquire(word);
 		uint64_t waited;
 
 		if (st == MPS_SLOT_DONE) {
+			unflag(wake, flagged);
 			mps__stats_waited(start);
 			return CUDA_SUCCESS;
 		}
@@ -341,7 +358,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 			mps_cpu_relax();
 			continue;
 		}
-		if (st == MPS_SLOT_GPU && waited < mps_conn.gpu_spin_ns) {
+		if (st == MPS_SLOT_GPU && waited < (spin_budget() ? mps_conn.gpu_spin_ns : mps_conn.gpu_busy_spin_ns)) {
 			/* The answer is the GPU's to store: no thread of the server's
 			 * needs the CPU for it, so look without a system call, as
 			 * CUDA's own waits spin; while the CPUs are busy (no spin
@@ -362,6 +379,12 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 				give_cpu();
 				continue;
 			}
+			if (st == MPS_SLOT_GPU && !flagged) {
+				/* Before the word says so: a server thread that sees
+				 * the store and the bit wakes us (region.h). */
+				mps_fetch_or(&mps_conn.region->gpu_sleepers, 1ull << wake);
+				flagged = true;
+			}
 			if (!mps_cas(word, &exp, sleeping))
 				continue;   /* it changed: look again */
 			st = sleeping;
@@ -370,11 +393,15 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 			struct mps_msg_handle q = { .handle = wake };
 
 			asked = true;
-			if (mps__post(MPS_OP_SLOT_WAKE, 0, &q.hdr, sizeof(q), NULL, 0) != CUDA_SUCCESS && server_gone())
+			if (mps__post(MPS_OP_SLOT_WAKE, 0, &q.hdr, sizeof(q), NULL, 0) != CUDA_SUCCESS && server_gone()) {
+				unflag(wake, flagged);
 				return dead_result();
+			}
 		}
-		if (mps_futex_wait(word, st, SLEEP_NS) == -ETIMEDOUT && server_gone())
+		if (mps_futex_wait(word, st, SLEEP_NS) == -ETIMEDOUT && server_gone()) {
+			unflag(wake, flagged);
 			return dead_result();
+		}
 	}
 }
 

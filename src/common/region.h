@@ -26,10 +26,14 @@
  * the result, moves the word from BUSY to MPS_SLOT_GPU, and queues on the
  * stream a write of MPS_SLOT_DONE into the word (the region is registered
  * with the driver, so the GPU can store into it). The client polls the word
- * and, to sleep instead, moves it to MPS_SLOT_GPU_SLEEPING and sends
- * MPS_OP_SLOT_WAKE, after which the server wakes it once the stream gets
- * there. A word the client already moved to SLEEPING is answered by the
- * server as before. A staging chunk's state word goes the same way
+ * and, to sleep instead, sets the word's bit in gpu_sleepers, moves it to
+ * MPS_SLOT_GPU_SLEEPING and sends MPS_OP_SLOT_WAKE. The server's threads
+ * look at the words whose bits are set as they go about their work and
+ * wake the sleeper once the GPU has stored DONE (clearing the bit: the one
+ * that clears it wakes); MPS_OP_SLOT_WAKE is the way when no thread is
+ * awake to look, and the way a stream's error reaches the sleeper. A word
+ * the client already moved to SLEEPING is answered by the server as
+ * before. A staging chunk's state word goes the same way
  * (MPS_STAGE_GPU, with the same values), so the chunk comes back the moment
  * its copy is done.
  *
@@ -52,7 +56,7 @@
 #include <stdint.h>
 
 #define MPS_REGION_MAGIC    0x53504d4fu /* "OMPS" little-endian */
-#define MPS_REGION_VERSION  5
+#define MPS_REGION_VERSION  6
 
 #define MPS_SQ_SIZE         (256u * 1024u)     /* power of two */
 #define MPS_MSG_ALIGN       16u
@@ -143,8 +147,15 @@ struct mps_region {
 	 * current as clients change them. What a client context that set
 	 * none of its own reads, with no round trip. */
 	uint64_t limit[MPS_REGION_DEVICES][MPS_REGION_LIMITS];
+
+	/* Written by both sides, atomically: bit w (a word's number in
+	 * MPS_OP_SLOT_WAKE) is set by a client thread about to sleep on a
+	 * word the GPU answers, and cleared by whichever side sees the wait
+	 * end first (the server then wakes the sleeper). Advice to the
+	 * server: a bit it does not find a sleeper behind costs nothing. */
+	uint64_t gpu_sleepers;
 	uint8_t pad2[MPS_HEADER_SIZE - 64 - 3 * 64 - MPS_STAGE_MAX * 8 - 4 - 4 * MPS_REGION_DEVICES - 4 -
-		     8 * MPS_REGION_DEVICES * MPS_REGION_LIMITS];
+		     8 * MPS_REGION_DEVICES * MPS_REGION_LIMITS - 8];
 };
 
 /* Every message starts with this header. */
@@ -175,6 +186,8 @@ _Static_assert(MPS_STAGE_INFLIGHT == MPS_SLOT_BUSY && MPS_STAGE_SLEEPING == MPS_
 	       MPS_STAGE_GPU_SLEEPING == MPS_SLOT_GPU_SLEEPING, "slot and staging words wait alike");
 _Static_assert(sizeof(struct mps_line32) == 64, "cache line");
 _Static_assert(sizeof(struct mps_region) == MPS_HEADER_SIZE, "region header size");
+_Static_assert(MPS_WAKE_COUNT <= 64, "a bit of gpu_sleepers for every word");
+_Static_assert(offsetof(struct mps_region, gpu_sleepers) % 8 == 0, "gpu_sleepers aligned");
 _Static_assert(offsetof(struct mps_region, magic) == 0, "magic first");
 _Static_assert(offsetof(struct mps_region, sq_tail) == 64, "sq_tail offset");
 _Static_assert(offsetof(struct mps_region, sq_head) == 128, "sq_head offset");

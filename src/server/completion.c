@@ -380,6 +380,13 @@ void mps_comp_gpu_wake(struct mps_client *c, uint32_t w)
 	CUstream s = NULL;
 	CUresult r;
 
+	if (mps_load_acquire(wake_word(c, w)) == MPS_SLOT_DONE) {
+		/* Stored already (and the sleeper woken, or about to be, by
+		 * gpuwake.c): nothing to wait for. */
+		g->kind = MPS_GPU_NONE;
+		mps_futex_wake(wake_word(c, w), 1);
+		return;
+	}
 	if (x && mps__bind_device(c, x->device) == CUDA_SUCCESS) {
 		if (g->kind == MPS_GPU_JOIN) {
 			s = x->join;

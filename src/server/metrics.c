@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/atomics.h"
+#include "server/gpuwake.h"
 #include "server/metrics.h"
 #include "server/replay.h"
 #include "server/sched.h"
@@ -72,7 +73,7 @@ int mps_metrics_write(int fd)
 {
 	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 }, ops = 0, trips = 0;
 	struct mps_sched_stats ss;
-	uint64_t expired, let_go;
+	uint64_t expired, let_go, looks, gpu_wakes;
 	char comm[160];
 	int server = (int)getpid(), n = 0;
 	FILE *f;
@@ -176,6 +177,10 @@ int mps_metrics_write(int fd)
 		if (ss.op_n[op] && mps_sched_op_name(op))
 			fprintf(f, "openmps_server_op_seconds_total{server=\"%d\",op=\"%s\"} %.6f\n", server,
 				mps_sched_op_name(op), ss.op_ns[op] / 1e9);
+	mps_gpuwake_stats(&looks, &gpu_wakes);
+	fprintf(f, "openmps_server_gpu_sleeper_looks_total{server=\"%d\"} %llu\n", server, (unsigned long long)looks);
+	fprintf(f, "openmps_server_gpu_sleeper_wakes_total{server=\"%d\"} %llu\n", server,
+		(unsigned long long)gpu_wakes);
 	mps_replay_stats(&expired, &let_go);
 	fprintf(f, "openmps_server_replay_holds_ended_total{server=\"%d\",why=\"time\"} %llu\n", server,
 		(unsigned long long)expired);

@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "server/driver.h"
+#include "server/gpuwake.h"
 #include "server/server.h"
 #include "server/streams.h"
 
@@ -239,6 +241,7 @@ void mps__op_slot_wake(struct mps_client *c, const struct mps_msg *m)
 			     MPS_WAKE_COUNT);
 		return;
 	}
+	mps_gpuwake_note(mps_now_ns());
 	mps_comp_gpu_wake(c, q->handle);
 }
 

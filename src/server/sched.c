@@ -28,6 +28,7 @@
 #include "common/sq.h"
 #include "server/control.h"
 #include "server/crash.h"
+#include "server/gpuwake.h"
 #include "server/replay.h"
 #include "server/sched.h"
 #include "server/server.h"
@@ -570,6 +571,7 @@ static bool linger(struct mps_client *c)
 		if (c->comp.head && poll_comp(c))
 			mps_store_relaxed(&c->active_ns, now);
 		mps_replay_expire(c, now, false);
+		mps_gpuwake_poll(now);
 		if (mps_load_relaxed(&sched.rq_len) || mps_load_relaxed(&sched.nhot))
 			return false;
 		if (!c->comp.head && now - c->active_ns >= spin_window())
@@ -671,6 +673,7 @@ static bool serve(struct mps_client *c, bool spinner)
 		if (c->comp.head && poll_comp(c))
 			mps_store_relaxed(&c->active_ns, now);
 		mps_replay_expire(c, now, false);
+		mps_gpuwake_poll(now);
 		if (mps_load_acquire(&c->dead)) {
 			mps_crash_client(0);
 			retire(c);
@@ -836,6 +839,7 @@ static void spin(void)
 		/* Hot and queued clients by turns: one look at the hot list,
 		 * one queued client, so neither kind waits for the other. */
 		drain_events(now);
+		mps_gpuwake_poll(now);
 		found = scan_hot(now);
 		c = rq_pop();
 		if (c) {

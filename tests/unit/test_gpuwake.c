@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The wake of clients asleep on words the GPU stores (src/server/gpuwake.c),
+ * on its own, with clients whose regions are plain memory:
+ *   - nothing is looked at before a client asked to be woken, nor once the
+ *     asking is long past, nor twice within the looks' spacing;
+ *   - a flagged word the GPU has stored (DONE) loses its bit and its sleeper
+ *     is woken: a thread really asleep on it in a futex wait returns, for a
+ *     reply slot and for a staging chunk;
+ *   - a flagged word still waiting for the store (GPU, GPU_SLEEPING) keeps
+ *     its bit and wakes no one; a bit over a word in another state (left
+ *     behind by the client) goes without a wake;
+ *   - a bit the client cleared first (it saw DONE itself) wakes no one;
+ *   - bits past the words that exist are ignored;
+ *   - a client whose region is gone (teardown) is passed over.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/atomics.h"
+#include "common/futex.h"
+#include "common/region.h"
+#include "server/gpuwake.h"
+#include "server/server.h"
+#include "../check.h"
+
+struct mps_server mps_srv = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static struct mps_client clients[3];
+static uint64_t now = 1000000000ull;   /* the test's clock, in ns */
+
+static void add_client(struct mps_client *c, bool mapped)
+{
+	c->region = mapped ? aligned_alloc(4096, MPS_REGION_SIZE) : NULL;
+	if (mapped) {
+		REQUIRE(c->region, "no memory for a region");
+		memset(c->region, 0, MPS_REGION_SIZE);
+	}
+	c->next = mps_srv.clients;
+	mps_srv.clients = c;
+	mps_srv.nclients++;
+}
+
+static uint32_t *slot_word(struct mps_client *c, unsigned int i)
+{
+	return &mps_region_slot(c->region, i)->state;
+}
+
+/* Polls once, far enough past the last look; returns the wakes it made. */
+static uint64_t poll_once(void)
+{
+	uint64_t looks0, wakes0, looks1, wakes1;
+
+	mps_gpuwake_stats(&looks0, &wakes0);
+	now += 100 * 1000;
+	mps_gpuwake_poll(now);
+	mps_gpuwake_stats(&looks1, &wakes1);
+	CHECK(looks1 == looks0 + 1, "a poll 100 µs after the last made no look");
+	return wakes1 - wakes0;
+}
+
+struct sleeper {
+	uint32_t *word;
+	uint32_t value;
+	int woke;   /* atomic */
+};
+
+static void *sleep_main(void *arg)
+{
+	struct sleeper *s = arg;
+
+	/* Bounded, so a lost wake fails the test instead of hanging it. */
+	while (mps_load_acquire(s->word) == s->value)
+		if (mps_futex_wait(s->word, s->value, 2000ull * 1000 * 1000) == -ETIMEDOUT)
+			break;
+	mps_store_release(&s->woke, mps_load_acquire(s->word) == s->value ? -1 : 1);
+	return NULL;
+}
+
+static void test_idle(void)
+{
+	struct mps_region *r = clients[0].region;
+	uint64_t looks0, wakes0, looks1, wakes1;
+
+	*slot_word(&clients[0], 3) = MPS_SLOT_DONE;
+	r->gpu_sleepers = 1ull << 3;
+	mps_gpuwake_stats(&looks0, &wakes0);
+	now += 1000 * 1000;
+	mps_gpuwake_poll(now);   /* nobody has asked yet */
+	mps_gpuwake_stats(&looks1, &wakes1);
+	CHECK(looks1 == looks0 && r->gpu_sleepers == 1ull << 3, "looked before any client asked to be woken");
+
+	mps_gpuwake_note(now);
+	CHECK(poll_once() == 1 && r->gpu_sleepers == 0, "a stored, flagged word was not woken: bits %#llx",
+	      (unsigned long long)r->gpu_sleepers);
+
+	/* Within the spacing: no second look. */
+	r->gpu_sleepers = 1ull << 3;
+	mps_gpuwake_stats(&looks0, &wakes0);
+	mps_gpuwake_poll(now + 1000);
+	mps_gpuwake_stats(&looks1, &wakes1);
+	CHECK(looks1 == looks0 && r->gpu_sleepers == 1ull << 3, "looked twice within 1 µs");
+
+	/* Long after the last request: no looks. */
+	now += 200ull * 1000 * 1000;
+	mps_gpuwake_poll(now);
+	mps_gpuwake_stats(&looks1, &wakes1);
+	CHECK(looks1 == looks0 && r->gpu_sleepers == 1ull << 3, "looked 200 ms after the last request");
+	mps_gpuwake_note(now);
+	CHECK(poll_once() == 1 && r->gpu_sleepers == 0, "a new request did not start the looks again");
+}
+
+static void test_states(void)
+{
+	struct mps_region *r = clients[0].region;
+	uint64_t bits = 0;
+
+	*slot_word(&clients[0], 0) = MPS_SLOT_GPU_SLEEPING;    /* store not come: kept */
+	*slot_word(&clients[0], 1) = MPS_SLOT_GPU;             /* the same */
+	*slot_word(&clients[0], 2) = MPS_SLOT_BUSY;            /* left behind: goes, no wake */
+	*slot_word(&clients[0], 31) = MPS_SLOT_DONE;           /* woken */
+	r->stage_state[0] = MPS_STAGE_GPU_SLEEPING;            /* kept */
+	r->stage_state[MPS_STAGE_MAX - 1] = MPS_STAGE_DONE;    /* woken */
+	bits = 1ull << 0 | 1ull << 1 | 1ull << 2 | 1ull << 31 | 1ull << MPS_WAKE_STAGE(0) |
+	       1ull << MPS_WAKE_STAGE(MPS_STAGE_MAX - 1) | 1ull << 63;   /* past every word: ignored */
+	r->gpu_sleepers = bits;
+	mps_gpuwake_note(now);
+	CHECK(poll_once() == 2, "wakes for two stored words");
+	CHECK(r->gpu_sleepers == (1ull << 0 | 1ull << 1 | 1ull << MPS_WAKE_STAGE(0) | 1ull << 63),
+	      "bits left: %#llx", (unsigned long long)r->gpu_sleepers);
+
+	/* The stores come: those go too. */
+	*slot_word(&clients[0], 0) = MPS_SLOT_DONE;
+	*slot_word(&clients[0], 1) = MPS_SLOT_DONE;
+	r->stage_state[0] = MPS_STAGE_DONE;
+	CHECK(poll_once() == 3, "wakes once the stores came");
+	CHECK(r->gpu_sleepers == 1ull << 63, "bits left: %#llx", (unsigned long long)r->gpu_sleepers);
+	r->gpu_sleepers = 0;
+}
+
+/* Real sleepers, on two clients, one of them a staging chunk; a third
+ * client's region is gone. */
+static void test_sleepers(void)
+{
+	struct sleeper s[2] = {
+		{ .word = slot_word(&clients[0], 7), .value = MPS_SLOT_GPU_SLEEPING },
+		{ .word = &clients[1].region->stage_state[5], .value = MPS_STAGE_GPU_SLEEPING },
+	};
+	pthread_t t[2];
+
+	*s[0].word = s[0].value;
+	*s[1].word = s[1].value;
+	mps_fetch_or(&clients[0].region->gpu_sleepers, 1ull << 7);
+	mps_fetch_or(&clients[1].region->gpu_sleepers, 1ull << MPS_WAKE_STAGE(5));
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&t[i], NULL, sleep_main, &s[i]) == 0, "no thread");
+	mps_gpuwake_note(now);
+	CHECK(poll_once() == 0, "woke sleepers whose stores have not come");
+	/* The GPU's stores (as cuStreamWriteValue32 makes them: a plain write). */
+	mps_store_release(s[0].word, MPS_SLOT_DONE);
+	mps_store_release(s[1].word, MPS_STAGE_DONE);
+	CHECK(poll_once() == 2, "two sleepers not woken");
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(s[i].woke == 1, "sleeper %d did not see its word", i);
+	}
+	CHECK(clients[0].region->gpu_sleepers == 0 && clients[1].region->gpu_sleepers == 0, "bits left");
+
+	/* The client saw DONE itself and cleared its bit first: no wake. */
+	*slot_word(&clients[0], 9) = MPS_SLOT_DONE;
+	clients[0].region->gpu_sleepers = 0;
+	CHECK(poll_once() == 0, "woke for a bit the client had cleared");
+}
+
+int main(void)
+{
+	add_client(&clients[2], false);   /* torn down: no region */
+	add_client(&clients[1], true);
+	add_client(&clients[0], true);
+	test_idle();
+	test_states();
+	test_sleepers();
+	return check_finish("test_gpuwake");
+}
