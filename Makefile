@@ -47,6 +47,7 @@ include src/common/module.mk
 include src/client/module.mk
 include src/server/module.mk
 include src/control/module.mk
+include src/deviceplugin/module.mk
 include tests/standin/module.mk
 include tests/module.mk
 include bench/module.mk
@@ -78,7 +79,7 @@ $(BUILD)/obj/%.o: %.S
 VERSION   := $(shell sed -n 's/.*OPENMPS_VERSION "\(.*\)"/\1/p' src/common/version.h)
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 I         := $(DESTDIR)$(PREFIX)
-INSTALLED := $(I)/bin/openmps-control $(I)/bin/openmps-server $(I)/lib/openmps/libcuda.so.1 \
+INSTALLED := $(I)/bin/openmps-control $(I)/bin/openmps-server $(I)/bin/openmps-device-plugin $(I)/lib/openmps/libcuda.so.1 \
              $(I)/lib/openmps/libcuda.so $(I)/lib/openmps/standin/libcuda.so.1 \
              $(I)/share/man/man1/openmps-control.1 $(I)/share/man/man8/openmps-server.8 \
              $(I)/share/man/man7/openmps.7 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/openmps.service \
@@ -88,6 +89,7 @@ install: all $(STANDIN_LIB)
 	install -d $(I)/bin $(I)/lib/openmps/standin $(I)/share/man/man1 $(I)/share/man/man7 $(I)/share/man/man8 \
 		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(I)/share/doc/openmps/slurm
 	install -m 755 $(BUILD)/bin/openmps-control $(BUILD)/bin/openmps-server $(I)/bin/
+	if [ -x $(BUILD)/bin/openmps-device-plugin ]; then install -m 755 $(BUILD)/bin/openmps-device-plugin $(I)/bin/; fi
 	install -m 755 $(BUILD)/lib/libcuda.so.1 $(I)/lib/openmps/
 	ln -sf libcuda.so.1 $(I)/lib/openmps/libcuda.so
 	install -m 755 $(STANDIN_LIB) $(I)/lib/openmps/standin/libcuda.so.1

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What the device plugin learns from openmps's control daemon, asked
+ * through the control program (openmps-control, beside the plugin unless
+ * given) with the daemon's pipe directory: the devices clients can use
+ * (device_query), the virtual devices (vdevice list), and whether a server
+ * is in a GPU fault (get_server_list, get_server_status).
+ */
+#ifndef OPENMPS_DEVICEPLUGIN_DAEMON_H
+#define OPENMPS_DEVICEPLUGIN_DAEMON_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+struct DpDevice {
+	std::string uuid;       // GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+	std::string cdi_name;   // its name in openmps's CDI spec: the UUID of a GPU, the name of a virtual device
+	bool virt = false;      // a virtual device (vdevice)
+	uint64_t mem_mib = 0;   // a GPU's memory (device_query)
+};
+
+struct DpView {
+	bool up = false;        // the daemon answered
+	bool fault = false;     // a server of it is in a GPU fault
+	std::vector<DpDevice> gpus, vdevices;
+	std::string why;        // when not up: what went wrong
+};
+
+class DpDaemon {
+public:
+	DpDaemon(std::string control, std::string pipe_dir) : control_(std::move(control)), pipe_(std::move(pipe_dir)) {}
+	DpView look() const;
+	// Runs the control program with `commands` on its standard input; its
+	// exit status (-1: could not run it or it took longer than 10 s).
+	int run(const std::string &commands, std::string *out) const;
+
+private:
+	std::string control_, pipe_;
+};
+
+// The environment variable openmps's CDI spec sets for a device:
+// OPENMPS_CDI_DEVICE_<the UUID's 32 hex digits, upper case>; "" if `uuid`
+// is not one.
+std::string dp_device_env(const std::string &uuid);
+
+#endif
