@@ -5,11 +5,12 @@
  * GPU_SLEEPING, asks to be woken (MPS_OP_SLOT_WAKE) and sleeps on it. The
  * asking is the slow way (completion.c: an event behind the store, then a
  * blocking wait on the client's waiter thread, an interrupt and two thread
- * wake-ups; with the CPUs crowded that took 200-600 µs). Here, for a while
- * after any client asked, the service threads look at every client's bits
- * between their other work, at most every LOOK_NS (more with more
- * clients), and wake each sleeper whose word says DONE: one futex call,
- * microseconds after the store. The asking still happens, and is what
+ * wake-ups; with the CPUs crowded that took 200-600 µs). Here the service
+ * threads look at every client's bits between their other work, at most
+ * every LOOK_NS (more with more clients) for a while after any client
+ * asked, every SLOW_NS otherwise (a request may wait in its ring while the
+ * threads serve others), and wake each sleeper whose word says DONE: one
+ * futex call, no driver call, microseconds after the store. The asking still happens, and is what
  * wakes a sleeper while no service thread runs, or with a stream's error.
  *
  * Locking: one thread looks at a time, holding the client list's lock
@@ -28,8 +29,10 @@
 #include "server/server.h"
 
 #define LOOK_NS        5000ull                  /* the least time between two looks ... */
-#define LOOK_CLIENT_NS 500ull                   /* ... and this much more a client listed */
-#define ASKED_NS       (10ull * 1000 * 1000)    /* how long after the last wake request */
+#define LOOK_CLIENT_NS 500ull                   /* ... and this much more a client listed, */
+#define ASKED_NS       (10ull * 1000 * 1000)    /* for this long after the last wake request; */
+#define SLOW_NS        50000ull                 /* else (a request not yet read) this often ... */
+#define SLOW_CLIENT_NS 2000ull                  /* ... and this much more a client */
 
 static uint64_t asked_ns, looked_ns;   /* atomic */
 static uint64_t looks, wakes;          /* atomic */
@@ -73,14 +76,16 @@ static unsigned int look(struct mps_region *r)
 
 void mps_gpuwake_poll(uint64_t now)
 {
-	uint64_t last, n = 0;
+	uint64_t last = mps_load_relaxed(&looked_ns), n = 0, every;
 	unsigned int woken = 0;
 
-	if ((int64_t)(now - mps_load_relaxed(&asked_ns)) > (int64_t)ASKED_NS)
-		return;
-	last = mps_load_relaxed(&looked_ns);
-	if ((int64_t)(now - last) < (int64_t)(LOOK_NS + LOOK_CLIENT_NS * mps_load_relaxed(&listed)) ||
-	    !mps_cas(&looked_ns, &last, now))
+	/* Often while clients ask to be woken; seldom otherwise, for the
+	 * sleeper whose request waits in its ring behind a busy thread. */
+	if ((int64_t)(now - mps_load_relaxed(&asked_ns)) <= (int64_t)ASKED_NS)
+		every = LOOK_NS + LOOK_CLIENT_NS * mps_load_relaxed(&listed);
+	else
+		every = SLOW_NS + SLOW_CLIENT_NS * mps_load_relaxed(&listed);
+	if ((int64_t)(now - last) < (int64_t)every || !mps_cas(&looked_ns, &last, now))
 		return;
 	if (pthread_mutex_trylock(&mps_srv.lock))
 		return;

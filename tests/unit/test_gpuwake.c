@@ -2,8 +2,9 @@
 /*
  * The wake of clients asleep on words the GPU stores (src/server/gpuwake.c),
  * on its own, with clients whose regions are plain memory:
- *   - nothing is looked at before a client asked to be woken, nor once the
- *     asking is long past, nor twice within the looks' spacing;
+ *   - the looks' spacing: every 5 µs (and 0.5 µs a client) for 10 ms after
+ *     a client's wake request was read, every 50 µs (and 2 µs a client)
+ *     otherwise, for a sleeper whose request has not been read;
  *   - a flagged word the GPU has stored (DONE) loses its bit and its sleeper
  *     is woken: a thread really asleep on it in a futex wait returns, for a
  *     reply slot and for a staging chunk;
@@ -80,37 +81,45 @@ static void *sleep_main(void *arg)
 	return NULL;
 }
 
-static void test_idle(void)
+/* Polls at `at` (the test's clock); whether it looked. */
+static bool looked_at(uint64_t at)
 {
-	struct mps_region *r = clients[0].region;
 	uint64_t looks0, wakes0, looks1, wakes1;
 
+	mps_gpuwake_stats(&looks0, &wakes0);
+	mps_gpuwake_poll(at);
+	mps_gpuwake_stats(&looks1, &wakes1);
+	return looks1 != looks0;
+}
+
+static void test_spacing(void)
+{
+	struct mps_region *r = clients[0].region;
+
+	/* No request read yet (it may wait in its ring behind a busy
+	 * thread): the slow looks still find the sleeper. */
 	*slot_word(&clients[0], 3) = MPS_SLOT_DONE;
 	r->gpu_sleepers = 1ull << 3;
-	mps_gpuwake_stats(&looks0, &wakes0);
 	now += 1000 * 1000;
-	mps_gpuwake_poll(now);   /* nobody has asked yet */
-	mps_gpuwake_stats(&looks1, &wakes1);
-	CHECK(looks1 == looks0 && r->gpu_sleepers == 1ull << 3, "looked before any client asked to be woken");
-
-	mps_gpuwake_note(now);
-	CHECK(poll_once() == 1 && r->gpu_sleepers == 0, "a stored, flagged word was not woken: bits %#llx",
+	CHECK(looked_at(now) && r->gpu_sleepers == 0, "no slow look, or it did not wake: bits %#llx",
 	      (unsigned long long)r->gpu_sleepers);
-
-	/* Within the spacing: no second look. */
 	r->gpu_sleepers = 1ull << 3;
-	mps_gpuwake_stats(&looks0, &wakes0);
-	mps_gpuwake_poll(now + 1000);
-	mps_gpuwake_stats(&looks1, &wakes1);
-	CHECK(looks1 == looks0 && r->gpu_sleepers == 1ull << 3, "looked twice within 1 µs");
-
-	/* Long after the last request: no looks. */
-	now += 200ull * 1000 * 1000;
-	mps_gpuwake_poll(now);
-	mps_gpuwake_stats(&looks1, &wakes1);
-	CHECK(looks1 == looks0 && r->gpu_sleepers == 1ull << 3, "looked 200 ms after the last request");
+	now += 20 * 1000;
+	CHECK(!looked_at(now) && r->gpu_sleepers == 1ull << 3, "a slow look 20 µs after the last");
+	/* A request read: looks every 5 µs + 0.5 µs a client. */
 	mps_gpuwake_note(now);
-	CHECK(poll_once() == 1 && r->gpu_sleepers == 0, "a new request did not start the looks again");
+	now += 7 * 1000;
+	CHECK(looked_at(now) && r->gpu_sleepers == 0, "no look 7 µs after the last, with a request");
+	r->gpu_sleepers = 1ull << 3;
+	CHECK(!looked_at(now + 1000), "looked twice within 1 µs");
+	/* Long after the last request: slow again. */
+	now += 200ull * 1000 * 1000;
+	CHECK(looked_at(now), "no slow look 200 ms on");
+	CHECK(!looked_at(now + 7 * 1000), "a fast look 200 ms after the last request");
+	CHECK(looked_at(now + 100 * 1000), "no slow look 100 µs on");
+	now += 100 * 1000;
+	CHECK(r->gpu_sleepers == 0, "bits left: %#llx", (unsigned long long)r->gpu_sleepers);
+	mps_gpuwake_note(now);
 }
 
 static void test_states(void)
@@ -180,7 +189,7 @@ int main(void)
 	add_client(&clients[2], false);   /* torn down: no region */
 	add_client(&clients[1], true);
 	add_client(&clients[0], true);
-	test_idle();
+	test_spacing();
 	test_states();
 	test_sleepers();
 	return check_finish("test_gpuwake");
