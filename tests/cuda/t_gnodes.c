@@ -580,6 +580,79 @@ static void joined_copies(CUstream s)
 	free(out);
 }
 
+/* Copy nodes whose pageable buffers share pages: two uploads from the
+ * halves of one page (and a third from the same bytes as the first), two
+ * downloads into the halves of another page, in one graph, the downloads
+ * after the uploads; each launch moves what the pages hold when it runs,
+ * and the bytes beside each download are left as they were. */
+static void shared_pages(CUstream s)
+{
+	const size_t half = 1500, gap = 2048;
+	uint8_t *up = malloc(8192), *down = malloc(8192), *guard = malloc(8192);
+	CUgraphNode u1, u2, u3, deps[3], d1, d2;
+	CUDA_MEMCPY3D cp;
+	CUdeviceptr a, b, c;
+	CUgraphExec ge;
+	CUgraph g;
+
+	REQUIRE(up && down && guard, "out of memory");
+	REQUIRE_CU(cuMemAlloc(&a, half));
+	REQUIRE_CU(cuMemAlloc(&b, half));
+	REQUIRE_CU(cuMemAlloc(&c, half));
+	REQUIRE_CU(cuGraphCreate(&g, 0));
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_HOST;
+	cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.WidthInBytes = half;
+	cp.Height = 1;
+	cp.Depth = 1;
+	cp.srcHost = up + 100;
+	cp.dstDevice = a;
+	REQUIRE_CU(cuGraphAddMemcpyNode(&u1, g, NULL, 0, &cp, NULL));
+	cp.srcHost = up + 100 + gap;
+	cp.dstDevice = b;
+	REQUIRE_CU(cuGraphAddMemcpyNode(&u2, g, NULL, 0, &cp, NULL));
+	cp.srcHost = up + 100;   /* the very bytes of the first */
+	cp.dstDevice = c;
+	REQUIRE_CU(cuGraphAddMemcpyNode(&u3, g, NULL, 0, &cp, NULL));
+	deps[0] = u1;
+	deps[1] = u2;
+	deps[2] = u3;
+	memset(&cp, 0, sizeof(cp));
+	cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	cp.dstMemoryType = CU_MEMORYTYPE_HOST;
+	cp.WidthInBytes = half;
+	cp.Height = 1;
+	cp.Depth = 1;
+	cp.srcDevice = b;
+	cp.dstHost = down + 50;
+	REQUIRE_CU(cuGraphAddMemcpyNode(&d1, g, deps, 3, &cp, NULL));
+	cp.srcDevice = c;
+	cp.dstHost = down + 50 + gap;
+	REQUIRE_CU(cuGraphAddMemcpyNode(&d2, g, deps, 3, &cp, NULL));
+	ge = instantiate(g);
+	for (int round = 0; round < 3; round++) {
+		t_fill_bytes(up, 8192, &rng);
+		t_fill_bytes(down, 8192, &rng);
+		memcpy(guard, down, 8192);
+		run(ge, s);
+		CMP_BYTES(down + 50, up + 100 + gap, half, "the second upload's half of a shared page, back");
+		CMP_BYTES(down + 50 + gap, up + 100, half, "the third upload (the first's bytes), back");
+		CMP_BYTES(down, guard, 50, "the bytes before the first download");
+		CMP_BYTES(down + 50 + half, guard + 50 + half, gap - half, "the bytes between the downloads");
+		CMP_BYTES(down + 50 + gap + half, guard + 50 + gap + half, 8192 - 50 - gap - half,
+			  "the bytes after the second download");
+	}
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
+	REQUIRE_CU(cuMemFree(a));
+	REQUIRE_CU(cuMemFree(b));
+	REQUIRE_CU(cuMemFree(c));
+	free(up);
+	free(down);
+	free(guard);
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -594,6 +667,7 @@ int main(int argc, char **argv)
 	copy_nodes(s);
 	stack_copies(s);
 	joined_copies(s);
+	shared_pages(s);
 	generic_nodes(s);
 	alloc_nodes(dev, s);
 	conditional_nodes(ctx, s);
