@@ -48,6 +48,7 @@ include src/client/module.mk
 include src/server/module.mk
 include src/control/module.mk
 include src/deviceplugin/module.mk
+include src/nvml/module.mk
 include tests/standin/module.mk
 include tests/module.mk
 include bench/module.mk
@@ -79,7 +80,7 @@ $(BUILD)/obj/%.o: %.S
 VERSION   := $(shell sed -n 's/.*OPENMPS_VERSION "\(.*\)"/\1/p' src/common/version.h)
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 I         := $(DESTDIR)$(PREFIX)
-INSTALLED := $(I)/bin/openmps-control $(I)/bin/openmps-server $(I)/bin/openmps-device-plugin $(I)/lib/openmps/libcuda.so.1 \
+INSTALLED := $(I)/bin/openmps-control $(I)/bin/openmps-server $(I)/bin/openmps-device-plugin $(I)/lib/openmps/libcuda.so.1 $(I)/lib/openmps/nvml/libnvidia-ml.so.1 \
              $(I)/lib/openmps/libcuda.so $(I)/lib/openmps/standin/libcuda.so.1 \
              $(I)/share/man/man1/openmps-control.1 $(I)/share/man/man8/openmps-server.8 \
              $(I)/share/man/man7/openmps.7 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/openmps.service \
@@ -92,6 +93,8 @@ install: all $(STANDIN_LIB)
 	if [ -x $(BUILD)/bin/openmps-device-plugin ]; then install -m 755 $(BUILD)/bin/openmps-device-plugin $(I)/bin/; fi
 	install -m 755 $(BUILD)/lib/libcuda.so.1 $(I)/lib/openmps/
 	ln -sf libcuda.so.1 $(I)/lib/openmps/libcuda.so
+	install -d $(I)/lib/openmps/nvml
+	install -m 755 $(NVML_LIB) $(I)/lib/openmps/nvml/
 	install -m 755 $(STANDIN_LIB) $(I)/lib/openmps/standin/libcuda.so.1
 	for m in openmps-control.1:man1 openmps-server.8:man8 openmps.7:man7; do \
 		sed 's/@VERSION@/$(VERSION)/' packaging/man/$${m%%:*} >$(I)/share/man/$${m#*:}/$${m%%:*} || exit 1; \
@@ -114,7 +117,7 @@ uninstall:
 	for n in control:nvidia-cuda-mps-control server:nvidia-cuda-mps-server; do \
 		[ "$$(readlink $(I)/bin/$${n#*:} 2>/dev/null)" = "openmps-$${n%%:*}" ] && rm -f $(I)/bin/$${n#*:}; \
 	done; true
-	-rmdir $(I)/lib/openmps/standin $(I)/lib/openmps $(I)/share/doc/openmps/slurm $(I)/share/doc/openmps 2>/dev/null
+	-rmdir $(I)/lib/openmps/standin $(I)/lib/openmps/nvml $(I)/lib/openmps $(I)/share/doc/openmps/slurm $(I)/share/doc/openmps 2>/dev/null
 
 clean:
 	rm -rf build build-address build-thread

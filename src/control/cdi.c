@@ -11,7 +11,8 @@
  * whatever devices are asked for, bind-mount the pipe directory (where the
  * daemon's socket is) and the directory of openmps's libcuda.so.1, each at
  * its host path, and set CUDA_MPS_PIPE_DIRECTORY, LD_LIBRARY_PATH (ours
- * first; then /usr/local/nvidia/lib and lib64, which CUDA images set, so
+ * first, then our NVML's, nvml/ in it, which answers as the devices the
+ * container sees; then /usr/local/nvidia/lib and lib64, which CUDA images set, so
  * theirs goes on working) and NVIDIA_VISIBLE_DEVICES=void (NVIDIA's runtime
  * then adds neither its device nodes nor its libcuda). LD_LIBRARY_PATH is
  * searched before the loader's cache, where NVIDIA's hooks put their
@@ -128,7 +129,7 @@ static void mount_entry(FILE *f, const char *path, const char *options, bool las
 /* The spec's text (malloc'ed, in *out). 0, or -errno with why. */
 static int render(char **out, char *why, size_t len)
 {
-	char pipe[PATH_MAX], libdir[PATH_MAX], env[PATH_MAX + 64];
+	char pipe[PATH_MAX], libdir[PATH_MAX], env[2 * PATH_MAX + 96];
 	size_t size = 0;
 	bool first = true;
 	FILE *f;
@@ -152,7 +153,8 @@ static int render(char **out, char *why, size_t len)
 	snprintf(env, sizeof(env), "CUDA_MPS_PIPE_DIRECTORY=%s", pipe);
 	json_str(f, env);
 	fprintf(f, ",\n      ");
-	snprintf(env, sizeof(env), "LD_LIBRARY_PATH=%s:/usr/local/nvidia/lib:/usr/local/nvidia/lib64", libdir);
+	snprintf(env, sizeof(env), "LD_LIBRARY_PATH=%s:%s/nvml:/usr/local/nvidia/lib:/usr/local/nvidia/lib64", libdir,
+		 libdir);
 	json_str(f, env);
 	fprintf(f, ",\n      \"NVIDIA_VISIBLE_DEVICES=void\"\n    ],\n    \"mounts\": [\n");
 	mount_entry(f, pipe, "\"rw\", \"nosuid\", \"nodev\", \"bind\"", false);

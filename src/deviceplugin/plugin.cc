@@ -123,7 +123,7 @@ grpc::Status DpPlugin::Allocate(grpc::ServerContext *, const v1beta1::AllocateRe
 	for (const auto &creq : req->container_requests()) {
 		v1beta1::ContainerAllocateResponse *r = out->add_container_responses();
 		std::set<std::string> seen;
-		std::string lib = cfg_.lib_dir + ":/usr/local/nvidia/lib:/usr/local/nvidia/lib64";
+		std::string lib = cfg_.lib_dir + ":" + cfg_.lib_dir + "/nvml:/usr/local/nvidia/lib:/usr/local/nvidia/lib64";
 		bool gpu = false;
 		uint64_t mem = 0;
 

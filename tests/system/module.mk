@@ -22,7 +22,11 @@ TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh tests/syste
 # The control daemon's tests (openmps-control): scripts that start their own
 # daemons, with two helper programs: c_client, a CUDA client driven step by
 # step from the shell, and c_fuzz, hostile peers of the daemon's socket.
-CONTROL_HELPERS := $(BUILD)/tests/system/c_client $(BUILD)/tests/system/c_fuzz
+CONTROL_HELPERS := $(BUILD)/tests/system/c_client $(BUILD)/tests/system/c_fuzz $(BUILD)/tests/system/c_nvml
+
+$(BUILD)/tests/system/c_nvml: $(BUILD)/obj/tests/system/c_nvml.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl
 
 $(BUILD)/tests/system/c_client: $(BUILD)/obj/tests/system/c_client.o
 	@mkdir -p $(dir $@)
@@ -44,7 +48,7 @@ TEST_SCRIPTS += tests/system/control_cli.sh tests/system/control_commands.sh \
                 tests/system/control_sms.sh tests/system/control_partitions.sh tests/system/control_vdevices.sh \
                 tests/system/queries.sh tests/system/replay.sh tests/system/control_namespaces.sh \
                 tests/system/control_dropin.sh tests/system/control_cdi.sh tests/system/control_pods.sh \
-                tests/system/control_pidns.sh tests/system/deviceplugin.sh
+                tests/system/control_pidns.sh tests/system/deviceplugin.sh tests/system/nvml.sh
 # Alone: the time quit and signals take, the CPU and GPU time in the metrics,
 # how much the server replays (a client kept from its CPU has runs cut short).
 TESTS_SERIAL += control_quit control_signals control_metrics replay

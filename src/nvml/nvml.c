@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libnvidia-ml.so.1 for containers that reach the GPU through openmps alone
+ * (a CDI device or the device plugin's allocation: no NVIDIA driver files,
+ * no /dev/nvidia*): NVML's answers for the devices the process sees through
+ * openmps, asked of openmps's libcuda.so.1 (which the same LD_LIBRARY_PATH
+ * loads). Programs ask NVML for the device count, names, UUIDs and memory
+ * (pynvml in vLLM's memory profiling, PyTorch's NVML-based device count,
+ * monitoring agents); here they get the slice the container was given:
+ * its UUID, its memory limit as the total and the process's own view of
+ * what is free (cuMemGetInfo, as the server accounts it). What openmps
+ * cannot answer truthfully (temperatures, power, clocks, other processes,
+ * the kernel driver's version) is NVML_ERROR_NOT_SUPPORTED, never a
+ * made-up figure.
+ *
+ * It lives in its own directory (lib/nvml), put on LD_LIBRARY_PATH only by
+ * openmps's CDI spec and device plugin: on a host with NVIDIA's driver the
+ * real NVML stays the one programs load.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* NVML's return codes (nvmlReturn_t) used here. */
+enum {
+	NVML_SUCCESS = 0,
+	NVML_ERROR_UNINITIALIZED = 1,
+	NVML_ERROR_INVALID_ARGUMENT = 2,
+	NVML_ERROR_NOT_SUPPORTED = 3,
+	NVML_ERROR_NOT_FOUND = 6,
+	NVML_ERROR_INSUFFICIENT_SIZE = 7,
+	NVML_ERROR_DRIVER_NOT_LOADED = 9,
+	NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+	NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+	NVML_ERROR_GPU_IS_LOST = 15,
+	NVML_ERROR_UNKNOWN = 999,
+};
+typedef int nvmlReturn_t;
+
+#define MAX_DEVICES 64
+#define UUID_LEN    41   /* GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx and its NUL */
+#define NAME_LEN    96
+
+struct nvmlDevice_st {
+	unsigned int index;
+	CUdevice dev;
+	char uuid[UUID_LEN];
+	char name[NAME_LEN];
+	int pci_domain, pci_bus, pci_device, cc_major, cc_minor;
+};
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+typedef struct {
+	unsigned long long total, free, used;
+} nvmlMemory_t;
+
+typedef struct {
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+
+typedef struct {
+	char busIdLegacy[16];
+	unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+	char busId[32];
+} nvmlPciInfo_t;
+
+#define NVML_MEMORY_V2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
+
+/* The driver API entry points used, from openmps's libcuda.so.1. */
+static struct {
+	CUresult (*init)(unsigned int);
+	CUresult (*driver_version)(int *);
+	CUresult (*count)(int *);
+	CUresult (*get)(CUdevice *, int);
+	CUresult (*name)(char *, int, CUdevice);
+	CUresult (*uuid)(CUuuid *, CUdevice);
+	CUresult (*attr)(int *, CUdevice_attribute, CUdevice);
+	CUresult (*retain)(CUcontext *, CUdevice);
+	CUresult (*release)(CUdevice);
+	CUresult (*push)(CUcontext);
+	CUresult (*pop)(CUcontext *);
+	CUresult (*mem)(size_t *, size_t *);
+} cu;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int inits;              /* nvmlInit minus nvmlShutdown */
+static struct nvmlDevice_st devs[MAX_DEVICES];
+static unsigned int ndevs;
+
+static int resolve(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW);
+
+	if (!h)
+		return -1;
+	cu.init = (CUresult (*)(unsigned int))dlsym(h, "cuInit");
+	cu.driver_version = (CUresult (*)(int *))dlsym(h, "cuDriverGetVersion");
+	cu.count = (CUresult (*)(int *))dlsym(h, "cuDeviceGetCount");
+	cu.get = (CUresult (*)(CUdevice *, int))dlsym(h, "cuDeviceGet");
+	cu.name = (CUresult (*)(char *, int, CUdevice))dlsym(h, "cuDeviceGetName");
+	cu.uuid = (CUresult (*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid_v2");
+	cu.attr = (CUresult (*)(int *, CUdevice_attribute, CUdevice))dlsym(h, "cuDeviceGetAttribute");
+	cu.retain = (CUresult (*)(CUcontext *, CUdevice))dlsym(h, "cuDevicePrimaryCtxRetain");
+	cu.release = (CUresult (*)(CUdevice))dlsym(h, "cuDevicePrimaryCtxRelease_v2");
+	cu.push = (CUresult (*)(CUcontext))dlsym(h, "cuCtxPushCurrent_v2");
+	cu.pop = (CUresult (*)(CUcontext *))dlsym(h, "cuCtxPopCurrent_v2");
+	cu.mem = (CUresult (*)(size_t *, size_t *))dlsym(h, "cuMemGetInfo_v2");
+	/* The handle stays open: the process keeps using the library. */
+	return cu.init && cu.driver_version && cu.count && cu.get && cu.name && cu.uuid && cu.attr && cu.retain &&
+	       cu.release && cu.push && cu.pop && cu.mem ? 0 : -1;
+}
+
+static void uuid_text(char *out, const CUuuid *u)
+{
+	const unsigned char *b = (const unsigned char *)u->bytes;
+
+	snprintf(out, UUID_LEN, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+		 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+static nvmlReturn_t discover(void)
+{
+	int n = 0;
+
+	if (resolve() < 0)
+		return NVML_ERROR_LIBRARY_NOT_FOUND;
+	if (cu.init(0) != CUDA_SUCCESS || cu.count(&n) != CUDA_SUCCESS)
+		return NVML_ERROR_DRIVER_NOT_LOADED;
+	ndevs = 0;
+	for (int i = 0; i < n && ndevs < MAX_DEVICES; i++) {
+		struct nvmlDevice_st *d = &devs[ndevs];
+		CUuuid u;
+
+		memset(d, 0, sizeof(*d));
+		if (cu.get(&d->dev, i) != CUDA_SUCCESS || cu.name(d->name, NAME_LEN, d->dev) != CUDA_SUCCESS ||
+		    cu.uuid(&u, d->dev) != CUDA_SUCCESS)
+			return NVML_ERROR_UNKNOWN;
+		uuid_text(d->uuid, &u);
+		cu.attr(&d->pci_domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, d->dev);
+		cu.attr(&d->pci_bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d->dev);
+		cu.attr(&d->pci_device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, d->dev);
+		cu.attr(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev);
+		cu.attr(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev);
+		d->index = ndevs++;
+	}
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+	nvmlReturn_t r = NVML_SUCCESS;
+
+	(void)flags;
+	pthread_mutex_lock(&lock);
+	if (inits == 0)
+		r = discover();
+	if (r == NVML_SUCCESS)
+		inits++;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+	return nvmlInitWithFlags(0);
+}
+
+EXPORT nvmlReturn_t nvmlInit(void)
+{
+	return nvmlInitWithFlags(0);
+}
+
+EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+	nvmlReturn_t r = NVML_SUCCESS;
+
+	pthread_mutex_lock(&lock);
+	if (inits == 0)
+		r = NVML_ERROR_UNINITIALIZED;
+	else
+		inits--;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT const char *nvmlErrorString(nvmlReturn_t r)
+{
+	switch (r) {
+	case NVML_SUCCESS: return "Success";
+	case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+	case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+	case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+	case NVML_ERROR_NOT_FOUND: return "Not Found";
+	case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+	case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+	case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+	case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+	case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+	default: return "Unknown Error";
+	}
+}
+
+static int ready(void)
+{
+	int ok;
+
+	pthread_mutex_lock(&lock);
+	ok = inits > 0;
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+/* A handle this library gave, or NULL. */
+static struct nvmlDevice_st *device(nvmlDevice_t h)
+{
+	uintptr_t p = (uintptr_t)h, first = (uintptr_t)devs;
+
+	if (p < first || p >= first + ndevs * sizeof(devs[0]) || (p - first) % sizeof(devs[0]))
+		return NULL;
+	return h;
+}
+
+static nvmlReturn_t copy_text(char *out, unsigned int len, const char *text)
+{
+	if (!out)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (strlen(text) + 1 > len)
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	memcpy(out, text, strlen(text) + 1);
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v)
+{
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!v)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	return cu.driver_version(v) == CUDA_SUCCESS ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v)
+{
+	return nvmlSystemGetCudaDriverVersion(v);
+}
+
+/* The kernel driver's version is the host's, which a container without
+ * NVIDIA's files cannot read: not made up. */
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *out, unsigned int len)
+{
+	(void)out;
+	(void)len;
+	return ready() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *out, unsigned int len)
+{
+	(void)out;
+	(void)len;
+	return ready() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n)
+{
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!n)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*n = ndevs;
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *n)
+{
+	return nvmlDeviceGetCount_v2(n);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *h)
+{
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!h || i >= ndevs)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*h = &devs[i];
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, nvmlDevice_t *h)
+{
+	return nvmlDeviceGetHandleByIndex_v2(i, h);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *h)
+{
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!uuid || !h)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (unsigned int i = 0; i < ndevs; i++) {
+		if (!strcasecmp(devs[i].uuid, uuid)) {
+			*h = &devs[i];
+			return NVML_SUCCESS;
+		}
+	}
+	return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t h, unsigned int *i)
+{
+	struct nvmlDevice_st *d = device(h);
+
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!d || !i)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*i = d->index;
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char *out, unsigned int len)
+{
+	struct nvmlDevice_st *d = device(h);
+
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	return d ? copy_text(out, len, d->name) : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *out, unsigned int len)
+{
+	struct nvmlDevice_st *d = device(h);
+
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	return d ? copy_text(out, len, d->uuid) : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* What the process sees of the device's memory: the server's account of
+ * it (a limit or a virtual device's memory as the total). */
+static nvmlReturn_t memory(struct nvmlDevice_st *d, unsigned long long *total, unsigned long long *free_b)
+{
+	CUcontext ctx, prev;
+	size_t f = 0, t = 0;
+	CUresult r;
+
+	if (cu.retain(&ctx, d->dev) != CUDA_SUCCESS)
+		return NVML_ERROR_UNKNOWN;
+	r = cu.push(ctx);
+	if (r == CUDA_SUCCESS) {
+		r = cu.mem(&f, &t);
+		cu.pop(&prev);
+	}
+	cu.release(d->dev);
+	if (r != CUDA_SUCCESS)
+		return NVML_ERROR_UNKNOWN;
+	*total = t;
+	*free_b = f;
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m)
+{
+	struct nvmlDevice_st *d = device(h);
+	nvmlReturn_t r;
+
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!d || !m)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	r = memory(d, &m->total, &m->free);
+	if (r == NVML_SUCCESS)
+		m->used = m->total - m->free;
+	return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m)
+{
+	struct nvmlDevice_st *d = device(h);
+	nvmlReturn_t r;
+
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!d || !m)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (m->version != NVML_MEMORY_V2)
+		return NVML_ERROR_INVALID_ARGUMENT;   /* NVML's answer to a version it does not know */
+	r = memory(d, &m->total, &m->free);
+	if (r == NVML_SUCCESS) {
+		m->reserved = 0;
+		m->used = m->total - m->free;
+	}
+	return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t *p)
+{
+	struct nvmlDevice_st *d = device(h);
+
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!d || !p)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	memset(p, 0, sizeof(*p));
+	p->domain = (unsigned int)d->pci_domain;
+	p->bus = (unsigned int)d->pci_bus;
+	p->device = (unsigned int)d->pci_device;
+	snprintf(p->busIdLegacy, sizeof(p->busIdLegacy), "%04x:%02x:%02x.0", p->domain, p->bus, p->device);
+	snprintf(p->busId, sizeof(p->busId), "%08x:%02x:%02x.0", p->domain, p->bus, p->device);
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t h, nvmlPciInfo_t *p)
+{
+	return nvmlDeviceGetPciInfo_v3(h, p);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int *major, int *minor)
+{
+	struct nvmlDevice_st *d = device(h);
+
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!d || !major || !minor)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*major = d->cc_major;
+	*minor = d->cc_minor;
+	return NVML_SUCCESS;
+}
+
+/* Asked often by monitoring and profiling code; openmps has no truthful
+ * answer for them inside a container. */
+#define NOT_SUPPORTED(fn, ...)                                                       \
+	EXPORT nvmlReturn_t fn(__VA_ARGS__)                                          \
+	{                                                                            \
+		return ready() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED; \
+	}
+
+NOT_SUPPORTED(nvmlDeviceGetUtilizationRates, nvmlDevice_t h, void *u)
+NOT_SUPPORTED(nvmlDeviceGetTemperature, nvmlDevice_t h, int sensor, unsigned int *t)
+NOT_SUPPORTED(nvmlDeviceGetPowerUsage, nvmlDevice_t h, unsigned int *mw)
+NOT_SUPPORTED(nvmlDeviceGetMinorNumber, nvmlDevice_t h, unsigned int *minor)
+NOT_SUPPORTED(nvmlDeviceGetComputeRunningProcesses_v3, nvmlDevice_t h, unsigned int *n, void *infos)
+NOT_SUPPORTED(nvmlDeviceGetComputeRunningProcesses, nvmlDevice_t h, unsigned int *n, void *infos)
+NOT_SUPPORTED(nvmlDeviceGetClockInfo, nvmlDevice_t h, int type, unsigned int *mhz)
+NOT_SUPPORTED(nvmlDeviceGetMaxClockInfo, nvmlDevice_t h, int type, unsigned int *mhz)
+NOT_SUPPORTED(nvmlDeviceGetPersistenceMode, nvmlDevice_t h, int *mode)
+NOT_SUPPORTED(nvmlDeviceGetComputeMode, nvmlDevice_t h, int *mode)
+NOT_SUPPORTED(nvmlDeviceGetNvLinkState, nvmlDevice_t h, unsigned int link, int *active)
+NOT_SUPPORTED(nvmlDeviceGetP2PStatus, nvmlDevice_t a, nvmlDevice_t b, int index, int *status)
