@@ -83,6 +83,7 @@ I         := $(DESTDIR)$(PREFIX)
 INSTALLED := $(I)/bin/openmps-control $(I)/bin/openmps-server $(I)/bin/openmps-device-plugin $(I)/lib/openmps/libcuda.so.1 $(I)/lib/openmps/nvml/libnvidia-ml.so.1 \
              $(I)/lib/openmps/libcuda.so $(I)/lib/openmps/standin/libcuda.so.1 \
              $(I)/share/man/man1/openmps-control.1 $(I)/share/man/man8/openmps-server.8 \
+             $(I)/share/man/man8/openmps-device-plugin.8 \
              $(I)/share/man/man7/openmps.7 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/openmps.service \
              $(addprefix $(I)/share/doc/openmps/slurm/,prolog.sh prolog_task.sh epilog.sh)
 
@@ -90,7 +91,11 @@ install: all $(STANDIN_LIB)
 	install -d $(I)/bin $(I)/lib/openmps/standin $(I)/share/man/man1 $(I)/share/man/man7 $(I)/share/man/man8 \
 		$(DESTDIR)$(SYSTEMD_UNIT_DIR) $(I)/share/doc/openmps/slurm
 	install -m 755 $(BUILD)/bin/openmps-control $(BUILD)/bin/openmps-server $(I)/bin/
-	if [ -x $(BUILD)/bin/openmps-device-plugin ]; then install -m 755 $(BUILD)/bin/openmps-device-plugin $(I)/bin/; fi
+	if [ -x $(BUILD)/bin/openmps-device-plugin ]; then \
+		install -m 755 $(BUILD)/bin/openmps-device-plugin $(I)/bin/ && \
+		sed 's/@VERSION@/$(VERSION)/' packaging/man/openmps-device-plugin.8 \
+			>$(I)/share/man/man8/openmps-device-plugin.8 || exit 1; \
+	fi
 	install -m 755 $(BUILD)/lib/libcuda.so.1 $(I)/lib/openmps/
 	ln -sf libcuda.so.1 $(I)/lib/openmps/libcuda.so
 	install -d $(I)/lib/openmps/nvml

@@ -29,6 +29,13 @@ for f in bin/openmps-control bin/openmps-server lib/openmps/libcuda.so.1 lib/ope
 	 share/doc/openmps/slurm/prolog_task.sh share/doc/openmps/slurm/epilog.sh; do
 	[ -e "$p/$f" ] || fail "$f was not installed"
 done
+# The device plugin, where it is built (gRPC installed).
+if [ -x "$build/bin/openmps-device-plugin" ]; then
+	for f in bin/openmps-device-plugin share/man/man8/openmps-device-plugin.8; do
+		[ -e "$p/$f" ] || fail "$f was not installed"
+	done
+	grep -q "openmps $version" "$p/share/man/man8/openmps-device-plugin.8" || fail "the plugin's man page has no version"
+fi
 "$p/bin/openmps-control" --version | grep -q "^openmps-control $version " || fail "openmps-control --version: $("$p/bin/openmps-control" --version)"
 "$p/bin/openmps-server" --version | grep -q "^openmps-server $version " || fail "openmps-server --version"
 grep -q "openmps $version" "$p/share/man/man1/openmps-control.1" || fail "the man page does not carry the version"
