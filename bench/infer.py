@@ -95,6 +95,7 @@ def summarise(mode, model, n, window_s, children, extra=None):
     counts = []
     rates = []
     child_p99 = []
+    spans, off_gpu = [], []
     ru = {}
     wrong = refused = failed = 0
     first_error = first_wrong = ""
@@ -109,6 +110,10 @@ def summarise(mode, model, n, window_s, children, extra=None):
             rates.append(c["count"] * 1e9 / busy_ns if busy_ns > 0 else 0.0)
             if len(c["lat_ns"]):
                 child_p99.append(percentile(sorted(c["lat_ns"]), 0.99))
+            g = c.get("gpu_ns") or ()
+            if len(g) == len(c["lat_ns"]):
+                spans.extend(g)
+                off_gpu.extend(t - x for t, x in zip(c["lat_ns"], g))
             for k, v in (c.get("ru") or {}).items():
                 ru[k] = ru.get(k, 0) + v
         elif is_refusal(c.get("error", "")):
@@ -152,6 +157,12 @@ def summarise(mode, model, n, window_s, children, extra=None):
         rec["p999_us"] = round(percentile(lats, 0.999) / 1000, 1)
         rec["max_us"] = round(lats[-1] / 1000, 1)
         rec["child_p99_us"] = [round(min(child_p99) / 1000, 1), round(max(child_p99) / 1000, 1)]
+    if spans and len(spans) == len(lats):
+        # INFER_GPU_SPANS: the GPU's part of each request, and the rest.
+        spans.sort()
+        off_gpu.sort()
+        rec["gpu_span_us"] = [round(percentile(spans, q) / 1000, 1) for q in (0.5, 0.9, 0.99)]
+        rec["off_gpu_us"] = [round(percentile(off_gpu, q) / 1000, 1) for q in (0.5, 0.9, 0.99)]
     if wrong:
         rec.update(status="wrong", error=first_wrong)
     elif failed:
@@ -271,29 +282,66 @@ def child_main(idx, args, conn, go, times, parent):
         mark = call_stats_mark() if os.environ.get("OPENMPS_CALL_STATS") else None
         if mark:
             mark(b"warm")
+        spans = array.array("q")
+        timer = GpuSpans(args.model) if os.environ.get("INFER_GPU_SPANS") == "1" else None
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         with ctx():
             while True:
                 t0 = time.perf_counter_ns()
                 if t0 >= end_ns:
                     break
+                if timer:
+                    timer.begin()
                 wl.request(k)
+                span = timer.end_ns() if timer else 0
                 k += 1
                 t1 = time.perf_counter_ns()
                 if t1 > end_ns:   # ended outside the window: not counted
                     break
                 lat.append(t1 - t0)
+                if timer:
+                    spans.append(span)
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
         if mark:
             mark(f"done-{k}".encode())
         conn.send(("result", len(lat), lat.tobytes(),
                    {"cpu_s": ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime,
                     "sys_s": ru1.ru_stime - ru0.ru_stime,
-                    "ivcsw": ru1.ru_nivcsw - ru0.ru_nivcsw, "vcsw": ru1.ru_nvcsw - ru0.ru_nvcsw}))
+                    "ivcsw": ru1.ru_nivcsw - ru0.ru_nivcsw, "vcsw": ru1.ru_nvcsw - ru0.ru_nvcsw},
+                   spans.tobytes()))
     except BaseException as e:      # noqa: BLE001
         conn.send(("error", "run", f"{type(e).__name__}: {e}"[:500]))
     finally:
         conn.close()
+
+
+class GpuSpans:
+    """INFER_GPU_SPANS=1: each request's span on the GPU, from an event
+    recorded on the current stream before it to one recorded after it (the
+    framework's own events: CuPy's for the CuPy workloads, PyTorch's for the
+    rest). Against the request's latency it tells time on the GPU (queued
+    behind other processes' kernels included) from time on the way there
+    and back. Costs two event records and an elapsed-time query a request."""
+
+    def __init__(self, model):
+        self.lib = None
+        if model in ("gemmfft", "rawkernel"):
+            import cupy
+            self.lib, self.make = "cupy", lambda: cupy.cuda.Event()
+            self.elapsed_ms = cupy.cuda.get_elapsed_time
+        else:
+            import torch
+            self.lib, self.make = "torch", lambda: torch.cuda.Event(enable_timing=True)
+            self.elapsed_ms = lambda a, b: a.elapsed_time(b)
+        self.a, self.b = self.make(), self.make()
+
+    def begin(self):
+        self.a.record()
+
+    def end_ns(self):
+        self.b.record()
+        self.b.synchronize()
+        return int(self.elapsed_ms(self.a, self.b) * 1e6)
 
 
 def mapped_libcuda():
@@ -532,7 +580,8 @@ def run_cell(args, mp, n):
                         log(f"first child error, its traceback:\n{msg[3]}")
                 elif msg[0] == "result":
                     s.update(state="done", count=msg[1], lat_ns=array.array("q", msg[2]),
-                             ru=msg[3] if len(msg) > 3 else None)
+                             ru=msg[3] if len(msg) > 3 else None,
+                             gpu_ns=array.array("q", msg[4]) if len(msg) > 4 else array.array("q"))
                 if s["state"] not in want:
                     pending.discard(c)
 
@@ -673,7 +722,9 @@ def cmd_run(args):
         if rec["status"] == "ok":
             log(f"{args.mode} {args.model} N={n}: {rec['rps']} req/s, p50 {rec['p50_us']} µs, "
                 f"p99 {rec['p99_us']} µs (p90 {rec.get('p90_us')}, p99.9 {rec.get('p999_us')}, max {rec.get('max_us')}, "
-                f"p99 per process {rec.get('child_p99_us')}; per process {rec['min_child_rps']}..{rec['max_child_rps']} req/s; "
+                f"p99 per process {rec.get('child_p99_us')}"
+                + (f"; on the GPU p50/p90/p99 {rec['gpu_span_us']}, off it {rec['off_gpu_us']}" if "gpu_span_us" in rec else "")
+                + f"; per process {rec['min_child_rps']}..{rec['max_child_rps']} req/s; "
                 f"client CPU {rec.get('client_us_per_req')} µs/req, sys {rec.get('client_sys_us_per_req')}, "
                 f"preempted {rec.get('preempted_per_req')}/req, slept {rec.get('slept_per_req')}/req)")
         else:
@@ -1073,6 +1124,15 @@ def cmd_selftest(args):
     check("clients' CPU per request", r2.get("client_us_per_req") == 300.0 and r2.get("client_sys_us_per_req") == 100.0
           and r2.get("preempted_per_req") == 0.05 and r2.get("slept_per_req") == 1.0)
     check("two children: 100 req/s, p50 20 ms", r["status"] == "ok" and r["rps"] == 100.0 and r["p50_us"] == 20000.0)
+    check("no GPU spans unless measured", "gpu_span_us" not in r)
+    lat = array.array("q", [1_000_000 * (i + 1) for i in range(100)])   # 1..100 ms
+    gpu = array.array("q", [400_000 * (i + 1) for i in range(100)])     # 0.4..40 ms of each on the GPU
+    timed = {"state": "done", "count": 100, "lat_ns": lat, "gpu_ns": gpu, "check": "ok"}
+    r = summarise("openmps", "gemmfft", 1, 2.0, [timed])
+    check("GPU spans: p50/p90/p99 20/36/39.6 ms, the rest 30/54/59.4",
+          r.get("gpu_span_us") == [20000.0, 36000.0, 39600.0] and r.get("off_gpu_us") == [30000.0, 54000.0, 59400.0])
+    r = summarise("openmps", "gemmfft", 2, 2.0, [timed, ok_child])
+    check("GPU spans from only some children: none given", "gpu_span_us" not in r)
     slow = {"state": "done", "count": 7, "lat_ns": array.array("q", [280_000_000] * 7), "check": "ok"}
     r = summarise("mps", "decode", 1, 2.0, [slow])
     check("7 requests of 280 ms in 2 s: 3.57 req/s, not 3.5", r["rps"] == 3.6 and r["rps_window"] == 3.5)

@@ -54,6 +54,10 @@
 # time their waits for replies, OPENMPS_CALL_STATS, and the tables say what
 # a request of each cell waited for, by function; the counting costs a
 # little, so the figures of such a run are not the headline's),
+# INFER_GPU_SPANS (default 0; 1: each request's span on the GPU, between
+# events of its framework recorded before and after it, and the rest of
+# its latency, p50/p90/p99 in the log: whether a tail is on the GPU or on
+# the way there; two event records a request),
 # INFER_REPEAT (default 1; R: each model's columns run R times in turn,
 # native, MPS, openmps, native, ..., and each cell is the median of its R
 # passes, every pass listed below the table: runs of one setting on one
