@@ -212,6 +212,13 @@ static inline struct mps_slot *mps_region_slot(void *region, uint32_t i)
 	return (struct mps_slot *)((char *)region + MPS_SLOT_OFFSET + (size_t)i * MPS_SLOT_SIZE);
 }
 
+/* The state word MPS_OP_SLOT_WAKE and gpu_sleepers number w (w <
+ * MPS_WAKE_COUNT): reply slot w, or staging chunk w - MPS_SLOT_COUNT. */
+static inline uint32_t *mps_region_wake_word(struct mps_region *region, uint32_t w)
+{
+	return w < MPS_SLOT_COUNT ? &mps_region_slot(region, w)->state : &region->stage_state[w - MPS_SLOT_COUNT];
+}
+
 static inline uint8_t *mps_region_sq(void *region)
 {
 	return (uint8_t *)region + MPS_SQ_OFFSET;

@@ -31,7 +31,7 @@ void mps_comp_stage_done(struct mps_client *c, uint32_t stage, CUresult r)
 /* The word MPS_OP_SLOT_WAKE number w names. */
 static uint32_t *wake_word(struct mps_client *c, uint32_t w)
 {
-	return w < MPS_SLOT_COUNT ? &mps__slot(c, w)->state : &c->region->stage_state[w - MPS_SLOT_COUNT];
+	return mps_region_wake_word(c->region, w);
 }
 
 /* Once the stream got past the GPU's store into word w (r: how it went):
@@ -384,7 +384,7 @@ void mps_comp_gpu_wake(struct mps_client *c, uint32_t w)
 		/* Stored already (and the sleeper woken, or about to be, by
 		 * gpuwake.c): nothing to wait for. */
 		g->kind = MPS_GPU_NONE;
-		mps_futex_wake(wake_word(c, w), 1);
+		wake_answer(c, w, CUDA_SUCCESS);
 		return;
 	}
 	if (x && mps__bind_device(c, x->device) == CUDA_SUCCESS) {

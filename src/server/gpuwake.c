@@ -44,11 +44,6 @@ void mps_gpuwake_note(uint64_t now)
 		mps_store_relaxed(&asked_ns, now);
 }
 
-static uint32_t *word_of(struct mps_region *r, unsigned int w)
-{
-	return w < MPS_SLOT_COUNT ? &mps_region_slot(r, w)->state : &r->stage_state[w - MPS_SLOT_COUNT];
-}
-
 /* One client's flagged words: the sleepers woken. */
 static unsigned int look(struct mps_region *r)
 {
@@ -58,7 +53,7 @@ static unsigned int look(struct mps_region *r)
 	while (bits) {
 		unsigned int w = (unsigned int)__builtin_ctzll(bits);
 		uint64_t bit = 1ull << w;
-		uint32_t *word = word_of(r, w);
+		uint32_t *word = mps_region_wake_word(r, w);
 		uint32_t st = mps_load_acquire(word);
 
 		bits &= bits - 1;
