@@ -227,6 +227,16 @@ static struct nvmlDevice_st *device(nvmlDevice_t h)
 	return h;
 }
 
+/* What every device query checks first, in NVML's order: initialised, a
+ * handle this library gave, somewhere to answer (`out`). *d is the device. */
+static nvmlReturn_t take(nvmlDevice_t h, const void *out, struct nvmlDevice_st **d)
+{
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	*d = device(h);
+	return *d && out ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
 static nvmlReturn_t copy_text(char *out, unsigned int len, const char *text)
 {
 	if (!out)
@@ -314,37 +324,34 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *h)
 
 EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t h, unsigned int *i)
 {
-	struct nvmlDevice_st *d = device(h);
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, i, &d);
 
-	if (!ready())
-		return NVML_ERROR_UNINITIALIZED;
-	if (!d || !i)
-		return NVML_ERROR_INVALID_ARGUMENT;
-	*i = d->index;
-	return NVML_SUCCESS;
+	if (r == NVML_SUCCESS)
+		*i = d->index;
+	return r;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char *out, unsigned int len)
 {
-	struct nvmlDevice_st *d = device(h);
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, out, &d);
 
-	if (!ready())
-		return NVML_ERROR_UNINITIALIZED;
-	return d ? copy_text(out, len, d->name) : NVML_ERROR_INVALID_ARGUMENT;
+	return r == NVML_SUCCESS ? copy_text(out, len, d->name) : r;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *out, unsigned int len)
 {
-	struct nvmlDevice_st *d = device(h);
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, out, &d);
 
-	if (!ready())
-		return NVML_ERROR_UNINITIALIZED;
-	return d ? copy_text(out, len, d->uuid) : NVML_ERROR_INVALID_ARGUMENT;
+	return r == NVML_SUCCESS ? copy_text(out, len, d->uuid) : r;
 }
 
 /* What the process sees of the device's memory: the server's account of
  * it (a limit or a virtual device's memory as the total). */
-static nvmlReturn_t memory(struct nvmlDevice_st *d, unsigned long long *total, unsigned long long *free_b)
+static nvmlReturn_t memory(struct nvmlDevice_st *d, unsigned long long *total, unsigned long long *free_b,
+			   unsigned long long *used)
 {
 	CUcontext ctx, prev;
 	size_t f = 0, t = 0;
@@ -362,51 +369,38 @@ static nvmlReturn_t memory(struct nvmlDevice_st *d, unsigned long long *total, u
 		return NVML_ERROR_UNKNOWN;
 	*total = t;
 	*free_b = f;
+	*used = t - f;
 	return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m)
 {
-	struct nvmlDevice_st *d = device(h);
-	nvmlReturn_t r;
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, m, &d);
 
-	if (!ready())
-		return NVML_ERROR_UNINITIALIZED;
-	if (!d || !m)
-		return NVML_ERROR_INVALID_ARGUMENT;
-	r = memory(d, &m->total, &m->free);
-	if (r == NVML_SUCCESS)
-		m->used = m->total - m->free;
-	return r;
+	return r == NVML_SUCCESS ? memory(d, &m->total, &m->free, &m->used) : r;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m)
 {
-	struct nvmlDevice_st *d = device(h);
-	nvmlReturn_t r;
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, m, &d);
 
-	if (!ready())
-		return NVML_ERROR_UNINITIALIZED;
-	if (!d || !m)
-		return NVML_ERROR_INVALID_ARGUMENT;
+	if (r != NVML_SUCCESS)
+		return r;
 	if (m->version != NVML_MEMORY_V2)
 		return NVML_ERROR_INVALID_ARGUMENT;   /* NVML's answer to a version it does not know */
-	r = memory(d, &m->total, &m->free);
-	if (r == NVML_SUCCESS) {
-		m->reserved = 0;
-		m->used = m->total - m->free;
-	}
-	return r;
+	m->reserved = 0;
+	return memory(d, &m->total, &m->free, &m->used);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t *p)
 {
-	struct nvmlDevice_st *d = device(h);
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, p, &d);
 
-	if (!ready())
-		return NVML_ERROR_UNINITIALIZED;
-	if (!d || !p)
-		return NVML_ERROR_INVALID_ARGUMENT;
+	if (r != NVML_SUCCESS)
+		return r;
 	memset(p, 0, sizeof(*p));
 	p->domain = (unsigned int)d->pci_domain;
 	p->bus = (unsigned int)d->pci_bus;
@@ -423,11 +417,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t h, nvmlPciInfo_t *p)
 
 EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int *major, int *minor)
 {
-	struct nvmlDevice_st *d = device(h);
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, minor, &d);
 
-	if (!ready())
-		return NVML_ERROR_UNINITIALIZED;
-	if (!d || !major || !minor)
+	if (r != NVML_SUCCESS)
+		return r;
+	if (!major)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	*major = d->cc_major;
 	*minor = d->cc_minor;
