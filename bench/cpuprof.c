@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * bench/cpuprof.c: where a process's CPU goes, for bench/profile.py, on
+ * bench/cpuprof.c: where a process's CPU goes, for bench/cpuprofile.py, on
  * machines without perf. Preloaded (LD_PRELOAD=libcpuprof.so), it does
  * nothing until the program calls cpuprof_start(); from then on SIGPROF,
  * every CPUPROF_US (default 500) µs of the process's CPU time, records the
@@ -13,7 +13,7 @@
  * "CALLER CALLER_OFFSET" for the word at the stack pointer, which is the
  * return address when the sample fell in a leaf function that keeps
  * nothing on the stack (memcpy, a system call's wrapper) and noise
- * otherwise, for bench/profile.py to sum up by object and symbol. It makes no CUDA call,
+ * otherwise, for bench/cpuprofile.py to sum up by object and symbol. It makes no CUDA call,
  * so it measures native and openmps columns alike. At most 2^20 samples.
  *
  * It also counts the program's ioctl calls (the driver's way into the

@@ -96,6 +96,7 @@ def summarise(mode, model, n, window_s, children, extra=None):
     rates = []
     child_p99 = []
     spans, off_gpu = [], []
+    parts = []                  # INFER_GPU_SPANS with marks: each part's spans
     ru = {}
     wrong = refused = failed = 0
     first_error = first_wrong = ""
@@ -114,6 +115,14 @@ def summarise(mode, model, n, window_s, children, extra=None):
             if len(g) == len(c["lat_ns"]):
                 spans.extend(g)
                 off_gpu.extend(t - x for t, x in zip(c["lat_ns"], g))
+                sg = c.get("seg_ns") or ()
+                if len(g) and len(sg) % len(g) == 0 and len(sg) > len(g):
+                    k = len(sg) // len(g)
+                    if not parts:
+                        parts.extend([] for _ in range(k))
+                    if len(parts) == k:
+                        for j in range(k):
+                            parts[j].extend(sg[j::k])
             for k, v in (c.get("ru") or {}).items():
                 ru[k] = ru.get(k, 0) + v
         elif is_refusal(c.get("error", "")):
@@ -163,6 +172,12 @@ def summarise(mode, model, n, window_s, children, extra=None):
         off_gpu.sort()
         rec["gpu_span_us"] = [round(percentile(spans, q) / 1000, 1) for q in (0.5, 0.9, 0.99)]
         rec["off_gpu_us"] = [round(percentile(off_gpu, q) / 1000, 1) for q in (0.5, 0.9, 0.99)]
+        if parts and all(len(p) == len(lats) for p in parts):
+            rec["gpu_parts_us"] = [[round(percentile(sorted(p), q) / 1000, 1) for q in (0.5, 0.9, 0.99)]
+                                   for p in parts]
+            names = tuple(getattr(workloads, "MARK_NAMES", {}).get(model, ()))
+            if len(names) == len(parts):
+                rec["gpu_part_names"] = list(names)
     if wrong:
         rec.update(status="wrong", error=first_wrong)
     elif failed:
@@ -283,7 +298,10 @@ def child_main(idx, args, conn, go, times, parent):
         if mark:
             mark(b"warm")
         spans = array.array("q")
-        timer = GpuSpans(args.model) if os.environ.get("INFER_GPU_SPANS") == "1" else None
+        segs = array.array("q")
+        timer = GpuSpans(args.model, getattr(wl, "MARKS", ())) if os.environ.get("INFER_GPU_SPANS") == "1" else None
+        if timer and timer.marks:
+            wl.mark = timer.mark
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         with ctx():
             while True:
@@ -293,14 +311,15 @@ def child_main(idx, args, conn, go, times, parent):
                 if timer:
                     timer.begin()
                 wl.request(k)
-                span = timer.end_ns() if timer else 0
+                parts = timer.end_ns() if timer else ()
                 k += 1
                 t1 = time.perf_counter_ns()
                 if t1 > end_ns:   # ended outside the window: not counted
                     break
                 lat.append(t1 - t0)
                 if timer:
-                    spans.append(span)
+                    spans.append(sum(parts))
+                    segs.extend(parts)
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
         if mark:
             mark(f"done-{k}".encode())
@@ -308,7 +327,7 @@ def child_main(idx, args, conn, go, times, parent):
                    {"cpu_s": ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime,
                     "sys_s": ru1.ru_stime - ru0.ru_stime,
                     "ivcsw": ru1.ru_nivcsw - ru0.ru_nivcsw, "vcsw": ru1.ru_nvcsw - ru0.ru_nvcsw},
-                   spans.tobytes()))
+                   spans.tobytes(), segs.tobytes()))
     except BaseException as e:      # noqa: BLE001
         conn.send(("error", "run", f"{type(e).__name__}: {e}"[:500]))
     finally:
@@ -321,9 +340,17 @@ class GpuSpans:
     framework's own events: CuPy's for the CuPy workloads, PyTorch's for the
     rest). Against the request's latency it tells time on the GPU (queued
     behind other processes' kernels included) from time on the way there
-    and back. Costs two event records and an elapsed-time query a request."""
+    and back. Costs two event records and an elapsed-time query a request.
 
-    def __init__(self, model):
+    A workload's MARKS (bench/workloads.py) add an event at each: the span
+    is then cut into parts, the last from the last mark to the closing
+    event. An event recorded just after a synchronisation runs when the
+    GPU gets the program's next command, so the part that ends there is
+    the copy, the program's wait and the way back to the GPU: time that
+    counts as "on the GPU" although the GPU is idle for that stream."""
+
+    def __init__(self, model, marks=()):
+        self.marks = tuple(marks)
         self.lib = None
         if model in ("gemmfft", "rawkernel"):
             import cupy
@@ -334,14 +361,20 @@ class GpuSpans:
             self.lib, self.make = "torch", lambda: torch.cuda.Event(enable_timing=True)
             self.elapsed_ms = lambda a, b: a.elapsed_time(b)
         self.a, self.b = self.make(), self.make()
+        self.m = [self.make() for _ in self.marks]
+        self.chain = [self.a] + self.m + [self.b]
 
     def begin(self):
         self.a.record()
 
+    def mark(self, i):
+        self.m[i].record()
+
     def end_ns(self):
+        """The request's parts in ns (one when there are no marks)."""
         self.b.record()
         self.b.synchronize()
-        return int(self.elapsed_ms(self.a, self.b) * 1e6)
+        return [int(self.elapsed_ms(x, y) * 1e6) for x, y in zip(self.chain, self.chain[1:])]
 
 
 def mapped_libcuda():
@@ -581,7 +614,8 @@ def run_cell(args, mp, n):
                 elif msg[0] == "result":
                     s.update(state="done", count=msg[1], lat_ns=array.array("q", msg[2]),
                              ru=msg[3] if len(msg) > 3 else None,
-                             gpu_ns=array.array("q", msg[4]) if len(msg) > 4 else array.array("q"))
+                             gpu_ns=array.array("q", msg[4]) if len(msg) > 4 else array.array("q"),
+                             seg_ns=array.array("q", msg[5]) if len(msg) > 5 else array.array("q"))
                 if s["state"] not in want:
                     pending.discard(c)
 
@@ -683,7 +717,10 @@ def cmd_run(args):
         try:
             import torch
             if args.model == "decode":
-                import transformers  # noqa: F401
+                # The classes themselves, not only the package: transformers
+                # imports them lazily, and 16 children doing so at once
+                # failed ("Could not import module 'GPT2LMHeadModel'").
+                from transformers import GPT2Config, GPT2LMHeadModel  # noqa: F401
         except Exception as e:      # noqa: BLE001
             print(f"infer.py: cannot import what --model {args.model} needs ({type(e).__name__}: {e}); "
                   f"(--model fake runs without it)", file=sys.stderr)
@@ -724,6 +761,9 @@ def cmd_run(args):
                 f"p99 {rec['p99_us']} µs (p90 {rec.get('p90_us')}, p99.9 {rec.get('p999_us')}, max {rec.get('max_us')}, "
                 f"p99 per process {rec.get('child_p99_us')}"
                 + (f"; on the GPU p50/p90/p99 {rec['gpu_span_us']}, off it {rec['off_gpu_us']}" if "gpu_span_us" in rec else "")
+                + ("; its parts " + ", ".join(f"{nm} {v}" for nm, v in zip(
+                    rec.get("gpu_part_names") or [f"part {j}" for j in range(len(rec["gpu_parts_us"]))],
+                    rec["gpu_parts_us"])) if "gpu_parts_us" in rec else "")
                 + f"; per process {rec['min_child_rps']}..{rec['max_child_rps']} req/s; "
                 f"client CPU {rec.get('client_us_per_req')} µs/req, sys {rec.get('client_sys_us_per_req')}, "
                 f"preempted {rec.get('preempted_per_req')}/req, slept {rec.get('slept_per_req')}/req)")
@@ -1131,6 +1171,15 @@ def cmd_selftest(args):
     r = summarise("openmps", "gemmfft", 1, 2.0, [timed])
     check("GPU spans: p50/p90/p99 20/36/39.6 ms, the rest 30/54/59.4",
           r.get("gpu_span_us") == [20000.0, 36000.0, 39600.0] and r.get("off_gpu_us") == [30000.0, 54000.0, 59400.0])
+    seg = array.array("q")
+    for x in gpu:
+        seg.extend((x // 4, x // 4, x // 4, x - 3 * (x // 4)))
+    r = summarise("openmps", "gemmfft", 1, 2.0, [dict(timed, seg_ns=seg)])
+    check("GPU spans in parts: four, named, each a quarter",
+          r.get("gpu_parts_us") == [[5000.0, 9000.0, 9900.0]] * 4
+          and r.get("gpu_part_names") == ["gemm+fft+sum", "sync 1", "abs+max", "copy back + wait"])
+    r = summarise("openmps", "gemmfft", 1, 2.0, [dict(timed, seg_ns=seg[:-1])])
+    check("GPU spans in parts: a ragged array gives none", "gpu_parts_us" not in r and "gpu_span_us" in r)
     r = summarise("openmps", "gemmfft", 2, 2.0, [timed, ok_child])
     check("GPU spans from only some children: none given", "gpu_span_us" not in r)
     slow = {"state": "done", "count": 7, "lat_ns": array.array("q", [280_000_000] * 7), "check": "ok"}

@@ -12,7 +12,7 @@ $(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/obj/bench/bench
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64/stubs -lcuda $(LDLIBS)
 
-# A sampling profiler preloaded by bench/profile.py (no driver calls).
+# A sampling profiler preloaded by bench/cpuprofile.py (no driver calls).
 BENCH_PROF := $(BUILD)/bench/libcpuprof.so
 
 $(BENCH_PROF): $(BUILD)/obj/bench/cpuprof.o

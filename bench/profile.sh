@@ -3,7 +3,7 @@
 #
 # bench/profile.sh [MODEL] [REQUESTS]: where one process serving MODEL
 # (bench/workloads.py, default decode) spends its CPU, natively and under
-# openmps in one run: bench/profile.py with bench/cpuprof.c's sampler
+# openmps in one run: bench/cpuprofile.py with bench/cpuprof.c's sampler
 # preloaded, REQUESTS (default 20) requests after 5, then each column's
 # report (by object, then the main thread's symbols). Run after `make all
 # bench` on a machine with a GPU and torch.
@@ -19,12 +19,12 @@ gpu_script profile
 PROF=$ROOT/$BUILD/bench/libcpuprof.so
 [ -e "$PROF" ] || { echo "missing $PROF: make bench"; exit 1; }
 
-native env LD_PRELOAD="$PROF" "$PYTHON" bench/profile.py run "$MODEL" "$REQUESTS" "$WORK/native.samples"
+native env LD_PRELOAD="$PROF" "$PYTHON" bench/cpuprofile.py run "$MODEL" "$REQUESTS" "$WORK/native.samples"
 start_openmps >/dev/null || exit 1
-under_openmps env LD_PRELOAD="$PROF" "$PYTHON" bench/profile.py run "$MODEL" "$REQUESTS" "$WORK/openmps.samples"
+under_openmps env LD_PRELOAD="$PROF" "$PYTHON" bench/cpuprofile.py run "$MODEL" "$REQUESTS" "$WORK/openmps.samples"
 stop_openmps >/dev/null
 for c in native openmps; do
 	echo
 	echo "== $c"
-	"$PYTHON" bench/profile.py report "$WORK/$c.samples"
+	"$PYTHON" bench/cpuprofile.py report "$WORK/$c.samples"
 done

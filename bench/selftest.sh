@@ -6,11 +6,11 @@
 # (a wrong answer, a refusal, a child that dies), so a table that would
 # print a wrong ratio fails here rather than in a report; bench/calltable.py
 # selftest reads made-up call counts and waits the same way, and
-# bench/profile.py selftest sums up made-up samples.
+# bench/cpuprofile.py selftest sums up made-up samples.
 #
 #   usage: selftest.sh [BUILD_DIR]   (the build folder is not needed)
 
 command -v python3 >/dev/null || { echo "needs python3"; exit 77; }
 python3 "$(dirname "$0")/infer.py" selftest || exit 1
-python3 "$(dirname "$0")/profile.py" selftest || exit 1
+python3 "$(dirname "$0")/cpuprofile.py" selftest || exit 1
 exec python3 "$(dirname "$0")/calltable.py" selftest

@@ -22,7 +22,11 @@
 #   rawkernel    a CuPy RawKernel (saxpy) launched 8 times, a sum to the host
 #
 # Every check is against float64 or float32 on the CPU; nothing is timed
-# here (bench/infer.py times requests).
+# here (bench/infer.py times requests). A workload that names MARKS calls
+# self.mark(i) at those points of a request (after its last command before
+# a synchronisation, and after its first command past one); bench/infer.py's
+# INFER_GPU_SPANS sets mark to record an event there, so that the GPU's
+# clock tells each part of a request, and each wait between, apart.
 
 import hashlib
 import os
@@ -31,6 +35,10 @@ INPUT_POOL = 16
 RTOL = 1e-3
 SEQ, VOCAB, D_MODEL = 64, 1000, 256
 DECODE_PROMPT, DECODE_TOKENS = 8, 32
+
+def _no_mark(i):
+    pass
+
 
 NAMES = ("cnn", "transformer", "decode", "gemmfft", "compile", "compile_ro", "conv_train", "jax", "rawkernel")
 ITEMS = {"decode": DECODE_TOKENS}
@@ -146,8 +154,13 @@ class TorchWorkload:
         x = self.inputs[k % INPUT_POOL]
         return self.torch.from_numpy(x) if self.np is not None else x
 
+    MARKS = ("forward",)                 # then: the copy back and the wait for it
+    mark = staticmethod(_no_mark)
+
     def request(self, k):
-        return self.model(self._host(k).to(self.dev)).cpu()
+        y = self.model(self._host(k).to(self.dev))
+        self.mark(0)
+        return y.cpu()
 
 
 class DecodeWorkload:
@@ -220,11 +233,23 @@ class GemmFftWorkload:
         err = abs(got - ref) / max(abs(ref), 1e-30)
         return ("ok", "") if err < 1e-9 else ("wrong", f"child {self.idx}: {got} vs {ref} on the CPU (rel {err:.3g})")
 
+    # The request's parts on the GPU's clock: the GEMM, FFT and first sum;
+    # the copy of that sum and the way back to the next command; the
+    # second reduction; and (to the closing event) the last copy and wait.
+    MARKS = ("gemm+fft+sum", "sync 1", "abs+max")
+    mark = staticmethod(_no_mark)
+
     def request(self, k):
         cp = self.cp
         c = self.a @ self.b
         f = cp.fft.fft(self.x)
-        return float(c.sum()) + float(cp.abs(f).max())
+        s = c.sum()
+        self.mark(0)
+        v = float(s)
+        self.mark(1)
+        m = cp.abs(f).max()
+        self.mark(2)
+        return v + float(m)
 
 
 class ConvTrainWorkload:
@@ -366,6 +391,13 @@ class _Null:
 
     def __exit__(self, *exc):
         return False
+
+
+# INFER_GPU_SPANS's names for each part of a request: one per mark, then
+# the last part, from the last mark to the event after the request.
+LAST_PART = "copy back + wait"
+MARK_NAMES = {n: TorchWorkload.MARKS + (LAST_PART,) for n in ("cnn", "transformer", "compile", "compile_ro")}
+MARK_NAMES["gemmfft"] = GemmFftWorkload.MARKS + (LAST_PART,)
 
 
 def make(name, args, idx):

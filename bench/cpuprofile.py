@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 #
-# bench/profile.py run|report|selftest ...
+# bench/cpuprofile.py run|report|selftest ...
 #
 # Where one process's CPU goes while it serves requests, for machines
 # without perf. `run` builds one workload of bench/workloads.py in this
@@ -13,9 +13,9 @@
 # the address; "?" where an object has no symbols). bench/profile.sh runs
 # both natively and under openmps.
 #
-#   profile.py run MODEL REQUESTS OUT [--warmup N]
-#   profile.py report SAMPLES [--top N]
-#   profile.py selftest
+#   cpuprofile.py run MODEL REQUESTS OUT [--warmup N]
+#   cpuprofile.py report SAMPLES [--top N]
+#   cpuprofile.py selftest
 
 import argparse
 import bisect
