@@ -7,10 +7,12 @@
 #include <stdlib.h>
 
 #include "common/atomics.h"
+#include "common/clock.h"
 #include "common/futex.h"
 #include "common/log.h"
 #include "server/crash.h"
 #include "server/driver.h"
+#include "server/gpuwake.h"
 #include "server/server.h"
 #include "server/streams.h"
 
@@ -323,6 +325,7 @@ static bool gpu_store(struct mps_client *c, struct mps_sctx *ctx, struct mps_sst
 		.ctx = ctx->handle,
 		.stream = st ? st->handle : 0,
 	};
+	mps_gpuwake_handed(c, wake, mps_now_ns());
 	return true;
 }
 

@@ -96,6 +96,12 @@ struct mps_completions {
 	pthread_t waiter;
 	CUdeviceptr region_dp[MPS_MAX_DEVICES];      /* the region as each device sees it; 0: none */
 	struct mps_gpu_reply gpu[MPS_WAKE_COUNT];    /* worker's: the words the GPU answers */
+	/* Words handed to the GPU whose DONE has not been seen yet (bit w as
+	 * in gpu[]), and when the last was handed: the client is waiting on
+	 * the GPU and sends its next message the moment the store comes
+	 * (gpuwake.h: mps_gpuwake_waiting). Set by the owner, cleared by the owner or,
+	 * for a hot client, a scanner under the scheduler's lock (atomic). */
+	uint64_t gpu_waits, gpu_wait_ns;
 	CUevent *pool;                     /* free internal events, per device */
 	int *pool_dev;
 	unsigned int pool_n, pool_cap;
@@ -145,6 +151,7 @@ bool mps_comp_gpu_stage(struct mps_client *c, struct mps_sstream *st, uint32_t s
  * region.h), which the GPU answers; wakes it once the stream has got
  * there, or answers with the stream's error. */
 void mps_comp_gpu_wake(struct mps_client *c, uint32_t w);
+
 
 /* Finishes the completions whose events are done. Returns how many. */
 unsigned int mps_comp_poll(struct mps_client *c);

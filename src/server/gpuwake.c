@@ -13,6 +13,11 @@
  * futex call, no driver call, microseconds after the store. The asking still happens, and is what
  * wakes a sleeper while no service thread runs, or with a stream's error.
  *
+ * The same words tell the scheduler which clients wait for the GPU: each
+ * word the server has the GPU store into is noted (mps_gpuwake_handed), and
+ * while one still says GPU the client is about to send its next message,
+ * so a thread keeps watching it rather than going to sleep.
+ *
  * Locking: one thread looks at a time, holding the client list's lock
  * (trylock: a thread that finds it taken goes on), which also keeps every
  * listed client's region mapped (service.c unmaps under it). No driver
@@ -101,4 +106,32 @@ void mps_gpuwake_stats(uint64_t *n_looks, uint64_t *n_wakes)
 {
 	*n_looks = mps_load_relaxed(&looks);
 	*n_wakes = mps_load_relaxed(&wakes);
+}
+
+void mps_gpuwake_handed(struct mps_client *c, uint32_t w, uint64_t now)
+{
+	mps_store_relaxed(&c->comp.gpu_wait_ns, now);
+	mps_fetch_or(&c->comp.gpu_waits, 1ull << w);
+}
+
+bool mps_gpuwake_waiting(struct mps_client *c, uint64_t now)
+{
+	struct mps_completions *q = &c->comp;
+	uint64_t bits = mps_load_relaxed(&q->gpu_waits), left = bits;
+	struct mps_region *r = mps_load_acquire(&c->region);
+
+	if (!bits || !r)
+		return false;
+	for (uint64_t b = bits; b; b &= b - 1) {
+		unsigned int w = (unsigned int)__builtin_ctzll(b);
+		uint32_t st = w < MPS_WAKE_COUNT ? mps_load_acquire(mps_region_wake_word(r, w)) : MPS_SLOT_DONE;
+
+		if (st != MPS_SLOT_GPU && st != MPS_SLOT_GPU_SLEEPING)
+			left &= ~(1ull << w);   /* stored (or the word went on): that wait is over */
+	}
+	if (left != bits) {
+		mps_fetch_and(&q->gpu_waits, ~(bits & ~left));
+		mps_store_relaxed(&c->active_ns, now);
+	}
+	return left && (int64_t)(now - mps_load_relaxed(&q->gpu_wait_ns)) < (int64_t)MPS_GPU_WATCH_NS;
 }

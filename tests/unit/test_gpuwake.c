@@ -13,7 +13,14 @@
  *     behind by the client) goes without a wake;
  *   - a bit the client cleared first (it saw DONE itself) wakes no one;
  *   - bits past the words that exist are ignored;
- *   - a client whose region is gone (teardown) is passed over.
+ *   - a client whose region is gone (teardown) is passed over;
+ *   - which clients wait for the GPU (mps_gpuwake_waiting): a word handed
+ *     to the GPU keeps its client waiting while the word says GPU or
+ *     GPU_SLEEPING, for MPS_GPU_WATCH_NS at most; a word stored (or moved
+ *     on by the client) ends that wait and makes the client active at that
+ *     instant; of two words, the one still out keeps the client waiting;
+ *     a bit past the words ends; a client without a region waits for
+ *     nothing.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -184,6 +191,58 @@ static void test_sleepers(void)
 	CHECK(poll_once() == 0, "woke for a bit the client had cleared");
 }
 
+static void test_waiting(void)
+{
+	struct mps_client *c = &clients[0];
+	uint32_t *slot = slot_word(c, 4), *stage = &c->region->stage_state[2];
+
+	memset(&c->comp, 0, sizeof(c->comp));
+	c->active_ns = 0;
+	CHECK(!mps_gpuwake_waiting(c, now), "waits with nothing handed to the GPU");
+
+	/* A synchronize answered by the GPU: the word says GPU until the store. */
+	*slot = MPS_SLOT_GPU;
+	mps_gpuwake_handed(c, 4, now);
+	CHECK(mps_gpuwake_waiting(c, now + 1000), "a word the GPU has not stored is not a wait");
+	*slot = MPS_SLOT_GPU_SLEEPING;   /* the client went to sleep on it */
+	CHECK(mps_gpuwake_waiting(c, now + 2000), "a sleeper's word is not a wait");
+	CHECK(c->active_ns == 0, "a wait under way made the client active");
+	CHECK(!mps_gpuwake_waiting(c, now + MPS_GPU_WATCH_NS), "watched past MPS_GPU_WATCH_NS");
+	CHECK(c->comp.gpu_waits == 1u << 4, "the bit went with the watch: %#llx",
+	      (unsigned long long)c->comp.gpu_waits);
+	mps_store_release(slot, MPS_SLOT_DONE);
+	CHECK(!mps_gpuwake_waiting(c, now + 3000), "a stored word is still a wait");
+	CHECK(c->comp.gpu_waits == 0 && c->active_ns == now + 3000,
+	      "the end of the wait: bits %#llx, active at %llu", (unsigned long long)c->comp.gpu_waits,
+	      (unsigned long long)c->active_ns);
+
+	/* A slot and a staging chunk out; the chunk's copy ends first. */
+	*slot = MPS_SLOT_GPU;
+	mps_gpuwake_handed(c, 4, now + 4000);
+	*stage = MPS_STAGE_GPU;
+	mps_gpuwake_handed(c, MPS_WAKE_STAGE(2), now + 5000);
+	mps_store_release(stage, MPS_STAGE_DONE);
+	CHECK(mps_gpuwake_waiting(c, now + 6000), "the slot still out is not a wait");
+	CHECK(c->comp.gpu_waits == 1u << 4 && c->active_ns == now + 6000, "the chunk's end: bits %#llx",
+	      (unsigned long long)c->comp.gpu_waits);
+	/* The client reused the slot for another call (BUSY): that wait is over. */
+	*slot = MPS_SLOT_BUSY;
+	CHECK(!mps_gpuwake_waiting(c, now + 7000) && c->comp.gpu_waits == 0, "a word moved on is still a wait");
+
+	/* Bits past the words (never handed out so) end at the first look. */
+	c->comp.gpu_waits = 1ull << 63;
+	c->comp.gpu_wait_ns = now + 8000;
+	CHECK(!mps_gpuwake_waiting(c, now + 9000) && c->comp.gpu_waits == 0, "a bit past the words");
+
+	/* A client torn down (no region) waits for nothing. */
+	clients[2].comp.gpu_waits = 1;
+	clients[2].comp.gpu_wait_ns = now;
+	CHECK(!mps_gpuwake_waiting(&clients[2], now + 1), "a client without a region waits");
+	clients[2].comp.gpu_waits = 0;
+	*slot = 0;
+	*stage = 0;
+}
+
 int main(void)
 {
 	add_client(&clients[2], false);   /* torn down: no region */
@@ -192,5 +251,6 @@ int main(void)
 	test_spacing();
 	test_states();
 	test_sleepers();
+	test_waiting();
 	return check_finish("test_gpuwake");
 }
