@@ -405,7 +405,8 @@ static void cmd_get_client_list(struct mps_cmd *cmd, int argc, char **argv)
 	}
 	n = 0;
 	for (struct mps_server_client *c = s->clients; c; c = c->next)
-		pids[n++] = c->pid;
+		if (mps_pidview_sees(&cmd->view, c->pid, &pids[n]))
+			n++;
 	qsort(pids, n, sizeof(*pids), by_pid);
 	for (size_t i = 0; i < n; i++)
 		mps_out(cmd, "%d\n", (int)pids[i]);
@@ -665,10 +666,17 @@ static struct mps_server_rec *server_of_client(struct mps_cmd *cmd, const char *
 		mps_err(cmd, "Error: '%s' is not a client PID\n", arg);
 		return NULL;
 	}
-	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next)
-		for (struct mps_server_client *c = s->clients; c; c = c->next)
-			if (c->pid == *pid && s->chan >= 0)
+	/* From another PID namespace the PID is the caller's (pidview.c). */
+	for (struct mps_server_rec *s = mps_daemon.servers; s; s = s->next) {
+		for (struct mps_server_client *c = s->clients; c; c = c->next) {
+			pid_t shown;
+
+			if (s->chan >= 0 && mps_pidview_sees(&cmd->view, c->pid, &shown) && shown == *pid) {
+				*pid = c->pid;
 				return s;
+			}
+		}
+	}
 	mps_err(cmd, "Error: no client with PID %d\n", (int)*pid);
 	return NULL;
 }
@@ -830,9 +838,12 @@ static void vdevice_list_done(struct mps_cmd *cmd, const struct mps_chan *answer
 			const char *e = strchr(l, '\n'), *pid;
 			size_t n = e ? (size_t)(e - l) : strlen(l);
 
+			pid_t shown;
+
 			if (!strncmp(l, "openmps_client_vdevice{", 23) && n > tl && !memcmp(l + n - tl, tail, tl) &&
-			    (pid = strstr(l, ",pid=\"")) && pid < l + n)
-				mps_out(cmd, " %d", atoi(pid + 6));
+			    (pid = strstr(l, ",pid=\"")) && pid < l + n &&
+			    mps_pidview_sees(&cmd->view, (pid_t)atoi(pid + 6), &shown))
+				mps_out(cmd, " %d", (int)shown);
 			l += n + (e != NULL);
 		}
 		mps_out(cmd, "\n");
@@ -1046,7 +1057,7 @@ static void metrics_done(struct mps_cmd *cmd, const struct mps_chan *answer, con
 					mps_out(cmd, "# HELP %s %s\n# TYPE %s %s\n", families[f].name, families[f].help,
 						families[f].name, families[f].type);
 				head = true;
-				mps_out(cmd, "%.*s\n", (int)n, l);
+				mps_pidview_metrics_line(cmd, l, n);
 			}
 			l += n + (e != NULL);
 		}

@@ -266,6 +266,7 @@ static void run_command(struct conn *c, char *line, size_t n)
 	c->cmd.uid = c->cred.uid;
 	c->cmd.privileged = c->privileged;
 	c->cmd.foreign = c->foreign;
+	mps_pidview_init(&c->cmd.view, c->cred.pid, c->foreign);
 	c->cmd.outlen = MPS_REPLY_MAX;
 	c->cmd.out = malloc(c->cmd.outlen);
 	if (!c->cmd.out) {

@@ -7,7 +7,8 @@
  * CLIENT_DEVICES, DEVICE); the command line and PID namespace of a client are
  * read from /proc when the listing is made, and shown as "-" when they cannot
  * be (a client that just left, or another user's process seen by a daemon
- * that is not root).
+ * that is not root). A caller of another PID namespace sees only its own
+ * namespace's clients, under their PIDs there (pidview.c).
  */
 #include <ctype.h>
 #include <fcntl.h>
@@ -182,8 +183,11 @@ void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *m
 		for (size_t i = 0; i < n; i++) {
 			struct mps_server_client *c = v[i];
 			bool any = false;
+			pid_t shown;
 
-			snprintf(pid, sizeof(pid), "%d", (int)c->pid);
+			if (!mps_pidview_sees(&cmd->view, c->pid, &shown))
+				continue;   /* another pod's */
+			snprintf(pid, sizeof(pid), "%d", (int)shown);
 			snprintf(id, sizeof(id), "%u", c->id);
 			snprintf(srv, sizeof(srv), "%d", (int)s->pid);
 			read_namespace(c->pid, ns, sizeof(ns));
@@ -248,9 +252,12 @@ void mps_list_device_clients(struct mps_cmd *cmd, struct mps_server_rec *only)
 			if (only && s != only)
 				continue;
 			v = sorted_clients(s, &n);
-			for (size_t i = 0; i < n; i++)
-				if (v[i]->devmask & (1ull << d))
-					mps_out(cmd, " %d", (int)v[i]->pid);
+			for (size_t i = 0; i < n; i++) {
+				pid_t shown;
+
+				if (v[i]->devmask & (1ull << d) && mps_pidview_sees(&cmd->view, v[i]->pid, &shown))
+					mps_out(cmd, " %d", (int)shown);
+			}
 			free(v);
 		}
 		mps_out(cmd, "\n");
