@@ -9,9 +9,9 @@
  * monitoring agents); here they get the slice the container was given:
  * its UUID, its memory limit as the total and the process's own view of
  * what is free (cuMemGetInfo, as the server accounts it). What openmps
- * cannot answer truthfully (temperatures, power, clocks, other processes,
- * the kernel driver's version) is NVML_ERROR_NOT_SUPPORTED, never a
- * made-up figure.
+ * cannot answer truthfully (temperatures, power, clocks, other processes)
+ * is NVML_ERROR_NOT_SUPPORTED, never a made-up figure. The kernel driver's
+ * version, which the kernel tells every namespace, is read where it is.
  *
  * It lives in its own directory (lib/nvml), put on LD_LIBRARY_PATH only by
  * openmps's CDI spec and device plugin: on a host with NVIDIA's driver the
@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
@@ -261,20 +262,73 @@ EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v)
 	return nvmlSystemGetCudaDriverVersion(v);
 }
 
-/* The kernel driver's version is the host's, which a container without
- * NVIDIA's files cannot read: not made up. */
-EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *out, unsigned int len)
+/* The kernel driver's version ("580.159.04") into out, or -1. The kernel
+ * says it to every namespace: sysfs's module version, else the first
+ * version-like word after "Module" in /proc/driver/nvidia/version (both
+ * the proprietary and the open module's wording). OPENMPS_NVML_ROOT, when
+ * set, is where /sys and /proc are read from (tests). */
+static int kernel_driver_version(char *out, size_t len)
 {
-	(void)out;
-	(void)len;
-	return ready() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
+	const char *root = getenv("OPENMPS_NVML_ROOT");
+	char path[512], line[512];
+	FILE *f;
+	int r = -1;
+
+	snprintf(path, sizeof(path), "%s/sys/module/nvidia/version", root ? root : "");
+	f = fopen(path, "re");
+	if (f) {
+		if (len >= 64 && fgets(line, sizeof(line), f) && sscanf(line, "%63[0-9.]", out) == 1 &&
+		    strchr(out, '.'))
+			r = 0;
+		fclose(f);
+		if (r == 0)
+			return 0;
+	}
+	snprintf(path, sizeof(path), "%s/proc/driver/nvidia/version", root ? root : "");
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *m = strstr(line, "Module");
+
+		for (char *t = m ? strtok_r(m, " \t\n", &save) : NULL; t && r < 0; t = strtok_r(NULL, " \t\n", &save))
+			if (t[0] >= '0' && t[0] <= '9' && strchr(t, '.') && strspn(t, "0123456789.") == strlen(t) &&
+			    strlen(t) < len)
+				r = snprintf(out, len, "%s", t) > 0 ? 0 : -1;
+	}
+	fclose(f);
+	return r;
 }
 
+/* The kernel driver's version, as the kernel tells every namespace; a
+ * container that cannot read it gets NOT_SUPPORTED, not a made-up one. */
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *out, unsigned int len)
+{
+	char v[64];
+
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!out)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (kernel_driver_version(v, sizeof(v)) < 0)
+		return NVML_ERROR_NOT_SUPPORTED;
+	return copy_text(out, len, v);
+}
+
+/* NVML's version is the CUDA major version and the driver's: "13.580.159.04". */
 EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *out, unsigned int len)
 {
-	(void)out;
-	(void)len;
-	return ready() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
+	char v[64], text[96];
+	int cuda = 0;
+
+	if (!ready())
+		return NVML_ERROR_UNINITIALIZED;
+	if (!out)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (kernel_driver_version(v, sizeof(v)) < 0 || cu.driver_version(&cuda) != CUDA_SUCCESS || cuda <= 0)
+		return NVML_ERROR_NOT_SUPPORTED;
+	snprintf(text, sizeof(text), "%d.%s", cuda / 1000, v);
+	return copy_text(out, len, text);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n)

@@ -9,6 +9,9 @@
  *   dev I UUID TOTAL FREE USED CC BUSID NAME...
  *   byuuid I                  the index nvmlDeviceGetHandleByUUID gives for device I's UUID
  *   v2 I TOTAL USED           nvmlDeviceGetMemoryInfo_v2
+ *   cuda V R                  nvmlSystemGetCudaDriverVersion's version and answer
+ *   driver R TEXT             nvmlSystemGetDriverVersion's answer and text ("-" on an error)
+ *   nvmlver R TEXT            nvmlSystemGetNVMLVersion's
  *   errors A B C D E F        a bad handle, a short name buffer, an unknown UUID,
  *                             utilisation, the driver's version, memory v2 of a wrong version
  *   after     N               a call after the last nvmlShutdown
@@ -69,6 +72,7 @@ int main(void)
 	typedef ret_t (*hx_t)(dev_t_, unsigned int *);
 	typedef ret_t (*hv_t)(dev_t_, void *);
 	typedef ret_t (*sv_t)(char *, unsigned int);
+	typedef ret_t (*iv_t)(int *);
 	unsigned int n = 0, idx;
 	int rc = 0;
 
@@ -109,6 +113,19 @@ int main(void)
 			rc = 1;
 		else
 			printf("byuuid %u\n", idx);
+	}
+	{
+		char text[96];
+		int r;
+
+		int cuda = 0;
+
+		r = CALL(iv_t, "nvmlSystemGetCudaDriverVersion", &cuda);
+		printf("cuda %d %d\n", cuda, r);
+		r = CALL(sv_t, "nvmlSystemGetDriverVersion", text, sizeof(text));
+		printf("driver %d %s\n", r, r ? "-" : text);
+		r = CALL(sv_t, "nvmlSystemGetNVMLVersion", text, sizeof(text));
+		printf("nvmlver %d %s\n", r, r ? "-" : text);
 	}
 	{
 		dev_t_ h0 = NULL, bad = (char *)&n;

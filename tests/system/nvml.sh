@@ -15,8 +15,9 @@
 #   - calls before nvmlInit and after the last nvmlShutdown are
 #     NVML_ERROR_UNINITIALIZED; a bad handle, a short buffer, an unknown
 #     UUID and a wrong structure version get NVML's errors; what openmps
-#     cannot answer truthfully (utilisation, the kernel driver's version)
-#     is NVML_ERROR_NOT_SUPPORTED;
+#     cannot answer truthfully (utilisation) is NVML_ERROR_NOT_SUPPORTED;
+#   - the kernel driver's version and NVML's from sysfs or /proc (either
+#     module's wording), not supported where neither can be read;
 #   - the CDI spec puts the library's directory on LD_LIBRARY_PATH.
 #
 #   usage: nvml.sh BUILD_DIR
@@ -24,7 +25,9 @@
 name=nvml; . "$(dirname "$0")/c_lib.sh"
 nvml_lib="$build/lib/nvml"
 [ -e "$nvml_lib/libnvidia-ml.so.1" ] || { fail "no $nvml_lib/libnvidia-ml.so.1"; finish; }
-run_nvml() { env "$@" LD_LIBRARY_PATH="$nvml_lib:$build/lib" "$build/tests/system/c_nvml"; }
+# No kernel driver's version to read unless a test gives one (OPENMPS_NVML_ROOT).
+mkdir -p "$dir/none"
+run_nvml() { env OPENMPS_NVML_ROOT="$dir/none" "$@" LD_LIBRARY_PATH="$nvml_lib:$build/lib" "$build/tests/system/c_nvml"; }
 
 start_daemon
 split=$(ui "vdevice split 0 2") || fail "vdevice split: $split"
@@ -59,6 +62,29 @@ grep -q "^v2 0 $((512 * 1048576)) " "$dir/slice.out" || fail "the slice, v2: $(g
 run_nvml CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=100M >"$dir/limit.out" 2>&1 || fail "c_nvml (limit): $(cat "$dir/limit.out")"
 grep -q "^dev 0 GPU-[0-9a-f-]* $((100 * 1048576)) $((100 * 1048576)) 0 " "$dir/limit.out" ||
 	fail "a 100M limit: $(grep '^dev 0' "$dir/limit.out")"
+
+# The kernel driver's version where the kernel tells it: sysfs's module
+# version first, else /proc/driver/nvidia/version in either module's
+# wording; NVML's version is CUDA's major and it. Nowhere: not supported.
+grep -q "^driver 3 -$" "$dir/all.out" && grep -q "^nvmlver 3 -$" "$dir/all.out" ||
+	fail "no driver version to read: $(grep '^driver\|^nvmlver' "$dir/all.out")"
+mkdir -p "$dir/r1/sys/module/nvidia" "$dir/r1/proc/driver/nvidia" "$dir/r2/proc/driver/nvidia" "$dir/r3/proc/driver/nvidia"
+echo 580.159.04 >"$dir/r1/sys/module/nvidia/version"
+echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023" \
+	>"$dir/r1/proc/driver/nvidia/version"
+echo "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 16 20:06:13 UTC 2025" \
+	>"$dir/r2/proc/driver/nvidia/version"
+echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023" \
+	>"$dir/r3/proc/driver/nvidia/version"
+cuda_major=$(awk '/^cuda / { print int($2 / 1000) }' "$dir/all.out")
+for r in "r1 580.159.04" "r2 580.95.05" "r3 535.104.05"; do
+	set -- $r
+	run_nvml OPENMPS_NVML_ROOT="$dir/$1" >"$dir/$1.out" 2>&1 || fail "c_nvml ($1): $(cat "$dir/$1.out")"
+	grep -q "^driver 0 $2$" "$dir/$1.out" || fail "driver version from $1: $(grep '^driver' "$dir/$1.out")"
+	grep -q "^nvmlver 0 $cuda_major\.$2$" "$dir/$1.out" ||
+		fail "NVML version from $1 (CUDA $cuda_major): $(grep '^nvmlver' "$dir/$1.out")"
+	grep -q "^errors 2 7 6 3 7 2$" "$dir/$1.out" || fail "a short buffer for the version ($1): $(grep '^errors' "$dir/$1.out")"
+done
 
 # The CDI spec puts the library's directory on LD_LIBRARY_PATH.
 ui "cdi_spec $dir/openmps.json" >/dev/null || fail "cdi_spec"
