@@ -42,7 +42,7 @@ FUZZ_WIRE_OBJS    := $(call fuzz_objs,tests/fuzz/fuzz_wire.c $(filter-out src/se
                                       $(COMMON_SRCS))
 # The command language; the daemon around it is the harness's, in memory.
 FUZZ_CONTROL_OBJS := $(call fuzz_objs,tests/fuzz/fuzz_control.c src/control/commands.c src/control/settings.c \
-                                      src/control/listings.c $(COMMON_SRCS))
+                                      src/control/listings.c src/control/pidview.c $(COMMON_SRCS))
 FUZZ_STANDIN      := $(FUZZ_DIR)/standin/libcuda.so.1
 
 $(FUZZ_DIR)/fuzz_wire: $(FUZZ_WIRE_OBJS)
