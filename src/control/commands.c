@@ -1031,6 +1031,20 @@ static void metrics_done(struct mps_cmd *cmd, const struct mps_chan *answer, con
 		servers++;
 	mps_out(cmd, "# HELP openmps_servers Servers the control daemon runs.\n# TYPE openmps_servers gauge\n");
 	mps_out(cmd, "openmps_servers %d\n", servers);
+	/* The devices by ordinal (the label device of the samples below). */
+	if (mps_daemon.devices_known && mps_daemon.ndev > 0)
+		mps_out(cmd, "# HELP openmps_device_info A device the servers use: its ordinal, UUID and name.\n"
+			     "# TYPE openmps_device_info gauge\n");
+	for (int d = 0; mps_daemon.devices_known && d < mps_daemon.ndev; d++) {
+		char name[sizeof(mps_daemon.dev[d].name)];
+		size_t i;
+
+		for (i = 0; mps_daemon.dev[d].name[i] && i + 1 < sizeof(name); i++)
+			name[i] = strchr("\"\\\n", mps_daemon.dev[d].name[i]) ? '_' : mps_daemon.dev[d].name[i];
+		name[i] = 0;
+		mps_out(cmd, "openmps_device_info{device=\"%d\",uuid=\"%s\",name=\"%s\"} 1\n", d,
+			mps_daemon.dev[d].uuid, name);
+	}
 	/* Which server is whose: its user and its key (fault domain and trust
 	 * scope, routing.c), so a client's samples (label server) find both. */
 	if (servers)

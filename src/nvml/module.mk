@@ -4,7 +4,10 @@
 # CDI spec and device plugin put on LD_LIBRARY_PATH.
 NVML_LIB := $(BUILD)/lib/nvml/libnvidia-ml.so.1
 
-$(NVML_LIB): $(BUILD)/obj/src/nvml/nvml.o
+NVML_OBJS := $(BUILD)/obj/src/nvml/nvml.o $(BUILD)/obj/src/nvml/procs.o $(BUILD)/obj/src/common/paths.o \
+             $(BUILD)/obj/src/common/sock.o
+
+$(NVML_LIB): $(NVML_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,--no-undefined -o $@ $^ -lpthread -ldl
 

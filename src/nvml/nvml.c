@@ -9,9 +9,11 @@
  * monitoring agents); here they get the slice the container was given:
  * its UUID, its memory limit as the total and the process's own view of
  * what is free (cuMemGetInfo, as the server accounts it). What openmps
- * cannot answer truthfully (temperatures, power, clocks, other processes)
- * is NVML_ERROR_NOT_SUPPORTED, never a made-up figure. The kernel driver's
- * version, which the kernel tells every namespace, is read where it is.
+ * cannot answer truthfully (utilisation, temperatures, power, clocks) is
+ * NVML_ERROR_NOT_SUPPORTED, never a made-up figure. The kernel driver's
+ * version, which the kernel tells every namespace, is read where it is;
+ * the running processes are the daemon's list of the caller's own PID
+ * namespace's clients (procs.c).
  *
  * It lives in its own directory (lib/nvml), put on LD_LIBRARY_PATH only by
  * openmps's CDI spec and device plugin: on a host with NVIDIA's driver the
@@ -25,6 +27,8 @@
 #include <string.h>
 
 #include <cuda.h>
+
+#include "nvml/procs.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -483,6 +487,99 @@ EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int *majo
 	return NVML_SUCCESS;
 }
 
+/* NVML's process records: v1 (nvmlDeviceGetComputeRunningProcesses), and
+ * v2, which _v2 and _v3 take. Outside MIG the instance IDs are all ones. */
+typedef struct {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+typedef struct {
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+	unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_v2_t;
+
+#define MAX_PROCS 1024
+
+/* The processes on device h as the daemon lists them to this process (its
+ * own PID namespace's: a pod's own), as v1 or v2 records. */
+static nvmlReturn_t processes(nvmlDevice_t h, unsigned int *count, void *infos, int version)
+{
+	static struct mps_nvml_proc found[MAX_PROCS];   /* under lock */
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, count, &d);
+	int n;
+
+	if (r != NVML_SUCCESS)
+		return r;
+	if (*count && !infos)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&lock);
+	n = mps_nvml_procs(d->uuid, found, MAX_PROCS);
+	if (n < 0) {
+		r = NVML_ERROR_NOT_SUPPORTED;   /* no daemon to ask */
+	} else if ((unsigned int)n > *count) {
+		*count = (unsigned int)n;
+		r = NVML_ERROR_INSUFFICIENT_SIZE;
+	} else {
+		for (int i = 0; i < n && i < MAX_PROCS; i++) {
+			if (version == 1)
+				((nvmlProcessInfo_v1_t *)infos)[i] = (nvmlProcessInfo_v1_t){ found[i].pid, found[i].bytes };
+			else
+				((nvmlProcessInfo_v2_t *)infos)[i] =
+					(nvmlProcessInfo_v2_t){ found[i].pid, found[i].bytes, 0xffffffffu, 0xffffffffu };
+		}
+		*count = (unsigned int)n;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t h, unsigned int *count, void *infos)
+{
+	return processes(h, count, infos, 1);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t h, unsigned int *count, void *infos)
+{
+	return processes(h, count, infos, 2);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned int *count, void *infos)
+{
+	return processes(h, count, infos, 2);
+}
+
+/* openmps serves compute work only: no graphics processes. */
+static nvmlReturn_t no_processes(nvmlDevice_t h, unsigned int *count)
+{
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, count, &d);
+
+	if (r == NVML_SUCCESS)
+		*count = 0;
+	return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t h, unsigned int *count, void *infos)
+{
+	(void)infos;
+	return no_processes(h, count);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t h, unsigned int *count, void *infos)
+{
+	(void)infos;
+	return no_processes(h, count);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t h, unsigned int *count, void *infos)
+{
+	(void)infos;
+	return no_processes(h, count);
+}
+
 /* Asked often by monitoring and profiling code; openmps has no truthful
  * answer for them inside a container. */
 #define NOT_SUPPORTED(fn, ...)                                                       \
@@ -495,8 +592,6 @@ NOT_SUPPORTED(nvmlDeviceGetUtilizationRates, nvmlDevice_t h, void *u)
 NOT_SUPPORTED(nvmlDeviceGetTemperature, nvmlDevice_t h, int sensor, unsigned int *t)
 NOT_SUPPORTED(nvmlDeviceGetPowerUsage, nvmlDevice_t h, unsigned int *mw)
 NOT_SUPPORTED(nvmlDeviceGetMinorNumber, nvmlDevice_t h, unsigned int *minor)
-NOT_SUPPORTED(nvmlDeviceGetComputeRunningProcesses_v3, nvmlDevice_t h, unsigned int *n, void *infos)
-NOT_SUPPORTED(nvmlDeviceGetComputeRunningProcesses, nvmlDevice_t h, unsigned int *n, void *infos)
 NOT_SUPPORTED(nvmlDeviceGetClockInfo, nvmlDevice_t h, int type, unsigned int *mhz)
 NOT_SUPPORTED(nvmlDeviceGetMaxClockInfo, nvmlDevice_t h, int type, unsigned int *mhz)
 NOT_SUPPORTED(nvmlDeviceGetPersistenceMode, nvmlDevice_t h, int *mode)

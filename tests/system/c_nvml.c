@@ -9,6 +9,8 @@
  *   dev I UUID TOTAL FREE USED CC BUSID NAME...
  *   byuuid I                  the index nvmlDeviceGetHandleByUUID gives for device I's UUID
  *   v2 I TOTAL USED           nvmlDeviceGetMemoryInfo_v2
+ *   procs I R N PID:BYTES:GI... the running processes (_v3, asked for the count first)
+ *   procs1 I R N PID:BYTES... the same through the v1 records
  *   cuda V R                  nvmlSystemGetCudaDriverVersion's version and answer
  *   driver R TEXT             nvmlSystemGetDriverVersion's answer and text ("-" on an error)
  *   nvmlver R TEXT            nvmlSystemGetNVMLVersion's
@@ -35,6 +37,17 @@ typedef struct {
 	unsigned int version;
 	unsigned long long total, reserved, free, used;
 } mem2_t;
+
+typedef struct {
+	unsigned int pid;
+	unsigned long long mem;
+	unsigned int gi, ci;
+} proc_t;
+
+typedef struct {
+	unsigned int pid;
+	unsigned long long mem;
+} proc1_t;
 
 typedef struct {
 	char legacy[16];
@@ -73,6 +86,7 @@ int main(void)
 	typedef ret_t (*hv_t)(dev_t_, void *);
 	typedef ret_t (*sv_t)(char *, unsigned int);
 	typedef ret_t (*iv_t)(int *);
+	typedef ret_t (*hpr_t)(dev_t_, unsigned int *, void *);
 	unsigned int n = 0, idx;
 	int rc = 0;
 
@@ -108,6 +122,25 @@ int main(void)
 		}
 		printf("dev %u %s %llu %llu %llu %d.%d %s %s\n", i, uuid, m.total, m.free, m.used, maj, min, p.bus_id, name);
 		printf("v2 %u %llu %llu\n", i, m2.total, m2.used);
+		{
+			/* As pynvml asks: the count with no array, then the records. */
+			proc_t procs[64];
+			proc1_t p1[64];
+			unsigned int np = 0, n1 = 64;
+			int r = CALL(hpr_t, "nvmlDeviceGetComputeRunningProcesses_v3", h, &np, NULL);
+
+			if (r == 7 && np <= 64)
+				r = CALL(hpr_t, "nvmlDeviceGetComputeRunningProcesses_v3", h, &np, procs);
+			printf("procs %u %d %u", i, r, r ? 0 : np);
+			for (unsigned int k = 0; !r && k < np; k++)
+				printf(" %u:%llu:%x", procs[k].pid, procs[k].mem, procs[k].gi);
+			printf("\n");
+			r = CALL(hpr_t, "nvmlDeviceGetComputeRunningProcesses", h, &n1, p1);
+			printf("procs1 %u %d %u", i, r, r ? 0 : n1);
+			for (unsigned int k = 0; !r && k < n1; k++)
+				printf(" %u:%llu", p1[k].pid, p1[k].mem);
+			printf("\n");
+		}
 		if (CALL(hu_t, "nvmlDeviceGetHandleByUUID", uuid, &h2) || CALL(hx_t, "nvmlDeviceGetIndex", h2, &idx) ||
 		    CALL(hs_t, "nvmlDeviceGetUUID", h2, back, 96) || strcmp(back, uuid))
 			rc = 1;

@@ -43,6 +43,9 @@ sample() {   # METRIC PID [EXTRA-LABEL]: the sample's value
 [ "$(sample openmps_client_errors_total "$b")" -ge 1 ] || fail "B's failed allocation is not counted"
 [ "$(sample openmps_client_kernels_total "$b")" = 0 ] || fail "B's kernels"
 echo "$m" | grep -q '^openmps_server_clients{server="[0-9]*"} 2$' || fail "server clients: $(echo "$m" | grep server_clients)"
+# The devices by ordinal, so that the samples' device labels find a UUID.
+echo "$m" | grep -q '^openmps_device_info{device="0",uuid="GPU-[0-9a-f-]\{36\}",name="openmps stand-in device 0"} 1$' ||
+	fail "device info: $(echo "$m" | grep device_info)"
 echo "$m" | grep -q "^openmps_server_memory_bytes{server=\"[0-9]*\",device=\"0\"} $((80 * MiB))$" ||
 	fail "server memory: $(echo "$m" | grep server_memory)"
 # The service threads: 37 launches made by them, time running calls within

@@ -16,6 +16,8 @@
 #     NVML_ERROR_UNINITIALIZED; a bad handle, a short buffer, an unknown
 #     UUID and a wrong structure version get NVML's errors; what openmps
 #     cannot answer truthfully (utilisation) is NVML_ERROR_NOT_SUPPORTED;
+#   - the running processes are the daemon's clients, a GPU's all of them
+#     and a slice's those that chose it, with the memory each holds;
 #   - the kernel driver's version and NVML's from sysfs or /proc (either
 #     module's wording), not supported where neither can be read;
 #   - the CDI spec puts the library's directory on LD_LIBRARY_PATH.
@@ -62,6 +64,37 @@ grep -q "^v2 0 $((512 * 1048576)) " "$dir/slice.out" || fail "the slice, v2: $(g
 run_nvml CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=100M >"$dir/limit.out" 2>&1 || fail "c_nvml (limit): $(cat "$dir/limit.out")"
 grep -q "^dev 0 GPU-[0-9a-f-]* $((100 * 1048576)) $((100 * 1048576)) 0 " "$dir/limit.out" ||
 	fail "a 100M limit: $(grep '^dev 0' "$dir/limit.out")"
+
+# Running processes, as the daemon lists them to this process (its own PID
+# namespace's clients, control_pidns checks a pod's view): a client holding
+# 8 MiB of the GPU and one holding 4 MiB of the slice. The GPU lists both
+# (NVML lists every process on a GPU), the slice its own; the v1 records
+# alike; graphics processes none.
+client A init alloc:8 "wait:$dir/goA" sync
+env NVIDIA_VISIBLE_DEVICES=void "OPENMPS_CDI_DEVICE_$hex=$v1" LD_LIBRARY_PATH="$build/lib" \
+	"$build/tests/system/c_client" init alloc:4 "wait:$dir/goS" sync >"$dir/S.out" 2>"$dir/S.err" &
+echo $! >"$dir/S.pid"
+bg_pids="$bg_pids $!"
+wait_for "$dir/A.out" "^waiting" && wait_for "$dir/S.out" "^waiting" || fail "the clients did not start: $(cat "$dir/A.err" "$dir/S.err")"
+run_nvml >"$dir/procs.out" 2>&1 || fail "c_nvml (processes): $(cat "$dir/procs.out")"
+line=$(grep "^procs 0 " "$dir/procs.out")
+case "$line" in
+"procs 0 0 "*" $(cpid A):8388608:ffffffff"*) ;; *) fail "the GPU's processes lack the 8 MiB client $(cpid A): $line" ;; esac
+case "$line" in
+"procs 0 0 "*" $(cpid S):4194304:ffffffff"*) ;; *) fail "the GPU's processes lack the slice's client $(cpid S): $line" ;; esac
+case "$(grep "^procs1 0 " "$dir/procs.out")" in
+"procs1 0 0 "*" $(cpid A):8388608"*) ;; *) fail "v1 records: $(grep "^procs1 0 " "$dir/procs.out")" ;; esac
+run_nvml NVIDIA_VISIBLE_DEVICES=void "OPENMPS_CDI_DEVICE_$hex=$v1" >"$dir/sprocs.out" 2>&1 ||
+	fail "c_nvml (the slice's processes): $(cat "$dir/sprocs.out")"
+line=$(grep "^procs 0 " "$dir/sprocs.out")
+case "$line" in
+"procs 0 0 "*" $(cpid S):4194304:ffffffff"*) ;; *) fail "the slice's processes lack its client $(cpid S): $line" ;; esac
+case "$line" in
+*" $(cpid A):"*) fail "the slice lists the GPU's client $(cpid A): $line" ;; esac
+touch "$dir/goA" "$dir/goS"
+for c in A S; do
+	wait "$(cpid "$c")" || fail "client $c failed: $(cat "$dir/$c.out" "$dir/$c.err")"
+done
 
 # The kernel driver's version where the kernel tells it: sysfs's module
 # version first, else /proc/driver/nvidia/version in either module's

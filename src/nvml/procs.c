@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+/*
+ * NVML's running processes, for a pod: asked of the openmps control daemon
+ * whose socket is in the pipe directory (CUDA_MPS_PIPE_DIRECTORY, which the
+ * CDI spec and the device plugin set). get_metrics answers a caller of
+ * another PID namespace with its own namespace's clients only, under the
+ * PIDs they have there (src/control/pidview.c), so a pod lists its own
+ * processes and learns nothing of another's. From the metrics text:
+ *
+ *   openmps_device_info{device="D",uuid="U",...}              a GPU's ordinal
+ *   openmps_server_vdevice_sms{...,device="D",vdevice="N",uuid="U"}   a slice's
+ *   openmps_client_vdevice{server="S",pid="P",...,device="D",vdevice="N"} 1
+ *   openmps_client_memory_bytes{server="S",pid="P",...,device="D"} B
+ *
+ * A GPU lists every client with memory on it (slices' clients too, as NVML
+ * lists every process on a GPU); a slice lists the clients that chose it.
+ * The command name label comes before device and vdevice and its quotes
+ * are escaped, so those are read at their last occurrence in the braces.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "common/sock.h"
+#include "nvml/procs.h"
+
+#define REPLY_MAX (1024 * 1024)
+
+/* The daemon's get_metrics text (malloc'ed), or NULL. */
+static char *metrics(void)
+{
+	struct timeval tv = { .tv_sec = 10 };
+	char path[4096], *buf = NULL;
+	ssize_t n;
+	int fd;
+
+	if (mps_path_join(path, sizeof(path), mps_pipe_dir(), MPS_DAEMON_SOCKET) < 0)
+		return NULL;
+	fd = mps_sock_connect(path);
+	if (fd < 0)
+		return NULL;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (mps_sock_send(fd, "get_metrics", 11, -1) < 0 || !(buf = malloc(REPLY_MAX + 1)))
+		goto fail;
+	n = mps_sock_recv(fd, buf, REPLY_MAX, NULL);
+	if (n <= 0)
+		goto fail;
+	buf[n] = 0;
+	close(fd);
+	return buf;
+fail:
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
+/* The value of label name in line l (up to its closing brace) into out:
+ * its first occurrence (first) or its last. False if it has none. */
+static bool label(const char *l, const char *close, const char *name, bool first, char *out, size_t len)
+{
+	char key[32];
+	const char *at = NULL, *v, *q;
+	size_t kl = (size_t)snprintf(key, sizeof(key), "%s=\"", name);
+
+	for (const char *p = l; (p = strstr(p, key)) && p < close; p++) {
+		if (p == l || (p[-1] != '{' && p[-1] != ','))
+			continue;
+		at = p;
+		if (first)
+			break;
+	}
+	if (!at)
+		return false;
+	v = at + kl;
+	q = memchr(v, '"', (size_t)(close - v));
+	if (!q || (size_t)(q - v) >= len)
+		return false;
+	memcpy(out, v, (size_t)(q - v));
+	out[q - v] = 0;
+	return true;
+}
+
+/* The next line of text that is a sample of family, its labels' closing
+ * brace in *close (the line's last: a command name may hold one). */
+static const char *next(const char *text, const char *family, const char **close)
+{
+	size_t fl = strlen(family);
+
+	for (const char *l = text; l && *l;) {
+		const char *e = strchr(l, '\n');
+		size_t n = e ? (size_t)(e - l) : strlen(l);
+
+		if (n > fl && !strncmp(l, family, fl) && l[fl] == '{' && (*close = memrchr(l, '}', n)))
+			return l;
+		l = e ? e + 1 : NULL;
+	}
+	return NULL;
+}
+
+static const char *after(const char *l)
+{
+	const char *e = strchr(l, '\n');
+
+	return e ? e + 1 : l + strlen(l);
+}
+
+int mps_nvml_procs(const char *uuid, struct mps_nvml_proc *out, unsigned int max)
+{
+	char dev[16] = "", vdev[128] = "", v[128], srv[16], pid[16], d[16];
+	char *text = metrics();
+	const char *l, *close;
+	unsigned int n = 0;
+
+	if (!text)
+		return -1;
+	for (l = text; (l = next(l, "openmps_device_info", &close)); l = after(l))
+		if (label(l, close, "uuid", false, v, sizeof(v)) && !strcasecmp(v, uuid) &&
+		    label(l, close, "device", false, dev, sizeof(dev)))
+			break;
+	if (!dev[0]) {
+		for (l = text; (l = next(l, "openmps_server_vdevice_sms", &close)); l = after(l))
+			if (label(l, close, "uuid", false, v, sizeof(v)) && !strcasecmp(v, uuid) &&
+			    label(l, close, "device", false, dev, sizeof(dev)) &&
+			    label(l, close, "vdevice", false, vdev, sizeof(vdev)))
+				break;
+	}
+	if (!dev[0]) {
+		free(text);
+		return 0;   /* no client has used it */
+	}
+	for (l = text; (l = next(l, "openmps_client_memory_bytes", &close)); l = after(l)) {
+		if (!label(l, close, "server", true, srv, sizeof(srv)) || !label(l, close, "pid", true, pid, sizeof(pid)) ||
+		    !label(l, close, "device", false, d, sizeof(d)) || strcmp(d, dev))
+			continue;
+		if (vdev[0]) {
+			/* A slice's: the client chose it (its vdevice sample). */
+			const char *m, *mc;
+			bool chose = false;
+
+			for (m = text; !chose && (m = next(m, "openmps_client_vdevice", &mc)); m = after(m))
+				chose = label(m, mc, "server", true, v, sizeof(v)) && !strcmp(v, srv) &&
+					label(m, mc, "pid", true, v, sizeof(v)) && !strcmp(v, pid) &&
+					label(m, mc, "device", false, v, sizeof(v)) && !strcmp(v, dev) &&
+					label(m, mc, "vdevice", false, v, sizeof(v)) && !strcmp(v, vdev);
+			if (!chose)
+				continue;
+		}
+		if (n < max) {
+			out[n].pid = (uint32_t)strtoul(pid, NULL, 10);
+			out[n].bytes = strtoull(close + 2, NULL, 10);
+		}
+		n++;
+	}
+	free(text);
+	return (int)n;
+}
