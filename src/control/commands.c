@@ -32,12 +32,36 @@
 #define TERMINATE_MS    30000   /* the client's GPU work may take a while to finish */
 #define DEVICES_MS      60000   /* a server's start on a real GPU takes seconds */
 
+/* Appends to the reply, its buffer growing up to MPS_REPLY_CAP; from
+ * what would go past that on, the reply is cut (and that logged). */
 static void vout(struct mps_cmd *cmd, const char *fmt, va_list ap)
 {
-	size_t used = strlen(cmd->out);
+	size_t room = cmd->outlen - cmd->outused, cap = cmd->outlen;
+	va_list again;
+	char *more;
+	int n;
 
-	if (used < cmd->outlen - 1)
-		vsnprintf(cmd->out + used, cmd->outlen - used, fmt, ap);
+	if (cmd->cut)
+		return;
+	va_copy(again, ap);
+	n = vsnprintf(cmd->out + cmd->outused, room, fmt, ap);
+	if (n >= 0 && (size_t)n >= room) {
+		cmd->out[cmd->outused] = 0;   /* what did not fit goes */
+		while (cap - cmd->outused <= (size_t)n)
+			cap *= 2;
+		if (cap > MPS_REPLY_CAP || !(more = realloc(cmd->out, cap))) {
+			mps_log_warn("a reply was cut short at %zu bytes", cmd->outused);
+			cmd->cut = true;
+			n = -1;
+		} else {
+			cmd->out = more;
+			cmd->outlen = cap;
+			n = vsnprintf(cmd->out + cmd->outused, cap - cmd->outused, fmt, again);
+		}
+	}
+	va_end(again);
+	if (n > 0)
+		cmd->outused += (size_t)n;
 }
 
 void mps_out(struct mps_cmd *cmd, const char *fmt, ...)
@@ -55,6 +79,8 @@ void mps_err(struct mps_cmd *cmd, const char *fmt, ...)
 	va_list ap;
 
 	cmd->out[0] = 0;
+	cmd->outused = 0;
+	cmd->cut = false;
 	va_start(ap, fmt);
 	vout(cmd, fmt, ap);
 	va_end(ap);

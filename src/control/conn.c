@@ -3,12 +3,14 @@
  * Connections to the daemon's sockets. A connection says what it is with
  * its first packet: a CUDA client sends a struct mps_hello and is handed to
  * its user's server (routing.c); anything else is a control UI, which sends
- * one command line per packet and gets one reply packet per command: the
- * text, or one NUL byte for an empty reply (a packet of no bytes would read
- * as the end of the connection). Errors start with "Error".
+ * one command line per packet and gets one reply per command: the text in
+ * packets (common/reply.h), one NUL byte for an empty reply (a packet of no
+ * bytes would read as the end of the connection). Errors start with
+ * "Error".
  *
  * Nothing waits on a peer. Sockets are non-blocking; a UI that does not read
- * its replies has one reply parked and is not read from until it takes it;
+ * its replies has one reply parked (what of it was not sent) and is not read
+ * from until it takes it;
  * a command that needs a server's answer (terminate_client, device_query
  * before any server ran, start_server) parks the UI the same way until the answer, the
  * server's end, or the command's time limit. A UI that says nothing costs an
@@ -42,8 +44,8 @@ struct conn {
 	bool foreign;               /* from another PID namespace than the daemon's */
 	struct ucred cred;
 	struct conn *next, **pprev; /* all live connections */
-	char *out;                  /* a reply the peer has not taken yet */
-	size_t out_len;
+	char *out;                  /* a reply the peer has not taken whole yet */
+	size_t out_len, out_off;    /* its length, and the bytes sent (reply.h's packets) */
 	bool waiting;               /* cmd waits for a server */
 	uint64_t deadline;          /* when the wait fails (ms, monotonic) */
 	struct mps_cmd cmd;
@@ -210,45 +212,43 @@ static void log_reply(const char *text)
 		mps_log_info("(%d more lines)", lines - REPLY_LOG_LINES);
 }
 
-/* Sends the command's reply, or parks it until the peer can take it. */
+/* Sends what is left of the reply in c->out, packet by packet, until the
+ * peer's socket is full (the rest goes when it can take more, EPOLLOUT). */
+static void flush_out(struct conn *c)
+{
+	const char *pkt;
+	size_t plen;
+
+	while (mps_reply_packet(c->out, c->out_len, c->out_off, &pkt, &plen)) {
+		ssize_t n = mps_sock_send(c->fd, pkt, plen, -1);
+
+		if (n == -EAGAIN || n == -ENOBUFS) {
+			interest(c);
+			return;
+		}
+		if (n < 0) {
+			conn_close(c);
+			return;
+		}
+		/* The last packet (shorter than a chunk) ends the reply. */
+		c->out_off += plen < MPS_REPLY_CHUNK ? c->out_len - c->out_off + 1 : plen;
+	}
+	free(c->out);
+	c->out = NULL;
+	interest(c);
+}
+
+/* Sends the command's reply, or what the peer can take of it now. */
 static void reply(struct conn *c)
 {
-	size_t len = strlen(c->cmd.out);
-	char *pkt = c->cmd.out;
-	ssize_t n;
-
-	log_reply(pkt);
+	log_reply(c->cmd.out);
+	c->out = c->cmd.out;
+	c->out_len = c->cmd.outused;
+	c->out_off = 0;
 	c->cmd.out = NULL;
 	free(c->cmd.acc);
 	memset(&c->cmd, 0, sizeof(c->cmd));
-	if (len == 0)
-		len = 1;   /* the NUL of an empty reply */
-	n = mps_sock_send(c->fd, pkt, len, -1);
-	if (n == -EAGAIN || n == -ENOBUFS) {
-		c->out = pkt;
-		c->out_len = len;
-		interest(c);
-		return;
-	}
-	free(pkt);
-	if (n < 0)
-		conn_close(c);
-	else
-		interest(c);
-}
-
-static void flush_out(struct conn *c)
-{
-	ssize_t n = mps_sock_send(c->fd, c->out, c->out_len, -1);
-
-	if (n == -EAGAIN || n == -ENOBUFS)
-		return;
-	free(c->out);
-	c->out = NULL;
-	if (n < 0)
-		conn_close(c);
-	else
-		interest(c);
+	flush_out(c);
 }
 
 /* Is the line fit to log and parse: printable ASCII and tabs only? */
@@ -267,7 +267,7 @@ static void run_command(struct conn *c, char *line, size_t n)
 	c->cmd.privileged = c->privileged;
 	c->cmd.foreign = c->foreign;
 	mps_pidview_init(&c->cmd.view, c->cred.pid, c->foreign);
-	c->cmd.outlen = MPS_REPLY_MAX;
+	c->cmd.outlen = 4096;   /* grows (commands.c) */
 	c->cmd.out = malloc(c->cmd.outlen);
 	if (!c->cmd.out) {
 		conn_close(c);

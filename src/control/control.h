@@ -27,16 +27,15 @@
 
 #include "common/channel.h"
 #include "common/memvalue.h"
+#include "common/reply.h"
 #include "common/wire.h"
 
 #define MPS_CMD_MAX         1024        /* longest command line */
-#define MPS_REPLY_MAX       (64 * 1024) /* longest reply */
 #define MPS_PRIV_SOCKET     "openmps-privileged.sock"
 #define MPS_MEMLIMITS_MAX   32          /* pinned memory limits kept per setting set */
 
-/* A reply packet on the daemon's socket is the reply's text; an error's
- * starts with "Error". An empty reply is one NUL byte: a packet of no bytes
- * would read as the end of the connection. */
+/* A reply on the daemon's socket is the reply's text, in packets
+ * (common/reply.h); an error's starts with "Error". */
 
 enum mps_server_state {
 	MPS_SERVER_INITIALIZING = 0,
@@ -204,8 +203,9 @@ struct mps_cmd {
 	struct mps_pidview view;    /* the clients it may see, and their PIDs as it knows them */
 	bool privileged;            /* came through the privileged socket as root */
 	bool foreign;               /* from another PID namespace than the daemon's */
-	char *out;                  /* the reply text */
-	size_t outlen;
+	char *out;                  /* the reply text (grows up to MPS_REPLY_CAP) */
+	size_t outlen, outused;     /* its buffer's size, and the text's length */
+	bool cut;                   /* it reached MPS_REPLY_CAP: nothing more is added */
 	enum mps_wait wait;
 	pid_t wait_server;
 	uint32_t wait_req;

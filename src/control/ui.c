@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "common/reply.h"
 #include "common/sock.h"
 #include "control/control.h"
 
@@ -49,11 +50,6 @@ int mps_ui_run(void)
 	fd = connect_daemon();
 	if (fd < 0)
 		return 1;
-	reply = malloc(MPS_REPLY_MAX + 2);
-	if (!reply) {
-		close(fd);
-		return 1;
-	}
 	while (fgets(line, sizeof(line), stdin)) {
 		size_t n = strcspn(line, "\n");
 		ssize_t got;
@@ -76,21 +72,20 @@ int mps_ui_run(void)
 			status = 1;
 			break;
 		}
-		got = mps_sock_recv(fd, reply, MPS_REPLY_MAX + 1, NULL);
+		got = mps_reply_recv(fd, &reply);
 		if (got < 0) {
 			fprintf(stderr, "openmps-control: lost the daemon\n");
 			status = 1;
 			break;
 		}
-		if (got == 0)
+		if (!reply)
 			break;   /* the daemon quit */
-		reply[got] = 0;   /* an empty reply is one NUL */
 		fputs(reply, stdout);
 		fflush(stdout);
 		if (!strncmp(reply, "Error", 5))
 			status = 1;
+		free(reply);
 	}
-	free(reply);
 	close(fd);
 	return status;
 }

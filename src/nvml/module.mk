@@ -5,7 +5,7 @@
 NVML_LIB := $(BUILD)/lib/nvml/libnvidia-ml.so.1
 
 NVML_OBJS := $(BUILD)/obj/src/nvml/nvml.o $(BUILD)/obj/src/nvml/procs.o $(BUILD)/obj/src/common/paths.o \
-             $(BUILD)/obj/src/common/sock.o
+             $(BUILD)/obj/src/common/sock.o $(BUILD)/obj/src/common/reply.o
 
 $(NVML_LIB): $(NVML_OBJS)
 	@mkdir -p $(dir $@)

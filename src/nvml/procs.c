@@ -27,17 +27,15 @@
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "common/reply.h"
 #include "common/sock.h"
 #include "nvml/procs.h"
-
-#define REPLY_MAX (1024 * 1024)
 
 /* The daemon's get_metrics text (malloc'ed), or NULL. */
 static char *metrics(void)
 {
 	struct timeval tv = { .tv_sec = 10 };
 	char path[4096], *buf = NULL;
-	ssize_t n;
 	int fd;
 
 	if (mps_path_join(path, sizeof(path), mps_pipe_dir(), MPS_DAEMON_SOCKET) < 0)
@@ -46,18 +44,12 @@ static char *metrics(void)
 	if (fd < 0)
 		return NULL;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (mps_sock_send(fd, "get_metrics", 11, -1) < 0 || !(buf = malloc(REPLY_MAX + 1)))
-		goto fail;
-	n = mps_sock_recv(fd, buf, REPLY_MAX, NULL);
-	if (n <= 0)
-		goto fail;
-	buf[n] = 0;
+	if (mps_sock_send(fd, "get_metrics", 11, -1) < 0 || mps_reply_recv(fd, &buf) <= 0) {
+		free(buf);
+		buf = NULL;
+	}
 	close(fd);
 	return buf;
-fail:
-	free(buf);
-	close(fd);
-	return NULL;
 }
 
 /* The value of label name in line l (up to its closing brace) into out:
