@@ -49,6 +49,7 @@ include src/server/module.mk
 include src/control/module.mk
 include src/deviceplugin/module.mk
 include src/nvml/module.mk
+include src/smi/module.mk
 include tests/standin/module.mk
 include tests/module.mk
 include bench/module.mk
@@ -80,7 +81,7 @@ $(BUILD)/obj/%.o: %.S
 VERSION   := $(shell sed -n 's/.*OPENMPS_VERSION "\(.*\)"/\1/p' src/common/version.h)
 SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 I         := $(DESTDIR)$(PREFIX)
-INSTALLED := $(I)/bin/openmps-control $(I)/bin/openmps-server $(I)/bin/openmps-device-plugin $(I)/lib/openmps/libcuda.so.1 $(I)/lib/openmps/nvml/libnvidia-ml.so.1 \
+INSTALLED := $(I)/bin/openmps-control $(I)/bin/openmps-server $(I)/bin/openmps-device-plugin $(I)/lib/openmps/libcuda.so.1 $(I)/lib/openmps/nvml/libnvidia-ml.so.1 $(I)/lib/openmps/nvml/nvidia-smi \
              $(I)/lib/openmps/libcuda.so $(I)/lib/openmps/standin/libcuda.so.1 \
              $(I)/share/man/man1/openmps-control.1 $(I)/share/man/man8/openmps-server.8 \
              $(I)/share/man/man8/openmps-device-plugin.8 \
@@ -99,7 +100,7 @@ install: all $(STANDIN_LIB)
 	install -m 755 $(BUILD)/lib/libcuda.so.1 $(I)/lib/openmps/
 	ln -sf libcuda.so.1 $(I)/lib/openmps/libcuda.so
 	install -d $(I)/lib/openmps/nvml
-	install -m 755 $(NVML_LIB) $(I)/lib/openmps/nvml/
+	install -m 755 $(NVML_LIB) $(SMI_BIN) $(I)/lib/openmps/nvml/
 	install -m 755 $(STANDIN_LIB) $(I)/lib/openmps/standin/libcuda.so.1
 	for m in openmps-control.1:man1 openmps-server.8:man8 openmps.7:man7; do \
 		sed 's/@VERSION@/$(VERSION)/' packaging/man/$${m%%:*} >$(I)/share/man/$${m#*:}/$${m%%:*} || exit 1; \

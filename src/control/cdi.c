@@ -48,6 +48,7 @@
  * 0.5.0. */
 #define CDI_VERSION "0.5.0"
 #define CDI_KIND "openmps.io/gpu"
+#define SMI_PATH "/usr/bin/nvidia-smi"   /* openmps's nvidia-smi in the container */
 
 /* s as a JSON string: quotes, backslashes and control bytes escaped; other
  * bytes as they are (paths and names are taken to be UTF-8). */
@@ -117,19 +118,24 @@ static void device_entry(FILE *f, bool *first, const char *name, const char *uui
 	*first = false;
 }
 
-static void mount_entry(FILE *f, const char *path, const char *options, bool last)
+static void mount_at(FILE *f, const char *path, const char *at, const char *options, bool last)
 {
 	fprintf(f, "      {\n        \"hostPath\": ");
 	json_str(f, path);
 	fprintf(f, ",\n        \"containerPath\": ");
-	json_str(f, path);
+	json_str(f, at);
 	fprintf(f, ",\n        \"type\": \"bind\",\n        \"options\": [%s]\n      }%s\n", options, last ? "" : ",");
+}
+
+static void mount_entry(FILE *f, const char *path, const char *options, bool last)
+{
+	mount_at(f, path, path, options, last);
 }
 
 /* The spec's text (malloc'ed, in *out). 0, or -errno with why. */
 static int render(char **out, char *why, size_t len)
 {
-	char pipe[PATH_MAX], libdir[PATH_MAX], env[2 * PATH_MAX + 96];
+	char pipe[PATH_MAX], libdir[PATH_MAX], env[2 * PATH_MAX + 96], smi[PATH_MAX + 32];
 	size_t size = 0;
 	bool first = true;
 	FILE *f;
@@ -158,7 +164,11 @@ static int render(char **out, char *why, size_t len)
 	json_str(f, env);
 	fprintf(f, ",\n      \"NVIDIA_VISIBLE_DEVICES=void\"\n    ],\n    \"mounts\": [\n");
 	mount_entry(f, pipe, "\"rw\", \"nosuid\", \"nodev\", \"bind\"", false);
-	mount_entry(f, libdir, "\"ro\", \"nosuid\", \"nodev\", \"bind\"", true);
+	/* openmps's nvidia-smi (src/smi) where images and scripts look for it. */
+	snprintf(smi, sizeof(smi), "%s/nvml/nvidia-smi", libdir);
+	mount_entry(f, libdir, "\"ro\", \"nosuid\", \"nodev\", \"bind\"", access(smi, X_OK) != 0);
+	if (access(smi, X_OK) == 0)
+		mount_at(f, smi, SMI_PATH, "\"ro\", \"nosuid\", \"nodev\", \"bind\"", true);
 	fprintf(f, "    ]\n  },\n  \"devices\": [");
 	for (int i = 0; i < mps_daemon.ndev; i++) {
 		char ord[16];

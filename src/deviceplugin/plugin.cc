@@ -168,6 +168,14 @@ grpc::Status DpPlugin::Allocate(grpc::ServerContext *, const v1beta1::AllocateRe
 		m->set_container_path(cfg_.lib_dir);
 		m->set_host_path(cfg_.lib_dir);
 		m->set_read_only(true);
+		/* openmps's nvidia-smi (src/smi), where images look for it. */
+		std::string smi = cfg_.lib_dir + "/nvml/nvidia-smi";
+		if (access(smi.c_str(), X_OK) == 0) {
+			m = r->add_mounts();
+			m->set_container_path("/usr/bin/nvidia-smi");
+			m->set_host_path(smi);
+			m->set_read_only(true);
+		}
 	}
 	return grpc::Status::OK;
 }

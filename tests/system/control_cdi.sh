@@ -81,6 +81,11 @@ grep -qx "CUDA_MPS_PIPE_DIRECTORY=$(cd "$CUDA_MPS_PIPE_DIRECTORY" && pwd -P)" "$
 	fail "CUDA_MPS_PIPE_DIRECTORY: $(cat "$dir/common.env")"
 grep -q "^LD_LIBRARY_PATH=$(cd "$build/lib" && pwd -P):" "$dir/common.env" || fail "LD_LIBRARY_PATH: $(cat "$dir/common.env")"
 grep -qx "NVIDIA_VISIBLE_DEVICES=void" "$dir/common.env" || fail "NVIDIA_VISIBLE_DEVICES is not void"
+# openmps's nvidia-smi where images look for it, read-only.
+smi_mount=$(python3 -c 'import json,sys
+for m in json.load(open(sys.argv[1]))["containerEdits"]["mounts"]:
+    if m["containerPath"] == "/usr/bin/nvidia-smi": print(m["hostPath"], "ro" in m["options"])' "$spec")
+[ "$smi_mount" = "$(cd "$build/lib" && pwd -P)/nvml/nvidia-smi True" ] || fail "the nvidia-smi mount: '$smi_mount'"
 
 # Virtual devices: written again on split and rm.
 ui "vdevice split 0 2" >"$dir/split.out" || fail "vdevice split: $(cat "$dir/split.out")"

@@ -76,6 +76,7 @@ grep -q "^env OPENMPS_CDI_DEVICE_[0-9A-F]\{32\}=$v1$" "$dir/a1" || fail "the sli
 [ "$(grep -c '^env OPENMPS_CDI_DEVICE_' "$dir/a1")" -eq 1 ] || fail "selection envs: $(cat "$dir/a1")"
 grep -q "^mount $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_PIPE_DIRECTORY rw$" "$dir/a1" || fail "pipe mount"
 grep -q "^mount $build/lib $build/lib ro$" "$dir/a1" || fail "library mount"
+grep -q "^mount /usr/bin/nvidia-smi $build/lib/nvml/nvidia-smi ro$" "$dir/a1" || fail "nvidia-smi mount: $(grep nvidia-smi "$dir/a1")"
 grep -q "^device " "$dir/a1" && fail "a device node was handed out"
 # The same selection the CDI spec makes: a client with exactly that
 # environment sees the slice and nothing else.

@@ -24,7 +24,7 @@ mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$root" BUILD="$build"
 mk install >"$tmp/make.out" 2>&1 || fail "make install: $(tail -5 "$tmp/make.out")"
 version=$(sed -n 's/.*OPENMPS_VERSION "\(.*\)"/\1/p' "$root/src/common/version.h")
 for f in bin/openmps-control bin/openmps-server lib/openmps/libcuda.so.1 lib/openmps/libcuda.so \
-	 lib/openmps/standin/libcuda.so.1 lib/openmps/nvml/libnvidia-ml.so.1 share/man/man1/openmps-control.1 share/man/man8/openmps-server.8 \
+	 lib/openmps/standin/libcuda.so.1 lib/openmps/nvml/libnvidia-ml.so.1 lib/openmps/nvml/nvidia-smi share/man/man1/openmps-control.1 share/man/man8/openmps-server.8 \
 	 share/man/man7/openmps.7 lib/systemd/system/openmps.service share/doc/openmps/slurm/prolog.sh \
 	 share/doc/openmps/slurm/prolog_task.sh share/doc/openmps/slurm/epilog.sh; do
 	[ -e "$p/$f" ] || fail "$f was not installed"
