@@ -361,8 +361,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	const char *ids = NULL, *format = NULL;
-	char *qgpu = NULL, *qapps = NULL;
+	const char *ids = NULL, *format = NULL, *qgpu = NULL, *qapps = NULL;
+	char *copy = NULL;
 	int list = 0, r = 0;
 
 	for (int i = 1; i < argc; i++) {
@@ -378,9 +378,9 @@ int main(int argc, char **argv)
 		} else if (!strncmp(a, "--id=", 5)) {
 			ids = a + 5;
 		} else if (!strncmp(a, "--query-gpu=", 12)) {
-			qgpu = strdup(a + 12);
+			qgpu = a + 12;
 		} else if (!strncmp(a, "--query-compute-apps=", 21)) {
-			qapps = strdup(a + 21);
+			qapps = a + 21;
 		} else if (!strncmp(a, "--format=", 9)) {
 			format = a + 9;
 		} else {
@@ -389,19 +389,21 @@ int main(int argc, char **argv)
 		}
 	}
 	if (format) {
-		char *f = strdup(format), *save = NULL;
+		char *save = NULL;
 
-		for (char *t = strtok_r(f, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		copy = strdup(format);
+		for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save)) {
 			if (!strcmp(t, "noheader")) {
 				noheader = 1;
 			} else if (!strcmp(t, "nounits")) {
 				nounits = 1;
 			} else if (strcmp(t, "csv")) {
 				fprintf(stderr, "nvidia-smi (openmps): format %s is not supported (csv is)\n", t);
+				free(copy);
 				return 2;
 			}
 		}
-		free(f);
+		free(copy);
 	}
 	if ((qgpu || qapps) && !format) {
 		fprintf(stderr, "Missing --format option (--format=csv).\n");
@@ -409,6 +411,11 @@ int main(int argc, char **argv)
 	}
 	if (load() < 0 || discover() < 0)
 		return 9;   /* nvidia-smi's status when the driver cannot be reached */
+	if (!ngpus) {
+		printf("No devices were found\n");
+		nv.shutdown();
+		return 6;
+	}
 	if (ids) {
 		if (choose(ids) < 0)
 			r = 6;
@@ -416,19 +423,21 @@ int main(int argc, char **argv)
 		for (unsigned int k = 0; k < ngpus; k++)
 			chosen[k] = 1;
 	}
+	copy = strdup(qgpu ? qgpu : qapps ? qapps : "");
+	if (!copy)
+		r = 1;
 	if (!r && list) {
 		for (unsigned int k = 0; k < ngpus; k++)
 			if (chosen[k])
 				printf("GPU %u: %s (UUID: %s)\n", k, gpus[k].name, gpus[k].uuid);
 	} else if (!r && qgpu) {
-		r = query_gpu(qgpu);
+		r = query_gpu(copy);
 	} else if (!r && qapps) {
-		r = query_apps(qapps);
+		r = query_apps(copy);
 	} else if (!r) {
 		summary();
 	}
-	free(qgpu);
-	free(qapps);
+	free(copy);
 	nv.shutdown();
 	return r;
 }
