@@ -175,7 +175,7 @@ def summarise(mode, model, n, window_s, children, extra=None):
         if parts and all(len(p) == len(lats) for p in parts):
             rec["gpu_parts_us"] = [[round(percentile(sorted(p), q) / 1000, 1) for q in (0.5, 0.9, 0.99)]
                                    for p in parts]
-            names = tuple(getattr(workloads, "MARK_NAMES", {}).get(model, ()))
+            names = workloads.MARK_NAMES.get(model, ())
             if len(names) == len(parts):
                 rec["gpu_part_names"] = list(names)
     if wrong:

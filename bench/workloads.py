@@ -36,6 +36,7 @@ RTOL = 1e-3
 SEQ, VOCAB, D_MODEL = 64, 1000, 256
 DECODE_PROMPT, DECODE_TOKENS = 8, 32
 
+
 def _no_mark(i):
     pass
 

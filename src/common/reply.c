@@ -9,12 +9,10 @@
 #include "common/reply.h"
 #include "common/sock.h"
 
-bool mps_reply_packet(const char *text, size_t len, size_t off, const char **pkt, size_t *plen)
+void mps_reply_packet(const char *text, size_t len, size_t off, const char **pkt, size_t *plen)
 {
 	static const char nul;
 
-	if (off > len)
-		return false;
 	if (len - off >= MPS_REPLY_CHUNK) {
 		*pkt = text + off;
 		*plen = MPS_REPLY_CHUNK;
@@ -25,7 +23,6 @@ bool mps_reply_packet(const char *text, size_t len, size_t off, const char **pkt
 		*pkt = &nul;   /* a multiple of the chunk, or empty */
 		*plen = 1;
 	}
-	return true;
 }
 
 ssize_t mps_reply_recv(int fd, char **out)

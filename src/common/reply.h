@@ -19,9 +19,10 @@
 #define MPS_REPLY_CHUNK (64u * 1024u)
 #define MPS_REPLY_CAP   (16u * 1024u * 1024u)
 
-/* The packet of a reply of len bytes that starts at *off: *pkt and *plen.
- * Returns false if the reply has been sent whole (*off past its end). */
-bool mps_reply_packet(const char *text, size_t len, size_t off, const char **pkt, size_t *plen);
+/* The packet of a reply of len bytes that starts at off (at most len):
+ * *pkt and *plen. The next starts at off + *plen; a packet shorter than
+ * MPS_REPLY_CHUNK is the last. */
+void mps_reply_packet(const char *text, size_t len, size_t off, const char **pkt, size_t *plen);
 
 /* Receives one whole reply into *out (malloc'ed, NUL-terminated; the
  * caller frees it). Returns its length, 0 if the peer closed the

@@ -137,7 +137,7 @@ static int render(char **out, char *why, size_t len)
 {
 	char pipe[PATH_MAX], libdir[PATH_MAX], env[2 * PATH_MAX + 96], smi[PATH_MAX + 32];
 	size_t size = 0;
-	bool first = true;
+	bool first = true, has_smi;
 	FILE *f;
 
 	if (!realpath(mps_daemon.pipe_dir, pipe)) {
@@ -166,8 +166,9 @@ static int render(char **out, char *why, size_t len)
 	mount_entry(f, pipe, "\"rw\", \"nosuid\", \"nodev\", \"bind\"", false);
 	/* openmps's nvidia-smi (src/smi) where images and scripts look for it. */
 	snprintf(smi, sizeof(smi), "%s/nvml/nvidia-smi", libdir);
-	mount_entry(f, libdir, "\"ro\", \"nosuid\", \"nodev\", \"bind\"", access(smi, X_OK) != 0);
-	if (access(smi, X_OK) == 0)
+	has_smi = access(smi, X_OK) == 0;
+	mount_entry(f, libdir, "\"ro\", \"nosuid\", \"nodev\", \"bind\"", !has_smi);
+	if (has_smi)
 		mount_at(f, smi, SMI_PATH, "\"ro\", \"nosuid\", \"nodev\", \"bind\"", true);
 	fprintf(f, "    ]\n  },\n  \"devices\": [");
 	for (int i = 0; i < mps_daemon.ndev; i++) {

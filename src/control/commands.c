@@ -431,7 +431,7 @@ static void cmd_get_client_list(struct mps_cmd *cmd, int argc, char **argv)
 	}
 	n = 0;
 	for (struct mps_server_client *c = s->clients; c; c = c->next)
-		if (mps_pidview_sees(&cmd->view, c->pid, &pids[n]))
+		if (mps_pidview_sees(cmd, c->pid, &pids[n]))
 			n++;
 	qsort(pids, n, sizeof(*pids), by_pid);
 	for (size_t i = 0; i < n; i++)
@@ -697,7 +697,7 @@ static struct mps_server_rec *server_of_client(struct mps_cmd *cmd, const char *
 		for (struct mps_server_client *c = s->clients; c; c = c->next) {
 			pid_t shown;
 
-			if (s->chan >= 0 && mps_pidview_sees(&cmd->view, c->pid, &shown) && shown == *pid) {
+			if (s->chan >= 0 && mps_pidview_sees(cmd, c->pid, &shown) && shown == *pid) {
 				*pid = c->pid;
 				return s;
 			}
@@ -863,12 +863,11 @@ static void vdevice_list_done(struct mps_cmd *cmd, const struct mps_chan *answer
 		for (const char *l = metrics; *l;) {
 			const char *e = strchr(l, '\n'), *pid;
 			size_t n = e ? (size_t)(e - l) : strlen(l);
-
 			pid_t shown;
 
 			if (!strncmp(l, "openmps_client_vdevice{", 23) && n > tl && !memcmp(l + n - tl, tail, tl) &&
 			    (pid = strstr(l, ",pid=\"")) && pid < l + n &&
-			    mps_pidview_sees(&cmd->view, (pid_t)atoi(pid + 6), &shown))
+			    mps_pidview_sees(cmd, (pid_t)atoi(pid + 6), &shown))
 				mps_out(cmd, " %d", (int)shown);
 			l += n + (e != NULL);
 		}

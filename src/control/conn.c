@@ -218,10 +218,11 @@ static void flush_out(struct conn *c)
 {
 	const char *pkt;
 	size_t plen;
+	ssize_t n;
 
-	while (mps_reply_packet(c->out, c->out_len, c->out_off, &pkt, &plen)) {
-		ssize_t n = mps_sock_send(c->fd, pkt, plen, -1);
-
+	do {
+		mps_reply_packet(c->out, c->out_len, c->out_off, &pkt, &plen);
+		n = mps_sock_send(c->fd, pkt, plen, -1);
 		if (n == -EAGAIN || n == -ENOBUFS) {
 			interest(c);
 			return;
@@ -230,9 +231,8 @@ static void flush_out(struct conn *c)
 			conn_close(c);
 			return;
 		}
-		/* The last packet (shorter than a chunk) ends the reply. */
-		c->out_off += plen < MPS_REPLY_CHUNK ? c->out_len - c->out_off + 1 : plen;
-	}
+		c->out_off += plen;
+	} while (plen == MPS_REPLY_CHUNK);   /* a shorter packet ends the reply */
 	free(c->out);
 	c->out = NULL;
 	interest(c);
@@ -266,7 +266,7 @@ static void run_command(struct conn *c, char *line, size_t n)
 	c->cmd.uid = c->cred.uid;
 	c->cmd.privileged = c->privileged;
 	c->cmd.foreign = c->foreign;
-	mps_pidview_init(&c->cmd.view, c->cred.pid, c->foreign);
+	mps_pidview_init(&c->cmd, c->cred.pid);
 	c->cmd.outlen = 4096;   /* grows (commands.c) */
 	c->cmd.out = malloc(c->cmd.outlen);
 	if (!c->cmd.out) {

@@ -192,17 +192,11 @@ enum mps_wait {
 
 #define MPS_WAIT_SERVERS_MAX 64
 
-/* What the caller sees of the clients (pidview.c). */
-struct mps_pidview {
-	bool foreign;               /* from another PID namespace than the daemon's */
-	unsigned long long ns;      /* then: the inode of its PID namespace (0: unknown) */
-};
-
 struct mps_cmd {
 	uid_t uid;                  /* the caller, from SO_PEERCRED */
-	struct mps_pidview view;    /* the clients it may see, and their PIDs as it knows them */
 	bool privileged;            /* came through the privileged socket as root */
 	bool foreign;               /* from another PID namespace than the daemon's */
+	unsigned long long pidns;   /* then: the inode of its PID namespace (0: unknown; pidview.c) */
 	char *out;                  /* the reply text (grows up to MPS_REPLY_CAP) */
 	size_t outlen, outused;     /* its buffer's size, and the text's length */
 	bool cut;                   /* it reached MPS_REPLY_CAP: nothing more is added */
@@ -343,8 +337,8 @@ void mps_err(struct mps_cmd *cmd, const char *fmt, ...) __attribute__((format(pr
 /* pidview.c: a caller of another PID namespace sees only its own
  * namespace's clients, under their PIDs there; one of the daemon's sees
  * every client under its host PID. */
-void mps_pidview_init(struct mps_pidview *v, pid_t caller, bool foreign);
-bool mps_pidview_sees(const struct mps_pidview *v, pid_t pid, pid_t *shown);
+void mps_pidview_init(struct mps_cmd *cmd, pid_t caller);
+bool mps_pidview_sees(const struct mps_cmd *cmd, pid_t pid, pid_t *shown);
 /* Writes a metrics text line (n bytes, no newline) as the caller may see it. */
 void mps_pidview_metrics_line(struct mps_cmd *cmd, const char *l, size_t n);
 

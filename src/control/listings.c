@@ -185,7 +185,7 @@ void mps_list_ps(struct mps_cmd *cmd, struct mps_server_rec *only, const char *m
 			bool any = false;
 			pid_t shown;
 
-			if (!mps_pidview_sees(&cmd->view, c->pid, &shown))
+			if (!mps_pidview_sees(cmd, c->pid, &shown))
 				continue;   /* another pod's */
 			snprintf(pid, sizeof(pid), "%d", (int)shown);
 			snprintf(id, sizeof(id), "%u", c->id);
@@ -255,7 +255,7 @@ void mps_list_device_clients(struct mps_cmd *cmd, struct mps_server_rec *only)
 			for (size_t i = 0; i < n; i++) {
 				pid_t shown;
 
-				if (v[i]->devmask & (1ull << d) && mps_pidview_sees(&cmd->view, v[i]->pid, &shown))
+				if (v[i]->devmask & (1ull << d) && mps_pidview_sees(cmd, v[i]->pid, &shown))
 					mps_out(cmd, " %d", (int)shown);
 			}
 			free(v);

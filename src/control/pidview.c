@@ -65,21 +65,20 @@ static pid_t inner_pid(pid_t pid)
 	return last > 0 && last <= 0x7fffffff ? (pid_t)last : 0;
 }
 
-void mps_pidview_init(struct mps_pidview *v, pid_t caller, bool foreign)
+void mps_pidview_init(struct mps_cmd *cmd, pid_t caller)
 {
-	v->foreign = foreign;
-	v->ns = foreign ? ns_inode(caller) : 0;
+	cmd->pidns = cmd->foreign ? ns_inode(caller) : 0;
 }
 
-bool mps_pidview_sees(const struct mps_pidview *v, pid_t pid, pid_t *shown)
+bool mps_pidview_sees(const struct mps_cmd *cmd, pid_t pid, pid_t *shown)
 {
 	pid_t p;
 
-	if (!v->foreign) {
+	if (!cmd->foreign) {
 		*shown = pid;
 		return true;
 	}
-	if (!v->ns || ns_inode(pid) != v->ns || !(p = inner_pid(pid)))
+	if (!cmd->pidns || ns_inode(pid) != cmd->pidns || !(p = inner_pid(pid)))
 		return false;
 	*shown = p;
 	return true;
@@ -96,11 +95,11 @@ void mps_pidview_metrics_line(struct mps_cmd *cmd, const char *l, size_t n)
 
 	label = brace ? memmem(brace, (size_t)(end - brace), ",pid=\"", 6) : NULL;
 	quote = label ? memchr(label + 6, '"', (size_t)(end - label - 6)) : NULL;
-	if (!quote || !cmd->view.foreign) {
+	if (!quote || !cmd->foreign) {
 		mps_out(cmd, "%.*s\n", (int)n, l);
 		return;
 	}
-	if (!mps_pidview_sees(&cmd->view, (pid_t)atoi(label + 6), &shown))
+	if (!mps_pidview_sees(cmd, (pid_t)atoi(label + 6), &shown))
 		return;
 	mps_out(cmd, "%.*s%d%.*s\n", (int)(label + 6 - l), l, (int)shown, (int)(end - quote), quote);
 }

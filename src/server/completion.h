@@ -99,8 +99,9 @@ struct mps_completions {
 	/* Words handed to the GPU whose DONE has not been seen yet (bit w as
 	 * in gpu[]), and when the last was handed: the client is waiting on
 	 * the GPU and sends its next message the moment the store comes
-	 * (gpuwake.h: mps_gpuwake_waiting). Set by the owner, cleared by the owner or,
-	 * for a hot client, a scanner under the scheduler's lock (atomic). */
+	 * (gpuwake.h: mps_gpuwake_waiting). Set by the owner, cleared by the
+	 * owner or, for a hot client, a scanner under the scheduler's lock
+	 * (atomic). */
 	uint64_t gpu_waits, gpu_wait_ns;
 	CUevent *pool;                     /* free internal events, per device */
 	int *pool_dev;
@@ -151,7 +152,6 @@ bool mps_comp_gpu_stage(struct mps_client *c, struct mps_sstream *st, uint32_t s
  * region.h), which the GPU answers; wakes it once the stream has got
  * there, or answers with the stream's error. */
 void mps_comp_gpu_wake(struct mps_client *c, uint32_t w);
-
 
 /* Finishes the completions whose events are done. Returns how many. */
 unsigned int mps_comp_poll(struct mps_client *c);

@@ -10,8 +10,9 @@
  * every LOOK_NS (more with more clients) for a while after any client
  * asked, every SLOW_NS otherwise (a request may wait in its ring while the
  * threads serve others), and wake each sleeper whose word says DONE: one
- * futex call, no driver call, microseconds after the store. The asking still happens, and is what
- * wakes a sleeper while no service thread runs, or with a stream's error.
+ * futex call, no driver call, microseconds after the store. The asking
+ * still happens, and is what wakes a sleeper while no service thread runs,
+ * or with a stream's error.
  *
  * The same words tell the scheduler which clients wait for the GPU: each
  * word the server has the GPU store into is noted (mps_gpuwake_handed), and
@@ -43,6 +44,12 @@ static uint64_t asked_ns, looked_ns;   /* atomic */
 static uint64_t looks, wakes;          /* atomic */
 static uint64_t listed;                /* atomic: the clients the last look went over */
 
+/* Whether a word handed to the GPU still waits for its store. */
+static bool unstored(uint32_t st)
+{
+	return st == MPS_SLOT_GPU || st == MPS_SLOT_GPU_SLEEPING;
+}
+
 void mps_gpuwake_note(uint64_t now)
 {
 	if (mps_load_relaxed(&asked_ns) != now)
@@ -62,7 +69,7 @@ static unsigned int look(struct mps_region *r)
 		uint32_t st = mps_load_acquire(word);
 
 		bits &= bits - 1;
-		if (st == MPS_SLOT_GPU || st == MPS_SLOT_GPU_SLEEPING)
+		if (unstored(st))
 			continue;   /* the store has not come */
 		/* DONE: the sleeper's (or, with another value, a bit left
 		 * behind, which only goes). */
@@ -124,9 +131,7 @@ bool mps_gpuwake_waiting(struct mps_client *c, uint64_t now)
 		return false;
 	for (uint64_t b = bits; b; b &= b - 1) {
 		unsigned int w = (unsigned int)__builtin_ctzll(b);
-		uint32_t st = w < MPS_WAKE_COUNT ? mps_load_acquire(mps_region_wake_word(r, w)) : MPS_SLOT_DONE;
-
-		if (st != MPS_SLOT_GPU && st != MPS_SLOT_GPU_SLEEPING)
+		if (w >= MPS_WAKE_COUNT || !unstored(mps_load_acquire(mps_region_wake_word(r, w))))
 			left &= ~(1ull << w);   /* stored (or the word went on): that wait is over */
 	}
 	if (left != bits) {
