@@ -502,7 +502,7 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 	}
 	hold = rp->nseg && !rp->broken && rp->sent + rp->held == rp->n && st == rp->exp_st &&
 	       st->green == rp->exp_green && rp->n < rp->nexp && same_shape(&rp->run[rp->n], &rp->exp[rp->n]) &&
-	       (mode == ALWAYS || mps_sched_busy());
+	       (mode == ALWAYS || mps_sched_busy() || mps_sched_launch_bound());
 	rp->n++;
 	if (!hold) {
 		if (rp->held)

@@ -47,7 +47,8 @@
  * stream capture under way are never held. Freeing a stream or a module
  * forgets what was learned.
  *
- * OPENMPS_REPLAY: 0 off; 1 (default) hold while CPUs are busy; always.
+ * OPENMPS_REPLAY: 0 off; 1 (default) hold while CPUs are busy or the service
+ * threads are launch-bound (mps_sched_launch_bound); always.
  * OPENMPS_REPLAY_SEGMENT: launches a graph covers (0: the whole run).
  * Only the client's owner (its service thread) calls these; held_at is read
  * by any thread.

@@ -41,6 +41,9 @@
 #define ACTIVE_NS      (10ull * 1000 * 1000)  /* a client with work this recently counts as active */
 #define PARK_NS        (1000 * 1000)          /* a thread left out of the pool looks again this often */
 #define PARK_STARVE_NS (2ull * 1000 * 1000)   /* ... and serves once a client has been queued this long */
+#define DEMAND_NS      (20ull * 1000 * 1000)  /* the launch demand is weighed over this long ... */
+#define DEMAND_HOLD_NS (1000ull * 1000 * 1000) /* ... and, once high, counts as high this long after */
+#define DEMAND_MIN     64                     /* driver launches an interval needs to price one */
 
 /* Set in mps_client.run by an eventfd event that found the client owned:
  * its owner must look at the ring again before it lets the client go. */
@@ -97,6 +100,14 @@ static struct {
 	uint64_t spin_free_ns;                  /* OPENMPS_SPIN_US: a spinner's window with free CPUs */
 	uint32_t client_free_ns;                /* OPENMPS_CLIENT_SPIN_US */
 	bool strict;                            /* OPENMPS_SCHED_STRICT: a broken count aborts (tests) */
+
+	/* Launch demand (the sampler's; launch_bound read relaxed by anyone). */
+	uint64_t demand_at_ns, demand_high_ns;  /* when last weighed; when last found high */
+	uint64_t kernels_seen, launches_seen, launch_ns_seen;
+	uint64_t launch_cost_ns;                /* a driver launch's cost lately (0: not priced yet) */
+	unsigned int demand_pct;                /* OPENMPS_REPLAY_DEMAND_PCT */
+	uint64_t heavy_ns;                      /* when driver launches alone were last found heavy */
+	int launch_bound, launch_heavy;
 } sched = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.sample_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -149,6 +160,14 @@ static int runnable(void)
 }
 
 static unsigned int spin_max(void);
+static unsigned int serving(void);
+
+/* Whether only sched.busy_threads serve: CPUs are crowded and the
+ * launches that go one by one leave those few threads enough time. */
+static bool crowded(void)
+{
+	return sched.busy_threads && mps_sched_busy() && !mps_load_relaxed(&sched.launch_heavy);
+}
 
 /* Clients spin while CPUs are free; else they give the CPU away between
  * looks (a spinning client would take the CPU the server needs to answer
@@ -163,7 +182,7 @@ static unsigned int spin_max(void);
  * with the service threads left out of the count. */
 static uint32_t client_spin_for(int level, unsigned int active)
 {
-	unsigned int threads = sched.busy_threads && mps_sched_busy() ? sched.busy_threads : spin_max();
+	unsigned int threads = crowded() ? sched.busy_threads : spin_max();
 
 	return level == FREE && active + threads <= sched.ncpu ? sched.client_free_ns : 0;
 }
@@ -224,6 +243,61 @@ static void count_active(uint64_t now)
 	mps_store_relaxed(&sched.active, n);
 }
 
+/* Weighs the launch demand every DEMAND_NS (under sample_lock): the
+ * kernels the clients launched, whether one by one or replayed, priced at
+ * what a driver launch cost lately, against the CPU time of the threads
+ * serving. When that passes demand_pct of it the service threads are the
+ * clients' bottleneck (a launch costs 5-8 µs of one context's time, more
+ * with more threads launching), and replaying runs of launches as graphs
+ * (0.7-1 µs a kernel) pays for the latency a held segment costs. Replayed
+ * kernels are priced as launches, so the demand does not fall because
+ * replay lowered the cost, and a high reading holds for DEMAND_HOLD_NS.
+ * The launches that still go one by one (runs that change every time, as
+ * a decoder's, whose attention grows with each token) are weighed against
+ * the threads that serve while CPUs are crowded: past demand_pct of them,
+ * every thread serves (serving()). */
+static void weigh_demand(uint64_t now)
+{
+	uint64_t kernels = 0, launches = 0, launch_ns = 0, dt = now - sched.demand_at_ns;
+	unsigned int n = mps_load_acquire(&sched.started);
+	bool high = false, heavy = false;
+
+	if (dt < DEMAND_NS)
+		return;
+	for (unsigned int i = 0; i < n; i++) {
+		const struct svc_stat *t = &sched.stat[i];
+
+		launches += mps_load_relaxed(&t->launches);
+		launch_ns += mps_load_relaxed(&t->launch_ns);
+		kernels += mps_load_relaxed(&t->replayed);
+	}
+	kernels += launches;
+	if (sched.demand_at_ns) {
+		uint64_t dl = launches - sched.launches_seen, dk = kernels - sched.kernels_seen;
+
+		if (dl >= DEMAND_MIN) {
+			uint64_t cost = (launch_ns - sched.launch_ns_seen) / dl;
+
+			sched.launch_cost_ns = sched.launch_cost_ns ? (3 * sched.launch_cost_ns + cost) / 4 : cost;
+		}
+		high = sched.launch_cost_ns &&
+		       dk * sched.launch_cost_ns * 100 > (uint64_t)sched.demand_pct * serving() * dt;
+		heavy = sched.launch_cost_ns && sched.busy_threads &&
+			dl * sched.launch_cost_ns * 100 > (uint64_t)sched.demand_pct * sched.busy_threads * dt;
+	}
+	if (high)
+		sched.demand_high_ns = now;
+	if (heavy)
+		sched.heavy_ns = now;
+	mps_store_relaxed(&sched.launch_heavy, sched.heavy_ns && now - sched.heavy_ns < DEMAND_HOLD_NS);
+	mps_store_relaxed(&sched.launch_bound,
+			  sched.demand_high_ns && now - sched.demand_high_ns < DEMAND_HOLD_NS);
+	sched.demand_at_ns = now;
+	sched.kernels_seen = kernels;
+	sched.launches_seen = launches;
+	sched.launch_ns_seen = launch_ns;
+}
+
 /* Reads the CPU pressure if the last reading is older than SAMPLE_NS
  * (one thread at a time) and sets the level. Spinning is itself a load, so
  * a level that rises because we spin would fall again once we stop, and
@@ -242,6 +316,7 @@ static void sample(uint64_t now)
 		return;
 	}
 	mps_store_relaxed(&sched.sampled_ns, now);
+	weigh_demand(now);
 	was = level = mps_load_relaxed(&sched.level);   /* written only under sample_lock */
 	count_active(now);
 	m = measure(now);
@@ -835,10 +910,11 @@ static bool hot_gpu_waiting(uint64_t now)
  * clients and makes the driver's calls dearer for the others (they share
  * one context's locks). On a 16-CPU H200, batch-1 inference at 16 and 32
  * processes served 3-17% more requests with two threads than with four,
- * but at 8, where launches are not replayed, 36% fewer. */
+ * but at 8, where launches are not replayed, 36% fewer. Launches that go
+ * one by one all the same (crowded(): launch_heavy) need every thread. */
 static unsigned int serving(void)
 {
-	return sched.busy_threads && mps_sched_busy() ? sched.busy_threads : sched.nthreads;
+	return crowded() ? sched.busy_threads : sched.nthreads;
 }
 
 /* Spins while that pays: returns when the run queue has work, or when no
@@ -1060,6 +1136,7 @@ int mps_sched_start(void)
 	sched.strict = getenv("OPENMPS_SCHED_STRICT") && *getenv("OPENMPS_SCHED_STRICT") == '1';
 	sched.nthreads = (unsigned int)mps_env_long("OPENMPS_THREADS", default_threads(sched.ncpu), 1, 256);
 	sched.busy_threads = (unsigned int)mps_env_long("OPENMPS_BUSY_THREADS", 2, 0, 256);
+	sched.demand_pct = (unsigned int)mps_env_long("OPENMPS_REPLAY_DEMAND_PCT", 75, 1, 100000);
 	if (sched.busy_threads >= sched.nthreads || !mps_replay_enabled())
 		sched.busy_threads = 0;   /* every thread serves, always */
 	sched.spin_free_ns = mps_srv.spin_ns;
@@ -1142,6 +1219,11 @@ void mps_sched_note_replay(unsigned int kernels, uint64_t ns, unsigned int updat
 	mps_store_relaxed(&self->replay_ns, self->replay_ns + ns);
 	mps_store_relaxed(&self->replay_updates, self->replay_updates + updates);
 	mps_store_relaxed(&self->replay_update_ns, self->replay_update_ns + update_ns);
+}
+
+bool mps_sched_launch_bound(void)
+{
+	return mps_load_relaxed(&sched.launch_bound);
 }
 
 bool mps_sched_busy(void)

@@ -114,4 +114,11 @@ void mps_sched_note_replay(unsigned int kernels, uint64_t ns, unsigned int updat
  * quarters of the CPUs (each wants one). Sampled every millisecond. */
 bool mps_sched_busy(void);
 
+/* Whether the clients' launches, priced one by one at what a driver launch
+ * costs lately, would take over OPENMPS_REPLAY_DEMAND_PCT (default 75) of
+ * the serving threads' time: the service threads are then the clients'
+ * bottleneck, whether or not CPUs are scarce. Weighed every 20 ms; a high
+ * reading holds for a second. */
+bool mps_sched_launch_bound(void);
+
 #endif

@@ -21,7 +21,8 @@
  *   - the run's kernels' module unloaded and loaded again: a learned run
  *     must not outlive its functions.
  * tests/system/replay.sh runs it with the server replaying always and
- * checks that it did.
+ * checks that it did. T_REPLAY_LOOP_MS=M repeats the first loop for M ms
+ * at least, long enough for a server to weigh its clients' launch demand.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -120,8 +121,13 @@ int main(int argc, char **argv)
 
 	/* The same run, then with scalars changed and buffers switched. */
 	make_steps(st, -1);
-	for (int k = 0; k < ITERS; k++)
-		iteration(s, a, st, RUN, false, "the same run", k);
+	{
+		const char *v = getenv("T_REPLAY_LOOP_MS");
+		double until = t_now() + (v ? atof(v) / 1000 : 0);
+
+		for (int k = 0; k < ITERS || t_now() < until; k++)
+			iteration(s, a, st, RUN, false, "the same run", k);
+	}
 	for (int k = 0; k < ITERS; k++) {
 		make_steps(st, k);
 		iteration(s, k % 3 ? a : b, st, RUN, false, "changed arguments", k);

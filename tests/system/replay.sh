@@ -7,8 +7,11 @@
 # the first two loops go as graph launches: segments of 8 kernels by
 # default (a run of 8 is one), two of 4 kernels a run with
 # OPENMPS_REPLAY_SEGMENT=4, one of the whole run with 0, eight of one with 1. With OPENMPS_REPLAY=0 nothing is
-# replayed and the results are the same; values it cannot read are said in
-# the log and the defaults kept.
+# replayed and the results are the same. With replay as by default (while
+# CPUs are busy or the service threads are launch-bound) and the launch
+# demand's threshold at its lowest (OPENMPS_REPLAY_DEMAND_PCT=1), one
+# client's loop of 0.3 s is launch-bound and replayed. Values it cannot
+# read are said in the log and the defaults kept.
 #
 #   usage: replay.sh BUILD_DIR
 
@@ -42,13 +45,22 @@ replaying 4 120 35
 replaying 0 60 70
 replaying 1 480 10
 
+OPENMPS_REPLAY_DEMAND_PCT=1 start_daemon
+T_REPLAY_LOOP_MS=300 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/demand.out" 2>&1 ||
+	fail "t_replay, launch-bound: $(tail -n 20 "$dir/demand.out")"
+replays=$(metric replays_total)
+[ -n "$replays" ] && [ "$replays" -gt 0 ] || fail "launch-bound at 1%: no graph launch ($replays)"
+[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "launch-bound: $replays graph launches"
+stop_daemon
+
 OPENMPS_REPLAY=0 start_daemon
 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/off.out" 2>&1 ||
 	fail "t_replay, replay off: $(tail -n 20 "$dir/off.out")"
 [ "$(metric replays_total)" = 0 ] || fail "replay off: $(metric replays_total) graph launches"
 stop_daemon
 
-OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 OPENMPS_BUSY_THREADS=two OPENMPS_REPLAY_SEGMENT=257 start_daemon
+OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 OPENMPS_BUSY_THREADS=two OPENMPS_REPLAY_SEGMENT=257 \
+	OPENMPS_REPLAY_DEMAND_PCT=0 start_daemon
 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/bad.out" 2>&1 ||
 	fail "t_replay, OPENMPS_REPLAY=sometimes: $(tail -n 20 "$dir/bad.out")"
 grep -q "ignoring OPENMPS_REPLAY=sometimes (want 0, 1 or always)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
@@ -59,5 +71,7 @@ grep -q "ignoring OPENMPS_BUSY_THREADS=two (want 0..256)" "$CUDA_MPS_LOG_DIRECTO
 	fail "OPENMPS_BUSY_THREADS=two passed in silence"
 grep -q "ignoring OPENMPS_REPLAY_SEGMENT=257 (want 0..256)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
 	fail "OPENMPS_REPLAY_SEGMENT=257 passed in silence"
+grep -q "ignoring OPENMPS_REPLAY_DEMAND_PCT=0 (want 1..100000)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "OPENMPS_REPLAY_DEMAND_PCT=0 passed in silence"
 stop_daemon
 finish
