@@ -35,6 +35,7 @@ enum { OFF, BUSY_ONLY, ALWAYS };
 static int mode = BUSY_ONLY;
 static uint64_t hold_ns = 4000ull * 1000;
 static unsigned int seg_len = SEG_LEN;   /* 0: one graph for the whole run */
+static bool grids_vary;                  /* OPENMPS_REPLAY_GRIDS: a node's grid may change */
 static uint64_t expired, let_go;   /* atomic: holds that ran out, that a launch or message ended */
 
 struct launch {                 /* one launch of a run */
@@ -62,7 +63,7 @@ static const CUlaunchAttribute *attrs_of(const struct launch *l)
  * another): a framework's caching allocator often hands a request one of a
  * few sets of blocks, and a graph whose nodes already hold the set needs no
  * node set at all (each costs 1-1.5 µs). The first executable graph's
- * arguments are the learned run's (exp[i].args). */
+ * arguments and grids are the learned run's (exp[i].args, exp[i].grid). */
 struct seg {
 	unsigned int first, n;
 	CUgraph graph;
@@ -70,6 +71,7 @@ struct seg {
 	struct {
 		CUgraphExec exec;
 		uint8_t *args;
+		uint32_t (*grid)[3];   /* each node's grid, as args */
 	} alt[ALTS];
 	unsigned int nalt;
 };
@@ -117,6 +119,7 @@ void mps_replay_init(void)
 		mps_log_warn("ignoring OPENMPS_REPLAY=%s (want 0, 1 or always)", v);
 	hold_ns = (uint64_t)mps_env_long("OPENMPS_REPLAY_HOLD_US", (long)(hold_ns / 1000), 1, 10 * 1000 * 1000) * 1000;
 	seg_len = (unsigned int)mps_env_long("OPENMPS_REPLAY_SEGMENT", SEG_LEN, 0, RUN_MAX);
+	grids_vary = mps_env_long("OPENMPS_REPLAY_GRIDS", 0, 0, 1) != 0;
 }
 
 bool mps_replay_enabled(void)
@@ -126,10 +129,18 @@ bool mps_replay_enabled(void)
 
 /* The same kernel, configuration and attributes (the arguments may differ:
  * a graph's node takes new ones). */
+/* Whether a and b can be one node of a learned run: the same function,
+ * block, shared memory and attributes, and the same grid unless
+ * OPENMPS_REPLAY_GRIDS=1 makes the grid a node's parameter like its
+ * arguments (set at launch when it differs): a decoder's kernels that walk
+ * its growing cache (a concatenation, an attention over every past token)
+ * may change their grid with every token, which keeps its runs from
+ * matching otherwise. Off by default until measured on a GPU. */
 static bool same_shape(const struct launch *a, const struct launch *b)
 {
 	return a->f == b->f && a->smem == b->smem && a->nattrs == b->nattrs &&
-	       !memcmp(a->grid, b->grid, sizeof(a->grid)) && !memcmp(a->block, b->block, sizeof(a->block)) &&
+	       (grids_vary || !memcmp(a->grid, b->grid, sizeof(a->grid))) &&
+	       !memcmp(a->block, b->block, sizeof(a->block)) &&
 	       (!a->nattrs || !memcmp(attrs_of(a), attrs_of(b), a->nattrs * sizeof(CUlaunchAttribute)));
 }
 
@@ -221,6 +232,7 @@ static void drop_graph(struct mps_replay *rp)
 		for (unsigned int k = 0; k < g->nalt; k++) {
 			mps_drv.cuGraphExecDestroy(g->alt[k].exec);
 			free(g->alt[k].args);
+			free(g->alt[k].grid);
 		}
 		if (g->exec)
 			mps_drv.cuGraphExecDestroy(g->exec);
@@ -331,31 +343,45 @@ static void release_held(struct mps_client *c, struct mps_replay *rp)
 	note_held(c, 0);
 }
 
-/* The nodes of segment g's executable graph v whose arguments differ from
- * this run's. */
-static unsigned int var_diff(const struct mps_replay *rp, const struct seg *g, unsigned int v)
+/* Where segment g's executable graph v keeps node i's grid. */
+static uint32_t *had_grid(struct mps_replay *rp, const struct seg *g, unsigned int v, unsigned int i)
+{
+	return v ? g->alt[v - 1].grid[i - g->first] : rp->exp[i].grid;
+}
+
+/* Whether launch l needs its node set in a graph holding args and grid. */
+static bool node_differs(const struct launch *l, const uint8_t *args, const uint32_t *grid)
+{
+	uint32_t size = l->f->arg_size;
+
+	return (size && memcmp(l->args, args, size) != 0) || memcmp(l->grid, grid, sizeof(l->grid)) != 0;
+}
+
+/* The nodes of segment g's executable graph v whose arguments or grid
+ * differ from this run's. */
+static unsigned int var_diff(struct mps_replay *rp, const struct seg *g, unsigned int v)
 {
 	unsigned int n = 0;
 	uint32_t off = 0;
 
 	for (unsigned int i = g->first; i < g->first + g->n; i++) {
-		uint32_t size = rp->run[i].f->arg_size;
 		const uint8_t *had = v ? g->alt[v - 1].args + off : rp->exp[i].args;
 
-		n += size && memcmp(rp->run[i].args, had, size) != 0;
-		off += size;
+		n += node_differs(&rp->run[i], had, had_grid(rp, g, v, i));
+		off += rp->run[i].f->arg_size;
 	}
 	return n;
 }
 
 /* A new executable graph of segment g (a build from the bucket); its nodes
- * hold the capture's arguments, which it records as unknown (a byte of
- * each flipped) so every node is set before its first launch. Its number,
- * or 0 if none could be made. */
+ * hold the capture's arguments and grids, which it records as unknown (a
+ * byte of each argument flipped, grids of 0) so every node is set before
+ * its first launch. Its number, or 0 if none could be made. */
 static unsigned int var_new(struct mps_replay *rp, struct seg *g)
 {
 	uint32_t bytes = 0;
 	uint8_t *args;
+	uint32_t (*grid)[3];
 	CUgraphExec exec;
 
 	if (g->nalt == ALTS || !g->graph)
@@ -363,14 +389,16 @@ static unsigned int var_new(struct mps_replay *rp, struct seg *g)
 	for (unsigned int i = g->first; i < g->first + g->n; i++)
 		bytes += rp->exp[i].f->arg_size;
 	args = malloc(bytes ? bytes : 1);
-	if (!args)
-		return 0;
-	if (!take_build(rp, mps_now_ns()) || mps_drv.cuGraphInstantiateWithFlags(&exec, g->graph, 0) != CUDA_SUCCESS) {
+	grid = calloc(g->n, sizeof(*grid));
+	if (!args || !grid || !take_build(rp, mps_now_ns()) ||
+	    mps_drv.cuGraphInstantiateWithFlags(&exec, g->graph, 0) != CUDA_SUCCESS) {
 		free(args);
+		free(grid);
 		return 0;
 	}
 	g->alt[g->nalt].exec = exec;
 	g->alt[g->nalt].args = args;
+	g->alt[g->nalt].grid = grid;
 	g->nalt++;
 	for (unsigned int i = g->first, off = 0; i < g->first + g->n; off += rp->run[i].f->arg_size, i++)
 		for (uint32_t b = 0; b < rp->run[i].f->arg_size; b++)
@@ -411,16 +439,19 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg
 	exec = v ? g->alt[v - 1].exec : g->exec;
 	for (unsigned int i = g->first, off = 0; best && i < g->first + g->n && r == CUDA_SUCCESS; i++) {
 		struct launch *now = &rp->run[i];
-		/* Where graph v keeps node i's arguments (as var_diff reads them). */
+		/* Where graph v keeps node i's arguments and grid (as var_diff reads them). */
 		uint8_t *had = v ? g->alt[v - 1].args + off : rp->exp[i].args;
+		uint32_t *grid = had_grid(rp, g, v, i);
 
 		off += now->f->arg_size;
-		if (!now->f->arg_size || !memcmp(now->args, had, now->f->arg_size))
+		if (!node_differs(now, had, grid))
 			continue;
 		node_params(now, rp->st, kp, &p);
 		r = mps_drv.cuGraphExecKernelNodeSetParams_v2(exec, rp->node[i], &p);
-		if (r == CUDA_SUCCESS)
+		if (r == CUDA_SUCCESS) {
 			memcpy(had, now->args, now->f->arg_size);
+			memcpy(grid, now->grid, sizeof(now->grid));
+		}
 		updates++;
 	}
 	t1 = mps_now_ns();

@@ -19,10 +19,12 @@
  * each segment of OPENMPS_REPLAY_SEGMENT launches (default 8; 0: one for
  * the whole run): a chain of kernel nodes in that order, instantiated.
  * Then, while CPUs are scarce (the scheduler's pressure is not "free":
- * replay trades a segment's first kernel's start for CPU) or
- * OPENMPS_REPLAY=always, the launches of a run that matches it so far are
- * held; when a segment's last one comes, nodes whose arguments differ are
- * set, and the segment's graph is launched on the stream (of up to four
+ * replay trades a segment's first kernel's start for CPU), while the
+ * service threads are launch-bound (mps_sched_launch_bound) or with
+ * OPENMPS_REPLAY=always, the launches of a run that matches it so far (the
+ * same functions, grids, blocks, shared memory and attributes in order;
+ * with OPENMPS_REPLAY_GRIDS=1 grids may differ) are held; when a segment's last one
+ * comes, nodes whose arguments or grid differ are set, and the segment's graph is launched on the stream (of up to four
  * executable graphs of it, each with the arguments it last had, the one
  * needing the fewest nodes set; a new one is a build). Segments keep the
  * GPU busy while the client is still making the run's later launches: with
@@ -50,6 +52,8 @@
  * OPENMPS_REPLAY: 0 off; 1 (default) hold while CPUs are busy or the service
  * threads are launch-bound (mps_sched_launch_bound); always.
  * OPENMPS_REPLAY_SEGMENT: launches a graph covers (0: the whole run).
+ * OPENMPS_REPLAY_GRIDS: 1: a node's grid is set like its arguments; 0
+ * (default) a launch with another grid ends the match.
  * Only the client's owner (its service thread) calls these; held_at is read
  * by any thread.
  */

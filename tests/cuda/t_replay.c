@@ -11,6 +11,8 @@
  *     and the buffer switched between two (a replay must set those nodes),
  *     then over three and five buffers in turn (a server may keep a graph
  *     per set of arguments, and must pick the right one);
+ *   - a run whose one kernel's grid grows with each iteration and starts
+ *     over (a replayed node must be given each launch's grid);
  *   - runs that leave the learned one part way (another kernel, another
  *     grid, a launch with an attribute, one launch fewer, one more);
  *   - a run cut short whose last launch stores a flag in mapped host
@@ -34,6 +36,7 @@
 #define N     1024
 #define RUN   8
 #define ITERS 40
+#define GROW_ITERS 32
 
 static CUfunction f_affine, f_iota, f_store;
 static uint64_t rng;
@@ -148,6 +151,37 @@ int main(int argc, char **argv)
 			iteration(s, more[k % 5], st, RUN, false, "five buffers in turn", k);
 		for (int i = 2; i < 5; i++)
 			REQUIRE_CU(cuMemFree(more[i]));
+	}
+
+	/* A growing cache: one step writes the first n elements with a grid of
+	 * n / 128 blocks, n growing by 128 each time and starting over (a
+	 * decoder's kernels over its cache). Its arguments stay the same (its
+	 * bound is the buffer's), only the grid says how far it goes: a server
+	 * that replays the run must give that node each launch's grid, or it
+	 * writes too few elements or too many. */
+	for (int k = 0; k < GROW_ITERS; k++) {
+		uint32_t in[N], want[N], got[N];
+		unsigned int base = 5000;
+		int n = 128 * (1 + k % 8), bound = N;
+		void *iota_args[] = { &a, &base, &bound };
+		char label[64];
+
+		t_fill_u32(in, N, &rng);
+		memcpy(want, in, sizeof(in));
+		REQUIRE_CU(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
+		for (int i = 0; i < RUN; i++) {
+			if (i == 2) {
+				REQUIRE_CU(cuLaunchKernel(f_iota, (unsigned int)n / 128, 1, 1, 128, 1, 1, 0, s, iota_args, NULL));
+				for (int j = 0; j < n; j++)
+					want[j] = base + (uint32_t)j;
+			}
+			REQUIRE_CU(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+			host_affine(want, st[i].mul, st[i].add);
+		}
+		REQUIRE_CU(cuMemcpyDtoHAsync(got, a, sizeof(got), s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		snprintf(label, sizeof(label), "a growing cache, %d elements", n);
+		CMP_U32(got, want, N, label);
 	}
 
 	/* Runs that leave the learned one part way, each between learned ones. */

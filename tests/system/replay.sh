@@ -6,12 +6,15 @@
 # same results, and the server must have replayed: most of the 80 runs of
 # the first two loops go as graph launches: segments of 8 kernels by
 # default (a run of 8 is one), two of 4 kernels a run with
-# OPENMPS_REPLAY_SEGMENT=4, one of the whole run with 0, eight of one with 1. With OPENMPS_REPLAY=0 nothing is
-# replayed and the results are the same. With replay as by default (while
-# CPUs are busy or the service threads are launch-bound) and the launch
-# demand's threshold at its lowest (OPENMPS_REPLAY_DEMAND_PCT=1), one
-# client's loop of 0.3 s is launch-bound and replayed. Values it cannot
-# read are said in the log and the defaults kept.
+# OPENMPS_REPLAY_SEGMENT=4, one of the whole run with 0, eight of one with
+# 1. With OPENMPS_REPLAY=0 nothing is replayed and the results are the
+# same. The runs of a "growing cache", one kernel's grid changing each
+# time, are replayed (their node given each launch's grid) with
+# OPENMPS_REPLAY_GRIDS=1, and the results are still exact. With replay as
+# by default (while CPUs are busy or the service threads are launch-bound)
+# and the launch demand's threshold at its lowest
+# (OPENMPS_REPLAY_DEMAND_PCT=1), one client's loop of 0.3 s is replayed.
+# Values it cannot read are said in the log and the defaults kept.
 #
 #   usage: replay.sh BUILD_DIR
 
@@ -45,6 +48,22 @@ replaying 4 120 35
 replaying 0 60 70
 replaying 1 480 10
 
+# The growing cache's runs (32 of 9 launches, one kernel's grid changing
+# each time) are replayed only where a node's grid may change.
+OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_GRIDS=0 start_daemon
+LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/grids0.out" 2>&1 ||
+	fail "t_replay, grids fixed: $(tail -n 20 "$dir/grids0.out")"
+fixed=$(metric replays_total)
+stop_daemon
+OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_GRIDS=1 start_daemon
+LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/grids1.out" 2>&1 ||
+	fail "t_replay, grids vary: $(tail -n 20 "$dir/grids1.out")"
+varying=$(metric replays_total)
+stop_daemon
+[ -n "$fixed" ] && [ -n "$varying" ] && [ "$varying" -ge $((fixed + 20)) ] ||
+	fail "grids that vary: $varying graph launches against $fixed with grids fixed (want 20 more)"
+[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "graph launches: $varying with grids varying, $fixed fixed"
+
 OPENMPS_REPLAY_DEMAND_PCT=1 start_daemon
 T_REPLAY_LOOP_MS=300 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/demand.out" 2>&1 ||
 	fail "t_replay, launch-bound: $(tail -n 20 "$dir/demand.out")"
@@ -60,7 +79,7 @@ LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/off.out" 2>&1 |
 stop_daemon
 
 OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 OPENMPS_BUSY_THREADS=two OPENMPS_REPLAY_SEGMENT=257 \
-	OPENMPS_REPLAY_DEMAND_PCT=0 start_daemon
+	OPENMPS_REPLAY_DEMAND_PCT=0 OPENMPS_REPLAY_GRIDS=2 start_daemon
 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/bad.out" 2>&1 ||
 	fail "t_replay, OPENMPS_REPLAY=sometimes: $(tail -n 20 "$dir/bad.out")"
 grep -q "ignoring OPENMPS_REPLAY=sometimes (want 0, 1 or always)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
@@ -73,5 +92,7 @@ grep -q "ignoring OPENMPS_REPLAY_SEGMENT=257 (want 0..256)" "$CUDA_MPS_LOG_DIREC
 	fail "OPENMPS_REPLAY_SEGMENT=257 passed in silence"
 grep -q "ignoring OPENMPS_REPLAY_DEMAND_PCT=0 (want 1..100000)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
 	fail "OPENMPS_REPLAY_DEMAND_PCT=0 passed in silence"
+grep -q "ignoring OPENMPS_REPLAY_GRIDS=2 (want 0..1)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "OPENMPS_REPLAY_GRIDS=2 passed in silence"
 stop_daemon
 finish
