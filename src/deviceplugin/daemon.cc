@@ -144,8 +144,13 @@ DpView DpDaemon::look() const
 		v.why = "the daemon lists no device";
 		return v;
 	}
-	/* NAME UUID DEV SMS MEM [clients...] */
-	if (run("vdevice list\n", &out) == 0) {
+	/* NAME UUID DEV SMS MEM [clients...]. A daemon that quits between the
+	 * two commands answers the first and not this: that is no listing,
+	 * not a listing of no slices (vdevices_ok). */
+	if (run("vdevice list\n", &out) != 0) {
+		v.why = "vdevice list: " + out.substr(0, out.find('\n'));
+	} else {
+		v.vdevices_ok = true;
 		std::istringstream vrows(out);
 
 		while (std::getline(vrows, line)) {

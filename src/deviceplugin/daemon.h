@@ -24,7 +24,8 @@ struct DpView {
 	bool up = false;        // the daemon answered
 	bool fault = false;     // a server of it is in a GPU fault
 	std::vector<DpDevice> gpus, vdevices;
-	std::string why;        // when not up: what went wrong
+	bool vdevices_ok = false;  // the slices were listed (vdevices is the list, not a failure)
+	std::string why;        // when not up, or the slices not listed: what went wrong
 };
 
 class DpDaemon {

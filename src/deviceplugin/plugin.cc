@@ -34,8 +34,11 @@ bool DpPlugin::update(const DpView &v)
 
 	std::lock_guard<std::mutex> lk(mu_);
 	/* The daemon down: what was advertised stays, unhealthy (kubelet
-	 * keeps the pods that hold them and places no new ones). */
-	if (!v.up) {
+	 * keeps the pods that hold them and places no new ones). So too when
+	 * slices are advertised and could not be listed: a daemon that quit
+	 * after answering for its GPUs would otherwise make its slices vanish
+	 * instead of turning unhealthy. */
+	if (!v.up || (cfg_.devices != DpConfig::GPUS && !v.vdevices_ok)) {
 		next = ids_;
 		for (auto &e : next)
 			e.second.healthy = false;
