@@ -8,9 +8,11 @@
  * (pynvml in vLLM's memory profiling, PyTorch's NVML-based device count,
  * monitoring agents); here they get the slice the container was given:
  * its UUID, its memory limit as the total and the process's own view of
- * what is free (cuMemGetInfo, as the server accounts it). What openmps
- * cannot answer truthfully (utilisation, temperatures, power, clocks) is
- * NVML_ERROR_NOT_SUPPORTED, never a made-up figure. The kernel driver's
+ * what is free (cuMemGetInfo, as the server accounts it). Utilisation is
+ * the share of time the device's (or slice's) clients' kernels ran, from
+ * the servers' GPU time (utilisation()). What openmps cannot answer
+ * truthfully (temperatures, power, clocks) is NVML_ERROR_NOT_SUPPORTED,
+ * never a made-up figure. The kernel driver's
  * version, which the kernel tells every namespace, is read where it is;
  * the running processes are the daemon's list of the caller's own PID
  * namespace's clients (procs.c).
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda.h>
 
@@ -58,7 +61,15 @@ struct nvmlDevice_st {
 	char uuid[UUID_LEN];
 	char name[NAME_LEN];
 	int pci_domain, pci_bus, pci_device, cc_major, cc_minor;
+	/* Utilisation: the clients' GPU seconds at the last reading (under lock). */
+	uint64_t util_at_ns;
+	double util_gpu_s;
+	unsigned int util_pct;
 };
+
+typedef struct {
+	unsigned int gpu, memory;
+} nvmlUtilization_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
 typedef struct {
@@ -580,6 +591,85 @@ EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t h, uns
 	return no_processes(h, count);
 }
 
+#define UTIL_MIN_NS   (100ull * 1000 * 1000)        /* the shortest period a reading covers */
+#define UTIL_STALE_NS (10ull * 1000 * 1000 * 1000)  /* a reading older than this starts over */
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The seconds the kernels of device d's clients have run (of the clients
+ * the daemon lists to this process, procs.c), or -1. Under lock. */
+static double gpu_seconds(const struct nvmlDevice_st *d)
+{
+	static struct mps_nvml_proc found[MAX_PROCS];
+	double s = 0;
+	int n = mps_nvml_procs(d->uuid, found, MAX_PROCS);
+
+	if (n < 0)
+		return -1;
+	for (int i = 0; i < n && i < MAX_PROCS; i++)
+		s += found[i].gpu_s;
+	return s;
+}
+
+/* NVML's "percent of time over the past sample period during which one or
+ * more kernels was executing": the GPU seconds the device's clients gained
+ * since the last reading (at least 100 ms ago; the first reading of a
+ * process, or one after 10 s, waits 100 ms for its own), over the time
+ * gone, at most 100. The servers sample one launch in 16 for GPU time
+ * (OPENMPS_GPU_TIME_SAMPLE) and count a kernel when it ends; kernels of
+ * clients running at once add up (hence the cap); a client that leaves
+ * takes its seconds with it (the reading then falls, never below 0); a
+ * client using two devices counts on both. Memory utilisation is not
+ * measured: it reads 0. */
+static nvmlReturn_t utilisation(struct nvmlDevice_st *d, nvmlUtilization_t *u)
+{
+	uint64_t t = now_ns();
+	double s = gpu_seconds(d);
+
+	if (s < 0)
+		return NVML_ERROR_NOT_SUPPORTED;   /* no daemon to ask */
+	if (!d->util_at_ns || t - d->util_at_ns > UTIL_STALE_NS) {
+		struct timespec w = { 0, (long)UTIL_MIN_NS };
+
+		d->util_at_ns = t;
+		d->util_gpu_s = s;
+		nanosleep(&w, NULL);
+		t = now_ns();
+		s = gpu_seconds(d);
+		if (s < 0)
+			return NVML_ERROR_NOT_SUPPORTED;
+	}
+	if (t - d->util_at_ns >= UTIL_MIN_NS) {
+		double pct = (s - d->util_gpu_s) * 1e11 / (double)(t - d->util_at_ns);
+
+		d->util_pct = pct <= 0 ? 0 : pct >= 100 ? 100 : (unsigned int)(pct + 0.5);
+		d->util_at_ns = t;
+		d->util_gpu_s = s;
+	}
+	u->gpu = d->util_pct;
+	u->memory = 0;
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtilization_t *u)
+{
+	struct nvmlDevice_st *d;
+	nvmlReturn_t r = take(h, u, &d);
+
+	if (r != NVML_SUCCESS)
+		return r;
+	pthread_mutex_lock(&lock);
+	r = utilisation(d, u);
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
 /* Asked often by monitoring and profiling code; openmps has no truthful
  * answer for them inside a container. */
 #define NOT_SUPPORTED(fn, ...)                                                       \
@@ -588,7 +678,6 @@ EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t h, uns
 		return ready() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED; \
 	}
 
-NOT_SUPPORTED(nvmlDeviceGetUtilizationRates, nvmlDevice_t h, void *u)
 NOT_SUPPORTED(nvmlDeviceGetTemperature, nvmlDevice_t h, int sensor, unsigned int *t)
 NOT_SUPPORTED(nvmlDeviceGetPowerUsage, nvmlDevice_t h, unsigned int *mw)
 NOT_SUPPORTED(nvmlDeviceGetMinorNumber, nvmlDevice_t h, unsigned int *minor)

@@ -11,6 +11,7 @@
  *   openmps_server_vdevice_sms{...,device="D",vdevice="N",uuid="U"}   a slice's
  *   openmps_client_vdevice{server="S",pid="P",...,device="D",vdevice="N"} 1
  *   openmps_client_memory_bytes{server="S",pid="P",...,device="D"} B
+ *   openmps_client_gpu_seconds_total{server="S",pid="P",...} T
  *
  * A GPU lists every client with memory on it (slices' clients too, as NVML
  * lists every process on a GPU); a slice lists the clients that chose it.
@@ -102,6 +103,19 @@ static const char *after(const char *l)
 	return e ? e + 1 : l + strlen(l);
 }
 
+/* The value of family's sample for the client (srv, pid), or 0. */
+static double client_value(const char *text, const char *family, const char *srv, const char *pid)
+{
+	const char *l, *close;
+	char v[16];
+
+	for (l = text; (l = next(l, family, &close)); l = after(l))
+		if (label(l, close, "server", true, v, sizeof(v)) && !strcmp(v, srv) &&
+		    label(l, close, "pid", true, v, sizeof(v)) && !strcmp(v, pid))
+			return strtod(close + 2, NULL);
+	return 0;
+}
+
 int mps_nvml_procs(const char *uuid, struct mps_nvml_proc *out, unsigned int max)
 {
 	char dev[16] = "", vdev[128] = "", v[128], srv[16], pid[16], d[16];
@@ -146,6 +160,7 @@ int mps_nvml_procs(const char *uuid, struct mps_nvml_proc *out, unsigned int max
 		if (n < max) {
 			out[n].pid = (uint32_t)strtoul(pid, NULL, 10);
 			out[n].bytes = strtoull(close + 2, NULL, 10);
+			out[n].gpu_s = client_value(text, "openmps_client_gpu_seconds_total", srv, pid);
 		}
 		n++;
 	}

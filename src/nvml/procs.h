@@ -11,6 +11,7 @@
 struct mps_nvml_proc {
 	uint32_t pid;          /* as the caller's PID namespace knows it */
 	uint64_t bytes;        /* device memory it holds there */
+	double gpu_s;          /* the seconds its kernels ran, on every device (sampled) */
 };
 
 /* The processes on the device whose UUID (GPU-...) is uuid: a GPU, or a

@@ -13,7 +13,8 @@
  *   nvidia-smi -L | --list-gpus       "GPU i: NAME (UUID: GPU-...)"
  *   --query-gpu=F,... --format=csv[,noheader][,nounits]
  *       F: index, name, uuid, pci.bus_id, memory.total, memory.used,
- *          memory.free, driver_version, compute_cap, count
+ *          memory.free, utilization.gpu, utilization.memory, driver_version,
+ *          compute_cap, count
  *   --query-compute-apps=F,... --format=csv[,noheader][,nounits]
  *       F: pid, used_memory (used_gpu_memory), gpu_uuid, gpu_bus_id
  *   -i | --id=I[,I...]                 devices by index or UUID
@@ -46,6 +47,9 @@ typedef struct {
 	unsigned long long mem;
 	unsigned int gi, ci;
 } proc_t;
+typedef struct {
+	unsigned int gpu, memory;
+} util_t;
 
 static struct {
 	int (*init)(void);
@@ -58,6 +62,7 @@ static struct {
 	int (*pci)(dev_t_, pci_t *);
 	int (*cc)(dev_t_, int *, int *);
 	int (*driver)(char *, unsigned int);
+	int (*util)(dev_t_, util_t *);
 	int (*procs)(dev_t_, unsigned int *, proc_t *);
 	const char *(*error)(int);
 } nv;
@@ -68,6 +73,8 @@ struct gpu {
 	char name[96], uuid[96], bus[32], driver[96];
 	mem_t mem;
 	int mem_ok, cc_major, cc_minor, cc_ok;
+	util_t util;
+	int util_asked, util_ok;   /* asked once, when a field needs it */
 };
 
 static struct gpu gpus[MAX_DEVICES];
@@ -94,6 +101,7 @@ static int load(void)
 	*(void **)&nv.cc = dlsym(h, "nvmlDeviceGetCudaComputeCapability");
 	*(void **)&nv.driver = dlsym(h, "nvmlSystemGetDriverVersion");
 	*(void **)&nv.procs = dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
+	*(void **)&nv.util = dlsym(h, "nvmlDeviceGetUtilizationRates");
 	*(void **)&nv.error = dlsym(h, "nvmlErrorString");
 	if (!nv.init || !nv.shutdown || !nv.count || !nv.by_index || !nv.name || !nv.uuid || !nv.memory) {
 		fprintf(stderr, "NVIDIA-SMI has failed: libnvidia-ml.so.1 lacks what it needs.\n");
@@ -187,9 +195,21 @@ static void mib(char *out, size_t len, int ok, unsigned long long bytes)
 		snprintf(out, len, nounits ? "%llu" : "%llu MiB", bytes >> 20);
 }
 
-/* One field of a device for --query-gpu; -1 for a field not known. */
-static int gpu_field(const struct gpu *g, const char *f, char *out, size_t len)
+static void percent(char *out, size_t len, int ok, unsigned int pct)
 {
+	if (!ok)
+		snprintf(out, len, "[N/A]");
+	else
+		snprintf(out, len, nounits ? "%u" : "%u %%", pct);
+}
+
+/* One field of a device for --query-gpu; -1 for a field not known. */
+static int gpu_field(struct gpu *g, const char *f, char *out, size_t len)
+{
+	if (!strncmp(f, "utilization.", 12) && !g->util_asked) {
+		g->util_asked = 1;
+		g->util_ok = nv.util && nv.util(g->h, &g->util) == 0;
+	}
 	if (!strcmp(f, "index"))
 		snprintf(out, len, "%u", g->index);
 	else if (!strcmp(f, "name") || !strcmp(f, "gpu_name"))
@@ -204,6 +224,10 @@ static int gpu_field(const struct gpu *g, const char *f, char *out, size_t len)
 		mib(out, len, g->mem_ok, g->mem.used);
 	else if (!strcmp(f, "memory.free"))
 		mib(out, len, g->mem_ok, g->mem.free);
+	else if (!strcmp(f, "utilization.gpu"))
+		percent(out, len, g->util_ok, g->util.gpu);
+	else if (!strcmp(f, "utilization.memory"))
+		percent(out, len, g->util_ok, g->util.memory);
 	else if (!strcmp(f, "driver_version"))
 		snprintf(out, len, "%s", g->driver);
 	else if (!strcmp(f, "compute_cap"))
@@ -217,6 +241,8 @@ static int gpu_field(const struct gpu *g, const char *f, char *out, size_t len)
 
 static const char *unit_of(const char *f)
 {
+	if (!strncmp(f, "utilization.", 12))
+		return " [%]";
 	return !strncmp(f, "memory.", 7) || !strcmp(f, "used_memory") || !strcmp(f, "used_gpu_memory") ? " [MiB]" : "";
 }
 
@@ -353,7 +379,7 @@ static void usage(FILE *f)
 		   "  nvidia-smi -L, --list-gpus              one line per device\n"
 		   "  nvidia-smi --query-gpu=F,... --format=csv[,noheader][,nounits]\n"
 		   "      F: index, name, uuid, pci.bus_id, memory.total, memory.used, memory.free,\n"
-		   "         driver_version, compute_cap, count\n"
+		   "         utilization.gpu, utilization.memory, driver_version, compute_cap, count\n"
 		   "  nvidia-smi --query-compute-apps=F,... --format=csv[,noheader][,nounits]\n"
 		   "      F: pid, used_memory, gpu_uuid, gpu_bus_id, gpu_name\n"
 		   "  -i, --id=I[,I...]                       devices by index or UUID\n");

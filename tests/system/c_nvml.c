@@ -14,8 +14,10 @@
  *   cuda V R                  nvmlSystemGetCudaDriverVersion's version and answer
  *   driver R TEXT             nvmlSystemGetDriverVersion's answer and text ("-" on an error)
  *   nvmlver R TEXT            nvmlSystemGetNVMLVersion's
+ *   util I R1 R2 GPU MEM      two utilisation readings 0.3 s apart, the second's figures
  *   errors A B C D E F        a bad handle, a short name buffer, an unknown UUID,
- *                             utilisation, the driver's version, memory v2 of a wrong version
+ *                             utilisation into NULL, the driver's version, memory v2 of a
+ *                             wrong version
  *   after     N               a call after the last nvmlShutdown
  *
  * Exit status 0 unless the library or a function could not be found, or
@@ -160,17 +162,27 @@ int main(void)
 		r = CALL(sv_t, "nvmlSystemGetNVMLVersion", text, sizeof(text));
 		printf("nvmlver %d %s\n", r, r ? "-" : text);
 	}
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned int u1[2] = { 0 }, u2[2] = { 0 };
+		dev_t_ h;
+		int r1, r2;
+
+		CALL(hi_t, "nvmlDeviceGetHandleByIndex_v2", i, &h);
+		r1 = CALL(hv_t, "nvmlDeviceGetUtilizationRates", h, u1);
+		usleep(300 * 1000);
+		r2 = CALL(hv_t, "nvmlDeviceGetUtilizationRates", h, u2);
+		printf("util %u %d %d %u %u\n", i, r1, r2, u2[0], u2[1]);
+	}
 	{
 		dev_t_ h0 = NULL, bad = (char *)&n;
 		char small[4];
 		mem2_t old = { .version = 1 };
-		int u[2];
 
 		CALL(hi_t, "nvmlDeviceGetHandleByIndex_v2", 0, &h0);
 		printf("errors %d %d %d %d %d %d\n", CALL(hs_t, "nvmlDeviceGetName", bad, small, 4),
 		       CALL(hs_t, "nvmlDeviceGetName", h0, small, 4),
 		       CALL(hu_t, "nvmlDeviceGetHandleByUUID", "GPU-00000000-0000-0000-0000-000000000000", &bad),
-		       CALL(hv_t, "nvmlDeviceGetUtilizationRates", h0, u),
+		       CALL(hv_t, "nvmlDeviceGetUtilizationRates", h0, NULL),
 		       CALL(sv_t, "nvmlSystemGetDriverVersion", small, 4), CALL(hm2_t, "nvmlDeviceGetMemoryInfo_v2", h0, &old));
 	}
 	CALL(v_t, "nvmlShutdown");

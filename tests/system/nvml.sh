@@ -14,8 +14,10 @@
 #     and what it allocates shows as used;
 #   - calls before nvmlInit and after the last nvmlShutdown are
 #     NVML_ERROR_UNINITIALIZED; a bad handle, a short buffer, an unknown
-#     UUID and a wrong structure version get NVML's errors; what openmps
-#     cannot answer truthfully (utilisation) is NVML_ERROR_NOT_SUPPORTED;
+#     UUID, a NULL answer and a wrong structure version get NVML's errors;
+#   - utilisation is 0 with no work, and more than 0 (at most 100) while a
+#     client's kernels run: the clients' GPU time over the time gone; the
+#     memory figure is not measured (0);
 #   - the running processes are the daemon's clients, a GPU's all of them
 #     and a slice's those that chose it, with the memory each holds;
 #   - the kernel driver's version and NVML's from sysfs or /proc (either
@@ -31,7 +33,7 @@ nvml_lib="$build/lib/nvml"
 mkdir -p "$dir/none"
 run_nvml() { env OPENMPS_NVML_ROOT="$dir/none" "$@" LD_LIBRARY_PATH="$nvml_lib:$build/lib" "$build/tests/system/c_nvml"; }
 
-start_daemon
+OPENMPS_GPU_TIME_SAMPLE=1 start_daemon
 split=$(ui "vdevice split 0 2") || fail "vdevice split: $split"
 v1=$(echo "$split" | awk '$1 == "vgpu0-1" { print $2 }')
 
@@ -49,7 +51,8 @@ grep -q "^dev 0 GPU-[0-9a-f-]\{36\} [0-9]* [0-9]* [0-9]* [0-9]*\.[0-9] [0-9a-f]\
 for i in $(seq 0 $((n - 1))); do
 	grep -q "^byuuid $i$" "$dir/all.out" || fail "device $i not found again by its UUID"
 done
-grep -q "^errors 2 7 6 3 3 2$" "$dir/all.out" || fail "errors: $(grep '^errors' "$dir/all.out")"
+grep -q "^errors 2 7 6 2 3 2$" "$dir/all.out" || fail "errors: $(grep '^errors' "$dir/all.out")"
+grep -q "^util 0 0 0 0 0$" "$dir/all.out" || fail "utilisation with no work: $(grep '^util 0' "$dir/all.out")"
 grep -q "^still 0$" "$dir/all.out" || fail "nvmlInit twice, nvmlShutdown once must leave it initialised"
 grep -q "^after 1$" "$dir/all.out" || fail "a call after the last nvmlShutdown"
 
@@ -96,6 +99,23 @@ for c in A S; do
 	wait "$(cpid "$c")" || fail "client $c failed: $(cat "$dir/$c.out" "$dir/$c.err")"
 done
 
+# Utilisation while a client's kernels run: 20 kernels of 0.1 s each
+# (the stand-in's spin), every launch timed (OPENMPS_GPU_TIME_SAMPLE=1,
+# the daemon's), read once they have begun.
+spins=""
+for _ in $(seq 1 20); do spins="$spins spin:1:32:200000000"; done
+# shellcheck disable=SC2086 # one argument per kernel
+client B init $spins
+wait_for "$dir/B.out" "^spin" 10 || fail "the spinning client did not start: $(cat "$dir/B.err")"
+run_nvml >"$dir/busy.out" 2>&1 || fail "c_nvml (busy): $(cat "$dir/busy.out")"
+# shellcheck disable=SC2046 # the line's fields
+set -- $(grep "^util 0 " "$dir/busy.out")
+[ "$3" = 0 ] && [ "$4" = 0 ] && [ "$5" -gt 0 ] && [ "$5" -le 100 ] && [ "$6" = 0 ] ||
+	fail "utilisation while kernels run: $(grep '^util 0 ' "$dir/busy.out")"
+[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "utilisation while kernels run: $5%"
+kill "$(cpid B)" 2>/dev/null
+wait "$(cpid B)" 2>/dev/null
+
 # The kernel driver's version where the kernel tells it: sysfs's module
 # version first, else /proc/driver/nvidia/version in either module's
 # wording; NVML's version is CUDA's major and it. Nowhere: not supported.
@@ -116,7 +136,7 @@ for r in "r1 580.159.04" "r2 580.95.05" "r3 535.104.05"; do
 	grep -q "^driver 0 $2$" "$dir/$1.out" || fail "driver version from $1: $(grep '^driver' "$dir/$1.out")"
 	grep -q "^nvmlver 0 $cuda_major\.$2$" "$dir/$1.out" ||
 		fail "NVML version from $1 (CUDA $cuda_major): $(grep '^nvmlver' "$dir/$1.out")"
-	grep -q "^errors 2 7 6 3 7 2$" "$dir/$1.out" || fail "a short buffer for the version ($1): $(grep '^errors' "$dir/$1.out")"
+	grep -q "^errors 2 7 6 2 7 2$" "$dir/$1.out" || fail "a short buffer for the version ($1): $(grep '^errors' "$dir/$1.out")"
 done
 
 # The CDI spec puts the library's directory on LD_LIBRARY_PATH.

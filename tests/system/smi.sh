@@ -4,7 +4,7 @@
 # openmps's nvidia-smi (src/smi) through openmps's NVML, as a pod runs it,
 # against the stand-in: -L lists every device as CUDA does; --query-gpu
 # gives the fields scripts ask for in CSV, with and without header and
-# units; --query-compute-apps and the summary list a client holding 8 MiB;
+# units (utilisation as NVIDIA's program writes it, "0 %"); --query-compute-apps and the summary list a client holding 8 MiB;
 # -i picks a device by index or UUID and refuses one that does not exist;
 # an option or field it does not answer is refused with status 2, a query
 # without --format too.
@@ -38,6 +38,11 @@ grep -q "^0, openmps stand-in device 0, $u, 1024 MiB, [0-9]* MiB, 580.159.04, 9.
 [ "$(run_smi --query-gpu=memory.total,count --format=csv,noheader,nounits -i 0)" = "1024, $n" ] ||
 	fail "noheader,nounits -i 0: $(run_smi --query-gpu=memory.total,count --format=csv,noheader,nounits -i 0)"
 [ "$(run_smi --query-gpu=index --format=csv,noheader -i "$u")" = 0 ] || fail "-i by UUID"
+# Utilisation with no work: 0 % (NVML's figure, tests/system/nvml.sh).
+[ "$(run_smi --query-gpu=utilization.gpu,utilization.memory --format=csv -i 0)" = "$(printf 'utilization.gpu [%%], utilization.memory [%%]\n0 %%, 0 %%')" ] ||
+	fail "utilization: $(run_smi --query-gpu=utilization.gpu,utilization.memory --format=csv -i 0)"
+[ "$(run_smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0)" = 0 ] ||
+	fail "utilization, nounits: $(run_smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0)"
 run_smi -L -i 99 >"$dir/i.out" 2>&1; st=$?
 [ $st -eq 6 ] && grep -q "No devices were found matching the identifier 99" "$dir/i.out" ||
 	fail "-i 99: exit $st, $(cat "$dir/i.out")"
