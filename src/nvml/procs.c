@@ -17,6 +17,9 @@
  * lists every process on a GPU); a slice lists the clients that chose it.
  * The command name label comes before device and vdevice and its quotes
  * are escaped, so those are read at their last occurrence in the braces.
+ * Each family is read in one pass and the clients joined by (server, pid)
+ * through sorted keys: a listing costs time in proportion to the text,
+ * not to its square, with hundreds of clients.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -103,23 +106,79 @@ static const char *after(const char *l)
 	return e ? e + 1 : l + strlen(l);
 }
 
-/* The value of family's sample for the client (srv, pid), or 0. */
-static double client_value(const char *text, const char *family, const char *srv, const char *pid)
+/* A client as the samples name it: its server's PID and its own. */
+static bool client_key(const char *l, const char *close, uint64_t *key)
 {
-	const char *l, *close;
-	char v[16];
+	char srv[16], pid[16];
 
-	for (l = text; (l = next(l, family, &close)); l = after(l))
-		if (label(l, close, "server", true, v, sizeof(v)) && !strcmp(v, srv) &&
-		    label(l, close, "pid", true, v, sizeof(v)) && !strcmp(v, pid))
-			return strtod(close + 2, NULL);
-	return 0;
+	if (!label(l, close, "server", true, srv, sizeof(srv)) || !label(l, close, "pid", true, pid, sizeof(pid)))
+		return false;
+	*key = (uint64_t)strtoul(srv, NULL, 10) << 32 | (uint32_t)strtoul(pid, NULL, 10);
+	return true;
+}
+
+struct keyed {
+	uint64_t key;
+	double value;
+};
+
+static int by_key(const void *a, const void *b)
+{
+	uint64_t x = ((const struct keyed *)a)->key, y = ((const struct keyed *)b)->key;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Every sample of family whose labels device and (when vdev is given)
+ * vdevice are dev and vdev, or of any device when dev is NULL: the
+ * client's key and the value, sorted by key (malloc'ed; *n of them), or
+ * NULL when there is none or no memory. One pass over the text. */
+static struct keyed *samples(const char *text, const char *family, const char *dev, const char *vdev, size_t *n)
+{
+	struct keyed *a = NULL;
+	size_t cap = 0;
+	const char *l, *close;
+	char v[128];
+
+	*n = 0;
+	for (l = text; (l = next(l, family, &close)); l = after(l)) {
+		uint64_t key;
+
+		if (!client_key(l, close, &key) ||
+		    (dev && (!label(l, close, "device", false, v, sizeof(v)) || strcmp(v, dev))) ||
+		    (vdev && (!label(l, close, "vdevice", false, v, sizeof(v)) || strcmp(v, vdev))))
+			continue;
+		if (*n == cap) {
+			struct keyed *b = realloc(a, (cap = cap ? 2 * cap : 64) * sizeof(*a));
+
+			if (!b) {
+				free(a);
+				*n = 0;
+				return NULL;
+			}
+			a = b;
+		}
+		a[*n].key = key;
+		a[(*n)++].value = strtod(close + 2, NULL);
+	}
+	if (*n)
+		qsort(a, *n, sizeof(*a), by_key);
+	return a;
+}
+
+static const struct keyed *find(const struct keyed *a, size_t n, uint64_t key)
+{
+	struct keyed k = { .key = key };
+
+	return n ? bsearch(&k, a, n, sizeof(*a), by_key) : NULL;
 }
 
 int mps_nvml_procs(const char *uuid, struct mps_nvml_proc *out, unsigned int max)
 {
-	char dev[16] = "", vdev[128] = "", v[128], srv[16], pid[16], d[16];
+	char dev[16] = "", vdev[128] = "", v[128], d[16];
 	char *text = metrics();
+	struct keyed *chose = NULL, *gpu = NULL;
+	size_t nchose = 0, ngpu = 0;
 	const char *l, *close;
 	unsigned int n = 0;
 
@@ -140,30 +199,26 @@ int mps_nvml_procs(const char *uuid, struct mps_nvml_proc *out, unsigned int max
 		free(text);
 		return 0;   /* no client has used it */
 	}
+	/* A slice's clients are those that chose it (their vdevice samples). */
+	if (vdev[0])
+		chose = samples(text, "openmps_client_vdevice", dev, vdev, &nchose);
+	gpu = samples(text, "openmps_client_gpu_seconds_total", NULL, NULL, &ngpu);
 	for (l = text; (l = next(l, "openmps_client_memory_bytes", &close)); l = after(l)) {
-		if (!label(l, close, "server", true, srv, sizeof(srv)) || !label(l, close, "pid", true, pid, sizeof(pid)) ||
-		    !label(l, close, "device", false, d, sizeof(d)) || strcmp(d, dev))
-			continue;
-		if (vdev[0]) {
-			/* A slice's: the client chose it (its vdevice sample). */
-			const char *m, *mc;
-			bool chose = false;
+		const struct keyed *g;
+		uint64_t key;
 
-			for (m = text; !chose && (m = next(m, "openmps_client_vdevice", &mc)); m = after(m))
-				chose = label(m, mc, "server", true, v, sizeof(v)) && !strcmp(v, srv) &&
-					label(m, mc, "pid", true, v, sizeof(v)) && !strcmp(v, pid) &&
-					label(m, mc, "device", false, v, sizeof(v)) && !strcmp(v, dev) &&
-					label(m, mc, "vdevice", false, v, sizeof(v)) && !strcmp(v, vdev);
-			if (!chose)
-				continue;
-		}
+		if (!client_key(l, close, &key) || !label(l, close, "device", false, d, sizeof(d)) || strcmp(d, dev) ||
+		    (vdev[0] && !find(chose, nchose, key)))
+			continue;
 		if (n < max) {
-			out[n].pid = (uint32_t)strtoul(pid, NULL, 10);
+			out[n].pid = (uint32_t)key;
 			out[n].bytes = strtoull(close + 2, NULL, 10);
-			out[n].gpu_s = client_value(text, "openmps_client_gpu_seconds_total", srv, pid);
+			out[n].gpu_s = (g = find(gpu, ngpu, key)) ? g->value : 0;
 		}
 		n++;
 	}
+	free(chose);
+	free(gpu);
 	free(text);
 	return (int)n;
 }
