@@ -438,6 +438,8 @@ void mps__ctx_forget(struct mps_ctx *ctx);
 
 /* memcpy, spread over a few threads when it is large (pcopy.c). */
 void mps__pcopy(void *dst, const void *src, size_t n);
+/* pwrite of n bytes of src to fd at off, the same way; 0 or -errno. */
+int mps__pwrite_parallel(int fd, const void *src, off_t off, size_t n);
 
 /* A stream known to have finished everything sent to it (stream.c): after
  * a reply that the stream's work had to be done for (a synchronize, a copy

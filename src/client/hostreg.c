@@ -46,7 +46,7 @@
 #include "common/sock.h"
 #include "common/wire.h"
 
-#define PARALLEL_MIN (1u << 20)   /* pages worth copying through a mapping, by several threads */
+#define PARALLEL_MIN (1u << 20)   /* pages worth writing by several threads */
 #define KNOWN_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | \
 		     CU_MEMHOSTREGISTER_READ_ONLY)
 
@@ -108,11 +108,12 @@ static int write_pages(int fd, const uint8_t *start, size_t from, size_t to)
 }
 
 /* The pages [start, start + len) moved into a new sealed memfd mapped over
- * them; its fd, or -1. The pages wholly inside the program's buffer [user,
- * user + ulen) are copied by the parallel memcpy (pcopy.c) through a
- * mapping of the memfd, so that several cores fill new pages at once (one
- * fills 256 MiB in about 140 ms); the partial pages at either end go
- * through the kernel (write_pages). */
+ * them; its fd, or -1. The kernel fills the memfd's new pages from the
+ * program's: those wholly inside the program's buffer [user, user + ulen)
+ * by several threads at once (pcopy.c; written whole, a new page is neither
+ * faulted in nor zeroed first, which made a copy through a mapping twice
+ * as slow), the partial pages at either end from the calling thread
+ * (write_pages). */
 static int move_pages(uint8_t *start, size_t len, const uint8_t *user, size_t ulen)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -125,12 +126,8 @@ static int move_pages(uint8_t *start, size_t len, const uint8_t *user, size_t ul
 	if (ftruncate(fd, (off_t)len) < 0)
 		goto fail;
 	if (hi > lo && hi - lo >= PARALLEL_MIN) {
-		void *to = mmap(NULL, hi - lo, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)lo);
-
-		if (to == MAP_FAILED)
+		if (mps__pwrite_parallel(fd, start + lo, (off_t)lo, hi - lo) < 0)
 			goto fail;
-		mps__pcopy(to, start + lo, hi - lo);
-		munmap(to, hi - lo);
 	} else {
 		lo = hi = 0;
 	}

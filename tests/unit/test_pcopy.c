@@ -4,12 +4,16 @@
  * threads forced on whatever machine runs it: every byte of copies of many
  * sizes — odd ones especially, around the parallel threshold and the
  * slicing boundaries — must arrive, and no byte beyond the end may be
- * touched.
+ * touched. The same for mps__pwrite_parallel into a memfd at an offset
+ * (whole and partial pages), and a write to a descriptor that is not open
+ * must give its error.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +56,31 @@ static int run(const char *threads)
 			CHECK(end == off + n + 64 || end == max, "%zu bytes: wrote past the end (byte %zu)", n, end - off);
 		}
 	}
+	/* Into a file: each size at an offset of a page and a few bytes, read
+	 * back; the bytes before and after stay zero. */
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t n = sizes[k];
+		off_t at = 4096 + (off_t)(k % 3) * 8;
+		int fd = memfd_create("test_pcopy", MFD_CLOEXEC);
+		size_t got;
+
+		CHECK(fd >= 0 && ftruncate(fd, (off_t)max + 8192) == 0, "memfd: %s", strerror(errno));
+		if (fd < 0)
+			break;
+		CHECK(mps__pwrite_parallel(fd, src, at, n) == 0, "pwrite of %zu bytes at %lld", n, (long long)at);
+		memset(dst, 0xee, max);
+		got = (size_t)pread(fd, dst, n + 64, at - 64);
+		CHECK(got == n + 64, "read back %zu of %zu bytes", got, n + 64);
+		for (size_t i = 0; i < 64; i++)
+			CHECK(!dst[i], "%zu bytes: byte %zu before the offset written", n, i);
+		CHECK(!memcmp(dst + 64, src, n), "%zu bytes at %lld: not what was written", n, (long long)at);
+		got = (size_t)pread(fd, dst, 64, at + (off_t)n);
+		CHECK(got == 64, "read after: %zu", got);
+		for (size_t i = 0; i < 64; i++)
+			CHECK(!dst[i], "%zu bytes: byte %zu past the end written", n, i);
+		close(fd);
+	}
+	CHECK(mps__pwrite_parallel(-1, src, 0, 4 * 1048576) == -EBADF, "a bad descriptor's error");
 	free(src);
 	free(dst);
 	return check_failures() ? 1 : 0;
