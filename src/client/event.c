@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "client/api.h"
+#include "client/capture.h"
 #include "client/client.h"
 
 #define EVENT_BUCKETS 1024u
@@ -136,7 +137,18 @@ static CUresult record(CUevent e, CUstream s, unsigned int flags, bool pt)
 	if (r != CUDA_SUCCESS)
 		return r;
 	q.event = ev->handle;
-	return mps__post(MPS_OP_EVENT_RECORD, ctx, &q.hdr, sizeof(q), NULL, 0);
+	r = mps__post(MPS_OP_EVENT_RECORD, ctx, &q.hdr, sizeof(q), NULL, 0);
+	if (r == CUDA_SUCCESS && (ev->flags & CU_EVENT_INTERPROCESS) && !mps__capture_active()) {
+		/* Another process may wait for this record as soon as we
+		 * return (its handle passed by a pipe, a queue): the record must
+		 * be in the server by then, not still in our ring behind other
+		 * work. A query, which the server answers after the record, is
+		 * the round trip that makes sure; its answer is not the
+		 * record's. (While a capture is going the record may be a node,
+		 * run when the graph runs, and a query could disturb it.) */
+		(void)mps__call_handle(MPS_OP_EVENT_QUERY, 0, ev->handle);
+	}
+	return r;
 }
 
 static CUresult event_record(CUevent e, CUstream s) { return record(e, s, 0, false); }

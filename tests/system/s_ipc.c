@@ -2,8 +2,10 @@
 /*
  * Interprocess memory and event handles between two client processes: an
  * exporter writes a pattern, runs a kernel over it and records an
- * interprocess event; an importer opens both handles, waits for the event
- * on its own stream, checks the kernel's result and writes a second
+ * interprocess event (behind a backlog of 20,000 launches); an importer
+ * opens both handles, waits for the event on its own stream as soon as the
+ * exporter's cuEventRecord has returned, checks the kernel's result and
+ * writes a second
  * pattern, which the exporter then sees. The exporter frees its memory and
  * destroys its event while the importer still has them open: the memory
  * stays readable until the importer closes it. Also the errors: opening a
@@ -22,6 +24,7 @@
 #include "../cuda/common.h"
 
 #define WORDS (1u << 20)   /* 4 MiB */
+#define BACKLOG 20000
 
 struct shared {
 	CUipcMemHandle mem;
@@ -70,6 +73,7 @@ static int exporter(int to, int from)
 	REQUIRE_CU(cuEventCreate(&plain, CU_EVENT_DEFAULT));
 	t_fill_u32(in, WORDS, &rng);
 	REQUIRE_CU(cuMemcpyHtoD(a, in, WORDS * 4));
+	put(to, in, WORDS * 4);   /* ahead, so that the handles find the importer waiting */
 	REQUIRE_CU(cuIpcGetMemHandle(&sh.mem, a));
 	REQUIRE_CU(cuIpcGetEventHandle(&sh.ev, ev));
 	{
@@ -87,11 +91,19 @@ static int exporter(int to, int from)
 		CHECK(r != CUDA_SUCCESS, "a handle opened in the process that made it");
 		printf("s_ipc: opening one's own handle: %s\n", t_errname(r));
 	}
-	/* A slow kernel, then the event: the importer must wait for it. */
+	/* A slow kernel, then the event: the importer must wait for it. A
+	 * backlog of launches ahead of them, so that a server still working
+	 * through this process's queue when the importer waits would let it
+	 * wait for an event not yet recorded there. */
+	{
+		CUfunction empty = t_func(t_module(), "empty");
+
+		for (int k = 0; k < BACKLOG; k++)
+			REQUIRE_CU(t_launch(empty, 1, 1, s, NULL));
+	}
 	REQUIRE_CU(t_launch(t_func(t_module(), "affine_u32"), WORDS / 256, 256, s, args));
 	REQUIRE_CU(cuEventRecord(ev, s));
 	put(to, &sh, sizeof(sh));
-	put(to, in, WORDS * 4);
 
 	get(from, &c, 1);   /* the importer checked and wrote its pattern */
 	REQUIRE_CU(cuMemcpyDtoH(out, a, 4096));
@@ -123,10 +135,10 @@ static int importer(int to, int from)
 	REQUIRE(want && out, "malloc");
 	t_primary(t_device());
 	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	get(from, &sh, sizeof(sh));
 	get(from, want, WORDS * 4);
 	for (uint32_t i = 0; i < WORDS; i++)
 		want[i] = want[i] * 3 + 1;
+	get(from, &sh, sizeof(sh));
 	memset(&junk, 0x77, sizeof(junk));
 	CHECK(cuIpcOpenMemHandle(&junk_p, junk, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != CUDA_SUCCESS,
 	      "a handle of 0x77 bytes opened");
