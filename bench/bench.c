@@ -151,3 +151,32 @@ double b_median(double *v, int n)
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+int b_start_children(int nproc, void (*child)(int go, int out, void *arg), void *arg)
+{
+	int go[2], res[2];
+
+	if (pipe(go) < 0 || pipe(res) < 0)
+		b_die("pipe");
+	for (int i = 0; i < nproc; i++) {
+		pid_t p = fork();
+
+		if (p < 0)
+			b_die("fork");
+		if (p == 0) {
+			close(go[1]);
+			close(res[0]);
+			child(go[0], res[1], arg);
+			exit(0);
+		}
+	}
+	close(go[0]);
+	close(res[1]);
+	/* Give every child time to connect and warm up, then start them all. */
+	sleep(1);
+	for (int i = 0; i < nproc; i++)
+		if (write(go[1], "g", 1) != 1)
+			b_die("cannot start the children");
+	close(go[1]);
+	return res[0];
+}

@@ -48,6 +48,12 @@ void b_touch(const char *path);
 /* Waits until path exists, polling every 50 µs; exits 3 after timeout_s. */
 void b_wait_file(const char *path, double timeout_s);
 
+/* Forks nproc children that each run child(go, out, arg) (then exit 0):
+ * go is the read end of the starting gun, one byte for each child once
+ * all have had a second to set up (the child reads it to start), out the
+ * write end of the results pipe. Returns the results pipe's read end. */
+int b_start_children(int nproc, void (*child)(int go, int out, void *arg), void *arg);
+
 /* Median of n values (sorts them in place). */
 double b_median(double *v, int n);
 

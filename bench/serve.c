@@ -82,8 +82,17 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void child(int go, int out, int lat_fd, double seconds, int launches)
+struct job {
+	int lat_fd;
+	double seconds;
+	int launches;
+};
+
+static void child(int go, int out, void *arg)
 {
+	const struct job *job = arg;
+	int lat_fd = job->lat_fd, launches = job->launches;
+	double seconds = job->seconds;
 	CUcontext ctx;
 	CUmodule mod;
 	CUfunction saxpy;
@@ -130,7 +139,7 @@ static void child(int go, int out, int lat_fd, double seconds, int launches)
 
 int main(int argc, char **argv)
 {
-	int nproc = argc > 1 ? atoi(argv[1]) : 1, go[2], res[2], failed = 0;
+	int nproc = argc > 1 ? atoi(argv[1]) : 1, res, failed = 0;
 	double seconds = argc > 2 ? atof(argv[2]) : 2.0, rate = 0, min = 0, cpu = 0, reqs = 0;
 	int launches = argc > 3 ? atoi(argv[3]) : 14;
 	double *all = NULL;
@@ -146,29 +155,11 @@ int main(int argc, char **argv)
 	/* One file for every child's latencies: each write appends whole. */
 	if (fcntl(lat_fd, F_SETFL, O_APPEND) < 0)
 		b_die("fcntl");
-	if (pipe(go) < 0 || pipe(res) < 0)
-		b_die("pipe");
-	for (int i = 0; i < nproc; i++) {
-		pid_t p = fork();
-
-		if (p < 0)
-			b_die("fork");
-		if (p == 0) {
-			close(go[1]);
-			close(res[0]);
-			child(go[0], res[1], lat_fd, seconds, launches);
-		}
-	}
-	close(go[0]);
-	close(res[1]);
-	sleep(1);
-	for (int i = 0; i < nproc; i++)
-		if (write(go[1], "g", 1) != 1)
-			b_die("cannot start the children");
+	res = b_start_children(nproc, child, &(struct job){ lat_fd, seconds, launches });
 	for (int i = 0; i < nproc; i++) {
 		struct report r;
 
-		if (read(res[0], &r, sizeof(r)) != sizeof(r)) {
+		if (read(res, &r, sizeof(r)) != sizeof(r)) {
 			failed++;
 			continue;
 		}

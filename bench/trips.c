@@ -21,8 +21,16 @@
 
 #include "bench.h"
 
-static void child(int go, int out, double seconds, size_t bytes)
+struct job {
+	double seconds;
+	size_t bytes;
+};
+
+static void child(int go, int out, void *arg)
 {
+	const struct job *job = arg;
+	double seconds = job->seconds;
+	size_t bytes = job->bytes;
 	CUcontext ctx;
 	CUdeviceptr d;
 	char buf[4096] = { 1, 2, 3, 4 }, c;
@@ -53,36 +61,17 @@ static void child(int go, int out, double seconds, size_t bytes)
 
 int main(int argc, char **argv)
 {
-	int nproc = argc > 1 ? atoi(argv[1]) : 1, go[2], res[2], failed = 0;
+	int nproc = argc > 1 ? atoi(argv[1]) : 1, res, failed = 0;
 	double seconds = argc > 2 ? atof(argv[2]) : 2.0, total = 0, min = 0;
 	size_t bytes = argc > 3 ? (size_t)atol(argv[3]) : 4;
 
 	if (nproc < 1 || nproc > 4096 || seconds <= 0 || bytes < 1 || bytes > 4096)
 		b_die("usage: trips NPROC SECONDS [BYTES <= 4096]");
-	if (pipe(go) < 0 || pipe(res) < 0)
-		b_die("pipe");
-	for (int i = 0; i < nproc; i++) {
-		pid_t p = fork();
-
-		if (p < 0)
-			b_die("fork");
-		if (p == 0) {
-			close(go[1]);
-			close(res[0]);
-			child(go[0], res[1], seconds, bytes);
-		}
-	}
-	close(go[0]);
-	close(res[1]);
-	/* Give every child time to connect and warm up, then start them all. */
-	sleep(1);
-	for (int i = 0; i < nproc; i++)
-		if (write(go[1], "g", 1) != 1)
-			b_die("cannot start the children");
+	res = b_start_children(nproc, child, &(struct job){ seconds, bytes });
 	for (int i = 0; i < nproc; i++) {
 		double r;
 
-		if (read(res[0], &r, sizeof(r)) != sizeof(r)) {
+		if (read(res, &r, sizeof(r)) != sizeof(r)) {
 			failed++;
 			continue;
 		}
