@@ -513,11 +513,12 @@ typedef struct {
 
 #define MAX_PROCS 1024
 
+static struct mps_nvml_proc found[MAX_PROCS];   /* the daemon's last list (under lock) */
+
 /* The processes on device h as the daemon lists them to this process (its
  * own PID namespace's: a pod's own), as v1 or v2 records. */
 static nvmlReturn_t processes(nvmlDevice_t h, unsigned int *count, void *infos, int version)
 {
-	static struct mps_nvml_proc found[MAX_PROCS];   /* under lock */
 	struct nvmlDevice_st *d;
 	nvmlReturn_t r = take(h, count, &d);
 	int n;
@@ -606,7 +607,6 @@ static uint64_t now_ns(void)
  * the daemon lists to this process, procs.c), or -1. Under lock. */
 static double gpu_seconds(const struct nvmlDevice_st *d)
 {
-	static struct mps_nvml_proc found[MAX_PROCS];
 	double s = 0;
 	int n = mps_nvml_procs(d->uuid, found, MAX_PROCS);
 

@@ -243,6 +243,15 @@ static void count_active(uint64_t now)
 	mps_store_relaxed(&sched.active, n);
 }
 
+/* Whether a reading is high now or was less than DEMAND_HOLD_NS ago (*at:
+ * when it last was, 0 never; updated). */
+static bool held_high(uint64_t *at, bool high, uint64_t now)
+{
+	if (high)
+		*at = now;
+	return *at && now - *at < DEMAND_HOLD_NS;
+}
+
 /* Weighs the launch demand every DEMAND_NS (under sample_lock): the
  * kernels the clients launched, whether one by one or replayed, priced at
  * what a driver launch cost lately, against the CPU time of the threads
@@ -285,13 +294,8 @@ static void weigh_demand(uint64_t now)
 		heavy = sched.launch_cost_ns && sched.busy_threads &&
 			dl * sched.launch_cost_ns * 100 > (uint64_t)sched.demand_pct * sched.busy_threads * dt;
 	}
-	if (high)
-		sched.demand_high_ns = now;
-	if (heavy)
-		sched.heavy_ns = now;
-	mps_store_relaxed(&sched.launch_heavy, sched.heavy_ns && now - sched.heavy_ns < DEMAND_HOLD_NS);
-	mps_store_relaxed(&sched.launch_bound,
-			  sched.demand_high_ns && now - sched.demand_high_ns < DEMAND_HOLD_NS);
+	mps_store_relaxed(&sched.launch_bound, held_high(&sched.demand_high_ns, high, now));
+	mps_store_relaxed(&sched.launch_heavy, held_high(&sched.heavy_ns, heavy, now));
 	sched.demand_at_ns = now;
 	sched.kernels_seen = kernels;
 	sched.launches_seen = launches;
