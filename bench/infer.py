@@ -503,7 +503,7 @@ class Probe:
         return d
 
     METRICS = ("calls", "round_trips", "service_cpu_seconds", "serving_seconds", "launch_seconds", "launches",
-               "turns", "wakeups", "replayed_kernels", "replay_holds_ended", "replay_seconds", "replay_node_updates", "replay_update_seconds",
+               "turns", "wakeups", "replayed_kernels", "replay_holds_ended", "replay_chunks", "replay_seconds", "replay_node_updates", "replay_update_seconds",
                "poll_seconds", "op_calls",
                "op_seconds")
 
@@ -552,6 +552,9 @@ class Probe:
                     name = key[len("op_seconds_"):]
                     ops.append((delta(key) * 1e6 / requests, (delta("op_calls_" + name) or 0) / requests, name))
             out["top_ops"] = ", ".join(f"{name} {n:.2g}x {us:.1f}" for us, n, name in sorted(ops, reverse=True)[:8])
+            runs = [(k[len("replay_chunks_"):], delta(k)) for k in b["m"] if k.startswith("replay_chunks_")]
+            if any(n for _, n in runs):
+                out["replay_chunks"] = ", ".join(f"{why} {n / requests:.3g}" for why, n in runs if n)
             if delta("replay_holds_ended_time") is not None:
                 out["holds_expired_per_req"] = round(delta("replay_holds_ended_time") / requests, 3)
                 out["holds_let_go_per_req"] = round(delta("replay_holds_ended_other") / requests, 3)
@@ -829,7 +832,7 @@ TSV_FIELDS = ("kind", "model", "n", "mode", "status", "rps", "p50_us", "p99_us",
               "ran", "failed", "refused", "wrong", "warning", "error", "items", "user_pct", "sys_pct",
               "server_us_per_req", "server_cpu_pct", "calls_per_req", "trips_per_req", "answer0",
               "client_us_per_req", "client_sys_us_per_req", "preempted_per_req", "slept_per_req") + SERVE_FIELDS + (
-                  "top_ops", "waited_us_per_req", "waits")
+                  "top_ops", "replay_chunks", "waited_us_per_req", "waits")
 NUM_FIELDS = ("rps", "p50_us", "p99_us", "value", "user_pct", "sys_pct", "server_us_per_req", "server_cpu_pct",
               "calls_per_req", "trips_per_req", "client_us_per_req", "client_sys_us_per_req", "preempted_per_req",
               "slept_per_req", "waited_us_per_req") + SERVE_FIELDS
@@ -1042,6 +1045,14 @@ def serve_table(recs):
     for model, n in cells_sorted:
         if cells[(model, n)].get("top_ops"):
             out.append(f"| {model} | {n} | {cells[(model, n)]['top_ops']} |")
+    # What became of its chunks of launches (replay.h), by outcome, per request.
+    ran = [(m, n) for m, n in cells_sorted if cells[(m, n)].get("replay_chunks")]
+    if ran:
+        out.append("")
+        out.append("| model | N | chunks of launches per request, by outcome |")
+        out.append("|---|---:|---|")
+        for model, n in ran:
+            out.append(f"| {model} | {n} | {cells[(model, n)]['replay_chunks']} |")
     # What a request waited for replies, as the client counted (INFER_CALL_STATS=1).
     waited = [(m, n) for m, n in cells_sorted if cells[(m, n)].get("waits")]
     if waited:

@@ -1013,6 +1013,9 @@ static const struct {
 	  "Client threads those looks woke (a store the GPU made into a word a client slept on)." },
 	{ "openmps_server_replay_holds_ended_total", "counter",
 	  "Held launches let go one by one: the hold time ran out (time) or the run left the learned one (other)." },
+	{ "openmps_server_replay_chunks_total", "counter",
+	  "Chunks of clients' runs of launches by what became of them: new (kept), seen (a kept one), too_long "
+	  "(a launch too large to hold), and kept chunks dropped, built into graphs, or unbuilt." },
 	{ "openmps_server_memory_bytes", "gauge", "Device memory a server's clients hold, by device." },
 	{ "openmps_server_streams", "gauge", "Driver streams a server holds, by device." },
 	{ "openmps_server_streams_peak", "gauge",

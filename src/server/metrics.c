@@ -73,7 +73,8 @@ int mps_metrics_write(int fd)
 {
 	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 }, ops = 0, trips = 0;
 	struct mps_sched_stats ss;
-	uint64_t expired, let_go, looks, gpu_wakes;
+	struct mps_replay_counts rc;
+	uint64_t looks, gpu_wakes;
 	char comm[160];
 	int server = (int)getpid(), n = 0;
 	FILE *f;
@@ -181,11 +182,22 @@ int mps_metrics_write(int fd)
 	fprintf(f, "openmps_server_gpu_sleeper_looks_total{server=\"%d\"} %llu\n", server, (unsigned long long)looks);
 	fprintf(f, "openmps_server_gpu_sleeper_wakes_total{server=\"%d\"} %llu\n", server,
 		(unsigned long long)gpu_wakes);
-	mps_replay_stats(&expired, &let_go);
+	mps_replay_stats(&rc);
 	fprintf(f, "openmps_server_replay_holds_ended_total{server=\"%d\",why=\"time\"} %llu\n", server,
-		(unsigned long long)expired);
+		(unsigned long long)rc.expired);
 	fprintf(f, "openmps_server_replay_holds_ended_total{server=\"%d\",why=\"other\"} %llu\n", server,
-		(unsigned long long)let_go);
+		(unsigned long long)rc.let_go);
+	{
+		const struct { const char *why; uint64_t n; } runs[] = {
+			{ "new", rc.learned }, { "seen", rc.seen }, { "too_long", rc.too_long },
+			{ "dropped", rc.dropped }, { "built", rc.built },
+			{ "unbuilt", rc.unbuilt },
+		};
+
+		for (unsigned int i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)
+			fprintf(f, "openmps_server_replay_chunks_total{server=\"%d\",why=\"%s\"} %llu\n", server,
+				runs[i].why, (unsigned long long)runs[i].n);
+	}
 	for (int d = 0; d < mps_srv.ndev; d++) {
 		fprintf(f, "openmps_server_memory_bytes{server=\"%d\",device=\"%d\"} %llu\n", server, d,
 			(unsigned long long)dev_bytes[d]);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * See replay.h. State per client (struct mps_replay, made at its first
- * plain launch): the run under way (launches recorded with their argument
- * bytes, some of them held), the learned run and its graph, with the
- * arguments each node was last given.
+ * plain launch): the chunk under way (launches recorded with their
+ * argument bytes, some of them held), and the chunks kept, each with its
+ * graph once seen twice and the arguments each node was last given.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,29 +21,39 @@
 #include "server/server.h"
 #include "server/smshare.h"
 
-#define RUN_MIN      4    /* shorter runs save too little to hold */
-#define RUN_MAX      256  /* a small model's forward pass */
+#define CHUNK_MIN    8    /* launches a chunk has before it may end (content-defined chunks) ... */
+#define CHUNK_DIV    4    /* ... then it ends after a launch whose shape hashes to 0 modulo this ... */
+#define CHUNK_MAX    32   /* ... or at this many */
+#define LEARN_MIN    2    /* a chunk of one saves nothing (a graph launch costs what a launch does) */
+#define RUN_MAX      1024 /* launches a chunk may have when a whole run is one (OPENMPS_REPLAY_SEGMENT=0) */
+#define SEGS         128  /* chunks a client's server keeps */
 #define BUILDS_BURST 32   /* graphs a client may build at once ... */
-#define BUILD_EVERY_NS (100ull * 1000 * 1000)   /* ... and one more each this long */
-#define LAUNCH_ARGS  4096         /* a launch with more argument bytes ends replay for its run */
-#define RUN_BYTES    (256u << 10) /* nor may a run's arguments pass this: what a client can make us keep */
-#define ALTS         3            /* executable graphs kept besides the first, for other arguments */
-#define SEG_LEN      8            /* launches a graph of the learned run covers (OPENMPS_REPLAY_SEGMENT) */
+#define BUILD_EVERY_NS (20ull * 1000 * 1000)    /* ... and one more each this long */
+#define LAUNCH_ARGS  4096         /* a launch with more argument bytes ends its chunk's replay */
+#define RUN_BYTES    (256u << 10) /* nor may a chunk's arguments pass this ... */
+#define KEEP_BYTES   (2u << 20)   /* ... nor the kept chunks' (their graphs' copies too): what a client can make us keep */
+#define EXECS        256          /* executable graphs of a client's kept chunks (OPENMPS_REPLAY_EXECS) */
+#define ALTS         3            /* executable graphs kept besides the first, for other arguments ... */
+#define ALTS_MAX     15           /* ... (OPENMPS_REPLAY_ALTS) at most */
+#define SEG_MAX      256          /* OPENMPS_REPLAY_SEGMENT's most */
 
 enum { OFF, BUSY_ONLY, ALWAYS };
 
 static int mode = BUSY_ONLY;
 static uint64_t hold_ns = 4000ull * 1000;
-static unsigned int seg_len = SEG_LEN;   /* 0: one graph for the whole run */
-static bool grids_vary;                  /* OPENMPS_REPLAY_GRIDS: a node's grid may change */
-static uint64_t expired, let_go;   /* atomic: holds that ran out, that a launch or message ended */
+static unsigned int seg_len;             /* OPENMPS_REPLAY_SEGMENT: chunks of this many; 0: a run; unset: by content */
+static bool by_content = true;
+static bool grids_vary = true;           /* OPENMPS_REPLAY_GRIDS: a node's grid may change */
+static unsigned int alts = ALTS;
+static unsigned int execs_max = EXECS;
+static struct mps_replay_counts counts;  /* atomic each */
 
-struct launch {                 /* one launch of a run */
+struct launch {                 /* one launch of a chunk */
 	struct mps_sfunc *f;
 	uint32_t grid[3], block[3], smem;
 	uint32_t nattrs;
 	uint8_t *args;              /* f->arg_size bytes, then (8-aligned) nattrs CUlaunchAttribute */
-	uint32_t cap;
+	uint32_t cap;               /* 0: args lie in a kept chunk's blob */
 };
 
 /* Where the attributes start after arg_size argument bytes: aligned for them. */
@@ -52,57 +62,74 @@ static uint32_t attrs_at(uint32_t arg_size)
 	return (arg_size + 7u) & ~7u;
 }
 
+/* The bytes a launch of `l`'s shape keeps: arguments, then attributes;
+ * rounded up so that a kept chunk's launches, one after another in its
+ * blob, each start aligned for attributes. */
+static uint32_t launch_size(const struct launch *l)
+{
+	uint32_t asize = l->f->arg_size;
+
+	return attrs_at(l->nattrs ? attrs_at(asize) + l->nattrs * (uint32_t)sizeof(CUlaunchAttribute) : asize);
+}
+
 static const CUlaunchAttribute *attrs_of(const struct launch *l)
 {
 	return l->nattrs ? (const CUlaunchAttribute *)(l->args + attrs_at(l->f->arg_size)) : NULL;
 }
 
-/* One graph of the learned run: its launches [first, first + n) as a chain
- * of kernel nodes, instantiated, and more executable graphs of it, each
- * with the arguments its nodes were last given (every node's, one after
- * another): a framework's caching allocator often hands a request one of a
- * few sets of blocks, and a graph whose nodes already hold the set needs no
- * node set at all (each costs 1-1.5 µs). The first executable graph's
- * arguments and grids are the learned run's (exp[i].args, exp[i].grid). */
+/* A kept chunk: its launches' shapes (and the arguments its first
+ * executable graph's nodes were last given), the hash of each prefix of
+ * them, and, once it was seen a second time, its graph: a chain of kernel
+ * nodes captured from its launches on its stream, instantiated, and more
+ * executable graphs of it, each with the arguments its nodes were last
+ * given (every node's, one after another): the same chunk comes with a
+ * few sets of arguments (a model's layers, a caching allocator's blocks),
+ * and a graph whose nodes already hold the set needs no node set at all
+ * (each costs 1-1.5 µs). */
 struct seg {
-	unsigned int first, n;
+	uint64_t *prefix;           /* prefix[i]: the hash of launches 0..i */
+	struct launch *exp;         /* n launches; args and grids: the first executable graph's */
+	uint8_t *blob;
+	unsigned int n;
+	uint32_t bytes;             /* the blob's, and its graphs' argument copies */
+	struct mps_sstream *st;
+	struct mps_green *green;    /* the SM share its nodes run in */
+	unsigned int seen;          /* 1, then 2 */
+	uint64_t used;              /* the client's chunk count when last seen */
+	bool failed;                /* its graph could not be made: not tried again */
 	CUgraph graph;
 	CUgraphExec exec;
+	CUgraphNode *node;          /* launch i's node */
 	struct {
 		CUgraphExec exec;
 		uint8_t *args;
 		uint32_t (*grid)[3];   /* each node's grid, as args */
-	} alt[ALTS];
+		uint32_t bytes;
+	} alt[ALTS_MAX];
 	unsigned int nalt;
 };
 
 struct mps_replay {
-	/* The run under way. */
-	struct mps_sstream *st;     /* its stream; NULL before its first launch */
+	/* The chunk under way. */
+	struct mps_sstream *st;     /* its run's stream; NULL before the run's first launch */
 	uint32_t key_stream, key_ctx;   /* the stream as messages name it */
-	unsigned int n;             /* launches so far */
+	unsigned int n;             /* launches in the chunk so far */
 	uint32_t bytes;             /* their argument bytes */
-	unsigned int sent;          /* the first `sent` went as graphs (whole segments) ... */
-	unsigned int held;          /* ... the next `held` are held (then sent + held == n) */
+	unsigned int held;          /* the first `held` are held; while held == n the chunk may be */
 	bool broken;                /* too long to keep */
-	struct launch run[RUN_MAX];
+	uint64_t hash;              /* of its shapes so far */
+	struct launch *run;         /* cap launches */
+	unsigned int cap;
+	struct seg *like;           /* the kept chunk with graph it last matched a prefix of */
 
-	/* A run seen lately that differs from the learned one: it replaces
-	 * the learned one when seen twice in a row. */
-	struct launch cand[RUN_MAX];
-	unsigned int ncand, cand_seen;
-	struct mps_sstream *cand_st;
-
-	/* The learned run, and its graphs (nseg: none yet). */
-	struct launch exp[RUN_MAX]; /* args: what each node was last given */
-	unsigned int nexp;
+	/* The chunks kept. */
+	struct seg seg[SEGS];
+	unsigned int nseg;
+	uint64_t chunks;            /* chunks ended: the clock of `used` */
+	uint32_t kept;              /* bytes over seg */
+	unsigned int execs;         /* executable graphs over seg */
 	unsigned int builds;        /* graphs it may build now (a token bucket) */
 	uint64_t built_ns;          /* when the bucket was last filled */
-	struct mps_sstream *exp_st;
-	struct mps_green *exp_green;
-	struct seg *seg;
-	unsigned int nseg;
-	CUgraphNode node[RUN_MAX];  /* launch i's node, in its segment's graph */
 };
 
 void mps_replay_init(void)
@@ -118,8 +145,18 @@ void mps_replay_init(void)
 	else
 		mps_log_warn("ignoring OPENMPS_REPLAY=%s (want 0, 1 or always)", v);
 	hold_ns = (uint64_t)mps_env_long("OPENMPS_REPLAY_HOLD_US", (long)(hold_ns / 1000), 1, 10 * 1000 * 1000) * 1000;
-	seg_len = (unsigned int)mps_env_long("OPENMPS_REPLAY_SEGMENT", SEG_LEN, 0, RUN_MAX);
-	grids_vary = mps_env_long("OPENMPS_REPLAY_GRIDS", 0, 0, 1) != 0;
+	v = getenv("OPENMPS_REPLAY_SEGMENT");
+	if (v && *v) {
+		long n = mps_env_long("OPENMPS_REPLAY_SEGMENT", -1, 0, SEG_MAX);
+
+		if (n >= 0) {
+			seg_len = (unsigned int)n;
+			by_content = false;
+		}
+	}
+	grids_vary = mps_env_long("OPENMPS_REPLAY_GRIDS", 1, 0, 1) != 0;
+	alts = (unsigned int)mps_env_long("OPENMPS_REPLAY_ALTS", ALTS, 0, ALTS_MAX);
+	execs_max = (unsigned int)mps_env_long("OPENMPS_REPLAY_EXECS", EXECS, 1, 65536);
 }
 
 bool mps_replay_enabled(void)
@@ -127,15 +164,18 @@ bool mps_replay_enabled(void)
 	return mode != OFF;
 }
 
-/* The same kernel, configuration and attributes (the arguments may differ:
- * a graph's node takes new ones). */
+static void count(uint64_t *what)
+{
+	mps_fetch_add(what, 1);
+}
+
 /* Whether a and b can be one node of a learned run: the same function,
  * block, shared memory and attributes, and the same grid unless
  * OPENMPS_REPLAY_GRIDS=1 makes the grid a node's parameter like its
  * arguments (set at launch when it differs): a decoder's kernels that walk
  * its growing cache (a concatenation, an attention over every past token)
  * may change their grid with every token, which keeps its runs from
- * matching otherwise. Off by default until measured on a GPU. */
+ * matching otherwise. */
 static bool same_shape(const struct launch *a, const struct launch *b)
 {
 	return a->f == b->f && a->smem == b->smem && a->nattrs == b->nattrs &&
@@ -144,14 +184,31 @@ static bool same_shape(const struct launch *a, const struct launch *b)
 	       (!a->nattrs || !memcmp(attrs_of(a), attrs_of(b), a->nattrs * sizeof(CUlaunchAttribute)));
 }
 
+/* h with launch l's shape mixed in (what same_shape compares, less the
+ * attributes' values): runs are looked up by it, then compared. */
+static uint64_t shape_hash(uint64_t h, const struct launch *l)
+{
+	uint64_t v[5] = { (uint64_t)(uintptr_t)l->f, l->block[0] | (uint64_t)l->block[1] << 32,
+			  l->block[2] | (uint64_t)l->smem << 32, l->nattrs, 0 };
+
+	if (!grids_vary)
+		v[4] = l->grid[0] ^ (uint64_t)l->grid[1] << 21 ^ (uint64_t)l->grid[2] << 42;
+	for (unsigned int i = 0; i < 5; i++) {
+		h ^= v[i];
+		h *= 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
 /* Copies the shape of `shape`, with the arguments and attributes given,
- * into `to`. */
+ * into `to` (its own buffer, grown as needed; a blob's slot is already the
+ * size of every launch of its shape). */
 static int keep(struct launch *to, const struct launch *shape, const uint8_t *args, const CUlaunchAttribute *attrs)
 {
-	uint32_t asize = shape->f->arg_size, size = shape->nattrs ?
-		attrs_at(asize) + shape->nattrs * (uint32_t)sizeof(CUlaunchAttribute) : asize;
+	uint32_t asize = shape->f->arg_size, size = launch_size(shape);
 
-	if (to->cap < size) {
+	if (to->cap < size && (to->cap || !to->args)) {
 		uint8_t *b = realloc(to->args, size);
 
 		if (!b)
@@ -207,8 +264,8 @@ static void node_params(const struct launch *l, struct mps_sstream *st, void **k
 }
 
 /* Takes a build from the client's bucket (refilled by the time gone):
- * false if it is empty. A client whose runs keep changing would otherwise
- * build without end. */
+ * false if it is empty. A client whose chunks keep changing would
+ * otherwise build without end. */
 static bool take_build(struct mps_replay *rp, uint64_t now)
 {
 	if (rp->builds < BUILDS_BURST) {
@@ -224,41 +281,44 @@ static bool take_build(struct mps_replay *rp, uint64_t now)
 	return true;
 }
 
-static void drop_graph(struct mps_replay *rp)
+static void drop_graph(struct mps_replay *rp, struct seg *g)
 {
-	for (unsigned int i = 0; rp->seg && i < rp->nseg; i++) {
-		struct seg *g = &rp->seg[i];
-
-		for (unsigned int k = 0; k < g->nalt; k++) {
-			mps_drv.cuGraphExecDestroy(g->alt[k].exec);
-			free(g->alt[k].args);
-			free(g->alt[k].grid);
-		}
-		if (g->exec)
-			mps_drv.cuGraphExecDestroy(g->exec);
-		if (g->graph)
-			mps_drv.cuGraphDestroy(g->graph);
+	for (unsigned int k = 0; k < g->nalt; k++) {
+		mps_drv.cuGraphExecDestroy(g->alt[k].exec);
+		free(g->alt[k].args);
+		free(g->alt[k].grid);
+		rp->kept -= g->alt[k].bytes;
+		g->bytes -= g->alt[k].bytes;
+		rp->execs--;
 	}
-	free(rp->seg);
-	rp->seg = NULL;
-	rp->nseg = 0;
+	g->nalt = 0;
+	if (g->exec) {
+		mps_drv.cuGraphExecDestroy(g->exec);
+		rp->execs--;
+	}
+	if (g->graph)
+		mps_drv.cuGraphDestroy(g->graph);
+	g->exec = NULL;
+	g->graph = NULL;
+	if (rp->like == g)
+		rp->like = NULL;
 }
 
-/* Segment g of the learned run as a graph: its launches captured on the
- * run's stream (so each attribute means in the graph what it meant on the
- * stream, as the driver's capture makes it), which must give a chain of
- * g->n kernel nodes in launch order; instantiated. */
-static CUresult build_seg(struct mps_replay *rp, struct seg *g)
+/* Kept chunk g's graph: its launches captured on its stream (so each
+ * attribute means in the graph what it meant on the stream, as the
+ * driver's capture makes it), which must give a chain of g->n kernel
+ * nodes in launch order; instantiated. */
+static CUresult build_graph(struct seg *g)
 {
-	CUstream s = rp->exp_st->s;
+	CUstream s = g->st->s;
 	CUgraphNode node;
 	size_t n = 1;
 	CUresult r = mps_drv.cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 
 	if (r != CUDA_SUCCESS)
 		return r;
-	for (unsigned int i = g->first; i < g->first + g->n && r == CUDA_SUCCESS; i++)
-		r = launch_one(&rp->exp[i], s);
+	for (unsigned int i = 0; i < g->n && r == CUDA_SUCCESS; i++)
+		r = launch_one(&g->exp[i], s);
 	if (mps_drv.cuStreamEndCapture(s, &g->graph) != CUDA_SUCCESS)
 		g->graph = NULL;
 	if (r != CUDA_SUCCESS)
@@ -273,7 +333,7 @@ static CUresult build_seg(struct mps_replay *rp, struct seg *g)
 
 		if (mps_drv.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL)
 			break;
-		rp->node[g->first + i] = node;
+		g->node[i] = node;
 		n = 1;
 		r = mps_drv.cuGraphNodeGetDependentNodes_v2(node, &node, &edge, &n);
 		if (r == CUDA_SUCCESS && n == 0 && i + 1 == g->n) {
@@ -286,36 +346,48 @@ static CUresult build_seg(struct mps_replay *rp, struct seg *g)
 	return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_SUPPORTED;   /* not a chain of kernels */
 }
 
-/* The learned run as graphs of seg_len launches each (the last may have
- * fewer): while a request's later launches are still coming, the GPU
- * runs its earlier ones, so what is left when its result is asked for is
- * one segment's kernels, not the whole run's. */
-static void build(struct mps_client *c, struct mps_replay *rp)
+/* Makes room for one more executable graph: the graphs of the chunk seen
+ * longest ago go (not `keep`'s). False if there is no room. */
+static bool room_for_exec(struct mps_replay *rp, const struct seg *keep)
 {
-	unsigned int len = seg_len ? seg_len : rp->nexp, nseg = (rp->nexp + len - 1) / len;
+	while (rp->execs >= execs_max) {
+		struct seg *old = NULL;
+
+		for (unsigned int i = 0; i < rp->nseg; i++)
+			if (&rp->seg[i] != keep && rp->seg[i].exec && (!old || rp->seg[i].used < old->used))
+				old = &rp->seg[i];
+		if (!old)
+			return false;
+		drop_graph(rp, old);
+	}
+	return true;
+}
+
+/* Kept chunk g, seen again, becomes a graph. */
+static void build(struct mps_client *c, struct mps_replay *rp, struct seg *g)
+{
 	CUresult r;
 
-	if (!take_build(rp, mps_now_ns()))
+	if (!room_for_exec(rp, g) || !take_build(rp, mps_now_ns()))
 		return;
-	rp->seg = calloc(nseg, sizeof(*rp->seg));
-	if (!rp->seg)
-		return;
-	rp->nseg = nseg;
-	r = mps__bind_device(c, rp->exp_st->ctx->device);
-	for (unsigned int k = 0; k < nseg && r == CUDA_SUCCESS; k++) {
-		struct seg *g = &rp->seg[k];
-
-		g->first = k * len;
-		g->n = rp->nexp - g->first < len ? rp->nexp - g->first : len;
-		r = build_seg(rp, g);
-	}
+	r = mps__bind_device(c, g->st->ctx->device);
+	if (r == CUDA_SUCCESS)
+		r = build_graph(g);
 	if (r != CUDA_SUCCESS) {
-		mps_log_debug("client %d: a run of %u launches did not make graphs (%d)", (int)c->pid, rp->nexp,
-			      (int)r);
-		drop_graph(rp);
+		mps_log_debug("client %d: a chunk of %u launches did not make a graph (%d)", (int)c->pid, g->n, (int)r);
+		count(&counts.unbuilt);
+		if (g->exec)
+			mps_drv.cuGraphExecDestroy(g->exec);
+		if (g->graph)
+			mps_drv.cuGraphDestroy(g->graph);
+		g->exec = NULL;
+		g->graph = NULL;
+		g->failed = true;
 		return;
 	}
-	rp->exp_green = rp->exp_st->green;
+	rp->execs++;
+	count(&counts.built);
+	g->green = g->st->green;
 }
 
 static void note_held(struct mps_client *c, uint64_t at)
@@ -323,7 +395,8 @@ static void note_held(struct mps_client *c, uint64_t at)
 	mps_store_relaxed(&c->replay_held_at, at);
 }
 
-/* Launches the held launches one by one, in order. */
+/* Launches the held launches one by one, in order; no more of the chunk
+ * is held. */
 static void release_held(struct mps_client *c, struct mps_replay *rp)
 {
 	CUresult r;
@@ -331,7 +404,7 @@ static void release_held(struct mps_client *c, struct mps_replay *rp)
 	if (!rp->held)
 		return;
 	r = mps__bind_device(c, rp->st->ctx->device);
-	for (unsigned int i = rp->sent; i < rp->sent + rp->held; i++) {
+	for (unsigned int i = 0; i < rp->held; i++) {
 		uint64_t t0 = mps_now_ns();
 
 		if (r == CUDA_SUCCESS)
@@ -339,14 +412,14 @@ static void release_held(struct mps_client *c, struct mps_replay *rp)
 		mps_sched_note_launch(mps_now_ns() - t0);
 		mps__defer_error(c, r, "cuLaunchKernel");
 	}
-	rp->held = 0;   /* and no more this run: sent + held == n no longer holds */
+	rp->held = 0;   /* and no more this chunk: held == n no longer holds */
 	note_held(c, 0);
 }
 
-/* Where segment g's executable graph v keeps node i's grid. */
-static uint32_t *had_grid(struct mps_replay *rp, const struct seg *g, unsigned int v, unsigned int i)
+/* Where g's executable graph v keeps node i's grid. */
+static uint32_t *had_grid(struct seg *g, unsigned int v, unsigned int i)
 {
-	return v ? g->alt[v - 1].grid[i - g->first] : rp->exp[i].grid;
+	return v ? g->alt[v - 1].grid[i] : g->exp[i].grid;
 }
 
 /* Whether launch l needs its node set in a graph holding args and grid. */
@@ -357,26 +430,27 @@ static bool node_differs(const struct launch *l, const uint8_t *args, const uint
 	return (size && memcmp(l->args, args, size) != 0) || memcmp(l->grid, grid, sizeof(l->grid)) != 0;
 }
 
-/* The nodes of segment g's executable graph v whose arguments or grid
- * differ from this run's. */
-static unsigned int var_diff(struct mps_replay *rp, const struct seg *g, unsigned int v)
+/* The nodes of g's executable graph v whose arguments or grid differ from
+ * the chunk's. */
+static unsigned int var_diff(struct mps_replay *rp, struct seg *g, unsigned int v)
 {
 	unsigned int n = 0;
 	uint32_t off = 0;
 
-	for (unsigned int i = g->first; i < g->first + g->n; i++) {
-		const uint8_t *had = v ? g->alt[v - 1].args + off : rp->exp[i].args;
+	for (unsigned int i = 0; i < g->n; i++) {
+		const uint8_t *had = v ? g->alt[v - 1].args + off : g->exp[i].args;
 
-		n += node_differs(&rp->run[i], had, had_grid(rp, g, v, i));
+		n += node_differs(&rp->run[i], had, had_grid(g, v, i));
 		off += rp->run[i].f->arg_size;
 	}
 	return n;
 }
 
-/* A new executable graph of segment g (a build from the bucket); its nodes
- * hold the capture's arguments and grids, which it records as unknown (a
- * byte of each argument flipped, grids of 0) so every node is set before
- * its first launch. Its number, or 0 if none could be made. */
+/* A new executable graph of g (a build from the bucket, within the
+ * client's graphs and bytes); its nodes hold the capture's arguments and
+ * grids, which it records as unknown (a byte of each argument flipped,
+ * grids of 0) so every node is set before its first launch. Its number,
+ * or 0 if none could be made. */
 static unsigned int var_new(struct mps_replay *rp, struct seg *g)
 {
 	uint32_t bytes = 0;
@@ -384,10 +458,12 @@ static unsigned int var_new(struct mps_replay *rp, struct seg *g)
 	uint32_t (*grid)[3];
 	CUgraphExec exec;
 
-	if (g->nalt == ALTS || !g->graph)
+	if (g->nalt >= alts || !g->graph || rp->execs >= execs_max)
 		return 0;
-	for (unsigned int i = g->first; i < g->first + g->n; i++)
-		bytes += rp->exp[i].f->arg_size;
+	for (unsigned int i = 0; i < g->n; i++)
+		bytes += g->exp[i].f->arg_size;
+	if (rp->kept + bytes + g->n * sizeof(*grid) > KEEP_BYTES)
+		return 0;
 	args = malloc(bytes ? bytes : 1);
 	grid = calloc(g->n, sizeof(*grid));
 	if (!args || !grid || !take_build(rp, mps_now_ns()) ||
@@ -399,17 +475,20 @@ static unsigned int var_new(struct mps_replay *rp, struct seg *g)
 	g->alt[g->nalt].exec = exec;
 	g->alt[g->nalt].args = args;
 	g->alt[g->nalt].grid = grid;
+	g->alt[g->nalt].bytes = bytes + g->n * (uint32_t)sizeof(*grid);
+	rp->kept += g->alt[g->nalt].bytes;
+	g->bytes += g->alt[g->nalt].bytes;
+	rp->execs++;
 	g->nalt++;
-	for (unsigned int i = g->first, off = 0; i < g->first + g->n; off += rp->run[i].f->arg_size, i++)
+	for (unsigned int i = 0, off = 0; i < g->n; off += rp->run[i].f->arg_size, i++)
 		for (uint32_t b = 0; b < rp->run[i].f->arg_size; b++)
 			args[off + b] = (uint8_t)~rp->run[i].args[b];
 	return g->nalt;
 }
 
-/* Segment g of the learned run is held whole: its graph goes, with the
- * arguments of this run: the executable graph whose nodes need the fewest
- * new arguments (a new one, while few are kept, when every one needs
- * some). */
+/* The chunk, held whole, is kept chunk g: g's graph goes, with the chunk's
+ * arguments: the executable graph whose nodes need the fewest new
+ * arguments (a new one, while few are kept, when every one needs some). */
 static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg *g)
 {
 	void *kp[MPS_FUNC_PARAMS_MAX];
@@ -437,17 +516,17 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg
 		}
 	}
 	exec = v ? g->alt[v - 1].exec : g->exec;
-	for (unsigned int i = g->first, off = 0; best && i < g->first + g->n && r == CUDA_SUCCESS; i++) {
+	for (unsigned int i = 0, off = 0; best && i < g->n && r == CUDA_SUCCESS; i++) {
 		struct launch *now = &rp->run[i];
 		/* Where graph v keeps node i's arguments and grid (as var_diff reads them). */
-		uint8_t *had = v ? g->alt[v - 1].args + off : rp->exp[i].args;
-		uint32_t *grid = had_grid(rp, g, v, i);
+		uint8_t *had = v ? g->alt[v - 1].args + off : g->exp[i].args;
+		uint32_t *grid = had_grid(g, v, i);
 
 		off += now->f->arg_size;
 		if (!node_differs(now, had, grid))
 			continue;
 		node_params(now, rp->st, kp, &p);
-		r = mps_drv.cuGraphExecKernelNodeSetParams_v2(exec, rp->node[i], &p);
+		r = mps_drv.cuGraphExecKernelNodeSetParams_v2(exec, g->node[i], &p);
 		if (r == CUDA_SUCCESS) {
 			memcpy(had, now->args, now->f->arg_size);
 			memcpy(grid, now->grid, sizeof(now->grid));
@@ -456,15 +535,16 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg
 	}
 	t1 = mps_now_ns();
 	if (r != CUDA_SUCCESS) {
-		/* Nothing of the segment launched yet: launch it the usual way,
-		 * and let the graphs go (they may no longer match what the
+		/* Nothing of the chunk launched yet: launch it the usual way,
+		 * and let the graph go (it may no longer match what the
 		 * driver holds). */
 		mps_log_debug("client %d: replay refused (%d): launched one by one", (int)c->pid, (int)r);
 		release_held(c, rp);
-		drop_graph(rp);
+		drop_graph(rp, g);
+		g->failed = true;
 		return;
 	}
-	/* GPU time (gputime.h): the segment counts as one launch, the graph's
+	/* GPU time (gputime.h): the chunk counts as one launch, the graph's
 	 * time as its time. */
 	timed = mps_gputime_begin(c, rp->st);
 	r = mps_drv.cuGraphLaunch(exec, rp->st->s);
@@ -472,7 +552,6 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg
 		mps_gputime_end(c, rp->st, timed, r == CUDA_SUCCESS);
 	mps_sched_note_replay(g->n, mps_now_ns() - t0, updates, t1 - t0);
 	mps__defer_error(c, r, "cuLaunchKernel");
-	rp->sent += g->n;
 	rp->held = 0;
 	note_held(c, 0);
 }
@@ -489,6 +568,233 @@ static struct mps_replay *get(struct mps_client *c)
 	return c->replay;
 }
 
+/* The most launches a chunk may have. */
+static unsigned int chunk_max(void)
+{
+	return by_content ? CHUNK_MAX : seg_len ? seg_len : RUN_MAX;
+}
+
+/* A slot for the chunk's next launch (the array grows as needed). */
+static struct launch *next_slot(struct mps_replay *rp)
+{
+	if (rp->n == rp->cap) {
+		unsigned int cap = rp->cap ? rp->cap * 2 : 16;
+		struct launch *run;
+
+		if (cap > RUN_MAX)
+			cap = RUN_MAX;
+		if (cap <= rp->cap || !(run = realloc(rp->run, cap * sizeof(*run))))
+			return NULL;
+		memset(run + rp->cap, 0, (cap - rp->cap) * sizeof(*run));
+		rp->run = run;
+		rp->cap = cap;
+	}
+	return &rp->run[rp->n];
+}
+
+/* Whether the chunk's launches have g's shapes. */
+static bool chunk_is(const struct mps_replay *rp, const struct seg *g)
+{
+	if (g->st != rp->st || g->n != rp->n || g->prefix[g->n - 1] != rp->hash)
+		return false;
+	for (unsigned int i = 0; i < g->n; i++)
+		if (!same_shape(&rp->run[i], &g->exp[i]))
+			return false;
+	return true;
+}
+
+/* The kept chunk with a graph, on the chunk's stream, whose first n
+ * launches hash as the chunk's do: the one it matched last if it still
+ * does, else any (one comparison a launch while a chunk goes as one did
+ * before). NULL if none. */
+static struct seg *graph_like(struct mps_replay *rp)
+{
+	unsigned int i = rp->n - 1;
+	struct seg *g = rp->like;
+
+	if (g && g->exec && g->n > i && g->prefix[i] == rp->hash && g->st == rp->st)
+		return g;
+	for (unsigned int k = 0; k < rp->nseg; k++) {
+		g = &rp->seg[k];
+		if (g->exec && g->n > i && g->prefix[i] == rp->hash && g->st == rp->st)
+			return rp->like = g;
+	}
+	return NULL;
+}
+
+/* The kept chunk the ended chunk is, if any. */
+static struct seg *find(struct mps_replay *rp)
+{
+	if (rp->like && chunk_is(rp, rp->like))
+		return rp->like;
+	for (unsigned int k = 0; k < rp->nseg; k++)
+		if (chunk_is(rp, &rp->seg[k]))
+			return &rp->seg[k];
+	return NULL;
+}
+
+/* Kept chunk k goes. */
+static void forget_one(struct mps_replay *rp, unsigned int k)
+{
+	struct seg *g = &rp->seg[k];
+
+	drop_graph(rp, g);
+	rp->kept -= g->bytes;
+	free(g->exp);
+	free(g->blob);
+	free(g->node);
+	free(g->prefix);
+	if (rp->like == &rp->seg[rp->nseg - 1])
+		rp->like = g;   /* it moves into k's place */
+	else if (rp->like == g)
+		rp->like = NULL;
+	rp->seg[k] = rp->seg[--rp->nseg];
+	memset(&rp->seg[rp->nseg], 0, sizeof(rp->seg[rp->nseg]));
+}
+
+/* The kept chunk that goes for a new one: while chunks seen once hold half
+ * the slots, the one of them seen longest ago (chunks that never come back
+ * do not push out those that do); else the one seen longest ago. */
+static unsigned int victim(const struct mps_replay *rp)
+{
+	unsigned int once = 0, v = 0, v1 = SEGS;
+
+	for (unsigned int k = 0; k < rp->nseg; k++) {
+		if (rp->seg[k].seen < 2) {
+			once++;
+			if (v1 == SEGS || rp->seg[k].used < rp->seg[v1].used)
+				v1 = k;
+		}
+		if (rp->seg[k].used < rp->seg[v].used)
+			v = k;
+	}
+	return once >= SEGS / 2 ? v1 : v;
+}
+
+/* The ended chunk, seen for the first time, is kept. */
+static void learn_new(struct mps_replay *rp)
+{
+	struct seg *g;
+	uint32_t bytes = 0;
+	uint64_t h = (uint64_t)(uintptr_t)rp->st;
+
+	for (unsigned int i = 0; i < rp->n; i++)
+		bytes += launch_size(&rp->run[i]);
+	if (bytes > KEEP_BYTES / 4)
+		return;
+	while (rp->nseg && (rp->nseg == SEGS || rp->kept + bytes > KEEP_BYTES)) {
+		forget_one(rp, victim(rp));
+		count(&counts.dropped);
+	}
+	g = &rp->seg[rp->nseg];
+	memset(g, 0, sizeof(*g));
+	g->exp = calloc(rp->n, sizeof(*g->exp));
+	g->node = calloc(rp->n, sizeof(*g->node));
+	g->prefix = calloc(rp->n, sizeof(*g->prefix));
+	g->blob = malloc(bytes ? bytes : 1);
+	if (!g->exp || !g->node || !g->prefix || !g->blob) {
+		free(g->exp);
+		free(g->node);
+		free(g->prefix);
+		free(g->blob);
+		memset(g, 0, sizeof(*g));
+		return;
+	}
+	for (unsigned int i = 0, off = 0; i < rp->n; off += launch_size(&rp->run[i]), i++) {
+		g->exp[i].args = g->blob + off;   /* cap 0: the slot is the launch's size */
+		keep_launch(&g->exp[i], &rp->run[i]);
+		h = shape_hash(h, &rp->run[i]);
+		g->prefix[i] = h;
+	}
+	g->n = rp->n;
+	g->bytes = bytes;
+	g->st = rp->st;
+	g->seen = 1;
+	g->used = rp->chunks;
+	rp->kept += bytes;
+	rp->nseg++;
+	count(&counts.learned);
+}
+
+/* The chunk under way ends (its last launch came, or its run ended):
+ * launched as its kept graph if it is held whole and has one, else what
+ * is held goes one by one; then it is learned from: a chunk seen a second
+ * time becomes a graph, its nodes given that chunk's arguments. */
+static void end_chunk(struct mps_client *c, struct mps_replay *rp)
+{
+	struct seg *g;
+
+	if (!rp->n)
+		return;
+	g = rp->broken ? NULL : find(rp);
+	if (g && rp->held == rp->n && g->exec && rp->st->green == g->green)
+		launch_graph(c, rp, g);
+	else if (rp->held)
+		count(&counts.let_go);
+	release_held(c, rp);
+	if (rp->broken) {
+		/* nothing to learn */
+	} else if (rp->n >= (!by_content && seg_len && seg_len < LEARN_MIN ? seg_len : LEARN_MIN)) {
+		rp->chunks++;
+		if (!g) {
+			learn_new(rp);
+		} else {
+			count(&counts.seen);
+			g->used = rp->chunks;
+			if (g->seen < 2)
+				g->seen++;
+			if (g->exec && g->green != rp->st->green)
+				drop_graph(rp, g);   /* its nodes run in the SM share the stream left */
+			if (!g->exec && !g->failed) {
+				for (unsigned int i = 0; i < rp->n; i++)
+					keep_launch(&g->exp[i], &rp->run[i]);   /* the same shapes: the same sizes */
+				build(c, rp, g);
+			}
+		}
+	}
+	rp->n = 0;
+	rp->bytes = 0;
+	rp->held = 0;
+	rp->broken = false;
+	rp->hash = (uint64_t)(uintptr_t)rp->st;
+}
+
+/* A function's key for chunking: its name's hash and parameters, the same
+ * in every process and every run (its address is not). */
+static uint32_t func_key(struct mps_sfunc *f)
+{
+	if (!f->replay_key) {
+		uint32_t h = 2166136261u ^ f->arg_size ^ f->nparams << 16;
+
+		for (const char *s = f->name; s && *s; s++)
+			h = (h ^ (uint8_t)*s) * 16777619u;
+		mps_store_relaxed(&f->replay_key, h | 1);
+	}
+	return f->replay_key;
+}
+
+/* Whether the chunk ends with its launch l, its n-th. By content (the
+ * default), after a launch of certain kernels once it has CHUNK_MIN: the
+ * same sequence of kernels is cut the same way wherever it starts (each of
+ * a model's layers, every token of a decoder, whatever came before), so
+ * its chunks are found again though runs differ. */
+static bool chunk_ends(struct mps_sfunc *f, const struct launch *l, unsigned int n)
+{
+	uint32_t h;
+
+	if (!by_content)
+		return n == chunk_max();
+	if (n >= CHUNK_MAX)
+		return true;
+	if (n < CHUNK_MIN)
+		return false;
+	h = func_key(f) ^ l->block[0] * 0x9e3779b1u ^ l->smem;
+	h ^= h >> 15;
+	h *= 0x2c1b3c6du;
+	h ^= h >> 12;
+	return h % CHUNK_DIV == 0;
+}
+
 void mps_replay_before(struct mps_client *c, const struct mps_msg *m, uint32_t stream)
 {
 	struct mps_replay *rp = c->replay;
@@ -502,9 +808,9 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		       unsigned int nattrs)
 {
 	struct mps_replay *rp;
-	struct launch l = { 0 };
+	struct launch l = { 0 }, *slot;
 	struct seg *g;
-	bool hold;
+	bool hold, held;
 
 	if (mode == OFF || c->captures || !(rp = get(c)))
 		return false;
@@ -514,10 +820,21 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		rp->st = st;
 		rp->key_stream = q->stream;
 		rp->key_ctx = m->ctx;
+		rp->hash = (uint64_t)(uintptr_t)st;
 	}
-	if (rp->n == RUN_MAX || f->arg_size > LAUNCH_ARGS || rp->bytes + f->arg_size > RUN_BYTES) {
+	if (rp->broken)
+		return false;
+	if (f->arg_size > LAUNCH_ARGS) {
+		end_chunk(c, rp);   /* what came before may be a kept chunk; this one goes alone */
+		count(&counts.too_long);
+		return false;
+	}
+	if (rp->bytes + f->arg_size > RUN_BYTES)
+		end_chunk(c, rp);   /* a chunk keeps so much at most: this launch starts the next */
+	slot = next_slot(rp);
+	if (!slot) {
 		release_held(c, rp);
-		rp->broken = true;
+		rp->broken = true;   /* out of memory: the rest of the run goes one by one */
 		return false;
 	}
 	rp->bytes += f->arg_size;
@@ -526,85 +843,28 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 	memcpy(l.block, q->block, sizeof(l.block));
 	l.smem = q->shared_mem;
 	l.nattrs = nattrs;
-	if (keep(&rp->run[rp->n], &l, args, attrs) < 0) {
+	if (keep(slot, &l, args, attrs) < 0) {
 		release_held(c, rp);
 		rp->broken = true;
 		return false;
 	}
-	hold = rp->nseg && !rp->broken && rp->sent + rp->held == rp->n && st == rp->exp_st &&
-	       st->green == rp->exp_green && rp->n < rp->nexp && same_shape(&rp->run[rp->n], &rp->exp[rp->n]) &&
-	       (mode == ALWAYS || mps_sched_busy() || mps_sched_launch_bound());
+	rp->hash = shape_hash(rp->hash, slot);
 	rp->n++;
-	if (!hold) {
-		if (rp->held)
-			mps_fetch_add(&let_go, 1);
-		release_held(c, rp);
-		return false;
-	}
-	rp->held++;
-	/* The segment being held starts where those sent end; every segment
-	 * but the last is as long as the first. */
-	g = &rp->seg[rp->sent / rp->seg[0].n];
-	if (rp->held == g->n)
-		launch_graph(c, rp, g);
-	else
+	/* Held while every launch of the chunk so far was, and a kept chunk
+	 * with a graph starts as it does. */
+	hold = rp->held == rp->n - 1 && (g = graph_like(rp)) && st->green == g->green &&
+	       (mode == ALWAYS || mps_sched_busy() || mps_sched_launch_bound());
+	if (hold) {
+		rp->held++;
 		note_held(c, mps_now_ns());
-	return true;
-}
-
-/* Whether the run under way has the shape of the n launches of `l` on st. */
-static bool run_is(const struct mps_replay *rp, const struct launch *l, unsigned int n, const struct mps_sstream *st)
-{
-	if (rp->n != n || rp->st != st)
-		return false;
-	for (unsigned int i = 0; i < n; i++)
-		if (!same_shape(&rp->run[i], &l[i]))
-			return false;
-	return true;
-}
-
-/* Copies the run under way into `to`; the count copied. */
-static unsigned int keep_run(struct launch *to, const struct mps_replay *rp)
-{
-	unsigned int n = 0;
-
-	while (n < rp->n && keep_launch(&to[n], &rp->run[n]) == 0)
-		n++;
-	return n;
-}
-
-/* The run under way has ended: learn from it. The learned run becomes a
- * graph when seen a second time; another run takes its place once seen
- * twice in a row, so a run seen once among learned ones costs nothing. */
-static void learn(struct mps_client *c, struct mps_replay *rp)
-{
-	if (rp->nexp && run_is(rp, rp->exp, rp->nexp, rp->exp_st)) {
-		rp->cand_seen = 0;
-		if (rp->nseg && rp->exp_green != rp->st->green)
-			drop_graph(rp);   /* its nodes run in the SM share the stream left */
-		if (!rp->nseg && keep_run(rp->exp, rp) == rp->n)
-			build(c, rp);   /* the nodes get this run's arguments */
-		return;
+	} else if (rp->held) {
+		count(&counts.let_go);
+		release_held(c, rp);
 	}
-	if (rp->cand_seen && run_is(rp, rp->cand, rp->ncand, rp->cand_st)) {
-		rp->cand_seen++;
-	} else {
-		rp->ncand = keep_run(rp->cand, rp);
-		rp->cand_st = rp->st;
-		rp->cand_seen = rp->ncand == rp->n ? 1 : 0;
-	}
-	if (rp->nexp && rp->cand_seen < 2)
-		return;
-	drop_graph(rp);
-	rp->nexp = keep_run(rp->exp, rp);
-	rp->exp_st = rp->st;
-	if (rp->nexp != rp->n) {
-		rp->nexp = 0;
-		rp->exp_st = NULL;
-	} else if (rp->cand_seen >= 2) {
-		build(c, rp);
-	}
-	rp->cand_seen = 0;
+	held = hold;
+	if (chunk_ends(f, slot, rp->n))
+		end_chunk(c, rp);   /* launches it as a graph, or what it holds */
+	return held;
 }
 
 void mps_replay_forget(struct mps_client *c)
@@ -618,20 +878,19 @@ void mps_replay_boundary(struct mps_client *c, bool forget)
 
 	if (!rp)
 		return;
-	if (rp->held)
-		mps_fetch_add(&let_go, 1);
-	release_held(c, rp);
-	if (rp->st && !rp->broken && rp->n >= RUN_MIN && !forget && mode != OFF)
-		learn(c, rp);
-	if (forget) {
-		drop_graph(rp);
-		rp->nexp = rp->cand_seen = 0;
-		rp->exp_st = rp->cand_st = NULL;
-	}
+	if (rp->st && !forget && mode != OFF)
+		end_chunk(c, rp);   /* a run's last chunk may be one kept */
+	else
+		release_held(c, rp);
+	if (forget)
+		while (rp->nseg)
+			forget_one(rp, rp->nseg - 1);
 	rp->st = NULL;
-	rp->n = rp->sent = 0;
+	rp->n = 0;
 	rp->bytes = 0;
+	rp->held = 0;
 	rp->broken = false;
+	rp->hash = 0;
 }
 
 void mps_replay_expire(struct mps_client *c, uint64_t now, bool all)
@@ -639,15 +898,21 @@ void mps_replay_expire(struct mps_client *c, uint64_t now, bool all)
 	struct mps_replay *rp = c->replay;
 
 	if (rp && rp->held && (all || mps_replay_due(c, now))) {
-		mps_fetch_add(&expired, 1);
+		count(&counts.expired);
 		release_held(c, rp);
 	}
 }
 
-void mps_replay_stats(uint64_t *n_expired, uint64_t *n_let_go)
+void mps_replay_stats(struct mps_replay_counts *out)
 {
-	*n_expired = mps_load_relaxed(&expired);
-	*n_let_go = mps_load_relaxed(&let_go);
+	out->expired = mps_load_relaxed(&counts.expired);
+	out->let_go = mps_load_relaxed(&counts.let_go);
+	out->learned = mps_load_relaxed(&counts.learned);
+	out->seen = mps_load_relaxed(&counts.seen);
+	out->too_long = mps_load_relaxed(&counts.too_long);
+	out->dropped = mps_load_relaxed(&counts.dropped);
+	out->built = mps_load_relaxed(&counts.built);
+	out->unbuilt = mps_load_relaxed(&counts.unbuilt);
 }
 
 bool mps_replay_holds(const struct mps_client *c)
@@ -668,12 +933,11 @@ void mps_replay_free(struct mps_client *c)
 
 	if (!rp)
 		return;
-	drop_graph(rp);
-	for (unsigned int i = 0; i < RUN_MAX; i++) {
+	while (rp->nseg)
+		forget_one(rp, rp->nseg - 1);
+	for (unsigned int i = 0; i < rp->cap; i++)
 		free(rp->run[i].args);
-		free(rp->cand[i].args);
-		free(rp->exp[i].args);
-	}
+	free(rp->run);
 	free(rp);
 	c->replay = NULL;
 }

@@ -163,6 +163,7 @@ struct mps_sfunc {
 	uint32_t arg_size;
 	uint16_t *param;                /* nparams pairs: offset, size */
 	const char *name;               /* interned (fault.h), or NULL */
+	uint32_t replay_key;            /* replay.c's hash of name and parameters; 0: not yet */
 };
 
 struct mps_shost {

@@ -11,8 +11,8 @@
  *     and the buffer switched between two (a replay must set those nodes),
  *     then over three and five buffers in turn (a server may keep a graph
  *     per set of arguments, and must pick the right one);
- *   - a run whose one kernel's grid grows with each iteration and starts
- *     over (a replayed node must be given each launch's grid);
+ *   - a run whose one kernel's grid grows with each iteration (a
+ *     replayed node must be given each launch's grid);
  *   - runs that leave the learned one part way (another kernel, another
  *     grid, a launch with an attribute, one launch fewer, one more);
  *   - a run cut short whose last launch stores a flag in mapped host
@@ -21,10 +21,13 @@
  *   - two streams: a run on one, an event recorded after it, another
  *     stream waiting for the event and reading the run's result;
  *   - the run's kernels' module unloaded and loaded again: a learned run
- *     must not outlive its functions.
+ *     must not outlive its functions;
+ *   - a decoder's step: seven different runs between copies, in turn, two
+ *     of them alike for five launches and then not (turns()).
  * tests/system/replay.sh runs it with the server replaying always and
  * checks that it did. T_REPLAY_LOOP_MS=M repeats the first loop for M ms
- * at least, long enough for a server to weigh its clients' launch demand.
+ * at least, long enough for a server to weigh its clients' launch demand;
+ * T_REPLAY_TURNS=1 runs only turns().
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,6 +40,7 @@
 #define RUN   8
 #define ITERS 40
 #define GROW_ITERS 32
+#define TURNS 20
 
 static CUfunction f_affine, f_iota, f_store;
 static uint64_t rng;
@@ -99,6 +103,39 @@ static void iteration(CUstream s, CUdeviceptr buf, const struct step *st, int nd
 	CMP_U32(got, want, N, label);
 }
 
+/* A decoder's step: several different runs between copies, over and over
+ * in the same order (a model's layers between the small copies of one
+ * token). Run j is its own kernels' count and grid; the last two share
+ * their first five launches and then part (a run that follows one learned
+ * run must move to the other part way). Scalars change with each turn.
+ * Each run's result is checked. */
+static void turns(CUstream s, CUdeviceptr buf)
+{
+	static const struct { int n; unsigned int grid, grid2; } run[] = {
+		{ 4, 1, 1 }, { 6, 2, 2 }, { 9, 8, 8 }, { 12, 16, 16 }, { 16, 32, 32 }, { 10, 4, 4 }, { 10, 4, 8 },
+	};
+
+	for (int k = 0; k < TURNS; k++)
+		for (unsigned int j = 0; j < sizeof(run) / sizeof(run[0]); j++) {
+			uint32_t in[N], want[N], got[N];
+			char label[64];
+
+			t_fill_u32(in, N, &rng);
+			memcpy(want, in, sizeof(in));
+			REQUIRE_CU(cuMemcpyHtoDAsync(buf, in, sizeof(in), s));
+			for (int i = 0; i < run[j].n; i++) {
+				unsigned int mul = 3 + 2 * (unsigned int)(i + (int)j), add = 1 + (unsigned int)(k * 7 + i);
+
+				REQUIRE_CU(affine(s, buf, mul, add, i < 5 ? run[j].grid : run[j].grid2));
+				host_affine(want, mul, add);
+			}
+			REQUIRE_CU(cuMemcpyDtoHAsync(got, buf, sizeof(got), s));
+			REQUIRE_CU(cuStreamSynchronize(s));
+			snprintf(label, sizeof(label), "turns: run %u of turn %d", j, k);
+			CMP_U32(got, want, N, label);
+		}
+}
+
 int main(int argc, char **argv)
 {
 	struct step st[RUN];
@@ -121,6 +158,11 @@ int main(int argc, char **argv)
 	REQUIRE_CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
 	REQUIRE_CU(cuMemAlloc(&a, N * sizeof(uint32_t)));
 	REQUIRE_CU(cuMemAlloc(&b, N * sizeof(uint32_t)));
+
+	if (getenv("T_REPLAY_TURNS")) {   /* only the decoder's steps (tests/system/replay.sh counts them) */
+		turns(s, a);
+		goto out;
+	}
 
 	/* The same run, then with scalars changed and buffers switched. */
 	make_steps(st, -1);
@@ -154,15 +196,15 @@ int main(int argc, char **argv)
 	}
 
 	/* A growing cache: one step writes the first n elements with a grid of
-	 * n / 128 blocks, n growing by 128 each time and starting over (a
-	 * decoder's kernels over its cache). Its arguments stay the same (its
+	 * n / 32 blocks, n growing by 32 each time (a decoder's kernels over
+	 * its cache: no grid comes twice). Its arguments stay the same (its
 	 * bound is the buffer's), only the grid says how far it goes: a server
 	 * that replays the run must give that node each launch's grid, or it
 	 * writes too few elements or too many. */
 	for (int k = 0; k < GROW_ITERS; k++) {
 		uint32_t in[N], want[N], got[N];
 		unsigned int base = 5000;
-		int n = 128 * (1 + k % 8), bound = N;
+		int n = 32 * (1 + k), bound = N;
 		void *iota_args[] = { &a, &base, &bound };
 		char label[64];
 
@@ -171,7 +213,7 @@ int main(int argc, char **argv)
 		REQUIRE_CU(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
 		for (int i = 0; i < RUN; i++) {
 			if (i == 2) {
-				REQUIRE_CU(cuLaunchKernel(f_iota, (unsigned int)n / 128, 1, 1, 128, 1, 1, 0, s, iota_args, NULL));
+				REQUIRE_CU(cuLaunchKernel(f_iota, (unsigned int)n / 32, 1, 1, 32, 1, 1, 0, s, iota_args, NULL));
 				for (int j = 0; j < n; j++)
 					want[j] = base + (uint32_t)j;
 			}
@@ -311,7 +353,9 @@ int main(int argc, char **argv)
 	f_store = t_func(mod, "store_at");
 	for (int k = 0; k < 6; k++)
 		iteration(s, a, st, RUN, false, "after the module was loaded again", k);
+	turns(s, a);
 
+out:
 	REQUIRE_CU(cuMemFree(a));
 	REQUIRE_CU(cuMemFree(b));
 	REQUIRE_CU(cuEventDestroy(ev));

@@ -4,15 +4,16 @@
 # Launch replay (src/server/replay.h): t_replay's serving loops, with the
 # server replaying whenever it can (OPENMPS_REPLAY=always), must give the
 # same results, and the server must have replayed: most of the 80 runs of
-# the first two loops go as graph launches: segments of 8 kernels by
+# the first two loops go as graph launches: chunks cut by content by
 # default (a run of 8 is one), two of 4 kernels a run with
 # OPENMPS_REPLAY_SEGMENT=4, one of the whole run with 0, eight of one with
-# 1. With OPENMPS_REPLAY=0 nothing is replayed and the results are the
+# 1. A decoder's step (seven different runs in turn) is replayed whole.
+# With OPENMPS_REPLAY=0 nothing is replayed and the results are the
 # same. The runs of a "growing cache", one kernel's grid changing each
-# time, are replayed (their node given each launch's grid) with
-# OPENMPS_REPLAY_GRIDS=1, and the results are still exact. With replay as
-# by default (while CPUs are busy or the service threads are launch-bound)
-# and the launch demand's threshold at its lowest
+# time, are replayed (their node given each launch's grid) by default, and
+# not with OPENMPS_REPLAY_GRIDS=0; the results are exact either way. With
+# replay as by default (while CPUs are busy or the service threads are
+# launch-bound) and the launch demand's threshold at its lowest
 # (OPENMPS_REPLAY_DEMAND_PCT=1), one client's loop of 0.3 s is replayed.
 # Values it cannot read are said in the log and the defaults kept.
 #
@@ -48,6 +49,18 @@ replaying 4 120 35
 replaying 0 60 70
 replaying 1 480 10
 
+# A decoder's step: seven runs in turn (67 launches a turn), 20 turns;
+# each run's chunks are kept and replayed from the second turn on (a
+# server that kept one run would replay one of the seven). The two that
+# part after five launches share their first chunk's start.
+OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 start_daemon
+T_REPLAY_TURNS=1 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/turns.out" 2>&1 ||
+	fail "t_replay, turns: $(tail -n 20 "$dir/turns.out")"
+kernels=$(metric replayed_kernels_total)
+[ -n "$kernels" ] && [ "$kernels" -ge 1100 ] || fail "turns: $kernels kernels replayed (want 1100 of 1206)"
+[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "turns: $kernels kernels replayed"
+stop_daemon
+
 # The growing cache's runs (32 of 9 launches, one kernel's grid changing
 # each time) are replayed only where a node's grid may change.
 OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_GRIDS=0 start_daemon
@@ -79,7 +92,7 @@ LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/off.out" 2>&1 |
 stop_daemon
 
 OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 OPENMPS_BUSY_THREADS=two OPENMPS_REPLAY_SEGMENT=257 \
-	OPENMPS_REPLAY_DEMAND_PCT=0 OPENMPS_REPLAY_GRIDS=2 start_daemon
+	OPENMPS_REPLAY_DEMAND_PCT=0 OPENMPS_REPLAY_GRIDS=2 OPENMPS_REPLAY_ALTS=16 OPENMPS_REPLAY_EXECS=0 start_daemon
 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/bad.out" 2>&1 ||
 	fail "t_replay, OPENMPS_REPLAY=sometimes: $(tail -n 20 "$dir/bad.out")"
 grep -q "ignoring OPENMPS_REPLAY=sometimes (want 0, 1 or always)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
@@ -94,5 +107,9 @@ grep -q "ignoring OPENMPS_REPLAY_DEMAND_PCT=0 (want 1..100000)" "$CUDA_MPS_LOG_D
 	fail "OPENMPS_REPLAY_DEMAND_PCT=0 passed in silence"
 grep -q "ignoring OPENMPS_REPLAY_GRIDS=2 (want 0..1)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
 	fail "OPENMPS_REPLAY_GRIDS=2 passed in silence"
+grep -q "ignoring OPENMPS_REPLAY_ALTS=16 (want 0..15)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "OPENMPS_REPLAY_ALTS=16 passed in silence"
+grep -q "ignoring OPENMPS_REPLAY_EXECS=0 (want 1..65536)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "OPENMPS_REPLAY_EXECS=0 passed in silence"
 stop_daemon
 finish
