@@ -33,6 +33,10 @@
  *   write_value     cuStreamWriteValue32 into a pinned, mapped host word
  *   event_record    cuEventRecord of a timing-disabled event
  *   stream_query    cuStreamQuery of the thread's idle stream
+ *   launch_d2h      launch, then d2h_pinned and write_value: a request's
+ *                   last kernel and its result's copy and completion word
+ *   graph_d2h       the same after graph14_args instead of the launch (is
+ *                   a copy after a graph launch dearer than after a launch?)
  *
  * DRVCOST_STREAMS says where each thread's stream lives: `primary` (the
  * default: every thread in the one primary context, as a server's threads
@@ -57,10 +61,10 @@
 #define STREAMS 16   /* graph14_16s */
 
 enum kind { LAUNCH, GRAPH14, GRAPH14_ARGS, GRAPH14_SET4, GRAPH14_SET4K, GRAPH14_16S, H2D_PAGEABLE, H2D_PINNED, H2D_REGISTERED, MEMCPY, D2H_PINNED, D2H_PAGEABLE,
-	    D2H_REGISTERED, WRITE_VALUE, EVENT_RECORD, STREAM_QUERY, KINDS };
+	    D2H_REGISTERED, WRITE_VALUE, EVENT_RECORD, STREAM_QUERY, LAUNCH_D2H, GRAPH_D2H, KINDS };
 static const char *const kind_names[KINDS] = {
 	"launch", "graph14", "graph14_args", "graph14_set4", "graph14_set4k", "graph14_16s", "h2d_pageable", "h2d_pinned", "h2d_registered", "memcpy", "d2h_pinned",
-	"d2h_pageable", "d2h_registered", "write_value", "event_record", "stream_query",
+	"d2h_pageable", "d2h_registered", "write_value", "event_record", "stream_query", "launch_d2h", "graph_d2h",
 };
 
 struct worker {
@@ -259,6 +263,15 @@ static void one(struct worker *w, enum kind k)
 		break;
 	case STREAM_QUERY:
 		(void)cuStreamQuery(w->s);
+		break;
+	case LAUNCH_D2H:
+	case GRAPH_D2H:
+		if (k == LAUNCH_D2H)
+			B_CHECK(cuLaunchKernel(w->fn, 1, 1, 1, 1, 1, 1, 0, w->s, NULL, NULL));
+		else
+			B_CHECK(cuGraphLaunch(w->sexec, w->s));
+		B_CHECK(cuMemcpyDtoHAsync(w->pinned, w->dev, 64, w->s));
+		B_CHECK(cuStreamWriteValue32(w->s, w->pinned_dev, 7, 0));
 		break;
 	default:
 		break;

@@ -852,8 +852,8 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 	rp->n++;
 	/* Held while every launch of the chunk so far was, and a kept chunk
 	 * with a graph starts as it does. */
-	hold = rp->held == rp->n - 1 && (g = graph_like(rp)) && st->green == g->green &&
-	       (mode == ALWAYS || mps_sched_busy() || mps_sched_launch_bound());
+	hold = rp->held == rp->n - 1 && (mode == ALWAYS || mps_sched_busy() || mps_sched_launch_bound()) &&
+	       (g = graph_like(rp)) && st->green == g->green;
 	if (hold) {
 		rp->held++;
 		note_held(c, mps_now_ns());
