@@ -23,11 +23,12 @@
  *   - the run's kernels' module unloaded and loaded again: a learned run
  *     must not outlive its functions;
  *   - a decoder's step: seven different runs between copies, in turn, two
- *     of them alike for five launches and then not (turns()).
+ *     of them alike for five launches and then not (turns());
+ *   - more different runs than a server keeps chunks of (churn()).
  * tests/system/replay.sh runs it with the server replaying always and
  * checks that it did. T_REPLAY_LOOP_MS=M repeats the first loop for M ms
  * at least, long enough for a server to weigh its clients' launch demand;
- * T_REPLAY_TURNS=1 runs only turns().
+ * T_REPLAY_TURNS=1 runs only turns(), T_REPLAY_CHURN=1 only churn().
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -136,6 +137,48 @@ static void turns(CUstream s, CUdeviceptr buf)
 		}
 }
 
+/* More chunks than a server keeps: CHURN runs, each one of TEMPLATES
+ * sequences of 2 to 40 launches with random grids (so blocks, and shapes,
+ * differ), each seen about seven times in all; the scalars change every
+ * run. A server that replays keeps some, builds graphs for those seen
+ * again, and drops others as new ones come (tests/system/replay.sh checks
+ * that it did, with few executable graphs allowed); every result must
+ * still be the one the launches give. */
+#define TEMPLATES 60
+#define CHURN     450
+static void churn(CUstream s, CUdeviceptr buf)
+{
+	static const unsigned int grids[] = { 1, 2, 4, 8, 16, 32 };
+	static uint8_t tmpl[TEMPLATES][40];
+	static int len[TEMPLATES];
+	uint64_t r = t_rng(7);
+
+	for (int t = 0; t < TEMPLATES; t++) {
+		len[t] = 2 + (int)(t_rand(&r) % 39);
+		for (int i = 0; i < len[t]; i++)
+			tmpl[t][i] = (uint8_t)(t_rand(&r) % 6);
+	}
+	for (int k = 0; k < CHURN; k++) {
+		int t = (int)(t_rand(&r) % TEMPLATES);
+		uint32_t in[N], want[N], got[N];
+		char label[64];
+
+		t_fill_u32(in, N, &rng);
+		memcpy(want, in, sizeof(in));
+		REQUIRE_CU(cuMemcpyHtoDAsync(buf, in, sizeof(in), s));
+		for (int i = 0; i < len[t]; i++) {
+			unsigned int mul = 3 + 2 * (unsigned int)(t_rand(&r) % 50), add = (unsigned int)t_rand(&r);
+
+			REQUIRE_CU(affine(s, buf, mul, add, grids[tmpl[t][i]]));
+			host_affine(want, mul, add);
+		}
+		REQUIRE_CU(cuMemcpyDtoHAsync(got, buf, sizeof(got), s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		snprintf(label, sizeof(label), "churn: run %d (sequence %d, %d launches)", k, t, len[t]);
+		CMP_U32(got, want, N, label);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct step st[RUN];
@@ -161,6 +204,10 @@ int main(int argc, char **argv)
 
 	if (getenv("T_REPLAY_TURNS")) {   /* only the decoder's steps (tests/system/replay.sh counts them) */
 		turns(s, a);
+		goto out;
+	}
+	if (getenv("T_REPLAY_CHURN")) {   /* only more chunks than are kept */
+		churn(s, a);
 		goto out;
 	}
 

@@ -7,7 +7,9 @@
 # the first two loops go as graph launches: chunks cut by content by
 # default (a run of 8 is one), two of 4 kernels a run with
 # OPENMPS_REPLAY_SEGMENT=4, one of the whole run with 0, eight of one with
-# 1. A decoder's step (seven different runs in turn) is replayed whole.
+# 1. A decoder's step (seven different runs in turn) is replayed whole;
+# more different runs than the server keeps chunks of still give exact
+# results while it drops chunks and graphs.
 # With OPENMPS_REPLAY=0 nothing is replayed and the results are the
 # same. The runs of a "growing cache", one kernel's grid changing each
 # time, are replayed (their node given each launch's grid) by default, and
@@ -59,6 +61,22 @@ T_REPLAY_TURNS=1 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$di
 kernels=$(metric replayed_kernels_total)
 [ -n "$kernels" ] && [ "$kernels" -ge 1100 ] || fail "turns: $kernels kernels replayed (want 1100 of 1206)"
 [ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "turns: $kernels kernels replayed"
+stop_daemon
+
+# More chunks than are kept (128), with 24 executable graphs allowed: the
+# server drops kept chunks and graphs as new ones come, still replays, and
+# every result is exact.
+OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_EXECS=24 start_daemon
+T_REPLAY_CHURN=1 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/churn.out" 2>&1 ||
+	fail "t_replay, churn: $(tail -n 20 "$dir/churn.out")"
+chunks() { ui get_metrics | sed -n "s/^openmps_server_replay_chunks_total{[^}]*why=\"$1\"} \([0-9]*\)$/\1/p"; }
+replays=$(metric replays_total)
+dropped=$(chunks dropped)
+built=$(chunks built)
+[ -n "$replays" ] && [ "$replays" -ge 20 ] || fail "churn: $replays graph launches (want 20 or more)"
+[ -n "$dropped" ] && [ "$dropped" -gt 0 ] || fail "churn: no kept chunk dropped ($dropped)"
+[ -n "$built" ] && [ "$built" -gt 24 ] || fail "churn: $built chunks built (want more than the 24 graphs kept)"
+[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "churn: $replays graph launches, $built built, $dropped dropped"
 stop_daemon
 
 # The growing cache's runs (32 of 9 launches, one kernel's grid changing
