@@ -32,7 +32,7 @@
  * to 128 chunks it made (2 MiB of arguments in all, 256 executable
  * graphs); chunks seen once hold at most half the slots (the one seen
  * longest ago goes first), so chunks that never come back do not push out
- * those that do. A chunk seen a second time (4 launches or more) becomes
+ * those that do. A chunk seen a second time (2 launches or more) becomes
  * a graph: a chain of kernel nodes in that order, captured from its
  * launches on their stream (so launch attributes — cluster shape,
  * programmatic serialization, priority — mean in it what they meant on the
