@@ -995,7 +995,7 @@ static const struct {
 	{ "openmps_server_turns_total", "counter", "Turns in which a service thread ran one or more calls of one client." },
 	{ "openmps_server_wakeups_total", "counter", "Times a sleeping service thread was woken by a client." },
 	{ "openmps_server_replays_total", "counter",
-	  "Graph launches that stood for a client's repeated run of kernel launches." },
+	  "Graph launches that stood for a client's repeated chunk of kernel launches." },
 	{ "openmps_server_replayed_kernels_total", "counter", "Kernel launches made as part of those graphs." },
 	{ "openmps_server_replay_seconds_total", "counter",
 	  "Time spent in those graph launches, their parameter updates included." },
@@ -1012,7 +1012,7 @@ static const struct {
 	{ "openmps_server_gpu_sleeper_wakes_total", "counter",
 	  "Client threads those looks woke (a store the GPU made into a word a client slept on)." },
 	{ "openmps_server_replay_holds_ended_total", "counter",
-	  "Held launches let go one by one: the hold time ran out (time) or the run left the learned one (other)." },
+	  "Held launches let go one by one: the hold time ran out (time) or the chunk left the kept one (other)." },
 	{ "openmps_server_replay_chunks_total", "counter",
 	  "Chunks of clients' runs of launches by what became of them: new (kept), seen (a kept one), too_long "
 	  "(a launch too large to hold), and kept chunks dropped, built into graphs, or unbuilt." },

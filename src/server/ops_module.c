@@ -175,7 +175,7 @@ answer:
 
 static void module_free(struct mps_client *c, struct mps_smodule *mod)
 {
-	mps_replay_forget(c);   /* a learned run may name its functions */
+	mps_replay_forget(c);   /* a kept chunk may name its functions */
 	while (mod->funcs) {
 		struct mps_sfunc *f = mod->funcs;
 

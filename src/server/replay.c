@@ -169,13 +169,12 @@ static void count(uint64_t *what)
 	mps_fetch_add(what, 1);
 }
 
-/* Whether a and b can be one node of a learned run: the same function,
- * block, shared memory and attributes, and the same grid unless
- * OPENMPS_REPLAY_GRIDS=1 makes the grid a node's parameter like its
- * arguments (set at launch when it differs): a decoder's kernels that walk
- * its growing cache (a concatenation, an attention over every past token)
- * may change their grid with every token, which keeps its runs from
- * matching otherwise. */
+/* Whether a and b can be one node of a kept chunk: the same function,
+ * block, shared memory and attributes, and the same grid only with
+ * OPENMPS_REPLAY_GRIDS=0; by default the grid is a node's parameter like
+ * its arguments (set at launch when it differs): a decoder's kernels that
+ * walk its growing cache (a concatenation, an attention over every past
+ * token) may change their grid with every token. */
 static bool same_shape(const struct launch *a, const struct launch *b)
 {
 	return a->f == b->f && a->smem == b->smem && a->nattrs == b->nattrs &&

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Launch replay: a client's repeating run of kernel launches, made as one
- * graph launch.
+ * Launch replay: a client's repeating chunks of kernel launches, each made
+ * as one graph launch.
  *
  * Every client's launches reach the driver through the server's threads in
  * one context, where the driver's launch path costs 3.7 us of CPU alone and
@@ -112,7 +112,7 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		       unsigned int nattrs);
 
 /* Any other message of the client: the run ends; what is held goes first.
- * forget: the learned runs go too. */
+ * forget: the kept chunks go too. */
 void mps_replay_boundary(struct mps_client *c, bool forget);
 
 /* A stream or module of the client is going: what was learned may name it. */

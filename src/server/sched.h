@@ -84,7 +84,7 @@ struct mps_sched_stats {
 	uint64_t launches;      /* those calls */
 	uint64_t turns;         /* turns that ran at least one message */
 	uint64_t wakeups;       /* sleeps in epoll that ended with an event */
-	uint64_t replays;       /* graph launches that stood for a run of launches (replay.h) */
+	uint64_t replays;       /* graph launches that stood for a chunk of launches (replay.h) */
 	uint64_t replayed;      /* the kernels in them */
 	uint64_t replay_ns;     /* time in those graph launches, their parameter updates included */
 	uint64_t replay_updates;        /* kernel nodes given new arguments before such a launch */

@@ -154,7 +154,8 @@ void mps__dispatch(struct mps_client *c, const struct mps_msg *m)
 			mps__defer_error(c, CUDA_ERROR_INVALID_VALUE, "malformed message");
 		return;
 	}
-	/* Launch replay (replay.h): any other message ends a run of launches. */
+	/* Launch replay (replay.h): any other message ends a run of launches
+	 * (and its last chunk). */
 	if (c->replay && op != MPS_OP_LAUNCH)
 		mps_replay_boundary(c, false);
 	op_table[op].fn(c, m);
