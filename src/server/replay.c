@@ -762,14 +762,16 @@ static void end_chunk(struct mps_client *c, struct mps_replay *rp)
  * in every process and every run (its address is not). */
 static uint32_t func_key(struct mps_sfunc *f)
 {
-	if (!f->replay_key) {
-		uint32_t h = 2166136261u ^ f->arg_size ^ f->nparams << 16;
+	uint32_t h = mps_load_relaxed(&f->replay_key);
 
+	if (!h) {   /* the same value whoever computes it first */
+		h = 2166136261u ^ f->arg_size ^ f->nparams << 16;
 		for (const char *s = f->name; s && *s; s++)
 			h = (h ^ (uint8_t)*s) * 16777619u;
-		mps_store_relaxed(&f->replay_key, h | 1);
+		h |= 1;
+		mps_store_relaxed(&f->replay_key, h);
 	}
-	return f->replay_key;
+	return h;
 }
 
 /* Whether the chunk ends with its launch l, its n-th. By content (the
