@@ -1016,6 +1016,11 @@ static const struct {
 	{ "openmps_server_replay_chunks_total", "counter",
 	  "Chunks of clients' runs of launches by what became of them: new (kept), seen (a kept one), too_long "
 	  "(a launch too large to hold), and kept chunks dropped, built into graphs, or unbuilt." },
+	{ "openmps_server_placed_allocations_total", "counter",
+	  "Client allocations a server placed at random addresses (OPENMPS_PLACEMENT=random)." },
+	{ "openmps_server_placed_bytes", "gauge", "Device memory mapped for those allocations now (whole granules)." },
+	{ "openmps_server_placement_fallbacks_total", "counter",
+	  "Allocations that found no free random slot and were placed by the driver." },
 	{ "openmps_server_memory_bytes", "gauge", "Device memory a server's clients hold, by device." },
 	{ "openmps_server_streams", "gauge", "Driver streams a server holds, by device." },
 	{ "openmps_server_streams_peak", "gauge",

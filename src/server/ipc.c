@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/ipc.h"
+#include "server/placement.h"
 #include "server/server.h"
 
 enum { IPC_MEM = 1, IPC_EVENT, IPC_POOL, IPC_POOL_PTR };
@@ -89,6 +90,34 @@ static CUresult record(struct mps_client *c, int kind, const void *handle, int d
 	return CUDA_SUCCESS;
 }
 
+
+/* A handle for memory placed by the server (placement.h), which the
+ * driver makes none for: "openmps-placed", the base, and random bytes,
+ * the same for every export of one allocation. Clients of this server open
+ * it; anywhere else it names nothing. */
+static CUresult export_placed(struct mps_client *c, int device, const struct mps_mrange *r, void *out)
+{
+	static const char magic[16] = "openmps-placed";
+	uint8_t h[64];
+	struct export *x;
+
+	pthread_mutex_lock(&lock);
+	for (x = exports; x; x = x->next)
+		if (x->kind == IPC_MEM && x->base == r->base && !memcmp(x->handle, magic, sizeof(magic)))
+			break;
+	if (x)
+		memcpy(h, x->handle, sizeof(h));
+	pthread_mutex_unlock(&lock);
+	if (!x) {
+		memcpy(h, magic, sizeof(magic));
+		memcpy(h + 16, &r->base, sizeof(r->base));
+		if (getrandom(h + 24, sizeof(h) - 24, 0) != (ssize_t)(sizeof(h) - 24))
+			return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	memcpy(out, h, sizeof(h));
+	return record(c, IPC_MEM, h, device, r->base, r->size, NULL);
+}
+
 CUresult mps_ipc_export_mem(struct mps_client *c, uint64_t ptr, int device, void *out)
 {
 	const struct mps_mrange *r = mps_memacct_find(&c->mem, ptr);
@@ -100,6 +129,8 @@ CUresult mps_ipc_export_mem(struct mps_client *c, uint64_t ptr, int device, void
 	if (!r || r->kind != MPS_MEM_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
 	base = r->base;
+	if (mps_place_is((CUdeviceptr)base))
+		return export_placed(c, device, r, out);
 	if (!mps_drv.cuIpcGetMemHandle)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	rc = mps__bind_device(c, device);
@@ -252,7 +283,7 @@ void mps_ipc_close_mem(struct mps_client *c, uint64_t base, bool ours)
 	if (gone) {
 		/* The last view of memory its exporter freed: free it now. */
 		if (mps__bind_device(c, gone->device) == CUDA_SUCCESS)
-			mps_drv.cuMemFree((CUdeviceptr)gone->base);
+			mps_place_mem_free((CUdeviceptr)gone->base, false);   /* an importer's work may use it */
 		free(gone);
 	}
 }

@@ -37,6 +37,7 @@
 #include "server/fault.h"
 #include "server/main.h"
 #include "server/sched.h"
+#include "server/placement.h"
 #include "server/replay.h"
 #include "server/server.h"
 
@@ -216,6 +217,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	mps_place_init();
 	/* The server is on every client's path: when the CPUs are all busy, a
 	 * service thread that waits for its turn holds up every client it
 	 * serves. Ahead of them by default, where the system allows it (the

@@ -15,6 +15,7 @@
 #include "common/atomics.h"
 #include "server/gpuwake.h"
 #include "server/metrics.h"
+#include "server/placement.h"
 #include "server/replay.h"
 #include "server/sched.h"
 #include "server/server.h"
@@ -74,6 +75,7 @@ int mps_metrics_write(int fd)
 	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 }, ops = 0, trips = 0;
 	struct mps_sched_stats ss;
 	struct mps_replay_counts rc;
+	uint64_t placed, placed_bytes, fallbacks;
 	uint64_t looks, gpu_wakes;
 	char comm[160];
 	int server = (int)getpid(), n = 0;
@@ -198,6 +200,11 @@ int mps_metrics_write(int fd)
 			fprintf(f, "openmps_server_replay_chunks_total{server=\"%d\",why=\"%s\"} %llu\n", server,
 				runs[i].why, (unsigned long long)runs[i].n);
 	}
+	mps_place_stats(&placed, &placed_bytes, &fallbacks);
+	fprintf(f, "openmps_server_placed_allocations_total{server=\"%d\"} %llu\n", server, (unsigned long long)placed);
+	fprintf(f, "openmps_server_placed_bytes{server=\"%d\"} %llu\n", server, (unsigned long long)placed_bytes);
+	fprintf(f, "openmps_server_placement_fallbacks_total{server=\"%d\"} %llu\n", server,
+		(unsigned long long)fallbacks);
 	for (int d = 0; d < mps_srv.ndev; d++) {
 		fprintf(f, "openmps_server_memory_bytes{server=\"%d\",device=\"%d\"} %llu\n", server, d,
 			(unsigned long long)dev_bytes[d]);

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "server/control.h"
 #include "server/driver.h"
+#include "server/placement.h"
 #include "server/server.h"
 #include "server/smshare.h"
 #include "server/vdevice.h"
@@ -107,7 +108,7 @@ static void ctx_free(struct mps_client *c, struct mps_sctx *x)
 		if (r.kind != MPS_MEM_DEVICE || r.ctx != x->handle)
 			continue;
 		mps_memacct_remove(&c->mem, r.base, r.kind, NULL);
-		mps_drv.cuMemFree((CUdeviceptr)r.base);
+		mps_place_mem_free((CUdeviceptr)r.base, true);   /* its streams are done (above) */
 	}
 	mps_handle_del(&c->handles, x->handle);
 	free(x);

@@ -24,6 +24,7 @@
 #include "common/sock.h"
 #include "server/driver.h"
 #include "server/ipc.h"
+#include "server/placement.h"
 #include "server/server.h"
 #include "server/streams.h"
 
@@ -41,6 +42,21 @@ static bool charge(struct mps_client *c, const struct mps_msg *m, int device, ui
 	return false;
 }
 
+/* A client's allocation at a random place (placement.h), with the pitch
+ * cuMemAllocPitch would give (rows of 512-byte multiples); *mapped is what
+ * it takes. CUDA_ERROR_NOT_SUPPORTED: the driver is to place it. */
+static CUresult place(int device, const struct mps_msg_mem_alloc *q, uint64_t bytes, CUdeviceptr *p,
+		      size_t *pitch, uint64_t *mapped)
+{
+	if (!mps_place_on(device))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (q->elem) {
+		*pitch = (size_t)((q->width + 511) / 512 * 512);
+		bytes = (uint64_t)*pitch * q->height;
+	}
+	return mps_place_alloc(device, bytes, p, mapped);
+}
+
 void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_mem_alloc *q = (const void *)m;
@@ -48,7 +64,7 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 	struct mps_sctx *x = mps__msg_ctx(c, m);
 	CUdeviceptr p = 0;
 	size_t pitch = 0;
-	uint64_t bytes;
+	uint64_t bytes, mapped = 0;
 	CUresult r;
 
 	if (!x) {
@@ -73,7 +89,9 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 	if (!charge(c, m, x->device, bytes))
 		return;
 	r = mps__bind_device(c, x->device);
-	if (r == CUDA_SUCCESS) {
+	if (r == CUDA_SUCCESS)
+		r = place(x->device, q, bytes, &p, &pitch, &mapped);
+	if (r == CUDA_ERROR_NOT_SUPPORTED) {   /* not placed here: the driver places it */
 		if (q->elem)
 			r = mps_drv.cuMemAllocPitch(&p, &pitch, (size_t)q->width, (size_t)q->height, q->elem);
 		else
@@ -84,19 +102,23 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, r);
 		return;
 	}
-	if (q->elem) {
-		/* Charge what the pitch really came to instead of the estimate. */
+	if (q->elem || mapped) {
+		/* Charge what the pitch, or the mapping (placement.h: whole
+		 * granules, all of it the client's), really came to instead of
+		 * the estimate. */
+		uint64_t used = mapped ? mapped : (uint64_t)pitch * q->height;
+
 		mps_memacct_uncharge(&c->mem, x->device, bytes);
-		bytes = (uint64_t)pitch * q->height;
+		bytes = used;
 		if (mps_memacct_charge(&c->mem, x->device, bytes) < 0) {
-			mps_drv.cuMemFree(p);
+			mps_place_mem_free(p, true);
 			mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 			return;
 		}
 	}
 	if (mps_memacct_add(&c->mem, p, bytes, MPS_MEM_DEVICE, x->device, x->handle) < 0) {
 		mps_log_error("client %d: bookkeeping failed for allocation %#llx", (int)c->pid, (unsigned long long)p);
-		mps_drv.cuMemFree(p);
+		mps_place_mem_free(p, true);
 		mps_memacct_uncharge(&c->mem, x->device, bytes);
 		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
@@ -104,6 +126,26 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 	s->val[0] = p;
 	s->val[1] = pitch;
 	mps__reply(c, m->slot, CUDA_SUCCESS);
+}
+
+static void drain_ctx(void *obj, void *arg)
+{
+	struct mps_sctx *x = obj;
+
+	if (x->device != *(int *)arg)
+		return;
+	for (struct mps_sstream *t = x->streams; t; t = t->next)
+		mps_drv.cuStreamSynchronize(t->s);
+	if (x->join)
+		mps_drv.cuStreamSynchronize(x->join);
+}
+
+/* Waits for the client's work on device (bound): what cuMemFree waits for
+ * in a process of its own, before a placed allocation is unmapped. Other
+ * clients' work goes on. */
+static void drain(struct mps_client *c, int device)
+{
+	mps_handles_foreach(&c->handles, MPS_H_CTX, drain_ctx, &device);
 }
 
 void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
@@ -121,8 +163,11 @@ void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	cr = mps__bind_device(c, r.device);
-	if (cr == CUDA_SUCCESS && !mps_ipc_orphan_mem(c, r.base))   /* others may still have it open */
-		cr = mps_drv.cuMemFree((CUdeviceptr)r.base);
+	if (cr == CUDA_SUCCESS && !mps_ipc_orphan_mem(c, r.base)) {   /* others may still have it open */
+		if (mps_place_is((CUdeviceptr)r.base))
+			drain(c, r.device);
+		cr = mps_place_mem_free((CUdeviceptr)r.base, true);
+	}
 	mps__reply(c, m->slot, cr);
 }
 

@@ -27,6 +27,7 @@
 #include "server/ipc.h"
 #include "server/replay.h"
 #include "server/sched.h"
+#include "server/placement.h"
 #include "server/server.h"
 #include "server/smshare.h"
 #include "server/vdevice.h"
@@ -311,7 +312,7 @@ void mps__client_teardown(struct mps_client *c)
 			mps_ipc_close_pool_ptr(c, r.base, r.kind == MPS_MEM_POOL_PTR);
 		else if (r.kind == MPS_MEM_DEVICE && mps__bind_device(c, r.device) == CUDA_SUCCESS &&
 			 !mps_ipc_orphan_mem(c, r.base))
-			mps_drv.cuMemFree((CUdeviceptr)r.base);
+			mps_place_mem_free((CUdeviceptr)r.base, true);   /* its work is done */
 	}
 	/* The driver keeps freed graph allocations' memory for later graphs
 	 * until it is trimmed: give back what this client's graphs left. */

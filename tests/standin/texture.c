@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Texture and surface objects: made from a resource the stand-in checks (an
- * array or mipmapped array of its own, or device memory for linear and
- * pitched textures; surfaces take arrays only) and kept until destroyed.
+ * array or mipmapped array of its own, or device memory, allocated or
+ * mapped, for linear and pitched textures; surfaces take arrays only) and
+ * kept until destroyed.
  * No kernel here reads them: their value only has to be valid to destroy.
  */
 #include <stdlib.h>
@@ -31,14 +32,14 @@ static CUresult check_resource(const CUDA_RESOURCE_DESC *r, bool surface)
 	case CU_RESOURCE_TYPE_LINEAR:
 		if (surface || !r->res.linear.sizeInBytes ||
 		    mps__range_classify((uintptr_t)r->res.linear.devPtr, r->res.linear.sizeInBytes, &range) != 1 ||
-		    range->kind != SI_RANGE_DEVICE)
+		    (range->kind != SI_RANGE_DEVICE && range->kind != SI_RANGE_MAPPED))
 			return CUDA_ERROR_INVALID_VALUE;
 		return CUDA_SUCCESS;
 	case CU_RESOURCE_TYPE_PITCH2D:
 		if (surface || !r->res.pitch2D.height || !r->res.pitch2D.width ||
 		    mps__range_classify((uintptr_t)r->res.pitch2D.devPtr,
 					r->res.pitch2D.pitchInBytes * r->res.pitch2D.height, &range) != 1 ||
-		    range->kind != SI_RANGE_DEVICE)
+		    (range->kind != SI_RANGE_DEVICE && range->kind != SI_RANGE_MAPPED))
 			return CUDA_ERROR_INVALID_VALUE;
 		return CUDA_SUCCESS;
 	default:

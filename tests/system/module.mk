@@ -3,7 +3,7 @@
 # fresh daemon like the driver-API tests (several processes, a client killed
 # mid-stream, a hostile client); the scripts set up their own daemons.
 
-SYSTEM_NAMES := s_clients s_kill s_malformed s_burst s_passthrough s_fair s_ipc s_poolshare s_fault s_soak
+SYSTEM_NAMES := s_clients s_kill s_malformed s_burst s_passthrough s_fair s_ipc s_poolshare s_fault s_soak s_place
 SYSTEM_BINS  := $(addprefix $(BUILD)/tests/system/,$(SYSTEM_NAMES))
 
 $(SYSTEM_BINS): $(BUILD)/tests/system/%: $(BUILD)/obj/tests/system/%.o $(BUILD)/obj/tests/cuda/common.o $(COMMON_OBJS)
@@ -17,7 +17,7 @@ TEST_DEPS_EXTRA += $(BUILD)/tests/system/s_passthrough
 # replies_server (run t_event).
 TESTS_SERIAL += s_fair s_soak sched replies replies_server
 TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh tests/system/sched.sh \
-                tests/system/replies.sh tests/system/replies_server.sh
+                tests/system/replies.sh tests/system/replies_server.sh tests/system/placement.sh
 
 # The control daemon's tests (openmps-control): scripts that start their own
 # daemons, with two helper programs: c_client, a CUDA client driven step by

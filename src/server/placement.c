@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: MIT
+/*
+ * See placement.h. Per device: the reserved range, its granularity, and a
+ * bitmap of the slots mapped; one sorted array of the placed allocations
+ * (base, size, device) for frees. One lock over both, never held across a
+ * driver call that waits for the GPU.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/atomics.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "server/driver.h"
+#include "server/placement.h"
+#include "server/server.h"
+
+#define TRIES   64     /* random slots looked at before an allocation goes to the driver */
+#define MIN_GIB 64     /* the smallest range worth reserving (15 bits of 2 MiB slots) */
+
+struct space {
+	bool on;
+	CUstream zero;     /* the server's own, for clearing new allocations */
+	CUdeviceptr base;
+	uint64_t size, gran, nslots;
+	uint64_t *used;    /* a bit per slot */
+};
+
+struct placed {
+	CUdeviceptr base;
+	uint64_t size;
+	int device;
+};
+
+static struct space space[MPS_MAX_DEVICES];
+static struct placed *placed;
+static size_t nplaced, cap;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t n_allocs, n_bytes, n_fallbacks;   /* atomic */
+
+static bool slot_used(const struct space *s, uint64_t i)
+{
+	return s->used[i / 64] >> (i % 64) & 1;
+}
+
+static void slots_set(struct space *s, uint64_t first, uint64_t n, bool used)
+{
+	for (uint64_t i = first; i < first + n; i++) {
+		if (used)
+			s->used[i / 64] |= 1ull << (i % 64);
+		else
+			s->used[i / 64] &= ~(1ull << (i % 64));
+	}
+}
+
+/* Whether slots [first - 1, first + n] are all free: the n slots and an
+ * unmapped one on each side. */
+static bool run_free(const struct space *s, uint64_t first, uint64_t n)
+{
+	for (uint64_t i = first - 1; i <= first + n; i++)
+		if (slot_used(s, i))
+			return false;
+	return true;
+}
+
+static uint64_t random64(void)
+{
+	uint64_t v = 0;
+
+	while (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+		;   /* interrupted; the kernel's pool is ready long before a server starts */
+	return v;
+}
+
+static void reserve(int d)
+{
+	struct space *s = &space[d];
+	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+						   .id = mps_srv.dev[d].dev } };
+	long gib = mps_env_long("OPENMPS_PLACEMENT_GIB", 4096, MIN_GIB, 1L << 20);
+	size_t gran = 0;
+	CUresult r;
+
+	r = mps_drv.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (r != CUDA_SUCCESS || !gran || (gran & (gran - 1))) {
+		mps_log_warn("device %d: no allocation granularity (%s): allocations placed by the driver", d,
+			     mps_driver_errname(r));
+		return;
+	}
+	/* The largest range the driver grants, from the one asked down. */
+	for (; gib >= MIN_GIB; gib /= 2) {
+		uint64_t size = (uint64_t)gib << 30;
+
+		size -= size % gran;
+		r = mps_drv.cuMemAddressReserve(&s->base, (size_t)size, gran, 0, 0);
+		if (r == CUDA_SUCCESS) {
+			s->size = size;
+			break;
+		}
+	}
+	if (!s->size) {
+		mps_log_warn("device %d: no address range to place allocations in (%s): placed by the driver", d,
+			     mps_driver_errname(r));
+		return;
+	}
+	s->gran = gran;
+	s->nslots = s->size / gran;
+	s->used = calloc((s->nslots + 63) / 64, sizeof(uint64_t));
+	r = s->used ? mps_drv.cuStreamCreateWithPriority(&s->zero, CU_STREAM_NON_BLOCKING, 0) : CUDA_ERROR_OUT_OF_MEMORY;
+	if (r != CUDA_SUCCESS) {
+		mps_log_warn("device %d: cannot set up random placement (%s)", d, mps_driver_errname(r));
+		free(s->used);
+		s->used = NULL;
+		mps_drv.cuMemAddressFree(s->base, (size_t)s->size);
+		return;
+	}
+	s->on = true;
+	mps_log_info("device %d: client allocations placed at random in %llu GiB (%llu slots of %llu KiB)", d,
+		     (unsigned long long)(s->size >> 30), (unsigned long long)s->nslots,
+		     (unsigned long long)(gran >> 10));
+}
+
+void mps_place_init(void)
+{
+	const char *v = getenv("OPENMPS_PLACEMENT");
+
+	if (!v || !*v || !strcmp(v, "driver"))
+		return;
+	if (strcmp(v, "random")) {
+		mps_log_warn("ignoring OPENMPS_PLACEMENT=%s (want driver or random)", v);
+		return;
+	}
+	if (!mps_drv.cuMemCreate || !mps_drv.cuMemMap || !mps_drv.cuMemAddressReserve || !mps_drv.cuMemSetAccess ||
+	    !mps_drv.cuMemGetAllocationGranularity) {
+		mps_log_warn("OPENMPS_PLACEMENT=random: the driver has no virtual memory management; not placing");
+		return;
+	}
+	for (int d = 0; d < mps_srv.ndev; d++) {
+		mps_drv.cuCtxSetCurrent(mps_srv.dev[d].primary);
+		reserve(d);
+	}
+	if (mps_srv.ndev)
+		mps_drv.cuCtxSetCurrent(mps_srv.dev[0].primary);
+}
+
+bool mps_place_on(int device)
+{
+	return device >= 0 && device < mps_srv.ndev && space[device].on;
+}
+
+/* Takes n free slots of s with a free one on each side, at random: the
+ * first slot, or UINT64_MAX if TRIES draws found none. */
+static uint64_t take(struct space *s, uint64_t n)
+{
+	if (n + 2 > s->nslots)
+		return UINT64_MAX;
+	for (int t = 0; t < TRIES; t++) {
+		uint64_t first = 1 + random64() % (s->nslots - n - 1);
+
+		if (run_free(s, first, n)) {
+			slots_set(s, first, n, true);
+			return first;
+		}
+	}
+	return UINT64_MAX;
+}
+
+/* Records a placed allocation, keeping the array sorted by base. */
+static int record(CUdeviceptr base, uint64_t size, int device)
+{
+	size_t lo = 0, hi = nplaced;
+
+	if (nplaced == cap) {
+		size_t ncap = cap ? cap * 2 : 64;
+		struct placed *p = realloc(placed, ncap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		placed = p;
+		cap = ncap;
+	}
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (placed[mid].base < base)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	memmove(&placed[lo + 1], &placed[lo], (nplaced - lo) * sizeof(*placed));
+	placed[lo] = (struct placed){ base, size, device };
+	nplaced++;
+	return 0;
+}
+
+/* The index of the placed allocation starting at base, or -1. */
+static long find(CUdeviceptr base)
+{
+	size_t lo = 0, hi = nplaced;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (placed[mid].base == base)
+			return (long)mid;
+		if (placed[mid].base < base)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+/* Read and write access for device d and every device that reaches d's
+ * memory (device.c enabled peer access once for all). */
+static unsigned int access_list(int d, CUmemAccessDesc *desc)
+{
+	unsigned int n = 0;
+
+	for (int i = 0; i < mps_srv.ndev; i++)
+		if (i == d || (mps_srv.dev[i].info.peers & (1u << d)))
+			desc[n++] = (CUmemAccessDesc){ .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+								     .id = mps_srv.dev[i].dev },
+						       .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	return n;
+}
+
+CUresult mps_place_alloc(int device, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped)
+{
+	struct space *s = &space[device];
+	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE,
+						   .id = mps_srv.dev[device].dev } };
+	CUmemAccessDesc desc[MPS_MAX_DEVICES];
+	CUmemGenericAllocationHandle h;
+	uint64_t size, first;
+	CUdeviceptr at;
+	CUresult r;
+
+	if (!mps_place_on(device) || !bytes || bytes > UINT64_MAX - s->gran)
+		return CUDA_ERROR_INVALID_VALUE;
+	size = (bytes + s->gran - 1) / s->gran * s->gran;
+	pthread_mutex_lock(&lock);
+	first = take(s, size / s->gran);
+	pthread_mutex_unlock(&lock);
+	if (first == UINT64_MAX) {
+		mps_fetch_add(&n_fallbacks, 1);
+		return CUDA_ERROR_NOT_SUPPORTED;   /* the caller asks the driver */
+	}
+	at = s->base + first * s->gran;
+	r = mps_drv.cuMemCreate(&h, (size_t)size, &prop, 0);
+	if (r != CUDA_SUCCESS)
+		goto unslot;
+	r = mps_drv.cuMemMap(at, (size_t)size, 0, h, 0);
+	mps_drv.cuMemRelease(h);   /* the mapping keeps the memory until it goes */
+	if (r != CUDA_SUCCESS)
+		goto unslot;
+	r = mps_drv.cuMemSetAccess(at, (size_t)size, desc, access_list(device, desc));
+	/* Cleared, so nothing of an earlier client's memory can be read in
+	 * it, whatever the driver gives a new physical allocation. */
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuMemsetD8Async(at, 0, (size_t)size, s->zero);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuStreamSynchronize(s->zero);
+	if (r != CUDA_SUCCESS)
+		goto unmap;
+	pthread_mutex_lock(&lock);
+	if (record(at, size, device) < 0) {
+		pthread_mutex_unlock(&lock);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto unmap;
+	}
+	pthread_mutex_unlock(&lock);
+	mps_fetch_add(&n_allocs, 1);
+	mps_fetch_add(&n_bytes, size);
+	*ptr = at;
+	*mapped = size;
+	return CUDA_SUCCESS;
+
+unmap:
+	mps_drv.cuMemUnmap(at, (size_t)size);
+unslot:
+	pthread_mutex_lock(&lock);
+	slots_set(s, first, size / s->gran, false);
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+bool mps_place_free(CUdeviceptr p, bool idle, CUresult *r)
+{
+	struct placed a;
+	struct space *s;
+	long i;
+
+	pthread_mutex_lock(&lock);
+	i = find(p);
+	if (i < 0) {
+		pthread_mutex_unlock(&lock);
+		return false;
+	}
+	a = placed[i];
+	memmove(&placed[i], &placed[i + 1], (nplaced - (size_t)i - 1) * sizeof(*placed));
+	nplaced--;
+	pthread_mutex_unlock(&lock);
+	*r = idle ? CUDA_SUCCESS : mps_drv.cuCtxSynchronize();
+	if (*r == CUDA_SUCCESS)
+		*r = mps_drv.cuMemUnmap(a.base, (size_t)a.size);
+	if (*r != CUDA_SUCCESS) {
+		mps_log_error("device %d: a placed allocation at %#llx did not go (%s); its slots stay taken",
+			      a.device, (unsigned long long)a.base, mps_driver_errname(*r));
+		return true;
+	}
+	s = &space[a.device];
+	pthread_mutex_lock(&lock);
+	slots_set(s, (a.base - s->base) / s->gran, a.size / s->gran, false);
+	pthread_mutex_unlock(&lock);
+	mps_fetch_add(&n_bytes, -a.size);
+	return true;
+}
+
+bool mps_place_is(CUdeviceptr p)
+{
+	bool is;
+
+	pthread_mutex_lock(&lock);
+	is = find(p) >= 0;
+	pthread_mutex_unlock(&lock);
+	return is;
+}
+
+CUresult mps_place_mem_free(CUdeviceptr p, bool idle)
+{
+	CUresult r;
+
+	if (mps_place_free(p, idle, &r))
+		return r;
+	return mps_drv.cuMemFree(p);
+}
+
+void mps_place_stats(uint64_t *allocs, uint64_t *bytes, uint64_t *fallbacks)
+{
+	*allocs = mps_load_relaxed(&n_allocs);
+	*bytes = mps_load_relaxed(&n_bytes);
+	*fallbacks = mps_load_relaxed(&n_fallbacks);
+}

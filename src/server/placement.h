@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Where clients' device memory lands, when OPENMPS_PLACEMENT=random.
+ *
+ * Every client of a server shares its contexts, so a kernel of one client
+ * can reach any address of another's that it can name. By default the
+ * driver places allocations one after another, so a client's own addresses
+ * tell where its neighbours' are (a client's 1 MiB allocation lands 1 MiB
+ * after another's). With OPENMPS_PLACEMENT=random the server reserves a
+ * large range of virtual addresses on each device at start
+ * (OPENMPS_PLACEMENT_GIB, default 4096: 2^21 slots of 2 MiB) and maps each
+ * cuMemAlloc / cuMemAllocPitch of a client as a physical allocation of its
+ * own (cuMemCreate, rounded up to the granularity) at a slot drawn from the
+ * kernel's random source, with at least one unmapped slot before and after
+ * it: knowing one's own addresses says nothing of another's (21 bits for a
+ * 2 MiB allocation in 4 TiB), and a probe next to one's memory faults
+ * instead of reading a neighbour's. The mapping is readable and writable
+ * from its device and every peer the server enabled (device.c), and
+ * cleared before the client gets it (on a stream of the server's own), so
+ * nothing an earlier client left in that memory can be read.
+ *
+ * Costs, against cuMemAlloc: each allocation takes at least the
+ * granularity (2 MiB; a framework's caching allocator asks in 2 MiB and 20
+ * MiB blocks anyway), and a free waits for the device's work to end before
+ * the mapping goes (cuMemFree's implicit synchronization, made explicit).
+ * Not yet covered: stream-ordered allocations and pools (the driver places
+ * them), a client's own cuMemAddressReserve, pinned and managed memory's
+ * device addresses, graph memory nodes. Legacy IPC handles
+ * (cuIpcGetMemHandle) cannot be made for such memory: the driver refuses
+ * them on mapped physical allocations.
+ *
+ * Thread-safe: any service thread may place or free on any device.
+ */
+#ifndef MPS_SERVER_PLACEMENT_H
+#define MPS_SERVER_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+/* Reads OPENMPS_PLACEMENT and reserves each device's range (the devices'
+ * primary contexts made). Logs and leaves placement off where it cannot. */
+void mps_place_init(void);
+
+/* Whether allocations of device dev are placed at random. */
+bool mps_place_on(int device);
+
+/* A new allocation of `bytes` on device (bound) at a random slot; its size
+ * as mapped (a multiple of the granularity) in *mapped. */
+CUresult mps_place_alloc(int device, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped);
+
+/* Whether p is the start of an allocation placed here. */
+bool mps_place_is(CUdeviceptr p);
+
+/* Frees p (device bound): a placed allocation's mapping goes (true), or
+ * false if p was not placed (the caller calls cuMemFree). An unmap does
+ * not wait for the work that may use the memory as cuMemFree does: `idle`
+ * says the caller waited for it (the client's streams on the device);
+ * otherwise the device's work ends first. */
+bool mps_place_free(CUdeviceptr p, bool idle, CUresult *r);
+
+/* Frees device memory a client allocated, placed or not (device bound). */
+CUresult mps_place_mem_free(CUdeviceptr p, bool idle);
+
+/* Placed allocations and bytes mapped, and placements that found no free
+ * slot (and went to the driver), since the server started. */
+void mps_place_stats(uint64_t *allocs, uint64_t *bytes, uint64_t *fallbacks);
+
+#endif
