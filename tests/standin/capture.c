@@ -14,6 +14,7 @@
  * Captures are kept in a list, so an event that names one that has ended is
  * recognised. All under the stand-in lock.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -330,6 +331,16 @@ out:
 	return rc;
 }
 
+/* The dependencies info() hands out live per thread until its next call,
+ * as the driver's do; a thread's array goes when the thread does. */
+static pthread_key_t deps_key;
+static pthread_once_t deps_once = PTHREAD_ONCE_INIT;
+
+static void deps_key_make(void)
+{
+	pthread_key_create(&deps_key, free);
+}
+
 static CUresult info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
 		     const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps)
 {
@@ -376,6 +387,8 @@ static CUresult info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, 
 		}
 		out = n;
 		out_cap = s->ncap_deps;
+		pthread_once(&deps_once, deps_key_make);
+		pthread_setspecific(deps_key, out);   /* freed with the thread */
 	}
 	for (unsigned i = 0; i < s->ncap_deps; i++)
 		out[i] = (CUgraphNode)s->cap_deps[i]->handle;
