@@ -5,7 +5,7 @@
 # only against the toolkit's stub libcuda and read the kernels' PTX at run
 # time, so the same binaries serve all three columns. `make bench` builds them.
 
-BENCH_NAMES := spin launch copy idle clients calls hold trips mtlaunch latency hostmem drvcost queries serve execcost
+BENCH_NAMES := spin launch copy idle clients calls hold trips mtlaunch latency hostmem drvcost queries serve execcost alloccost
 BENCH_BINS  := $(addprefix $(BUILD)/bench/,$(BENCH_NAMES))
 
 $(BENCH_BINS): $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/obj/bench/bench.o
