@@ -128,24 +128,31 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 	mps__reply(c, m->slot, CUDA_SUCCESS);
 }
 
-static void drain_ctx(void *obj, void *arg)
+struct sync_arg {
+	struct mps_client *c;
+	int device;   /* -1: every device */
+};
+
+/* Waits for the work of context obj's streams (on arg's device). */
+static void sync_streams(void *obj, void *arg)
 {
+	const struct sync_arg *a = arg;
 	struct mps_sctx *x = obj;
 
-	if (x->device != *(int *)arg)
+	if (a->device >= 0 && x->device != a->device)
 		return;
+	mps__bind_device(a->c, x->device);
 	for (struct mps_sstream *t = x->streams; t; t = t->next)
 		mps_drv.cuStreamSynchronize(t->s);
-	if (x->join)
-		mps_drv.cuStreamSynchronize(x->join);
 }
 
-/* Waits for the client's work on device (bound): what cuMemFree waits for
- * in a process of its own, before a placed allocation is unmapped. Other
- * clients' work goes on. */
-static void drain(struct mps_client *c, int device)
+/* Waits for the client's work on device (-1: every device): what cuMemFree
+ * waits for in a process of its own. Other clients' work goes on. */
+static void sync_client(struct mps_client *c, int device)
 {
-	mps_handles_foreach(&c->handles, MPS_H_CTX, drain_ctx, &device);
+	struct sync_arg a = { c, device };
+
+	mps_handles_foreach(&c->handles, MPS_H_CTX, sync_streams, &a);
 }
 
 void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
@@ -165,7 +172,7 @@ void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
 	cr = mps__bind_device(c, r.device);
 	if (cr == CUDA_SUCCESS && !mps_ipc_orphan_mem(c, r.base)) {   /* others may still have it open */
 		if (mps_place_is((CUdeviceptr)r.base))
-			drain(c, r.device);
+			sync_client(c, r.device);   /* an unmap does not wait for it (placement.h) */
 		cr = mps_place_mem_free((CUdeviceptr)r.base, true);
 	}
 	mps__reply(c, m->slot, cr);
@@ -551,16 +558,6 @@ static void host_free(struct mps_client *c, struct mps_shost *h)
 	free(h);
 }
 
-static void sync_streams(void *obj, void *arg)
-{
-	struct mps_sctx *x = obj;
-	struct mps_client *c = arg;
-
-	mps__bind_device(c, x->device);
-	for (struct mps_sstream *t = x->streams; t; t = t->next)
-		mps_drv.cuStreamSynchronize(t->s);
-}
-
 void mps__op_host_free(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_handle *q = (const void *)m;
@@ -571,7 +568,7 @@ void mps__op_host_free(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	/* As cuMemFreeHost, wait for the client's work that may still use it. */
-	mps_handles_foreach(&c->handles, MPS_H_CTX, sync_streams, c);
+	sync_client(c, -1);
 	if (h->graphed) {
 		/* A graph may still copy to or from it when launched: the pages
 		 * stay ours (and charged) until the client leaves. */

@@ -184,7 +184,7 @@ static bool same_shape(const struct launch *a, const struct launch *b)
 }
 
 /* h with launch l's shape mixed in (what same_shape compares, less the
- * attributes' values): runs are looked up by it, then compared. */
+ * attributes' values): kept chunks are looked up by it, then compared. */
 static uint64_t shape_hash(uint64_t h, const struct launch *l)
 {
 	uint64_t v[5] = { (uint64_t)(uintptr_t)l->f, l->block[0] | (uint64_t)l->block[1] << 32,
@@ -375,11 +375,8 @@ static void build(struct mps_client *c, struct mps_replay *rp, struct seg *g)
 	if (r != CUDA_SUCCESS) {
 		mps_log_debug("client %d: a chunk of %u launches did not make a graph (%d)", (int)c->pid, g->n, (int)r);
 		count(&counts.unbuilt);
-		if (g->exec)
-			mps_drv.cuGraphExecDestroy(g->exec);
-		if (g->graph)
+		if (g->graph)   /* no executable graph: build_graph made none */
 			mps_drv.cuGraphDestroy(g->graph);
-		g->exec = NULL;
 		g->graph = NULL;
 		g->failed = true;
 		return;
@@ -591,6 +588,23 @@ static struct launch *next_slot(struct mps_replay *rp)
 	return &rp->run[rp->n];
 }
 
+/* The hash of a chunk of no launches on stream st: chunks of different
+ * streams differ from their first launch on. */
+static uint64_t chunk_seed(const struct mps_sstream *st)
+{
+	return (uint64_t)(uintptr_t)st;
+}
+
+/* The chunk under way is over: the next launch starts another. */
+static void new_chunk(struct mps_replay *rp)
+{
+	rp->n = 0;
+	rp->bytes = 0;
+	rp->held = 0;
+	rp->broken = false;
+	rp->hash = chunk_seed(rp->st);
+}
+
 /* Whether the chunk's launches have g's shapes. */
 static bool chunk_is(const struct mps_replay *rp, const struct seg *g)
 {
@@ -675,7 +689,7 @@ static void learn_new(struct mps_replay *rp)
 {
 	struct seg *g;
 	uint32_t bytes = 0;
-	uint64_t h = (uint64_t)(uintptr_t)rp->st;
+	uint64_t h = chunk_seed(rp->st);
 
 	for (unsigned int i = 0; i < rp->n; i++)
 		bytes += launch_size(&rp->run[i]);
@@ -751,11 +765,7 @@ static void end_chunk(struct mps_client *c, struct mps_replay *rp)
 			}
 		}
 	}
-	rp->n = 0;
-	rp->bytes = 0;
-	rp->held = 0;
-	rp->broken = false;
-	rp->hash = (uint64_t)(uintptr_t)rp->st;
+	new_chunk(rp);
 }
 
 /* A function's key for chunking: its name's hash and parameters, the same
@@ -811,7 +821,7 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 	struct mps_replay *rp;
 	struct launch l = { 0 }, *slot;
 	struct seg *g;
-	bool hold, held;
+	bool hold;
 
 	if (mode == OFF || c->captures || !(rp = get(c)))
 		return false;
@@ -821,7 +831,7 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		rp->st = st;
 		rp->key_stream = q->stream;
 		rp->key_ctx = m->ctx;
-		rp->hash = (uint64_t)(uintptr_t)st;
+		rp->hash = chunk_seed(st);
 	}
 	if (rp->broken)
 		return false;
@@ -862,10 +872,9 @@ bool mps_replay_launch(struct mps_client *c, const struct mps_msg *m, struct mps
 		count(&counts.let_go);
 		release_held(c, rp);
 	}
-	held = hold;
 	if (chunk_ends(f, slot, rp->n))
 		end_chunk(c, rp);   /* launches it as a graph, or what it holds */
-	return held;
+	return hold;
 }
 
 void mps_replay_forget(struct mps_client *c)
@@ -887,11 +896,7 @@ void mps_replay_boundary(struct mps_client *c, bool forget)
 		while (rp->nseg)
 			forget_one(rp, rp->nseg - 1);
 	rp->st = NULL;
-	rp->n = 0;
-	rp->bytes = 0;
-	rp->held = 0;
-	rp->broken = false;
-	rp->hash = 0;
+	new_chunk(rp);
 }
 
 void mps_replay_expire(struct mps_client *c, uint64_t now, bool all)

@@ -25,6 +25,15 @@ name=replay; . "$(dirname "$0")/c_lib.sh"
 
 metric() { ui get_metrics | sed -n "s/^openmps_server_$1{[^}]*} \([0-9.]*\)$/\1/p"; }
 
+# run_t_replay OUT WHAT [VAR=VALUE...]: t_replay as a client of the daemon,
+# with those variables, its output in $dir/OUT.out; fails with its tail.
+run_t_replay() {
+	out=$1 what=$2
+	shift 2
+	env "$@" LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/$out.out" 2>&1 ||
+		fail "t_replay, $what: $(tail -n 20 "$dir/$out.out")"
+}
+
 # A long hold, so a client the machine keeps from its CPU mid-run still
 # has its runs replayed (the run cut short waits that long each time).
 # replaying SEGMENT MIN_GRAPH_LAUNCHES MIN_KERNELS_PER_GRAPH_LAUNCH (x10)
@@ -34,8 +43,7 @@ replaying() {
 	else
 		OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_SEGMENT=$1 start_daemon
 	fi
-	LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/always.$1.out" 2>&1 ||
-		fail "t_replay, replaying always, segments of $1: $(tail -n 20 "$dir/always.$1.out")"
+	run_t_replay "always.$1" "replaying always, segments of $1"
 	replays=$(metric replays_total)
 	kernels=$(metric replayed_kernels_total)
 	[ -n "$replays" ] && [ "$replays" -ge "$2" ] ||
@@ -56,8 +64,7 @@ replaying 1 480 10
 # server that kept one run would replay one of the seven). The two that
 # part after five launches share their first chunk's start.
 OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 start_daemon
-T_REPLAY_TURNS=1 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/turns.out" 2>&1 ||
-	fail "t_replay, turns: $(tail -n 20 "$dir/turns.out")"
+run_t_replay turns "turns" T_REPLAY_TURNS=1
 kernels=$(metric replayed_kernels_total)
 [ -n "$kernels" ] && [ "$kernels" -ge 1100 ] || fail "turns: $kernels kernels replayed (want 1100 of 1206)"
 [ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "turns: $kernels kernels replayed"
@@ -67,8 +74,7 @@ stop_daemon
 # server drops kept chunks and graphs as new ones come, still replays, and
 # every result is exact.
 OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_EXECS=24 start_daemon
-T_REPLAY_CHURN=1 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/churn.out" 2>&1 ||
-	fail "t_replay, churn: $(tail -n 20 "$dir/churn.out")"
+run_t_replay churn "churn" T_REPLAY_CHURN=1
 chunks() { ui get_metrics | sed -n "s/^openmps_server_replay_chunks_total{[^}]*why=\"$1\"} \([0-9]*\)$/\1/p"; }
 replays=$(metric replays_total)
 dropped=$(chunks dropped)
@@ -82,13 +88,11 @@ stop_daemon
 # The growing cache's runs (32 of 9 launches, one kernel's grid changing
 # each time) are replayed only where a node's grid may change.
 OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_GRIDS=0 start_daemon
-LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/grids0.out" 2>&1 ||
-	fail "t_replay, grids fixed: $(tail -n 20 "$dir/grids0.out")"
+run_t_replay grids0 "grids fixed"
 fixed=$(metric replays_total)
 stop_daemon
 OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_GRIDS=1 start_daemon
-LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/grids1.out" 2>&1 ||
-	fail "t_replay, grids vary: $(tail -n 20 "$dir/grids1.out")"
+run_t_replay grids1 "grids vary"
 varying=$(metric replays_total)
 stop_daemon
 [ -n "$fixed" ] && [ -n "$varying" ] && [ "$varying" -ge $((fixed + 20)) ] ||
@@ -96,23 +100,20 @@ stop_daemon
 [ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "graph launches: $varying with grids varying, $fixed fixed"
 
 OPENMPS_REPLAY_DEMAND_PCT=1 start_daemon
-T_REPLAY_LOOP_MS=300 LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/demand.out" 2>&1 ||
-	fail "t_replay, launch-bound: $(tail -n 20 "$dir/demand.out")"
+run_t_replay demand "launch-bound" T_REPLAY_LOOP_MS=300
 replays=$(metric replays_total)
 [ -n "$replays" ] && [ "$replays" -gt 0 ] || fail "launch-bound at 1%: no graph launch ($replays)"
 [ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "launch-bound: $replays graph launches"
 stop_daemon
 
 OPENMPS_REPLAY=0 start_daemon
-LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/off.out" 2>&1 ||
-	fail "t_replay, replay off: $(tail -n 20 "$dir/off.out")"
+run_t_replay off "replay off"
 [ "$(metric replays_total)" = 0 ] || fail "replay off: $(metric replays_total) graph launches"
 stop_daemon
 
 OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 OPENMPS_BUSY_THREADS=two OPENMPS_REPLAY_SEGMENT=257 \
 	OPENMPS_REPLAY_DEMAND_PCT=0 OPENMPS_REPLAY_GRIDS=2 OPENMPS_REPLAY_ALTS=16 OPENMPS_REPLAY_EXECS=0 start_daemon
-LD_LIBRARY_PATH="$build/lib" "$build/tests/cuda/t_replay" >"$dir/bad.out" 2>&1 ||
-	fail "t_replay, OPENMPS_REPLAY=sometimes: $(tail -n 20 "$dir/bad.out")"
+run_t_replay bad "OPENMPS_REPLAY=sometimes"
 grep -q "ignoring OPENMPS_REPLAY=sometimes (want 0, 1 or always)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
 	fail "OPENMPS_REPLAY=sometimes passed in silence"
 grep -q "ignoring OPENMPS_REPLAY_HOLD_US=-4 (want 1..10000000)" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
