@@ -37,7 +37,8 @@ struct mps_conn {
 	struct mps_region *region;
 	struct mps_sq_producer sq;
 	pthread_mutex_t sq_lock;    /* one producer at a time; leaf lock */
-	uint32_t sent;              /* messages committed to the ring (written under sq_lock, read atomically) */
+	uint32_t sent;              /* messages committed to the ring that may queue work: all but MPS_OP_SLOT_WAKE
+	                               (written under sq_lock, read atomically) */
 	uint32_t slots_free;        /* bitmap of free reply slots (atomic) */
 	uint32_t slot_waiters;      /* threads waiting for a free slot (atomic, futex word) */
 	int dead;                   /* atomic: the server is gone */
@@ -107,6 +108,8 @@ void mps__ring_end(void);
 /* The number of the calling thread's last message (the ring's count
  * once it was sent), as mps_call.seq is for a call. */
 uint32_t mps__last_seq(void);
+/* How many messages the calling thread has sent, ever. */
+uint32_t mps__posted(void);
 
 /* Uploads size bytes of data as the client's upload (a module's image, a
  * linker's input: MPS_OP_BLOB_APPEND) and makes the call that takes it,
@@ -273,6 +276,12 @@ void mps__devmem_forget(struct mps_ctx *ctx, const void *owner);
  * this process holds, inaccessible (memory.c). */
 bool mps__devmem_reserved(uint64_t addr, uint64_t size);
 bool mps__devmem_has(uint64_t addr);
+/* Whether [addr, addr + size) lies in one allocation of this process's own
+ * (cuMemAlloc, a pool) that no other process or client may reach: never
+ * given out by an IPC handle or export, nor opened from one. Marks the
+ * allocation holding addr as shared. (memory.c) */
+bool mps__devmem_private(uint64_t addr, uint64_t size);
+void mps__devmem_share(uint64_t addr);
 
 /* Tells the server which of its devices this process sees (CUDA_VISIBLE_DEVICES,
  * CUDA_DEVICE_ORDER) and renumbers the welcome's devices to match: the
@@ -447,6 +456,13 @@ int mps__pwrite_parallel(int fd, const void *src, off_t off, size_t n);
  * sends anything else, synchronizing or querying that stream on this
  * thread needs no round trip. */
 void mps__stream_idle(uint32_t stream, uint32_t ctx, uint32_t seq);
+
+/* The calling thread's last `posted` messages (mps__posted) were a copy of
+ * n bytes into device memory at dst from pageable memory, whose bytes are
+ * the server's now (staged): if they come right after the stream was
+ * known idle on this thread, or after such copies, a synchronize of the
+ * stream is answered here (stream.c, server/streams.h: fences). */
+void mps__stream_uploaded(uint32_t stream, uint32_t ctx, uint64_t dst, size_t n, uint32_t posted);
 
 /* The stream was found idle at message seq: the staging of copies sent on
  * it before then may be reused (copy.c). */

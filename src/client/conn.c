@@ -430,6 +430,8 @@ static void slot_put(int i)
 		mps_futex_wake(&mps_conn.slots_free, 1);
 }
 
+static uint16_t ring_op;   /* the message between mps__ring_begin and _end (under sq_lock) */
+
 void *mps__ring_begin(uint16_t op, uint32_t ctx, uint32_t len, uint16_t flags, CUresult *err)
 {
 	struct mps_msg *m;
@@ -472,16 +474,23 @@ void *mps__ring_begin(uint16_t op, uint32_t ctx, uint32_t len, uint16_t flags, C
 	m->len = len;
 	m->slot = MPS_NO_SLOT;
 	m->ctx = ctx;
+	ring_op = op;
 	return m;
 }
 
 static __thread uint32_t last_seq;   /* the number of this thread's last message */
+static __thread uint32_t posted;     /* messages this thread sent */
 
 void mps__ring_end(void)
 {
 	mps_sq_commit(&mps_conn.sq);
-	last_seq = mps_load_relaxed(&mps_conn.sent) + 1;
-	mps_store_release(&mps_conn.sent, last_seq);
+	/* A request to be woken queues no work: a stream known idle stays so
+	 * (stream.c) although its waiter sent one. */
+	if (ring_op != MPS_OP_SLOT_WAKE) {
+		last_seq = mps_load_relaxed(&mps_conn.sent) + 1;
+		mps_store_release(&mps_conn.sent, last_seq);
+		posted++;
+	}
 	pthread_mutex_unlock(&mps_conn.sq_lock);
 	mps__stats_message();
 }
@@ -489,6 +498,11 @@ void mps__ring_end(void)
 uint32_t mps__last_seq(void)
 {
 	return last_seq;
+}
+
+uint32_t mps__posted(void)
+{
+	return posted;
 }
 
 static CUresult send_msg(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len, const void *extra,

@@ -284,14 +284,14 @@ static CUresult copy_msg(struct mps_msg_copy *q, uint32_t ctx, const void *inlin
 	return r;
 }
 
-static CUresult h2d(uint64_t dst, const void *src, size_t n, uint32_t stream, uint32_t ctx, bool async)
+/* From pageable memory: the bytes are copied out of the program's memory
+ * (into the message, the reply slot, the small ring or staging) before
+ * this returns. */
+static CUresult h2d_pageable(struct mps_msg_copy q, uint32_t ctx, const void *src, bool async)
 {
-	struct mps_msg_copy q = { .kind = MPS_COPY_H2D, .stream = stream, .dst = dst, .size = n };
+	uint64_t dst = q.dst;
+	size_t n = (size_t)q.size;
 
-	if (!src)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (mps__hostmem_find(src, n, &q.host_region, &q.host_offset))
-		return copy_msg(&q, ctx, NULL, 0, async, NULL);
 	if (!async && n <= MPS_SLOT_DATA) {
 		/* Synchronous and small: the bytes go in the reply slot, which the
 		 * server's DMA reads directly (registered memory). */
@@ -313,7 +313,24 @@ static CUresult h2d(uint64_t dst, const void *src, size_t n, uint32_t stream, ui
 		q.host_region = MPS_HOST_INLINE;
 		return copy_msg(&q, ctx, src, n, async, NULL);
 	}
-	return staged_h2d(dst, src, n, stream, ctx, async);
+	return staged_h2d(dst, src, n, q.stream, ctx, async);
+}
+
+static CUresult h2d(uint64_t dst, const void *src, size_t n, uint32_t stream, uint32_t ctx, bool async)
+{
+	struct mps_msg_copy q = { .kind = MPS_COPY_H2D, .stream = stream, .dst = dst, .size = n };
+	uint32_t posted;
+	CUresult r;
+
+	if (!src)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (mps__hostmem_find(src, n, &q.host_region, &q.host_offset))
+		return copy_msg(&q, ctx, NULL, 0, async, NULL);
+	posted = mps__posted();
+	r = h2d_pageable(q, ctx, src, async);
+	if (r == CUDA_SUCCESS)
+		mps__stream_uploaded(stream, ctx, dst, n, mps__posted() - posted);
+	return r;
 }
 
 static CUresult d2h(void *dst, uint64_t src, size_t n, uint32_t stream, uint32_t ctx, bool async)

@@ -43,6 +43,7 @@ static CUresult ipc_get_mem_handle(CUipcMemHandle *h, CUdeviceptr p)
 
 	if (!h)
 		return CUDA_ERROR_INVALID_VALUE;
+	mps__devmem_share(p);   /* before: the handle may be in use once it exists */
 	return ipc_call(MPS_OP_IPC_GET_MEM, &q, NULL, h);
 }
 

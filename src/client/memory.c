@@ -47,6 +47,7 @@ struct devrange {
 	struct mps_ctx *ctx;
 	const void *owner;   /* NULL for allocations; the module for its globals */
 	bool reserved;       /* we hold the same addresses here (see reserve()) */
+	bool shared;         /* reached by others: IPC handles, exported pointers (mps__devmem_private) */
 	struct ptrattrs *attrs;   /* answers kept, or NULL (under the table's lock) */
 };
 
@@ -238,6 +239,33 @@ bool mps__devmem_has(uint64_t addr)
 	i = find(&devmem, addr, 1);
 	pthread_rwlock_unlock(&devmem.lock);
 	return i >= 0;
+}
+
+bool mps__devmem_private(uint64_t addr, uint64_t size)
+{
+	const struct devrange *d;
+	bool mine = false;
+	long i;
+
+	pthread_rwlock_rdlock(&devmem.lock);
+	i = find(&devmem, addr, size);
+	if (i >= 0) {
+		d = (const struct devrange *)devmem.v + i;
+		mine = d->ctx && !d->owner && !d->shared;
+	}
+	pthread_rwlock_unlock(&devmem.lock);
+	return mine;
+}
+
+void mps__devmem_share(uint64_t addr)
+{
+	long i;
+
+	pthread_rwlock_wrlock(&devmem.lock);
+	i = find(&devmem, addr, 1);
+	if (i >= 0)
+		((struct devrange *)devmem.v + i)->shared = true;
+	pthread_rwlock_unlock(&devmem.lock);
 }
 
 bool mps__hostmem_find(const void *p, size_t len, uint32_t *region, uint64_t *offset)

@@ -161,6 +161,7 @@ static CUresult pool_export_pointer(CUmemPoolPtrExportData *out, CUdeviceptr ptr
 	_Static_assert(sizeof(*out) == MPS_IPC_HANDLE_SIZE, "export data travels as a handle's bytes");
 	if (!out)
 		return CUDA_ERROR_INVALID_VALUE;
+	mps__devmem_share(ptr);
 	return pool_call(MPS_OP_POOL_EXPORT_PTR, &q, sizeof(q), NULL, out, sizeof(*out));
 }
 
@@ -183,6 +184,7 @@ static CUresult pool_import_pointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUm
 	if (r == CUDA_SUCCESS) {
 		*ptr_out = (CUdeviceptr)v[0];
 		mps__devmem_add(v[0], v[1], mps__ctx_cur(), NULL);
+		mps__devmem_share(v[0]);
 	}
 	return r;
 }

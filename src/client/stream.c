@@ -18,6 +18,7 @@
 #include "client/capture.h"
 #include "client/client.h"
 #include "common/atomics.h"
+#include "common/env.h"
 
 #define PER_THREAD_MAX 8
 
@@ -187,9 +188,11 @@ static CUresult stream_destroy(CUstream s)
 }
 
 /* The stream this thread last saw finish all its work, and the number of
- * the message whose reply showed it (see mps__stream_idle). */
+ * the message whose reply showed it (see mps__stream_idle); `staged`: the
+ * number of the last message of an unbroken row of staged uploads to it
+ * sent right after (seq if none). */
 static __thread struct {
-	uint32_t stream, ctx, seq;
+	uint32_t stream, ctx, seq, staged;
 	bool known;
 } idle;
 
@@ -198,8 +201,31 @@ void mps__stream_idle(uint32_t stream, uint32_t ctx, uint32_t seq)
 	idle.stream = stream;
 	idle.ctx = ctx;
 	idle.seq = seq;
+	idle.staged = seq;
 	idle.known = true;
 	mps__copy_settled(stream, ctx, seq);
+}
+
+/* OPENMPS_STAGED_SYNC (default 1): a synchronize after staged uploads only
+ * is answered here; 0 sends it to the server, which waits for the GPU. */
+static bool staged_sync_on(void)
+{
+	static int on = -1;
+
+	if (on < 0)
+		mps_store_relaxed(&on, (int)mps_env_long("OPENMPS_STAGED_SYNC", 1, 0, 1));
+	return on;
+}
+
+void mps__stream_uploaded(uint32_t stream, uint32_t ctx, uint64_t dst, size_t n, uint32_t posted)
+{
+	/* Messages are numbered in the order sent, by every thread: the row is
+	 * unbroken if these are the very next numbers after it. */
+	if (!idle.known || idle.stream != stream || idle.ctx != ctx || !posted ||
+	    mps__last_seq() - posted != idle.staged)
+		return;
+	if (staged_sync_on() && !mps__capture_active() && mps__devmem_private(dst, n))
+		idle.staged = mps__last_seq();
 }
 
 /* Nothing was sent to the server since the reply that found the stream
@@ -213,6 +239,14 @@ static bool known_idle(uint32_t stream, uint32_t ctx)
 	       mps_load_acquire(&mps_conn.sent) == idle.seq && !mps__capture_active();
 }
 
+/* All that was sent since the stream was seen idle is staged uploads to
+ * it, and a capture could not have begun since. */
+static bool staged_only(uint32_t stream, uint32_t ctx)
+{
+	return idle.known && idle.stream == stream && idle.ctx == ctx && idle.staged != idle.seq &&
+	       mps_load_acquire(&mps_conn.sent) == idle.staged && !mps__capture_active();
+}
+
 static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 {
 	struct mps_msg_handle q = { 0 };
@@ -223,8 +257,18 @@ static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 	r = mps__stream_resolve(s, pt, &stream, &ctx);
 	if (r != CUDA_SUCCESS)
 		return r;
+	q.handle = stream;
+	if (!known_idle(stream, ctx) && staged_only(stream, ctx)) {
+		/* Nothing the program can look at waits for these uploads but
+		 * later work, which the fence orders after them: done, as far as
+		 * it can tell. Their staging is not free until the stream is seen
+		 * idle for real (mps__copy_settled). */
+		r = mps__post(MPS_OP_STREAM_FENCE, ctx, &q.hdr, sizeof(q), NULL, 0);
+		if (r != CUDA_SUCCESS)
+			return r;
+		idle.seq = idle.staged = mps__last_seq();
+	}
 	if (!known_idle(stream, ctx)) {
-		q.handle = stream;
 		r = mps__call(op, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
 		if (r == CUDA_SUCCESS)
 			mps__stream_idle(stream, ctx, call.seq);

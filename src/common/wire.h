@@ -30,7 +30,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        13
+#define MPS_WIRE_VERSION        14
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -219,7 +219,8 @@ enum mps_op_sync {
 	X(ARRAY_COPY, array_copy, mps_msg_array_copy, MPS_EITHER)         /* a copy to, from or between CUDA arrays */ \
 	X(TEXOBJ, texobj, mps_msg_texobj, MPS_SYNC)                       /* create: val[0] = the object */ \
 	X(HOSTFN_DEAD, hostfn_dead, mps_msg_hostfn_dead, MPS_SYNC)        /* pairs follow; data = the bitmap */ \
-	X(EXEC_HOST_NODE, exec_host_node, mps_msg_exec_host_node, MPS_SYNC) /* a host node's function in one executable graph */
+	X(EXEC_HOST_NODE, exec_host_node, mps_msg_exec_host_node, MPS_SYNC) /* a host node's function in one executable graph */ \
+	X(STREAM_FENCE, stream_fence, mps_msg_handle, MPS_ASYNC)         /* a synchronize the client answered: streams.h */
 
 /* The types of the server's handles (32 bits with a generation; the server
  * checks each against its table): the same numbers on both sides. */

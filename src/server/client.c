@@ -157,6 +157,7 @@ void mps_client_put(struct mps_client *c)
 	mps_srv.nclients--;
 	mps_srv.gone_ops += mps_load_relaxed(&c->ops);
 	mps_srv.gone_trips += mps_load_relaxed(&c->trips);
+	mps_srv.gone_fences += mps_load_relaxed(&c->fences);
 	pthread_mutex_unlock(&mps_srv.lock);
 	close(c->sock);
 	close(c->evfd);   /* kicks may come until the main thread's reference goes */

@@ -72,7 +72,7 @@ static void collect_gpu_time(void)
 
 int mps_metrics_write(int fd)
 {
-	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 }, ops = 0, trips = 0;
+	uint64_t dev_bytes[MPS_MAX_DEVICES] = { 0 }, ops = 0, trips = 0, fences = 0;
 	struct mps_sched_stats ss;
 	struct mps_replay_counts rc;
 	uint64_t placed, placed_bytes, fallbacks;
@@ -106,9 +106,12 @@ int mps_metrics_write(int fd)
 			snprintf(id + k, sizeof(id) - (size_t)k, ",container_id=\"%s\"", c->container_id);
 		ops += mps_load_relaxed(&c->ops);
 		trips += mps_load_relaxed(&c->trips);
+		fences += mps_load_relaxed(&c->fences);
 		fprintf(f, "openmps_client_calls_total{%s} %llu\n", id, (unsigned long long)mps_load_relaxed(&c->ops));
 		fprintf(f, "openmps_client_round_trips_total{%s} %llu\n", id,
 			(unsigned long long)mps_load_relaxed(&c->trips));
+		fprintf(f, "openmps_client_synchronizes_answered_total{%s} %llu\n", id,
+			(unsigned long long)mps_load_relaxed(&c->fences));
 		fprintf(f, "openmps_client_kernels_total{%s} %llu\n", id,
 			(unsigned long long)mps_load_relaxed(&c->stats.launches));
 		fprintf(f, "openmps_client_copy_bytes_total{%s,direction=\"h2d\"} %llu\n", id,
@@ -146,11 +149,15 @@ int mps_metrics_write(int fd)
 	}
 	ops += mps_srv.gone_ops;
 	trips += mps_srv.gone_trips;
+	fences += mps_srv.gone_fences;
 	pthread_mutex_unlock(&mps_srv.lock);
 	fprintf(f, "openmps_server_clients{server=\"%d\"} %d\n", server, n);
 	/* Every message the server took since it started, of clients here and gone. */
 	fprintf(f, "openmps_server_calls_total{server=\"%d\"} %llu\n", server, (unsigned long long)ops);
 	fprintf(f, "openmps_server_round_trips_total{server=\"%d\"} %llu\n", server, (unsigned long long)trips);
+	/* Synchronizes the clients answered themselves (streams.h: fences). */
+	fprintf(f, "openmps_server_synchronizes_answered_total{server=\"%d\"} %llu\n", server,
+		(unsigned long long)fences);
 	/* The service threads: their CPU, the part spent running messages (the
 	 * rest is looking for work and waking), and the driver's launch calls
 	 * inside that part. */

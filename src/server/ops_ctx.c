@@ -101,6 +101,12 @@ static void ctx_free(struct mps_client *c, struct mps_sctx *x)
 		mps_drv.cuStreamSynchronize(x->join);
 		mps_stream_raw_free(x->device, x->join);
 	}
+	if (c->fence_ctx == x) {
+		c->fence_ctx = NULL;   /* its streams are done (above) */
+		c->fence_gen++;
+	}
+	if (x->fence)
+		mps_drv.cuEventDestroy(x->fence);
 	mps__modules_release_ctx(c, x->handle);
 	for (size_t i = c->mem.n; i-- > 0;) {
 		struct mps_mrange r = c->mem.r[i];

@@ -20,6 +20,7 @@
 #include "server/forward.h"
 #include "server/ipc.h"
 #include "server/server.h"
+#include "server/streams.h"
 
 void mps__event_free(struct mps_client *c, struct mps_sevent *e)
 {
@@ -39,6 +40,9 @@ void mps__op_ipc_get_mem(struct mps_client *c, const struct mps_msg *m)
 	const struct mps_mrange *r = mps_memacct_find(&c->mem, q->ptr);
 	CUresult rc;
 
+	/* Whoever opens it is not ordered after the client's fence. */
+	if (r)
+		mps_stream_fence_settle(c);
 	rc = r ? mps_ipc_export_mem(c, q->ptr, r->device, s->data) : CUDA_ERROR_INVALID_VALUE;
 	s->len = rc == CUDA_SUCCESS ? MPS_IPC_HANDLE_SIZE : 0;
 	mps__reply(c, m->slot, rc);
@@ -234,6 +238,9 @@ void mps__op_pool_export_ptr(struct mps_client *c, const struct mps_msg *m)
 	const struct mps_mrange *r = mps_memacct_find(&c->mem, q->ptr);
 	CUresult rc;
 
+	/* Whoever opens it is not ordered after the client's fence. */
+	if (r)
+		mps_stream_fence_settle(c);
 	rc = r ? mps_ipc_export_pool_ptr(c, q->ptr, r->device, s->data) : CUDA_ERROR_INVALID_VALUE;
 	s->len = rc == CUDA_SUCCESS ? MPS_IPC_HANDLE_SIZE : 0;
 	mps__reply(c, m->slot, rc);

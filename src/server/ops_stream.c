@@ -95,6 +95,17 @@ void mps__op_stream_sync(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, r);
 }
 
+void mps__op_stream_fence(struct mps_client *c, const struct mps_msg *m)
+{
+	struct mps_sstream *st;
+	CUresult r;
+
+	st = stream_to_wait(c, m, &r);
+	if (st)
+		r = mps_stream_fence(c, st);
+	mps__defer_error(c, r, "cuStreamSynchronize");
+}
+
 void mps__op_stream_query(struct mps_client *c, const struct mps_msg *m)
 {
 	struct mps_sstream *st;

@@ -78,7 +78,7 @@ struct mps_server {
 	pthread_mutex_t lock;      /* protects the list below; never held across a driver call */
 	struct mps_client *clients;
 	int nclients;
-	uint64_t gone_ops, gone_trips;   /* messages of the clients that have left */
+	uint64_t gone_ops, gone_trips, gone_fences;   /* messages of the clients that have left */
 	uint32_t next_client_id;
 };
 
@@ -98,6 +98,7 @@ struct mps_sctx {
 	uint64_t legacy_ev_gen;         /* legacy_gen when legacy->ev was last recorded */
 	CUstream join;                  /* internal: gathers every stream for a synchronize */
 	bool join_busy;                 /* join waits on destroyed streams' work */
+	CUevent fence;                  /* recorded where the client answered a synchronize itself (streams.h) */
 	uint32_t limits_set;            /* bit per CUlimit this context has set */
 	uint64_t limit[CU_LIMIT_MAX];   /* what it set */
 };
@@ -118,6 +119,7 @@ struct mps_sstream {
 	struct mps_pending *lazy;       /* completions waiting for the stream as it is now (completion.h) */
 	uint64_t work;                  /* operations queued on it so far */
 	uint64_t staged_at;             /* `work` at a synchronous copy answered before it ran (ops_copy.c), 0 if none */
+	uint64_t fence_seen;            /* the client's fence_gen this stream last waited for (streams.h) */
 	struct mps_green *green;        /* the SM share its driver stream is in (smshare.h); NULL: all SMs */
 };
 
@@ -232,6 +234,9 @@ struct mps_client {
 	uint8_t *msg;                   /* the message being handled, copied out of the ring */
 	uint64_t ops;                   /* messages handled */
 	uint64_t trips;                 /* of which synchronous: a reply was waited for */
+	uint64_t fences;                /* synchronizes the client answered itself (MPS_OP_STREAM_FENCE) */
+	uint64_t fence_gen;             /* bumps with each; its other streams wait for the latest once */
+	struct mps_sctx *fence_ctx;     /* whose `fence` event holds the latest, or NULL */
 
 	/* Settings in force for this client: the server's when it connected,
 	 * lowered by its own (CLIENT_LIMITS), changed by set_client_*. */

@@ -179,6 +179,17 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 	}
 	s->busy = true;
 	s->work++;
+	if (s->fence_seen != c->fence_gen) {
+		/* Work captured into a graph runs when the graph is launched,
+		 * on a stream that waits then. */
+		if (c->fence_ctx && !mps_stream_capturing(c, s)) {
+			r = mps_drv.cuStreamWaitEvent(s->s, c->fence_ctx->fence, 0);
+			if (r != CUDA_SUCCESS)
+				return r;
+			s->staged_at = 0;
+		}
+		s->fence_seen = c->fence_gen;
+	}
 	if (s == ctx->legacy) {
 		for (struct mps_sstream *t = ctx->streams; t; t = t->next) {
 			if (t == s || !t->blocking || !t->dirty)
@@ -296,6 +307,46 @@ struct mps_sstream *mps_stream_for_work(struct mps_client *c, const struct mps_m
 		reprioritize(c);
 	mps_fault_note_work(c, st->ctx->device, st->handle);
 	return st;
+}
+
+CUresult mps_stream_fence(struct mps_client *c, struct mps_sstream *s)
+{
+	struct mps_sctx *x = s->ctx;
+	CUresult r;
+
+	if (mps_stream_capturing(c, s))
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (!x->fence && (r = mps_drv.cuEventCreate(&x->fence, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+		x->fence = NULL;
+		return r;
+	}
+	/* The latest fence covers every earlier one: this stream may not have
+	 * waited for the one before (no work since it came). Those uploads
+	 * wait for nothing, so waiting for them cannot close a cycle. */
+	if (s->fence_seen != c->fence_gen && c->fence_ctx &&
+	    (r = mps_drv.cuStreamWaitEvent(s->s, c->fence_ctx->fence, 0)) != CUDA_SUCCESS)
+		return r;
+	r = mps_drv.cuEventRecord(x->fence, s->s);
+	if (r != CUDA_SUCCESS)
+		return r;
+	c->fence_gen++;
+	c->fence_ctx = x;
+	s->fence_seen = c->fence_gen;
+	mps_store_relaxed(&c->fences, c->fences + 1);
+	return CUDA_SUCCESS;
+}
+
+CUresult mps_stream_fence_settle(struct mps_client *c)
+{
+	struct mps_sctx *x = c->fence_ctx;
+
+	if (!x)
+		return CUDA_SUCCESS;
+	c->fence_ctx = NULL;   /* later streams need not wait: it has passed */
+	c->fence_gen++;
+	if (mps__bind_device(c, x->device) != CUDA_SUCCESS)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return mps_drv.cuEventSynchronize(x->fence);
 }
 
 CUresult mps_stream_sync_all(struct mps_client *c, struct mps_sctx *ctx, uint32_t slot)

@@ -49,6 +49,23 @@ struct mps_sstream *mps_stream_resolve(struct mps_client *c, struct mps_sctx *ct
  * before every operation queued on a client stream. */
 CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s);
 
+/* Fences. A client answers a synchronize of a stream itself when all that
+ * stream did since it was last seen idle is uploads whose bytes the client
+ * had already handed over (copies from pageable memory into device memory
+ * only it holds): the program cannot tell whether those are done, except
+ * through later work, which the server orders. It says so with
+ * MPS_OP_STREAM_FENCE: the server records the stream's `fence` event of its
+ * context there, and the client's other streams (of any of its contexts,
+ * made before or after) wait for it before their next work, as they would
+ * have started only after the synchronize returned. Work on the fenced
+ * stream itself is in order anyway. */
+CUresult mps_stream_fence(struct mps_client *c, struct mps_sstream *s);
+
+/* Waits (on the worker) until the client's latest fence has passed; for
+ * the calls that hand the client's memory to someone whose work the server
+ * does not order after the fence (an IPC handle). */
+CUresult mps_stream_fence_settle(struct mps_client *c);
+
 /* The stream a message names (handle h, or the legacy stream of the
  * message's context for 0), with its device bound on the worker and ordered
  * for new work. NULL with *err set on failure. */

@@ -261,6 +261,78 @@ static void test_destroy_busy(void)
 	CHECK(*pinned == v, "work on a stream destroyed while busy: flag 0x%x, expected 0x%x", *pinned, v);
 }
 
+/* A synchronize after uploads from pageable memory (the program's buffer
+ * is overwritten at once, as it may be): the stream is done for a query,
+ * and what another stream, a stream made afterwards, a kernel and the
+ * legacy stream read is the upload. openmps may answer such a synchronize
+ * in the client and order later work after the uploads on the server
+ * (server/streams.h: fences); with OPENMPS_STANDIN_SLOW_COPY_MS the
+ * uploads land late, so a reader not ordered after them finds the old
+ * contents. */
+static void test_upload_sync(void)
+{
+	static const size_t sizes[] = { 16, 48 << 10, 256 << 10 };
+	CUfunction f = t_func(mod, "affine_u32");
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t bytes = sizes[k], n = bytes / 4;
+		uint32_t *src = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes);
+		uint32_t mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
+		int ni = (int)n;
+		CUstream a, b, c;
+		CUdeviceptr d;
+
+		REQUIRE(src && want && got, "out of memory");
+		REQUIRE_CU(cuMemAlloc(&d, bytes));
+		REQUIRE_CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+		REQUIRE_CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+		REQUIRE_CU(cuMemsetD32(d, POISON, n));
+		REQUIRE_CU(cuStreamSynchronize(a));
+		for (int round = 0; round < 4; round++) {
+			void *args[] = { &d, &mul, &add, &ni };
+
+			t_fill_u32(src, n, &rng);
+			memcpy(want, src, bytes);
+			REQUIRE_CU(cuStreamSynchronize(a));   /* seen idle: the upload follows that */
+			REQUIRE_CU(cuMemcpyHtoDAsync(d, src, bytes, a));
+			memset(src, 0xee, bytes);
+			REQUIRE_CU(cuStreamSynchronize(a));
+			CHECK_CU(cuStreamQuery(a), CUDA_SUCCESS);
+			memset(got, 0, bytes);
+			switch (round) {
+			case 0:   /* another stream */
+				REQUIRE_CU(cuMemcpyDtoHAsync(got, d, bytes, b));
+				REQUIRE_CU(cuStreamSynchronize(b));
+				break;
+			case 1:   /* a stream made after, with a kernel */
+				for (size_t i = 0; i < n; i++)
+					want[i] = want[i] * mul + add;
+				REQUIRE_CU(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
+				REQUIRE_CU(t_launch(f, (unsigned int)(n + 127) / 128, 128, c, args));
+				REQUIRE_CU(cuMemcpyDtoHAsync(got, d, bytes, c));
+				REQUIRE_CU(cuStreamSynchronize(c));
+				REQUIRE_CU(cuStreamDestroy(c));
+				break;
+			case 2:   /* the legacy stream, synchronously */
+				REQUIRE_CU(cuMemcpyDtoH(got, d, bytes));
+				break;
+			default:  /* the same stream, after a second synchronize */
+				REQUIRE_CU(cuStreamSynchronize(a));
+				REQUIRE_CU(cuMemcpyDtoHAsync(got, d, bytes, a));
+				REQUIRE_CU(cuStreamSynchronize(a));
+				break;
+			}
+			CMP_U32(got, want, n, "an upload read after a synchronize");
+		}
+		REQUIRE_CU(cuStreamDestroy(a));
+		REQUIRE_CU(cuStreamDestroy(b));
+		REQUIRE_CU(cuMemFree(d));
+		free(src);
+		free(want);
+		free(got);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -281,6 +353,7 @@ int main(int argc, char **argv)
 	test_legacy();
 	test_per_thread_and_nonblocking();
 	test_destroy_busy();
+	test_upload_sync();
 
 	REQUIRE_CU(cuMemFreeHost(pinned));
 	REQUIRE_CU(cuMemFree(flag));

@@ -25,6 +25,7 @@
  */
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "standin.h"
 
@@ -107,12 +108,30 @@ static bool stream_gone(void *arg)
 	return gone;
 }
 
+/* OPENMPS_STANDIN_SLOW_COPY_MS=MS: a copy into device or registered
+ * memory lands MS milliseconds late, so that a test can see whether what
+ * should follow it does. The delay op must wait; under the lock. */
+static useconds_t slow_copy_us(const struct si_op *op)
+{
+	static long ms = -1;
+
+	if (ms < 0) {
+		const char *v = getenv("OPENMPS_STANDIN_SLOW_COPY_MS");
+
+		ms = v ? strtol(v, NULL, 10) : 0;
+		if (ms < 0 || ms > 10000)
+			ms = 0;
+	}
+	return ms && op->kind == SI_OP_COPY && op->copy.pin_dst ? (useconds_t)(ms * 1000) : 0;
+}
+
 /* Runs one operation of a stream thread. Under the lock; drops it while a
  * copy, kernel, host function or wait on a word runs. Returns the
  * operation's result. */
 static CUresult dispatch(struct si_stream *s, struct si_op *op)
 {
 	struct si_context *ctx = s->ctx;
+	useconds_t late;
 	CUresult res;
 
 	while (dropped(s) == CUDA_SUCCESS && !barrier_passed(s, op))
@@ -127,7 +146,10 @@ static CUresult dispatch(struct si_stream *s, struct si_op *op)
 	case SI_OP_COPY:
 	case SI_OP_MEMSET:
 	case SI_OP_KERNEL:
+		late = slow_copy_us(op);
 		mps__unlock();
+		if (late)
+			usleep(late);
 		res = mps__op_execute(op, ctx->device, s->sm_first, s->sm_count);
 		mps__lock();
 		if (res != CUDA_SUCCESS)
