@@ -45,8 +45,8 @@ static bool charge(struct mps_client *c, const struct mps_msg *m, int device, ui
 /* A client's allocation at a random place (placement.h), with the pitch
  * cuMemAllocPitch would give (rows of 512-byte multiples); *mapped is what
  * it takes. CUDA_ERROR_NOT_SUPPORTED: the driver is to place it. */
-static CUresult place(int device, const struct mps_msg_mem_alloc *q, uint64_t bytes, CUdeviceptr *p,
-		      size_t *pitch, uint64_t *mapped)
+static CUresult place(struct mps_client *c, int device, const struct mps_msg_mem_alloc *q, uint64_t bytes,
+		      CUdeviceptr *p, size_t *pitch, uint64_t *mapped)
 {
 	if (!mps_place_on(device))
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -54,7 +54,7 @@ static CUresult place(int device, const struct mps_msg_mem_alloc *q, uint64_t by
 		*pitch = (size_t)((q->width + 511) / 512 * 512);
 		bytes = (uint64_t)*pitch * q->height;
 	}
-	return mps_place_alloc(device, bytes, p, mapped);
+	return mps_place_alloc(device, c->id, bytes, p, mapped);
 }
 
 void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
@@ -90,7 +90,7 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 		return;
 	r = mps__bind_device(c, x->device);
 	if (r == CUDA_SUCCESS)
-		r = place(x->device, q, bytes, &p, &pitch, &mapped);
+		r = place(c, x->device, q, bytes, &p, &pitch, &mapped);
 	if (r == CUDA_ERROR_NOT_SUPPORTED) {   /* not placed here: the driver places it */
 		if (q->elem)
 			r = mps_drv.cuMemAllocPitch(&p, &pitch, (size_t)q->width, (size_t)q->height, q->elem);
@@ -354,14 +354,22 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 		case CU_POINTER_ATTRIBUTE_MAPPED:
 			v->value = 1;
 			break;
-		case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
 		case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+		case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
 		case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+			/* A placed allocation is a mapping (placement.h): the driver
+			 * would name its granule and refuse it legacy IPC, which the
+			 * server gives it. */
+			if (rg->kind == MPS_MEM_DEVICE && mps_place_id((CUdeviceptr)q->ptr, &big)) {
+				v->value = q->attr[i] == CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE ? 1 : big;
+				break;
+			}
+			/* fall through */
+		case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
 		case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
 		case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
 		case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
 		case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-		case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
 			/* Plain values the driver knows; ask it, for this validated pointer. */
 			v->result = mps__bind_device(c, rg->device);
 			if (v->result == CUDA_SUCCESS)

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * See placement.h. Per device: the reserved range, its granularity, and a
- * bitmap of the slots mapped; one sorted array of the placed allocations
- * (base, size, device) for frees. One lock over both, never held across a
- * driver call that waits for the GPU.
+ * bitmap of the slots mapped; the granules carved for small allocations,
+ * each with its owner and a bitmap of its 512-byte units; one sorted array
+ * of the placed allocations (base, size, device, granule if carved) for
+ * frees. One lock over all, never held across a driver call that waits for
+ * the GPU.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,6 +22,7 @@
 
 #define TRIES   64     /* random slots looked at before an allocation goes to the driver */
 #define MIN_GIB 64     /* the smallest range worth reserving (15 bits of 2 MiB slots) */
+#define UNIT    512    /* a carved allocation's alignment and size step (cuMemAlloc's alignment) */
 
 struct space {
 	bool on;
@@ -29,17 +32,31 @@ struct space {
 	uint64_t *used;    /* a bit per slot */
 };
 
+/* A granule of one client's, holding its small allocations. */
+struct granule {
+	struct granule *next;
+	CUdeviceptr base;
+	uint64_t owner;
+	int device;
+	uint32_t units, used;   /* of UNIT bytes: in it, taken */
+	uint64_t map[];         /* a bit per unit, set when taken */
+};
+
 struct placed {
 	CUdeviceptr base;
 	uint64_t size;
 	int device;
+	struct granule *g;      /* carved from it, or NULL: mapped whole */
+	uint64_t id;            /* its buffer id (mps_place_id) */
 };
 
 static struct space space[MPS_MAX_DEVICES];
+static struct granule *granules;
 static struct placed *placed;
 static size_t nplaced, cap;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t n_allocs, n_bytes, n_fallbacks;   /* atomic */
+static uint64_t next_id = 1ull << 62;              /* buffer ids, under the lock: far from the driver's */
 
 static bool slot_used(const struct space *s, uint64_t i)
 {
@@ -170,7 +187,7 @@ static uint64_t take(struct space *s, uint64_t n)
 }
 
 /* Records a placed allocation, keeping the array sorted by base. */
-static int record(CUdeviceptr base, uint64_t size, int device)
+static int record(CUdeviceptr base, uint64_t size, int device, struct granule *g)
 {
 	size_t lo = 0, hi = nplaced;
 
@@ -192,7 +209,7 @@ static int record(CUdeviceptr base, uint64_t size, int device)
 			hi = mid;
 	}
 	memmove(&placed[lo + 1], &placed[lo], (nplaced - lo) * sizeof(*placed));
-	placed[lo] = (struct placed){ base, size, device };
+	placed[lo] = (struct placed){ base, size, device, g, next_id++ };
 	nplaced++;
 	return 0;
 }
@@ -229,7 +246,9 @@ static unsigned int access_list(int d, CUmemAccessDesc *desc)
 	return n;
 }
 
-CUresult mps_place_alloc(int device, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped)
+/* Maps `size` bytes (whole granules) of new physical memory at random
+ * slots of device's range, cleared; *at its address. */
+static CUresult map_new(int device, uint64_t size, CUdeviceptr *at)
 {
 	struct space *s = &space[device];
 	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -237,13 +256,9 @@ CUresult mps_place_alloc(int device, uint64_t bytes, CUdeviceptr *ptr, uint64_t 
 						   .id = mps_srv.dev[device].dev } };
 	CUmemAccessDesc desc[MPS_MAX_DEVICES];
 	CUmemGenericAllocationHandle h;
-	uint64_t size, first;
-	CUdeviceptr at;
+	uint64_t first;
 	CUresult r;
 
-	if (!mps_place_on(device) || !bytes || bytes > UINT64_MAX - s->gran)
-		return CUDA_ERROR_INVALID_VALUE;
-	size = (bytes + s->gran - 1) / s->gran * s->gran;
 	pthread_mutex_lock(&lock);
 	first = take(s, size / s->gran);
 	pthread_mutex_unlock(&lock);
@@ -251,38 +266,28 @@ CUresult mps_place_alloc(int device, uint64_t bytes, CUdeviceptr *ptr, uint64_t 
 		mps_fetch_add(&n_fallbacks, 1);
 		return CUDA_ERROR_NOT_SUPPORTED;   /* the caller asks the driver */
 	}
-	at = s->base + first * s->gran;
+	*at = s->base + first * s->gran;
 	r = mps_drv.cuMemCreate(&h, (size_t)size, &prop, 0);
 	if (r != CUDA_SUCCESS)
 		goto unslot;
-	r = mps_drv.cuMemMap(at, (size_t)size, 0, h, 0);
+	r = mps_drv.cuMemMap(*at, (size_t)size, 0, h, 0);
 	mps_drv.cuMemRelease(h);   /* the mapping keeps the memory until it goes */
 	if (r != CUDA_SUCCESS)
 		goto unslot;
-	r = mps_drv.cuMemSetAccess(at, (size_t)size, desc, access_list(device, desc));
+	r = mps_drv.cuMemSetAccess(*at, (size_t)size, desc, access_list(device, desc));
 	/* Cleared, so nothing of an earlier client's memory can be read in
 	 * it, whatever the driver gives a new physical allocation. */
 	if (r == CUDA_SUCCESS)
-		r = mps_drv.cuMemsetD8Async(at, 0, (size_t)size, s->zero);
+		r = mps_drv.cuMemsetD8Async(*at, 0, (size_t)size, s->zero);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuStreamSynchronize(s->zero);
 	if (r != CUDA_SUCCESS)
 		goto unmap;
-	pthread_mutex_lock(&lock);
-	if (record(at, size, device) < 0) {
-		pthread_mutex_unlock(&lock);
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-		goto unmap;
-	}
-	pthread_mutex_unlock(&lock);
-	mps_fetch_add(&n_allocs, 1);
 	mps_fetch_add(&n_bytes, size);
-	*ptr = at;
-	*mapped = size;
 	return CUDA_SUCCESS;
 
 unmap:
-	mps_drv.cuMemUnmap(at, (size_t)size);
+	mps_drv.cuMemUnmap(*at, (size_t)size);
 unslot:
 	pthread_mutex_lock(&lock);
 	slots_set(s, first, size / s->gran, false);
@@ -290,10 +295,162 @@ unslot:
 	return r;
 }
 
+/* Gives a mapping back: its slots free again. */
+static CUresult unmap(int device, CUdeviceptr at, uint64_t size)
+{
+	struct space *s = &space[device];
+	CUresult r = mps_drv.cuMemUnmap(at, (size_t)size);
+
+	if (r != CUDA_SUCCESS) {
+		mps_log_error("device %d: placed memory at %#llx did not go (%s); its slots stay taken", device,
+			      (unsigned long long)at, mps_driver_errname(r));
+		return r;
+	}
+	pthread_mutex_lock(&lock);
+	slots_set(s, (at - s->base) / s->gran, size / s->gran, false);
+	pthread_mutex_unlock(&lock);
+	mps_fetch_add(&n_bytes, -size);
+	return CUDA_SUCCESS;
+}
+
+/* The first run of n free units of g, or UINT32_MAX. Under the lock. */
+static uint32_t units_find(const struct granule *g, uint32_t n)
+{
+	uint32_t run = 0;
+
+	for (uint32_t i = 0; i < g->units; i++) {
+		run = g->map[i / 64] >> (i % 64) & 1 ? 0 : run + 1;
+		if (run == n)
+			return i + 1 - n;
+	}
+	return UINT32_MAX;
+}
+
+static void units_set(struct granule *g, uint32_t first, uint32_t n, bool taken)
+{
+	for (uint32_t i = first; i < first + n; i++) {
+		if (taken)
+			g->map[i / 64] |= 1ull << (i % 64);
+		else
+			g->map[i / 64] &= ~(1ull << (i % 64));
+	}
+	g->used = taken ? g->used + n : g->used - n;
+}
+
+/* Takes granule g out of the list once its last allocation went; true if
+ * it was (the caller unmaps it). Under the lock. */
+static bool granule_empty(struct granule *g)
+{
+	if (g->used)
+		return false;
+	for (struct granule **pp = &granules; *pp; pp = &(*pp)->next)
+		if (*pp == g) {
+			*pp = g->next;
+			break;
+		}
+	return true;
+}
+
+/* Takes n units in one of owner's granules on device that has them, and
+ * records the allocation there; 0 if none has room. Under the lock. */
+static CUdeviceptr carve(uint64_t owner, int device, uint32_t n)
+{
+	for (struct granule *g = granules; g; g = g->next) {
+		uint32_t first;
+		CUdeviceptr at;
+
+		if (g->owner != owner || g->device != device || g->units - g->used < n)
+			continue;
+		first = units_find(g, n);
+		if (first == UINT32_MAX)
+			continue;
+		at = g->base + (uint64_t)first * UNIT;
+		if (record(at, (uint64_t)n * UNIT, device, g) < 0)
+			return 0;
+		units_set(g, first, n, true);
+		return at;
+	}
+	return 0;
+}
+
+/* A small allocation: in a granule of the owner's own, never beside
+ * another client's data; a new granule when none of its has room. */
+static CUresult place_small(uint64_t owner, int device, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped)
+{
+	struct space *s = &space[device];
+	uint32_t n = (uint32_t)((bytes + UNIT - 1) / UNIT);
+	struct granule *g;
+	CUdeviceptr at;
+	CUresult r;
+
+	pthread_mutex_lock(&lock);
+	at = carve(owner, device, n);
+	pthread_mutex_unlock(&lock);
+	if (!at) {
+		g = calloc(1, sizeof(*g) + (s->gran / UNIT + 63) / 64 * sizeof(uint64_t));
+		if (!g)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		r = map_new(device, s->gran, &g->base);
+		if (r != CUDA_SUCCESS) {
+			free(g);
+			return r;
+		}
+		g->owner = owner;
+		g->device = device;
+		g->units = (uint32_t)(s->gran / UNIT);
+		pthread_mutex_lock(&lock);
+		g->next = granules;
+		granules = g;
+		at = carve(owner, device, n);
+		if (!at && !granule_empty(g))
+			g = NULL;   /* another allocation of the owner's took units meanwhile */
+		pthread_mutex_unlock(&lock);
+		if (!at) {   /* only the record can fail */
+			if (g) {
+				unmap(device, g->base, s->gran);
+				free(g);
+			}
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+	}
+	mps_fetch_add(&n_allocs, 1);
+	*ptr = at;
+	*mapped = (uint64_t)n * UNIT;
+	return CUDA_SUCCESS;
+}
+
+CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped)
+{
+	struct space *s = &space[device];
+	uint64_t size;
+	CUdeviceptr at;
+	CUresult r;
+
+	if (!mps_place_on(device) || !bytes || bytes > UINT64_MAX - s->gran)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (bytes <= s->gran / 2)
+		return place_small(owner, device, bytes, ptr, mapped);
+	size = (bytes + s->gran - 1) / s->gran * s->gran;
+	r = map_new(device, size, &at);
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&lock);
+	if (record(at, size, device, NULL) < 0) {
+		pthread_mutex_unlock(&lock);
+		unmap(device, at, size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_mutex_unlock(&lock);
+	mps_fetch_add(&n_allocs, 1);
+	*ptr = at;
+	*mapped = size;
+	return CUDA_SUCCESS;
+}
+
 bool mps_place_free(CUdeviceptr p, bool idle, CUresult *r)
 {
+	struct granule *gone = NULL;
 	struct placed a;
-	struct space *s;
 	long i;
 
 	pthread_mutex_lock(&lock);
@@ -306,20 +463,51 @@ bool mps_place_free(CUdeviceptr p, bool idle, CUresult *r)
 	memmove(&placed[i], &placed[i + 1], (nplaced - (size_t)i - 1) * sizeof(*placed));
 	nplaced--;
 	pthread_mutex_unlock(&lock);
+	/* The work that may use it ends before the memory goes, or before the
+	 * owner can be given the same units again. */
 	*r = idle ? CUDA_SUCCESS : mps_drv.cuCtxSynchronize();
-	if (*r == CUDA_SUCCESS)
-		*r = mps_drv.cuMemUnmap(a.base, (size_t)a.size);
 	if (*r != CUDA_SUCCESS) {
-		mps_log_error("device %d: a placed allocation at %#llx did not go (%s); its slots stay taken",
-			      a.device, (unsigned long long)a.base, mps_driver_errname(*r));
+		mps_log_error("device %d: placed memory at %#llx kept: the device failed (%s)", a.device,
+			      (unsigned long long)a.base, mps_driver_errname(*r));
 		return true;
 	}
-	s = &space[a.device];
+	if (!a.g) {
+		*r = unmap(a.device, a.base, a.size);
+		return true;
+	}
 	pthread_mutex_lock(&lock);
-	slots_set(s, (a.base - s->base) / s->gran, a.size / s->gran, false);
+	units_set(a.g, (uint32_t)((a.base - a.g->base) / UNIT), (uint32_t)(a.size / UNIT), false);
+	if (granule_empty(a.g))
+		gone = a.g;
 	pthread_mutex_unlock(&lock);
-	mps_fetch_add(&n_bytes, -a.size);
+	if (gone) {
+		*r = unmap(gone->device, gone->base, space[gone->device].gran);
+		free(gone);
+	}
 	return true;
+}
+
+bool mps_place_id(CUdeviceptr p, uint64_t *id)
+{
+	size_t lo = 0, hi;
+	bool in = false;
+
+	pthread_mutex_lock(&lock);
+	hi = nplaced;
+	while (lo < hi) {   /* the first allocation starting past p */
+		size_t mid = (lo + hi) / 2;
+
+		if (placed[mid].base <= p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo && p - placed[lo - 1].base < placed[lo - 1].size) {
+		*id = placed[lo - 1].id;
+		in = true;
+	}
+	pthread_mutex_unlock(&lock);
+	return in;
 }
 
 bool mps_place_is(CUdeviceptr p)

@@ -19,10 +19,18 @@
  * cleared before the client gets it (on a stream of the server's own), so
  * nothing an earlier client left in that memory can be read.
  *
- * Costs, against cuMemAlloc: each allocation takes at least the
- * granularity (2 MiB; a framework's caching allocator asks in 2 MiB and 20
- * MiB blocks anyway), and a free waits for the device's work to end before
- * the mapping goes (cuMemFree's implicit synchronization, made explicit).
+ * An allocation of up to half the granularity (1 MiB) is carved instead
+ * from a granule of its client's own, mapped the same way: a client's
+ * small allocations sit next to each other, never next to another
+ * client's, and take 512-byte units rather than 2 MiB each. A client that
+ * shares one of them by IPC shows the importer the granule it is in.
+ *
+ * Costs, against cuMemAlloc: a larger allocation takes whole granules (2
+ * MiB; a framework's caching allocator asks in 2 MiB and 20 MiB blocks
+ * anyway), a client holds up to a granule per device more than its small
+ * allocations add up to, and a free waits for the client's work to end
+ * before the memory goes or is carved again (cuMemFree's implicit
+ * synchronization, made explicit).
  * Not yet covered: stream-ordered allocations and pools (the driver places
  * them), a client's own cuMemAddressReserve, pinned and managed memory's
  * device addresses, graph memory nodes. Legacy IPC handles
@@ -46,12 +54,19 @@ void mps_place_init(void);
 /* Whether allocations of device dev are placed at random. */
 bool mps_place_on(int device);
 
-/* A new allocation of `bytes` on device (bound) at a random slot; its size
- * as mapped (a multiple of the granularity) in *mapped. */
-CUresult mps_place_alloc(int device, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped);
+/* A new allocation of `bytes` on device (bound) for `owner` (a client's
+ * id): past half the granularity, mapped whole at a random slot; up to it,
+ * carved from a granule that holds only that owner's allocations. *mapped:
+ * what it takes (whole granules; 512-byte units when carved). */
+CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped);
 
 /* Whether p is the start of an allocation placed here. */
 bool mps_place_is(CUdeviceptr p);
+
+/* Whether p lies in an allocation placed here, and its buffer id: one of
+ * its own (carved allocations share their granule's physical memory, whose
+ * id the driver would give), never one the driver gives. */
+bool mps_place_id(CUdeviceptr p, uint64_t *id);
 
 /* Frees p (device bound): a placed allocation's mapping goes (true), or
  * false if p was not placed (the caller calls cuMemFree). An unmap does

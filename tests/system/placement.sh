@@ -3,9 +3,10 @@
 #
 # Allocations placed at random (OPENMPS_PLACEMENT=random,
 # src/server/placement.h) in a 64 GiB range per device: s_place checks
-# where two clients' allocations land (granule-aligned, an unmapped granule
-# between any two, spread over the range) and that their contents survive
-# the other's allocations and frees; s_ipc shares a placed allocation
+# where two clients' allocations land (large ones granule-aligned, small
+# ones carved from granules of their own client's, an unmapped granule
+# between any two clients' or large allocations, spread over the range)
+# and that their contents survive the other's allocations and frees; s_ipc shares a placed allocation
 # between two clients of the server (a handle the server makes) and frees
 # it under the importer; the driver-API tests that allocate, copy, launch,
 # map, pool, peer and make textures run as they do with the driver's
@@ -35,10 +36,7 @@ rm -f "$S_PLACE_METRICS" "$S_PLACE_METRICS.go"
 for t in s_ipc; do
 	"$here/with-openmps.sh" "$build" "$build/tests/system/$t" || rc=1
 done
-# Not t_gnodes: a placed allocation is whole granules, so its check that a
-# copy node past the end of a small allocation is refused does not hold
-# (the copy stays inside the client's own granule, as the driver sees it).
-for t in t_memory t_launch t_stream t_graph t_vmm t_pool t_peer t_array t_memops t_replay t_context; do
+for t in t_memory t_launch t_stream t_graph t_gnodes t_vmm t_pool t_peer t_array t_memops t_replay t_context; do
 	"$here/with-openmps.sh" "$build" "$build/tests/cuda/$t" || rc=1
 done
 # The log says where allocations go, or why they cannot.

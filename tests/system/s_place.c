@@ -5,18 +5,22 @@
  * Two processes each make ALLOCS allocations of random sizes (4 KiB to 5
  * MiB, some through cuMemAllocPitch), write a pattern of their own into
  * each and send their addresses and sizes to the parent over a pipe, then
- * wait. The parent checks that every allocation starts on a 2 MiB boundary,
- * that no two allocations, of one client or of both, come within 2 MiB of
- * each other (an unmapped granule between any two), and that they spread
- * over the range (S_PLACE_GIB, the daemon's OPENMPS_PLACEMENT_GIB): their
- * span is at least half of it and no 1/16th of it holds more than a
- * quarter of them. Then each child reads its patterns back (the other's
- * allocations and frees did not touch them), frees half, allocates again
- * and checks the new ones likewise; every new allocation reads as zeros
- * (the server clears it: freed ones held the other patterns; on the
- * stand-in a new physical allocation is zeros anyway, on a GPU the
- * clearing is what makes it so). With
- * placement off (S_PLACE_GIB unset) it only checks the patterns.
+ * wait. The parent checks that every allocation past 1 MiB starts on a 2
+ * MiB boundary and every smaller one is 512-byte aligned inside one 2 MiB
+ * granule; that the granules holding them are an unmapped granule apart
+ * unless they are one granule of one client's small allocations (no
+ * granule holds two clients' memory, and none touches another's); and
+ * that those granules spread over the range (S_PLACE_GIB, the daemon's
+ * OPENMPS_PLACEMENT_GIB): their span is at least half of it and no 1/16th
+ * of it holds more than a quarter of them. Then each child reads its
+ * patterns back (the other's allocations and frees did not touch them),
+ * frees half, allocates again and checks the new ones likewise; a new
+ * allocation past 1 MiB reads as zeros and a small one holds nothing but
+ * zeros and the child's own patterns (the server clears new granules:
+ * freed ones held the other client's patterns; on the stand-in new
+ * physical memory is zeros anyway, on a GPU the clearing is what makes it
+ * so). With placement off (S_PLACE_GIB unset) it only checks the
+ * patterns.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,11 +33,47 @@
 
 #define ALLOCS 40
 #define GRAN   (2ull << 20)
+#define SMALL  (GRAN / 2)   /* carved from a granule of the client's own */
 
 struct alloc {
 	CUdeviceptr p;
 	uint64_t size;
+	int owner;          /* set by the parent: which child */
 };
+
+/* Word k of allocation i's pattern in the child tagged tag. */
+static uint32_t pattern(uint32_t tag, int i, int k)
+{
+	return tag ^ (uint32_t)(k * 2654435761u) ^ (uint32_t)i;
+}
+
+/* Every word of every pattern with the tag taken out, sorted. */
+static uint32_t untagged[ALLOCS * 1024];
+
+static int cmp_u32(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* A word a new small allocation may hold: zero, or a word of one of its
+ * own client's patterns (units it freed, carved again, at any offset). */
+static bool own_or_zero(uint32_t w, uint32_t tag)
+{
+	uint32_t key = w ^ tag;
+
+	static bool sorted;
+
+	if (!sorted) {
+		for (int i = 0; i < ALLOCS; i++)
+			for (int k = 0; k < 1024; k++)
+				untagged[i * 1024 + k] = pattern(0, i, k);
+		qsort(untagged, ALLOCS * 1024, sizeof(*untagged), cmp_u32);
+		sorted = true;
+	}
+	return w == 0 || bsearch(&key, untagged, ALLOCS * 1024, sizeof(*untagged), cmp_u32);
+}
 
 static bool placed;   /* S_PLACE_GIB set: the server places at random */
 
@@ -68,14 +108,16 @@ static struct alloc make(uint64_t *rng, uint32_t tag, int i)
 		a.size = 4096 + t_rand(rng) % (5u << 20);
 		REQUIRE_CU(cuMemAlloc(&a.p, a.size));
 	}
-	if (placed) {   /* cleared: nothing of the allocations freed before it */
+	if (placed) {   /* cleared: nothing of another client's allocations freed before it */
 		REQUIRE_CU(cuMemcpyDtoH(words, a.p, sizeof(words)));
 		for (int k = 0; k < 1024; k++)
-			if (!CHECK(words[k] == 0, "new allocation %d word %d: %#x, not cleared", i, k, words[k]))
+			if (!CHECK(a.size <= SMALL ? own_or_zero(words[k], tag) : words[k] == 0,
+				   "new allocation %d (%llu bytes) word %d: %#x, not cleared", i,
+				   (unsigned long long)a.size, k, words[k]))
 				break;
 	}
 	for (int k = 0; k < 1024; k++)
-		words[k] = tag ^ (uint32_t)(k * 2654435761u) ^ (uint32_t)i;
+		words[k] = pattern(tag, i, k);
 	REQUIRE_CU(cuMemcpyHtoD(a.p, words, sizeof(words)));
 	return a;
 }
@@ -86,7 +128,7 @@ static void check(const struct alloc *a, uint32_t tag, int i, const char *when)
 
 	REQUIRE_CU(cuMemcpyDtoH(words, a->p, sizeof(words)));
 	for (int k = 0; k < 1024; k++)
-		if (!CHECK(words[k] == (tag ^ (uint32_t)(k * 2654435761u) ^ (uint32_t)i),
+		if (!CHECK(words[k] == pattern(tag, i, k),
 			   "%s: allocation %d word %d: %#x", when, i, k, words[k]))
 			return;
 }
@@ -117,37 +159,67 @@ static int child(int to, int from, uint32_t tag)
 	return t_finish();
 }
 
-static int cmp(const void *x, const void *y)
-{
-	const struct alloc *a = x, *b = y;
+/* The granules an allocation takes: [first, last], its owner, and whether
+ * it is carved (small). */
+struct block {
+	uint64_t first, last;
+	int owner;
+	bool small;
+};
 
-	return a->p < b->p ? -1 : a->p > b->p;
+static int cmp_block(const void *x, const void *y)
+{
+	const struct block *a = x, *b = y;
+
+	return a->first < b->first ? -1 : a->first > b->first;
 }
 
 /* The placement checks over both children's allocations. */
-static void judge(struct alloc *all, int n, uint64_t range, const char *when)
+static void judge(const struct alloc *all, int n, uint64_t range, const char *when)
 {
+	struct block b[2 * ALLOCS];
 	unsigned int bins[16] = { 0 };
+	int nb = 0, small = 0;
 	uint64_t span;
 
-	qsort(all, (size_t)n, sizeof(*all), cmp);
 	for (int i = 0; i < n; i++) {
-		CHECK(all[i].p % GRAN == 0, "%s: %#llx is not on a 2 MiB boundary", when, (unsigned long long)all[i].p);
-		if (i && !CHECK(all[i].p >= all[i - 1].p + (all[i - 1].size + GRAN - 1) / GRAN * GRAN + GRAN,
-				"%s: %#llx follows %#llx (%llu bytes) with no free granule between", when,
-				(unsigned long long)all[i].p, (unsigned long long)all[i - 1].p,
-				(unsigned long long)all[i - 1].size))
-			break;
+		const struct alloc *a = &all[i];
+		struct block k = { a->p / GRAN, (a->p + a->size - 1) / GRAN, a->owner, a->size <= SMALL };
+
+		if (k.small) {
+			small++;
+			CHECK(a->p % 512 == 0 && k.first == k.last, "%s: small allocation %#llx (%llu bytes) not 512-byte "
+			      "aligned in one granule", when, (unsigned long long)a->p, (unsigned long long)a->size);
+		} else {
+			CHECK(a->p % GRAN == 0, "%s: %#llx is not on a 2 MiB boundary", when, (unsigned long long)a->p);
+		}
+		b[nb++] = k;
 	}
-	span = all[n - 1].p - all[0].p;
-	CHECK(span >= range / 2, "%s: %d allocations span %llu MiB of a %llu MiB range", when, n,
+	qsort(b, (size_t)nb, sizeof(*b), cmp_block);
+	/* One granule of one client's small allocations counts once. */
+	int m = 0;
+
+	for (int i = 0; i < nb; i++) {
+		if (m && b[i].small && b[m - 1].small && b[i].first == b[m - 1].first && b[i].owner == b[m - 1].owner)
+			continue;
+		b[m++] = b[i];
+	}
+	for (int i = 1; i < m; i++)
+		if (!CHECK(b[i].first >= b[i - 1].last + 2,
+			   "%s: granule %#llx (client %d%s) follows granules to %#llx (client %d%s) with no free one "
+			   "between", when, (unsigned long long)(b[i].first * GRAN), b[i].owner, b[i].small ? ", small" : "",
+			   (unsigned long long)(b[i - 1].last * GRAN), b[i - 1].owner, b[i - 1].small ? ", small" : ""))
+			break;
+	span = (b[m - 1].first - b[0].first) * GRAN;
+	CHECK(span >= range / 2, "%s: %d granules span %llu MiB of a %llu MiB range", when, m,
 	      (unsigned long long)(span >> 20), (unsigned long long)(range >> 20));
-	for (int i = 0; i < n; i++)
-		bins[(all[i].p - all[0].p) * 16 / (span + 1)]++;
-	for (int b = 0; b < 16; b++)
-		CHECK(bins[b] <= (unsigned int)n / 4, "%s: %u of %d allocations in one sixteenth of their span", when,
-		      bins[b], n);
-	printf("s_place: %s: %d allocations over %llu MiB\n", when, n, (unsigned long long)(span >> 20));
+	for (int i = 0; i < m; i++)
+		bins[(b[i].first - b[0].first) * GRAN * 16 / (span + 1)]++;
+	for (int k = 0; k < 16; k++)
+		CHECK(bins[k] <= (unsigned int)m / 4 + 1, "%s: %u of %d granules in one sixteenth of their span", when,
+		      bins[k], m);
+	printf("s_place: %s: %d allocations (%d small) in %d granule runs over %llu MiB\n", when, n, small, m,
+	       (unsigned long long)(span >> 20));
 }
 
 int main(int argc, char **argv)
@@ -169,8 +241,11 @@ int main(int argc, char **argv)
 			_exit(child(up[k][1], down[k][0], 0xa5000000u + (uint32_t)k * 0x10000u) == T_PASS ? 0 : 1);
 	}
 	for (int round = 0; round < 2; round++) {
-		for (int k = 0; k < 2; k++)
+		for (int k = 0; k < 2; k++) {
 			get(up[k][0], &all[k * ALLOCS], ALLOCS * sizeof(*all));
+			for (int i = 0; i < ALLOCS; i++)
+				all[k * ALLOCS + i].owner = k;
+		}
 		if (range)
 			judge(all, 2 * ALLOCS, range, round ? "after half were made again" : "first");
 		for (int k = 0; k < 2; k++)
