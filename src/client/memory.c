@@ -215,20 +215,24 @@ void mps__devmem_forget(struct mps_ctx *ctx, const void *owner)
 	pthread_rwlock_unlock(&devmem.lock);
 }
 
-bool mps__devmem_reserved(uint64_t addr, uint64_t size)
+/* A copy of the range holding [addr, addr + size), if one does. */
+static bool range_of(uint64_t addr, uint64_t size, struct devrange *out)
 {
-	const struct devrange *d;
-	bool held = false;
 	long i;
 
 	pthread_rwlock_rdlock(&devmem.lock);
 	i = find(&devmem, addr, size);
-	if (i >= 0) {
-		d = (const struct devrange *)devmem.v + i;
-		held = d->reserved;
-	}
+	if (i >= 0)
+		*out = ((const struct devrange *)devmem.v)[i];
 	pthread_rwlock_unlock(&devmem.lock);
-	return held;
+	return i >= 0;
+}
+
+bool mps__devmem_reserved(uint64_t addr, uint64_t size)
+{
+	struct devrange d;
+
+	return range_of(addr, size, &d) && d.reserved;
 }
 
 bool mps__devmem_has(uint64_t addr)
@@ -243,18 +247,9 @@ bool mps__devmem_has(uint64_t addr)
 
 bool mps__devmem_private(uint64_t addr, uint64_t size)
 {
-	const struct devrange *d;
-	bool mine = false;
-	long i;
+	struct devrange d;
 
-	pthread_rwlock_rdlock(&devmem.lock);
-	i = find(&devmem, addr, size);
-	if (i >= 0) {
-		d = (const struct devrange *)devmem.v + i;
-		mine = d->ctx && !d->owner && !d->shared;
-	}
-	pthread_rwlock_unlock(&devmem.lock);
-	return mine;
+	return range_of(addr, size, &d) && d.ctx && !d.owner && !d.shared;
 }
 
 void mps__devmem_share(uint64_t addr)

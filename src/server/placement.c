@@ -63,14 +63,20 @@ static bool slot_used(const struct space *s, uint64_t i)
 	return s->used[i / 64] >> (i % 64) & 1;
 }
 
-static void slots_set(struct space *s, uint64_t first, uint64_t n, bool used)
+/* Sets or clears bits [first, first + n) of map. */
+static void bits_set(uint64_t *map, uint64_t first, uint64_t n, bool on)
 {
 	for (uint64_t i = first; i < first + n; i++) {
-		if (used)
-			s->used[i / 64] |= 1ull << (i % 64);
+		if (on)
+			map[i / 64] |= 1ull << (i % 64);
 		else
-			s->used[i / 64] &= ~(1ull << (i % 64));
+			map[i / 64] &= ~(1ull << (i % 64));
 	}
+}
+
+static void slots_set(struct space *s, uint64_t first, uint64_t n, bool used)
+{
+	bits_set(s->used, first, n, used);
 }
 
 /* Whether slots [first - 1, first + n] are all free: the n slots and an
@@ -328,12 +334,7 @@ static uint32_t units_find(const struct granule *g, uint32_t n)
 
 static void units_set(struct granule *g, uint32_t first, uint32_t n, bool taken)
 {
-	for (uint32_t i = first; i < first + n; i++) {
-		if (taken)
-			g->map[i / 64] |= 1ull << (i % 64);
-		else
-			g->map[i / 64] &= ~(1ull << (i % 64));
-	}
+	bits_set(g->map, first, n, taken);
 	g->used = taken ? g->used + n : g->used - n;
 }
 
@@ -402,16 +403,17 @@ static CUresult place_small(uint64_t owner, int device, uint64_t bytes, CUdevice
 		g->next = granules;
 		granules = g;
 		at = carve(owner, device, n);
-		if (!at && !granule_empty(g))
-			g = NULL;   /* another allocation of the owner's took units meanwhile */
+		/* Left empty (the record failed, or another granule of the
+		 * owner's made meanwhile had room): nothing would free it. */
+		if (!granule_empty(g))
+			g = NULL;
 		pthread_mutex_unlock(&lock);
-		if (!at) {   /* only the record can fail */
-			if (g) {
-				unmap(device, g->base, s->gran);
-				free(g);
-			}
-			return CUDA_ERROR_OUT_OF_MEMORY;
+		if (g) {
+			unmap(device, g->base, s->gran);
+			free(g);
 		}
+		if (!at)   /* only the record can fail */
+			return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	mps_fetch_add(&n_allocs, 1);
 	*ptr = at;
