@@ -1019,7 +1019,8 @@ static const struct {
 	  "Held launches let go one by one: the hold time ran out (time) or the chunk left the kept one (other)." },
 	{ "openmps_server_replay_chunks_total", "counter",
 	  "Chunks of clients' runs of launches by what became of them: new (kept), seen (a kept one), too_long "
-	  "(a launch too large to hold), and kept chunks dropped, built into graphs, or unbuilt." },
+	  "(a launch too large to hold), and kept chunks dropped, built into graphs, or unbuilt, and graphs not made "
+	  "because the client's memory limit would not hold them (over_limit)." },
 	{ "openmps_server_placed_allocations_total", "counter",
 	  "Client allocations a server placed at random addresses (OPENMPS_PLACEMENT=random)." },
 	{ "openmps_server_placed_bytes", "gauge", "Device memory mapped for those allocations now (whole granules)." },

@@ -201,6 +201,7 @@ int mps_metrics_write(int fd)
 			{ "new", rc.learned }, { "seen", rc.seen }, { "too_long", rc.too_long },
 			{ "dropped", rc.dropped }, { "built", rc.built },
 			{ "unbuilt", rc.unbuilt },
+			{ "over_limit", rc.over_limit },
 		};
 
 		for (unsigned int i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)

@@ -107,6 +107,8 @@ struct seg {
 		uint32_t bytes;
 	} alt[ALTS_MAX];
 	unsigned int nalt;
+	uint64_t charged;           /* device memory its executable graphs are charged (charge_exec) */
+	int charged_dev;
 };
 
 struct mps_replay {
@@ -130,6 +132,7 @@ struct mps_replay {
 	unsigned int execs;         /* executable graphs over seg */
 	unsigned int builds;        /* graphs it may build now (a token bucket) */
 	uint64_t built_ns;          /* when the bucket was last filled */
+	struct mps_memacct *mem;    /* the client's memory account */
 };
 
 void mps_replay_init(void)
@@ -280,6 +283,36 @@ static bool take_build(struct mps_replay *rp, uint64_t now)
 	return true;
 }
 
+/* What an executable graph holds of the device's memory, charged to its
+ * client (whose limit counts what the server holds on its behalf): per
+ * kernel node, as bench/execcost measured it (an 8-kernel chain holds 132
+ * KiB on an H200). */
+#define EXEC_NODE_BYTES (16u << 10)
+
+/* Charges one more executable graph of g; false (counted) past the
+ * client's limit, and no graph is made. */
+static bool charge_exec(struct mps_replay *rp, struct seg *g)
+{
+	uint64_t b = (uint64_t)g->n * EXEC_NODE_BYTES;
+	int d = g->st->ctx->device;
+
+	if (g->charged && g->charged_dev != d)
+		return false;   /* its graphs stay on one device */
+	if (mps_memacct_charge(rp->mem, d, b) < 0) {
+		count(&counts.over_limit);
+		return false;
+	}
+	g->charged += b;
+	g->charged_dev = d;
+	return true;
+}
+
+static void uncharge_exec(struct mps_replay *rp, struct seg *g, uint64_t b)
+{
+	mps_memacct_uncharge(rp->mem, g->charged_dev, b);
+	g->charged -= b;
+}
+
 static void drop_graph(struct mps_replay *rp, struct seg *g)
 {
 	for (unsigned int k = 0; k < g->nalt; k++) {
@@ -295,6 +328,8 @@ static void drop_graph(struct mps_replay *rp, struct seg *g)
 		mps_drv.cuGraphExecDestroy(g->exec);
 		rp->execs--;
 	}
+	if (g->charged)
+		uncharge_exec(rp, g, g->charged);
 	if (g->graph)
 		mps_drv.cuGraphDestroy(g->graph);
 	g->exec = NULL;
@@ -367,12 +402,17 @@ static void build(struct mps_client *c, struct mps_replay *rp, struct seg *g)
 {
 	CUresult r;
 
-	if (!room_for_exec(rp, g) || !take_build(rp, mps_now_ns()))
+	if (!room_for_exec(rp, g) || !charge_exec(rp, g))
 		return;
+	if (!take_build(rp, mps_now_ns())) {
+		uncharge_exec(rp, g, g->charged);
+		return;
+	}
 	r = mps__bind_device(c, g->st->ctx->device);
 	if (r == CUDA_SUCCESS)
 		r = build_graph(g);
 	if (r != CUDA_SUCCESS) {
+		uncharge_exec(rp, g, g->charged);
 		mps_log_debug("client %d: a chunk of %u launches did not make a graph (%d)", (int)c->pid, g->n, (int)r);
 		count(&counts.unbuilt);
 		if (g->graph)   /* no executable graph: build_graph made none */
@@ -462,8 +502,13 @@ static unsigned int var_new(struct mps_replay *rp, struct seg *g)
 		return 0;
 	args = malloc(bytes ? bytes : 1);
 	grid = calloc(g->n, sizeof(*grid));
-	if (!args || !grid || !take_build(rp, mps_now_ns()) ||
-	    mps_drv.cuGraphInstantiateWithFlags(&exec, g->graph, 0) != CUDA_SUCCESS) {
+	if (!args || !grid || !charge_exec(rp, g)) {
+		free(args);
+		free(grid);
+		return 0;
+	}
+	if (!take_build(rp, mps_now_ns()) || mps_drv.cuGraphInstantiateWithFlags(&exec, g->graph, 0) != CUDA_SUCCESS) {
+		uncharge_exec(rp, g, (uint64_t)g->n * EXEC_NODE_BYTES);
 		free(args);
 		free(grid);
 		return 0;
@@ -559,6 +604,7 @@ static struct mps_replay *get(struct mps_client *c)
 		if (c->replay) {
 			c->replay->builds = BUILDS_BURST;
 			c->replay->built_ns = mps_now_ns();
+			c->replay->mem = &c->mem;
 		}
 	}
 	return c->replay;
@@ -919,6 +965,7 @@ void mps_replay_stats(struct mps_replay_counts *out)
 	out->dropped = mps_load_relaxed(&counts.dropped);
 	out->built = mps_load_relaxed(&counts.built);
 	out->unbuilt = mps_load_relaxed(&counts.unbuilt);
+	out->over_limit = mps_load_relaxed(&counts.over_limit);
 }
 
 bool mps_replay_holds(const struct mps_client *c)
@@ -931,6 +978,22 @@ bool mps_replay_due(const struct mps_client *c, uint64_t now)
 	uint64_t at = mps_load_relaxed(&c->replay_held_at);
 
 	return at && now - at >= hold_ns;
+}
+
+bool mps_replay_shed(struct mps_client *c)
+{
+	struct mps_replay *rp = c->replay;
+	bool any = false;
+
+	for (unsigned int i = 0; rp && i < rp->nseg; i++) {
+		if (!rp->seg[i].charged)
+			continue;
+		drop_graph(rp, &rp->seg[i]);
+		any = true;
+	}
+	if (any)
+		mps_log_info("client %d: its launches' graphs make way for its allocation", (int)c->pid);
+	return any;
 }
 
 void mps_replay_free(struct mps_client *c)

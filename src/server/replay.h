@@ -139,7 +139,12 @@ struct mps_replay_counts {
 	uint64_t dropped;       /* kept chunks that made room for others */
 	uint64_t built;         /* kept chunks made graphs */
 	uint64_t unbuilt;       /* kept chunks whose graphs could not be made */
+	uint64_t over_limit;    /* graphs not made: the client's memory limit would not hold them */
 };
+
+/* Drops every executable graph of the client's (their memory is charged to
+ * it): an allocation past its limit may fit then. True if any went. */
+bool mps_replay_shed(struct mps_client *c);
 void mps_replay_stats(struct mps_replay_counts *out);
 
 /* The client is gone: drops what is held, frees the graph. */

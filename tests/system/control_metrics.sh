@@ -32,8 +32,12 @@ m=$(ui get_metrics); st=$?
 sample() {   # METRIC PID [EXTRA-LABEL]: the sample's value
 	echo "$m" | grep "^$1{" | grep "pid=\"$2\"" | grep "${3:-}" | awk '{ print $NF }'
 }
-[ "$(sample openmps_client_memory_bytes "$a" 'device="0"')" = $((64 * MiB)) ] || fail "A's memory: $(sample openmps_client_memory_bytes "$a")"
-[ "$(sample openmps_client_memory_peak_bytes "$a" 'device="0"')" = $((64 * MiB)) ] || fail "A's peak"
+# A's memory: its 64 MiB, and the graphs the server may have made of its 37
+# launches (charged to it, 16 KiB a kernel: docs/ARCHITECTURE.md).
+within() { [ -n "$1" ] && [ "$1" -ge "$2" ] && [ "$1" -le $(($2 + 37 * 16384)) ]; }
+within "$(sample openmps_client_memory_bytes "$a" 'device="0"')" $((64 * MiB)) ||
+	fail "A's memory: $(sample openmps_client_memory_bytes "$a")"
+within "$(sample openmps_client_memory_peak_bytes "$a" 'device="0"')" $((64 * MiB)) || fail "A's peak"
 [ "$(sample openmps_client_pinned_host_bytes "$a")" -ge $((8 * MiB)) ] || fail "A's pinned host memory (8M and its staging): $(sample openmps_client_pinned_host_bytes "$a")"
 [ "$(sample openmps_client_kernels_total "$a")" = 37 ] || fail "A's kernels: $(sample openmps_client_kernels_total "$a")"
 [ "$(sample openmps_client_copy_bytes_total "$a" 'direction="h2d"')" -ge $((3 * MiB)) ] || fail "A's h2d bytes"
@@ -46,7 +50,7 @@ echo "$m" | grep -q '^openmps_server_clients{server="[0-9]*"} 2$' || fail "serve
 # The devices by ordinal, so that the samples' device labels find a UUID.
 echo "$m" | grep -q '^openmps_device_info{device="0",uuid="GPU-[0-9a-f-]\{36\}",name="openmps stand-in device 0"} 1$' ||
 	fail "device info: $(echo "$m" | grep device_info)"
-echo "$m" | grep -q "^openmps_server_memory_bytes{server=\"[0-9]*\",device=\"0\"} $((80 * MiB))$" ||
+within "$(echo "$m" | sed -n 's/^openmps_server_memory_bytes{server="[0-9]*",device="0"} //p')" $((80 * MiB)) ||
 	fail "server memory: $(echo "$m" | grep server_memory)"
 # The service threads: 37 kernels launched by them (one by one, or as
 # part of replayed chunks when the machine is busy: src/server/replay.h),

@@ -11,7 +11,8 @@
 # more different runs than the server keeps chunks of still give exact
 # results while it drops chunks and graphs.
 # With OPENMPS_REPLAY=0 nothing is replayed and the results are the
-# same. The runs of a "growing cache", one kernel's grid changing each
+# same. The graphs are charged to the client's memory limit and give way
+# to its allocations. The runs of a "growing cache", one kernel's grid changing each
 # time, are replayed (their node given each launch's grid) by default, and
 # not with OPENMPS_REPLAY_GRIDS=0; the results are exact either way. With
 # replay as by default (while CPUs are busy or the service threads are
@@ -109,6 +110,27 @@ stop_daemon
 OPENMPS_REPLAY=0 start_daemon
 run_t_replay off "replay off"
 [ "$(metric replays_total)" = 0 ] || fail "replay off: $(metric replays_total) graph launches"
+stop_daemon
+
+# The graphs the server makes of a client's launches hold device memory on
+# its behalf: charged to it (cuMemGetInfo's free falls while they are
+# kept), never past its limit (t_replay under a 1 MiB limit: graphs it
+# cannot hold are not made, the results stay exact), and they make way for
+# an allocation of its own that would not fit beside them.
+OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 start_daemon
+run_t_replay limited "under a 1 MiB limit" CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=1M
+over=$(ui get_metrics | sed -n 's/^openmps_server_replay_chunks_total{[^}]*why="over_limit"} //p')
+[ -n "$over" ] && [ "$over" -gt 0 ] || fail "under a 1 MiB limit: no graph refused ($over)"
+CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=2M LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" init meminfo \
+	launch:64 launch:64 launch:64 launch:64 meminfo alloc:2 meminfo >"$dir/shed.out" 2>&1
+free0=$(awk '$1 == "meminfo" { print $3; exit }' "$dir/shed.out")
+free1=$(awk '$1 == "meminfo" { n++; if (n == 2) print $3 }' "$dir/shed.out")
+[ -n "$free0" ] && [ -n "$free1" ] && [ "$free1" -lt "$free0" ] ||
+	fail "graphs not charged: free $free0 before the launches, $free1 after ($(cat "$dir/shed.out"))"
+grep -q "^alloc 2 CUDA_SUCCESS" "$dir/shed.out" ||
+	fail "2 MiB under a 2 MiB limit beside the client's graphs: $(grep "^alloc" "$dir/shed.out")"
+grep -q "its launches' graphs make way for its allocation" "$CUDA_MPS_LOG_DIRECTORY/server.log" ||
+	fail "the allocation did not make the graphs go"
 stop_daemon
 
 OPENMPS_REPLAY=sometimes OPENMPS_REPLAY_HOLD_US=-4 OPENMPS_BUSY_THREADS=two OPENMPS_REPLAY_SEGMENT=257 \
