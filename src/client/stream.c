@@ -217,12 +217,17 @@ static bool staged_sync_on(void)
 	return on;
 }
 
+/* The stream is the one this thread last saw idle. */
+static bool idle_on(uint32_t stream, uint32_t ctx)
+{
+	return idle.known && idle.stream == stream && idle.ctx == ctx;
+}
+
 void mps__stream_uploaded(uint32_t stream, uint32_t ctx, uint64_t dst, size_t n, uint32_t posted)
 {
 	/* Messages are numbered in the order sent, by every thread: the row is
 	 * unbroken if these are the very next numbers after it. */
-	if (!idle.known || idle.stream != stream || idle.ctx != ctx || !posted ||
-	    mps__last_seq() - posted != idle.staged)
+	if (!idle_on(stream, ctx) || !posted || mps__last_seq() - posted != idle.staged)
 		return;
 	if (staged_sync_on() && !mps__capture_active() && mps__devmem_private(dst, n))
 		idle.staged = mps__last_seq();
@@ -235,16 +240,15 @@ void mps__stream_uploaded(uint32_t stream, uint32_t ctx, uint64_t dst, size_t n,
  * trip, as the driver's is one wait. */
 static bool known_idle(uint32_t stream, uint32_t ctx)
 {
-	return idle.known && idle.stream == stream && idle.ctx == ctx &&
-	       mps_load_acquire(&mps_conn.sent) == idle.seq && !mps__capture_active();
+	return idle_on(stream, ctx) && mps_load_acquire(&mps_conn.sent) == idle.seq && !mps__capture_active();
 }
 
 /* All that was sent since the stream was seen idle is staged uploads to
  * it, and a capture could not have begun since. */
 static bool staged_only(uint32_t stream, uint32_t ctx)
 {
-	return idle.known && idle.stream == stream && idle.ctx == ctx && idle.staged != idle.seq &&
-	       mps_load_acquire(&mps_conn.sent) == idle.staged && !mps__capture_active();
+	return idle_on(stream, ctx) && idle.staged != idle.seq && mps_load_acquire(&mps_conn.sent) == idle.staged &&
+	       !mps__capture_active();
 }
 
 static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
@@ -258,7 +262,7 @@ static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 	if (r != CUDA_SUCCESS)
 		return r;
 	q.handle = stream;
-	if (!known_idle(stream, ctx) && staged_only(stream, ctx)) {
+	if (staged_only(stream, ctx)) {   /* never known idle as well: the count moved past seq */
 		/* Nothing the program can look at waits for these uploads but
 		 * later work, which the fence orders after them: done, as far as
 		 * it can tell. Their staging is not free until the stream is seen

@@ -192,10 +192,27 @@ static uint64_t take(struct space *s, uint64_t n)
 	return UINT64_MAX;
 }
 
+/* How many placed allocations start at or before p (the array is sorted
+ * by base): the one holding p, if any, is the last of them. Under the lock. */
+static size_t upto(CUdeviceptr p)
+{
+	size_t lo = 0, hi = nplaced;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (placed[mid].base <= p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Records a placed allocation, keeping the array sorted by base. */
 static int record(CUdeviceptr base, uint64_t size, int device, struct granule *g)
 {
-	size_t lo = 0, hi = nplaced;
+	size_t at;
 
 	if (nplaced == cap) {
 		size_t ncap = cap ? cap * 2 : 64;
@@ -206,16 +223,9 @@ static int record(CUdeviceptr base, uint64_t size, int device, struct granule *g
 		placed = p;
 		cap = ncap;
 	}
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (placed[mid].base < base)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	memmove(&placed[lo + 1], &placed[lo], (nplaced - lo) * sizeof(*placed));
-	placed[lo] = (struct placed){ base, size, device, g, next_id++ };
+	at = upto(base);
+	memmove(&placed[at + 1], &placed[at], (nplaced - at) * sizeof(*placed));
+	placed[at] = (struct placed){ base, size, device, g, next_id++ };
 	nplaced++;
 	return 0;
 }
@@ -223,19 +233,9 @@ static int record(CUdeviceptr base, uint64_t size, int device, struct granule *g
 /* The index of the placed allocation starting at base, or -1. */
 static long find(CUdeviceptr base)
 {
-	size_t lo = 0, hi = nplaced;
+	size_t i = upto(base);
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (placed[mid].base == base)
-			return (long)mid;
-		if (placed[mid].base < base)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	return i && placed[i - 1].base == base ? (long)(i - 1) : -1;
 }
 
 /* Read and write access for device d and every device that reaches d's
@@ -491,23 +491,14 @@ bool mps_place_free(CUdeviceptr p, bool idle, CUresult *r)
 
 bool mps_place_id(CUdeviceptr p, uint64_t *id)
 {
-	size_t lo = 0, hi;
-	bool in = false;
+	bool in;
+	size_t i;
 
 	pthread_mutex_lock(&lock);
-	hi = nplaced;
-	while (lo < hi) {   /* the first allocation starting past p */
-		size_t mid = (lo + hi) / 2;
-
-		if (placed[mid].base <= p)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo && p - placed[lo - 1].base < placed[lo - 1].size) {
-		*id = placed[lo - 1].id;
-		in = true;
-	}
+	i = upto(p);
+	in = i && p - placed[i - 1].base < placed[i - 1].size;
+	if (in)
+		*id = placed[i - 1].id;
 	pthread_mutex_unlock(&lock);
 	return in;
 }

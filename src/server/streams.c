@@ -166,6 +166,25 @@ struct mps_sstream *mps_stream_resolve(struct mps_client *c, struct mps_sctx *ct
 	return s;
 }
 
+/* s waits for the client's latest fence, once. */
+static CUresult fence_wait(struct mps_client *c, struct mps_sstream *s)
+{
+	CUresult r;
+
+	if (s->fence_seen == c->fence_gen)
+		return CUDA_SUCCESS;
+	/* Work captured into a graph runs when the graph is launched, on a
+	 * stream that waits then. */
+	if (c->fence_ctx && !mps_stream_capturing(c, s)) {
+		r = mps_drv.cuStreamWaitEvent(s->s, c->fence_ctx->fence, 0);
+		if (r != CUDA_SUCCESS)
+			return r;
+		s->staged_at = 0;   /* it waits for other work now */
+	}
+	s->fence_seen = c->fence_gen;
+	return CUDA_SUCCESS;
+}
+
 CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 {
 	struct mps_sctx *ctx = s->ctx;
@@ -179,17 +198,9 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s)
 	}
 	s->busy = true;
 	s->work++;
-	if (s->fence_seen != c->fence_gen) {
-		/* Work captured into a graph runs when the graph is launched,
-		 * on a stream that waits then. */
-		if (c->fence_ctx && !mps_stream_capturing(c, s)) {
-			r = mps_drv.cuStreamWaitEvent(s->s, c->fence_ctx->fence, 0);
-			if (r != CUDA_SUCCESS)
-				return r;
-			s->staged_at = 0;
-		}
-		s->fence_seen = c->fence_gen;
-	}
+	r = fence_wait(c, s);
+	if (r != CUDA_SUCCESS)
+		return r;
 	if (s == ctx->legacy) {
 		for (struct mps_sstream *t = ctx->streams; t; t = t->next) {
 			if (t == s || !t->blocking || !t->dirty)
@@ -323,10 +334,9 @@ CUresult mps_stream_fence(struct mps_client *c, struct mps_sstream *s)
 	/* The latest fence covers every earlier one: this stream may not have
 	 * waited for the one before (no work since it came). Those uploads
 	 * wait for nothing, so waiting for them cannot close a cycle. */
-	if (s->fence_seen != c->fence_gen && c->fence_ctx &&
-	    (r = mps_drv.cuStreamWaitEvent(s->s, c->fence_ctx->fence, 0)) != CUDA_SUCCESS)
-		return r;
-	r = mps_drv.cuEventRecord(x->fence, s->s);
+	r = fence_wait(c, s);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuEventRecord(x->fence, s->s);
 	if (r != CUDA_SUCCESS)
 		return r;
 	c->fence_gen++;
