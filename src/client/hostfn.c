@@ -145,6 +145,7 @@ static void *runner(void *arg)
 			pthread_mutex_unlock(&hf.lock);
 			return NULL;
 		}
+		mps_log_debug("openmps: host function note: slot %u seq %u", n.slot, n.seq);
 		pthread_mutex_lock(&hf.lock);
 		struct slot s = hf.slot[n.slot % MPS_HOSTFN_SLOTS];
 		bool ours = n.slot < MPS_HOSTFN_SLOTS && s.busy && s.seq == n.seq;
@@ -237,7 +238,7 @@ static CUresult take(bool kept, bool callback, CUhostFn fn, CUstreamCallback cb,
 {
 	uint32_t i;
 
-	/* Streams' slots below MAX_KEPT, graphs' above: a word a graph resets
+	/* Streams' slots below MAX_KEPT, graphs' above: a word a graph clears
 	 * never holds a stream's number. At the limit, the slots of graphs
 	 * that are gone come back first. */
 	if (kept && hf.nkept >= MAX_KEPT && collect() != CUDA_SUCCESS)

@@ -13,9 +13,16 @@
  * wait is the GPU's own, so no server thread waits either.
  *
  * In a stream capture or a graph (cuGraphAddHostNode) the slot is the
- * graph's for good and the function becomes three nodes: the note, a wait
- * until the word equals the number, and a write of 0 to it, so that each
- * launch of the graph waits for its own run (mps__hostfn_nodes). They are
+ * graph's for good and the function becomes two nodes: the note, whose
+ * host function first writes 0 to the slot's word, and a wait until the
+ * word equals the number, so that each launch of the graph waits for its
+ * own run (mps__hostfn_nodes). The word is cleared by the note, not by a
+ * node after the wait: when one slot is in flight twice at once (a
+ * staging buffer's copy twice in one graph, two executable graphs of one
+ * graph launched on two streams), a clear after one wait could land
+ * between the client's last store and the other wait, which would never
+ * end; cleared first, the last write to the word is always a run's, so
+ * every wait ends (one may end on the other's run). They are
  * one node of the graph, a child graph, as the driver's host node is one:
  * the program counts and links its nodes; cuGraphNodeGetType tells it a
  * host node (mps__hostfn_node_type, which knows the child by its note, and
@@ -24,7 +31,7 @@
  * A client that dies inside a callback leaves its stream waiting: before
  * its streams are waited for, teardown writes every slot's last sequence
  * number into its word itself (mps__hostfn_release) — over and over, from a
- * thread of its own, while graphs that reset their words may still run —
+ * thread of its own, while graphs that clear their words may still run —
  * and the streams drain. The pipe is closed once they have
  * (mps__hostfn_free), so no note is written to a closed descriptor.
  */
@@ -46,6 +53,7 @@
 struct note_job {
 	int fd;
 	bool kept;                        /* a graph's: lives until the client leaves */
+	uint32_t *word;                   /* a graph's: its slot's word, cleared ahead of the note */
 	struct mps_hostfn_note note;
 	struct note_job *next;            /* in mps_hostfn.kept */
 };
@@ -65,7 +73,7 @@ struct mps_hostfn {
 	CUdeviceptr dp;                   /* the first word, as the GPU sees it */
 	int fd;                           /* the pipe's write end */
 	uint32_t last[MPS_HOSTFN_SLOTS];  /* the last sequence number queued, per slot */
-	bool graphed[MPS_HOSTFN_SLOTS];   /* a graph's slot: its word is reset at each launch */
+	bool graphed[MPS_HOSTFN_SLOTS];   /* a graph's slot: its word is cleared at each launch */
 	struct note_job *kept;            /* the graphs' notes */
 	pthread_t releaser;               /* at teardown, while graphs may still wait */
 	int releasing;                    /* atomic: 1 while the releaser runs */
@@ -81,11 +89,20 @@ static void CUDA_CB notify(void *arg)
 	struct note_job *j = arg;
 	ssize_t n;
 
+	/* The wait that follows is for this run's store (top of the file). */
+	if (j->word)
+		mps_store_release(j->word, 0);
 	do
 		n = write(j->fd, &j->note, sizeof(j->note));
 	while (n < 0 && errno == EINTR);
 	/* A client that has gone has closed the read end: EPIPE, and teardown
-	 * releases the wait that follows. */
+	 * releases the wait that follows. Anything else leaves a stream
+	 * waiting for a function that will never run: said. */
+	if (n != (ssize_t)sizeof(j->note) && (n >= 0 || errno != EPIPE))
+		mps_log_warn("a host function's note (slot %u) not written to fd %d: %s", j->note.slot, j->fd,
+			     n < 0 ? strerror(errno) : "short write");
+	else
+		mps_log_debug("host function note: slot %u seq %u to fd %d", j->note.slot, j->note.seq, j->fd);
 	if (!j->kept)
 		free(j);
 }
@@ -138,7 +155,7 @@ out:
 }
 
 /* Lets every wait of the client's go: once for a stream's (the word only
- * grows), again and again for a graph's, which resets its word after each
+ * grows), again and again for a graph's, which clears its word before each
  * wait, until the streams have drained. */
 static void release_all(struct mps_hostfn *hf)
 {
@@ -197,13 +214,13 @@ void mps__hostfn_free(struct mps_client *c)
 	c->hostfn = NULL;
 }
 
-/* The host function's three nodes, in order, in graph g (empty). */
+/* The host function's two nodes, in order, in graph g (empty). */
 static CUresult body(struct mps_hostfn *hf, CUgraph g, int device, uint32_t slot, uint32_t seq, struct note_job *j)
 {
 	CUstreamBatchMemOpParams op;
 	CUDA_BATCH_MEM_OP_NODE_PARAMS bp;
 	CUDA_HOST_NODE_PARAMS hp = { .fn = notify, .userData = j };
-	CUgraphNode note, wait, reset;
+	CUgraphNode note, wait;
 	CUresult r;
 
 	r = mps_drv.cuGraphAddHostNode(&note, g, NULL, 0, &hp);
@@ -218,14 +235,7 @@ static CUresult body(struct mps_hostfn *hf, CUgraph g, int device, uint32_t slot
 	bp.ctx = mps_srv.dev[device].primary;
 	bp.count = 1;
 	bp.paramArray = &op;
-	r = mps_drv.cuGraphAddBatchMemOpNode(&wait, g, &note, 1, &bp);
-	if (r != CUDA_SUCCESS)
-		return r;
-	memset(&op, 0, sizeof(op));
-	op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-	op.writeValue.address = hf->dp + slot * sizeof(uint32_t);
-	op.writeValue.value = 0;
-	return mps_drv.cuGraphAddBatchMemOpNode(&reset, g, &wait, 1, &bp);
+	return mps_drv.cuGraphAddBatchMemOpNode(&wait, g, &note, 1, &bp);
 }
 
 /* The child graph of the host function kept in slot (seq) in *sub. */
@@ -246,12 +256,14 @@ static CUresult host_sub(struct mps_client *c, int device, uint32_t slot, uint32
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	j->fd = hf->fd;
 	j->kept = true;
+	j->word = &hf->words[slot];
 	j->note.slot = slot;
 	j->note.seq = seq;
 	j->next = hf->kept;
 	hf->kept = j;
 	hf->graphed[slot] = true;
 	hf->last[slot] = seq;
+	mps_log_debug("client %d: a graph's host function in slot %u (seq %u)", (int)c->pid, slot, seq);
 	r = mps_drv.cuGraphCreate(sub, 0);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -290,7 +302,7 @@ CUresult mps__hostfn_exec_node(struct mps_client *c, CUgraphExec exec, CUgraphNo
 	r = host_sub(c, device, slot, seq, &sub);
 	if (r != CUDA_SUCCESS)
 		return r;
-	/* The same three nodes: the driver takes them into the executable
+	/* The same two nodes: the driver takes them into the executable
 	 * graph's copy of the node, and the slot counts as the graph's. */
 	r = mps__hook_cuGraphExecChildGraphNodeSetParams(c, exec, node, sub);
 	mps_drv.cuGraphDestroy(sub);
