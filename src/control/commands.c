@@ -1026,6 +1026,11 @@ static const struct {
 	{ "openmps_server_placed_bytes", "gauge", "Device memory mapped for those allocations now (whole granules)." },
 	{ "openmps_server_placement_fallbacks_total", "counter",
 	  "Allocations that found no free random slot and were placed by the driver." },
+	{ "openmps_server_placed_host_mappings_total", "counter",
+	  "Host memory the GPU reaches (pinned allocations, clients' regions and bounce rings) mapped at random "
+	  "addresses (OPENMPS_PLACEMENT=random)." },
+	{ "openmps_server_host_placement_fallbacks_total", "counter",
+	  "Such host mappings that found no free random place and went where the kernel put them." },
 	{ "openmps_server_memory_bytes", "gauge", "Device memory a server's clients hold, by device." },
 	{ "openmps_server_streams", "gauge", "Driver streams a server holds, by device." },
 	{ "openmps_server_streams_peak", "gauge",

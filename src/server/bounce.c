@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "server/bounce.h"
 #include "server/driver.h"
+#include "server/placement.h"
 #include "server/server.h"
 
 #define RING_BYTES (512u * 1024u)   /* room for eight of the largest inline copies */
@@ -47,8 +48,8 @@ static struct mps_bounce *get(struct mps_client *c)
 	c->bounce = b;
 	for (unsigned int i = 0; i < ENTRIES; i++)
 		b->e[i].device = -1;
-	p = mmap(NULL, RING_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED) {
+	p = mps_place_host_map(-1, RING_BYTES);
+	if (!p) {
 		b->failed = true;
 		return NULL;
 	}

@@ -213,6 +213,11 @@ int mps_metrics_write(int fd)
 	fprintf(f, "openmps_server_placed_bytes{server=\"%d\"} %llu\n", server, (unsigned long long)placed_bytes);
 	fprintf(f, "openmps_server_placement_fallbacks_total{server=\"%d\"} %llu\n", server,
 		(unsigned long long)fallbacks);
+	mps_place_host_stats(&placed, &fallbacks);
+	fprintf(f, "openmps_server_placed_host_mappings_total{server=\"%d\"} %llu\n", server,
+		(unsigned long long)placed);
+	fprintf(f, "openmps_server_host_placement_fallbacks_total{server=\"%d\"} %llu\n", server,
+		(unsigned long long)fallbacks);
 	for (int d = 0; d < mps_srv.ndev; d++) {
 		fprintf(f, "openmps_server_memory_bytes{server=\"%d\",device=\"%d\"} %llu\n", server, d,
 			(unsigned long long)dev_bytes[d]);

@@ -417,7 +417,7 @@ static struct mps_shost *host_adopt(struct mps_client *c, int fd, size_t size, v
 	h->fd = fd;
 	h->addr = hint ? mps_shm_map(fd, size, hint) : NULL;
 	if (!h->addr)
-		h->addr = mps_shm_map(fd, size, NULL);
+		h->addr = mps_place_host_map(fd, size);
 	if (!h->addr) {
 		mps_log_warn("client %d: cannot map %zu bytes of its pinned host memory: %s", (int)c->pid, size,
 			     strerror(errno));

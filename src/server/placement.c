@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 
 #include "common/atomics.h"
@@ -23,6 +24,15 @@
 #define TRIES   64     /* random slots looked at before an allocation goes to the driver */
 #define MIN_GIB 64     /* the smallest range worth reserving (15 bits of 2 MiB slots) */
 #define UNIT    512    /* a carved allocation's alignment and size step (cuMemAlloc's alignment) */
+
+/* Host mappings: pages in [HOST_LO, HOST_HI), under the 47 bits of user
+ * space x86-64 gives and the 48 arm64 does; the kernel puts mappings of
+ * its own choosing near the top, far above. */
+#define HOST_LO    (1ull << 44)
+#define HOST_HI    (1ull << 46)
+#define HOST_GUARD (1ull << 20)   /* free on either side when mapped */
+#define HOST_TRIES 8
+#define PAGE       4096ull
 
 struct space {
 	bool on;
@@ -57,6 +67,9 @@ static size_t nplaced, cap;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t n_allocs, n_bytes, n_fallbacks;   /* atomic */
 static uint64_t next_id = 1ull << 62;              /* buffer ids, under the lock: far from the driver's */
+static bool host_on;                                /* set once, before any client */
+static uint64_t n_host_maps, n_host_fallbacks;      /* atomic */
+static int host_warned;                             /* atomic */
 
 static bool slot_used(const struct space *s, uint64_t i)
 {
@@ -157,6 +170,8 @@ void mps_place_init(void)
 		mps_log_warn("ignoring OPENMPS_PLACEMENT=%s (want driver or random)", v);
 		return;
 	}
+	host_on = true;
+	mps_log_info("host memory the GPU reaches mapped at random in [%llu, %llu) TiB", HOST_LO >> 40, HOST_HI >> 40);
 	if (!mps_drv.cuMemCreate || !mps_drv.cuMemMap || !mps_drv.cuMemAddressReserve || !mps_drv.cuMemSetAccess ||
 	    !mps_drv.cuMemGetAllocationGranularity) {
 		mps_log_warn("OPENMPS_PLACEMENT=random: the driver has no virtual memory management; not placing");
@@ -520,6 +535,58 @@ CUresult mps_place_mem_free(CUdeviceptr p, bool idle)
 	if (mps_place_free(p, idle, &r))
 		return r;
 	return mps_drv.cuMemFree(p);
+}
+
+/* Whether [at - HOST_GUARD, at + size + HOST_GUARD) is free: held for a
+ * moment without memory behind it, then let go. */
+static bool host_room(uint64_t at, size_t size)
+{
+	void *want = (void *)(uintptr_t)(at - HOST_GUARD);
+	size_t span = size + 2 * HOST_GUARD;
+	void *p = mmap(want, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return false;
+	munmap(p, span);
+	return p == want;   /* an old kernel takes MAP_FIXED_NOREPLACE as a hint */
+}
+
+void *mps_place_host_map(int fd, size_t size)
+{
+	int flags = fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS;
+	uint64_t pages;
+	void *p;
+
+	size = (size + PAGE - 1) & ~(PAGE - 1);
+	if (host_on && size && size <= (HOST_HI - HOST_LO) / 2) {
+		pages = (HOST_HI - HOST_LO - size - 2 * HOST_GUARD) / PAGE;
+		for (int i = 0; i < HOST_TRIES; i++) {
+			uint64_t at = HOST_LO + HOST_GUARD + random64() % pages * PAGE;
+
+			if (!host_room(at, size))
+				continue;
+			/* Another thread may map there in between: never over it. */
+			p = mmap((void *)(uintptr_t)at, size, PROT_READ | PROT_WRITE, flags | MAP_FIXED_NOREPLACE, fd, 0);
+			if (p == (void *)(uintptr_t)at) {
+				mps_fetch_add(&n_host_maps, 1);
+				return p;
+			}
+			if (p != MAP_FAILED)
+				munmap(p, size);
+		}
+		mps_fetch_add(&n_host_fallbacks, 1);
+		if (!mps_fetch_add(&host_warned, 1))
+			mps_log_warn("no free random place for %zu bytes of host memory in %d tries: where the kernel "
+				     "puts it (said once)", size, HOST_TRIES);
+	}
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, fd, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void mps_place_host_stats(uint64_t *maps, uint64_t *fallbacks)
+{
+	*maps = mps_load_relaxed(&n_host_maps);
+	*fallbacks = mps_load_relaxed(&n_host_fallbacks);
 }
 
 void mps_place_stats(uint64_t *allocs, uint64_t *bytes, uint64_t *fallbacks)

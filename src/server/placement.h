@@ -31,9 +31,17 @@
  * allocations add up to, and a free waits for the client's work to end
  * before the memory goes or is carved again (cuMemFree's implicit
  * synchronization, made explicit).
+ * Host memory the GPU reaches through its address (a client's pinned
+ * allocations, which its managed memory is too; its shared region, whose
+ * reply slots the GPU writes; its bounce ring of pageable uploads) is
+ * mapped in the server at a random page in [16 TiB, 64 TiB) of the
+ * address space, with at least 1 MiB free on either side when it is
+ * mapped (mps_place_host_map): 33 bits an allocation, where by default
+ * the kernel stacks such mappings one after another. A registration
+ * (cuMemHostRegister) keeps the program's own address when the server can
+ * map there, which only its own process knows.
  * Not yet covered: stream-ordered allocations and pools (the driver places
- * them), a client's own cuMemAddressReserve, pinned and managed memory's
- * device addresses, graph memory nodes. Legacy IPC handles
+ * them), a client's own cuMemAddressReserve, graph memory nodes. Legacy IPC handles
  * (cuIpcGetMemHandle) cannot be made for such memory: the driver refuses
  * them on mapped physical allocations.
  *
@@ -74,6 +82,15 @@ bool mps_place_id(CUdeviceptr p, uint64_t *id);
  * says the caller waited for it (the client's streams on the device);
  * otherwise the device's work ends first. */
 bool mps_place_free(CUdeviceptr p, bool idle, CUresult *r);
+
+/* Maps size bytes of fd (shared; fd < 0: anonymous, private), read and
+ * write, for host memory the GPU will reach through its address: at a
+ * random page when placing at random, else where the kernel puts it. NULL
+ * (errno set) if it cannot be mapped. */
+void *mps_place_host_map(int fd, size_t size);
+
+/* Host mappings placed at random, and those that found no free place. */
+void mps_place_host_stats(uint64_t *maps, uint64_t *fallbacks);
 
 /* Frees device memory a client allocated, placed or not (device bound). */
 CUresult mps_place_mem_free(CUdeviceptr p, bool idle);

@@ -177,7 +177,7 @@ static int region_setup(struct mps_client *c)
 	c->region_fd = mps_shm_create("openmps-region", MPS_REGION_SIZE);
 	if (c->region_fd < 0)
 		return c->region_fd;
-	r = mps_shm_map(c->region_fd, MPS_REGION_SIZE, NULL);
+	r = mps_place_host_map(c->region_fd, MPS_REGION_SIZE);
 	if (!r) {
 		err = -errno;
 		goto err_close;

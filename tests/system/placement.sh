@@ -5,7 +5,8 @@
 # src/server/placement.h) in a 64 GiB range per device: s_place checks
 # where two clients' allocations land (large ones granule-aligned, small
 # ones carved from granules of their own client's, an unmapped granule
-# between any two clients' or large allocations, spread over the range)
+# between any two clients' or large allocations, spread over the range;
+# pinned ones far apart)
 # and that their contents survive the other's allocations and frees; s_ipc shares a placed allocation
 # between two clients of the server (a handle the server makes) and frees
 # it under the importer; the driver-API tests that allocate, copy, launch,
@@ -20,7 +21,8 @@ here=$(dirname "$0")
 rc=0
 export OPENMPS_PLACEMENT=random OPENMPS_PLACEMENT_GIB=64
 S_PLACE_GIB=64 "$here/with-openmps.sh" "$build" "$build/tests/system/s_place" || rc=1
-# The server counts what it placed: a 1 MiB allocation takes a 2 MiB granule.
+# The server counts what it placed: a 1 MiB allocation takes a 2 MiB granule;
+# the client's shared region is a host mapping placed at random.
 S_PLACE_METRICS=$(mktemp)
 S_PLACE_GIB=0 "$here/with-openmps.sh" "$build" sh -c '
 	LD_LIBRARY_PATH="$1/lib" "$1/tests/system/c_client" init alloc:1 wait:"$2.go" >/dev/null 2>&1 &
@@ -30,7 +32,9 @@ S_PLACE_GIB=0 "$here/with-openmps.sh" "$build" sh -c '
 	echo get_metrics | "$1/bin/openmps-control" >"$2"
 	touch "$2.go"; wait' sh "$build" "$S_PLACE_METRICS" || rc=1
 grep -q '^openmps_server_placed_allocations_total{[^}]*} 1$' "$S_PLACE_METRICS" &&
-	grep -q '^openmps_server_placed_bytes{[^}]*} 2097152$' "$S_PLACE_METRICS" ||
+	grep -q '^openmps_server_placed_bytes{[^}]*} 2097152$' "$S_PLACE_METRICS" &&
+	grep -q '^openmps_server_placed_host_mappings_total{[^}]*} [1-9]' "$S_PLACE_METRICS" &&
+	grep -q '^openmps_server_host_placement_fallbacks_total{[^}]*} 0$' "$S_PLACE_METRICS" ||
 	{ echo "placement: metrics: $(grep placed "$S_PLACE_METRICS")"; rc=1; }
 rm -f "$S_PLACE_METRICS" "$S_PLACE_METRICS.go"
 for t in s_ipc; do

@@ -19,8 +19,11 @@
  * zeros and the child's own patterns (the server clears new granules:
  * freed ones held the other client's patterns; on the stand-in new
  * physical memory is zeros anyway, on a GPU the clearing is what makes it
- * so). With placement off (S_PLACE_GIB unset) it only checks the
- * patterns.
+ * so). Each child also makes HOSTS pinned allocations and reads each
+ * through its device address; with placement the parent checks that none
+ * lies within 1 MiB of another, either client's, and that they span more
+ * than a TiB (the server maps each at a random page). With placement off
+ * (S_PLACE_GIB unset) it only checks the patterns.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,6 +35,7 @@
 #include "../cuda/common.h"
 
 #define ALLOCS 40
+#define HOSTS  8    /* pinned allocations a child makes */
 #define GRAN   (2ull << 20)
 #define SMALL  (GRAN / 2)   /* carved from a granule of the client's own */
 
@@ -133,16 +137,48 @@ static void check(const struct alloc *a, uint32_t tag, int i, const char *when)
 			return;
 }
 
+/* A pinned allocation of a random size holding `tag` words, read through
+ * its device address into device memory and back: the server's mapping of
+ * it is the program's memory. Its device address and size go in *a. */
+static void *pinned(uint64_t *rng, uint32_t tag, int i, struct alloc *a)
+{
+	uint32_t *h, *back;
+	CUdeviceptr d;
+	size_t n;
+
+	a->size = 4096 + t_rand(rng) % (256u << 10);
+	n = (size_t)a->size / 4;
+	REQUIRE_CU(cuMemAllocHost((void **)&h, (size_t)a->size));
+	back = malloc((size_t)a->size);
+	REQUIRE(back, "out of memory");
+	for (size_t k = 0; k < n; k++)
+		h[k] = pattern(tag, ALLOCS + i, (int)k);
+	REQUIRE_CU(cuMemHostGetDevicePointer(&a->p, h, 0));
+	/* Past SMALL, so that no granule carved for small allocations
+	 * (whose checks know only the device patterns) ever holds these. */
+	REQUIRE_CU(cuMemAlloc(&d, SMALL + 4096));
+	REQUIRE_CU(cuMemcpyDtoD(d, a->p, (size_t)a->size));
+	REQUIRE_CU(cuMemcpyDtoH(back, d, (size_t)a->size));
+	CMP_U32(back, h, n, "pinned memory read through its device address");
+	REQUIRE_CU(cuMemFree(d));
+	free(back);
+	return h;
+}
+
 static int child(int to, int from, uint32_t tag)
 {
 	uint64_t rng = t_rng(tag);
-	struct alloc a[ALLOCS];
+	struct alloc a[ALLOCS], ha[HOSTS];
+	void *hp[HOSTS];
 	char c;
 
 	t_primary(t_device());
 	for (int i = 0; i < ALLOCS; i++)
 		a[i] = make(&rng, tag, i);
+	for (int i = 0; i < HOSTS; i++)
+		hp[i] = pinned(&rng, tag, i, &ha[i]);
 	put(to, a, sizeof(a));
+	put(to, ha, sizeof(ha));
 	get(from, &c, 1);
 	for (int i = 0; i < ALLOCS; i++)
 		check(&a[i], tag, i, "after both allocated");
@@ -156,7 +192,36 @@ static int child(int to, int from, uint32_t tag)
 	get(from, &c, 1);
 	for (int i = 0; i < ALLOCS; i++)
 		REQUIRE_CU(cuMemFree(a[i].p));
+	for (int i = 0; i < HOSTS; i++)
+		REQUIRE_CU(cuMemFreeHost(hp[i]));
 	return t_finish();
+}
+
+static int cmp_alloc(const void *x, const void *y)
+{
+	const struct alloc *a = x, *b = y;
+
+	return a->p < b->p ? -1 : a->p > b->p;
+}
+
+/* Both children's pinned allocations, by device address: each at least 1
+ * MiB from the next, whoever's (the server maps each at a random page with
+ * room around it, where the kernel would stack them), spread over more
+ * than a TiB. */
+static void judge_host(struct alloc *h, int n)
+{
+	uint64_t span;
+
+	qsort(h, (size_t)n, sizeof(*h), cmp_alloc);
+	for (int i = 1; i < n; i++)
+		if (!CHECK(h[i].p >= h[i - 1].p + h[i - 1].size + (1u << 20),
+			   "pinned allocation at %#llx (client %d) is %lld bytes past the end of one at %#llx (client %d)",
+			   (unsigned long long)h[i].p, h[i].owner, (long long)(h[i].p - h[i - 1].p - h[i - 1].size),
+			   (unsigned long long)h[i - 1].p, h[i - 1].owner))
+			break;
+	span = h[n - 1].p - h[0].p;
+	CHECK(span >= 1ull << 40, "%d pinned allocations span only %llu MiB", n, (unsigned long long)(span >> 20));
+	printf("s_place: %d pinned allocations over %llu GiB of addresses\n", n, (unsigned long long)(span >> 30));
 }
 
 /* The granules an allocation takes: [first, last], its owner, and whether
@@ -227,7 +292,7 @@ int main(int argc, char **argv)
 	const char *gib = getenv("S_PLACE_GIB");
 	uint64_t range = gib ? strtoull(gib, NULL, 10) << 30 : 0;
 	int up[2][2], down[2][2];
-	struct alloc all[2 * ALLOCS];
+	struct alloc all[2 * ALLOCS], hosts[2 * HOSTS];
 	pid_t pid[2];
 	int status;
 
@@ -245,9 +310,16 @@ int main(int argc, char **argv)
 			get(up[k][0], &all[k * ALLOCS], ALLOCS * sizeof(*all));
 			for (int i = 0; i < ALLOCS; i++)
 				all[k * ALLOCS + i].owner = k;
+			if (round)
+				continue;
+			get(up[k][0], &hosts[k * HOSTS], HOSTS * sizeof(*hosts));
+			for (int i = 0; i < HOSTS; i++)
+				hosts[k * HOSTS + i].owner = k;
 		}
 		if (range)
 			judge(all, 2 * ALLOCS, range, round ? "after half were made again" : "first");
+		if (range && !round)
+			judge_host(hosts, 2 * HOSTS);
 		for (int k = 0; k < 2; k++)
 			put(down[k][1], "g", 1);
 	}
