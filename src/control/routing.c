@@ -83,32 +83,38 @@ static void netns_of(const char *pid, char *out, size_t size)
  * namespace and pods do not, where cgroups would also split one user's
  * terminals and one job's steps; all are one uid in containers, so the uid
  * alone would put every pod in one server. A namespace that cannot be read
- * fails safe: a scope of the client's own. */
-static void scope_of(pid_t pid, char *out, size_t size)
+ * fails safe: a scope of the client's own ("@pid:N", a server that goes
+ * when the client does: per_process()); so it is also for a client that
+ * has died since it connected, which route_client drops first. Returns
+ * whether the namespace could not be read. */
+static bool scope_of(pid_t pid, char *out, size_t size)
 {
 	char ns[64], p[16];
 
 	*out = 0;
 	if (mps_daemon.share_namespaces)
-		return;
+		return false;
 	if (!*mps_daemon.own_netns)
 		netns_of("self", mps_daemon.own_netns, sizeof(mps_daemon.own_netns));
 	snprintf(p, sizeof(p), "%d", (int)pid);
 	netns_of(p, ns, sizeof(ns));
 	if (!*ns) {
-		mps_log_warn("client %d: cannot read its network namespace; it gets a server of its own", (int)pid);
 		snprintf(out, size, "@pid:%d", (int)pid);
-	} else if (strcmp(ns, mps_daemon.own_netns)) {
-		snprintf(out, size, "@%s", ns);
+		return true;
 	}
+	if (strcmp(ns, mps_daemon.own_netns))
+		snprintf(out, size, "@%s", ns);
+	return false;
 }
 
 /* The server key a client goes to besides its user: the fault domain it
  * asked for ("own" is a domain of its own, named after its pid; anything
- * else as it is, cut to what fits), then its trust scope (scope_of). */
-static void domain_of(const struct mps_hello *h, pid_t pid, char *out, size_t size)
+ * else as it is, cut to what fits), then its trust scope (scope_of, whose
+ * answer it returns). */
+static bool domain_of(const struct mps_hello *h, pid_t pid, char *out, size_t size)
 {
 	char d[sizeof(h->domain) + 1], scope[72];
+	bool unreadable;
 
 	memcpy(d, h->domain, sizeof(h->domain));
 	d[sizeof(h->domain)] = 0;
@@ -118,10 +124,19 @@ static void domain_of(const struct mps_hello *h, pid_t pid, char *out, size_t si
 		*d = 0;
 	if (!strcmp(d, "own")) {
 		snprintf(out, size, "own-%d", (int)pid);
-		return;
+		return false;
 	}
-	scope_of(pid, scope, sizeof(scope));
+	unreadable = scope_of(pid, scope, sizeof(scope));
 	snprintf(out, size, "%s%s", d, scope);
+	return unreadable;
+}
+
+/* Whether a server key is one process's (a fault domain of its own, or the
+ * scope of a client whose namespace could not be read): its server goes
+ * when that client does. */
+static bool per_process(const char *domain)
+{
+	return !strncmp(domain, "own-", 4) || strstr(domain, "@pid:");
 }
 
 /* Passes a client's connection to the server. Returns 0, or -EAGAIN when the
@@ -184,7 +199,8 @@ void mps__flush_pending(struct mps_server_rec *s, const char *why)
 	mps__server_maybe_drain(s);
 }
 
-static struct mps_pending_client *new_pending(int fd, const struct ucred *cred, const struct mps_hello *h)
+static struct mps_pending_client *new_pending(int fd, const struct ucred *cred, const struct mps_hello *h,
+					      const char *domain)
 {
 	struct mps_pending_client *p = calloc(1, sizeof(*p));
 
@@ -194,7 +210,7 @@ static struct mps_pending_client *new_pending(int fd, const struct ucred *cred, 
 	p->pid = cred->pid;
 	p->uid = cred->uid;
 	snprintf(p->comm, sizeof(p->comm), "%s", h->comm);
-	domain_of(h, cred->pid, p->domain, sizeof(p->domain));
+	snprintf(p->domain, sizeof(p->domain), "%s", domain);
 	return p;
 }
 
@@ -220,11 +236,22 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 	}
 	char domain[MPS_DOMAIN_KEY];
 
-	domain_of(h, cred->pid, domain, sizeof(domain));
+	if (domain_of(h, cred->pid, domain, sizeof(domain))) {
+		/* Its /proc entry unreadable: mostly a client that has died
+		 * since it connected, which would leave a server behind. */
+		if (mps_sock_peer_gone(fd)) {
+			mps_log_info("NEW CLIENT %d from user %u: gone before it could be routed", (int)cred->pid,
+				     (unsigned)uid);
+			close(fd);
+			return;
+		}
+		mps_log_warn("client %d: cannot read its network namespace; it gets a server of its own",
+			     (int)cred->pid);
+	}
 	s = mps_server_for(uid, domain);
 	if (!s && mps_daemon.exclusive && !mps_daemon.multiuser && (mps_daemon.servers || mps_daemon.waiting)) {
 		/* Exclusive mode: another server runs; wait for our turn. */
-		p = new_pending(fd, cred, h);
+		p = new_pending(fd, cred, h, domain);
 		if (!p) {
 			refuse(fd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the control daemon is out of memory");
 			return;
@@ -259,7 +286,7 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 		snprintf(s->domain, sizeof(s->domain), "%s", domain);
 	}
 	s->probe = false;
-	p = new_pending(fd, cred, h);
+	p = new_pending(fd, cred, h, domain);
 	if (!p) {
 		refuse(fd, CUDA_ERROR_MPS_SERVER_NOT_READY, "the control daemon is out of memory");
 		return;
@@ -268,8 +295,8 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 	s->pending_tail = &p->next;
 	if (!s->chan_full)
 		mps__flush_pending(s, NULL);
-	/* A domain of its own: the server goes when the client does. */
-	if (!strncmp(domain, "own-", 4))
+	/* A server of its own: it goes when the client does. */
+	if (per_process(domain))
 		mps_server_stop(s, MPS_STOP_DRAIN);
 }
 

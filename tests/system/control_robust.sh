@@ -48,6 +48,32 @@ client A init alloc:1 sync
 wait_for "$dir/A.out" "^sync" || fail "no CUDA client served after the fuzzing"
 grep -q "^sync CUDA_SUCCESS$" "$dir/A.out" || fail "a CUDA client failed after the fuzzing: $(cat "$dir/A.out")"
 
+# A client whose process has gone by the time the daemon routes it (its
+# namespace unreadable): the connection, made by a process that exits at
+# once, is handed to a child that says hello later and then leaves. It gets
+# a server of its own, which must go when it does (a leak found by s_soak).
+wire=$(sed -n 's/^#define MPS_WIRE_VERSION *\([0-9]*\).*/\1/p' "$(dirname "$0")/../../src/common/wire.h")
+python3 - "$CUDA_MPS_PIPE_DIRECTORY/openmps.sock" "$wire" <<'PYEOF' >"$dir/gone.out" 2>&1 || fail "the gone client: $(cat "$dir/gone.out")"
+import os, socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+parent = os.getpid()
+if os.fork():
+    os._exit(0)
+time.sleep(0.3)
+hello = struct.pack("<IHHII64s32s", 0x4f4c4c48, int(sys.argv[2]), 1, parent, 0, b"gone", b"")
+s.send(hello)
+s.settimeout(10)
+s.recv(1 << 16)
+time.sleep(0.2)
+PYEOF
+sleep 0.5
+grep -q "cannot read its network namespace" "$CUDA_MPS_LOG_DIRECTORY/control.log" ||
+	fail "the gone client was not routed as one of its own: $(tail -n 5 "$CUDA_MPS_LOG_DIRECTORY/control.log")"
+servers_left() { ui get_server_list | grep -c .; }
+wait_until 10 eval '[ "$(servers_left)" -le 1 ]' ||
+	fail "the gone client's server stayed: $(ui get_server_list | tr '\n' ' ')"
+
 # No connection leaked (the silent UI above still holds one).
 wait_until 5 eval '[ "$(ls "/proc/$pid/fd" | wc -l)" -le $((fds0 + 2)) ]' ||
 	fail "the daemon holds $(ls "/proc/$pid/fd" | wc -l) fds, $fds0 before"
