@@ -34,6 +34,20 @@
 #define HOST_TRIES 8
 #define PAGE       4096ull
 
+/* ThreadSanitizer keeps a program's memory to ranges of its own and takes
+ * any other address for its bookkeeping: in such a build host mappings
+ * stay where the kernel puts them. */
+#if defined(__SANITIZE_THREAD__)
+#define HOST_PLACEABLE 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HOST_PLACEABLE 0
+#endif
+#endif
+#ifndef HOST_PLACEABLE
+#define HOST_PLACEABLE 1
+#endif
+
 struct space {
 	bool on;
 	CUstream zero;     /* the server's own, for clearing new allocations */
@@ -170,8 +184,12 @@ void mps_place_init(void)
 		mps_log_warn("ignoring OPENMPS_PLACEMENT=%s (want driver or random)", v);
 		return;
 	}
-	host_on = true;
-	mps_log_info("host memory the GPU reaches mapped at random in [%llu, %llu) TiB", HOST_LO >> 40, HOST_HI >> 40);
+	host_on = HOST_PLACEABLE;
+	if (host_on)
+		mps_log_info("host memory the GPU reaches mapped at random in [%llu, %llu) TiB", HOST_LO >> 40,
+			     HOST_HI >> 40);
+	else
+		mps_log_info("host memory the GPU reaches mapped where the kernel puts it (a TSan build)");
 	if (!mps_drv.cuMemCreate || !mps_drv.cuMemMap || !mps_drv.cuMemAddressReserve || !mps_drv.cuMemSetAccess ||
 	    !mps_drv.cuMemGetAllocationGranularity) {
 		mps_log_warn("OPENMPS_PLACEMENT=random: the driver has no virtual memory management; not placing");

@@ -31,9 +31,15 @@ S_PLACE_GIB=0 "$here/with-openmps.sh" "$build" sh -c '
 	done
 	echo get_metrics | "$1/bin/openmps-control" >"$2"
 	touch "$2.go"; wait' sh "$build" "$S_PLACE_METRICS" || rc=1
+# A ThreadSanitizer build leaves host mappings where the kernel puts them.
+host_min='[1-9]'
+srv=$build/bin/openmps-server
+if ldd "$srv" 2>/dev/null | grep -q libtsan || nm "$srv" 2>/dev/null | grep -q __tsan_init; then
+	host_min='0'
+fi
 grep -q '^openmps_server_placed_allocations_total{[^}]*} 1$' "$S_PLACE_METRICS" &&
 	grep -q '^openmps_server_placed_bytes{[^}]*} 2097152$' "$S_PLACE_METRICS" &&
-	grep -q '^openmps_server_placed_host_mappings_total{[^}]*} [1-9]' "$S_PLACE_METRICS" &&
+	grep -q "^openmps_server_placed_host_mappings_total{[^}]*} $host_min" "$S_PLACE_METRICS" &&
 	grep -q '^openmps_server_host_placement_fallbacks_total{[^}]*} 0$' "$S_PLACE_METRICS" ||
 	{ echo "placement: metrics: $(grep placed "$S_PLACE_METRICS")"; rc=1; }
 rm -f "$S_PLACE_METRICS" "$S_PLACE_METRICS.go"

@@ -34,6 +34,19 @@
 
 #include "../cuda/common.h"
 
+/* The server places host mappings but in a ThreadSanitizer build
+ * (src/server/placement.c), which this one is too. */
+#if defined(__SANITIZE_THREAD__)
+#define HOST_PLACED 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HOST_PLACED 0
+#endif
+#endif
+#ifndef HOST_PLACED
+#define HOST_PLACED 1
+#endif
+
 #define ALLOCS 40
 #define HOSTS  8    /* pinned allocations a child makes */
 #define GRAN   (2ull << 20)
@@ -318,7 +331,7 @@ int main(int argc, char **argv)
 		}
 		if (range)
 			judge(all, 2 * ALLOCS, range, round ? "after half were made again" : "first");
-		if (range && !round)
+		if (range && !round && HOST_PLACED)
 			judge_host(hosts, 2 * HOSTS);
 		for (int k = 0; k < 2; k++)
 			put(down[k][1], "g", 1);
