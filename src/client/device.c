@@ -86,16 +86,38 @@ static const struct mps_wire_device *dev_info(CUdevice d)
 	return &mps_conn.welcome->dev[d];
 }
 
-/* NVIDIA_VISIBLE_DEVICES where it still has to be applied: in a container
- * that reaches the GPUs only through openmps. Where the container has the
- * driver's device nodes, NVIDIA's toolkit has applied it already (it chose
- * those nodes), and its indexes are the host's, which mean nothing here:
- * the variable is left alone, as the driver leaves it. */
+/* Whether every comma-separated entry of v is a GPU's UUID ("GPU-..."). */
+static bool only_uuids(const char *v)
+{
+	bool any = false;
+
+	for (;;) {
+		v += strspn(v, " \t");
+		if (strncasecmp(v, "GPU-", 4))
+			return false;
+		any = true;
+		v = strchr(v, ',');
+		if (!v)
+			return any;
+		v++;
+	}
+}
+
+/* NVIDIA_VISIBLE_DEVICES where it still has to be applied. In a container
+ * that reaches the GPUs only through openmps, all of it. Where the
+ * container has the driver's device nodes, NVIDIA's toolkit chose those
+ * nodes from it, but the server serves every GPU of the node, so the
+ * container would see them all: UUIDs (what Kubernetes' device plugins
+ * pass) still name the GPUs it was given and are applied; indexes are the
+ * host's, which mean nothing here, and are left alone, as the driver
+ * leaves them. */
 static const char *container_devices(void)
 {
 	const char *v = getenv("NVIDIA_VISIBLE_DEVICES");
 
-	return v && access("/dev/nvidiactl", F_OK) != 0 ? v : NULL;
+	if (!v)
+		return NULL;
+	return access("/dev/nvidiactl", F_OK) != 0 || only_uuids(v) ? v : NULL;
 }
 
 /* The devices a CDI spec of openmps gave the container: the values of its

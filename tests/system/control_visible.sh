@@ -33,6 +33,7 @@ set -- $all
 [ "$2" = CUDA_SUCCESS ] && [ "$3" = 2 ] || { fail "without the variable: '$all'"; finish; }
 u0=$4 p0=$5 u1=$6 p1=$7
 g1="GPU-$(echo "$u1" | sed 's/^\(........\)\(....\)\(....\)\(....\)\(.*\)$/\1-\2-\3-\4-\5/')"
+g0="GPU-$(echo "$u0" | sed 's/^\(........\)\(....\)\(....\)\(....\)\(.*\)$/\1-\2-\3-\4-\5/')"
 none="CUDA_ERROR_NO_DEVICE 0"
 
 see unset "CUDA_SUCCESS 2 $u0 $p0 $u1 $p1"
@@ -72,6 +73,26 @@ see_in "GPU-00000000" "" "$none"
 if [ "$(printf '%s\n%s\n' "$p0" "$p1" | sort -f | head -n 1)" = "$p0" ]; then first=0; else first=1; fi
 if [ $first = 0 ]; then see_in 0 "" "CUDA_SUCCESS 1 $u0 $p0"; else see_in 0 "" "CUDA_SUCCESS 1 $u1 $p1"; fi
 see_in 1,0 "" "CUDA_SUCCESS 2 $u0 $p0 $u1 $p1"
+
+# With the driver's device nodes (NVIDIA's runtime gave the container its
+# GPUs' nodes, the server serves them all): UUIDs still choose the
+# container's GPUs; indexes are the host's and are left alone. A /dev of
+# its own with a /dev/nvidiactl, in a mount namespace (root only).
+see_nodes() {   # NVIDIA_VISIBLE_DEVICES EXPECTED
+	got=$(unshare -m sh -c 'mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 && touch /dev/nvidiactl &&
+		exec env -u CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES="$1" LD_LIBRARY_PATH="$2/lib" \
+			"$2/tests/system/c_client" list' sh "$1" "$build" 2>&1)
+	[ "$got" = "list $2" ] || fail "with /dev/nvidiactl, NVIDIA_VISIBLE_DEVICES='$1': saw '$got', expected 'list $2'"
+}
+if [ "$(id -u)" = 0 ] && unshare -m sh -c 'mount -t tmpfs tmpfs /dev' 2>/dev/null; then
+	see_nodes "$g1" "CUDA_SUCCESS 1 $u1 $p1"
+	see_nodes " $g1,$g0" "CUDA_SUCCESS 2 $u0 $p0 $u1 $p1"   # in the server's order, as above
+	see_nodes "GPU-00000000" "$none"
+	see_nodes 1 "CUDA_SUCCESS 2 $u0 $p0 $u1 $p1"
+	see_nodes all "CUDA_SUCCESS 2 $u0 $p0 $u1 $p1"
+else
+	note "not root or no mount namespaces: the device-node cases are skipped"
+fi
 
 # Memory of a client pinned to device 1 is the server's device 1's.
 before0=$(LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" init meminfo | awk '/^meminfo/ {print $3}')
