@@ -84,7 +84,7 @@ static void netns_of(const char *pid, char *out, size_t size)
  * terminals and one job's steps; all are one uid in containers, so the uid
  * alone would put every pod in one server. A namespace that cannot be read
  * fails safe: a scope of the client's own ("@pid:N", a server that goes
- * when the client does: per_process()); so it is also for a client that
+ * when the client does: route_client); so it is also for a client that
  * has died since it connected, which route_client drops first. Returns
  * whether the namespace could not be read. */
 static bool scope_of(pid_t pid, char *out, size_t size)
@@ -131,13 +131,6 @@ static bool domain_of(const struct mps_hello *h, pid_t pid, char *out, size_t si
 	return unreadable;
 }
 
-/* Whether a server key is one process's (a fault domain of its own, or the
- * scope of a client whose namespace could not be read): its server goes
- * when that client does. */
-static bool per_process(const char *domain)
-{
-	return !strncmp(domain, "own-", 4) || strstr(domain, "@pid:");
-}
 
 /* Passes a client's connection to the server. Returns 0, or -EAGAIN when the
  * channel's buffer is full: the caller keeps the client pending until the
@@ -235,8 +228,9 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 		return;
 	}
 	char domain[MPS_DOMAIN_KEY];
+	bool unreadable = domain_of(h, cred->pid, domain, sizeof(domain));
 
-	if (domain_of(h, cred->pid, domain, sizeof(domain))) {
+	if (unreadable) {
 		/* Its /proc entry unreadable: mostly a client that has died
 		 * since it connected, which would leave a server behind. */
 		if (mps_sock_peer_gone(fd)) {
@@ -295,8 +289,9 @@ void mps_server_route_client(int fd, const struct ucred *cred, const struct mps_
 	s->pending_tail = &p->next;
 	if (!s->chan_full)
 		mps__flush_pending(s, NULL);
-	/* A server of its own: it goes when the client does. */
-	if (per_process(domain))
+	/* A server of its own (a fault domain of its own, or a scope of its
+	 * own): it goes when the client does. */
+	if (unreadable || !strncmp(domain, "own-", 4))
 		mps_server_stop(s, MPS_STOP_DRAIN);
 }
 
