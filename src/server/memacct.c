@@ -104,6 +104,12 @@ static size_t upper(const struct mps_memacct *m, uint64_t addr)
 
 int mps_memacct_add(struct mps_memacct *m, uint64_t base, uint64_t size, int kind, int device, uint32_t ctx)
 {
+	return mps_memacct_add_charged(m, base, size, size, kind, device, ctx);
+}
+
+int mps_memacct_add_charged(struct mps_memacct *m, uint64_t base, uint64_t size, uint64_t charged, int kind,
+			    int device, uint32_t ctx)
+{
 	size_t i;
 
 	if (size == 0 || base + size < base)
@@ -124,7 +130,7 @@ int mps_memacct_add(struct mps_memacct *m, uint64_t base, uint64_t size, int kin
 	if (i < m->n && m->r[i].base < base + size)
 		return -EEXIST;
 	memmove(&m->r[i + 1], &m->r[i], (m->n - i) * sizeof(*m->r));
-	m->r[i] = (struct mps_mrange){ .base = base, .size = size, .ctx = ctx,
+	m->r[i] = (struct mps_mrange){ .base = base, .size = size, .charged = charged, .ctx = ctx,
 				       .device = (int16_t)device, .kind = (uint8_t)kind };
 	m->n++;
 	return 0;
@@ -140,7 +146,7 @@ int mps_memacct_remove(struct mps_memacct *m, uint64_t base, int kind, struct mp
 	if (out)
 		*out = m->r[i];
 	if (m->r[i].kind == MPS_MEM_DEVICE)
-		mps_memacct_uncharge(m, m->r[i].device, m->r[i].size);
+		mps_memacct_uncharge(m, m->r[i].device, m->r[i].charged);
 	memmove(&m->r[i], &m->r[i + 1], (m->n - i - 1) * sizeof(*m->r));
 	m->n--;
 	return 0;

@@ -36,7 +36,8 @@ enum mps_mem_kind {
 
 struct mps_mrange {
 	uint64_t base;
-	uint64_t size;
+	uint64_t size;       /* as the program sees it */
+	uint64_t charged;    /* device bytes it holds against the limit (device memory) */
 	uint32_t ctx;        /* the context handle it was allocated in */
 	int16_t device;
 	uint8_t kind;        /* enum mps_mem_kind */
@@ -80,6 +81,12 @@ void mps_memacct_view(const struct mps_memacct *m, int device, size_t *free_b, s
 
 /* Records a range (already charged if it is device memory). 0 or -errno. */
 int mps_memacct_add(struct mps_memacct *m, uint64_t base, uint64_t size, int kind, int device, uint32_t ctx);
+
+/* The same for device memory that holds more than the program sees (a
+ * placed allocation's whole granules): charged bytes, already charged,
+ * are what its removal gives back. */
+int mps_memacct_add_charged(struct mps_memacct *m, uint64_t base, uint64_t size, uint64_t charged, int kind,
+			    int device, uint32_t ctx);
 
 /* Removes the range starting exactly at base of the given kind into *out
  * (device bytes are uncharged). 0 or -ENOENT. */

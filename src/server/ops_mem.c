@@ -69,7 +69,7 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 	struct mps_sctx *x = mps__msg_ctx(c, m);
 	CUdeviceptr p = 0;
 	size_t pitch = 0;
-	uint64_t bytes, mapped = 0;
+	uint64_t bytes, mapped = 0, seen;
 	CUresult r;
 
 	if (!x) {
@@ -107,11 +107,14 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, r);
 		return;
 	}
+	/* What the program sees: what it asked for, or the rows of its
+	 * pitch. */
+	seen = q->elem ? (uint64_t)pitch * q->height : bytes;
 	if (q->elem || mapped) {
 		/* Charge what the pitch, or the mapping (placement.h: whole
 		 * granules, all of it the client's), really came to instead of
 		 * the estimate. */
-		uint64_t used = mapped ? mapped : (uint64_t)pitch * q->height;
+		uint64_t used = mapped ? mapped : seen;
 
 		mps_memacct_uncharge(&c->mem, x->device, bytes);
 		bytes = used;
@@ -121,7 +124,7 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 			return;
 		}
 	}
-	if (mps_memacct_add(&c->mem, p, bytes, MPS_MEM_DEVICE, x->device, x->handle) < 0) {
+	if (mps_memacct_add_charged(&c->mem, p, seen, bytes, MPS_MEM_DEVICE, x->device, x->handle) < 0) {
 		mps_log_error("client %d: bookkeeping failed for allocation %#llx", (int)c->pid, (unsigned long long)p);
 		mps_place_mem_free(p, true);
 		mps_memacct_uncharge(&c->mem, x->device, bytes);

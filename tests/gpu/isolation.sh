@@ -44,26 +44,44 @@ probe() {
 	echo "$mode: failed"
 }
 
-# row LABEL MUST RUNNER...: one column. MUST: "all" (reads fault, scan finds
-# nothing), "scan" (scan finds nothing) or "" (reported only).
-row() {
-	local label=$1 must=$2 f=$WORK/owner.addr small large rs rl sc ok=yes
-	shift 2
+# owned UP DOWN MODE ARG RUNNER...: the probe's line, with an owner
+# holding its secrets and, when UP is not "-", a daemon of its own brought
+# up first and DOWN after: under NVIDIA MPS a reader's fault ends every
+# client of the server, the owner too, and the server takes a while to go,
+# so each probe there needs a fresh daemon and a fresh owner. Sets SMALL
+# and LARGE to the owner's two addresses.
+owned() {
+	local up=$1 down=$2 mode=$3 arg=$4 f=$WORK/owner.addr out owner
+	shift 4
 	rm -f "$f" "$f.done"
-	"$@" timeout 90 "$PROBE" own "$f" >"$WORK/owner.out" 2>&1 &
-	local owner=$!
-	for _ in $(seq 1 200); do [ -s "$f" ] && break; sleep 0.1; done
-	if ! read -r small large <"$f" 2>/dev/null; then
-		printf '| %s | owner failed: %s | | |\n' "$label" "$(tail -1 "$WORK/owner.out")"
-		touch "$f.done"; wait "$owner"
-		[ -n "$must" ] && rc=1
+	if [ "$up" != - ] && ! "$up" >/dev/null; then
+		echo "$mode: daemon did not start"
 		return
 	fi
-	rs=$(probe read "$small" "$@")
-	rl=$(probe read "$large" "$@")
-	sc=$(probe scan 64 "$@")
+	"$@" timeout 90 "$PROBE" own "$f" >"$WORK/owner.out" 2>&1 &
+	owner=$!
+	for _ in $(seq 1 200); do [ -s "$f" ] && break; sleep 0.1; done
+	if read -r SMALL LARGE <"$f" 2>/dev/null; then
+		[ "$arg" = small ] && arg=$SMALL
+		[ "$arg" = large ] && arg=$LARGE
+		out=$(probe "$mode" "$arg" "$@")
+	else
+		out="$mode: owner failed: $(tail -1 "$WORK/owner.out")"
+	fi
 	touch "$f.done"
 	wait "$owner"
+	[ "$down" != - ] && "$down" >/dev/null
+	echo "$out"
+}
+
+# row LABEL MUST UP DOWN RUNNER...: one column. MUST: "all" (reads fault,
+# scan finds nothing), "scan" (scan finds nothing) or "" (reported only).
+row() {
+	local label=$1 must=$2 up=$3 down=$4 rs rl sc ok=yes
+	shift 4
+	rs=$(owned "$up" "$down" read small "$@")
+	rl=$(owned "$up" "$down" read large "$@")
+	sc=$(owned "$up" "$down" scan 64 "$@")
 	case $must in
 	all) [[ $rs == "read: fault"* && $rl == "read: fault"* && $sc == *" 0 secret words"* ]] || ok=NO ;;
 	scan) [[ $sc == *" 0 secret words"* ]] || ok=NO ;;
@@ -75,25 +93,11 @@ row() {
 
 echo "| column | read at the owner's 256 KiB | read at its 4 MiB | scan from one's own allocation | kept |"
 echo "|---|---|---|---|---|"
-row native all native
-if start_mps >/dev/null; then
-	row "NVIDIA MPS" all under_mps
-	stop_mps >/dev/null
-else
-	echo "| NVIDIA MPS | not started | | | |"
-fi
-if start_openmps >/dev/null; then
-	row "openmps, one server, driver placing" "" under_openmps
-	stop_openmps >/dev/null
-fi
+row native all - - native
+row "NVIDIA MPS" all start_mps stop_mps under_mps
+row "openmps, one server, driver placing" "" start_openmps stop_openmps under_openmps
 export OPENMPS_PLACEMENT=random
-if start_openmps >/dev/null; then
-	row "openmps, OPENMPS_PLACEMENT=random" scan under_openmps
-	stop_openmps >/dev/null
-fi
+row "openmps, OPENMPS_PLACEMENT=random" scan start_openmps stop_openmps under_openmps
 unset OPENMPS_PLACEMENT
-if start_openmps >/dev/null; then
-	row "openmps, OPENMPS_FAULT_DOMAIN=own" all under_openmps env OPENMPS_FAULT_DOMAIN=own
-	stop_openmps >/dev/null
-fi
+row "openmps, OPENMPS_FAULT_DOMAIN=own" all start_openmps stop_openmps under_openmps env OPENMPS_FAULT_DOMAIN=own
 exit $rc

@@ -9,9 +9,8 @@
 # pinned ones far apart)
 # and that their contents survive the other's allocations and frees; s_ipc shares a placed allocation
 # between two clients of the server (a handle the server makes) and frees
-# it under the importer; the driver-API tests that allocate, copy, launch,
-# map, pool, peer and make textures run as they do with the driver's
-# placement. A value
+# it under the importer; every driver-API test (tests/cuda) runs as it
+# does with the driver's placement. A value
 # the server cannot read is said in its log and placement stays off.
 #
 #   usage: placement.sh BUILD_DIR
@@ -46,8 +45,9 @@ rm -f "$S_PLACE_METRICS" "$S_PLACE_METRICS.go"
 for t in s_ipc; do
 	"$here/with-openmps.sh" "$build" "$build/tests/system/$t" || rc=1
 done
-for t in t_memory t_launch t_stream t_graph t_gnodes t_vmm t_pool t_peer t_array t_memops t_replay t_context; do
-	"$here/with-openmps.sh" "$build" "$build/tests/cuda/$t" || rc=1
+for t in "$build"/tests/cuda/t_*; do
+	[ -x "$t" ] || continue
+	"$here/with-openmps.sh" "$build" "$t" || { echo "placement: $(basename "$t") failed"; rc=1; }
 done
 # The log says where allocations go, or why they cannot.
 dir=$(mktemp -d /tmp/openmps-place.XXXXXX)

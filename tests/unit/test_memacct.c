@@ -8,7 +8,8 @@
  *     address space never wraps);
  *   - the limit: charges up to it succeed, one byte past it fails, removing
  *     a device range gives its bytes back, globals and host ranges are not
- *     counted;
+ *     counted; a range that holds more than it spans (whole granules)
+ *     gives back what it was charged;
  *   - the view of cuMemGetInfo a limited client gets: the limit as the
  *     total, what is left of it as free, never more than the device has;
  *   - pinned host memory: each client's own limit and the pool all clients
@@ -203,6 +204,19 @@ static void test_limit(void)
 	fr = 80000 * mib, total = 141000 * mib;
 	mps_memacct_view(&m, 1, &fr, &total);
 	CHECK(total == 16 * mib && fr == 16 * mib, "view after remove: %zu of %zu", fr, total);
+
+	/* A placed allocation holds whole granules: 3 MiB seen, 4 MiB
+	 * charged; its range is what the program asked for, and its removal
+	 * gives back all it held. */
+	CHECK(mps_memacct_charge(&m, 1, 4 * mib) == 0, "charge 4 MiB");
+	CHECK(mps_memacct_add_charged(&m, 0x2000000, 3 * mib, 4 * mib, MPS_MEM_DEVICE, 1, 1) == 0, "add 3 of 4 MiB");
+	CHECK(mps_memacct_find(&m, 0x2000000 + 3 * mib) == NULL, "the granule's tail is not the program's");
+	CHECK(mps_memacct_check(&m, 0x2000000, 3 * mib) == 0 && mps_memacct_check(&m, 0x2000000, 3 * mib + 1) < 0,
+	      "checks stop at what was asked for");
+	CHECK(m.bytes[1] == 4 * mib, "charged 4 MiB: %llu", (unsigned long long)m.bytes[1]);
+	CHECK(mps_memacct_remove(&m, 0x2000000, MPS_MEM_DEVICE, &out) == 0 && out.size == 3 * mib &&
+	      out.charged == 4 * mib, "remove the placed range");
+	CHECK(m.bytes[1] == 0, "all 4 MiB back: %llu", (unsigned long long)m.bytes[1]);
 	mps_memacct_free(&m);
 }
 
