@@ -400,6 +400,20 @@ bool mps__managed_range(uint64_t p, uint64_t *base, uint64_t *size);
 bool mps__managed_free(uint64_t p, CUresult *r);
 bool mps__managed_prefetch(uint64_t p, size_t count, int to, CUresult *r);
 
+/* Managed memory on the device (migrate.c, OPENMPS_MANAGED=device):
+ * whether that mode is on; a new allocation of bytesize in context ctx
+ * (CUDA_ERROR_NOT_SUPPORTED: not here, use host memory); whether a lies in
+ * one; its cuMemFree (false if p is none); everything the CPU wrote moved
+ * to the device and made the device's, before work goes there on stream
+ * (nothing while that stream captures); and
+ * [p, p + count) made the CPU's (a prefetch to the host). */
+bool mps__migrate_on(void);
+CUresult mps__migrate_alloc(size_t bytesize, uint32_t ctx, CUdeviceptr *dptr);
+bool mps__migrate_has(uint64_t a);
+bool mps__migrate_free(uint64_t p, CUresult *r);
+CUresult mps__migrate_to_device(uint32_t stream);
+CUresult mps__migrate_to_host(uint64_t p, size_t count);
+
 /* A memory location as the device-numbered calls name it: a device ordinal
  * of the program's, or CU_DEVICE_CPU; CU_DEVICE_INVALID if it is neither;
  * and a device-numbered location (CU_DEVICE_CPU: the host) as a location

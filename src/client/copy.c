@@ -380,6 +380,16 @@ static CUresult copy(enum dir d, uint64_t dst, uint64_t src, size_t n, CUstream 
 		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
+	/* Managed memory on the device (migrate.c): what the CPU wrote goes
+	 * there first, and the copy is the device's. */
+	if (mps__migrate_on()) {
+		if ((r = mps__migrate_to_device(stream)) != CUDA_SUCCESS)
+			return r;
+		if (d == H2D && mps__migrate_has(src))
+			d = D2D;
+		else if (d == D2H && mps__migrate_has(dst))
+			d = D2D;
+	}
 	if (d == UNIFIED) {
 		bool ddev = mps__devmem_has(dst), sdev = mps__devmem_has(src);
 
@@ -602,6 +612,8 @@ static CUresult send_memset(struct mps_msg_memset *q, CUstream s, bool per_threa
 		return r;
 	if (bad)
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = mps__migrate_to_device(q->stream)) != CUDA_SUCCESS)
+		return r;
 	if (async)
 		return mps__post(MPS_OP_MEMSET, ctx, &q->hdr, sizeof(*q), NULL, 0);
 	r = mps__call(MPS_OP_MEMSET, ctx, &q->hdr, sizeof(*q), NULL, 0, &call);

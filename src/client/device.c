@@ -302,6 +302,10 @@ static CUresult device_get_attribute(int *v, CUdevice_attribute a, CUdevice d)
 	if ((unsigned int)a >= MPS_WIRE_ATTRS || !(w->attr_ok[a / 8] & (1u << (a % 8))))
 		return CUDA_ERROR_INVALID_VALUE;
 	*v = w->attr[a];
+	/* Managed memory on the device is the CPU's only while the device's
+	 * work is done (migrate.c). */
+	if (a == CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS && mps__migrate_on())
+		*v = 0;
 	/* The SMs of its share (the server keeps the word current). */
 	if (a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) {
 		uint32_t sms = mps_load_relaxed(&mps_conn.region->sm_count[mps_conn.server_index[d]]);

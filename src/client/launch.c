@@ -112,9 +112,21 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 		if (++na > MPS_LAUNCH_ATTRS_MAX)
 			return CUDA_ERROR_INVALID_VALUE;
 	}
+	if (!packed && l->params && mps__migrate_on()) {
+		/* An argument may sit in managed memory that is about to go to
+		 * the device (migrate.c); the copy of it is taken now, not while
+		 * the ring is held, where its fault could not be served. */
+		static __thread uint8_t own[MPS_ARGS_MAX];
+
+		mps__args_pack(f, l->params, NULL, 0, arg_size, own);
+		packed = own;
+		packed_len = arg_size;
+	}
 	r = mps__stream_resolve(l->stream, l->per_thread, &stream, &ctx);
 	if (r == CUDA_SUCCESS)
 		r = mps__mvar_send(stream, ctx);   /* the program's changes to __managed__ variables, ahead */
+	if (r == CUDA_SUCCESS)
+		r = mps__migrate_to_device(stream);   /* and to managed memory (migrate.c) */
 	if (r != CUDA_SUCCESS)
 		return r;
 	m = mps__ring_begin(MPS_OP_LAUNCH, ctx,

@@ -23,6 +23,11 @@
  *
  * Advice and prefetch locations are kept per allocation; a range must lie
  * inside one managed allocation.
+ *
+ * With OPENMPS_MANAGED=device an allocation is device memory instead, with
+ * a copy here kept in step by page protection (migrate.c): kernels run at
+ * the device memory's speed, and a prefetch moves the range. The table
+ * here still answers for it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +56,7 @@ struct managed {
 	int preferred;       /* CU_DEVICE_INVALID if none */
 	int prefetched;      /* CU_DEVICE_INVALID if never */
 	uint64_t accessed_by;
+	bool on_device;      /* device memory with a copy here (migrate.c) */
 };
 
 static struct {
@@ -120,6 +126,18 @@ static CUresult mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned i
 	if (!ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	len = (bytesize + page - 1) & ~(page - 1);
+	if (mps__migrate_on()) {
+		uint32_t h;
+
+		r = mps__ctx_handle(ctx, &h);
+		if (r == CUDA_SUCCESS)
+			r = mps__migrate_alloc(bytesize, h, (CUdeviceptr *)&p);
+		if (r == CUDA_SUCCESS)
+			goto record;
+		if (r != CUDA_ERROR_NOT_SUPPORTED)
+			return r;
+		p = NULL;   /* not on the device: in host memory, below */
+	}
 	while (nmissed < ADDRESS_TRIES) {
 		uint64_t devptr = 0;
 		int fd;
@@ -152,7 +170,9 @@ static CUresult mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned i
 				     "after %d tries", ADDRESS_TRIES);
 		return r;
 	}
+record:
 	memset(&m, 0, sizeof(m));
+	m.on_device = r == CUDA_SUCCESS && mps__migrate_has((uint64_t)(uintptr_t)p);
 	m.base = (uint64_t)(uintptr_t)p;
 	m.size = bytesize;
 	m.len = len;
@@ -165,8 +185,12 @@ static CUresult mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned i
 
 		if (!v) {
 			pthread_mutex_unlock(&tab.lock);
-			mps__host_unpin_shared(p);
-			munmap(p, len);
+			if (m.on_device) {
+				mps__migrate_free(m.base, &r);
+			} else {
+				mps__host_unpin_shared(p);
+				munmap(p, len);
+			}
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 		tab.v = v;
@@ -195,6 +219,8 @@ bool mps__managed_free(uint64_t p, CUresult *r)
 	m = tab.v[i];
 	tab.v[i] = tab.v[--tab.n];
 	pthread_mutex_unlock(&tab.lock);
+	if (m.on_device && mps__migrate_free(m.base, r))
+		return true;
 	/* As cuMemFree of managed memory: the GPU's work that may use it
 	 * comes first (and its error, if it failed, is the answer). */
 	sync = cuCtxSynchronize();
@@ -296,14 +322,20 @@ bool mps__managed_prefetch(uint64_t p, size_t count, int to, CUresult *r)
 {
 	long i;
 
+	bool on_device = false;
+
 	pthread_mutex_lock(&tab.lock);
 	i = find_locked(p, count);
 	if (i >= 0) {
 		*r = to == CU_DEVICE_INVALID ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
 		if (*r == CUDA_SUCCESS)
 			tab.v[i].prefetched = to;
+		on_device = tab.v[i].on_device;
 	}
 	pthread_mutex_unlock(&tab.lock);
+	/* Memory on the device (migrate.c) moves: there, or back here. */
+	if (on_device && *r == CUDA_SUCCESS)
+		*r = to == CU_DEVICE_CPU ? mps__migrate_to_host(p, count) : mps__migrate_to_device(0);
 	return i >= 0;
 }
 

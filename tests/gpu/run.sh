@@ -18,8 +18,9 @@
 #               shared cudart, and tests/gpu/managed_var.cu (__managed__
 #               variables), each run natively and under openmps
 #   frameworks  tests/gpu/torch_smoke.py and cupy_smoke.py, natively and
-#               under openmps, and torch_limit.py under an openmps memory
-#               limit (reported, never stops the run)
+#               under openmps, cupy_managed.py natively and with managed
+#               memory on the device, and torch_limit.py under an openmps
+#               memory limit (reported, never stops the run)
 #   exports     tests/gpu/exports_check.sh: the libraries that call the
 #               driver's private export tables, natively and under openmps
 #   integrity   tests/gpu/integrity_vs_driver.c, if present
@@ -401,7 +402,11 @@ step_frameworks() {
 		grep -E "openmps: cu.* returned" "$LOGDIR/$s-openmps-traced.log" | grep -v "finds nothing" | tail -n 25 |
 			sed 's/^/      | /'
 	done
+	# CuPy on managed memory, with managed memory on the device.
+	run_check "cupy managed, openmps, OPENMPS_MANAGED=device" "$LOGDIR/cupy-managed-openmps.log" 300 openmps \
+		env OPENMPS_MANAGED=device "$PYTHON" tests/gpu/cupy_managed.py || om_logs 30
 	om_stop
+	run_check "cupy managed native" "$LOGDIR/cupy-managed-native.log" 300 native "$PYTHON" tests/gpu/cupy_managed.py
 	# A memory limit the client can see: a fresh daemon, the limit set before
 	# its server starts.
 	om_start || { result FAIL "daemon" "did not start"; om_logs; om_stop; return; }

@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Managed memory that lives on the device (OPENMPS_MANAGED=device): the
+ * allocation is device memory in the server, and the program's CPU works
+ * on a copy at the same address here — shared memory (a sealed memfd)
+ * mapped over the range memory.c holds for the device's addresses and
+ * pinned in the server, so that the server's copy engine moves it. Each
+ * 2 MiB block of the copy is in one of three states:
+ *
+ *   DEVICE  the device's bytes are the truth; the copy is inaccessible
+ *   CLEAN   both agree; the copy is readable
+ *   DIRTY   the CPU wrote the copy; it is readable and writable
+ *
+ * Before work that may touch the memory goes to the device (a launch, a
+ * graph launch, a copy or a memset, a prefetch to the device), the dirty
+ * blocks are copied to the device, synchronously, and every block becomes
+ * DEVICE: the GPU reads and writes device memory at its own speed. A CPU
+ * access to a DEVICE block faults; the handler (SIGSEGV) waits for the
+ * context's work, copies the block back and makes it CLEAN, or DIRTY for a
+ * write (a write to a CLEAN block faults once more). This is the model of
+ * devices without concurrent managed access, which is what the client
+ * reports for CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS in this mode:
+ * the CPU may touch managed memory only while the device's work is done.
+ * A program that touches it while a kernel runs waits for the kernel here
+ * (the driver would end it with a fault).
+ *
+ * What the fault handler cannot see: the kernel reading or writing the
+ * copy on the program's behalf (read(2) into a DEVICE block, write(2) from
+ * one) finds it inaccessible and the call fails with EFAULT; a prefetch to
+ * the CPU (cuMemPrefetchAsync to CU_DEVICE_CPU) first makes the range
+ * readable and writable. The handler chains to the handler that was there
+ * before for every other fault.
+ *
+ * A new allocation is the CPU's (DIRTY, zeroes in the copy), so that the
+ * program may fill it, read(2) included, before the device's first work
+ * takes it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "client/capture.h"
+#include "client/client.h"
+#include "common/atomics.h"
+#include "common/log.h"
+
+#define BLOCK (2ull << 20)
+#define GROUP 8   /* blocks protected, then copied, at a time */
+
+enum { DEVICE = 0, CLEAN, DIRTY };
+
+struct mig {
+	uint64_t base;        /* the program's pointer: page-aligned, inside the device allocation */
+	size_t len;           /* whole pages */
+	uint64_t alloc;       /* the device allocation's own address (for cuMemFree) */
+	uint32_t ctx;         /* the server's handle of the context it was made in */
+	uint8_t *state;       /* per block */
+	size_t nblocks;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct mig *v;
+	size_t n, cap;
+	struct sigaction old;     /* the SIGSEGV handler before ours */
+	bool installed;
+	uint32_t synced_seq;      /* the last message posted when the handler last waited */
+} mg = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int mode = -1;         /* 1: device, 0: host (managed.c alone) */
+static uint64_t readable;     /* blocks not DEVICE, all allocations: read without the lock */
+static __thread int in_fault; /* this thread is in the handler */
+
+bool mps__migrate_on(void)
+{
+	if (mode < 0) {
+		const char *v = getenv("OPENMPS_MANAGED");
+
+		mode = v && !strcmp(v, "device");
+		if (v && *v && strcmp(v, "device") && strcmp(v, "host"))
+			mps_log_warn("openmps: ignoring OPENMPS_MANAGED=%s (want host or device)", v);
+	}
+	return mode == 1;
+}
+
+static size_t block_len(const struct mig *m, size_t b)
+{
+	size_t off = b * BLOCK;
+
+	return m->len - off < BLOCK ? m->len - off : BLOCK;
+}
+
+/* The allocation holding address a, or -1. Under the lock. */
+static long find_locked(uint64_t a)
+{
+	for (size_t i = 0; i < mg.n; i++)
+		if (a >= mg.v[i].base && a - mg.v[i].base < mg.v[i].len)
+			return (long)i;
+	return -1;
+}
+
+bool mps__migrate_has(uint64_t a)
+{
+	bool in;
+
+	if (mode != 1)
+		return false;
+	pthread_mutex_lock(&mg.lock);
+	in = find_locked(a) >= 0;
+	pthread_mutex_unlock(&mg.lock);
+	return in;
+}
+
+static void set_state(struct mig *m, size_t b, uint8_t s)
+{
+	if ((m->state[b] == DEVICE) != (s == DEVICE)) {
+		if (s == DEVICE)
+			mps_fetch_sub(&readable, 1);
+		else
+			mps_fetch_add(&readable, 1);
+	}
+	m->state[b] = s;
+}
+
+/* Blocks [b, e) of m, all in one state, as the protection that state
+ * wants. */
+static int protect(struct mig *m, size_t b, size_t e, uint8_t s)
+{
+	int prot = s == DEVICE ? PROT_NONE : s == CLEAN ? PROT_READ : PROT_READ | PROT_WRITE;
+	size_t len = (e - 1) * BLOCK + block_len(m, e - 1) - b * BLOCK;
+
+	return mprotect((void *)(uintptr_t)(m->base + b * BLOCK), len, prot);
+}
+
+/* Blocks [b, e) of m, all DIRTY, copied to the device on the context's
+ * legacy stream, not waited for. */
+static CUresult push(struct mig *m, size_t b, size_t e)
+{
+	return mps__copy_h2d(m->base + b * BLOCK, (const void *)(uintptr_t)(m->base + b * BLOCK),
+			     (e - 1) * BLOCK + block_len(m, e - 1) - b * BLOCK, 0, m->ctx);
+}
+
+/* Everything of m on the device: all of it DEVICE, its dirty blocks
+ * copied there. Blocks the CPU may touch are made inaccessible before
+ * they go, so that another thread's access waits for us and then finds
+ * the device's bytes; a few blocks at a time, so that one group's
+ * protection is changed while the one before it is copied. Under the
+ * lock; *pushed: something is being copied (the caller waits for it). */
+static CUresult to_device_locked(struct mig *m, bool *pushed)
+{
+	for (size_t b = 0; b < m->nblocks;) {
+		size_t e = b;
+
+		if (m->state[b] == DEVICE) {
+			b++;
+			continue;
+		}
+		while (e < m->nblocks && m->state[e] != DEVICE && e - b < GROUP)
+			e++;
+		if (protect(m, b, e, DEVICE) < 0)
+			return CUDA_ERROR_UNKNOWN;
+		for (size_t d = b; d < e;) {
+			size_t de = d;
+			CUresult r;
+
+			if (m->state[d] != DIRTY) {
+				set_state(m, d++, DEVICE);
+				continue;
+			}
+			while (de < e && m->state[de] == DIRTY)
+				de++;
+			r = push(m, d, de);
+			if (r != CUDA_SUCCESS) {
+				/* What is left is still the CPU's, as it was. */
+				for (size_t i = d; i < e; i++)
+					protect(m, i, i + 1, m->state[i]);
+				return r;
+			}
+			*pushed = true;
+			while (d < de)
+				set_state(m, d++, DEVICE);
+		}
+		b = e;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult mps__migrate_to_device(uint32_t stream)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	if (!mps_load_acquire(&readable))
+		return CUDA_SUCCESS;
+	/* A capture records work; what it reads is moved when its graph runs. */
+	if (stream && mps__capture_on(stream))
+		return CUDA_SUCCESS;
+	pthread_mutex_lock(&mg.lock);
+	for (size_t i = 0; i < mg.n && r == CUDA_SUCCESS; i++) {
+		bool pushed = false;
+
+		r = to_device_locked(&mg.v[i], &pushed);
+		/* In place before the work that follows, on any stream. */
+		if (pushed) {
+			CUresult w = mps__call_handle(MPS_OP_STREAM_SYNC, mg.v[i].ctx, 0);
+
+			if (r == CUDA_SUCCESS)
+				r = w;
+		}
+	}
+	pthread_mutex_unlock(&mg.lock);
+	return r;
+}
+
+/* Block b of m back from the device: after the context's work (unless
+ * nothing went to the server since the last such wait), copied into the
+ * shared pages, then readable (and writable for a write). Under the lock. */
+static bool fetch_locked(struct mig *m, size_t b, bool write)
+{
+	uint8_t s = write ? DIRTY : CLEAN;
+
+	if (mps_load_acquire(&mps_conn.sent) != mg.synced_seq) {
+		if (mps__call_handle(MPS_OP_CTX_SYNC, m->ctx, 0) != CUDA_SUCCESS)
+			return false;
+		mg.synced_seq = mps_load_acquire(&mps_conn.sent);
+	}
+	if (mps__copy_d2h((void *)(uintptr_t)(m->base + b * BLOCK), m->base + b * BLOCK, block_len(m, b), 0,
+			  m->ctx) != CUDA_SUCCESS)
+		return false;
+	mg.synced_seq = mps_load_acquire(&mps_conn.sent);
+	if (protect(m, b, b + 1, s) < 0)
+		return false;
+	set_state(m, b, s);
+	return true;
+}
+
+/* Whether the fault at a was ours to serve, and served. */
+static bool serve(uint64_t a, bool write)
+{
+	bool ok = true;
+	struct mig *m;
+	size_t b;
+	long i;
+
+	pthread_mutex_lock(&mg.lock);
+	i = find_locked(a);
+	if (i < 0) {
+		pthread_mutex_unlock(&mg.lock);
+		return false;
+	}
+	m = &mg.v[i];
+	b = (size_t)((a - m->base) / BLOCK);
+	switch (m->state[b]) {
+	case DEVICE:
+		ok = fetch_locked(m, b, write);
+		break;
+	case CLEAN:
+		/* A write to what was read: it is the CPU's now. */
+		ok = protect(m, b, b + 1, DIRTY) == 0;
+		if (ok)
+			set_state(m, b, DIRTY);
+		break;
+	default:
+		break;   /* another thread served it first */
+	}
+	pthread_mutex_unlock(&mg.lock);
+	return ok;
+}
+
+static bool fault_is_write(void *uc)
+{
+#if defined(__x86_64__)
+	return (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+	(void)uc;
+	return false;   /* a write to a block made readable faults again */
+#endif
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	int saved = errno;
+
+	if (!in_fault && si->si_code > 0) {
+		bool ours;
+
+		in_fault = 1;
+		ours = serve((uint64_t)(uintptr_t)si->si_addr, fault_is_write(uc));
+		in_fault = 0;
+		if (ours) {
+			errno = saved;
+			return;
+		}
+	}
+	errno = saved;
+	/* Not ours (or not served): as if we were never here. */
+	if (mg.old.sa_flags & SA_SIGINFO) {
+		mg.old.sa_sigaction(sig, si, uc);
+	} else if (mg.old.sa_handler != SIG_DFL && mg.old.sa_handler != SIG_IGN) {
+		mg.old.sa_handler(sig);
+	} else {
+		/* The default action: the access is made again and ends the
+		 * process as it would have. */
+		signal(sig, SIG_DFL);
+	}
+}
+
+/* Our handler for SIGSEGV, once; false if it cannot be. Under the lock. */
+static bool install_locked(void)
+{
+	struct sigaction sa;
+
+	if (mg.installed)
+		return true;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, &mg.old) < 0)
+		return false;
+	mg.installed = true;
+	return true;
+}
+
+/* Sealed shared memory of len bytes, for the copy. */
+static int shared_fd(size_t len)
+{
+	int fd = memfd_create("openmps-managed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)len) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+CUresult mps__migrate_alloc(size_t bytesize, uint32_t ctx, CUdeviceptr *dptr)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (bytesize + page - 1) & ~(page - 1);
+	CUdeviceptr alloc = 0;
+	uint64_t base, devptr;
+	struct mig m = { .ctx = ctx };
+	CUresult r;
+	void *p;
+	int fd;
+
+	/* A page more, so the copy's pages are the allocation's alone. */
+	r = cuMemAlloc_v2(&alloc, len + page);
+	if (r != CUDA_SUCCESS)
+		return r;
+	base = (alloc + page - 1) & ~(uint64_t)(page - 1);
+	if (!mps__devmem_reserved(alloc, len + page)) {
+		r = CUDA_ERROR_NOT_SUPPORTED;   /* the addresses are this process's own */
+		goto err_free;
+	}
+	fd = shared_fd(len);
+	if (fd < 0) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto err_free;
+	}
+	p = mmap((void *)(uintptr_t)base, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	if (p != (void *)(uintptr_t)base) {
+		close(fd);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto err_free;
+	}
+	r = mps__host_pin_shared(p, len, fd, &devptr);
+	close(fd);
+	if (r != CUDA_SUCCESS)
+		goto err_unmap;
+	m.base = base;
+	m.len = len;
+	m.alloc = alloc;
+	m.nblocks = (len + BLOCK - 1) / BLOCK;
+	m.state = malloc(m.nblocks);
+	if (!m.state) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto err_unpin;
+	}
+	pthread_mutex_lock(&mg.lock);
+	if (!install_locked()) {
+		pthread_mutex_unlock(&mg.lock);
+		mps_log_warn("openmps: cannot handle SIGSEGV: managed memory stays in host memory");
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto err_state;
+	}
+	if (mg.n == mg.cap) {
+		size_t cap = mg.cap ? 2 * mg.cap : 16;
+		struct mig *v = realloc(mg.v, cap * sizeof(*v));
+
+		if (!v) {
+			pthread_mutex_unlock(&mg.lock);
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+			goto err_state;
+		}
+		mg.v = v;
+		mg.cap = cap;
+	}
+	/* The CPU's: zeroes, as fresh managed memory reads (and read(2) may
+	 * fill it); they go to the device before its first work. */
+	memset(m.state, DEVICE, m.nblocks);
+	mg.v[mg.n] = m;
+	for (size_t b = 0; b < m.nblocks; b++)
+		set_state(&mg.v[mg.n], b, DIRTY);
+	mg.n++;
+	pthread_mutex_unlock(&mg.lock);
+	*dptr = (CUdeviceptr)base;
+	return CUDA_SUCCESS;
+
+err_state:
+	free(m.state);
+err_unpin:
+	mps__host_unpin_shared(p);
+err_unmap:
+	/* Back to what memory.c holds there: inaccessible, uncommitted. */
+	mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+err_free:
+	cuMemFree_v2(alloc);
+	return r;
+}
+
+bool mps__migrate_free(uint64_t p, CUresult *r)
+{
+	struct mig m;
+	CUresult sync;
+	long i;
+
+	if (mode != 1)
+		return false;
+	pthread_mutex_lock(&mg.lock);
+	i = find_locked(p);
+	if (i < 0) {
+		pthread_mutex_unlock(&mg.lock);
+		return false;
+	}
+	if (mg.v[i].base != p) {
+		pthread_mutex_unlock(&mg.lock);
+		*r = CUDA_ERROR_INVALID_VALUE;
+		return true;
+	}
+	m = mg.v[i];
+	for (size_t b = 0; b < m.nblocks; b++)
+		set_state(&mg.v[i], b, DEVICE);
+	mg.v[i] = mg.v[--mg.n];
+	pthread_mutex_unlock(&mg.lock);
+	/* As cuMemFree of managed memory: the GPU's work that may use it first. */
+	sync = mps__call_handle(MPS_OP_CTX_SYNC, m.ctx, 0);
+	mps__host_unpin_shared((void *)(uintptr_t)m.base);
+	mmap((void *)(uintptr_t)m.base, m.len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+	     -1, 0);
+	free(m.state);
+	*r = cuMemFree_v2(m.alloc);
+	if (*r == CUDA_SUCCESS && sync != CUDA_ERROR_INVALID_CONTEXT)
+		*r = sync;
+	return true;
+}
+
+CUresult mps__migrate_to_host(uint64_t p, size_t count)
+{
+	CUresult r = CUDA_SUCCESS;
+	struct mig *m;
+	long i;
+
+	pthread_mutex_lock(&mg.lock);
+	i = find_locked(p);
+	if (i < 0) {
+		pthread_mutex_unlock(&mg.lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	m = &mg.v[i];
+	for (size_t b = (size_t)((p - m->base) / BLOCK); b * BLOCK < p - m->base + count && b < m->nblocks; b++) {
+		if (m->state[b] == DEVICE && !fetch_locked(m, b, true)) {
+			r = CUDA_ERROR_UNKNOWN;
+			break;
+		}
+		if (m->state[b] == CLEAN) {
+			if (protect(m, b, b + 1, DIRTY) < 0) {
+				r = CUDA_ERROR_UNKNOWN;
+				break;
+			}
+			set_state(m, b, DIRTY);
+		}
+	}
+	pthread_mutex_unlock(&mg.lock);
+	return r;
+}

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Managed memory as the CPU and the device take turns with it, block by
+ * block: a 9 MiB allocation (five 2 MiB blocks and a part) written whole
+ * by the CPU, then a block and a bit, then only read, each time rewritten in place
+ * by a kernel and read back whole by the CPU (fresh memory filled by
+ * read(2) first); copies and a memset into it
+ * and out of it between CPU reads and writes of single words; a prefetch
+ * to the CPU that lets write(2) and read(2) use it; a kernel's arguments
+ * kept in managed memory; four threads at once,
+ * each with an allocation of its own on a stream of its own; freeing
+ * while the CPU holds part of it. Runs natively too (the driver's managed
+ * memory). With T_MIGRATE_ON_DEVICE=1 (OPENMPS_MANAGED=device under
+ * openmps, tests/system/migrate.sh) it also checks what that mode says of
+ * itself: no concurrent managed access, and the copy inaccessible to the
+ * kernel's own reads after a kernel until a prefetch to the CPU.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define WORDS ((9u << 20) / 4 + 3001)
+#define BLOCK_WORDS ((2u << 20) / 4)
+#define THREADS 4
+#define THREAD_WORDS (3u << 18)
+
+static CUfunction affine;
+static CUcontext primary;
+
+static void affine_on(CUdeviceptr p, uint32_t mul, uint32_t add, int n, CUstream s)
+{
+	void *args[] = { &p, &mul, &add, &n };
+
+	REQUIRE_CU(t_launch(affine, ((unsigned)n + 255) / 256, 256, s, args));
+}
+
+/* One thread's turns: its CPU writes, a kernel, its CPU reads. */
+static void *turns(void *arg)
+{
+	uint64_t rng = t_rng((unsigned)(uintptr_t)arg + 100);
+	uint32_t *want = malloc(THREAD_WORDS * 4), *m;
+	CUdeviceptr p;
+	CUstream s;
+
+	REQUIRE(want, "out of memory");
+	REQUIRE_CU(cuCtxSetCurrent(primary));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuMemAllocManaged(&p, THREAD_WORDS * 4, CU_MEM_ATTACH_GLOBAL));
+	m = (uint32_t *)(uintptr_t)p;
+	for (int round = 0; round < 6; round++) {
+		uint32_t mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
+
+		t_fill_u32(m, THREAD_WORDS, &rng);
+		for (uint32_t i = 0; i < THREAD_WORDS; i++)
+			want[i] = m[i] * mul + add;
+		affine_on(p, mul, add, (int)THREAD_WORDS, s);
+		REQUIRE_CU(cuStreamSynchronize(s));
+		CMP_U32(m, want, THREAD_WORDS, "a thread's allocation after its kernel");
+	}
+	REQUIRE_CU(cuMemFree(p));
+	REQUIRE_CU(cuStreamDestroy(s));
+	free(want);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const size_t bytes = (size_t)WORDS * 4;
+	bool on_device = getenv("T_MIGRATE_ON_DEVICE") && !strcmp(getenv("T_MIGRATE_ON_DEVICE"), "1");
+	uint32_t *want = malloc(bytes), *back = malloc(bytes), *m, mul, add;
+	CUdevice dev = t_device();
+	CUdeviceptr p, d;
+	pthread_t th[THREADS];
+	CUstream s;
+	uint64_t rng;
+	int fds[2];
+
+	t_init(argc, argv);
+	primary = t_primary(dev);
+	rng = t_rng(11);
+	REQUIRE(want && back, "out of memory");
+	affine = t_func(t_module(), "affine_u32");
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	if (on_device) {
+		int concurrent = -1;
+
+		REQUIRE_CU(cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, dev));
+		CHECK(concurrent == 0, "concurrent managed access with managed memory on the device: %d", concurrent);
+	}
+
+	REQUIRE_CU(cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL));
+	REQUIRE_CU(cuMemAlloc(&d, bytes));
+	m = (uint32_t *)(uintptr_t)p;
+	for (uint32_t i = 0; i < WORDS; i += 997)
+		CHECK(m[i] == 0, "fresh managed memory at word %u: %#x", i, m[i]);
+	/* Fresh memory is the CPU's, system calls included. */
+	REQUIRE(pipe(fds) == 0, "pipe: %s", strerror(errno));
+	t_fill_u32(back, 1024, &rng);
+	CHECK(write(fds[1], back, 4096) == 4096 && read(fds[0], m + BLOCK_WORDS + 17, 4096) == 4096,
+	      "read(2) into fresh managed memory: %s", strerror(errno));
+	CMP_U32(m + BLOCK_WORDS + 17, back, 1024, "fresh managed memory filled by read(2)");
+	close(fds[0]);
+	close(fds[1]);
+
+	/* Written whole by the CPU, rewritten by a kernel, read whole. */
+	t_fill_u32(m, WORDS, &rng);
+	memcpy(want, m, bytes);
+	mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
+	affine_on(p, mul, add, (int)WORDS, s);
+	REQUIRE_CU(cuStreamSynchronize(s));
+	for (uint32_t i = 0; i < WORDS; i++)
+		want[i] = want[i] * mul + add;
+	CMP_U32(m, want, WORDS, "managed memory after a kernel over the CPU's words");
+
+	/* One block written (read first, so it is fetched, then written). */
+	for (uint32_t i = 2 * BLOCK_WORDS + 5; i < 3 * BLOCK_WORDS + 77; i += 3) {
+		m[i] ^= 0xa5a5a5a5u;
+		want[i] ^= 0xa5a5a5a5u;
+	}
+	mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
+	affine_on(p, mul, add, (int)WORDS, s);
+	REQUIRE_CU(cuStreamSynchronize(s));
+	for (uint32_t i = 0; i < WORDS; i++)
+		want[i] = want[i] * mul + add;
+	CMP_U32(m, want, WORDS, "managed memory after a kernel over words the CPU changed in two blocks");
+
+	/* Only read by the CPU (above), then a kernel: what it reads is the
+	 * device's, and the CPU sees the kernel's words again. */
+	mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
+	affine_on(p, mul, add, (int)WORDS, s);
+	REQUIRE_CU(cuStreamSynchronize(s));
+	for (uint32_t i = 0; i < WORDS; i++)
+		want[i] = want[i] * mul + add;
+	CHECK(m[WORDS - 1] == want[WORDS - 1] && m[0] == want[0], "the last and first words after a kernel");
+	CMP_U32(m, want, WORDS, "managed memory the CPU had only read, after a kernel");
+
+	/* Copies and a memset between single-word CPU writes. */
+	m[7] = 0x77777777u;
+	want[7] = 0x77777777u;
+	REQUIRE_CU(cuMemcpyDtoD(d, p, bytes));
+	REQUIRE_CU(cuMemcpyDtoH(back, d, bytes));
+	CMP_U32(back, want, WORDS, "device memory copied from managed memory after a CPU write");
+	REQUIRE_CU(cuMemcpyHtoD(d, m, bytes));   /* the managed pointer as a host pointer */
+	REQUIRE_CU(cuMemcpyDtoH(back, d, bytes));
+	CMP_U32(back, want, WORDS, "cuMemcpyHtoD from managed memory");
+	REQUIRE_CU(cuMemsetD32(p + 4 * BLOCK_WORDS, 0x0badf00du, BLOCK_WORDS));
+	for (uint32_t i = BLOCK_WORDS; i < 2 * BLOCK_WORDS; i++)
+		want[i] = 0x0badf00du;
+	m[WORDS - 2] = 0x12345678u;
+	want[WORDS - 2] = 0x12345678u;
+	CMP_U32(m, want, WORDS, "managed memory after a memset and a CPU write");
+	t_fill_u32(back, WORDS, &rng);
+	REQUIRE_CU(cuMemcpyHtoDAsync(d, back, bytes, s));
+	REQUIRE_CU(cuMemcpyDtoHAsync(m, d, bytes, s));   /* into managed memory as a host pointer */
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CMP_U32(m, back, WORDS, "managed memory as the destination of cuMemcpyDtoHAsync");
+	memcpy(want, back, bytes);
+
+	/* After a kernel, the kernel's own reads of the memory; a prefetch to
+	 * the CPU makes it the CPU's, system calls included. */
+	affine_on(p, 1, 0, (int)WORDS, s);
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE(pipe(fds) == 0, "pipe: %s", strerror(errno));
+	if (on_device) {
+		errno = 0;
+		CHECK(write(fds[1], m, 4096) < 0 && errno == EFAULT,
+		      "write(2) from managed memory on the device: %s", strerror(errno));
+	}
+	{
+		CUmemLocation cpu = { .type = CU_MEM_LOCATION_TYPE_HOST, .id = 0 };
+
+		REQUIRE_CU(cuMemPrefetchAsync_v2(p, bytes, cpu, 0, s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+	}
+	CHECK(write(fds[1], m + BLOCK_WORDS, 4096) == 4096, "write(2) from managed memory after a prefetch: %s",
+	      strerror(errno));
+	CHECK(read(fds[0], m + 3 * BLOCK_WORDS, 4096) == 4096, "read(2) into managed memory after a prefetch: %s",
+	      strerror(errno));
+	memcpy(want + 3 * BLOCK_WORDS, want + BLOCK_WORDS, 4096);
+	CMP_U32(m, want, WORDS, "managed memory after write(2) and read(2)");
+	affine_on(p, 3, 1, (int)WORDS, s);
+	REQUIRE_CU(cuStreamSynchronize(s));
+	for (uint32_t i = 0; i < WORDS; i++)
+		want[i] = want[i] * 3 + 1;
+	CMP_U32(m, want, WORDS, "managed memory after a kernel over what read(2) wrote");
+	close(fds[0]);
+	close(fds[1]);
+
+	/* A kernel's arguments read from managed memory, twice: the second
+	 * time from memory a kernel has had since. */
+	{
+		struct { CUdeviceptr p; uint32_t mul, add; int n; } *a;
+		CUdeviceptr ap;
+
+		REQUIRE_CU(cuMemAllocManaged(&ap, sizeof(*a), CU_MEM_ATTACH_GLOBAL));
+		a = (void *)(uintptr_t)ap;
+		a->p = p, a->mul = 5, a->add = 9, a->n = (int)WORDS;
+		for (int k = 0; k < 2; k++) {
+			void *args[] = { &a->p, &a->mul, &a->add, &a->n };
+
+			REQUIRE_CU(t_launch(affine, (WORDS + 255) / 256, 256, s, args));
+			REQUIRE_CU(cuStreamSynchronize(s));
+			for (uint32_t i = 0; i < WORDS; i++)
+				want[i] = want[i] * 5 + 9;
+		}
+		CMP_U32(m, want, WORDS, "managed memory after kernels whose arguments were in managed memory");
+		REQUIRE_CU(cuMemFree(ap));
+	}
+
+	/* Threads, each with its own allocation and stream. */
+	for (uintptr_t i = 0; i < THREADS; i++)
+		REQUIRE(pthread_create(&th[i], NULL, turns, (void *)i) == 0, "pthread_create");
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+
+	/* Freed while the CPU holds part of it; an interior pointer refused. */
+	m[1] = 1;
+	CHECK_CU(cuMemFree(p + 4096), CUDA_ERROR_INVALID_VALUE);
+	REQUIRE_CU(cuMemFree(p));
+	REQUIRE_CU(cuMemFree(d));
+	REQUIRE_CU(cuStreamDestroy(s));
+	free(want);
+	free(back);
+	return t_finish();
+}
