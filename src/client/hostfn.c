@@ -16,7 +16,10 @@
  *
  * Captured into a graph (a capture this process began) or added as a host
  * node (gnode.c), the function keeps its slot: every launch of the graph
- * notes it and waits for it again. At most MAX_KEPT are kept at once; at
+ * notes it and waits for it again, and the slot's word counts the runs in
+ * flight (the server adds one at each note, the runner takes it off), so
+ * two launches at once of graphs sharing the slot each wait for both runs
+ * rather than one ending the other's wait early. At most MAX_KEPT are kept at once; at
  * the limit, the server says which no graph, capture or executable graph
  * of the program's holds any more, and those come back (collect()).
  */
@@ -163,10 +166,15 @@ static void *runner(void *arg)
 		/* What the function wrote is the program's to read once it
 		 * has waited for the stream (mps__hostfn_acquire). */
 		mps_fetch_add(&hf_runs, 1);
+		if (s.kept) {
+			/* A graph's word counts its runs in flight (server's
+			 * ops_hostfn.c): this one is done. The graph runs it
+			 * again; its next launch waits anew. */
+			mps_fetch_sub(&hf.words[n.slot], 1);
+			continue;
+		}
 		/* The stream goes on once the word holds the number. */
 		mps_store_release(&hf.words[n.slot], n.seq);
-		if (s.kept)
-			continue;   /* the graph runs it again; its next launch waits anew */
 		pthread_mutex_lock(&hf.lock);
 		give(n.slot);
 		pthread_mutex_unlock(&hf.lock);

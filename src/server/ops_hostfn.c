@@ -14,25 +14,24 @@
  *
  * In a stream capture or a graph (cuGraphAddHostNode) the slot is the
  * graph's for good and the function becomes two nodes: the note, whose
- * host function first writes 0 to the slot's word, and a wait until the
- * word equals the number, so that each launch of the graph waits for its
- * own run (mps__hostfn_nodes). The word is cleared by the note, not by a
- * node after the wait: when one slot is in flight twice at once (a
- * staging buffer's copy twice in one graph, two executable graphs of one
- * graph launched on two streams), a clear after one wait could land
- * between the client's last store and the other wait, which would never
- * end; cleared first, the last write to the word is always a run's, so
- * every wait ends (one may end on the other's run). They are
+ * host function first adds one to the slot's word, and a wait until the
+ * word is 0 again; the client takes one off once the function has run
+ * (mps__hostfn_nodes). The word counts the runs in flight, so when one
+ * slot is in flight twice at once (a staging buffer's copy twice in one
+ * graph, two executable graphs of one graph launched on two streams) no
+ * wait ends before its own run has: each waits for every run the slot has
+ * under way, the other's too (a store of the run's number, as a
+ * stream's, let the first run's store end both waits). They are
  * one node of the graph, a child graph, as the driver's host node is one:
  * the program counts and links its nodes; cuGraphNodeGetType tells it a
  * host node (mps__hostfn_node_type, which knows the child by its note, and
  * a copy node through a staging buffer by the copy and the note).
  *
  * A client that dies inside a callback leaves its stream waiting: before
- * its streams are waited for, teardown writes every slot's last sequence
- * number into its word itself (mps__hostfn_release) — over and over, from a
- * thread of its own, while graphs that clear their words may still run —
- * and the streams drain. The pipe is closed once they have
+ * its streams are waited for, teardown writes every stream slot's last
+ * sequence number into its word itself, and 0 into every graph's
+ * (mps__hostfn_release) — over and over, from a thread of its own, while
+ * graphs that count their runs may still run — and the streams drain. The pipe is closed once they have
  * (mps__hostfn_free), so no note is written to a closed descriptor.
  */
 #include <errno.h>
@@ -53,7 +52,7 @@
 struct note_job {
 	int fd;
 	bool kept;                        /* a graph's: lives until the client leaves */
-	uint32_t *word;                   /* a graph's: its slot's word, cleared ahead of the note */
+	uint32_t *word;                   /* a graph's: its slot's word, which counts its runs in flight */
 	struct mps_hostfn_note note;
 	struct note_job *next;            /* in mps_hostfn.kept */
 };
@@ -73,7 +72,7 @@ struct mps_hostfn {
 	CUdeviceptr dp;                   /* the first word, as the GPU sees it */
 	int fd;                           /* the pipe's write end */
 	uint32_t last[MPS_HOSTFN_SLOTS];  /* the last sequence number queued, per slot */
-	bool graphed[MPS_HOSTFN_SLOTS];   /* a graph's slot: its word is cleared at each launch */
+	bool graphed[MPS_HOSTFN_SLOTS];   /* a graph's slot: its word counts its runs in flight */
 	struct note_job *kept;            /* the graphs' notes */
 	pthread_t releaser;               /* at teardown, while graphs may still wait */
 	int releasing;                    /* atomic: 1 while the releaser runs */
@@ -89,9 +88,10 @@ static void CUDA_CB notify(void *arg)
 	struct note_job *j = arg;
 	ssize_t n;
 
-	/* The wait that follows is for this run's store (top of the file). */
+	/* One more run in flight: the wait that follows ends once the
+	 * client has taken it off (top of the file). */
 	if (j->word)
-		mps_store_release(j->word, 0);
+		mps_fetch_add(j->word, 1);
 	do
 		n = write(j->fd, &j->note, sizeof(j->note));
 	while (n < 0 && errno == EINTR);
@@ -155,13 +155,13 @@ out:
 }
 
 /* Lets every wait of the client's go: once for a stream's (the word only
- * grows), again and again for a graph's, which clears its word before each
- * wait, until the streams have drained. */
+ * grows), again and again for a graph's, whose runs add to its word, until
+ * the streams have drained. */
 static void release_all(struct mps_hostfn *hf)
 {
 	for (uint32_t i = 0; i < MPS_HOSTFN_SLOTS; i++)
 		if (hf->last[i])
-			mps_store_release(&hf->words[i], hf->last[i]);
+			mps_store_release(&hf->words[i], hf->graphed[i] ? 0 : hf->last[i]);
 }
 
 static void *releaser(void *arg)
@@ -229,7 +229,7 @@ static CUresult body(struct mps_hostfn *hf, CUgraph g, int device, uint32_t slot
 	memset(&op, 0, sizeof(op));
 	op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
 	op.waitValue.address = hf->dp + slot * sizeof(uint32_t);
-	op.waitValue.value = seq;
+	op.waitValue.value = 0;   /* no run of the slot's in flight */
 	op.waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
 	memset(&bp, 0, sizeof(bp));
 	bp.ctx = mps_srv.dev[device].primary;

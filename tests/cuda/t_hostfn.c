@@ -14,8 +14,10 @@
  * with its parameters set again by cuGraphNodeSetParams) or captured, the
  * function runs once per launch, after the work before it and before the
  * work after it; a stream callback cannot be captured. A host node set in
- * one executable graph changes that one alone. Host functions make
- * no CUDA call, as the driver requires.
+ * one executable graph changes that one alone. Two executable graphs of
+ * one graph launched on two streams at once each wait for their own run
+ * of the host node. Host functions make no CUDA call, as the driver
+ * requires.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -545,6 +547,93 @@ static void exec_params(CUstream s)
 	REQUIRE_CU(cuGraphDestroy(graph));
 }
 
+struct late {
+	int runs, finished;
+	volatile float *flag;   /* pinned, mapped: what the kernel after the function reads */
+};
+
+/* The slot's second run takes 200 ms, then raises the flag. */
+static void CUDA_CB late_second(void *arg)
+{
+	struct late *w = arg;
+
+	if (__atomic_fetch_add(&w->runs, 1, __ATOMIC_ACQ_REL) == 1) {
+		const struct timespec nap = { .tv_nsec = 200 * 1000 * 1000 };
+
+		nanosleep(&nap, NULL);
+		*w->flag = 1.0f;
+	}
+	__atomic_fetch_add(&w->finished, 1, __ATOMIC_RELEASE);
+}
+
+/* Two executable graphs of one graph (a host node, then a kernel that
+ * adds the flag to a word of its own), launched on two streams at once:
+ * each kernel runs after its own graph's function has returned, so the
+ * kernel after the slow second run sees the flag raised, whichever graph
+ * that run is. (A kernel let go by the other graph's run would read it
+ * down: both words 0.) */
+static void shared_host_node(void)
+{
+	CUfunction saxpy = t_func(t_module(), "saxpy");
+	CUstream s1, s2;
+	struct late w = { 0 };
+	CUDA_HOST_NODE_PARAMS hp = { .fn = late_second, .userData = &w };
+	CUDA_KERNEL_NODE_PARAMS kp;
+	CUdeviceptr flag_d, out;
+	CUgraphExec e1, e2;
+	CUgraphNode h, k;
+	CUgraph graph;
+	float a = 1.0f, got[2] = { -1, -1 };
+	int one = 1;
+	void *flag_h, *args1[4], *args2[4];
+	CUdeviceptr y1, y2;
+
+	REQUIRE_CU(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuMemHostAlloc(&flag_h, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+	w.flag = flag_h;
+	*w.flag = 0.0f;
+	REQUIRE_CU(cuMemHostGetDevicePointer(&flag_d, flag_h, 0));
+	REQUIRE_CU(cuMemAlloc(&out, 2 * sizeof(float)));
+	REQUIRE_CU(cuMemsetD32(out, 0, 2));
+	y1 = out, y2 = out + sizeof(float);
+	args1[0] = &a, args1[1] = &flag_d, args1[2] = &y1, args1[3] = &one;
+	args2[0] = &a, args2[1] = &flag_d, args2[2] = &y2, args2[3] = &one;
+	REQUIRE_CU(cuGraphCreate(&graph, 0));
+	REQUIRE_CU(cuGraphAddHostNode(&h, graph, NULL, 0, &hp));
+	memset(&kp, 0, sizeof(kp));
+	kp.func = saxpy;
+	kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+	kp.blockDimX = 32, kp.blockDimY = kp.blockDimZ = 1;
+	kp.kernelParams = args1;
+	REQUIRE_CU(cuGraphAddKernelNode(&k, graph, &h, 1, &kp));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&e1, graph, 0));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&e2, graph, 0));
+	kp.kernelParams = args2;
+	REQUIRE_CU(cuGraphExecKernelNodeSetParams(e2, k, &kp));
+	REQUIRE_CU(cuGraphLaunch(e1, s1));
+	REQUIRE_CU(cuGraphLaunch(e2, s2));
+	REQUIRE_CU(cuStreamSynchronize(s1));
+	REQUIRE_CU(cuStreamSynchronize(s2));
+	REQUIRE_CU(cuMemcpyDtoH(got, out, sizeof(got)));
+	/* Both runs are over once both streams are (if not, the memory they
+	 * write must outlive them all the same). */
+	for (int i = 0; i < 300 && __atomic_load_n(&w.finished, __ATOMIC_ACQUIRE) < 2; i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+	CHECK(__atomic_load_n(&w.finished, __ATOMIC_ACQUIRE) == 2, "the host node ran %d times (want 2)",
+	      w.finished);
+	CHECK(got[0] == 1.0f || got[1] == 1.0f,
+	      "no kernel after a host node saw the flag its slow run raised: %g, %g (one launch let the other go)",
+	      got[0], got[1]);
+	REQUIRE_CU(cuGraphExecDestroy(e1));
+	REQUIRE_CU(cuGraphExecDestroy(e2));
+	REQUIRE_CU(cuGraphDestroy(graph));
+	REQUIRE_CU(cuMemFree(out));
+	REQUIRE_CU(cuMemFreeHost(flag_h));
+	REQUIRE_CU(cuStreamDestroy(s1));
+	REQUIRE_CU(cuStreamDestroy(s2));
+}
+
 int main(int argc, char **argv)
 {
 	CUstream s;
@@ -557,6 +646,7 @@ int main(int argc, char **argv)
 	callbacks_and_defaults(s);
 	graphs(s);
 	exec_params(s);
+	shared_host_node();
 	many_captures(s);
 	REQUIRE_CU(cuStreamDestroy(s));
 	return t_finish();
