@@ -213,6 +213,8 @@ int mps_metrics_write(int fd)
 	fprintf(f, "openmps_server_placed_bytes{server=\"%d\"} %llu\n", server, (unsigned long long)placed_bytes);
 	fprintf(f, "openmps_server_placement_fallbacks_total{server=\"%d\"} %llu\n", server,
 		(unsigned long long)fallbacks);
+	fprintf(f, "openmps_server_placed_reservations_total{server=\"%d\"} %llu\n", server,
+		(unsigned long long)mps_place_reserve_stats());
 	mps_place_host_stats(&placed, &fallbacks);
 	fprintf(f, "openmps_server_placed_host_mappings_total{server=\"%d\"} %llu\n", server,
 		(unsigned long long)placed);

@@ -31,6 +31,7 @@
 #include "common/sock.h"
 #include "server/driver.h"
 #include "server/forward.h"
+#include "server/placement.h"
 #include "server/server.h"
 
 #define RESERVE_FLOOR (1ull << 40)
@@ -153,7 +154,13 @@ void mps__op_vmm_reserve(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	r = mps__bind_device(c, mps__cur_device() < 0 ? 0 : mps__cur_device());
-	if (r == CUDA_SUCCESS)
+	/* Where nothing tells, when placing at random (placement.h), unless
+	 * the client asked for an address. */
+	if (r == CUDA_SUCCESS && !q->ptr && !q->flags)
+		r = mps_place_reserve(mps__cur_device() < 0 ? 0 : mps__cur_device(), q->size, q->arg, &p);
+	else if (r == CUDA_SUCCESS)
+		r = CUDA_ERROR_NOT_SUPPORTED;
+	if (r == CUDA_ERROR_NOT_SUPPORTED)
 		r = mps_drv.cuMemAddressReserve(&p, (size_t)q->size, (size_t)q->arg, (CUdeviceptr)q->ptr, q->flags);
 	if (r != CUDA_SUCCESS) {
 		mps__reply(c, m->slot, r);
@@ -170,7 +177,8 @@ void mps__op_vmm_reserve(struct mps_client *c, const struct mps_msg *m)
 err_res:
 	mps_vmm_res_del(&c->vmm, p);
 err_free:
-	mps_drv.cuMemAddressFree(p, (size_t)q->size);
+	if (!mps_place_unreserve(p, q->size))
+		mps_drv.cuMemAddressFree(p, (size_t)q->size);
 	mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 }
 
@@ -223,7 +231,7 @@ static CUresult address_free(struct mps_client *c, uint64_t base, uint64_t size)
 			i++;
 		}
 	}
-	r = mps_drv.cuMemAddressFree((CUdeviceptr)base, (size_t)size);
+	r = mps_place_unreserve(base, size) ? CUDA_SUCCESS : mps_drv.cuMemAddressFree((CUdeviceptr)base, (size_t)size);
 	if (r != CUDA_SUCCESS)
 		return r;
 	mps_memacct_remove(&c->mem, base, MPS_MEM_VA, NULL);

@@ -74,7 +74,17 @@ struct placed {
 	uint64_t id;            /* its buffer id (mps_place_id) */
 };
 
+/* A client's address reservation, its slots taken. */
+struct resv {
+	CUdeviceptr base;
+	uint64_t size;
+	int device;
+};
+
 static struct space space[MPS_MAX_DEVICES];
+static struct resv *resvs;
+static size_t nresvs, cap_resvs;
+static uint64_t n_reserves;   /* atomic */
 static struct granule *granules;
 static struct placed *placed;
 static size_t nplaced, cap;
@@ -223,6 +233,89 @@ static uint64_t take(struct space *s, uint64_t n)
 		}
 	}
 	return UINT64_MAX;
+}
+
+/* Takes n free slots of s, with a free one on each side, whose address is
+ * a multiple of step slots, at random; UINT64_MAX if TRIES draws found
+ * none. Under the lock. */
+static uint64_t take_aligned(struct space *s, uint64_t n, uint64_t step)
+{
+	uint64_t skew = (s->base / s->gran) % step;
+
+	if (n + 2 + step > s->nslots)
+		return UINT64_MAX;
+	for (int t = 0; t < TRIES; t++) {
+		uint64_t first = 1 + random64() % (s->nslots - n - 1 - step);
+
+		/* Up to the next slot whose address is a multiple of the step. */
+		first += (step - (skew + first) % step) % step;
+		if (run_free(s, first, n)) {
+			slots_set(s, first, n, true);
+			return first;
+		}
+	}
+	return UINT64_MAX;
+}
+
+CUresult mps_place_reserve(int device, uint64_t size, uint64_t align, CUdeviceptr *at)
+{
+	struct space *s;
+	uint64_t first, step;
+
+	if (!mps_place_on(device))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	s = &space[device];
+	/* The driver's answers for sizes and alignments not of whole granules. */
+	if (!size || size % s->gran || (align > s->gran && align % s->gran) || (align && (align & (align - 1))))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	step = align > s->gran ? align / s->gran : 1;
+	pthread_mutex_lock(&lock);
+	if (nresvs == cap_resvs) {
+		size_t ncap = cap_resvs ? 2 * cap_resvs : 16;
+		struct resv *v = realloc(resvs, ncap * sizeof(*v));
+
+		if (!v) {
+			pthread_mutex_unlock(&lock);
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
+		resvs = v;
+		cap_resvs = ncap;
+	}
+	first = take_aligned(s, size / s->gran, step);
+	if (first == UINT64_MAX) {
+		pthread_mutex_unlock(&lock);
+		mps_fetch_add(&n_fallbacks, 1);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	*at = s->base + first * s->gran;
+	resvs[nresvs++] = (struct resv){ *at, size, device };
+	pthread_mutex_unlock(&lock);
+	mps_fetch_add(&n_reserves, 1);
+	return CUDA_SUCCESS;
+}
+
+bool mps_place_unreserve(CUdeviceptr at, uint64_t size)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < nresvs; i++) {
+		struct space *s = &space[resvs[i].device];
+
+		if (resvs[i].base != at || resvs[i].size != size)
+			continue;
+		slots_set(s, (at - s->base) / s->gran, size / s->gran, false);
+		resvs[i] = resvs[--nresvs];
+		found = true;
+		break;
+	}
+	pthread_mutex_unlock(&lock);
+	return found;
+}
+
+uint64_t mps_place_reserve_stats(void)
+{
+	return mps_load_relaxed(&n_reserves);
 }
 
 /* How many placed allocations start at or before p (the array is sorted

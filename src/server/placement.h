@@ -40,8 +40,13 @@
  * the kernel stacks such mappings one after another. A registration
  * (cuMemHostRegister) keeps the program's own address when the server can
  * map there, which only its own process knows.
+ * A client's address reservation (cuMemAddressReserve with no address
+ * asked for) is a run of slots of the range at random too, with a free
+ * slot on either side, so the memory it maps there lands where nothing
+ * tells (mps_place_reserve).
  * Not yet covered: stream-ordered allocations and pools (the driver places
- * them), a client's own cuMemAddressReserve, graph memory nodes. Legacy IPC handles
+ * them), a reservation at an address the client asks for, graph memory
+ * nodes. Legacy IPC handles
  * (cuIpcGetMemHandle) cannot be made for such memory: the driver refuses
  * them on mapped physical allocations.
  *
@@ -68,6 +73,18 @@ bool mps_place_on(int device);
  * what it takes (whole granules; 512-byte units when carved). */
 CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped);
 
+/* A client's address reservation of size bytes, aligned to align (0: the
+ * granularity), at random slots of device's range: *at. Nothing is mapped
+ * there; the client maps its own memory. CUDA_ERROR_NOT_SUPPORTED: not
+ * placed here (placement off, a size or alignment not of whole granules,
+ * no room), the driver is to reserve it. */
+CUresult mps_place_reserve(int device, uint64_t size, uint64_t align, CUdeviceptr *at);
+
+/* Gives back the reservation [at, at + size) made by mps_place_reserve:
+ * false if there is none (the caller asks the driver). Nothing may be
+ * mapped in it. */
+bool mps_place_unreserve(CUdeviceptr at, uint64_t size);
+
 /* Whether p is the start of an allocation placed here. */
 bool mps_place_is(CUdeviceptr p);
 
@@ -88,6 +105,9 @@ bool mps_place_free(CUdeviceptr p, bool idle, CUresult *r);
  * random page when placing at random, else where the kernel puts it. NULL
  * (errno set) if it cannot be mapped. */
 void *mps_place_host_map(int fd, size_t size);
+
+/* Address reservations placed at random, ever. */
+uint64_t mps_place_reserve_stats(void);
 
 /* Host mappings placed at random, and those that found no free place. */
 void mps_place_host_stats(uint64_t *maps, uint64_t *fallbacks);

@@ -22,8 +22,12 @@
  * so). Each child also makes HOSTS pinned allocations and reads each
  * through its device address; with placement the parent checks that none
  * lies within 1 MiB of another, either client's, and that they span more
- * than a TiB (the server maps each at a random page). With placement off
- * (S_PLACE_GIB unset) it only checks the patterns.
+ * than a TiB (the server maps each at a random page). Each child also
+ * makes RESVS address reservations of 4 MiB with memory of its own mapped
+ * in half of each, read back through them; with placement the parent
+ * checks that none lies within a granule of another reservation or of an
+ * allocation, and that they span at least a quarter of the range. With
+ * placement off (S_PLACE_GIB unset) it only checks the patterns.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -49,6 +53,7 @@
 
 #define ALLOCS 40
 #define HOSTS  8    /* pinned allocations a child makes */
+#define RESVS  6    /* address reservations a child makes, 4 MiB each */
 #define GRAN   (2ull << 20)
 #define SMALL  (GRAN / 2)   /* carved from a granule of the client's own */
 
@@ -178,10 +183,35 @@ static void *pinned(uint64_t *rng, uint32_t tag, int i, struct alloc *a)
 	return h;
 }
 
+/* An address reservation of 4 MiB (cuMemAddressReserve, no address asked
+ * for) with 2 MiB of memory of the child's own mapped in its second half,
+ * holding `tag` words read back through it. */
+static CUmemGenericAllocationHandle reserved(uint32_t tag, int i, struct alloc *a)
+{
+	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+	CUmemAccessDesc acc = { .location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUmemGenericAllocationHandle h;
+	uint32_t words[1024], back[1024];
+
+	a->size = 2 * GRAN;
+	REQUIRE_CU(cuMemAddressReserve(&a->p, (size_t)a->size, 0, 0, 0));
+	REQUIRE_CU(cuMemCreate(&h, GRAN, &prop, 0));
+	REQUIRE_CU(cuMemMap(a->p + GRAN, GRAN, 0, h, 0));
+	REQUIRE_CU(cuMemSetAccess(a->p + GRAN, GRAN, &acc, 1));
+	for (int k = 0; k < 1024; k++)
+		words[k] = pattern(tag, ALLOCS + HOSTS + i, k);
+	REQUIRE_CU(cuMemcpyHtoD(a->p + GRAN, words, sizeof(words)));
+	REQUIRE_CU(cuMemcpyDtoH(back, a->p + GRAN, sizeof(back)));
+	CMP_U32(back, words, 1024, "memory mapped in an address reservation");
+	return h;
+}
+
 static int child(int to, int from, uint32_t tag)
 {
 	uint64_t rng = t_rng(tag);
-	struct alloc a[ALLOCS], ha[HOSTS];
+	struct alloc a[ALLOCS], ha[HOSTS], ra[RESVS];
+	CUmemGenericAllocationHandle rh[RESVS];
 	void *hp[HOSTS];
 	char c;
 
@@ -190,8 +220,11 @@ static int child(int to, int from, uint32_t tag)
 		a[i] = make(&rng, tag, i);
 	for (int i = 0; i < HOSTS; i++)
 		hp[i] = pinned(&rng, tag, i, &ha[i]);
+	for (int i = 0; i < RESVS; i++)
+		rh[i] = reserved(tag, i, &ra[i]);
 	put(to, a, sizeof(a));
 	put(to, ha, sizeof(ha));
+	put(to, ra, sizeof(ra));
 	get(from, &c, 1);
 	for (int i = 0; i < ALLOCS; i++)
 		check(&a[i], tag, i, "after both allocated");
@@ -207,7 +240,41 @@ static int child(int to, int from, uint32_t tag)
 		REQUIRE_CU(cuMemFree(a[i].p));
 	for (int i = 0; i < HOSTS; i++)
 		REQUIRE_CU(cuMemFreeHost(hp[i]));
+	for (int i = 0; i < RESVS; i++) {
+		REQUIRE_CU(cuMemUnmap(ra[i].p + GRAN, GRAN));
+		REQUIRE_CU(cuMemRelease(rh[i]));
+		REQUIRE_CU(cuMemAddressFree(ra[i].p, (size_t)ra[i].size));
+	}
 	return t_finish();
+}
+
+/* Both children's reservations: none within a granule of another's or of
+ * any allocation's memory, and spread over at least a quarter of the
+ * range. */
+static void judge_resv(const struct alloc *r, int nr, const struct alloc *all, int na, uint64_t range)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (int i = 0; i < nr; i++) {
+		uint64_t from = r[i].p - GRAN, to = r[i].p + r[i].size + GRAN;
+
+		for (int j = 0; j < nr; j++)
+			if (j != i && !CHECK(r[j].p >= to || r[j].p + r[j].size <= from,
+					     "reservations at %#llx and %#llx (clients %d, %d) are within a granule",
+					     (unsigned long long)r[i].p, (unsigned long long)r[j].p, r[i].owner,
+					     r[j].owner))
+				return;
+		for (int j = 0; j < na; j++)
+			if (!CHECK(all[j].p >= to || all[j].p + all[j].size <= from,
+				   "a reservation at %#llx (client %d) is within a granule of an allocation at %#llx",
+				   (unsigned long long)r[i].p, r[i].owner, (unsigned long long)all[j].p))
+				return;
+		lo = r[i].p < lo ? r[i].p : lo;
+		hi = r[i].p > hi ? r[i].p : hi;
+	}
+	CHECK(hi - lo >= range / 4, "%d reservations span only %llu MiB of a %llu GiB range", nr,
+	      (unsigned long long)((hi - lo) >> 20), (unsigned long long)(range >> 30));
+	printf("s_place: %d address reservations over %llu GiB\n", nr, (unsigned long long)((hi - lo) >> 30));
 }
 
 static int cmp_alloc(const void *x, const void *y)
@@ -305,7 +372,7 @@ int main(int argc, char **argv)
 	const char *gib = getenv("S_PLACE_GIB");
 	uint64_t range = gib ? strtoull(gib, NULL, 10) << 30 : 0;
 	int up[2][2], down[2][2];
-	struct alloc all[2 * ALLOCS], hosts[2 * HOSTS];
+	struct alloc all[2 * ALLOCS], hosts[2 * HOSTS], resvs[2 * RESVS];
 	pid_t pid[2];
 	int status;
 
@@ -328,11 +395,16 @@ int main(int argc, char **argv)
 			get(up[k][0], &hosts[k * HOSTS], HOSTS * sizeof(*hosts));
 			for (int i = 0; i < HOSTS; i++)
 				hosts[k * HOSTS + i].owner = k;
+			get(up[k][0], &resvs[k * RESVS], RESVS * sizeof(*resvs));
+			for (int i = 0; i < RESVS; i++)
+				resvs[k * RESVS + i].owner = k;
 		}
 		if (range)
 			judge(all, 2 * ALLOCS, range, round ? "after half were made again" : "first");
 		if (range && !round && HOST_PLACED)
 			judge_host(hosts, 2 * HOSTS);
+		if (range && !round)
+			judge_resv(resvs, 2 * RESVS, all, 2 * ALLOCS, range);
 		for (int k = 0; k < 2; k++)
 			put(down[k][1], "g", 1);
 	}
