@@ -7,7 +7,8 @@
  * read(2) first); copies and a memset into it
  * and out of it between CPU reads and writes of single words; a prefetch
  * to the CPU that lets write(2) and read(2) use it; a kernel's arguments
- * kept in managed memory; four threads at once,
+ * kept in managed memory; 600 random steps of all of these over three
+ * allocations, checked against plain copies; four threads at once,
  * each with an allocation of its own on a stream of its own; freeing
  * while the CPU holds part of it. Runs natively too (the driver's managed
  * memory). With T_MIGRATE_ON_DEVICE=1 (OPENMPS_MANAGED=device under
@@ -66,6 +67,101 @@ static void *turns(void *arg)
 	REQUIRE_CU(cuStreamDestroy(s));
 	free(want);
 	return NULL;
+}
+
+/* A random range of an allocation of n words: [*at, *at + *len). */
+static void pick(uint64_t *rng, uint32_t n, uint32_t *at, uint32_t *len)
+{
+	*at = (uint32_t)(t_rand(rng) % n);
+	*len = 1 + (uint32_t)(t_rand(rng) % (n - *at < (3u << 18) ? n - *at : (3u << 18)));
+}
+
+/* Random steps over three allocations of odd sizes (partial blocks at
+ * their ends), each kept beside a plain copy of what it must hold: CPU
+ * writes and reads of random ranges, kernels, memsets, copies between
+ * them and to and from pageable memory, prefetches either way; every read
+ * compared with the copy. */
+static void random_steps(CUstream s, uint64_t *rng, int steps)
+{
+	static const uint32_t words[3] = { (5u << 20) / 4 + 77, (2u << 20) / 4, 3001 };
+	uint32_t *ref[3], *m[3], *tmp = malloc((5u << 20) + 4096);
+	CUdeviceptr p[3];
+
+	REQUIRE(tmp, "out of memory");
+	for (int k = 0; k < 3; k++) {
+		REQUIRE_CU(cuMemAllocManaged(&p[k], words[k] * 4, CU_MEM_ATTACH_GLOBAL));
+		m[k] = (uint32_t *)(uintptr_t)p[k];
+		ref[k] = calloc(words[k], 4);
+		REQUIRE(ref[k], "out of memory");
+	}
+	for (int step = 0; step < steps; step++) {
+		int k = (int)(t_rand(rng) % 3), op = (int)(t_rand(rng) % 9);
+		uint32_t at, len, v = (uint32_t)t_rand(rng);
+
+		pick(rng, words[k], &at, &len);
+		switch (op) {
+		case 0:   /* the CPU writes */
+			for (uint32_t i = 0; i < len; i++)
+				m[k][at + i] = ref[k][at + i] = v + i * 2654435761u;
+			break;
+		case 1:   /* the CPU reads */
+			if (!CHECK(!memcmp(m[k] + at, ref[k] + at, (size_t)len * 4),
+				   "step %d: the CPU's read of allocation %d words %u+%u differs", step, k, at, len))
+				return;
+			break;
+		case 2: { /* a kernel over the range */
+			uint32_t mul = v | 1, add = v >> 7;
+
+			affine_on(p[k] + (CUdeviceptr)at * 4, mul, add, (int)len, s);
+			REQUIRE_CU(cuStreamSynchronize(s));
+			for (uint32_t i = 0; i < len; i++)
+				ref[k][at + i] = ref[k][at + i] * mul + add;
+			break;
+		}
+		case 3:   /* a memset */
+			REQUIRE_CU(cuMemsetD32(p[k] + (CUdeviceptr)at * 4, v, len));
+			for (uint32_t i = 0; i < len; i++)
+				ref[k][at + i] = v;
+			break;
+		case 4: { /* a copy from another allocation */
+			int j = (k + 1 + (int)(v % 2)) % 3;
+			uint32_t from = (uint32_t)(t_rand(rng) % words[j]), n = len;
+
+			if (n > words[j] - from)
+				n = words[j] - from;
+			REQUIRE_CU(cuMemcpyDtoDAsync(p[k] + (CUdeviceptr)at * 4, p[j] + (CUdeviceptr)from * 4,
+						     (size_t)n * 4, s));
+			REQUIRE_CU(cuStreamSynchronize(s));
+			memmove(ref[k] + at, ref[j] + from, (size_t)n * 4);
+			break;
+		}
+		case 5:   /* from pageable memory */
+			for (uint32_t i = 0; i < len; i++)
+				tmp[i] = ref[k][at + i] = v ^ i;
+			REQUIRE_CU(cuMemcpyHtoD(p[k] + (CUdeviceptr)at * 4, tmp, (size_t)len * 4));
+			break;
+		case 6:   /* to pageable memory */
+			REQUIRE_CU(cuMemcpyDtoH(tmp, p[k] + (CUdeviceptr)at * 4, (size_t)len * 4));
+			if (!CHECK(!memcmp(tmp, ref[k] + at, (size_t)len * 4),
+				   "step %d: a copy out of allocation %d words %u+%u differs", step, k, at, len))
+				return;
+			break;
+		default: { /* a prefetch, to the CPU or the device */
+			CUmemLocation to = { .type = v % 2 ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE,
+					     .id = 0 };
+
+			REQUIRE_CU(cuMemPrefetchAsync_v2(p[k] + (CUdeviceptr)at * 4, (size_t)len * 4, to, 0, s));
+			REQUIRE_CU(cuStreamSynchronize(s));
+			break;
+		}
+		}
+	}
+	for (int k = 0; k < 3; k++) {
+		CMP_U32(m[k], ref[k], words[k], "an allocation after the random steps");
+		REQUIRE_CU(cuMemFree(p[k]));
+		free(ref[k]);
+	}
+	free(tmp);
 }
 
 int main(int argc, char **argv)
@@ -211,6 +307,8 @@ int main(int argc, char **argv)
 		CMP_U32(m, want, WORDS, "managed memory after kernels whose arguments were in managed memory");
 		REQUIRE_CU(cuMemFree(ap));
 	}
+
+	random_steps(s, &rng, 600);
 
 	/* Threads, each with its own allocation and stream. */
 	for (uintptr_t i = 0; i < THREADS; i++)
