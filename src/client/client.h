@@ -405,14 +405,19 @@ bool mps__managed_prefetch(uint64_t p, size_t count, int to, CUresult *r);
  * (CUDA_ERROR_NOT_SUPPORTED: not here, use host memory); whether a lies in
  * one; its cuMemFree (false if p is none); everything the CPU wrote moved
  * to the device and made the device's, before work goes there on stream
- * (nothing while that stream captures); and
+ * (nothing while that stream captures; all: not only what kernels on the
+ * stream may reach, for a copy or a memset that names it); an attachment
+ * (cuStreamAttachMemAsync's flags and stream), and what was attached to a
+ * stream being destroyed (global again, after its work); and
  * [p, p + count) made the CPU's (a prefetch to the host). */
 bool mps__migrate_on(void);
-CUresult mps__migrate_alloc(size_t bytesize, uint32_t ctx, CUdeviceptr *dptr);
+CUresult mps__migrate_alloc(size_t bytesize, unsigned int flags, uint32_t ctx, CUdeviceptr *dptr);
 bool mps__migrate_has(uint64_t a);
 bool mps__migrate_free(uint64_t p, CUresult *r);
-CUresult mps__migrate_to_device(uint32_t stream);
+CUresult mps__migrate_to_device(uint32_t stream, bool all);
 CUresult mps__migrate_to_host(uint64_t p, size_t count);
+void mps__migrate_attach(uint64_t p, unsigned int flags, uint32_t stream);
+void mps__migrate_attach_gone(uint32_t stream);
 
 /* A memory location as the device-numbered calls name it: a device ordinal
  * of the program's, or CU_DEVICE_CPU; CU_DEVICE_INVALID if it is neither;

@@ -131,7 +131,7 @@ static CUresult mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned i
 
 		r = mps__ctx_handle(ctx, &h);
 		if (r == CUDA_SUCCESS)
-			r = mps__migrate_alloc(bytesize, h, (CUdeviceptr *)&p);
+			r = mps__migrate_alloc(bytesize, flags, h, (CUdeviceptr *)&p);
 		if (r == CUDA_SUCCESS)
 			goto record;
 		if (r != CUDA_ERROR_NOT_SUPPORTED)
@@ -335,7 +335,7 @@ bool mps__managed_prefetch(uint64_t p, size_t count, int to, CUresult *r)
 	pthread_mutex_unlock(&tab.lock);
 	/* Memory on the device (migrate.c) moves: there, or back here. */
 	if (on_device && *r == CUDA_SUCCESS)
-		*r = to == CU_DEVICE_CPU ? mps__migrate_to_host(p, count) : mps__migrate_to_device(0);
+		*r = to == CU_DEVICE_CPU ? mps__migrate_to_host(p, count) : mps__migrate_to_device(0, true);
 	return i >= 0;
 }
 
@@ -470,8 +470,8 @@ static CUresult mem_range_get_attributes(void **data, size_t *sizes, CUmem_range
 }
 
 /* Attaching changes who may touch the memory on devices without concurrent
- * access; here both always may, so it is checked and ordered like any work
- * on the stream, and moves nothing. */
+ * access; in host memory both always may, so it is checked and moves
+ * nothing; on the device (migrate.c) it is followed. */
 static CUresult attach(CUstream s, CUdeviceptr p, size_t length, unsigned int flags, bool per_thread)
 {
 	struct managed m;
@@ -486,6 +486,10 @@ static CUresult attach(CUstream s, CUdeviceptr p, size_t length, unsigned int fl
 	/* The whole allocation (length 0) or a part of it from its start. */
 	if (!find(p, length, &m) || (length == 0 && m.base != p))
 		return CUDA_ERROR_INVALID_VALUE;
+	/* On the device it decides what a launch moves and a fault waits for
+	 * (migrate.c): the whole allocation's, at once. */
+	if (m.on_device)
+		mps__migrate_attach(m.base, flags, stream);
 	return CUDA_SUCCESS;
 }
 

@@ -20,9 +20,14 @@
  * write (a write to a CLEAN block faults once more). This is the model of
  * devices without concurrent managed access, which is what the client
  * reports for CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS in this mode:
- * the CPU may touch managed memory only while the device's work is done.
- * A program that touches it while a kernel runs waits for the kernel here
- * (the driver would end it with a fault).
+ * the CPU may touch managed memory only while the device's work is done,
+ * or, for memory attached to the host or to one stream
+ * (cuStreamAttachMemAsync, or made with CU_MEM_ATTACH_HOST), while that
+ * stream's is: a launch moves only what its stream's kernels may reach,
+ * and a fault waits for that stream alone (none for memory attached to
+ * the host). A program that touches memory while a kernel that may reach
+ * it runs waits for the kernel here (the driver would end it with a
+ * fault).
  *
  * What the fault handler cannot see: the kernel reading or writing the
  * copy on the program's behalf (read(2) into a DEVICE block, write(2) from
@@ -60,6 +65,8 @@ struct mig {
 	size_t len;           /* whole pages */
 	uint64_t alloc;       /* the device allocation's own address (for cuMemFree) */
 	uint32_t ctx;         /* the server's handle of the context it was made in */
+	unsigned int attach;  /* CU_MEM_ATTACH_GLOBAL, _HOST or _SINGLE (to stream) */
+	uint32_t stream;
 	uint8_t *state;       /* per block */
 	size_t nblocks;
 };
@@ -138,12 +145,19 @@ static int protect(struct mig *m, size_t b, size_t e, uint8_t s)
 	return mprotect((void *)(uintptr_t)(m->base + b * BLOCK), len, prot);
 }
 
-/* Blocks [b, e) of m, all DIRTY, copied to the device on the context's
- * legacy stream, not waited for. */
+/* The stream m's copies go on: the one it is attached to, else the
+ * context's legacy stream. */
+static uint32_t own_stream(const struct mig *m)
+{
+	return m->attach == CU_MEM_ATTACH_SINGLE ? m->stream : 0;
+}
+
+/* Blocks [b, e) of m, all DIRTY, copied to the device on its stream, not
+ * waited for. */
 static CUresult push(struct mig *m, size_t b, size_t e)
 {
 	return mps__copy_h2d(m->base + b * BLOCK, (const void *)(uintptr_t)(m->base + b * BLOCK),
-			     (e - 1) * BLOCK + block_len(m, e - 1) - b * BLOCK, 0, m->ctx);
+			     (e - 1) * BLOCK + block_len(m, e - 1) - b * BLOCK, own_stream(m), m->ctx);
 }
 
 /* Everything of m on the device: all of it DEVICE, its dirty blocks
@@ -191,7 +205,7 @@ static CUresult to_device_locked(struct mig *m, bool *pushed)
 	return CUDA_SUCCESS;
 }
 
-CUresult mps__migrate_to_device(uint32_t stream)
+CUresult mps__migrate_to_device(uint32_t stream, bool all)
 {
 	CUresult r = CUDA_SUCCESS;
 
@@ -204,10 +218,17 @@ CUresult mps__migrate_to_device(uint32_t stream)
 	for (size_t i = 0; i < mg.n && r == CUDA_SUCCESS; i++) {
 		bool pushed = false;
 
+		/* Kernels on one stream reach neither memory attached to the
+		 * host nor memory attached to another stream. */
+		if (!all && (mg.v[i].attach == CU_MEM_ATTACH_HOST ||
+			     (mg.v[i].attach == CU_MEM_ATTACH_SINGLE && mg.v[i].stream != stream)))
+			continue;
+
 		r = to_device_locked(&mg.v[i], &pushed);
-		/* In place before the work that follows, on any stream. */
-		if (pushed) {
-			CUresult w = mps__call_handle(MPS_OP_STREAM_SYNC, mg.v[i].ctx, 0);
+		/* In place before the work that follows: waited for, unless
+		 * that work comes after it on the same stream. */
+		if (pushed && (own_stream(&mg.v[i]) != stream || !own_stream(&mg.v[i]))) {
+			CUresult w = mps__call_handle(MPS_OP_STREAM_SYNC, mg.v[i].ctx, own_stream(&mg.v[i]));
 
 			if (r == CUDA_SUCCESS)
 				r = w;
@@ -224,15 +245,19 @@ static bool fetch_locked(struct mig *m, size_t b, bool write)
 {
 	uint8_t s = write ? DIRTY : CLEAN;
 
-	if (mps_load_acquire(&mps_conn.sent) != mg.synced_seq) {
+	/* After the work that may have written it: the context's (waited
+	 * for), or that of the stream it is attached to (the copy goes after
+	 * it there); none for memory attached to the host. */
+	if (m->attach == CU_MEM_ATTACH_GLOBAL && mps_load_acquire(&mps_conn.sent) != mg.synced_seq) {
 		if (mps__call_handle(MPS_OP_CTX_SYNC, m->ctx, 0) != CUDA_SUCCESS)
 			return false;
 		mg.synced_seq = mps_load_acquire(&mps_conn.sent);
 	}
-	if (mps__copy_d2h((void *)(uintptr_t)(m->base + b * BLOCK), m->base + b * BLOCK, block_len(m, b), 0,
+	if (mps__copy_d2h((void *)(uintptr_t)(m->base + b * BLOCK), m->base + b * BLOCK, block_len(m, b), own_stream(m),
 			  m->ctx) != CUDA_SUCCESS)
 		return false;
-	mg.synced_seq = mps_load_acquire(&mps_conn.sent);
+	if (m->attach == CU_MEM_ATTACH_GLOBAL)
+		mg.synced_seq = mps_load_acquire(&mps_conn.sent);
 	if (protect(m, b, b + 1, s) < 0)
 		return false;
 	set_state(m, b, s);
@@ -342,12 +367,12 @@ static int shared_fd(size_t len)
 	return fd;
 }
 
-CUresult mps__migrate_alloc(size_t bytesize, uint32_t ctx, CUdeviceptr *dptr)
+CUresult mps__migrate_alloc(size_t bytesize, unsigned int flags, uint32_t ctx, CUdeviceptr *dptr)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (bytesize + page - 1) & ~(page - 1);
 	CUdeviceptr alloc = 0;
 	uint64_t base, devptr;
-	struct mig m = { .ctx = ctx };
+	struct mig m = { .ctx = ctx, .attach = flags };
 	CUresult r;
 	void *p;
 	int fd;
@@ -461,6 +486,35 @@ bool mps__migrate_free(uint64_t p, CUresult *r)
 	if (*r == CUDA_SUCCESS && sync != CUDA_ERROR_INVALID_CONTEXT)
 		*r = sync;
 	return true;
+}
+
+void mps__migrate_attach(uint64_t p, unsigned int flags, uint32_t stream)
+{
+	long i;
+
+	pthread_mutex_lock(&mg.lock);
+	i = find_locked(p);
+	if (i >= 0) {
+		mg.v[i].attach = flags;
+		mg.v[i].stream = stream;
+	}
+	pthread_mutex_unlock(&mg.lock);
+}
+
+void mps__migrate_attach_gone(uint32_t stream)
+{
+	if (mode != 1)
+		return;
+	pthread_mutex_lock(&mg.lock);
+	for (size_t i = 0; i < mg.n; i++) {
+		if (mg.v[i].attach != CU_MEM_ATTACH_SINGLE || mg.v[i].stream != stream)
+			continue;
+		/* Its copies went on that stream: done before it goes. */
+		mps__call_handle(MPS_OP_STREAM_SYNC, mg.v[i].ctx, stream);
+		mg.v[i].attach = CU_MEM_ATTACH_GLOBAL;
+		mg.v[i].stream = 0;
+	}
+	pthread_mutex_unlock(&mg.lock);
 }
 
 CUresult mps__migrate_to_host(uint64_t p, size_t count)

@@ -181,6 +181,7 @@ static CUresult stream_destroy(CUstream s)
 	if (!st)
 		return CUDA_ERROR_INVALID_HANDLE;
 	mps__ctx_handle(st->ctx, &h);
+	mps__migrate_attach_gone(st->handle);   /* managed memory attached to it */
 	r = mps__post_handle(MPS_OP_STREAM_DESTROY, h, st->handle);
 	st->magic = MPS_MAGIC_DEAD;
 	free(st);

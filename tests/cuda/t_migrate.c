@@ -8,7 +8,9 @@
  * and out of it between CPU reads and writes of single words; a prefetch
  * to the CPU that lets write(2) and read(2) use it; a kernel's arguments
  * kept in managed memory; 600 random steps of all of these over three
- * allocations, checked against plain copies; four threads at once,
+ * allocations, checked against plain copies; memory attached to a stream
+ * or to the host used by the CPU while another stream is held up; four
+ * threads at once,
  * each with an allocation of its own on a stream of its own; freeing
  * while the CPU holds part of it. Runs natively too (the driver's managed
  * memory). With T_MIGRATE_ON_DEVICE=1 (OPENMPS_MANAGED=device under
@@ -21,6 +23,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -162,6 +165,78 @@ static void random_steps(CUstream s, uint64_t *rng, int steps)
 		free(ref[k]);
 	}
 	free(tmp);
+}
+
+static volatile uint32_t *gate;   /* pinned: the word a stream waits on */
+static int watchdog_fired;
+
+static void *watchdog(void *arg)
+{
+	for (int i = 0; i < 1000 && !*gate; i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+	if (!*gate) {
+		__atomic_store_n(&watchdog_fired, 1, __ATOMIC_RELEASE);
+		*gate = 1;
+	}
+	return arg;
+}
+
+/* Memory attached to one stream, or to the host, is the CPU's while
+ * another stream is held up: one stream waits on a word of pinned memory
+ * while the CPU writes an allocation attached to a second stream, a
+ * kernel on that stream rewrites it and the CPU reads it back, and the
+ * CPU writes and reads an allocation made attached to the host; only then
+ * is the word set. (Waiting for the whole context there would wait for
+ * ever: a watchdog sets the word after 10 s, and that fails.) */
+static void attached(void)
+{
+	const uint32_t n = (1u << 20) / 4;
+	uint32_t *q, *h, *want = malloc(n * 4);
+	CUdeviceptr qp, hp, gate_d;
+	CUstream held, own;
+	pthread_t dog;
+	void *gate_h;
+
+	REQUIRE(want, "out of memory");
+	REQUIRE_CU(cuStreamCreate(&held, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuMemHostAlloc(&gate_h, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+	gate = gate_h;
+	*gate = 0;
+	REQUIRE_CU(cuMemHostGetDevicePointer(&gate_d, gate_h, 0));
+	REQUIRE_CU(cuMemAllocManaged(&qp, n * 4, CU_MEM_ATTACH_GLOBAL));
+	REQUIRE_CU(cuStreamAttachMemAsync(own, qp, 0, CU_MEM_ATTACH_SINGLE));
+	REQUIRE_CU(cuStreamSynchronize(own));
+	REQUIRE_CU(cuMemAllocManaged(&hp, 64 << 10, CU_MEM_ATTACH_HOST));
+	q = (uint32_t *)(uintptr_t)qp;
+	h = (uint32_t *)(uintptr_t)hp;
+
+	REQUIRE_CU(cuStreamWaitValue32(held, gate_d, 1, CU_STREAM_WAIT_VALUE_EQ));
+	REQUIRE(pthread_create(&dog, NULL, watchdog, NULL) == 0, "pthread_create");
+	for (int round = 0; round < 3; round++) {
+		for (uint32_t i = 0; i < n; i++)
+			q[i] = i ^ (uint32_t)round;
+		for (uint32_t i = 0; i < n; i++)
+			want[i] = (i ^ (uint32_t)round) * 7 + 5;
+		affine_on(qp, 7, 5, (int)n, own);
+		REQUIRE_CU(cuStreamSynchronize(own));
+		CMP_U32(q, want, n, "memory attached to a stream, read while another stream is held");
+	}
+	for (uint32_t i = 0; i < (16u << 10); i++)
+		h[i] = i * 3;
+	for (uint32_t i = 0; i < (16u << 10); i += 1021)
+		CHECK(h[i] == i * 3, "memory attached to the host, word %u: %#x", i, h[i]);
+	CHECK(!__atomic_load_n(&watchdog_fired, __ATOMIC_ACQUIRE),
+	      "the CPU's use of attached memory waited for a held stream (the watchdog let it go)");
+	*gate = 1;
+	pthread_join(dog, NULL);
+	REQUIRE_CU(cuStreamSynchronize(held));
+	REQUIRE_CU(cuMemFree(qp));
+	REQUIRE_CU(cuMemFree(hp));
+	REQUIRE_CU(cuStreamDestroy(held));
+	REQUIRE_CU(cuStreamDestroy(own));
+	REQUIRE_CU(cuMemFreeHost(gate_h));
+	free(want);
 }
 
 int main(int argc, char **argv)
@@ -309,6 +384,7 @@ int main(int argc, char **argv)
 	}
 
 	random_steps(s, &rng, 600);
+	attached();
 
 	/* Threads, each with its own allocation and stream. */
 	for (uintptr_t i = 0; i < THREADS; i++)
