@@ -85,7 +85,7 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 	size_t arg_size, packed_len, threads;
 	struct mps_msg_launch *m;
 	uint32_t stream, ctx, na = 0;
-	uint8_t *args;
+	uint8_t *args, small[1024], *own = NULL;
 	CUresult r;
 
 	if (!f)
@@ -112,12 +112,13 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 		if (++na > MPS_LAUNCH_ATTRS_MAX)
 			return CUDA_ERROR_INVALID_VALUE;
 	}
-	if (!packed && l->params && mps__migrate_on()) {
+	if (!packed && l->params && arg_size && mps__migrate_on()) {
 		/* An argument may sit in managed memory that is about to go to
 		 * the device (migrate.c); the copy of it is taken now, not while
 		 * the ring is held, where its fault could not be served. */
-		static __thread uint8_t own[MPS_ARGS_MAX];
-
+		own = arg_size <= sizeof(small) ? small : malloc(arg_size);
+		if (!own)
+			return CUDA_ERROR_OUT_OF_MEMORY;
 		mps__args_pack(f, l->params, NULL, 0, arg_size, own);
 		packed = own;
 		packed_len = arg_size;
@@ -128,11 +129,11 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 	if (r == CUDA_SUCCESS)
 		r = mps__migrate_to_device(stream, false);   /* and to managed memory (migrate.c) */
 	if (r != CUDA_SUCCESS)
-		return r;
+		goto out;
 	m = mps__ring_begin(MPS_OP_LAUNCH, ctx,
 			    (uint32_t)(sizeof(*m) + na * sizeof(struct mps_launch_attr) + arg_size), l->flags, &r);
 	if (!m)
-		return r;
+		goto out;
 	m->func = f->handle;
 	m->stream = stream;
 	memcpy(m->grid, l->grid, sizeof(m->grid));
@@ -155,7 +156,11 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 	args = (uint8_t *)((struct mps_launch_attr *)(m + 1) + na);
 	mps__args_pack(f, l->params, packed, packed_len, arg_size, args);
 	mps__ring_end();
-	return CUDA_SUCCESS;
+	r = CUDA_SUCCESS;
+out:
+	if (own && own != small)
+		free(own);
+	return r;
 }
 
 static CUresult launch_kernel_common(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,

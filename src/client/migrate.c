@@ -84,16 +84,26 @@ static int mode = -1;         /* 1: device, 0: host (managed.c alone) */
 static uint64_t readable;     /* blocks not DEVICE, all allocations: read without the lock */
 static __thread int in_fault; /* this thread is in the handler */
 
+static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+
+static void read_mode(void)
+{
+	const char *v = getenv("OPENMPS_MANAGED");
+
+	if (v && *v && strcmp(v, "device") && strcmp(v, "host"))
+		mps_log_warn("openmps: ignoring OPENMPS_MANAGED=%s (want host or device)", v);
+	mps_store_release(&mode, v && !strcmp(v, "device"));
+}
+
 bool mps__migrate_on(void)
 {
-	if (mode < 0) {
-		const char *v = getenv("OPENMPS_MANAGED");
+	int m = mps_load_acquire(&mode);
 
-		mode = v && !strcmp(v, "device");
-		if (v && *v && strcmp(v, "device") && strcmp(v, "host"))
-			mps_log_warn("openmps: ignoring OPENMPS_MANAGED=%s (want host or device)", v);
+	if (m < 0) {
+		pthread_once(&mode_once, read_mode);
+		m = mps_load_acquire(&mode);
 	}
-	return mode == 1;
+	return m == 1;
 }
 
 static size_t block_len(const struct mig *m, size_t b)
@@ -116,7 +126,7 @@ bool mps__migrate_has(uint64_t a)
 {
 	bool in;
 
-	if (mode != 1)
+	if (!mps__migrate_on())
 		return false;
 	pthread_mutex_lock(&mg.lock);
 	in = find_locked(a) >= 0;
@@ -458,7 +468,7 @@ bool mps__migrate_free(uint64_t p, CUresult *r)
 	CUresult sync;
 	long i;
 
-	if (mode != 1)
+	if (!mps__migrate_on())
 		return false;
 	pthread_mutex_lock(&mg.lock);
 	i = find_locked(p);
@@ -503,7 +513,7 @@ void mps__migrate_attach(uint64_t p, unsigned int flags, uint32_t stream)
 
 void mps__migrate_attach_gone(uint32_t stream)
 {
-	if (mode != 1)
+	if (!mps__migrate_on())
 		return;
 	pthread_mutex_lock(&mg.lock);
 	for (size_t i = 0; i < mg.n; i++) {

@@ -9,8 +9,9 @@
 # pinned ones far apart)
 # and that their contents survive the other's allocations and frees; s_ipc shares a placed allocation
 # between two clients of the server (a handle the server makes) and frees
-# it under the importer; every driver-API test (tests/cuda) runs as it
-# does with the driver's placement. A value
+# it under the importer; every driver-API test (tests/cuda; in a
+# sanitizer's build, those that allocate, map and query) runs as it does
+# with the driver's placement. A value
 # the server cannot read is said in its log and placement stays off.
 #
 #   usage: placement.sh BUILD_DIR
@@ -45,7 +46,15 @@ rm -f "$S_PLACE_METRICS" "$S_PLACE_METRICS.go"
 for t in s_ipc; do
 	"$here/with-openmps.sh" "$build" "$build/tests/system/$t" || rc=1
 done
-for t in "$build"/tests/cuda/t_*; do
+# Every driver-API test placed; in a sanitizer's build, where each takes
+# many times as long, those that allocate, copy, map, pool, query and
+# launch.
+tests=$(ls "$build"/tests/cuda/t_*)
+if nm "$srv" 2>/dev/null | grep -q -e __tsan_init -e __asan_init; then
+	tests=$(for t in t_memory t_launch t_stream t_graph t_gnodes t_vmm t_pool t_peer t_array t_memops t_replay \
+		t_context t_queries t_managed; do echo "$build/tests/cuda/$t"; done)
+fi
+for t in $tests; do
 	[ -x "$t" ] || continue
 	"$here/with-openmps.sh" "$build" "$t" || { echo "placement: $(basename "$t") failed"; rc=1; }
 done
