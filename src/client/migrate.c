@@ -5,7 +5,9 @@
  * on a copy at the same address here — shared memory (a sealed memfd)
  * mapped over the range memory.c holds for the device's addresses and
  * pinned in the server, so that the server's copy engine moves it. Each
- * 2 MiB block of the copy is in one of three states:
+ * block of the copy (2 MiB, or larger for allocations past 8 GiB, so
+ * that no allocation has more than 4096 blocks, each of which may become
+ * a mapping of its own) is in one of three states:
  *
  *   DEVICE  the device's bytes are the truth; the copy is inaccessible
  *   CLEAN   both agree; the copy is readable
@@ -55,7 +57,8 @@
 #include "common/atomics.h"
 #include "common/log.h"
 
-#define BLOCK (2ull << 20)
+#define BLOCK (2ull << 20)   /* a block's size, at least */
+#define MAX_BLOCKS 4096       /* an allocation's blocks, at most: each may be a mapping of its own */
 #define GROUP 8   /* blocks protected, then copied, at a time */
 
 enum { DEVICE = 0, CLEAN, DIRTY };
@@ -69,6 +72,7 @@ struct mig {
 	uint32_t stream;
 	uint8_t *state;       /* per block */
 	size_t nblocks;
+	uint64_t block;       /* bytes a block: BLOCK, more for an allocation of more than MAX_BLOCKS of them */
 };
 
 static struct {
@@ -108,9 +112,9 @@ bool mps__migrate_on(void)
 
 static size_t block_len(const struct mig *m, size_t b)
 {
-	size_t off = b * BLOCK;
+	size_t off = b * m->block;
 
-	return m->len - off < BLOCK ? m->len - off : BLOCK;
+	return m->len - off < m->block ? m->len - off : m->block;
 }
 
 /* The allocation holding address a, or -1. Under the lock. */
@@ -150,9 +154,9 @@ static void set_state(struct mig *m, size_t b, uint8_t s)
 static int protect(struct mig *m, size_t b, size_t e, uint8_t s)
 {
 	int prot = s == DEVICE ? PROT_NONE : s == CLEAN ? PROT_READ : PROT_READ | PROT_WRITE;
-	size_t len = (e - 1) * BLOCK + block_len(m, e - 1) - b * BLOCK;
+	size_t len = (e - 1) * m->block + block_len(m, e - 1) - b * m->block;
 
-	return mprotect((void *)(uintptr_t)(m->base + b * BLOCK), len, prot);
+	return mprotect((void *)(uintptr_t)(m->base + b * m->block), len, prot);
 }
 
 /* The stream m's copies go on: the one it is attached to, else the
@@ -166,8 +170,8 @@ static uint32_t own_stream(const struct mig *m)
  * waited for. */
 static CUresult push(struct mig *m, size_t b, size_t e)
 {
-	return mps__copy_h2d(m->base + b * BLOCK, (const void *)(uintptr_t)(m->base + b * BLOCK),
-			     (e - 1) * BLOCK + block_len(m, e - 1) - b * BLOCK, own_stream(m), m->ctx);
+	return mps__copy_h2d(m->base + b * m->block, (const void *)(uintptr_t)(m->base + b * m->block),
+			     (e - 1) * m->block + block_len(m, e - 1) - b * m->block, own_stream(m), m->ctx);
 }
 
 /* Everything of m on the device: all of it DEVICE, its dirty blocks
@@ -263,7 +267,7 @@ static bool fetch_locked(struct mig *m, size_t b, bool write)
 			return false;
 		mg.synced_seq = mps_load_acquire(&mps_conn.sent);
 	}
-	if (mps__copy_d2h((void *)(uintptr_t)(m->base + b * BLOCK), m->base + b * BLOCK, block_len(m, b), own_stream(m),
+	if (mps__copy_d2h((void *)(uintptr_t)(m->base + b * m->block), m->base + b * m->block, block_len(m, b), own_stream(m),
 			  m->ctx) != CUDA_SUCCESS)
 		return false;
 	if (m->attach == CU_MEM_ATTACH_GLOBAL)
@@ -289,7 +293,7 @@ static bool serve(uint64_t a, bool write)
 		return false;
 	}
 	m = &mg.v[i];
-	b = (size_t)((a - m->base) / BLOCK);
+	b = (size_t)((a - m->base) / m->block);
 	switch (m->state[b]) {
 	case DEVICE:
 		ok = fetch_locked(m, b, write);
@@ -414,7 +418,13 @@ CUresult mps__migrate_alloc(size_t bytesize, unsigned int flags, uint32_t ctx, C
 	m.base = base;
 	m.len = len;
 	m.alloc = alloc;
-	m.nblocks = (len + BLOCK - 1) / BLOCK;
+	/* Each block's protection may differ from its neighbours', and each
+	 * such run is a mapping of the process's: blocks grow with the
+	 * allocation, so that it never holds more than MAX_BLOCKS. */
+	m.block = BLOCK;
+	while ((len + m.block - 1) / m.block > MAX_BLOCKS)
+		m.block *= 2;
+	m.nblocks = (len + m.block - 1) / m.block;
 	m.state = malloc(m.nblocks);
 	if (!m.state) {
 		r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -540,7 +550,8 @@ CUresult mps__migrate_to_host(uint64_t p, size_t count)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	m = &mg.v[i];
-	for (size_t b = (size_t)((p - m->base) / BLOCK); b * BLOCK < p - m->base + count && b < m->nblocks; b++) {
+	for (size_t b = (size_t)((p - m->base) / m->block); b * m->block < p - m->base + count && b < m->nblocks;
+	     b++) {
 		if (m->state[b] == DEVICE && !fetch_locked(m, b, true)) {
 			r = CUDA_ERROR_UNKNOWN;
 			break;
