@@ -167,16 +167,16 @@ static void random_steps(CUstream s, uint64_t *rng, int steps)
 	free(tmp);
 }
 
-static volatile uint32_t *gate;   /* pinned: the word a stream waits on */
+static uint32_t *gate;   /* pinned: the word a stream waits on */
 static int watchdog_fired;
 
 static void *watchdog(void *arg)
 {
-	for (int i = 0; i < 1000 && !*gate; i++)
+	for (int i = 0; i < 1000 && !__atomic_load_n(gate, __ATOMIC_ACQUIRE); i++)
 		nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
-	if (!*gate) {
+	if (!__atomic_load_n(gate, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&watchdog_fired, 1, __ATOMIC_RELEASE);
-		*gate = 1;
+		__atomic_store_n(gate, 1, __ATOMIC_RELEASE);
 	}
 	return arg;
 }
@@ -202,7 +202,7 @@ static void attached(void)
 	REQUIRE_CU(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
 	REQUIRE_CU(cuMemHostAlloc(&gate_h, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
 	gate = gate_h;
-	*gate = 0;
+	__atomic_store_n(gate, 0, __ATOMIC_RELEASE);
 	REQUIRE_CU(cuMemHostGetDevicePointer(&gate_d, gate_h, 0));
 	REQUIRE_CU(cuMemAllocManaged(&qp, n * 4, CU_MEM_ATTACH_GLOBAL));
 	REQUIRE_CU(cuStreamAttachMemAsync(own, qp, 0, CU_MEM_ATTACH_SINGLE));
@@ -228,7 +228,7 @@ static void attached(void)
 		CHECK(h[i] == i * 3, "memory attached to the host, word %u: %#x", i, h[i]);
 	CHECK(!__atomic_load_n(&watchdog_fired, __ATOMIC_ACQUIRE),
 	      "the CPU's use of attached memory waited for a held stream (the watchdog let it go)");
-	*gate = 1;
+	__atomic_store_n(gate, 1, __ATOMIC_RELEASE);
 	pthread_join(dog, NULL);
 	REQUIRE_CU(cuStreamSynchronize(held));
 	REQUIRE_CU(cuMemFree(qp));
