@@ -405,8 +405,9 @@ bool mps__managed_prefetch(uint64_t p, size_t count, int to, CUresult *r);
  * (CUDA_ERROR_NOT_SUPPORTED: not here, use host memory); whether a lies in
  * one; its cuMemFree (false if p is none); everything the CPU wrote moved
  * to the device and made the device's, before work goes there on stream
- * (nothing while that stream captures; all: not only what kernels on the
- * stream may reach, for a copy or a memset that names it); an attachment
+ * (nothing while that stream captures): what kernels on the stream may
+ * reach, and the allocations holding addresses a and b (0: none), which a
+ * copy or a memset names; an attachment
  * (cuStreamAttachMemAsync's flags and stream), and what was attached to a
  * stream being destroyed (global again, after its work); and
  * [p, p + count) made the CPU's (a prefetch to the host). */
@@ -414,7 +415,7 @@ bool mps__migrate_on(void);
 CUresult mps__migrate_alloc(size_t bytesize, unsigned int flags, uint32_t ctx, CUdeviceptr *dptr);
 bool mps__migrate_has(uint64_t a);
 bool mps__migrate_free(uint64_t p, CUresult *r);
-CUresult mps__migrate_to_device(uint32_t stream, bool all);
+CUresult mps__migrate_to_device(uint32_t stream, uint64_t a, uint64_t b);
 CUresult mps__migrate_to_host(uint64_t p, size_t count);
 void mps__migrate_attach(uint64_t p, unsigned int flags, uint32_t stream);
 void mps__migrate_attach_gone(uint32_t stream);

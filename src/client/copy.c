@@ -383,7 +383,7 @@ static CUresult copy(enum dir d, uint64_t dst, uint64_t src, size_t n, CUstream 
 	/* Managed memory on the device (migrate.c): what the CPU wrote goes
 	 * there first, and the copy is the device's. */
 	if (mps__migrate_on()) {
-		if ((r = mps__migrate_to_device(stream, true)) != CUDA_SUCCESS)
+		if ((r = mps__migrate_to_device(stream, src, dst)) != CUDA_SUCCESS)
 			return r;
 		if (d == H2D && mps__migrate_has(src))
 			d = D2D;
@@ -612,7 +612,7 @@ static CUresult send_memset(struct mps_msg_memset *q, CUstream s, bool per_threa
 		return r;
 	if (bad)
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((r = mps__migrate_to_device(q->stream, true)) != CUDA_SUCCESS)
+	if ((r = mps__migrate_to_device(q->stream, q->dst, 0)) != CUDA_SUCCESS)
 		return r;
 	if (async)
 		return mps__post(MPS_OP_MEMSET, ctx, &q->hdr, sizeof(*q), NULL, 0);

@@ -404,7 +404,7 @@ static CUresult launch(CUgraphExec exec, CUstream s, bool pt)
 	if (r == CUDA_SUCCESS)
 		r = mps__mvar_send(stream, ctx);
 	if (r == CUDA_SUCCESS)
-		r = mps__migrate_to_device(stream, false);   /* and to managed memory (migrate.c) */
+		r = mps__migrate_to_device(stream, 0, 0);   /* and to managed memory (migrate.c) */
 	if (r != CUDA_SUCCESS)
 		return r;
 	mps__hostfn_release();   /* its host functions see what the program wrote */

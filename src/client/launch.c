@@ -127,7 +127,7 @@ static CUresult launch(CUfunction hf, const struct launch *l)
 	if (r == CUDA_SUCCESS)
 		r = mps__mvar_send(stream, ctx);   /* the program's changes to __managed__ variables, ahead */
 	if (r == CUDA_SUCCESS)
-		r = mps__migrate_to_device(stream, false);   /* and to managed memory (migrate.c) */
+		r = mps__migrate_to_device(stream, 0, 0);   /* and to managed memory (migrate.c) */
 	if (r != CUDA_SUCCESS)
 		goto out;
 	m = mps__ring_begin(MPS_OP_LAUNCH, ctx,

@@ -335,7 +335,7 @@ bool mps__managed_prefetch(uint64_t p, size_t count, int to, CUresult *r)
 	pthread_mutex_unlock(&tab.lock);
 	/* Memory on the device (migrate.c) moves: there, or back here. */
 	if (on_device && *r == CUDA_SUCCESS)
-		*r = to == CU_DEVICE_CPU ? mps__migrate_to_host(p, count) : mps__migrate_to_device(0, true);
+		*r = to == CU_DEVICE_CPU ? mps__migrate_to_host(p, count) : mps__migrate_to_device(0, p, 0);
 	return i >= 0;
 }
 

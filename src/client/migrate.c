@@ -219,7 +219,7 @@ static CUresult to_device_locked(struct mig *m, bool *pushed)
 	return CUDA_SUCCESS;
 }
 
-CUresult mps__migrate_to_device(uint32_t stream, bool all)
+CUresult mps__migrate_to_device(uint32_t stream, uint64_t a, uint64_t b)
 {
 	CUresult r = CUDA_SUCCESS;
 
@@ -230,12 +230,14 @@ CUresult mps__migrate_to_device(uint32_t stream, bool all)
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&mg.lock);
 	for (size_t i = 0; i < mg.n && r == CUDA_SUCCESS; i++) {
+		const struct mig *m = &mg.v[i];
 		bool pushed = false;
 
 		/* Kernels on one stream reach neither memory attached to the
-		 * host nor memory attached to another stream. */
-		if (!all && (mg.v[i].attach == CU_MEM_ATTACH_HOST ||
-			     (mg.v[i].attach == CU_MEM_ATTACH_SINGLE && mg.v[i].stream != stream)))
+		 * host nor memory attached to another stream, unless the work
+		 * names it. */
+		if ((m->attach == CU_MEM_ATTACH_HOST || (m->attach == CU_MEM_ATTACH_SINGLE && m->stream != stream)) &&
+		    !(a - m->base < m->len) && !(b - m->base < m->len))
 			continue;
 
 		r = to_device_locked(&mg.v[i], &pushed);
