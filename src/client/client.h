@@ -419,6 +419,13 @@ CUresult mps__migrate_to_device(uint32_t stream, uint64_t a, uint64_t b);
 CUresult mps__migrate_to_host(uint64_t p, size_t count);
 void mps__migrate_attach(uint64_t p, unsigned int flags, uint32_t stream);
 void mps__migrate_attach_gone(uint32_t stream);
+/* What a host function wrote to managed memory on the device, moved there
+ * before its stream goes on (all but memory attached to the host). */
+CUresult mps__migrate_settle(void);
+
+/* Whether this thread is the one that runs the program's host functions
+ * (hostfn.c). */
+bool mps__hostfn_runner(void);
 
 /* A memory location as the device-numbered calls name it: a device ordinal
  * of the program's, or CU_DEVICE_CPU; CU_DEVICE_INVALID if it is neither;

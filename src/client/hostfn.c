@@ -130,12 +130,20 @@ static CUresult collect(void)
 	return r;
 }
 
+static __thread bool is_runner;   /* this thread runs the program's host functions */
+
+bool mps__hostfn_runner(void)
+{
+	return is_runner;
+}
+
 static void *runner(void *arg)
 {
 	struct mps_hostfn_note n;
 	ssize_t got;
 
 	(void)arg;
+	is_runner = true;
 	for (;;) {
 		got = read(hf.rfd, &n, sizeof(n));
 		if (got < 0 && errno == EINTR)
@@ -164,8 +172,11 @@ static void *runner(void *arg)
 		else
 			s.fn(s.data);
 		/* What the function wrote is the program's to read once it
-		 * has waited for the stream (mps__hostfn_acquire). */
+		 * has waited for the stream (mps__hostfn_acquire), and the
+		 * device's, where it wrote managed memory on the device,
+		 * before the stream goes on (migrate.c). */
 		mps_fetch_add(&hf_runs, 1);
+		mps__migrate_settle();
 		if (s.kept) {
 			/* A graph's word counts its runs in flight (server's
 			 * ops_hostfn.c): this one is done. The graph runs it

@@ -14,12 +14,17 @@
  *   DIRTY   the CPU wrote the copy; it is readable and writable
  *
  * Before work that may touch the memory goes to the device (a launch, a
- * graph launch, a copy or a memset, a prefetch to the device), the dirty
- * blocks are copied to the device, synchronously, and every block becomes
- * DEVICE: the GPU reads and writes device memory at its own speed. A CPU
- * access to a DEVICE block faults; the handler (SIGSEGV) waits for the
- * context's work, copies the block back and makes it CLEAN, or DIRTY for a
- * write (a write to a CLEAN block faults once more). This is the model of
+ * graph launch, a copy or a memset, a prefetch to the device), and after a
+ * host function the program ran in stream order, the dirty blocks are
+ * copied to the device and waited for, and every block becomes DEVICE:
+ * the GPU reads and writes device memory at its own speed. A CPU access
+ * to a DEVICE block faults; the handler (SIGSEGV) waits for the work that
+ * may write it (not holding the table's lock, so that a host function that
+ * work waits for may fault too; a host function itself waits for nothing,
+ * its stream's work before it being done), copies the block back and
+ * makes it CLEAN, or DIRTY for a write (a write to a CLEAN block faults
+ * once more). The library's copies go on a stream of its own in each
+ * context, which waits for none of the program's. This is the model of
  * devices without concurrent managed access, which is what the client
  * reports for CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS in this mode:
  * the CPU may touch managed memory only while the device's work is done,
@@ -70,6 +75,7 @@ struct mig {
 	uint32_t ctx;         /* the server's handle of the context it was made in */
 	unsigned int attach;  /* CU_MEM_ATTACH_GLOBAL, _HOST or _SINGLE (to stream) */
 	uint32_t stream;
+	uint32_t own;         /* the library's own stream of ctx, for its copies */
 	uint8_t *state;       /* per block */
 	size_t nblocks;
 	uint64_t block;       /* bytes a block: BLOCK, more for an allocation of more than MAX_BLOCKS of them */
@@ -82,6 +88,8 @@ static struct {
 	struct sigaction old;     /* the SIGSEGV handler before ours */
 	bool installed;
 	uint32_t synced_seq;      /* the last message posted when the handler last waited */
+	struct { uint32_t ctx, stream; } own[16];   /* the library's own stream of each context */
+	unsigned int nown;
 } mg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int mode = -1;         /* 1: device, 0: host (managed.c alone) */
@@ -159,19 +167,13 @@ static int protect(struct mig *m, size_t b, size_t e, uint8_t s)
 	return mprotect((void *)(uintptr_t)(m->base + b * m->block), len, prot);
 }
 
-/* The stream m's copies go on: the one it is attached to, else the
- * context's legacy stream. */
-static uint32_t own_stream(const struct mig *m)
-{
-	return m->attach == CU_MEM_ATTACH_SINGLE ? m->stream : 0;
-}
-
-/* Blocks [b, e) of m, all DIRTY, copied to the device on its stream, not
- * waited for. */
+/* Blocks [b, e) of m, all DIRTY, copied to the device on the library's own
+ * stream of its context (which waits for no program's stream), not waited
+ * for. */
 static CUresult push(struct mig *m, size_t b, size_t e)
 {
 	return mps__copy_h2d(m->base + b * m->block, (const void *)(uintptr_t)(m->base + b * m->block),
-			     (e - 1) * m->block + block_len(m, e - 1) - b * m->block, own_stream(m), m->ctx);
+			     (e - 1) * m->block + block_len(m, e - 1) - b * m->block, m->own, m->ctx);
 }
 
 /* Everything of m on the device: all of it DEVICE, its dirty blocks
@@ -219,7 +221,10 @@ static CUresult to_device_locked(struct mig *m, bool *pushed)
 	return CUDA_SUCCESS;
 }
 
-CUresult mps__migrate_to_device(uint32_t stream, uint64_t a, uint64_t b)
+/* Every allocation the work may reach moved to the device: with `any`,
+ * all but those attached to the host; else what kernels on stream may
+ * reach and the allocations holding a and b. */
+static CUresult to_device(bool any, uint32_t stream, uint64_t a, uint64_t b)
 {
 	CUresult r = CUDA_SUCCESS;
 
@@ -236,15 +241,17 @@ CUresult mps__migrate_to_device(uint32_t stream, uint64_t a, uint64_t b)
 		/* Kernels on one stream reach neither memory attached to the
 		 * host nor memory attached to another stream, unless the work
 		 * names it. */
-		if ((m->attach == CU_MEM_ATTACH_HOST || (m->attach == CU_MEM_ATTACH_SINGLE && m->stream != stream)) &&
-		    !(a - m->base < m->len) && !(b - m->base < m->len))
+		if (m->attach == CU_MEM_ATTACH_HOST ? !(a - m->base < m->len) && !(b - m->base < m->len)
+		    : m->attach == CU_MEM_ATTACH_SINGLE && m->stream != stream && !any &&
+			      !(a - m->base < m->len) && !(b - m->base < m->len))
 			continue;
 
 		r = to_device_locked(&mg.v[i], &pushed);
-		/* In place before the work that follows: waited for, unless
-		 * that work comes after it on the same stream. */
-		if (pushed && (own_stream(&mg.v[i]) != stream || !own_stream(&mg.v[i]))) {
-			CUresult w = mps__call_handle(MPS_OP_STREAM_SYNC, mg.v[i].ctx, own_stream(&mg.v[i]));
+		/* In place before the work that follows, on any stream. Only
+		 * the library's copies are on that stream: the wait never
+		 * depends on the program's work (a host function's, say). */
+		if (pushed) {
+			CUresult w = mps__call_handle(MPS_OP_STREAM_SYNC, mg.v[i].ctx, mg.v[i].own);
 
 			if (r == CUDA_SUCCESS)
 				r = w;
@@ -254,26 +261,50 @@ CUresult mps__migrate_to_device(uint32_t stream, uint64_t a, uint64_t b)
 	return r;
 }
 
-/* Block b of m back from the device: after the context's work (unless
- * nothing went to the server since the last such wait), copied into the
- * shared pages, then readable (and writable for a write). Under the lock. */
+CUresult mps__migrate_to_device(uint32_t stream, uint64_t a, uint64_t b)
+{
+	return to_device(false, stream, a, b);
+}
+
+CUresult mps__migrate_settle(void)
+{
+	return to_device(true, 0, 0, 0);
+}
+
+/* What a CPU access to memory of m's must wait for before the device's
+ * bytes are fetched: the work that may have written it — the context's,
+ * or the stream's it is attached to; nothing for memory attached to the
+ * host, or for a host function (it runs in stream order, after the work
+ * before it; waiting for its own stream would wait for itself). Called
+ * without the lock: another thread's fault on the same memory must be able
+ * to come in meanwhile (a host function the wait depends on may make one). */
+static CUresult wait_writers(uint32_t ctx, unsigned int attach, uint32_t stream)
+{
+	uint32_t sent = mps_load_acquire(&mps_conn.sent);
+	CUresult r;
+
+	if (attach == CU_MEM_ATTACH_HOST || mps__hostfn_runner())
+		return CUDA_SUCCESS;
+	if (attach == CU_MEM_ATTACH_SINGLE)
+		return mps__call_handle(MPS_OP_STREAM_SYNC, ctx, stream);
+	if (sent == mps_load_acquire(&mg.synced_seq))
+		return CUDA_SUCCESS;   /* nothing went to the server since the last wait */
+	r = mps__call_handle(MPS_OP_CTX_SYNC, ctx, 0);
+	if (r == CUDA_SUCCESS)
+		mps_store_release(&mg.synced_seq, sent);
+	return r;
+}
+
+/* Block b of m back from the device, on the library's own stream (after
+ * its pushes), then readable (and writable for a write). Under the lock,
+ * once the writers were waited for. */
 static bool fetch_locked(struct mig *m, size_t b, bool write)
 {
 	uint8_t s = write ? DIRTY : CLEAN;
 
-	/* After the work that may have written it: the context's (waited
-	 * for), or that of the stream it is attached to (the copy goes after
-	 * it there); none for memory attached to the host. */
-	if (m->attach == CU_MEM_ATTACH_GLOBAL && mps_load_acquire(&mps_conn.sent) != mg.synced_seq) {
-		if (mps__call_handle(MPS_OP_CTX_SYNC, m->ctx, 0) != CUDA_SUCCESS)
-			return false;
-		mg.synced_seq = mps_load_acquire(&mps_conn.sent);
-	}
-	if (mps__copy_d2h((void *)(uintptr_t)(m->base + b * m->block), m->base + b * m->block, block_len(m, b), own_stream(m),
-			  m->ctx) != CUDA_SUCCESS)
+	if (mps__copy_d2h((void *)(uintptr_t)(m->base + b * m->block), m->base + b * m->block, block_len(m, b),
+			  m->own, m->ctx) != CUDA_SUCCESS)
 		return false;
-	if (m->attach == CU_MEM_ATTACH_GLOBAL)
-		mg.synced_seq = mps_load_acquire(&mps_conn.sent);
 	if (protect(m, b, b + 1, s) < 0)
 		return false;
 	set_state(m, b, s);
@@ -283,21 +314,33 @@ static bool fetch_locked(struct mig *m, size_t b, bool write)
 /* Whether the fault at a was ours to serve, and served. */
 static bool serve(uint64_t a, bool write)
 {
-	bool ok = true;
+	bool ok = true, waited = false;
 	struct mig *m;
 	size_t b;
 	long i;
 
 	pthread_mutex_lock(&mg.lock);
+again:
 	i = find_locked(a);
 	if (i < 0) {
 		pthread_mutex_unlock(&mg.lock);
-		return false;
+		return waited;   /* freed meanwhile: as an access to memory freed */
 	}
 	m = &mg.v[i];
 	b = (size_t)((a - m->base) / m->block);
 	switch (m->state[b]) {
 	case DEVICE:
+		if (!waited) {
+			uint32_t ctx = m->ctx, stream = m->stream;
+			unsigned int attach = m->attach;
+
+			pthread_mutex_unlock(&mg.lock);
+			if (wait_writers(ctx, attach, stream) != CUDA_SUCCESS)
+				return false;
+			waited = true;
+			pthread_mutex_lock(&mg.lock);
+			goto again;
+		}
 		ok = fetch_locked(m, b, write);
 		break;
 	case CLEAN:
@@ -368,6 +411,42 @@ static bool install_locked(void)
 	return true;
 }
 
+/* The library's own stream of context ctx (the current one), made on
+ * first use: its copies go there, so that they never wait for the
+ * program's streams (the legacy stream waits for blocking ones) and a wait
+ * for them never waits for the program's work. */
+static CUresult own_stream(uint32_t ctx, uint32_t *out)
+{
+	uint32_t handle, sctx;
+	CUstream st;
+	CUresult r;
+
+	pthread_mutex_lock(&mg.lock);
+	for (unsigned int i = 0; i < mg.nown; i++) {
+		if (mg.own[i].ctx == ctx) {
+			*out = mg.own[i].stream;
+			pthread_mutex_unlock(&mg.lock);
+			return CUDA_SUCCESS;
+		}
+	}
+	pthread_mutex_unlock(&mg.lock);
+	r = cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+	if (r == CUDA_SUCCESS)
+		r = mps__stream_resolve(st, false, &handle, &sctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&mg.lock);
+	if (mg.nown == sizeof(mg.own) / sizeof(mg.own[0]))
+		mg.nown--;   /* the oldest context's entry makes room (it made its stream again) */
+	memmove(&mg.own[1], &mg.own[0], mg.nown * sizeof(mg.own[0]));
+	mg.own[0].ctx = ctx;
+	mg.own[0].stream = handle;
+	mg.nown++;
+	pthread_mutex_unlock(&mg.lock);
+	*out = handle;
+	return CUDA_SUCCESS;
+}
+
 /* Sealed shared memory of len bytes, for the copy. */
 static int shared_fd(size_t len)
 {
@@ -393,6 +472,9 @@ CUresult mps__migrate_alloc(size_t bytesize, unsigned int flags, uint32_t ctx, C
 	void *p;
 	int fd;
 
+	r = own_stream(ctx, &m.own);
+	if (r != CUDA_SUCCESS)
+		return r;
 	/* A page more, so the copy's pages are the allocation's alone. */
 	r = cuMemAlloc_v2(&alloc, len + page);
 	if (r != CUDA_SUCCESS)
@@ -531,8 +613,6 @@ void mps__migrate_attach_gone(uint32_t stream)
 	for (size_t i = 0; i < mg.n; i++) {
 		if (mg.v[i].attach != CU_MEM_ATTACH_SINGLE || mg.v[i].stream != stream)
 			continue;
-		/* Its copies went on that stream: done before it goes. */
-		mps__call_handle(MPS_OP_STREAM_SYNC, mg.v[i].ctx, stream);
 		mg.v[i].attach = CU_MEM_ATTACH_GLOBAL;
 		mg.v[i].stream = 0;
 	}
@@ -542,9 +622,22 @@ void mps__migrate_attach_gone(uint32_t stream)
 CUresult mps__migrate_to_host(uint64_t p, size_t count)
 {
 	CUresult r = CUDA_SUCCESS;
+	uint32_t ctx, stream;
+	unsigned int attach;
 	struct mig *m;
 	long i;
 
+	pthread_mutex_lock(&mg.lock);
+	i = find_locked(p);
+	if (i < 0) {
+		pthread_mutex_unlock(&mg.lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	ctx = mg.v[i].ctx, stream = mg.v[i].stream, attach = mg.v[i].attach;
+	pthread_mutex_unlock(&mg.lock);
+	r = wait_writers(ctx, attach, stream);
+	if (r != CUDA_SUCCESS)
+		return r;
 	pthread_mutex_lock(&mg.lock);
 	i = find_locked(p);
 	if (i < 0) {

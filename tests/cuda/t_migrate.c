@@ -9,8 +9,9 @@
  * to the CPU that lets write(2) and read(2) use it; a kernel's arguments
  * kept in managed memory; 600 random steps of all of these over three
  * allocations, checked against plain copies; memory attached to a stream
- * or to the host used by the CPU while another stream is held up; four
- * threads at once,
+ * or to the host used by the CPU while another stream is held up; a host
+ * function reading and writing it between two kernels; four threads at
+ * once,
  * each with an allocation of its own on a stream of its own; freeing
  * while the CPU holds part of it. Runs natively too (the driver's managed
  * memory). With T_MIGRATE_ON_DEVICE=1 (OPENMPS_MANAGED=device under
@@ -239,6 +240,57 @@ static void attached(void)
 	free(want);
 }
 
+struct hostfn_job {
+	uint32_t *m;
+	uint32_t n, want0;
+	int seen;   /* the function found the kernel's words: 1, or 0 */
+};
+
+/* In stream order between two kernels: checks the first kernel's words and
+ * adds one to each. */
+static void CUDA_CB touch_managed(void *arg)
+{
+	struct hostfn_job *j = arg;
+	int ok = j->m[0] == j->want0 && j->m[j->n - 1] == (j->n - 1) * 3 + 2;
+
+	for (uint32_t i = 0; i < j->n; i++)
+		j->m[i] += 1;
+	__atomic_store_n(&j->seen, ok, __ATOMIC_RELEASE);
+}
+
+/* A host function that reads and writes managed memory between two
+ * kernels on its stream: it sees the first kernel's words, and the second
+ * kernel sees its own (with managed memory on the device, the function's
+ * fault must not wait for its own stream, and what it wrote goes to the
+ * device before the stream goes on). */
+static void host_function(CUstream s)
+{
+	const uint32_t n = (3u << 20) / 4 + 11;
+	struct hostfn_job j = { .n = n, .want0 = 2, .seen = -1 };
+	CUdeviceptr p;
+
+	REQUIRE_CU(cuMemAllocManaged(&p, n * 4, CU_MEM_ATTACH_GLOBAL));
+	j.m = (uint32_t *)(uintptr_t)p;
+	for (uint32_t i = 0; i < n; i++)
+		j.m[i] = i;
+	affine_on(p, 3, 2, (int)n, s);        /* i * 3 + 2 */
+	REQUIRE_CU(cuLaunchHostFunc(s, touch_managed, &j));
+	affine_on(p, 5, 0, (int)n, s);        /* (i * 3 + 3) * 5 */
+	REQUIRE_CU(cuStreamSynchronize(s));
+	CHECK(__atomic_load_n(&j.seen, __ATOMIC_ACQUIRE) == 1, "a host function read a kernel's words in managed "
+	      "memory: %d", j.seen);
+	{
+		uint32_t bad = 0, first = 0;
+
+		for (uint32_t i = n; i-- > 0;)
+			if (j.m[i] != (i * 3 + 3) * 5)
+				bad++, first = i;
+		CHECK(bad == 0, "%u words after kernel, host function, kernel are wrong, the first %u: %u (want %u)", bad,
+		      first, j.m[first], (first * 3 + 3) * 5);
+	}
+	REQUIRE_CU(cuMemFree(p));
+}
+
 int main(int argc, char **argv)
 {
 	const size_t bytes = (size_t)WORDS * 4;
@@ -385,6 +437,7 @@ int main(int argc, char **argv)
 
 	random_steps(s, &rng, 600);
 	attached();
+	host_function(s);
 
 	/* Threads, each with its own allocation and stream. */
 	for (uintptr_t i = 0; i < THREADS; i++)
