@@ -88,8 +88,8 @@ static struct {
 	struct sigaction old;     /* the SIGSEGV handler before ours */
 	bool installed;
 	uint32_t synced_seq;      /* the last message posted when the handler last waited */
-	struct { uint32_t ctx, stream; } own[16];   /* the library's own stream of each context */
-	unsigned int nown;
+	struct own { uint32_t ctx, stream; CUstream st; } *own;   /* the library's own stream of each context */
+	size_t nown;
 } mg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int mode = -1;         /* 1: device, 0: host (managed.c alone) */
@@ -422,7 +422,7 @@ static CUresult own_stream(uint32_t ctx, uint32_t *out)
 	CUresult r;
 
 	pthread_mutex_lock(&mg.lock);
-	for (unsigned int i = 0; i < mg.nown; i++) {
+	for (size_t i = 0; i < mg.nown; i++) {
 		if (mg.own[i].ctx == ctx) {
 			*out = mg.own[i].stream;
 			pthread_mutex_unlock(&mg.lock);
@@ -436,12 +436,18 @@ static CUresult own_stream(uint32_t ctx, uint32_t *out)
 	if (r != CUDA_SUCCESS)
 		return r;
 	pthread_mutex_lock(&mg.lock);
-	if (mg.nown == sizeof(mg.own) / sizeof(mg.own[0]))
-		mg.nown--;   /* the oldest context's entry makes room (it made its stream again) */
-	memmove(&mg.own[1], &mg.own[0], mg.nown * sizeof(mg.own[0]));
-	mg.own[0].ctx = ctx;
-	mg.own[0].stream = handle;
-	mg.nown++;
+	{
+		struct own *v = realloc(mg.own, (mg.nown + 1) * sizeof(*v));
+
+		if (!v) {
+			pthread_mutex_unlock(&mg.lock);
+			cuStreamDestroy_v2(st);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		mg.own = v;
+	}
+	/* Kept for the process's life: allocations of the context name it. */
+	mg.own[mg.nown++] = (struct own){ ctx, handle, st };
 	pthread_mutex_unlock(&mg.lock);
 	*out = handle;
 	return CUDA_SUCCESS;
