@@ -139,10 +139,14 @@ static void random_steps(CUstream s, uint64_t *rng, int steps)
 			memmove(ref[k] + at, ref[j] + from, (size_t)n * 4);
 			break;
 		}
-		case 5:   /* from pageable memory */
+		case 5:   /* from pageable memory, on the stream: a synchronous copy
+			   from pageable memory may return before its DMA has
+			   landed, ordered on the legacy stream only, which the
+			   kernels' stream does not wait for */
 			for (uint32_t i = 0; i < len; i++)
 				tmp[i] = ref[k][at + i] = v ^ i;
-			REQUIRE_CU(cuMemcpyHtoD(p[k] + (CUdeviceptr)at * 4, tmp, (size_t)len * 4));
+			REQUIRE_CU(cuMemcpyHtoDAsync(p[k] + (CUdeviceptr)at * 4, tmp, (size_t)len * 4, s));
+			REQUIRE_CU(cuStreamSynchronize(s));
 			break;
 		case 6:   /* to pageable memory */
 			REQUIRE_CU(cuMemcpyDtoH(tmp, p[k] + (CUdeviceptr)at * 4, (size_t)len * 4));
