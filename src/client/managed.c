@@ -118,6 +118,7 @@ static CUresult mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned i
 	struct managed m;
 	int nmissed = 0;
 	CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+	bool on_device = false;
 	void *p = NULL;
 
 	if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) ||
@@ -132,7 +133,8 @@ static CUresult mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned i
 		r = mps__ctx_handle(ctx, &h);
 		if (r == CUDA_SUCCESS)
 			r = mps__migrate_alloc(bytesize, flags, h, (CUdeviceptr *)&p);
-		if (r == CUDA_SUCCESS)
+		on_device = r == CUDA_SUCCESS;
+		if (on_device)
 			goto record;
 		if (r != CUDA_ERROR_NOT_SUPPORTED)
 			return r;
@@ -172,7 +174,7 @@ static CUresult mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned i
 	}
 record:
 	memset(&m, 0, sizeof(m));
-	m.on_device = r == CUDA_SUCCESS && mps__migrate_has((uint64_t)(uintptr_t)p);
+	m.on_device = on_device;
 	m.base = (uint64_t)(uintptr_t)p;
 	m.size = bytesize;
 	m.len = len;

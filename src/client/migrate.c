@@ -157,14 +157,28 @@ static void set_state(struct mig *m, size_t b, uint8_t s)
 	m->state[b] = s;
 }
 
+/* The bytes of blocks [b, e) of m. */
+static size_t span(const struct mig *m, size_t b, size_t e)
+{
+	return (e - 1) * m->block + block_len(m, e - 1) - b * m->block;
+}
+
 /* Blocks [b, e) of m, all in one state, as the protection that state
  * wants. */
 static int protect(struct mig *m, size_t b, size_t e, uint8_t s)
 {
 	int prot = s == DEVICE ? PROT_NONE : s == CLEAN ? PROT_READ : PROT_READ | PROT_WRITE;
-	size_t len = (e - 1) * m->block + block_len(m, e - 1) - b * m->block;
 
-	return mprotect((void *)(uintptr_t)(m->base + b * m->block), len, prot);
+	return mprotect((void *)(uintptr_t)(m->base + b * m->block), span(m, b, e), prot);
+}
+
+/* Block b of m in state s, protected as it wants; false if it could not be. */
+static bool become(struct mig *m, size_t b, uint8_t s)
+{
+	if (protect(m, b, b + 1, s) < 0)
+		return false;
+	set_state(m, b, s);
+	return true;
 }
 
 /* Blocks [b, e) of m, all DIRTY, copied to the device on the library's own
@@ -173,7 +187,7 @@ static int protect(struct mig *m, size_t b, size_t e, uint8_t s)
 static CUresult push(struct mig *m, size_t b, size_t e)
 {
 	return mps__copy_h2d(m->base + b * m->block, (const void *)(uintptr_t)(m->base + b * m->block),
-			     (e - 1) * m->block + block_len(m, e - 1) - b * m->block, m->own, m->ctx);
+			     span(m, b, e), m->own, m->ctx);
 }
 
 /* Everything of m on the device: all of it DEVICE, its dirty blocks
@@ -236,14 +250,13 @@ static CUresult to_device(bool any, uint32_t stream, uint64_t a, uint64_t b)
 	pthread_mutex_lock(&mg.lock);
 	for (size_t i = 0; i < mg.n && r == CUDA_SUCCESS; i++) {
 		const struct mig *m = &mg.v[i];
-		bool pushed = false;
+		bool pushed = false, named = a - m->base < m->len || b - m->base < m->len;
 
 		/* Kernels on one stream reach neither memory attached to the
 		 * host nor memory attached to another stream, unless the work
 		 * names it. */
-		if (m->attach == CU_MEM_ATTACH_HOST ? !(a - m->base < m->len) && !(b - m->base < m->len)
-		    : m->attach == CU_MEM_ATTACH_SINGLE && m->stream != stream && !any &&
-			      !(a - m->base < m->len) && !(b - m->base < m->len))
+		if (!named && (m->attach == CU_MEM_ATTACH_HOST ||
+			       (m->attach == CU_MEM_ATTACH_SINGLE && m->stream != stream && !any)))
 			continue;
 
 		r = to_device_locked(&mg.v[i], &pushed);
@@ -305,10 +318,7 @@ static bool fetch_locked(struct mig *m, size_t b, bool write)
 	if (mps__copy_d2h((void *)(uintptr_t)(m->base + b * m->block), m->base + b * m->block, block_len(m, b),
 			  m->own, m->ctx) != CUDA_SUCCESS)
 		return false;
-	if (protect(m, b, b + 1, s) < 0)
-		return false;
-	set_state(m, b, s);
-	return true;
+	return become(m, b, s);
 }
 
 /* Whether the fault at a was ours to serve, and served. */
@@ -345,9 +355,7 @@ again:
 		break;
 	case CLEAN:
 		/* A write to what was read: it is the CPU's now. */
-		ok = protect(m, b, b + 1, DIRTY) == 0;
-		if (ok)
-			set_state(m, b, DIRTY);
+		ok = become(m, b, DIRTY);
 		break;
 	default:
 		break;   /* another thread served it first */
@@ -653,16 +661,10 @@ CUresult mps__migrate_to_host(uint64_t p, size_t count)
 	m = &mg.v[i];
 	for (size_t b = (size_t)((p - m->base) / m->block); b * m->block < p - m->base + count && b < m->nblocks;
 	     b++) {
-		if (m->state[b] == DEVICE && !fetch_locked(m, b, true)) {
+		if ((m->state[b] == DEVICE && !fetch_locked(m, b, true)) ||
+		    (m->state[b] == CLEAN && !become(m, b, DIRTY))) {
 			r = CUDA_ERROR_UNKNOWN;
 			break;
-		}
-		if (m->state[b] == CLEAN) {
-			if (protect(m, b, b + 1, DIRTY) < 0) {
-				r = CUDA_ERROR_UNKNOWN;
-				break;
-			}
-			set_state(m, b, DIRTY);
 		}
 	}
 	pthread_mutex_unlock(&mg.lock);

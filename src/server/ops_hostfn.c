@@ -215,7 +215,7 @@ void mps__hostfn_free(struct mps_client *c)
 }
 
 /* The host function's two nodes, in order, in graph g (empty). */
-static CUresult body(struct mps_hostfn *hf, CUgraph g, int device, uint32_t slot, uint32_t seq, struct note_job *j)
+static CUresult body(struct mps_hostfn *hf, CUgraph g, int device, uint32_t slot, struct note_job *j)
 {
 	CUstreamBatchMemOpParams op;
 	CUDA_BATCH_MEM_OP_NODE_PARAMS bp;
@@ -267,7 +267,7 @@ static CUresult host_sub(struct mps_client *c, int device, uint32_t slot, uint32
 	r = mps_drv.cuGraphCreate(sub, 0);
 	if (r != CUDA_SUCCESS)
 		return r;
-	r = body(hf, *sub, device, slot, seq, j);
+	r = body(hf, *sub, device, slot, j);
 	if (r != CUDA_SUCCESS) {
 		mps_drv.cuGraphDestroy(*sub);
 		*sub = NULL;

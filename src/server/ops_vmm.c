@@ -138,6 +138,7 @@ void mps__op_vmm_reserve(struct mps_client *c, const struct mps_msg *m)
 	struct mps_slot *s = mps__slot(c, m->slot);
 	CUdeviceptr p = 0;
 	CUresult r;
+	int dev;
 
 	if (!mps_drv.cuMemAddressReserve || !mps_drv.cuMemAddressFree || !mps_drv.cuMemMap || !mps_drv.cuMemUnmap) {
 		mps__reply(c, m->slot, CUDA_ERROR_NOT_SUPPORTED);
@@ -153,15 +154,16 @@ void mps__op_vmm_reserve(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
 		return;
 	}
-	r = mps__bind_device(c, mps__cur_device() < 0 ? 0 : mps__cur_device());
-	/* Where nothing tells, when placing at random (placement.h), unless
-	 * the client asked for an address. */
-	if (r == CUDA_SUCCESS && !q->ptr && !q->flags)
-		r = mps_place_reserve(mps__cur_device() < 0 ? 0 : mps__cur_device(), q->size, q->arg, &p);
-	else if (r == CUDA_SUCCESS)
-		r = CUDA_ERROR_NOT_SUPPORTED;
-	if (r == CUDA_ERROR_NOT_SUPPORTED)
-		r = mps_drv.cuMemAddressReserve(&p, (size_t)q->size, (size_t)q->arg, (CUdeviceptr)q->ptr, q->flags);
+	dev = mps__cur_device() < 0 ? 0 : mps__cur_device();
+	r = mps__bind_device(c, dev);
+	if (r == CUDA_SUCCESS) {
+		/* Where nothing tells, when placing at random (placement.h),
+		 * unless the client asked for an address. */
+		r = !q->ptr && !q->flags ? mps_place_reserve(dev, q->size, q->arg, &p) : CUDA_ERROR_NOT_SUPPORTED;
+		if (r == CUDA_ERROR_NOT_SUPPORTED)
+			r = mps_drv.cuMemAddressReserve(&p, (size_t)q->size, (size_t)q->arg, (CUdeviceptr)q->ptr,
+							q->flags);
+	}
 	if (r != CUDA_SUCCESS) {
 		mps__reply(c, m->slot, r);
 		return;

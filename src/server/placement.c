@@ -218,15 +218,21 @@ bool mps_place_on(int device)
 	return device >= 0 && device < mps_srv.ndev && space[device].on;
 }
 
-/* Takes n free slots of s with a free one on each side, at random: the
- * first slot, or UINT64_MAX if TRIES draws found none. */
-static uint64_t take(struct space *s, uint64_t n)
+/* Takes n free slots of s, with a free one on each side, whose address is
+ * a multiple of step slots (1: any), at random: the first slot, or
+ * UINT64_MAX if TRIES draws found none. Under the lock. */
+static uint64_t take_aligned(struct space *s, uint64_t n, uint64_t step)
 {
-	if (n + 2 > s->nslots)
+	uint64_t skew = (s->base / s->gran) % step;
+
+	if (n + step + 1 > s->nslots)
 		return UINT64_MAX;
 	for (int t = 0; t < TRIES; t++) {
-		uint64_t first = 1 + random64() % (s->nslots - n - 1);
+		/* Drawn so that, moved up to the next slot whose address is a
+		 * multiple of the step, a free slot still follows the run. */
+		uint64_t first = 1 + random64() % (s->nslots - n - step);
 
+		first += (step - (skew + first) % step) % step;
 		if (run_free(s, first, n)) {
 			slots_set(s, first, n, true);
 			return first;
@@ -235,26 +241,9 @@ static uint64_t take(struct space *s, uint64_t n)
 	return UINT64_MAX;
 }
 
-/* Takes n free slots of s, with a free one on each side, whose address is
- * a multiple of step slots, at random; UINT64_MAX if TRIES draws found
- * none. Under the lock. */
-static uint64_t take_aligned(struct space *s, uint64_t n, uint64_t step)
+static uint64_t take(struct space *s, uint64_t n)
 {
-	uint64_t skew = (s->base / s->gran) % step;
-
-	if (n + 2 + step > s->nslots)
-		return UINT64_MAX;
-	for (int t = 0; t < TRIES; t++) {
-		uint64_t first = 1 + random64() % (s->nslots - n - 1 - step);
-
-		/* Up to the next slot whose address is a multiple of the step. */
-		first += (step - (skew + first) % step) % step;
-		if (run_free(s, first, n)) {
-			slots_set(s, first, n, true);
-			return first;
-		}
-	}
-	return UINT64_MAX;
+	return take_aligned(s, n, 1);
 }
 
 CUresult mps_place_reserve(int device, uint64_t size, uint64_t align, CUdeviceptr *at)
