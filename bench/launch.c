@@ -10,7 +10,12 @@
  *                 fill up, so this is the throughput the pipeline sustains)
  *   drain_us      the same including the final synchronize
  *   roundtrip_us  launch + cuCtxSynchronize
- *   h2d4_us       4-byte cuMemcpyHtoD from pageable memory
+ *   h2d4_us       4-byte cuMemcpyHtoD from pageable memory (the copies
+ *                 may return before their DMA is done, as the driver's
+ *                 do: the closing synchronize is counted)
+ *   memset4_us    cuMemsetD32 of one word and cuMemcpyDtoD of it to a
+ *   d2d4_us       second word (asynchronous with respect to the host, as
+ *                 the driver documents; the closing synchronize counted)
  *   d2h4_us       4-byte cuMemcpyDtoH to pageable memory
  */
 #include <stdio.h>
@@ -38,7 +43,7 @@ int main(int argc, char **argv)
 	b_setup(&ctx);
 	mod = b_module();
 	B_CHECK(cuModuleGetFunction(&empty, mod, "empty"));
-	B_CHECK(cuMemAlloc(&d, 4));
+	B_CHECK(cuMemAlloc(&d, 16));
 	for (int i = 0; i < 200; i++)
 		launch();
 	B_CHECK(cuCtxSynchronize());
@@ -75,8 +80,26 @@ int main(int argc, char **argv)
 		h = (unsigned int)i;
 		B_CHECK(cuMemcpyHtoD(d, &h, 4));
 	}
+	B_CHECK(cuCtxSynchronize());
 	t1 = b_now();
 	printf("h2d4_us=%.3f\n", (t1 - t0) / copies * 1e6);
+
+	t0 = b_now();
+	for (int i = 0; i < copies; i++)
+		B_CHECK(cuMemsetD32(d + 4, (unsigned int)i, 1));
+	B_CHECK(cuCtxSynchronize());
+	t1 = b_now();
+	printf("memset4_us=%.3f\n", (t1 - t0) / copies * 1e6);
+
+	t0 = b_now();
+	for (int i = 0; i < copies; i++)
+		B_CHECK(cuMemcpyDtoD(d + 8, d + 4, 4));
+	B_CHECK(cuCtxSynchronize());
+	t1 = b_now();
+	printf("d2d4_us=%.3f\n", (t1 - t0) / copies * 1e6);
+	B_CHECK(cuMemcpyDtoH(&h, d + 8, 4));
+	if (h != (unsigned int)(copies - 1))
+		b_die("the memsets and device copies left %u, expected %u", h, (unsigned int)(copies - 1));
 
 	t0 = b_now();
 	for (int i = 0; i < copies; i++)

@@ -68,6 +68,8 @@ ROWS=(
 	"q_capturing|cuStreamIsCapturing: ns|lower"
 	"q_errstr|cuGetErrorString: ns|lower"
 	"h2d4|4-byte cuMemcpyHtoD: µs|lower"
+	"memset4|4-byte cuMemsetD32: µs|lower"
+	"d2d4|4-byte cuMemcpyDtoD: µs|lower"
 	"d2h4|4-byte cuMemcpyDtoH: µs|lower"
 	"h2d_pinned|256 MiB host→device, pinned: GB/s|higher"
 	"d2h_pinned|256 MiB device→host, pinned: GB/s|higher"
@@ -341,7 +343,7 @@ m_keys() {   # col name timeout program args... ; rows are given in KEYMAP
 }
 
 m_launch() {
-	declare -A KEYMAP=([burst_us]=burst [sustained_us]=sustained [roundtrip_us]=roundtrip [h2d4_us]=h2d4 [d2h4_us]=d2h4)
+	declare -A KEYMAP=([burst_us]=burst [sustained_us]=sustained [roundtrip_us]=roundtrip [h2d4_us]=h2d4 [memset4_us]=memset4 [d2d4_us]=d2d4 [d2h4_us]=d2h4)
 	m_keys "$1" launch 120 "$BIN/launch" "${LAUNCH_ARGS[@]}"
 }
 
@@ -498,7 +500,7 @@ run_column() {
 	for r in launch queries copy idle; do
 		if out_of_time; then
 			case $r in
-			launch) for id in burst sustained roundtrip h2d4 d2h4; do set_cell $id "$col" skip time; done ;;
+			launch) for id in burst sustained roundtrip h2d4 memset4 d2d4 d2h4; do set_cell $id "$col" skip time; done ;;
 			queries) for id in q_ctxdev q_primary q_funcattr q_limit q_capturing q_errstr; do
 				set_cell $id "$col" skip time; done ;;
 			copy) for id in h2d_pinned d2h_pinned h2d_pageable d2h_pageable; do set_cell $id "$col" skip time; done ;;

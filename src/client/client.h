@@ -491,6 +491,12 @@ void mps__stream_idle(uint32_t stream, uint32_t ctx, uint32_t seq);
  * stream is answered here (stream.c, server/streams.h: fences). */
 void mps__stream_uploaded(uint32_t stream, uint32_t ctx, uint64_t dst, size_t n, uint32_t posted);
 
+/* Whether all the stream's work sent before now was done when last seen
+ * on this thread, or is staged uploads sent since (stream.c): what a
+ * synchronous upload from pageable memory waits for before its bytes are
+ * staged, as the driver's does, is then over. */
+bool mps__stream_settled(uint32_t stream, uint32_t ctx);
+
 /* The stream was found idle at message seq: the staging of copies sent on
  * it before then may be reused (copy.c). */
 void mps__copy_settled(uint32_t stream, uint32_t ctx, uint32_t seq);

@@ -19,11 +19,17 @@
  *
  * As in CUDA, an asynchronous copy from pageable memory returns once the
  * bytes are staged, and one to pageable memory returns when they have
- * arrived; a synchronous copy returns when it is complete. A 2D copy goes a
- * row at a time, each row as a 1D copy between the same kinds of memory.
- * Captured into a graph, a copy on pageable memory becomes a copy node
- * through a staging buffer (gstage.c), which moves the bytes when the
- * graph runs.
+ * arrived. A synchronous copy returns when it is complete, except where
+ * the driver's does not wait either and the client can vouch for the
+ * pointers (an upload from pageable memory onto a stream known idle, a
+ * device-to-device copy, a memset of device memory, each within one
+ * allocation of the program's own): those are sent with a fence, so that
+ * the program's later work on every stream follows them, and return at
+ * once, as if done, as far as anything the program can look at tells.
+ * A 2D copy goes a row at a time, each row as a 1D copy between the same
+ * kinds of memory. Captured into a graph, a copy on pageable memory
+ * becomes a copy node through a staging buffer (gstage.c), which moves the
+ * bytes when the graph runs.
  */
 #include <string.h>
 
@@ -292,14 +298,28 @@ static CUresult h2d_pageable(struct mps_msg_copy q, uint32_t ctx, const void *sr
 	uint64_t dst = q.dst;
 	size_t n = (size_t)q.size;
 
+	if (!async && n <= INLINE_MAX && !mps__capture_active() && mps__stream_settled(q.stream, ctx) &&
+	    mps__devmem_private(dst, n)) {
+		/* Synchronous onto a stream whose earlier work is known done,
+		 * into memory of the program's own: as the driver's, it returns
+		 * once the bytes are staged (in the message), the DMA maybe
+		 * still to come. The program's later work on any stream waits
+		 * for it (a fence), as if it had been done on return. */
+		q.host_region = MPS_HOST_INLINE;
+		q.hdr.flags = MPS_COPY_FENCE;
+		return copy_msg(&q, ctx, src, n, true, NULL);
+	}
 	if (!async && n <= MPS_SLOT_DATA) {
 		/* Synchronous and small: the bytes go in the reply slot, which the
-		 * server's DMA reads directly (registered memory). */
+		 * server's DMA reads directly (registered memory); the answer
+		 * comes once the stream got past the copy. */
 		struct mps_call call;
 		CUresult r;
 
 		q.host_region = MPS_HOST_SLOT;
 		r = mps__call_slot_in(MPS_OP_COPY, ctx, &q.hdr, sizeof(q), src, n, &call);
+		if (r == CUDA_SUCCESS)
+			mps__stream_idle(q.stream, ctx, call.seq);
 		mps__call_end(&call);
 		return r;
 	}
@@ -359,10 +379,18 @@ CUresult mps__copy_d2h(void *dst, uint64_t src, size_t n, uint32_t stream, uint3
 	return d2h(dst, src, n, stream, ctx, false);
 }
 
+/* A synchronous device-to-device copy does not wait for the device (the
+ * driver's neither): between allocations of the program's own, known good
+ * here, it is only sent, fenced so that the program's later work on any
+ * stream follows it; otherwise the server's answer tells. */
 static CUresult d2d(uint64_t dst, uint64_t src, size_t n, uint32_t stream, uint32_t ctx, bool async)
 {
 	struct mps_msg_copy q = { .kind = MPS_COPY_D2D, .stream = stream, .dst = dst, .src = src, .size = n };
 
+	if (!async && !mps__capture_active() && mps__devmem_private(dst, n) && mps__devmem_private(src, n)) {
+		q.hdr.flags = MPS_COPY_FENCE;
+		async = true;
+	}
 	return copy_msg(&q, ctx, NULL, 0, async, NULL);
 }
 
@@ -601,9 +629,24 @@ static CUresult memcpy_2d_async_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { retur
 /* Sends a memset on its stream. The stream is resolved first (a bad one is
  * an error even with nothing to set); then `empty` (nothing to set) is a
  * success and `bad` (a misaligned or overlapping shape) an error. */
+/* The bytes from a memset's first to its last: false if they overflow. */
+static bool memset_span(const struct mps_msg_memset *q, uint64_t *span)
+{
+	uint64_t row, rows;
+
+	if (__builtin_mul_overflow(q->count, (uint64_t)q->elem, &row))
+		return false;
+	if (q->height <= 1) {
+		*span = row;
+		return true;
+	}
+	return !__builtin_mul_overflow(q->pitch, q->height - 1, &rows) && !__builtin_add_overflow(rows, row, span);
+}
+
 static CUresult send_memset(struct mps_msg_memset *q, CUstream s, bool per_thread, bool async, bool empty, bool bad)
 {
 	struct mps_call call;
+	uint64_t span;
 	uint32_t ctx;
 	CUresult r;
 
@@ -614,6 +657,15 @@ static CUresult send_memset(struct mps_msg_memset *q, CUstream s, bool per_threa
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((r = mps__migrate_to_device(q->stream, q->dst, 0)) != CUDA_SUCCESS)
 		return r;
+	/* The synchronous form does not wait for the device when it sets
+	 * device memory (the driver's neither; pinned and managed memory it
+	 * sets before returning): into an allocation of the program's own,
+	 * known good here, it is only sent, fenced so that the program's
+	 * later work on any stream follows it. */
+	if (!async && !mps__capture_active() && memset_span(q, &span) && mps__devmem_private(q->dst, span)) {
+		q->hdr.flags = MPS_COPY_FENCE;
+		async = true;
+	}
 	if (async)
 		return mps__post(MPS_OP_MEMSET, ctx, &q->hdr, sizeof(*q), NULL, 0);
 	r = mps__call(MPS_OP_MEMSET, ctx, &q->hdr, sizeof(*q), NULL, 0, &call);

@@ -252,6 +252,11 @@ static bool staged_only(uint32_t stream, uint32_t ctx)
 	       !mps__capture_active();
 }
 
+bool mps__stream_settled(uint32_t stream, uint32_t ctx)
+{
+	return known_idle(stream, ctx) || staged_only(stream, ctx);
+}
+
 static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 {
 	struct mps_msg_handle q = { 0 };

@@ -475,6 +475,8 @@ enum mps_copy_kind {
 
 /* MPS_OP_COPY / MPS_OP_MEMSET flags (in the message header). */
 #define MPS_COPY_STAGE 0x1  /* on completion, mark staging chunk `stage` done */
+#define MPS_COPY_FENCE 0x2  /* a synchronous form the client did not wait for: the client's later work on
+			     * every stream waits for it (server/streams.h, mps_stream_fence) */
 
 struct mps_msg_copy {
 	struct mps_msg hdr;

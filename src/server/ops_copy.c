@@ -192,6 +192,8 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 			break;
 		}
 	}
+	if (r == CUDA_SUCCESS && (m->flags & MPS_COPY_FENCE))
+		r = mps_stream_fence(c, st);
 	finish(c, m, st, q->stage, r, "cuMemcpyAsync", staged);
 	return;
 
@@ -247,6 +249,8 @@ void mps__op_memset(struct mps_client *c, const struct mps_msg *m)
 		else
 			r = mps_drv.cuMemsetD32Async((CUdeviceptr)q->dst, q->value, (size_t)q->count, st->s);
 	}
+	if (r == CUDA_SUCCESS && (m->flags & MPS_COPY_FENCE))
+		r = mps_stream_fence(c, st);
 	finish(c, m, st, MPS_STAGE_MAX, r, "cuMemsetAsync", false);
 	return;
 fail:

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/atomics.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "server/driver.h"
@@ -103,6 +104,8 @@ void mps__op_stream_fence(struct mps_client *c, const struct mps_msg *m)
 	st = stream_to_wait(c, m, &r);
 	if (st)
 		r = mps_stream_fence(c, st);
+	if (r == CUDA_SUCCESS)   /* a synchronize the client answered */
+		mps_store_relaxed(&c->fences, c->fences + 1);
 	mps__defer_error(c, r, "cuStreamSynchronize");
 }
 

@@ -342,7 +342,6 @@ CUresult mps_stream_fence(struct mps_client *c, struct mps_sstream *s)
 	c->fence_gen++;
 	c->fence_ctx = x;
 	s->fence_seen = c->fence_gen;
-	mps_store_relaxed(&c->fences, c->fences + 1);
 	return CUDA_SUCCESS;
 }
 

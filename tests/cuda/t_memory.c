@@ -842,6 +842,101 @@ static void test_small_copies(void)
 	REQUIRE_CU(cuMemFree(d));
 }
 
+/* The synchronous forms that need not wait for the device (a memset of
+ * device memory, a device-to-device copy, an upload from pageable memory
+ * once it is staged) may return before their work is done, as the
+ * driver's do: what later work on the default stream and on a blocking
+ * stream reads must still be theirs, in order, mixed with kernels; a bad
+ * pointer is refused by the call itself, never later; a memset of pinned
+ * memory is done when it returns. */
+static void test_sync_forms(void)
+{
+	enum { WORDS = 256 };
+	CUfunction iota = t_func(mod, "iota_u32");
+	uint32_t want[WORDS], back[WORDS], v, *pinned = NULL;
+	unsigned int base;
+	int n = 64;
+	void *args[] = { NULL, &base, &n };
+	CUdeviceptr d, gone, dp = 0;
+	CUresult r;
+
+	REQUIRE_CU(cuMemAlloc(&d, WORDS * 4));
+	REQUIRE_CU(cuMemsetD32(d, 0, WORDS));
+	memset(want, 0, sizeof(want));
+	args[0] = &d;
+	for (int round = 0; round < 200; round++) {
+		uint32_t at = (uint32_t)t_rand(&rng) % (WORDS - 64), to = (uint32_t)t_rand(&rng) % (WORDS - 64);
+		uint32_t len = 1 + (uint32_t)t_rand(&rng) % 64, host[64];
+
+		v = (uint32_t)t_rand(&rng);
+		switch (t_rand(&rng) % 5) {
+		case 0:
+			REQUIRE_CU(cuMemsetD32(d + at * 4, v, len));
+			for (uint32_t k = 0; k < len; k++)
+				want[at + k] = v;
+			break;
+		case 1:
+			REQUIRE_CU(cuMemcpyDtoD(d + to * 4, d + at * 4, len * 4));
+			memmove(want + to, want + at, len * 4);
+			break;
+		case 2:
+			t_fill_u32(host, len, &rng);
+			REQUIRE_CU(cuMemcpyHtoD(d + at * 4, host, len * 4));
+			memcpy(want + at, host, len * 4);
+			memset(host, 0xa5, sizeof(host));   /* staged: nothing may read it now */
+			break;
+		case 3:
+			/* a kernel over the first 64 words, on the default stream */
+			base = v;
+			REQUIRE_CU(t_launch(iota, 1, 64, 0, args));
+			for (int k = 0; k < 64; k++)
+				want[k] = base + (uint32_t)k;
+			break;
+		default:
+			/* read on a blocking stream, which waits for the default one */
+			REQUIRE_CU(cuMemcpyDtoHAsync(back, d, sizeof(back), stream));
+			REQUIRE_CU(cuStreamSynchronize(stream));
+			CMP_U32(back, want, WORDS, "synchronous memsets, copies and kernels, read on a blocking stream");
+			break;
+		}
+	}
+	REQUIRE_CU(cuMemcpyDtoH(back, d, sizeof(back)));
+	CMP_U32(back, want, WORDS, "synchronous memsets, copies and kernels, read back");
+
+	/* Refused at once, and nothing left for a later call. */
+	REQUIRE_CU(cuMemAlloc(&gone, 64));
+	REQUIRE_CU(cuMemFree(gone));
+	r = cuMemsetD32(gone, 1, 4);
+	CHECK(r != CUDA_SUCCESS, "cuMemsetD32 of freed memory: %d", (int)r);
+	r = cuMemcpyDtoD(d, gone, 16);
+	CHECK(r != CUDA_SUCCESS, "cuMemcpyDtoD from freed memory: %d", (int)r);
+	r = cuMemcpyDtoD(gone, d, 16);
+	CHECK(r != CUDA_SUCCESS, "cuMemcpyDtoD to freed memory: %d", (int)r);
+	v = 7;
+	r = cuMemcpyHtoD(gone, &v, 4);
+	CHECK(r != CUDA_SUCCESS, "cuMemcpyHtoD to freed memory: %d", (int)r);
+	r = cuMemsetD32(d + WORDS * 4 - 8, 1, 4);
+	CHECK(r != CUDA_SUCCESS, "cuMemsetD32 past the end of an allocation: %d", (int)r);
+	CHECK_CU(cuCtxSynchronize(), CUDA_SUCCESS);
+	REQUIRE_CU(cuMemcpyDtoH(back, d, sizeof(back)));
+	CMP_U32(back, want, WORDS, "refused memsets and copies changed nothing");
+
+	/* Pinned memory set through its device address: done on return. */
+	REQUIRE_CU(cuMemHostAlloc((void **)&pinned, 64 * 4, CU_MEMHOSTALLOC_DEVICEMAP));
+	REQUIRE_CU(cuMemHostGetDevicePointer(&dp, pinned, 0));
+	for (int round = 0; round < 20; round++) {
+		uint32_t w[64];
+
+		v = (uint32_t)t_rand(&rng);
+		REQUIRE_CU(cuMemsetD32(dp, v, 64));
+		for (int k = 0; k < 64; k++)
+			w[k] = v;
+		CMP_U32(pinned, w, 64, "cuMemsetD32 of pinned memory, read at once");
+	}
+	REQUIRE_CU(cuMemFreeHost(pinned));
+	REQUIRE_CU(cuMemFree(d));
+}
+
 /* Many asynchronous copies of message-sized pageable buffers queued behind
  * a slow kernel, the one host buffer rewritten after each: every copy must
  * carry the bytes the buffer held when it was made, whether the server
@@ -903,6 +998,7 @@ int main(int argc, char **argv)
 	test_host_memory();
 	test_copies();
 	test_small_copies();
+	test_sync_forms();
 	test_queued_copies();
 	test_unified_copy();
 	test_memset();

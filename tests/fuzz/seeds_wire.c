@@ -329,6 +329,32 @@ static void seed_memory(struct seq *s)
 	save(s, "memory");
 }
 
+/* Synchronous forms the client answered itself (MPS_COPY_FENCE), on the
+ * legacy stream and a stream of its own, then work on the other stream. */
+static void seed_fenced(struct seq *s)
+{
+	struct mps_msg_copy up = { .hdr = HDR(MPS_OP_COPY, NO, CTX), .kind = MPS_COPY_H2D,
+				   .host_region = MPS_HOST_INLINE, .dst = FAKE(0, 0), .size = 16 };
+	struct mps_msg_copy dd = { .hdr = HDR(MPS_OP_COPY, NO, CTX), .kind = MPS_COPY_D2D, .dst = FAKE(0, 512),
+				   .src = FAKE(0, 0), .size = 16 };
+	struct mps_msg_memset ms = { .hdr = HDR(MPS_OP_MEMSET, NO, CTX), .elem = 4, .dst = FAKE(0, 256),
+				     .count = 8, .value = 7 };
+	uint8_t data[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+
+	begin(s, 0, 0);
+	ctx_create(s, 0, 0);
+	mem_alloc(s, CTX, 4096);
+	stream_create(s, CTX, CU_STREAM_NON_BLOCKING, 0);   /* H(2) */
+	up.hdr.flags = dd.hdr.flags = ms.hdr.flags = MPS_COPY_FENCE;
+	put2(s, &up, sizeof(up), data, sizeof(data));
+	put(s, &ms, sizeof(ms));
+	dd.stream = H(2);
+	put(s, &dd, sizeof(dd));
+	copy_to_slot(s, 1, CTX, H(2), FAKE(0, 512), 16);
+	simple(s, MPS_OP_CTX_SYNC, 2, CTX);
+	save(s, "fenced");
+}
+
 static void seed_pitched(struct seq *s)
 {
 	struct mps_msg_mem_alloc pitched = { .hdr = HDR(MPS_OP_MEM_ALLOC, 0, CTX), .width = 1000, .height = 10,
@@ -877,6 +903,7 @@ int main(int argc, char **argv)
 	fclose(f);
 	ptx_len = (size_t)n + 1;
 	seed_memory(&s);
+	seed_fenced(&s);
 	seed_pitched(&s);
 	seed_streams(&s);
 	seed_alloc_async(&s);

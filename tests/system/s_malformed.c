@@ -1420,6 +1420,35 @@ int main(int argc, char **argv)
 	m.cp.size = 4000;
 	CHECK_CU(call(MPS_OP_COPY, ctx, &m, sizeof(m.cp) + 16, NULL), CUDA_ERROR_INVALID_VALUE);
 
+	/* Fenced synchronous forms (MPS_COPY_FENCE, every flag bit set too)
+	 * into someone else's memory: refused, the error at the next
+	 * synchronize; one into our own memory passes. */
+	memset(&m, 0, sizeof(m));
+	m.ms.hdr.flags = MPS_COPY_FENCE;
+	m.ms.elem = 4;
+	m.ms.dst = theirs;
+	m.ms.count = 4;
+	post(MPS_OP_MEMSET, ctx, &m, sizeof(m.ms));
+	memset(&m, 0, sizeof(m));
+	CHECK_CU(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.cp.hdr.flags = 0xffff;
+	m.cp.kind = MPS_COPY_D2D;
+	m.cp.dst = theirs;
+	m.cp.src = mine;
+	m.cp.size = 4;
+	post(MPS_OP_COPY, ctx, &m, sizeof(m.cp));
+	memset(&m, 0, sizeof(m));
+	CHECK_CU(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.ms.hdr.flags = MPS_COPY_FENCE;
+	m.ms.elem = 4;
+	m.ms.dst = mine;
+	m.ms.count = 16;
+	post(MPS_OP_MEMSET, ctx, &m, sizeof(m.ms));
+	memset(&m, 0, sizeof(m));
+	CHECK_CU(call(MPS_OP_CTX_SYNC, ctx, &m, 16, NULL), CUDA_SUCCESS);
+
 	memset(&m, 0, sizeof(m));
 	CHECK_CU(call(MPS_OP_HOST_ALLOC, ctx, &m, sizeof(m.ha), NULL), CUDA_ERROR_INVALID_VALUE);
 	m.ha.size = 1ull << 50;
