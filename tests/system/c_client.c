@@ -35,11 +35,16 @@
  *   spin:N:T:C    the same with N blocks of T threads spinning C cycles
  *                 each, timed: "spin RESULT MILLISECONDS DISTINCT"
  *   wait:PATH     prints "waiting PATH", then waits (up to 60 s) for PATH to exist
+ *   open:PATH     open(2) of PATH read-write, as the driver opens its device
+ *                 nodes (closed again): "open PATH ERRNO TEXT", ERRNO 0 when
+ *                 it opened (a container given no device node: 2, ENOENT)
  *   sleep:MS      sleeps
  *
  * Every line is flushed as it is printed. The exit status is 0 unless a
  * step could not be understood (2): results are for the script to judge.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -347,6 +352,13 @@ int main(int argc, char **argv)
 				waited += 10;
 			}
 			printf("waited %s\n", waited < 60000 ? "ok" : "timeout");
+		} else if (!strncmp(a, "open:", 5)) {
+			int fd = open(a + 5, O_RDWR | O_CLOEXEC);
+			int e = fd < 0 ? errno : 0;
+
+			if (fd >= 0)
+				close(fd);
+			printf("open %s %d %s\n", a + 5, e, strerror(e));
 		} else if (!strncmp(a, "sleep:", 6)) {
 			sleep_ms(atol(a + 6));
 		} else {

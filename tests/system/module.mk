@@ -50,7 +50,7 @@ TEST_SCRIPTS += tests/system/control_cli.sh tests/system/control_commands.sh \
                 tests/system/queries.sh tests/system/replay.sh tests/system/control_namespaces.sh \
                 tests/system/control_dropin.sh tests/system/control_cdi.sh tests/system/control_pods.sh \
                 tests/system/control_pidns.sh tests/system/deviceplugin.sh tests/system/nvml.sh \
-                tests/system/control_replies.sh tests/system/smi.sh
+                tests/system/control_replies.sh tests/system/smi.sh tests/system/podman_cdi.sh
 # Alone: the time quit and signals take, the CPU and GPU time in the metrics,
 # how much the server replays (a client kept from its CPU has runs cut short).
 TESTS_SERIAL += control_quit control_signals control_metrics replay
