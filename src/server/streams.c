@@ -174,8 +174,11 @@ static CUresult fence_wait(struct mps_client *c, struct mps_sstream *s)
 	if (s->fence_seen == c->fence_gen)
 		return CUDA_SUCCESS;
 	/* Work captured into a graph runs when the graph is launched, on a
-	 * stream that waits then. */
-	if (c->fence_ctx && !mps_stream_capturing(c, s)) {
+	 * stream that waits then: the fence stays unseen until the stream's
+	 * first work past the capture. */
+	if (mps_stream_capturing(c, s))
+		return CUDA_SUCCESS;
+	if (c->fence_ctx) {
 		r = mps_drv.cuStreamWaitEvent(s->s, c->fence_ctx->fence, 0);
 		if (r != CUDA_SUCCESS)
 			return r;

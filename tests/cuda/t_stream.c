@@ -333,6 +333,53 @@ static void test_upload_sync(void)
 	}
 }
 
+/* A synchronous upload and device copy return before their work is done
+ * (as the driver's may; openmps's send them with a fence): a kernel
+ * captured afterwards on a non-blocking stream, its graph launched there,
+ * must still read them. With OPENMPS_STANDIN_SLOW_COPY_MS the copies land
+ * late, so a graph not ordered after them reads the old contents. */
+static void test_sync_copy_then_graph(void)
+{
+	enum { N = 64 };
+	CUfunction f = t_func(mod, "affine_u32");
+	uint32_t src[N], want[N], got[N], mul = (uint32_t)t_rand(&rng) | 1, add = (uint32_t)t_rand(&rng);
+	CUdeviceptr d, e;
+	CUgraphExec ge;
+	CUstream s;
+	CUgraph g;
+	int ni = N;
+
+	REQUIRE_CU(cuMemAlloc(&d, sizeof(src)));
+	REQUIRE_CU(cuMemAlloc(&e, sizeof(src)));
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int round = 0; round < 4; round++) {
+		CUdeviceptr x = round % 2 ? e : d;
+		void *args[] = { &x, &mul, &add, &ni };
+
+		t_fill_u32(src, N, &rng);
+		REQUIRE_CU(cuMemcpyHtoD(d, src, sizeof(src)));
+		if (round % 2)
+			REQUIRE_CU(cuMemcpyDtoD(e, d, sizeof(src)));
+		for (int i = 0; i < N; i++)
+			want[i] = src[i] * mul + add;
+		memset(src, 0xee, sizeof(src));
+		REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+		REQUIRE_CU(t_launch(f, 1, N, s, args));
+		REQUIRE_CU(cuStreamEndCapture(s, &g));
+		REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
+		REQUIRE_CU(cuGraphLaunch(ge, s));
+		REQUIRE_CU(cuMemcpyDtoHAsync(got, x, sizeof(got), s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		CMP_U32(got, want, N, round % 2 ? "a device copy read by a graph captured after it"
+						 : "a synchronous upload read by a graph captured after it");
+		REQUIRE_CU(cuGraphExecDestroy(ge));
+		REQUIRE_CU(cuGraphDestroy(g));
+	}
+	REQUIRE_CU(cuStreamDestroy(s));
+	REQUIRE_CU(cuMemFree(e));
+	REQUIRE_CU(cuMemFree(d));
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -354,6 +401,7 @@ int main(int argc, char **argv)
 	test_per_thread_and_nonblocking();
 	test_destroy_busy();
 	test_upload_sync();
+	test_sync_copy_then_graph();
 
 	REQUIRE_CU(cuMemFreeHost(pinned));
 	REQUIRE_CU(cuMemFree(flag));
