@@ -8,28 +8,35 @@
  * tell where its neighbours' are (a client's 1 MiB allocation lands 1 MiB
  * after another's). With OPENMPS_PLACEMENT=random the server reserves a
  * large range of virtual addresses on each device at start
- * (OPENMPS_PLACEMENT_GIB, default 4096: 2^21 slots of 2 MiB) and maps each
- * cuMemAlloc / cuMemAllocPitch of a client as a physical allocation of its
- * own (cuMemCreate, rounded up to the granularity) at a slot drawn from the
- * kernel's random source, with at least one unmapped slot before and after
- * it: knowing one's own addresses says nothing of another's (21 bits for a
- * 2 MiB allocation in 4 TiB), and a probe next to one's memory faults
- * instead of reading a neighbour's. The mapping is readable and writable
- * from its device and every peer the server enabled (device.c), and
- * cleared before the client gets it (on a stream of the server's own), so
- * nothing an earlier client left in that memory can be read.
+ * (OPENMPS_PLACEMENT_GIB, default 4096: 2^21 slots of 2 MiB) and maps
+ * clients' memory there in chunks: runs of granules of new physical memory
+ * (cuMemCreate) for one client on one device, each at a slot drawn from
+ * the kernel's random source, with at least one unmapped slot before and
+ * after it: knowing one's own addresses says nothing of another's (21
+ * bits a chunk in 4 TiB), and a probe next to one's memory faults instead
+ * of reading a neighbour's. A chunk is readable and writable from its
+ * device and every peer the server enabled (device.c), and cleared before
+ * the client gets any of it (on a stream of the server's own), so nothing
+ * an earlier client left in that memory can be read.
  *
- * An allocation of up to half the granularity (1 MiB) is carved instead
- * from a granule of its client's own, mapped the same way: a client's
- * small allocations sit next to each other, never next to another
- * client's, and take 512-byte units rather than 2 MiB each. A client that
- * shares one of them by IPC shows the importer the granule it is in.
+ * A cuMemAlloc / cuMemAllocPitch of a client past half the granularity (1
+ * MiB) takes whole granules of one of its chunks, up to 64 (128 MiB); one
+ * larger is a chunk of its own. A smaller one is carved from a granule of
+ * its client's own, taken from a chunk the same way, in 512-byte units. A
+ * new chunk is as large as the client's chunks on the device already (at
+ * least what is asked, at most 64 granules), so mapping memory, whose
+ * cuMemSetAccess alone costs 36 µs of a 2 MiB cuMemAlloc's 55 on an H200,
+ * is paid once a chunk, not once an allocation. A client's allocations sit
+ * next to each other, never next to another client's; a granule it frees
+ * stays its own (holding what it wrote) until its whole chunk is free and
+ * unmapped. A client that shares one of its allocations by IPC shows the
+ * importer where that chunk is.
  *
  * Costs, against cuMemAlloc: a larger allocation takes whole granules (2
  * MiB; a framework's caching allocator asks in 2 MiB and 20 MiB blocks
- * anyway), a client holds up to a granule per device more than its small
- * allocations add up to, and a free waits for the client's work to end
- * before the memory goes or is carved again (cuMemFree's implicit
+ * anyway), a client holds up to as much unused in its chunks as it uses
+ * (64 granules a device at most), and a free waits for the client's work
+ * to end before the memory goes or is given again (cuMemFree's implicit
  * synchronization, made explicit).
  * Host memory the GPU reaches through its address (a client's pinned
  * allocations, which its managed memory is too; its shared region, whose

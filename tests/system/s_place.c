@@ -7,19 +7,19 @@
  * each and send their addresses and sizes to the parent over a pipe, then
  * wait. The parent checks that every allocation past 1 MiB starts on a 2
  * MiB boundary and every smaller one is 512-byte aligned inside one 2 MiB
- * granule; that the granules holding them are an unmapped granule apart
- * unless they are one granule of one client's small allocations (no
- * granule holds two clients' memory, and none touches another's); and
- * that those granules spread over the range (S_PLACE_GIB, the daemon's
- * OPENMPS_PLACEMENT_GIB): their span is at least half of it and no 1/16th
- * of it holds more than a quarter of them. Then each child reads its
- * patterns back (the other's allocations and frees did not touch them),
- * frees half, allocates again and checks the new ones likewise; a new
- * allocation past 1 MiB reads as zeros and a small one holds nothing but
- * zeros and the child's own patterns (the server clears new granules:
- * freed ones held the other client's patterns; on the stand-in new
- * physical memory is zeros anyway, on a GPU the clearing is what makes it
- * so). Each child also makes HOSTS pinned allocations and reads each
+ * granule; that granules of different clients' are never next to each
+ * other: a client's granules in a row (its chunks, src/server/placement.c)
+ * are an unmapped granule apart from any other's (no granule holds two
+ * clients' memory, and none touches another's); and that those runs spread
+ * over the range (S_PLACE_GIB, the daemon's OPENMPS_PLACEMENT_GIB): their
+ * span is at least a quarter of it and no 1/16th of it holds more than
+ * half of them. Then each child reads its patterns back (the other's
+ * allocations and frees did not touch them), frees half, allocates again
+ * and checks the new ones likewise; a new allocation holds nothing but
+ * zeros and the child's own patterns (the server clears new chunks: freed
+ * ones held the other client's patterns; a granule a client gave back
+ * holds its own until its chunk goes; on the stand-in new physical memory
+ * is zeros anyway, on a GPU the clearing is what makes it so). Each child also makes HOSTS pinned allocations and reads each
  * through its device address; with placement the parent checks that none
  * lies within 1 MiB of another, either client's, and that they span more
  * than a TiB (the server maps each at a random page). Each child also
@@ -69,8 +69,14 @@ static uint32_t pattern(uint32_t tag, int i, int k)
 	return tag ^ (uint32_t)(k * 2654435761u) ^ (uint32_t)i;
 }
 
-/* Every word of every pattern with the tag taken out, sorted. */
-static uint32_t untagged[ALLOCS * 1024];
+/* The most words a pinned allocation's pattern has (pinned()). */
+#define PINNED_WORDS ((4096 + (256u << 10)) / 4)
+
+/* Every word of every pattern a child writes into device memory (its
+ * allocations', and its pinned allocations' copied through a temporary
+ * allocation) with the tag taken out, sorted. */
+#define UNTAGGED (ALLOCS * 1024 + HOSTS * PINNED_WORDS)
+static uint32_t untagged[UNTAGGED];
 
 static int cmp_u32(const void *x, const void *y)
 {
@@ -79,8 +85,8 @@ static int cmp_u32(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* A word a new small allocation may hold: zero, or a word of one of its
- * own client's patterns (units it freed, carved again, at any offset). */
+/* A word a new allocation may hold: zero, or a word of one of its own
+ * client's patterns (memory it freed, given again, at any offset). */
 static bool own_or_zero(uint32_t w, uint32_t tag)
 {
 	uint32_t key = w ^ tag;
@@ -88,13 +94,18 @@ static bool own_or_zero(uint32_t w, uint32_t tag)
 	static bool sorted;
 
 	if (!sorted) {
+		size_t n = 0;
+
 		for (int i = 0; i < ALLOCS; i++)
 			for (int k = 0; k < 1024; k++)
-				untagged[i * 1024 + k] = pattern(0, i, k);
-		qsort(untagged, ALLOCS * 1024, sizeof(*untagged), cmp_u32);
+				untagged[n++] = pattern(0, i, k);
+		for (int i = 0; i < HOSTS; i++)
+			for (int k = 0; k < (int)PINNED_WORDS; k++)
+				untagged[n++] = pattern(0, ALLOCS + i, k);
+		qsort(untagged, UNTAGGED, sizeof(*untagged), cmp_u32);
 		sorted = true;
 	}
-	return w == 0 || bsearch(&key, untagged, ALLOCS * 1024, sizeof(*untagged), cmp_u32);
+	return w == 0 || bsearch(&key, untagged, UNTAGGED, sizeof(*untagged), cmp_u32);
 }
 
 static bool placed;   /* S_PLACE_GIB set: the server places at random */
@@ -133,7 +144,7 @@ static struct alloc make(uint64_t *rng, uint32_t tag, int i)
 	if (placed) {   /* cleared: nothing of another client's allocations freed before it */
 		REQUIRE_CU(cuMemcpyDtoH(words, a.p, sizeof(words)));
 		for (int k = 0; k < 1024; k++)
-			if (!CHECK(a.size <= SMALL ? own_or_zero(words[k], tag) : words[k] == 0,
+			if (!CHECK(own_or_zero(words[k], tag),
 				   "new allocation %d (%llu bytes) word %d: %#x, not cleared", i,
 				   (unsigned long long)a.size, k, words[k]))
 				break;
@@ -172,8 +183,8 @@ static void *pinned(uint64_t *rng, uint32_t tag, int i, struct alloc *a)
 	for (size_t k = 0; k < n; k++)
 		h[k] = pattern(tag, ALLOCS + i, (int)k);
 	REQUIRE_CU(cuMemHostGetDevicePointer(&a->p, h, 0));
-	/* Past SMALL, so that no granule carved for small allocations
-	 * (whose checks know only the device patterns) ever holds these. */
+	/* Past SMALL: granules of the client's own, which its later
+	 * allocations may be given again (own_or_zero knows these words). */
 	REQUIRE_CU(cuMemAlloc(&d, SMALL + 4096));
 	REQUIRE_CU(cuMemcpyDtoD(d, a->p, (size_t)a->size));
 	REQUIRE_CU(cuMemcpyDtoH(back, d, (size_t)a->size));
@@ -341,12 +352,16 @@ static void judge(const struct alloc *all, int n, uint64_t range, const char *wh
 		b[nb++] = k;
 	}
 	qsort(b, (size_t)nb, sizeof(*b), cmp_block);
-	/* One granule of one client's small allocations counts once. */
+	/* A client's granules in a row (a chunk, or one granule of its small
+	 * allocations) count as one run. */
 	int m = 0;
 
 	for (int i = 0; i < nb; i++) {
-		if (m && b[i].small && b[m - 1].small && b[i].first == b[m - 1].first && b[i].owner == b[m - 1].owner)
+		if (m && b[i].owner == b[m - 1].owner && b[i].first <= b[m - 1].last + 1) {
+			if (b[i].last > b[m - 1].last)
+				b[m - 1].last = b[i].last;
 			continue;
+		}
 		b[m++] = b[i];
 	}
 	for (int i = 1; i < m; i++)
@@ -356,12 +371,12 @@ static void judge(const struct alloc *all, int n, uint64_t range, const char *wh
 			   (unsigned long long)(b[i - 1].last * GRAN), b[i - 1].owner, b[i - 1].small ? ", small" : ""))
 			break;
 	span = (b[m - 1].first - b[0].first) * GRAN;
-	CHECK(span >= range / 2, "%s: %d granules span %llu MiB of a %llu MiB range", when, m,
+	CHECK(span >= range / 4, "%s: %d runs of granules span %llu MiB of a %llu MiB range", when, m,
 	      (unsigned long long)(span >> 20), (unsigned long long)(range >> 20));
 	for (int i = 0; i < m; i++)
 		bins[(b[i].first - b[0].first) * GRAN * 16 / (span + 1)]++;
 	for (int k = 0; k < 16; k++)
-		CHECK(bins[k] <= (unsigned int)m / 4 + 1, "%s: %u of %d granules in one sixteenth of their span", when,
+		CHECK(bins[k] <= (unsigned int)m / 2 + 1, "%s: %u of %d runs in one sixteenth of their span", when,
 		      bins[k], m);
 	printf("s_place: %s: %d allocations (%d small) in %d granule runs over %llu MiB\n", when, n, small, m,
 	       (unsigned long long)(span >> 20));
