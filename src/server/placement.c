@@ -52,6 +52,7 @@
 
 struct space {
 	bool on;
+	bool rdma;         /* memory made so that NICs can reach it (GPUDirect RDMA), as cuMemAlloc's */
 	CUstream zero;     /* the server's own, for clearing new allocations */
 	CUdeviceptr base;
 	uint64_t size, gran, nslots;
@@ -201,6 +202,14 @@ static void reserve(int d)
 		s->used = NULL;
 		mps_drv.cuMemAddressFree(s->base, (size_t)s->size);
 		return;
+	}
+	/* cuMemAlloc's memory can be registered with a NIC; a physical
+	 * allocation only when made so, where the device allows it. */
+	{
+		int v = 0;
+
+		s->rdma = mps_drv.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+						       mps_srv.dev[d].dev) == CUDA_SUCCESS && v;
 	}
 	s->on = true;
 	mps_log_info("device %d: client allocations placed at random in %llu GiB (%llu slots of %llu KiB)", d,
@@ -412,7 +421,15 @@ static CUresult map_new(int device, uint64_t size, CUdeviceptr *at)
 		return CUDA_ERROR_NOT_SUPPORTED;   /* the caller asks the driver */
 	}
 	*at = s->base + first * s->gran;
+	prop.allocFlags.gpuDirectRDMACapable = mps_load_relaxed(&s->rdma);
 	r = mps_drv.cuMemCreate(&h, (size_t)size, &prop, 0);
+	if (r != CUDA_SUCCESS && prop.allocFlags.gpuDirectRDMACapable && r != CUDA_ERROR_OUT_OF_MEMORY) {
+		/* Refused made so: made as before, and not asked again. */
+		mps_store_relaxed(&s->rdma, false);
+		mps_log_warn("device %d: placed memory made without GPUDirect RDMA (%s)", device, mps_driver_errname(r));
+		prop.allocFlags.gpuDirectRDMACapable = 0;
+		r = mps_drv.cuMemCreate(&h, (size_t)size, &prop, 0);
+	}
 	if (r != CUDA_SUCCESS)
 		goto unslot;
 	r = mps_drv.cuMemMap(*at, (size_t)size, 0, h, 0);
