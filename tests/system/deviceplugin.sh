@@ -16,6 +16,10 @@
 #     made again): Healthy;
 #   - the kubelet restarts (it removes every socket in its directory): the
 #     plugin serves and registers again;
+#   - the server is killed under a client that holds memory (as a GPU fault
+#     ends a server): the daemon starts a fresh one for the next client, the
+#     devices stay listed and Healthy, and a container given a slice is
+#     served by it;
 #   - replicas: --replicas 3 lists each GPU three times, and a replica's
 #     allocation carries the share MPS's replicas get (100/3 % of the SMs,
 #     a third of the memory), which the client then sees;
@@ -112,6 +116,29 @@ grep -q "^registered openmps.io/gpu openmps-gpu.sock v1beta1$" "$dir/k2.out" || 
 grep -q "^list 3 " "$dir/k2.out" || fail "no list after the restart"
 grep -q "^cdi openmps.io/gpu=vgpu0-0$" "$dir/k2.out" || fail "no allocation after the restart"
 grep -q "serving and registering again" "$dir/plugin.out" || fail "the plugin did not say why it registered again"
+
+# The server killed under a client: a fresh one serves the next.
+LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" init alloc:1 "wait:$dir/go4" >"$dir/held.out" 2>&1 &
+cp4=$!; bg_pids="$bg_pids $cp4"
+wait_for "$dir/held.out" "^waiting" 20 || fail "the client did not start: $(cat "$dir/held.out")"
+srv=$(ui get_server_list | grep -E '^[0-9]+$' | head -1)
+if [ -n "$srv" ]; then
+	kill -9 "$srv"
+	wait_until 20 sh -c "! echo get_server_list | '$ctl' | grep -qx '$srv'" || fail "the killed server $srv stays listed"
+else
+	fail "no server listed while a client held memory"
+fi
+touch "$dir/go4"
+wait "$cp4" 2>/dev/null
+rm -f "$kd/openmps-gpu.sock" "$kd/kubelet.sock"
+"$fake" "$kd" register list "alloc:$v1" >"$dir/k4.out" 2>&1 || fail "after the server was killed: $(cat "$dir/k4.out")"
+grep -q "^list 3 $(printf '%s\n' "$gpu=Healthy" "$v0=Healthy" "$v1=Healthy" | sort | tr '\n' ' ' | sed 's/ $//')$" "$dir/k4.out" ||
+	fail "the list after the server was killed: $(grep '^list' "$dir/k4.out")"
+sel=$(sed -n 's/^env \(OPENMPS_CDI_DEVICE_[^=]*=.*\)$/\1/p' "$dir/k4.out")
+env NVIDIA_VISIBLE_DEVICES=void "$sel" LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" init alloc:1 list \
+	>"$dir/list4.out" 2>&1
+grep -q "^alloc 1 CUDA_SUCCESS" "$dir/list4.out" && grep -q "^list CUDA_SUCCESS 1 " "$dir/list4.out" ||
+	fail "a container's client after the server was killed: $(cat "$dir/list4.out")"
 kill "$pp"; wait "$pp" 2>/dev/null
 [ -e "$kd/openmps-gpu.sock" ] && fail "the plugin left its socket behind"
 
