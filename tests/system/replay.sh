@@ -62,12 +62,15 @@ replaying 1 480 10
 
 # A decoder's step: seven runs in turn (67 launches a turn), 20 turns;
 # each run's chunks are kept and replayed from the second turn on (a
-# server that kept one run would replay one of the seven). The two that
-# part after five launches share their first chunk's start.
+# server that kept one run would replay one of the seven, about 170 of
+# the 1206 kernels). The two that part after five launches share their
+# first chunk's start. Alone it replays 1,100 or more; a machine busy with
+# other work cuts holds short (960-1,032 seen beside a sanitizer's build),
+# so half of them is the bar.
 OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 start_daemon
 run_t_replay turns "turns" T_REPLAY_TURNS=1
 kernels=$(metric replayed_kernels_total)
-[ -n "$kernels" ] && [ "$kernels" -ge 1100 ] || fail "turns: $kernels kernels replayed (want 1100 of 1206)"
+[ -n "$kernels" ] && [ "$kernels" -ge 600 ] || fail "turns: $kernels kernels replayed (want 600 of 1206)"
 [ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "turns: $kernels kernels replayed"
 stop_daemon
 
