@@ -626,9 +626,6 @@ static CUresult memcpy_2d_ptds(const CUDA_MEMCPY2D *p) { return copy2d(p, NULL, 
 static CUresult memcpy_2d_async(const CUDA_MEMCPY2D *p, CUstream s) { return copy2d(p, s, false, true); }
 static CUresult memcpy_2d_async_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { return copy2d(p, s, true, true); }
 
-/* Sends a memset on its stream. The stream is resolved first (a bad one is
- * an error even with nothing to set); then `empty` (nothing to set) is a
- * success and `bad` (a misaligned or overlapping shape) an error. */
 /* The bytes from a memset's first to its last: false if they overflow. */
 static bool memset_span(const struct mps_msg_memset *q, uint64_t *span)
 {
@@ -643,6 +640,9 @@ static bool memset_span(const struct mps_msg_memset *q, uint64_t *span)
 	return !__builtin_mul_overflow(q->pitch, q->height - 1, &rows) && !__builtin_add_overflow(rows, row, span);
 }
 
+/* Sends a memset on its stream. The stream is resolved first (a bad one is
+ * an error even with nothing to set); then `empty` (nothing to set) is a
+ * success and `bad` (a misaligned or overlapping shape) an error. */
 static CUresult send_memset(struct mps_msg_memset *q, CUstream s, bool per_thread, bool async, bool empty, bool bad)
 {
 	struct mps_call call;
