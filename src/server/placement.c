@@ -520,6 +520,15 @@ static CUresult granules_get(int device, uint64_t owner, uint32_t n, CUdeviceptr
 	if (*at)
 		return CUDA_SUCCESS;
 	want = (uint32_t)(held < n ? n : held > CHUNK_MAX ? CHUNK_MAX : held);
+	if (want > n) {
+		/* No spare on a device short of memory: granules a client holds
+		 * unused are no one else's until its chunk goes. */
+		size_t free_b = 0, total_b = 0;
+
+		if (mps_drv.cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS || free_b < total_b / 8 ||
+		    free_b - total_b / 8 < (uint64_t)want * s->gran)
+			want = n;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -24,9 +24,10 @@
  * larger is a chunk of its own. A smaller one is carved from a granule of
  * its client's own, taken from a chunk the same way, in 512-byte units. A
  * new chunk is as large as the client's chunks on the device already (at
- * least what is asked, at most 64 granules), so mapping memory, whose
- * cuMemSetAccess alone costs 36 µs of a 2 MiB cuMemAlloc's 55 on an H200,
- * is paid once a chunk, not once an allocation. A client's allocations sit
+ * least what is asked, at most 64 granules; just what is asked while the
+ * device has less than an eighth of its memory free), so mapping memory,
+ * whose cuMemSetAccess alone costs 36 µs of a 2 MiB cuMemAlloc's 55 on an
+ * H200, is paid once a chunk, not once an allocation. A client's allocations sit
  * next to each other, never next to another client's; a granule it frees
  * stays its own (holding what it wrote) until its whole chunk is free and
  * unmapped. A client that shares one of its allocations by IPC shows the
