@@ -74,10 +74,12 @@ kernels=$(metric replayed_kernels_total)
 [ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "turns: $kernels kernels replayed"
 stop_daemon
 
-# More chunks than are kept (128), with 24 executable graphs allowed: the
+# More chunks than are kept (128), with 16 executable graphs allowed: the
 # server drops kept chunks and graphs as new ones come, still replays, and
-# every result is exact.
-OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_EXECS=24 start_daemon
+# every result is exact. (Alone it builds 36 graphs and launches 97; a
+# machine busy with other work cuts holds short: 23 built were seen with 24
+# allowed, so the bar is 16.)
+OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_EXECS=16 start_daemon
 run_t_replay churn "churn" T_REPLAY_CHURN=1
 chunks() { ui get_metrics | sed -n "s/^openmps_server_replay_chunks_total{[^}]*why=\"$1\"} \([0-9]*\)$/\1/p"; }
 replays=$(metric replays_total)
@@ -85,7 +87,7 @@ dropped=$(chunks dropped)
 built=$(chunks built)
 [ -n "$replays" ] && [ "$replays" -ge 20 ] || fail "churn: $replays graph launches (want 20 or more)"
 [ -n "$dropped" ] && [ "$dropped" -gt 0 ] || fail "churn: no kept chunk dropped ($dropped)"
-[ -n "$built" ] && [ "$built" -gt 24 ] || fail "churn: $built chunks built (want more than the 24 graphs kept)"
+[ -n "$built" ] && [ "$built" -gt 16 ] || fail "churn: $built chunks built (want more than the 16 graphs kept)"
 [ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "churn: $replays graph launches, $built built, $dropped dropped"
 stop_daemon
 
