@@ -1074,6 +1074,10 @@ static void metrics_done(struct mps_cmd *cmd, const struct mps_chan *answer, con
 		servers++;
 	mps_out(cmd, "# HELP openmps_servers Servers the control daemon runs.\n# TYPE openmps_servers gauge\n");
 	mps_out(cmd, "openmps_servers %d\n", servers);
+	mps_out(cmd, "# HELP openmps_server_failures_total Servers that reported a GPU fault, or ended while not asked "
+		     "to stop (a crash, a kill), since the daemon started.\n"
+		     "# TYPE openmps_server_failures_total counter\n");
+	mps_out(cmd, "openmps_server_failures_total %llu\n", (unsigned long long)mps_daemon.server_failures);
 	/* The devices by ordinal (the label device of the samples below). */
 	if (mps_daemon.devices_known && mps_daemon.ndev > 0)
 		mps_out(cmd, "# HELP openmps_device_info A device the servers use: its ordinal, UUID and name.\n"

@@ -133,6 +133,7 @@ struct mps_server_rec {
 	bool ready;                 /* it reported READY */
 	bool probe;                 /* started only to learn the devices */
 	bool reaped;                /* waitpid() has collected it: its pid may be reused */
+	bool failed;                /* counted in mps_daemon.server_failures */
 	bool chan_full;             /* the channel's buffer is full: clients wait in pending */
 	struct mps_pending_client *pending, **pending_tail;
 	struct mps_server_client *clients;
@@ -174,6 +175,7 @@ struct mps_daemon {
 	char server_exe[4096];
 	int server_log_fd;          /* server.log, inherited as the servers' stderr */
 	char cdi_path[4096];        /* the CDI spec the daemon keeps up to date ("": none; cdi.c) */
+	uint64_t server_failures;   /* servers that reported a GPU fault, or ended while not asked to stop */
 };
 
 extern struct mps_daemon mps_daemon;

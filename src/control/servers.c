@@ -441,6 +441,10 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 			 * passes a server in FAULT by). */
 			mps_log_error("Server %d: %s", (int)s->pid, m.text);
 			s->state = MPS_SERVER_FAULT;
+			if (!s->failed) {
+				s->failed = true;
+				mps_daemon.server_failures++;
+			}
 			break;
 		default:
 			mps_log_warn("server %d sent unknown message %u", (int)s->pid, m.op);
@@ -465,6 +469,11 @@ void mps_server_reaped(pid_t pid, int status)
 			mps_log_info("Server %d exited with status %d", (int)pid, WEXITSTATUS(status));
 		else
 			mps_log_info("Server %d was killed by signal %d", (int)pid, WTERMSIG(status));
+		/* Ended while serving, unasked: a crash, a kill, a GPU fault. */
+		if (!s->failed && s->stop == MPS_STOP_NONE && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+			s->failed = true;
+			mps_daemon.server_failures++;
+		}
 		if (s->chan >= 0)
 			channel_closed(s, true);
 		mps__flush_pending(s, "the server exited");

@@ -177,6 +177,19 @@ DpView DpDaemon::look() const
 		if (!cmds.empty() && run(cmds, &out) >= 0 && out.find("FAULT") != std::string::npos)
 			v.fault = true;
 	}
+	/* Servers failed so far: one that failed between two looks (a GPU
+	 * fault, a crash, a kill; the daemon starts a fresh one for the next
+	 * client) shows no FAULT by the next look. */
+	if (run("get_metrics\n", &out) == 0) {
+		static const std::string key = "openmps_server_failures_total ";
+		std::istringstream m(out);
+
+		while (std::getline(m, line))
+			if (line.compare(0, key.size(), key) == 0) {
+				v.failures = strtoull(line.c_str() + key.size(), nullptr, 10);
+				v.failures_ok = true;
+			}
+	}
 	v.up = true;
 	return v;
 }

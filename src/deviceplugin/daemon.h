@@ -3,8 +3,10 @@
  * What the device plugin learns from openmps's control daemon, asked
  * through the control program (openmps-control, beside the plugin unless
  * given) with the daemon's pipe directory: the devices clients can use
- * (device_query), the virtual devices (vdevice list), and whether a server
- * is in a GPU fault (get_server_list, get_server_status).
+ * (device_query), the virtual devices (vdevice list), whether a server
+ * is in a GPU fault (get_server_list, get_server_status), and how many
+ * servers have failed since the daemon started (get_metrics'
+ * openmps_server_failures_total: a GPU fault, a crash, a kill).
  */
 #ifndef OPENMPS_DEVICEPLUGIN_DAEMON_H
 #define OPENMPS_DEVICEPLUGIN_DAEMON_H
@@ -23,6 +25,9 @@ struct DpDevice {
 struct DpView {
 	bool up = false;        // the daemon answered
 	bool fault = false;     // a server of it is in a GPU fault
+	uint64_t failures = 0;  // servers failed since the daemon started
+	bool failures_ok = false;  // failures was read
+	bool failed = false;    // set by the caller: failures rose since its last look
 	std::vector<DpDevice> gpus, vdevices;
 	bool vdevices_ok = false;  // the slices were listed (vdevices is the list, not a failure)
 	std::string why;        // when not up, or the slices not listed: what went wrong

@@ -5,7 +5,10 @@
  * <plugin dir>/<socket>, registers the resource with the kubelet
  * (<plugin dir>/kubelet.sock), and then looks at openmps's daemon every
  * interval: the devices it offers and their health go to the kubelet's
- * ListAndWatch stream as they change. A kubelet that restarts removes every
+ * ListAndWatch stream as they change (Unhealthy while the daemon does not
+ * answer or a server is in a GPU fault, and for one look after a server
+ * failed since the last: a GPU fault, a crash, a kill; the daemon starts a
+ * fresh server for the next client). A kubelet that restarts removes every
  * plugin socket in its directory: when ours is gone (or replaced) the
  * plugin serves anew and registers again. SIGTERM or SIGINT end it.
  *
@@ -190,12 +193,26 @@ int main(int argc, char **argv)
 
 	const std::string path = plugin_dir + "/" + socket, kubelet = plugin_dir + "/kubelet.sock";
 	DpDaemon daemon(control, cfg.pipe_dir);
+	/* A server that failed between two looks turns the devices Unhealthy
+	 * for one look: the kubelet hears of it, and of the recovery. */
+	uint64_t failures = 0;
+	bool failures_known = false;
+	auto look = [&]() {
+		DpView v = daemon.look();
+
+		if (v.up && v.failures_ok) {
+			v.failed = failures_known && v.failures > failures;
+			failures = v.failures;   /* lower: a new daemon */
+			failures_known = true;
+		}
+		return v;
+	};
 
 	while (!quit_now) {
 		DpPlugin plugin(cfg);
 		grpc::ServerBuilder b;
 		struct stat mine;
-		DpView v = daemon.look();
+		DpView v = look();
 
 		plugin.update(v);
 		if (!v.up)
@@ -222,12 +239,14 @@ int main(int argc, char **argv)
 				next_register = clock::now() + std::chrono::seconds(1);
 			}
 			if (clock::now() >= next_look) {
-				DpView now = daemon.look();
+				DpView now = look();
 
 				if (plugin.update(now))
 					say(std::string("devices or health changed: ") +
-					    (now.up ? (now.fault ? "a server is in a GPU fault" : "healthy")
-						    : "the daemon does not answer: " + now.why));
+					    (!now.up ? "the daemon does not answer: " + now.why
+					     : now.fault ? "a server is in a GPU fault"
+					     : now.failed ? "a server failed since the last look (a GPU fault, a crash, a kill)"
+							  : "healthy"));
 				next_look = clock::now() + std::chrono::milliseconds(interval_ms);
 			}
 			std::this_thread::sleep_for(std::chrono::milliseconds(50));

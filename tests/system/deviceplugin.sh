@@ -17,9 +17,10 @@
 #   - the kubelet restarts (it removes every socket in its directory): the
 #     plugin serves and registers again;
 #   - the server is killed under a client that holds memory (as a GPU fault
-#     ends a server): the daemon starts a fresh one for the next client, the
-#     devices stay listed and Healthy, and a container given a slice is
-#     served by it;
+#     ends a server): the daemon counts it (openmps_server_failures_total),
+#     every device turns Unhealthy for a look and Healthy again, and a
+#     container given a slice is served by the fresh server the daemon
+#     starts;
 #   - replicas: --replicas 3 lists each GPU three times, and a replica's
 #     allocation carries the share MPS's replicas get (100/3 % of the SMs,
 #     a third of the memory), which the client then sees;
@@ -117,10 +118,17 @@ grep -q "^list 3 " "$dir/k2.out" || fail "no list after the restart"
 grep -q "^cdi openmps.io/gpu=vgpu0-0$" "$dir/k2.out" || fail "no allocation after the restart"
 grep -q "serving and registering again" "$dir/plugin.out" || fail "the plugin did not say why it registered again"
 
-# The server killed under a client: a fresh one serves the next.
+# The server killed under a client: Unhealthy for a look, then a fresh
+# server serves the next.
+failures=$(ui get_metrics | sed -n 's/^openmps_server_failures_total //p')
 LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" init alloc:1 "wait:$dir/go4" >"$dir/held.out" 2>&1 &
 cp4=$!; bg_pids="$bg_pids $cp4"
 wait_for "$dir/held.out" "^waiting" 20 || fail "the client did not start: $(cat "$dir/held.out")"
+rm -f "$kd/openmps-gpu.sock" "$kd/kubelet.sock"   # a kubelet of its own: it restarts
+"$fake" "$kd" register list "touch:$dir/k4ready" "await:$dir/k4killed" health:Unhealthy health:Healthy "alloc:$v1" \
+	>"$dir/k4.out" 2>&1 &
+kp4=$!; bg_pids="$bg_pids $kp4"
+wait_until 30 sh -c "test -e '$dir/k4ready' || ! kill -0 $kp4 2>/dev/null"
 srv=$(ui get_server_list | grep -E '^[0-9]+$' | head -1)
 if [ -n "$srv" ]; then
 	kill -9 "$srv"
@@ -128,12 +136,14 @@ if [ -n "$srv" ]; then
 else
 	fail "no server listed while a client held memory"
 fi
-touch "$dir/go4"
+touch "$dir/go4" "$dir/k4killed"
 wait "$cp4" 2>/dev/null
-rm -f "$kd/openmps-gpu.sock" "$kd/kubelet.sock"
-"$fake" "$kd" register list "alloc:$v1" >"$dir/k4.out" 2>&1 || fail "after the server was killed: $(cat "$dir/k4.out")"
-grep -q "^list 3 $(printf '%s\n' "$gpu=Healthy" "$v0=Healthy" "$v1=Healthy" | sort | tr '\n' ' ' | sed 's/ $//')$" "$dir/k4.out" ||
-	fail "the list after the server was killed: $(grep '^list' "$dir/k4.out")"
+wait "$kp4" || fail "after the server was killed: $(tail -3 "$dir/k4.out")"
+[ "$(ui get_metrics | sed -n 's/^openmps_server_failures_total //p')" = $((failures + 1)) ] ||
+	fail "openmps_server_failures_total did not count the killed server: $(ui get_metrics | grep failures)"
+grep -q "^health Unhealthy 3$" "$dir/k4.out" || fail "no Unhealthy after the server was killed"
+grep -q "^health Healthy 3$" "$dir/k4.out" || fail "not Healthy again after the server was killed"
+grep -q "a server failed since the last look" "$dir/plugin.out" || fail "the plugin did not say a server failed"
 sel=$(sed -n 's/^env \(OPENMPS_CDI_DEVICE_[^=]*=.*\)$/\1/p' "$dir/k4.out")
 env NVIDIA_VISIBLE_DEVICES=void "$sel" LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" init alloc:1 list \
 	>"$dir/list4.out" 2>&1
