@@ -4,15 +4,17 @@
 # Allocations placed at random (OPENMPS_PLACEMENT=random,
 # src/server/placement.h) in a 64 GiB range per device: s_place checks
 # where two clients' allocations land (large ones granule-aligned, small
-# ones carved from granules of their own client's, an unmapped granule
-# between any two clients' or large allocations, spread over the range;
-# pinned ones far apart)
-# and that their contents survive the other's allocations and frees; s_ipc shares a placed allocation
-# between two clients of the server (a handle the server makes) and frees
-# it under the importer; every driver-API test (tests/cuda; in a
-# sanitizer's build, those that allocate, map and query) runs as it does
-# with the driver's placement. A value
-# the server cannot read is said in its log and placement stays off.
+# ones carved from granules of their own client's, in chunks of their
+# client's own with an unmapped granule between any two clients' memory,
+# spread over the range; pinned ones far apart) and that their contents
+# survive the other's allocations and frees; s_ipc shares a placed
+# allocation between two clients of the server (a handle the server makes)
+# and frees it under the importer; on a device short of memory a client's
+# chunks get no spare granules, so another client's allocation still
+# fits; every driver-API test (tests/cuda; in a sanitizer's build, those
+# that allocate, map and query) runs as it does with the driver's
+# placement. A value the server cannot read is said in its log and
+# placement stays off.
 #
 #   usage: placement.sh BUILD_DIR
 
@@ -58,6 +60,20 @@ for t in $tests; do
 	[ -x "$t" ] || continue
 	"$here/with-openmps.sh" "$build" "$t" || { echo "placement: $(basename "$t") failed"; rc=1; }
 done
+# A device short of memory: chunks get no spare granules. Of a 64 MiB
+# device, a client holding 16 granules (32 MiB) in chunks gets one granule
+# for its 17th 2 MiB allocation, not a chunk of 16 with 15 spare, so a
+# second client's 20 MiB still fit.
+S_FULL=$(mktemp)
+OPENMPS_STANDIN_MEMORY=64M OPENMPS_STANDIN_DEVICES=1 S_PLACE_GIB=0 "$here/with-openmps.sh" "$build" sh -c '
+	LD_LIBRARY_PATH="$1/lib" "$1/tests/system/c_client" init $(for i in $(seq 1 17); do echo alloc:2; done) \
+		wait:"$2.go" >"$2.a" 2>&1 &
+	i=0; while ! grep -q "^waiting" "$2.a" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	LD_LIBRARY_PATH="$1/lib" "$1/tests/system/c_client" init alloc:20 >"$2.b" 2>&1
+	touch "$2.go"; wait' sh "$build" "$S_FULL" || rc=1
+[ "$(grep -c '^alloc 2 CUDA_SUCCESS' "$S_FULL.a")" = 17 ] && grep -q '^alloc 20 CUDA_SUCCESS' "$S_FULL.b" ||
+	{ echo "placement: a device short of memory: $(grep -h alloc "$S_FULL.a" "$S_FULL.b" | sort | uniq -c | tr '\n' ' ')"; rc=1; }
+rm -f "$S_FULL" "$S_FULL.a" "$S_FULL.b" "$S_FULL.go"
 # The log says where allocations go, or why they cannot.
 dir=$(mktemp -d /tmp/openmps-place.XXXXXX)
 export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
