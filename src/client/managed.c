@@ -92,7 +92,9 @@ static bool find(uint64_t p, uint64_t count, struct managed *out)
 }
 
 /* Fresh shared memory of len bytes mapped here; its fd in *fd. */
-static void *shared_map(size_t len, int *fd)
+/* A sealed memfd of len bytes mapped here: at hint if that is free (else
+ * where the kernel puts it), or where the kernel puts it. */
+static void *shared_map(size_t len, void *hint, int *fd)
 {
 	void *p;
 
@@ -101,7 +103,9 @@ static void *shared_map(size_t len, int *fd)
 		return NULL;
 	if (ftruncate(*fd, (off_t)len) < 0 || fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		goto fail;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	p = mmap(hint, len, PROT_READ | PROT_WRITE, MAP_SHARED | (hint ? MAP_FIXED_NOREPLACE : 0), *fd, 0);
+	if (p == MAP_FAILED && hint)
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
 	if (p != MAP_FAILED)
 		return p;
 fail:
@@ -142,9 +146,22 @@ static CUresult mem_alloc_managed(CUdeviceptr *dptr, size_t bytesize, unsigned i
 	}
 	while (nmissed < ADDRESS_TRIES) {
 		uint64_t devptr = 0;
+		void *hint = NULL;
 		int fd;
 
-		p = shared_map(len, &fd);
+		/* After a miss, further down each time (256 MiB, then 4 times
+		 * as far, 256 GiB at most): where processes lay out memory
+		 * alike (no address randomization, as under ThreadSanitizer) the
+		 * server's mappings at the next addresses down can be large (a
+		 * placement range is 64 GiB or more). */
+		if (nmissed) {
+			uintptr_t last = (uintptr_t)missed[nmissed - 1];
+			uintptr_t stride = nmissed > 5 ? (uintptr_t)256 << 30 : (uintptr_t)256 << (20 + 2 * (nmissed - 1));
+
+			if (last > stride + len)
+				hint = (void *)((last - stride) & ~(uintptr_t)(page - 1));
+		}
+		p = shared_map(len, hint, &fd);
 		if (!p) {
 			r = CUDA_ERROR_OUT_OF_MEMORY;
 			break;
