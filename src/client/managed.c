@@ -91,9 +91,8 @@ static bool find(uint64_t p, uint64_t count, struct managed *out)
 	return i >= 0;
 }
 
-/* Fresh shared memory of len bytes mapped here; its fd in *fd. */
-/* A sealed memfd of len bytes mapped here: at hint if that is free (else
- * where the kernel puts it), or where the kernel puts it. */
+/* Fresh shared memory of len bytes (a sealed memfd, its fd in *fd) mapped
+ * here: at hint if that is free, else where the kernel puts it. */
 static void *shared_map(size_t len, void *hint, int *fd)
 {
 	void *p;

@@ -355,6 +355,15 @@ static void ready(struct mps_server_rec *s, const struct mps_chan *m)
 	mps__server_maybe_drain(s);
 }
 
+/* Counts s in the daemon's failed servers, once. */
+static void count_failure(struct mps_server_rec *s)
+{
+	if (!s->failed) {
+		s->failed = true;
+		mps_daemon.server_failures++;
+	}
+}
+
 void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 {
 	struct mps_server_client *c;
@@ -441,10 +450,7 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 			 * passes a server in FAULT by). */
 			mps_log_error("Server %d: %s", (int)s->pid, m.text);
 			s->state = MPS_SERVER_FAULT;
-			if (!s->failed) {
-				s->failed = true;
-				mps_daemon.server_failures++;
-			}
+			count_failure(s);
 			break;
 		default:
 			mps_log_warn("server %d sent unknown message %u", (int)s->pid, m.op);
@@ -470,10 +476,8 @@ void mps_server_reaped(pid_t pid, int status)
 		else
 			mps_log_info("Server %d was killed by signal %d", (int)pid, WTERMSIG(status));
 		/* Ended while serving, unasked: a crash, a kill, a GPU fault. */
-		if (!s->failed && s->stop == MPS_STOP_NONE && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-			s->failed = true;
-			mps_daemon.server_failures++;
-		}
+		if (s->stop == MPS_STOP_NONE && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+			count_failure(s);
 		if (s->chan >= 0)
 			channel_closed(s, true);
 		mps__flush_pending(s, "the server exited");

@@ -59,6 +59,8 @@ static void *host_side(struct mps_client *c, const struct mps_msg_copy *q, const
 static void finish(struct mps_client *c, const struct mps_msg *m, struct mps_sstream *st, uint32_t stage,
 		   CUresult r, const char *what, bool staged)
 {
+	if (r == CUDA_SUCCESS && (m->flags & MPS_COPY_FENCE))
+		r = mps_stream_fence(c, st);   /* a synchronous form the client did not wait for */
 	if ((m->flags & MPS_COPY_STAGE) && stage < MPS_STAGE_MAX) {
 		CUresult sr = r;
 
@@ -192,8 +194,6 @@ void mps__op_copy(struct mps_client *c, const struct mps_msg *m)
 			break;
 		}
 	}
-	if (r == CUDA_SUCCESS && (m->flags & MPS_COPY_FENCE))
-		r = mps_stream_fence(c, st);
 	finish(c, m, st, q->stage, r, "cuMemcpyAsync", staged);
 	return;
 
@@ -249,8 +249,6 @@ void mps__op_memset(struct mps_client *c, const struct mps_msg *m)
 		else
 			r = mps_drv.cuMemsetD32Async((CUdeviceptr)q->dst, q->value, (size_t)q->count, st->s);
 	}
-	if (r == CUDA_SUCCESS && (m->flags & MPS_COPY_FENCE))
-		r = mps_stream_fence(c, st);
 	finish(c, m, st, MPS_STAGE_MAX, r, "cuMemsetAsync", false);
 	return;
 fail:

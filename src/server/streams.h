@@ -55,8 +55,9 @@ CUresult mps_stream_before(struct mps_client *c, struct mps_sstream *s);
  * only it holds): the program cannot tell whether those are done, except
  * through later work, which the server orders. It says so with
  * MPS_OP_STREAM_FENCE, or with MPS_COPY_FENCE on a synchronous copy or
- * memset it answered itself (client/copy.c): the server records the stream's `fence` event of its
- * context there, and the client's other streams (of any of its contexts,
+ * memset it answered itself (client/copy.c): the server records the
+ * stream's `fence` event of its context there, and the client's other
+ * streams (of any of its contexts,
  * made before or after) wait for it before their next work, as they would
  * have started only after the synchronize returned. Work on the fenced
  * stream itself is in order anyway. */
