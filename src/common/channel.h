@@ -57,7 +57,8 @@
  *                   -errno, text = detail.
  *   FAULT           a GPU fault ended the server's context: value = the
  *                   driver's error, text = the device and the culprit or
- *                   suspects. The server exits right after.
+ *                   suspects, comm = the device's UUID. The server exits
+ *                   right after.
  */
 #ifndef MPS_COMMON_CHANNEL_H
 #define MPS_COMMON_CHANNEL_H

@@ -1092,6 +1092,13 @@ static void metrics_done(struct mps_cmd *cmd, const struct mps_chan *answer, con
 		mps_out(cmd, "openmps_device_info{device=\"%d\",uuid=\"%s\",name=\"%s\"} 1\n", d,
 			mps_daemon.dev[d].uuid, name);
 	}
+	if (mps_daemon.devices_known && mps_daemon.ndev > 0)
+		mps_out(cmd, "# HELP openmps_device_server_failures_total Failed servers (as openmps_server_failures_total) "
+			     "that took the device down: its GPU fault, or a crash or kill of a server using it.\n"
+			     "# TYPE openmps_device_server_failures_total counter\n");
+	for (int d = 0; mps_daemon.devices_known && d < mps_daemon.ndev; d++)
+		mps_out(cmd, "openmps_device_server_failures_total{device=\"%d\",uuid=\"%s\"} %llu\n", d,
+			mps_daemon.dev[d].uuid, (unsigned long long)mps_daemon.dev[d].failures);
 	/* Which server is whose: its user and its key (fault domain and trust
 	 * scope, routing.c), so a client's samples (label server) find both. */
 	if (servers)

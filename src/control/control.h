@@ -109,6 +109,7 @@ struct mps_device_info {
 	uint64_t total_mem;
 	int sm_groups;              /* groups SM partitions and virtual devices take (0: no shares) */
 	int group_sms;              /* SMs in a group */
+	uint64_t failures;          /* servers failed that had it: a GPU fault there, a crash, a kill */
 };
 
 /* What an epoll tag points at: each struct so tagged starts with its kind. */

@@ -355,13 +355,24 @@ static void ready(struct mps_server_rec *s, const struct mps_chan *m)
 	mps__server_maybe_drain(s);
 }
 
-/* Counts s in the daemon's failed servers, once. */
-static void count_failure(struct mps_server_rec *s)
+/* Counts s in the daemon's failed servers, once, and in the failures of
+ * each device it took down: the GPU its fault was on (uuid), or, for a
+ * server that crashed or was killed (uuid NULL) or named no GPU the daemon
+ * knows, every device (a server serves them all). */
+static void count_failure(struct mps_server_rec *s, const char *uuid)
 {
-	if (!s->failed) {
-		s->failed = true;
-		mps_daemon.server_failures++;
-	}
+	int hit = -1;
+
+	if (s->failed)
+		return;
+	s->failed = true;
+	mps_daemon.server_failures++;
+	for (int d = 0; uuid && *uuid && d < mps_daemon.ndev; d++)
+		if (!strcmp(mps_daemon.dev[d].uuid, uuid))
+			hit = d;
+	for (int d = 0; d < mps_daemon.ndev; d++)
+		if (hit < 0 || d == hit)
+			mps_daemon.dev[d].failures++;
 }
 
 void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
@@ -450,7 +461,7 @@ void mps_server_channel_event(struct mps_server_rec *s, uint32_t events)
 			 * passes a server in FAULT by). */
 			mps_log_error("Server %d: %s", (int)s->pid, m.text);
 			s->state = MPS_SERVER_FAULT;
-			count_failure(s);
+			count_failure(s, m.comm);
 			break;
 		default:
 			mps_log_warn("server %d sent unknown message %u", (int)s->pid, m.op);
@@ -477,7 +488,7 @@ void mps_server_reaped(pid_t pid, int status)
 			mps_log_info("Server %d was killed by signal %d", (int)pid, WTERMSIG(status));
 		/* Ended while serving, unasked: a crash, a kill, a GPU fault. */
 		if (s->stop == MPS_STOP_NONE && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
-			count_failure(s);
+			count_failure(s, NULL);
 		if (s->chan >= 0)
 			channel_closed(s, true);
 		mps__flush_pending(s, "the server exited");

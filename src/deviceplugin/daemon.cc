@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <map>
 #include <sstream>
 
 #include <fcntl.h>
@@ -120,6 +121,7 @@ DpView DpDaemon::look() const
 {
 	DpView v;
 	std::string out, line;
+	std::map<std::string, std::string> by_index;   // a GPU's UUID by its ordinal
 	int st = run("device_query\n", &out);
 
 	if (st != 0) {
@@ -136,7 +138,9 @@ DpView DpDaemon::look() const
 
 			d.uuid = w[1];
 			d.cdi_name = w[1];
+			d.gpu = w[1];
 			d.mem_mib = strtoull(w[2].c_str(), nullptr, 10);
+			by_index[w[0]] = w[1];
 			v.gpus.push_back(d);
 		}
 	}
@@ -162,6 +166,8 @@ DpView DpDaemon::look() const
 				d.uuid = w[1];
 				d.cdi_name = w[0];
 				d.virt = true;
+				/* DEV: the GPU it slices, by ordinal or by UUID. */
+				d.gpu = by_index.count(w[2]) ? by_index[w[2]] : w[2];
 				v.vdevices.push_back(d);
 			}
 		}
@@ -181,14 +187,24 @@ DpView DpDaemon::look() const
 	 * fault, a crash, a kill; the daemon starts a fresh one for the next
 	 * client) shows no FAULT by the next look. */
 	if (run("get_metrics\n", &out) == 0) {
-		static const std::string key = "openmps_server_failures_total ";
+		static const std::string key = "openmps_server_failures_total ",
+					 by_gpu = "openmps_device_server_failures_total{";
 		std::istringstream m(out);
 
-		while (std::getline(m, line))
+		while (std::getline(m, line)) {
 			if (line.compare(0, key.size(), key) == 0) {
 				v.failures = strtoull(line.c_str() + key.size(), nullptr, 10);
 				v.failures_ok = true;
+			} else if (line.compare(0, by_gpu.size(), by_gpu) == 0) {
+				/* ...{device="0",uuid="GPU-..."} N */
+				size_t u = line.find("uuid=\""), e = line.find("\"}", u == std::string::npos ? 0 : u);
+
+				if (u == std::string::npos || e == std::string::npos)
+					continue;
+				v.gpu_failures[line.substr(u + 6, e - u - 6)] = strtoull(line.c_str() + e + 2, nullptr, 10);
+				v.gpu_failures_ok = true;
 			}
+		}
 	}
 	v.up = true;
 	return v;

@@ -7,8 +7,9 @@
  * interval: the devices it offers and their health go to the kubelet's
  * ListAndWatch stream as they change (Unhealthy while the daemon does not
  * answer or a server is in a GPU fault, and for one look after a server
- * failed since the last: a GPU fault, a crash, a kill; the daemon starts a
- * fresh server for the next client). A kubelet that restarts removes every
+ * failed since the last: the GPU of a fault and its slices, every device
+ * for a crash or a kill; the daemon starts a fresh server for the next
+ * client). A kubelet that restarts removes every
  * plugin socket in its directory: when ours is gone (or replaced) the
  * plugin serves anew and registers again. SIGTERM or SIGINT end it.
  *
@@ -31,7 +32,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -117,6 +120,15 @@ static bool register_once(const std::string &kubelet, const std::string &socket,
 	return true;
 }
 
+static std::string join(const std::set<std::string> &v)
+{
+	std::string s;
+
+	for (const std::string &x : v)
+		s += (s.empty() ? "" : ", ") + x;
+	return s;
+}
+
 static bool same_file(const std::string &path, const struct stat &was)
 {
 	struct stat now;
@@ -193,17 +205,34 @@ int main(int argc, char **argv)
 
 	const std::string path = plugin_dir + "/" + socket, kubelet = plugin_dir + "/kubelet.sock";
 	DpDaemon daemon(control, cfg.pipe_dir);
-	/* A server that failed between two looks turns the devices Unhealthy
-	 * for one look: the kubelet hears of it, and of the recovery. */
+	/* A server that failed between two looks turns the devices it took
+	 * down Unhealthy for one look (the GPU of its fault; every GPU for a
+	 * crash or a kill, and from a daemon that does not count by GPU):
+	 * the kubelet hears of it, and of the recovery. */
 	uint64_t failures = 0;
 	bool failures_known = false;
+	std::map<std::string, uint64_t> gpu_failures;   // the last look's, by GPU UUID
 	auto look = [&]() {
 		DpView v = daemon.look();
 
 		if (v.up && v.failures_ok) {
-			v.failed = failures_known && v.failures > failures;
+			bool rose = failures_known && v.failures > failures;
+
+			if (v.gpu_failures_ok && failures_known) {
+				for (const auto &g : v.gpu_failures) {
+					auto was = gpu_failures.find(g.first);
+
+					if (was != gpu_failures.end() && g.second > was->second)
+						v.failed_gpus.insert(g.first);
+				}
+				/* Rose, yet no GPU known before did: a GPU new since. */
+				v.failed = rose && v.failed_gpus.empty();
+			} else {
+				v.failed = rose;
+			}
 			failures = v.failures;   /* lower: a new daemon */
 			failures_known = true;
+			gpu_failures = v.gpu_failures;
 		}
 		return v;
 	};
@@ -246,7 +275,9 @@ int main(int argc, char **argv)
 					    (!now.up ? "the daemon does not answer: " + now.why
 					     : now.fault ? "a server is in a GPU fault"
 					     : now.failed ? "a server failed since the last look (a GPU fault, a crash, a kill)"
-							  : "healthy"));
+					     : !now.failed_gpus.empty() ? "a server failed since the last look, taking down " +
+										  join(now.failed_gpus)
+									: "healthy"));
 				next_look = clock::now() + std::chrono::milliseconds(interval_ms);
 			}
 			std::this_thread::sleep_for(std::chrono::milliseconds(50));

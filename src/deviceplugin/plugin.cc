@@ -30,7 +30,7 @@ bool DpPlugin::update(const DpView &v)
 	for (const DpDevice &d : devs)
 		for (int k = 0; k < cfg_.replicas; k++)
 			next[cfg_.replicas > 1 ? d.uuid + "::" + std::to_string(k) : d.uuid] =
-				Entry{ d, v.up && !v.fault && !v.failed };
+				Entry{ d, v.up && !v.fault && !v.failed && !v.failed_gpus.count(d.gpu) };
 
 	std::lock_guard<std::mutex> lk(mu_);
 	/* The daemon down: what was advertised stays, unhealthy (kubelet

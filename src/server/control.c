@@ -128,11 +128,11 @@ void mps_control_apply_settings(struct mps_client *c)
 	c->mem.pool = &mps_srv.host_pool;
 }
 
-static void format_uuid(char *buf, size_t len, const uint8_t *u)
+void mps_control_device_uuid(int dev, char *buf, size_t len)
 {
 	char t[MPS_UUID_TEXT];
 
-	mps_uuid_text(t, u);
+	mps_uuid_text(t, mps_srv.dev[dev].info.uuid);
 	snprintf(buf, len, "GPU-%s", t);
 }
 
@@ -149,7 +149,7 @@ void mps_control_report_ready(void)
 		m.arg = mps_srv.dev[i].info.total_mem;
 		m.uid = mps_sm_group_sms(i, &groups);
 		m.pid = (int32_t)groups;
-		format_uuid(m.comm, sizeof(m.comm), mps_srv.dev[i].info.uuid);
+		mps_control_device_uuid(i, m.comm, sizeof(m.comm));
 		snprintf(m.text, sizeof(m.text), "%s", mps_srv.dev[i].info.name);
 		mps_control_send(&m);
 	}

@@ -32,6 +32,9 @@ void mps_control_apply_settings(struct mps_client *c);
 /* Reports each device, then READY. */
 void mps_control_report_ready(void);
 
+/* Device dev's UUID as the daemon knows it: "GPU-" and the 36 characters. */
+void mps_control_device_uuid(int dev, char *buf, size_t len);
+
 /* Reads and acts on one packet from the daemon. Returns 0, or -EPIPE when
  * the daemon is gone, -ECANCELED when it told us to quit. (DRAIN only sets mps_srv.draining: the
  * main loop ends when the last client has gone.) */

@@ -193,6 +193,9 @@ void mps_fault_finish(void)
 		snprintf(who, sizeof(who), "no client had work running");
 	}
 	snprintf(m.text, sizeof(m.text), "GPU fault on device %d (%s); %s", fault_dev, mps_driver_errname(err), who);
+	/* Which GPU, for the daemon's count of failures by device. */
+	if (fault_dev >= 0 && fault_dev < mps_srv.ndev)
+		mps_control_device_uuid(fault_dev, m.comm, sizeof(m.comm));
 	mps_log_error("%s. Every client of this server gets %s; the server exits and the next client gets a "
 		      "fresh one", m.text, mps_driver_errname(err));
 	memcpy(rf.text, m.text, sizeof(rf.text) - 1);   /* cut to fit; rf.text ends in 0 */

@@ -10,6 +10,8 @@
  *   options           GetDevicePluginOptions: "options PRE_START PREFERRED"
  *   list              the next ListAndWatch update (10 s): "list N ID=HEALTH ..." (sorted)
  *   health:H          updates until every device is H (30 s): "health H N"
+ *   unhealthy:N       updates until exactly N devices are Unhealthy (30 s):
+ *                     "unhealthy N ID ..." (those IDs, sorted)
  *   alloc:ID[,ID..]   Allocate for one container: "alloc ok", then "cdi NAME", "env K=V",
  *                     "mount CONTAINER HOST ro|rw" lines, sorted; or "alloc error CODE MESSAGE"
  *   alloc2:A/B        Allocate for two containers (A and B comma lists): "alloc2 ok N"
@@ -24,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -197,6 +200,32 @@ static bool step(Kubelet &k, const std::string &a)
 			}
 		}
 		printf("health: not every device %s in 30 s\n", want.c_str());
+		return false;
+	}
+	if (a.compare(0, 10, "unhealthy:") == 0) {
+		int want = atoi(a.c_str() + 10);
+		auto end = steady_clock::now() + seconds(30);
+		v1beta1::ListAndWatchResponse u;
+
+		while (steady_clock::now() < end) {
+			if (!next_update(&u, duration_cast<seconds>(end - steady_clock::now()) + seconds(1)))
+				break;
+			std::vector<std::string> ids;
+
+			for (const auto &d : u.devices())
+				if (d.health() == "Unhealthy")
+					ids.push_back(d.id());
+			if ((int)ids.size() == want) {
+				std::string line = "unhealthy " + std::to_string(want);
+
+				std::sort(ids.begin(), ids.end());
+				for (const auto &id : ids)
+					line += " " + id;
+				printf("%s\n", line.c_str());
+				return true;
+			}
+		}
+		printf("unhealthy: no update with %d devices Unhealthy in 30 s\n", want);
 		return false;
 	}
 	if (a.compare(0, 6, "alloc:") == 0 || a.compare(0, 7, "alloc2:") == 0) {

@@ -21,6 +21,8 @@
  *   sync          cuCtxSynchronize
  *   launch:N      N launches of the test kernels' `empty` (module from
  *                 OPENMPS_TEST_PTX), then a synchronize: "launch N RESULT"
+ *   fault         the test kernels' `store_at` at address 0x10 (a GPU
+ *                 fault), then a synchronize: "fault RESULT"
  *   copy:MIB      MIB MiB host to device, then device to host, through the
  *                 first allocation: "copy MIB RESULT"
  *   array:MIB     a 2D float array of MIB MiB (1024 floats a row), kept:
@@ -131,6 +133,21 @@ static CUresult launch_empty(long n)
 
 	for (long i = 0; i < n && r == CUDA_SUCCESS; i++)
 		r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+	if (r == CUDA_SUCCESS)
+		r = cuCtxSynchronize();
+	return r;
+}
+
+/* A kernel that stores where nothing is mapped, then a synchronize. */
+static CUresult fault(void)
+{
+	unsigned int *bad = (unsigned int *)(uintptr_t)0x10, v = 7;
+	void *args[] = { &bad, &v };
+	CUfunction f;
+	CUresult r = test_function("store_at", &f);
+
+	if (r == CUDA_SUCCESS)
+		r = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL);
 	if (r == CUDA_SUCCESS)
 		r = cuCtxSynchronize();
 	return r;
@@ -307,6 +324,8 @@ int main(int argc, char **argv)
 			printf("sync %s\n", name(cuCtxSynchronize()));
 		} else if (!strncmp(a, "launch:", 7)) {
 			printf("launch %ld %s\n", atol(a + 7), name(launch_empty(atol(a + 7))));
+		} else if (!strcmp(a, "fault")) {
+			printf("fault %s\n", name(fault()));
 		} else if (!strncmp(a, "copy:", 5)) {
 			size_t bytes = (size_t)atol(a + 5) << 20;
 			void *h = calloc(1, bytes ? bytes : 1);

@@ -21,6 +21,9 @@
 #     every device turns Unhealthy for a look and Healthy again, and a
 #     container given a slice is served by the fresh server the daemon
 #     starts;
+#   - with two GPUs, the second split: a GPU fault on the second turns that
+#     GPU and its slices Unhealthy for a look, the first stays Healthy, and
+#     openmps_device_server_failures_total counts it on that GPU alone;
 #   - replicas: --replicas 3 lists each GPU three times, and a replica's
 #     allocation carries the share MPS's replicas get (100/3 % of the SMs,
 #     a third of the memory), which the client then sees;
@@ -151,6 +154,46 @@ grep -q "^alloc 1 CUDA_SUCCESS" "$dir/list4.out" && grep -q "^list CUDA_SUCCESS 
 	fail "a container's client after the server was killed: $(cat "$dir/list4.out")"
 kill "$pp"; wait "$pp" 2>/dev/null
 [ -e "$kd/openmps-gpu.sock" ] && fail "the plugin left its socket behind"
+
+# Two GPUs, the second split in two: a GPU fault on the second turns it and
+# its slices Unhealthy for a look, not the first (a kill, above, takes
+# every device: a server serves them all).
+stop_daemon
+export OPENMPS_STANDIN_DEVICES=2
+start_daemon
+ui "vdevice split 1 2" >/dev/null || fail "vdevice split 1 2"
+g0=$(ui device_query | awk 'NR > 1 && $1 == "0" { print $2 }')
+g1=$(ui device_query | awk 'NR > 1 && $1 == "1" { print $2 }')
+s10=$(ui "vdevice list" | awk '$1 == "vgpu1-0" { print $2 }')
+s11=$(ui "vdevice list" | awk '$1 == "vgpu1-1" { print $2 }')
+[ -n "$g0" ] && [ -n "$g1" ] && [ -n "$s10" ] && [ -n "$s11" ] || fail "two GPUs: $(ui device_query; ui 'vdevice list')"
+"$plugin" --plugin-dir "$kd" --devices all --interval-ms 200 --control "$ctl" \
+	--pipe-dir "$CUDA_MPS_PIPE_DIRECTORY" --lib-dir "$build/lib" >"$dir/plugin5.out" 2>&1 &
+pp=$!; bg_pids="$bg_pids $pp"
+rm -f "$kd/kubelet.sock"
+"$fake" "$kd" register list "touch:$dir/k5ready" "await:$dir/k5fault" unhealthy:3 health:Healthy \
+	>"$dir/k5.out" 2>&1 &
+kp5=$!; bg_pids="$bg_pids $kp5"
+wait_until 30 sh -c "test -e '$dir/k5ready' || ! kill -0 $kp5 2>/dev/null"
+grep -q "^list 4 .*=Healthy .*=Healthy .*=Healthy .*=Healthy$" "$dir/k5.out" || fail "two GPUs' list: $(grep '^list' "$dir/k5.out")"
+per=$(ui get_metrics | grep -c '^openmps_device_server_failures_total{device="[01]",uuid="GPU-')
+[ "$per" = 2 ] || fail "failures by device: $(ui get_metrics | grep device_server_failures)"
+LD_LIBRARY_PATH="$build/lib" "$build/tests/system/c_client" init dev:1 fault >"$dir/fault.out" 2>&1
+grep -q "^fault CUDA_ERROR_ILLEGAL_ADDRESS" "$dir/fault.out" || fail "no fault on the second GPU: $(cat "$dir/fault.out")"
+touch "$dir/k5fault"
+wait "$kp5" || fail "after the fault: $(tail -3 "$dir/k5.out")"
+grep -q "^unhealthy 3 $(printf '%s\n' "$g1" "$s10" "$s11" | sort | tr '\n' ' ' | sed 's/ $//')$" "$dir/k5.out" ||
+	fail "not the faulted GPU and its slices alone: $(grep '^unhealthy' "$dir/k5.out") (GPU 0 $g0)"
+grep -q "^health Healthy 4$" "$dir/k5.out" || fail "not Healthy again after the fault"
+ui get_metrics | grep -q "^openmps_device_server_failures_total{device=\"1\",uuid=\"$g1\"} 1$" ||
+	fail "the fault not counted on GPU 1: $(ui get_metrics | grep device_server_failures)"
+ui get_metrics | grep -q "^openmps_device_server_failures_total{device=\"0\",uuid=\"$g0\"} 0$" ||
+	fail "the fault counted on GPU 0: $(ui get_metrics | grep device_server_failures)"
+grep -q "taking down $g1$" "$dir/plugin5.out" || fail "the plugin did not name the GPU: $(tail -3 "$dir/plugin5.out")"
+kill "$pp"; wait "$pp" 2>/dev/null
+stop_daemon
+unset OPENMPS_STANDIN_DEVICES
+start_daemon
 
 # Replicas of the GPU: three IDs, and a replica's share as limits the client sees.
 "$plugin" --plugin-dir "$kd" --resource openmps.io/shared --replicas 3 --interval-ms 200 --control "$ctl" \
