@@ -40,6 +40,6 @@ fi
 export OPENMPS_PLACEMENT=random
 if start_openmps >/dev/null; then
 	for k in 4 2048 65536; do row "openmps, random" under_openmps "$k"; done
-	grep -h "placed at random\|placement" "$WORK"/om-log/server.log 2>/dev/null | head -3
+	grep -h "placed at random\|placement\|GPUDirect" "$WORK"/om-log/server.log 2>/dev/null | head -4
 	stop_openmps >/dev/null
 fi
