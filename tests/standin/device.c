@@ -8,6 +8,12 @@
  * block, unified addressing. Names, UUIDs and PCI bus ids are deterministic
  * and distinct per device, and the PCI attributes agree with
  * cuDeviceGetPCIBusId.
+ *
+ * CUDA_VISIBLE_DEVICES picks among them as the driver does: a comma list
+ * of ordinals and UUIDs ("GPU-" and any unique prefix of the rest), in
+ * the order given, ending at the first entry that names no device (or one
+ * named already); an empty list leaves none (CUDA_ERROR_NO_DEVICE). A
+ * device keeps its name, UUID and PCI bus id whatever ordinal it gets.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -15,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "standin.h"
 
@@ -62,6 +69,103 @@ static int parse_size(const char *s, size_t *out)
 	return 0;
 }
 
+/* The UUID of the stand-in's physical device `phys`. */
+static void phys_uuid(int phys, uint8_t u[16])
+{
+	uint64_t h = 0xcbf29ce484222325ull;     /* FNV-1a of a per-device string */
+	char seed[48];
+
+	snprintf(seed, sizeof(seed), "openmps stand-in device %d", phys);
+	for (int i = 0; i < 16; i++) {
+		for (const char *c = seed; *c; c++)
+			h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+		h = (h ^ (uint64_t)i) * 0x100000001b3ull;
+		u[i] = (uint8_t)(h >> 56);
+	}
+	u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);       /* looks like a v4 UUID */
+	u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+	u[15] = (uint8_t)phys;    /* distinct whatever the hash does */
+}
+
+/* The physical device an entry of CUDA_VISIBLE_DEVICES names (len bytes
+ * at e), or -1. */
+static int visible_entry(const char *e, size_t len, int nphys)
+{
+	int found = -1;
+
+	if (len && isdigit((unsigned char)e[0])) {
+		long v = 0;
+
+		for (size_t i = 0; i < len; i++) {
+			if (!isdigit((unsigned char)e[i]) || v > SI_MAX_DEVICES)
+				return -1;
+			v = v * 10 + (e[i] - '0');
+		}
+		return v < nphys ? (int)v : -1;
+	}
+	if (len <= 4 || strncmp(e, "GPU-", 4))
+		return -1;
+	for (int p = 0; p < nphys; p++) {
+		static const int dash[] = { 4, 6, 8, 10 };   /* bytes before which the text has a '-' */
+		char text[48];
+		uint8_t u[16];
+		size_t n = 0;
+
+		phys_uuid(p, u);
+		n += (size_t)snprintf(text, sizeof(text), "GPU-");
+		for (int b = 0, k = 0; b < 16; b++) {
+			if (k < 4 && b == dash[k]) {
+				text[n++] = '-';
+				k++;
+			}
+			n += (size_t)snprintf(text + n, sizeof(text) - n, "%02x", u[b]);
+		}
+		if (len <= n && !strncasecmp(text, e, len)) {
+			if (found >= 0)
+				return -1;   /* a prefix of two */
+			found = p;
+		}
+	}
+	return found;
+}
+
+/* Which of nphys physical devices the program sees, in order (map), by
+ * CUDA_VISIBLE_DEVICES: their count. */
+static int visible_devices(int nphys, int *map)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	int n = 0;
+
+	if (!v) {
+		for (int p = 0; p < nphys; p++)
+			map[p] = p;
+		return nphys;
+	}
+	while (*v && n < nphys) {
+		const char *end = strchr(v, ',');
+		size_t len = end ? (size_t)(end - v) : strlen(v);
+		int p;
+
+		while (len && isspace((unsigned char)*v)) {
+			v++;
+			len--;
+		}
+		while (len && isspace((unsigned char)v[len - 1]))
+			len--;
+		p = visible_entry(v, len, nphys);
+		for (int i = 0; i < n && p >= 0; i++)
+			if (map[i] == p)
+				p = -1;
+		if (p < 0)
+			break;
+		map[n++] = p;
+		if (!end)
+			break;
+		v = end + 1;
+	}
+	return n;
+}
+
 static CUresult read_config(int *ndev, size_t *mem)
 {
 	const char *d = getenv("OPENMPS_STANDIN_DEVICES");
@@ -92,7 +196,7 @@ static CUresult read_config(int *ndev, size_t *mem)
 CU_API CUresult cuInit(unsigned int Flags)
 {
 	CUresult rc = CUDA_SUCCESS;
-	int ndev;
+	int ndev, phys[SI_MAX_DEVICES];
 	size_t mem;
 
 	if (Flags)
@@ -105,9 +209,15 @@ CU_API CUresult cuInit(unsigned int Flags)
 	rc = read_config(&ndev, &mem);
 	if (rc != CUDA_SUCCESS)
 		goto out_unlock;
+	ndev = visible_devices(ndev, phys);
+	if (!ndev) {
+		rc = CUDA_ERROR_NO_DEVICE;
+		goto out_unlock;
+	}
 	mps__ndevices = ndev;
 	for (int i = 0; i < ndev; i++) {
 		mps__devices[i].ordinal = i;
+		mps__devices[i].phys = phys[i];
 		mps__devices[i].total_mem = mem;
 		mps__devices[i].used_mem = 0;
 	}
@@ -173,28 +283,17 @@ CU_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 		return rc;
 	if (len <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	snprintf(name, (size_t)len, "openmps stand-in device %d", dev);
+	snprintf(name, (size_t)len, "openmps stand-in device %d", mps__devices[dev].phys);
 	return CUDA_SUCCESS;
 }
 
 CU_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
 	CUresult rc = device_check(uuid, dev);
-	uint64_t h = 0xcbf29ce484222325ull;     /* FNV-1a of a per-device string */
-	char seed[48];
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	snprintf(seed, sizeof(seed), "openmps stand-in device %d", dev);
-	for (int i = 0; i < 16; i++) {
-		for (const char *c = seed; *c; c++)
-			h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-		h = (h ^ (uint64_t)i) * 0x100000001b3ull;
-		uuid->bytes[i] = (char)(h >> 56);
-	}
-	uuid->bytes[6] = (char)((uuid->bytes[6] & 0x0f) | 0x40);       /* looks like a v4 UUID */
-	uuid->bytes[8] = (char)((uuid->bytes[8] & 0x3f) | 0x80);
-	uuid->bytes[15] = (char)dev;    /* distinct whatever the hash does */
+	phys_uuid(mps__devices[dev].phys, (uint8_t *)uuid->bytes);
 	return CUDA_SUCCESS;
 }
 
@@ -208,10 +307,10 @@ CU_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
-/* Device N sits on PCI bus N + 1 of domain 0. */
+/* Physical device N sits on PCI bus N + 1 of domain 0. */
 static int pci_bus(CUdevice dev)
 {
-	return dev + 1;
+	return mps__devices[dev].phys + 1;
 }
 
 CU_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)

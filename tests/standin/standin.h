@@ -129,6 +129,7 @@ void mps__handle_remove(uintptr_t handle);
 
 struct si_device {
 	int ordinal;
+	int phys;                       /* which of the stand-in's devices (CUDA_VISIBLE_DEVICES) */
 	size_t total_mem;
 	size_t used_mem;                /* under the lock */
 	struct si_context *ctx;         /* its primary context; lives forever */

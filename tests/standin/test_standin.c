@@ -245,6 +245,117 @@ static void test_configuration(void)
 	}
 }
 
+/*
+ * CUDA_VISIBLE_DEVICES among 3 stand-in devices, each case in a child forked
+ * before cuInit: which physical devices the ordinals are (their names say),
+ * in order. A first child writes the devices' UUIDs for the UUID cases.
+ */
+static int visible_child(const char *visible, const char *want)
+{
+	char got[64] = "", name[64];
+	int n = 0;
+	CUresult rc;
+
+	setenv("OPENMPS_STANDIN_DEVICES", "3", 1);
+	setenv("OPENMPS_STANDIN_MEMORY", "1G", 1);
+	setenv("CUDA_VISIBLE_DEVICES", visible, 1);
+	rc = p_cuInit(0);
+	if (rc == CUDA_ERROR_NO_DEVICE)
+		return strcmp(want, "none") != 0;
+	if (rc != CUDA_SUCCESS || p_cuDeviceGetCount(&n) != CUDA_SUCCESS)
+		return 1;
+	for (int i = 0; i < n; i++) {
+		if (p_cuDeviceGetName(name, sizeof(name), i) != CUDA_SUCCESS)
+			return 1;
+		snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "," : "",
+			 name + strlen("openmps stand-in device "));
+	}
+	if (strcmp(got, want))
+		fprintf(stderr, "CUDA_VISIBLE_DEVICES='%s': devices %s, expected %s\n", visible, got, want);
+	return strcmp(got, want) != 0;
+}
+
+/* Runs visible_child in a child: true if it saw what was wanted. */
+static bool visible_case(const char *visible, const char *want)
+{
+	int status = -1;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(visible_child(visible, want));
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void test_visible(void)
+{
+	static const char *const fixed[][2] = {
+		{ "0,1,2", "0,1,2" }, { "2,0", "2,0" }, { "1", "1" }, { " 2 , 1 ", "2,1" },
+		{ "1,7,0", "1" },      /* ends at the entry that names no device */
+		{ "0,0,1", "0" },      /* or at one named already */
+		{ "", "none" }, { "7", "none" }, { "x,1", "none" }, { "MIG-1", "none" }, { "GPU-", "none" },
+	};
+	char uuid[3][48], v[64];
+	int fd[2], status = -1, starts = 0;
+	FILE *f;
+	pid_t pid;
+
+	group = "visible devices";
+	fflush(NULL);
+	memset(uuid, 0, sizeof(uuid));
+	if (!CHECK(pipe(fd) == 0, "pipe"))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		CUuuid u;
+		int n = 0;
+
+		close(fd[0]);
+		setenv("OPENMPS_STANDIN_DEVICES", "3", 1);
+		unsetenv("CUDA_VISIBLE_DEVICES");
+		if (p_cuInit(0) || p_cuDeviceGetCount(&n) || n != 3)
+			_exit(1);
+		for (int d = 0; d < 3; d++) {
+			const unsigned char *b = (const unsigned char *)u.bytes;
+
+			if (p_cuDeviceGetUuid_v2(&u, d))
+				_exit(1);
+			dprintf(fd[1], "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", b[0],
+				b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+				b[15]);
+		}
+		_exit(0);
+	}
+	close(fd[1]);
+	f = fdopen(fd[0], "r");
+	for (int d = 0; f && d < 3; d++)
+		if (!fgets(uuid[d], sizeof(uuid[d]), f))
+			break;
+	if (f)
+		fclose(f);
+	else
+		close(fd[0]);
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the devices' UUIDs");
+	for (int d = 0; d < 3; d++)
+		uuid[d][strcspn(uuid[d], "\n")] = 0;
+	if (!CHECK(!strncmp(uuid[2], "GPU-", 4) && strlen(uuid[2]) == 40, "UUID '%s'", uuid[2]))
+		return;
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		CHECK(visible_case(fixed[i][0], fixed[i][1]), "CUDA_VISIBLE_DEVICES='%s' is not devices %s",
+		      fixed[i][0], fixed[i][1]);
+	CHECK(visible_case(uuid[2], "2"), "a whole UUID: %s", uuid[2]);
+	snprintf(v, sizeof(v), "%.12s", uuid[1]);
+	CHECK(visible_case(v, "1"), "a UUID's prefix: %s", v);
+	snprintf(v, sizeof(v), "%s,0", uuid[2]);
+	CHECK(visible_case(v, "2,0"), "a UUID, then an ordinal: %s", v);
+	/* "GPU-" and one hex digit names a device only where one UUID alone
+	 * starts so. */
+	for (int d = 0; d < 3; d++)
+		starts += uuid[d][4] == uuid[0][4];
+	snprintf(v, sizeof(v), "GPU-%c", uuid[0][4]);
+	CHECK(visible_case(v, starts == 1 ? "0" : "none"), "a prefix of %d UUIDs: %s", starts, v);
+}
+
 static void test_devices(void)
 {
 	int n = 0, v;
@@ -1378,7 +1489,7 @@ int main(int argc, char **argv)
 	check_name_codes(err_name);
 
 	void (*const groups[])(void) = {
-		test_before_init, test_configuration, test_devices, test_contexts, test_modules, test_stream_order,
+		test_before_init, test_configuration, test_visible, test_devices, test_contexts, test_modules, test_stream_order,
 		test_asynchrony, test_cross_stream, test_copy_semantics, test_events, test_params,
 		test_mixed_arg, test_globals, test_memory, test_free_unmaps, test_handles, test_destroy_pending,
 		test_sticky, test_after_reset, test_concurrency,

@@ -16,10 +16,11 @@
 #     directories when none is given; its start replayed as it is made
 #     (root, in a mount namespace of its own over NVIDIA's directories;
 #     skipped otherwise): `sh -c "nvidia-cuda-mps-control -d -M"` found on
-#     PATH, with CUDA_VISIBLE_DEVICES naming the claim's GPU (which the
-#     real driver applies to the server; the stand-in shows it both) and no
-#     pipe or log variable, then a limit by UUID, the health check, a
-#     client of the default pipe directory that sees the limit, and quit.
+#     PATH, with CUDA_VISIBLE_DEVICES naming the claim's GPU, the second of
+#     two (the driver applies it to the server: the stand-in as the real
+#     one does) and no pipe or log variable, then a limit by UUID, the
+#     health check, a client of the default pipe directory that sees that
+#     GPU alone and the limit, and quit.
 # Beside NVIDIA's two variables the daemon gets OPENMPS_DRIVER only, for
 # the stand-in (a GPU machine's driver is found in the usual places).
 #
@@ -67,7 +68,12 @@ send "quit" || fail "quit, sent as the plugin does, exited $?"
 wait_daemon_gone || fail "the daemon did not exit after quit"
 
 # The DRA driver's start: no pipe or log variable, so NVIDIA's directories,
-# here tmpfs in a mount namespace of the test's own.
+# here tmpfs in a mount namespace of the test's own; the claim is the
+# second of two GPUs.
+hex1=$(env -i LD_LIBRARY_PATH="$build/lib" OPENMPS_DRIVER="$OPENMPS_DRIVER" CUDA_MPS_PIPE_DIRECTORY="$dir/none" \
+	OPENMPS_STANDIN_DEVICES=2 "$build/tests/system/c_client" list | awk '/^list/ && $3 == 2 { print $6; exit }')
+uuid1=$(echo "$hex1" | sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12})$/GPU-\1-\2-\3-\4-\5/')
+case $uuid1 in GPU-*-*-*-*-*) [ "$uuid1" != "$uuid" ] || fail "two GPUs, one UUID" ;; *) fail "no second UUID ('$hex1')" ;; esac
 made=""
 for d in /tmp/nvidia-mps /var/log/nvidia-mps; do
 	[ -e "$d" ] || { mkdir -p "$d" 2>/dev/null && made="$made $d"; }
@@ -80,23 +86,27 @@ else
 		dir=$1 build=$2 uuid=$3 drv=$4
 		mount -t tmpfs tmpfs /tmp/nvidia-mps && mount -t tmpfs tmpfs /var/log/nvidia-mps || exit 3
 		ctl() { env -i PATH="$dir/bin:/usr/bin:/bin" OPENMPS_DRIVER="$drv" nvidia-cuda-mps-control; }
-		env -i PATH="$dir/bin:/usr/bin:/bin" CUDA_VISIBLE_DEVICES="$uuid" OPENMPS_DRIVER="$drv" 			sh -c "nvidia-cuda-mps-control -d -M" || { echo "start: exit $?"; exit 4; }
+		env -i PATH="$dir/bin:/usr/bin:/bin" CUDA_VISIBLE_DEVICES="$uuid" OPENMPS_DRIVER="$drv" \
+			OPENMPS_STANDIN_DEVICES=2 sh -c "nvidia-cuda-mps-control -d -M" || { echo "start: exit $?"; exit 4; }
 		ls /tmp/nvidia-mps | tr "
 " " " | sed "s/^/pipe: /"; echo
 		[ -s /var/log/nvidia-mps/control.log ] && echo "log: control.log"
 		echo "set_default_device_pinned_mem_limit $uuid 320M" | ctl; echo "limit: exit $?"
 		echo "get_default_active_thread_percentage" | ctl | sed "s/^/health: /"
-		env -i CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps LD_LIBRARY_PATH="$build/lib" 			"$build/tests/system/c_client" init meminfo 2>&1 | sed "s/^/client: /"
+		env -i CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps LD_LIBRARY_PATH="$build/lib" \
+			"$build/tests/system/c_client" init meminfo list 2>&1 | sed "s/^/client: /"
 		echo quit | ctl; echo "quit: exit $?"
 		i=0; while [ -e /tmp/nvidia-mps/openmps-control.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 		[ -e /tmp/nvidia-mps/openmps-control.pid ] && echo "still running"
-		exit 0' sh "$dir" "$build" "$uuid" "$OPENMPS_DRIVER" >"$dir/dra.out" 2>&1 || fail "the DRA driver's start: $(cat "$dir/dra.out")"
+		exit 0' sh "$dir" "$build" "$uuid1" "$OPENMPS_DRIVER" >"$dir/dra.out" 2>&1 || fail "the DRA driver's start: $(cat "$dir/dra.out")"
 	grep -q "^pipe: .*openmps.sock" "$dir/dra.out" || fail "no control socket in /tmp/nvidia-mps: $(cat "$dir/dra.out")"
 	grep -q "^log: control.log" "$dir/dra.out" || fail "no control.log in /var/log/nvidia-mps"
 	grep -q "^limit: exit 0" "$dir/dra.out" || fail "the limit by UUID: $(grep limit "$dir/dra.out")"
 	grep -q "^health: 100.0" "$dir/dra.out" || fail "the health check: $(grep health "$dir/dra.out")"
 	grep -q "^client: meminfo CUDA_SUCCESS [0-9]* $((320 * MiB))$" "$dir/dra.out" ||
 		fail "a claim's client does not see the 320M limit: $(grep client "$dir/dra.out")"
+	grep -q "^client: list CUDA_SUCCESS 1 $hex1 " "$dir/dra.out" ||
+		fail "a claim's client does not see the claim's GPU alone ($hex1): $(grep client "$dir/dra.out")"
 	grep -q "^quit: exit 0" "$dir/dra.out" || fail "quit: $(grep quit "$dir/dra.out")"
 	grep -q "still running" "$dir/dra.out" && fail "the daemon did not exit after quit"
 fi
