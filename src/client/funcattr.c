@@ -243,7 +243,7 @@ static CUresult view(struct mps_func *f, int device, struct mps_fattrs *out)
 
 static CUresult get(struct mps_func *f, int kind, int attr, int device, int *out)
 {
-	struct mps_fattrs a;
+	struct mps_fattrs a, *k;
 	CUresult r;
 
 	if (!out)
@@ -252,8 +252,16 @@ static CUresult get(struct mps_func *f, int kind, int attr, int device, int *out
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (attr < 0 || attr >= MPS_FATTR_COUNT || !device_ok(f, device))
 		return attr_call(f, kind, attr, 0, device, out, true);   /* the driver's answer, whatever it is */
-	r = view(f, device, &a);
-	if (r != CUDA_SUCCESS)
+	/* What is kept: the one answer, not a copy of them all (frameworks
+	 * ask before every launch). */
+	pthread_mutex_lock(&f->mod->lock);
+	k = kept(f, device);
+	if (k) {
+		a.value[attr] = k->value[attr];
+		a.result[attr] = k->result[attr];
+	}
+	pthread_mutex_unlock(&f->mod->lock);
+	if (!k && (r = fetch(f, device, &a)) != CUDA_SUCCESS)
 		return r;
 	if (a.result[attr] == CUDA_SUCCESS)
 		*out = a.value[attr];
