@@ -228,22 +228,28 @@ static bool device_ok(struct mps_func *f, int device)
 	return f->is_kernel ? device >= 0 && device < mps__device_count() : device == 0;
 }
 
-/* Every attribute of f on device: what is kept, else fetched. */
-static CUresult view(struct mps_func *f, int device, struct mps_fattrs *out)
+/* The attributes of f on device: what is kept, else fetched. Of what is
+ * kept, only attribute `attr`'s value and result are copied out (a get
+ * before every launch needs no more), or all of them with attr -1. */
+static CUresult view(struct mps_func *f, int device, int attr, struct mps_fattrs *out)
 {
 	struct mps_fattrs *a;
 
 	pthread_mutex_lock(&f->mod->lock);
 	a = kept(f, device);
-	if (a)
+	if (a && attr < 0) {
 		*out = *a;
+	} else if (a) {
+		out->value[attr] = a->value[attr];
+		out->result[attr] = a->result[attr];
+	}
 	pthread_mutex_unlock(&f->mod->lock);
 	return a ? CUDA_SUCCESS : fetch(f, device, out);
 }
 
 static CUresult get(struct mps_func *f, int kind, int attr, int device, int *out)
 {
-	struct mps_fattrs a, *k;
+	struct mps_fattrs a;
 	CUresult r;
 
 	if (!out)
@@ -252,16 +258,8 @@ static CUresult get(struct mps_func *f, int kind, int attr, int device, int *out
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (attr < 0 || attr >= MPS_FATTR_COUNT || !device_ok(f, device))
 		return attr_call(f, kind, attr, 0, device, out, true);   /* the driver's answer, whatever it is */
-	/* What is kept: the one answer, not a copy of them all (frameworks
-	 * ask before every launch). */
-	pthread_mutex_lock(&f->mod->lock);
-	k = kept(f, device);
-	if (k) {
-		a.value[attr] = k->value[attr];
-		a.result[attr] = k->result[attr];
-	}
-	pthread_mutex_unlock(&f->mod->lock);
-	if (!k && (r = fetch(f, device, &a)) != CUDA_SUCCESS)
+	r = view(f, device, attr, &a);
+	if (r != CUDA_SUCCESS)
 		return r;
 	if (a.result[attr] == CUDA_SUCCESS)
 		*out = a.value[attr];
@@ -307,7 +305,7 @@ static CUresult set(struct mps_func *f, int kind, int attr, int value, int devic
 
 	if (!f)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (attr >= 0 && attr < MPS_FATTR_COUNT && device_ok(f, device) && view(f, device, &a) == CUDA_SUCCESS &&
+	if (attr >= 0 && attr < MPS_FATTR_COUNT && device_ok(f, device) && view(f, device, -1, &a) == CUDA_SUCCESS &&
 	    a.result[attr] == CUDA_SUCCESS && checked(f, &a, attr, value, device)) {
 		if (a.value[attr] == value)
 			return CUDA_SUCCESS;   /* as it is: nothing to do */
