@@ -106,20 +106,14 @@ static int visible_entry(const char *e, size_t len, int nphys)
 	if (len <= 4 || strncmp(e, "GPU-", 4))
 		return -1;
 	for (int p = 0; p < nphys; p++) {
-		static const int dash[] = { 4, 6, 8, 10 };   /* bytes before which the text has a '-' */
 		char text[48];
 		uint8_t u[16];
-		size_t n = 0;
+		size_t n;
 
 		phys_uuid(p, u);
-		n += (size_t)snprintf(text, sizeof(text), "GPU-");
-		for (int b = 0, k = 0; b < 16; b++) {
-			if (k < 4 && b == dash[k]) {
-				text[n++] = '-';
-				k++;
-			}
-			n += (size_t)snprintf(text + n, sizeof(text) - n, "%02x", u[b]);
-		}
+		n = (size_t)snprintf(text, sizeof(text),
+				     "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+				     u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 		if (len <= n && !strncasecmp(text, e, len)) {
 			if (found >= 0)
 				return -1;   /* a prefix of two */
