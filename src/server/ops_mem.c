@@ -53,13 +53,19 @@ static bool charge(struct mps_client *c, const struct mps_msg *m, int device, ui
 static CUresult place(struct mps_client *c, int device, const struct mps_msg_mem_alloc *q, uint64_t bytes,
 		      CUdeviceptr *p, size_t *pitch, uint64_t *mapped)
 {
+	bool clearing = false;
+	CUresult r;
+
 	if (!mps_place_on(device))
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (q->elem) {
 		*pitch = (size_t)((q->width + 511) / 512 * 512);
 		bytes = (uint64_t)*pitch * q->height;
 	}
-	return mps_place_alloc(device, c->id, bytes, p, mapped);
+	r = mps_place_alloc(device, c->id, bytes, p, mapped, &clearing);
+	if (clearing)   /* its work waits for the new memory's clear */
+		mps_stream_after_clear(c, device);
+	return r;
 }
 
 void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)

@@ -16,8 +16,10 @@
  * bits a chunk in 4 TiB), and a probe next to one's memory faults instead
  * of reading a neighbour's. A chunk is readable and writable from its
  * device and every peer the server enabled (device.c), and cleared before
- * the client gets any of it (on a stream of the server's own), so nothing
- * an earlier client left in that memory can be read.
+ * the client's work can reach any of it (on a stream of the server's own,
+ * which the client's streams wait for: the allocation does not wait for
+ * the clear), so nothing an earlier client left in that memory can be
+ * read.
  *
  * A cuMemAlloc / cuMemAllocPitch of a client past half the granularity (1
  * MiB) takes whole granules of one of its chunks, up to 64 (128 MiB); one
@@ -78,8 +80,15 @@ bool mps_place_on(int device);
 /* A new allocation of `bytes` on device (bound) for `owner` (a client's
  * id): past half the granularity, mapped whole at a random slot; up to it,
  * carved from a granule that holds only that owner's allocations. *mapped:
- * what it takes (whole granules; 512-byte units when carved). */
-CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped);
+ * what it takes (whole granules; 512-byte units when carved). *clearing
+ * set when new memory was mapped for it: its clear is under way, and the
+ * owner's work must wait for mps_place_cleared(device) first. */
+CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped,
+			 bool *clearing);
+/* Recorded on device's clearing stream after each clear of new memory: a
+ * stream that waits for it waits for every clear of an allocation that has
+ * been answered (clears wait for nothing else). */
+CUevent mps_place_cleared(int device);
 
 /* A client's address reservation of size bytes, aligned to align (0: the
  * granularity), at random slots of device's range: *at. Nothing is mapped

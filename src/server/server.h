@@ -237,6 +237,7 @@ struct mps_client {
 	uint64_t fences;                /* synchronizes the client answered itself (MPS_OP_STREAM_FENCE) */
 	uint64_t fence_gen;             /* bumps with each; its other streams wait for the latest once */
 	struct mps_sctx *fence_ctx;     /* whose `fence` event holds the latest, or NULL */
+	uint32_t clear_devs;            /* devices whose clears of its new memory its streams wait for too */
 
 	/* Settings in force for this client: the server's when it connected,
 	 * lowered by its own (CLIENT_LIMITS), changed by set_client_*. */

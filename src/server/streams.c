@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/fault.h"
+#include "server/placement.h"
 #include "server/replay.h"
 #include "server/smshare.h"
 #include "server/streams.h"
@@ -184,6 +185,11 @@ static CUresult fence_wait(struct mps_client *c, struct mps_sstream *s)
 			return r;
 		s->staged_at = 0;   /* it waits for other work now */
 	}
+	for (uint32_t m = c->clear_devs; m; m &= m - 1) {
+		r = mps_drv.cuStreamWaitEvent(s->s, mps_place_cleared(__builtin_ctz(m)), 0);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
 	s->fence_seen = c->fence_gen;
 	return CUDA_SUCCESS;
 }
@@ -344,16 +350,26 @@ CUresult mps_stream_fence(struct mps_client *c, struct mps_sstream *s)
 		return r;
 	c->fence_gen++;
 	c->fence_ctx = x;
+	c->clear_devs = 0;   /* s waited for them: its fence covers them */
 	s->fence_seen = c->fence_gen;
 	return CUDA_SUCCESS;
+}
+
+void mps_stream_after_clear(struct mps_client *c, int device)
+{
+	c->clear_devs |= 1u << device;
+	c->fence_gen++;
 }
 
 CUresult mps_stream_fence_settle(struct mps_client *c)
 {
 	struct mps_sctx *x = c->fence_ctx;
+	CUresult r = CUDA_SUCCESS;
 
-	if (!x)
-		return CUDA_SUCCESS;
+	for (; c->clear_devs && r == CUDA_SUCCESS; c->clear_devs &= c->clear_devs - 1)
+		r = mps_drv.cuEventSynchronize(mps_place_cleared(__builtin_ctz(c->clear_devs)));
+	if (!x || r != CUDA_SUCCESS)
+		return r;
 	c->fence_ctx = NULL;   /* later streams need not wait: it has passed */
 	c->fence_gen++;
 	if (mps__bind_device(c, x->device) != CUDA_SUCCESS)

@@ -68,6 +68,11 @@ CUresult mps_stream_fence(struct mps_client *c, struct mps_sstream *s);
  * does not order after the fence (an IPC handle). */
 CUresult mps_stream_fence_settle(struct mps_client *c);
 
+/* New memory of the client's on device is being cleared on the server's
+ * own stream (placement.h): its streams wait for that, as for a fence,
+ * before their next work, and a settle waits for it too. */
+void mps_stream_after_clear(struct mps_client *c, int device);
+
 /* The stream a message names (handle h, or the legacy stream of the
  * message's context for 0), with its device bound on the worker and ordered
  * for new work. NULL with *err set on failure. */

@@ -27,7 +27,9 @@
  * in half of each, read back through them; with placement the parent
  * checks that none lies within a granule of another reservation or of an
  * allocation, and that they span at least a quarter of the range. With
- * placement off (S_PLACE_GIB unset) it only checks the patterns.
+ * placement off (S_PLACE_GIB unset) it only checks the patterns. First of
+ * all each child writes the end of a new 160 MiB allocation on a stream of
+ * its own at once and reads it back (written_at_once).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -218,6 +220,31 @@ static CUmemGenericAllocationHandle reserved(uint32_t tag, int i, struct alloc *
 	return h;
 }
 
+/* A large allocation written at its end on another stream right away,
+ * then read: the server clears new memory on a stream of its own without
+ * waiting (placement.h), and the client's streams wait for that clear;
+ * work that did not would have its words zeroed by the clear under way
+ * (160 MiB: a chunk of its own, whose clear takes the stand-in's stream
+ * ~20 ms). Natively, and with placement off, the same holds trivially. */
+static void written_at_once(uint32_t tag)
+{
+	const size_t size = 160u << 20;
+	uint32_t words[1024];
+	CUdeviceptr p;
+	CUstream s;
+
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuMemAlloc(&p, size));
+	REQUIRE_CU(cuMemsetD32Async(p + size - sizeof(words), tag, 1024, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoH(words, p + size - sizeof(words), sizeof(words)));
+	for (int k = 0; k < 1024; k++)
+		if (!CHECK(words[k] == tag, "a new allocation's words written at once: word %d is %#x", k, words[k]))
+			break;
+	REQUIRE_CU(cuMemFree(p));
+	REQUIRE_CU(cuStreamDestroy(s));
+}
+
 static int child(int to, int from, uint32_t tag)
 {
 	uint64_t rng = t_rng(tag);
@@ -227,6 +254,7 @@ static int child(int to, int from, uint32_t tag)
 	char c;
 
 	t_primary(t_device());
+	written_at_once(tag);
 	for (int i = 0; i < ALLOCS; i++)
 		a[i] = make(&rng, tag, i);
 	for (int i = 0; i < HOSTS; i++)
