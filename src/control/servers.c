@@ -133,6 +133,11 @@ static void exec_server(uid_t uid, int chan)
 			_exit(126);
 		}
 	}
+	/* Every user's clients share this server, users whom NVIDIA's MPS
+	 * keeps in address spaces of their own: their memory is placed at
+	 * random unless the daemon was told where (docs/CONTROL.md). */
+	if (mps_daemon.multiuser && !getenv("OPENMPS_PLACEMENT"))
+		setenv("OPENMPS_PLACEMENT", "random", 1);
 	execl(mps_daemon.server_exe, "openmps-server", "--channel", "3", (char *)NULL);
 	fprintf(stderr, "openmps-control: cannot run %s: %s\n", mps_daemon.server_exe, strerror(errno));
 	_exit(127);
