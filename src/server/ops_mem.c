@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -53,6 +54,7 @@ static bool charge(struct mps_client *c, const struct mps_msg *m, int device, ui
 static CUresult place(struct mps_client *c, int device, const struct mps_msg_mem_alloc *q, uint64_t bytes,
 		      CUdeviceptr *p, size_t *pitch, uint64_t *mapped)
 {
+	size_t room = SIZE_MAX, total = SIZE_MAX;
 	bool clearing = false;
 	CUresult r;
 
@@ -62,7 +64,9 @@ static CUresult place(struct mps_client *c, int device, const struct mps_msg_mem
 		*pitch = (size_t)((q->width + 511) / 512 * 512);
 		bytes = (uint64_t)*pitch * q->height;
 	}
-	r = mps_place_alloc(device, c->id, bytes, p, mapped, &clearing);
+	/* Spare granules in a new chunk stay within the client's limit. */
+	mps_memacct_view(&c->mem, device, &room, &total);
+	r = mps_place_alloc(device, c->id, bytes, room, p, mapped, &clearing);
 	if (clearing)   /* its work waits for the new memory's clear */
 		mps_stream_after_clear(c, device);
 	return r;

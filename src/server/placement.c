@@ -25,7 +25,7 @@
 #define TRIES   64     /* random slots looked at before an allocation goes to the driver */
 #define MIN_GIB 64     /* the smallest range worth reserving (15 bits of 2 MiB slots) */
 #define UNIT    512    /* a carved allocation's alignment and size step (cuMemAlloc's alignment) */
-#define CHUNK_MAX 64   /* granules a chunk holds at most (a bit each) */
+#define CHUNK_MAX 256  /* granules a chunk holds at most (a bit each) */
 
 /* Host mappings: pages in [HOST_LO, HOST_HI), under the 47 bits of user
  * space x86-64 gives and the 48 arm64 does; the kernel puts mappings of
@@ -63,20 +63,23 @@ struct space {
 /* Granules mapped at once for one client on one device, at random slots
  * with a free slot on either side: its allocations of up to CHUNK_MAX
  * granules, and the granules its small allocations are carved from, are
- * taken from its chunks, so that mapping memory (set access alone is 36
- * µs of a 2 MiB cuMemAlloc's 55 on an H200) is paid once a chunk. A new
- * chunk is as large as what the client holds on the device in chunks
- * already (at least what is asked, at most CHUNK_MAX granules): it holds
- * at most as much unused as it uses, and a chunk a handful of its
- * allocations. A granule given back stays the client's, its bytes its
- * own, until the whole chunk is free and goes. */
+ * taken from its chunks, so that mapping memory is paid once a chunk: on
+ * an H200 making and mapping 2 MiB costs ~53 µs (set access alone 36) and
+ * 64 MiB ~65, about as much, so chunks of up to 512 MiB make a client's
+ * 64 MiB blocks cheaper than the driver's cuMemAlloc too. A new chunk is
+ * as large as what the client holds on the device in chunks already (at
+ * least what is asked, at most CHUNK_MAX granules): it holds at most as
+ * much unused as it uses, and a chunk a handful of its allocations. A
+ * granule given back stays the client's, its bytes its own, until the
+ * whole chunk is free and goes. */
 struct chunk {
 	struct chunk *next;
 	CUdeviceptr base;
 	uint64_t owner;
 	int device;
 	uint32_t ngran;
-	uint64_t taken;         /* a bit per granule given out */
+	uint32_t ntaken;                  /* granules given out ... */
+	uint64_t taken[CHUNK_MAX / 64];   /* ... a bit each */
 };
 
 /* A granule of one client's, holding its small allocations. */
@@ -493,9 +496,13 @@ static CUresult unmap(int device, CUdeviceptr at, uint64_t size)
 	return CUDA_SUCCESS;
 }
 
-static uint64_t run_mask(uint32_t n)
+/* The last bit set of map in [first, first + n), or -1 if none is. */
+static long last_set(const uint64_t *map, uint32_t first, uint32_t n)
 {
-	return n >= 64 ? ~0ull : (1ull << n) - 1;
+	for (uint32_t i = first + n; i-- > first;)
+		if (map[i / 64] >> (i % 64) & 1)
+			return i;
+	return -1;
 }
 
 /* n granules in a row of one of owner's chunks on device: taken, and
@@ -504,25 +511,29 @@ static uint64_t run_mask(uint32_t n)
 static CUdeviceptr chunk_take(uint64_t owner, int device, uint32_t n, struct chunk **out)
 {
 	for (struct chunk *c = chunks; c; c = c->next) {
-		if (c->owner != owner || c->device != device || c->ngran < n)
+		if (c->owner != owner || c->device != device || c->ngran - c->ntaken < n)
 			continue;
-		for (uint32_t i = 0; i + n <= c->ngran; i++) {
-			uint64_t m = run_mask(n) << i;
+		for (uint32_t i = 0; i + n <= c->ngran;) {
+			long busy = last_set(c->taken, i, n);
 
-			if (!(c->taken & m)) {
-				c->taken |= m;
-				*out = c;
-				return c->base + (uint64_t)i * space[device].gran;
+			if (busy >= 0) {   /* no run of n starts at or before it */
+				i = (uint32_t)busy + 1;
+				continue;
 			}
+			bits_set(c->taken, i, n, true);
+			c->ntaken += n;
+			*out = c;
+			return c->base + (uint64_t)i * space[device].gran;
 		}
 	}
 	return 0;
 }
 
 /* n granules for owner on device, from a chunk of its own, a new one
- * mapped when none has room (*clearing set). */
-static CUresult granules_get(int device, uint64_t owner, uint32_t n, CUdeviceptr *at, struct chunk **out,
-			     bool *clearing)
+ * mapped when none has room (*clearing set) with at most `spare` bytes
+ * more than asked. */
+static CUresult granules_get(int device, uint64_t owner, uint32_t n, uint64_t spare, CUdeviceptr *at,
+			     struct chunk **out, bool *clearing)
 {
 	struct space *s = &space[device];
 	uint64_t held = 0;
@@ -539,6 +550,8 @@ static CUresult granules_get(int device, uint64_t owner, uint32_t n, CUdeviceptr
 	if (*at)
 		return CUDA_SUCCESS;
 	want = (uint32_t)(held < n ? n : held > CHUNK_MAX ? CHUNK_MAX : held);
+	if (want - n > spare / s->gran)
+		want = n + (uint32_t)(spare / s->gran);
 	if (want > n) {
 		/* No spare on a device short of memory: granules a client holds
 		 * unused are no one else's until its chunk goes. */
@@ -564,7 +577,8 @@ static CUresult granules_get(int device, uint64_t owner, uint32_t n, CUdeviceptr
 	c->owner = owner;
 	c->device = device;
 	c->ngran = want;
-	c->taken = run_mask(n);
+	bits_set(c->taken, 0, n, true);
+	c->ntaken = n;
 	pthread_mutex_lock(&lock);
 	c->next = chunks;
 	chunks = c;
@@ -579,8 +593,9 @@ static CUresult granules_get(int device, uint64_t owner, uint32_t n, CUdeviceptr
  * lock. */
 static bool granules_put(struct chunk *c, CUdeviceptr at, uint32_t n)
 {
-	c->taken &= ~(run_mask(n) << ((at - c->base) / space[c->device].gran));
-	if (c->taken)
+	bits_set(c->taken, (at - c->base) / space[c->device].gran, n, false);
+	c->ntaken -= n;
+	if (c->ntaken)
 		return false;
 	for (struct chunk **pp = &chunks; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
@@ -656,8 +671,8 @@ static CUdeviceptr carve(uint64_t owner, int device, uint32_t n)
 
 /* A small allocation: in a granule of the owner's own, never beside
  * another client's data; a new granule when none of its has room. */
-static CUresult place_small(uint64_t owner, int device, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped,
-			    bool *clearing)
+static CUresult place_small(uint64_t owner, int device, uint64_t bytes, uint64_t spare, CUdeviceptr *ptr,
+			    uint64_t *mapped, bool *clearing)
 {
 	struct space *s = &space[device];
 	uint32_t n = (uint32_t)((bytes + UNIT - 1) / UNIT);
@@ -672,7 +687,7 @@ static CUresult place_small(uint64_t owner, int device, uint64_t bytes, CUdevice
 		g = calloc(1, sizeof(*g) + (s->gran / UNIT + 63) / 64 * sizeof(uint64_t));
 		if (!g)
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		r = granules_get(device, owner, 1, &g->base, &g->c, clearing);
+		r = granules_get(device, owner, 1, spare, &g->base, &g->c, clearing);
 		if (r != CUDA_SUCCESS) {
 			free(g);
 			return r;
@@ -705,8 +720,8 @@ static CUresult place_small(uint64_t owner, int device, uint64_t bytes, CUdevice
 	return CUDA_SUCCESS;
 }
 
-CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped,
-			 bool *clearing)
+CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, uint64_t spare, CUdeviceptr *ptr,
+			 uint64_t *mapped, bool *clearing)
 {
 	struct space *s = &space[device];
 	uint64_t size;
@@ -716,14 +731,14 @@ CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, CUdeviceptr
 	if (!mps_place_on(device) || !bytes || bytes > UINT64_MAX - s->gran)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (bytes <= s->gran / 2)
-		return place_small(owner, device, bytes, ptr, mapped, clearing);
+		return place_small(owner, device, bytes, spare, ptr, mapped, clearing);
 	size = (bytes + s->gran - 1) / s->gran * s->gran;
 	if (size / s->gran <= CHUNK_MAX) {
 		uint32_t n = (uint32_t)(size / s->gran);
 		struct chunk *c;
 		bool empty;
 
-		r = granules_get(device, owner, n, &at, &c, clearing);
+		r = granules_get(device, owner, n, spare, &at, &c, clearing);
 		if (r != CUDA_SUCCESS)
 			return r;
 		pthread_mutex_lock(&lock);

@@ -22,11 +22,12 @@
  * read.
  *
  * A cuMemAlloc / cuMemAllocPitch of a client past half the granularity (1
- * MiB) takes whole granules of one of its chunks, up to 64 (128 MiB); one
+ * MiB) takes whole granules of one of its chunks, up to 256 (512 MiB); one
  * larger is a chunk of its own. A smaller one is carved from a granule of
  * its client's own, taken from a chunk the same way, in 512-byte units. A
  * new chunk is as large as the client's chunks on the device already (at
- * least what is asked, at most 64 granules; just what is asked while the
+ * least what is asked, at most 256 granules and within the client's memory
+ * limit; just what is asked while the
  * device has less than an eighth of its memory free), so mapping memory,
  * whose cuMemSetAccess alone costs 36 µs of a 2 MiB cuMemAlloc's 55 on an
  * H200, is paid once a chunk, not once an allocation. A client's allocations sit
@@ -38,7 +39,7 @@
  * Costs, against cuMemAlloc: a larger allocation takes whole granules (2
  * MiB; a framework's caching allocator asks in 2 MiB and 20 MiB blocks
  * anyway), a client holds up to as much unused in its chunks as it uses
- * (64 granules a device at most), and a free waits for the client's work
+ * (256 granules a device at most), and a free waits for the client's work
  * to end before the memory goes or is given again (cuMemFree's implicit
  * synchronization, made explicit).
  * Host memory the GPU reaches through its address (a client's pinned
@@ -79,12 +80,14 @@ bool mps_place_on(int device);
 
 /* A new allocation of `bytes` on device (bound) for `owner` (a client's
  * id): past half the granularity, mapped whole at a random slot; up to it,
- * carved from a granule that holds only that owner's allocations. *mapped:
- * what it takes (whole granules; 512-byte units when carved). *clearing
- * set when new memory was mapped for it: its clear is under way, and the
- * owner's work must wait for mps_place_cleared(device) first. */
-CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, CUdeviceptr *ptr, uint64_t *mapped,
-			 bool *clearing);
+ * carved from a granule that holds only that owner's allocations. A new
+ * chunk holds at most `spare` bytes more than asked (the owner's room
+ * under its memory limit). *mapped: what it takes (whole granules;
+ * 512-byte units when carved). *clearing set when new memory was mapped
+ * for it: its clear is under way, and the owner's work must wait for
+ * mps_place_cleared(device) first. */
+CUresult mps_place_alloc(int device, uint64_t owner, uint64_t bytes, uint64_t spare, CUdeviceptr *ptr,
+			 uint64_t *mapped, bool *clearing);
 /* Recorded on device's clearing stream after each clear of new memory: a
  * stream that waits for it waits for every clear of an allocation that has
  * been answered (clears wait for nothing else). */

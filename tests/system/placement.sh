@@ -11,7 +11,8 @@
 # allocation between two clients of the server (a handle the server makes)
 # and frees it under the importer; on a device short of memory a client's
 # chunks get no spare granules, so another client's allocation still
-# fits; every driver-API test (tests/cuda; in a sanitizer's build, those
+# fits, and a client's spare granules stay within its memory limit; every
+# driver-API test (tests/cuda; in a sanitizer's build, those
 # that allocate, map and query) runs as it does with the driver's
 # placement. A value the server cannot read is said in its log and
 # placement stays off.
@@ -74,6 +75,21 @@ OPENMPS_STANDIN_MEMORY=64M OPENMPS_STANDIN_DEVICES=1 S_PLACE_GIB=0 "$here/with-o
 [ "$(grep -c '^alloc 2 CUDA_SUCCESS' "$S_FULL.a")" = 17 ] && grep -q '^alloc 20 CUDA_SUCCESS' "$S_FULL.b" ||
 	{ echo "placement: a device short of memory: $(grep -h alloc "$S_FULL.a" "$S_FULL.b" | sort | uniq -c | tr '\n' ' ')"; rc=1; }
 rm -f "$S_FULL" "$S_FULL.a" "$S_FULL.b" "$S_FULL.go"
+# Spare granules stay within a client's memory limit: under 400 MiB, five
+# allocations of 64 MiB map 64 + 64 + 128 MiB for the first four (chunks
+# as large as what it holds), then 144 MiB, not 256, for the fifth: 400
+# MiB in all.
+S_SPARE=$(mktemp)
+OPENMPS_STANDIN_MEMORY=4G S_PLACE_GIB=0 "$here/with-openmps.sh" "$build" sh -c '
+	CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=400M LD_LIBRARY_PATH="$1/lib" "$1/tests/system/c_client" init \
+		alloc:64 alloc:64 alloc:64 alloc:64 alloc:64 wait:"$2.go" >"$2.a" 2>&1 &
+	i=0; while ! grep -q "^waiting" "$2.a" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	echo get_metrics | "$1/bin/openmps-control" >"$2"
+	touch "$2.go"; wait' sh "$build" "$S_SPARE" || rc=1
+[ "$(grep -c '^alloc 64 CUDA_SUCCESS' "$S_SPARE.a")" = 5 ] &&
+	grep -q '^openmps_server_placed_bytes{[^}]*} 419430400$' "$S_SPARE" ||
+	{ echo "placement: spare within the limit: $(grep -h -e '^alloc' -e placed_bytes "$S_SPARE.a" "$S_SPARE")"; rc=1; }
+rm -f "$S_SPARE" "$S_SPARE.a" "$S_SPARE.go"
 # The log says where allocations go, or why they cannot.
 dir=$(mktemp -d /tmp/openmps-place.XXXXXX)
 export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
