@@ -29,7 +29,9 @@
  * allocation, and that they span at least a quarter of the range. With
  * placement off (S_PLACE_GIB unset) it only checks the patterns. First of
  * all each child writes the end of a new 160 MiB allocation on a stream of
- * its own at once and reads it back (written_at_once).
+ * its own at once and reads it back (written_at_once); last, with
+ * placement, the first child fills a chunk of more than 64 granules and
+ * reuses holes in it (wide_chunk).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -58,6 +60,7 @@
 #define RESVS  6    /* address reservations a child makes, 4 MiB each */
 #define GRAN   (2ull << 20)
 #define SMALL  (GRAN / 2)   /* carved from a granule of the client's own */
+#define TAG0   0xa5000000u   /* the first child's tag */
 
 struct alloc {
 	CUdeviceptr p;
@@ -245,6 +248,52 @@ static void written_at_once(uint32_t tag)
 	REQUIRE_CU(cuStreamDestroy(s));
 }
 
+/* A chunk past 64 granules (a bitmap of several words, placement.c): 4
+ * MiB allocations fill chunks of 2, 2, 4, ... 64 granules, and the 65th
+ * opens one of 128. Holes freed in it: a 4 MiB allocation takes the first
+ * (first fit), a 6 MiB one skips the holes too small for it and takes the
+ * run where two allocations went either side of granule 64 (a word's
+ * end). Each allocation's first and last words keep their own values. */
+#define WIDE 100
+static void wide_chunk(uint32_t tag)
+{
+	const size_t sz = 4u << 20;
+	CUdeviceptr a[WIDE + 2];
+	uint32_t w;
+
+	for (int i = 0; i < WIDE; i++) {
+		REQUIRE_CU(cuMemAlloc(&a[i], sz));
+		REQUIRE_CU(cuMemsetD32(a[i], tag ^ (uint32_t)i, 1));
+		REQUIRE_CU(cuMemsetD32(a[i] + sz - 4, ~tag ^ (uint32_t)i, 1));
+	}
+	/* The 65th (index 64) starts the chunk of 128 granules; index 95
+	 * holds its granules 62 and 63, index 96 granules 64 and 65. */
+	CHECK(a[65] == a[64] + sz && a[96] == a[95] + sz, "allocations 64 to 96 are not one chunk in a row");
+	REQUIRE_CU(cuMemFree(a[65]));
+	REQUIRE_CU(cuMemFree(a[67]));
+	REQUIRE_CU(cuMemFree(a[95]));
+	REQUIRE_CU(cuMemFree(a[96]));
+	REQUIRE_CU(cuMemAlloc(&a[WIDE], sz + (2u << 20)));
+	CHECK(a[WIDE] == a[95], "a 6 MiB allocation at %#llx, not across granule 64 at %#llx",
+	      (unsigned long long)a[WIDE], (unsigned long long)a[95]);
+	REQUIRE_CU(cuMemAlloc(&a[WIDE + 1], sz));
+	CHECK(a[WIDE + 1] == a[65], "a 4 MiB allocation at %#llx, not in the first hole at %#llx",
+	      (unsigned long long)a[WIDE + 1], (unsigned long long)a[65]);
+	REQUIRE_CU(cuMemsetD32(a[WIDE], 0x5a5a5a5a, (sz + (2u << 20)) / 4));
+	REQUIRE_CU(cuMemsetD32(a[WIDE + 1], 0xa5a5a5a5, sz / 4));
+	for (int i = 0; i < WIDE; i++) {
+		if (i == 65 || i == 67 || i == 95 || i == 96)
+			continue;
+		REQUIRE_CU(cuMemcpyDtoH(&w, a[i], 4));
+		CHECK(w == (tag ^ (uint32_t)i), "wide chunk: allocation %d's first word %#x", i, w);
+		REQUIRE_CU(cuMemcpyDtoH(&w, a[i] + sz - 4, 4));
+		CHECK(w == (~tag ^ (uint32_t)i), "wide chunk: allocation %d's last word %#x", i, w);
+	}
+	for (int i = 0; i < WIDE + 2; i++)
+		if (i != 65 && i != 67 && i != 95 && i != 96)
+			REQUIRE_CU(cuMemFree(a[i]));
+}
+
 static int child(int to, int from, uint32_t tag)
 {
 	uint64_t rng = t_rng(tag);
@@ -284,6 +333,8 @@ static int child(int to, int from, uint32_t tag)
 		REQUIRE_CU(cuMemRelease(rh[i]));
 		REQUIRE_CU(cuMemAddressFree(ra[i].p, (size_t)ra[i].size));
 	}
+	if (placed && tag == TAG0)   /* one child: 400 MiB and more */
+		wide_chunk(tag);
 	return t_finish();
 }
 
@@ -426,7 +477,7 @@ int main(int argc, char **argv)
 		pid[k] = fork();
 		REQUIRE(pid[k] >= 0, "fork");
 		if (pid[k] == 0)
-			_exit(child(up[k][1], down[k][0], 0xa5000000u + (uint32_t)k * 0x10000u) == T_PASS ? 0 : 1);
+			_exit(child(up[k][1], down[k][0], TAG0 + (uint32_t)k * 0x10000u) == T_PASS ? 0 : 1);
 	}
 	for (int round = 0; round < 2; round++) {
 		for (int k = 0; k < 2; k++) {
