@@ -351,6 +351,9 @@ CUresult mps__gstage_linear(bool to_host, void *host, size_t n, struct mps_gstag
 /* cuGraphExecUpdate gave exec the graph's nodes again: the host nodes it
  * had been given slots of their own (gnode.c) run the graph's now. */
 void mps__exec_hosts_forget(CUgraphExec exec);
+/* exec was launched: its host nodes' slots of their own each have one
+ * more run to come (gnode.c). */
+void mps__exec_hosts_launched(CUgraphExec exec);
 /* A copy node in graph (gnode.c), staged if a side is pageable memory. */
 CUresult mps__graph_add_copy(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
 			     const CUDA_MEMCPY3D *p);
@@ -370,6 +373,8 @@ void mps__hostfn_pin(uint32_t slot);
 void mps__hostfn_acquire(void);
 void mps__hostfn_release(void);
 CUresult mps__hostfn_params(uint32_t slot, CUDA_HOST_NODE_PARAMS *get, const CUDA_HOST_NODE_PARAMS *set);
+/* How many times a kept slot's function has run and returned. */
+uint64_t mps__hostfn_runs(uint32_t slot);
 
 /* Registered host memory (hostreg.c) in the table of pinned regions
  * (memory.c): whether any region meets [p, p + len); a region added (user

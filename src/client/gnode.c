@@ -16,6 +16,7 @@
  * struct until the node goes. Conditional nodes: the body graphs come back
  * as graphs of the program's, owned by the node.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -658,40 +659,105 @@ static CUresult host_node_set(CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
 	return slot < 0 ? CUDA_ERROR_INVALID_VALUE : mps__hostfn_params((uint32_t)slot, NULL, p);
 }
 
-/* An executable graph's data: the slot each of its host nodes was given
- * of its own (cuGraphExecHostNodeSetParams), by the node's server handle. */
+/* An executable graph's data: the slots each of its host nodes was given
+ * of its own (cuGraphExecHostNodeSetParams), by the node's server handle.
+ * A launch runs the function its node's slot holds when the launch gets
+ * there, and natively a setting leaves launches made before it alone; so
+ * a slot with launches still to run it is not changed: the node goes to
+ * another of its slots (up to EXEC_RING) whose launches have all run, and
+ * only when every one still has launches to come is the current one
+ * changed in place. Under exec_lock (a launch on another thread counts
+ * its launch). */
 #define EXEC_HOSTS_MAGIC 0x53545845u
+#define EXEC_RING 4
+
+struct exec_slot {
+	uint32_t slot, seq;
+	uint64_t launched;   /* launches of the executable graph while the node ran it */
+	uint64_t base;       /* the slot's runs when it became the node's */
+};
 
 struct exec_hosts {
 	uint32_t magic;
 	uint32_t n, cap;
 	struct {
 		uint32_t node;
-		uint32_t slot;
+		uint32_t nslots, cur;
+		struct exec_slot ring[EXEC_RING];
 	} at[];
 };
 
-/* Makes host node `node` run p's function in exec alone, as the driver
- * does: the first time, in a slot of its own that exec's copy of the node
- * is pointed at (EXEC_HOST_NODE); later, by changing that slot. The graph
- * and other executable graphs keep theirs. */
-static CUresult exec_host_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
+static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether every launch that ran e's slot has run its function. */
+static bool exec_slot_done(const struct exec_slot *e)
 {
-	struct mps_gobj *x = mps__obj(exec, MPS_MAGIC_GOBJ), *n = mps__obj(node, MPS_MAGIC_GOBJ);
+	return (int64_t)(e->launched - (mps__hostfn_runs(e->slot) - e->base)) <= 0;
+}
+
+/* Points exec's copy of host node `node` at slot (seq). */
+static CUresult exec_point(struct mps_gobj *x, struct mps_gobj *n, uint32_t slot, uint32_t seq)
+{
 	struct mps_msg_exec_host_node q = { 0 };
-	struct exec_hosts *eh;
 	struct mps_call call;
-	uint32_t cur = 0, slot, seq;
+	uint32_t cur = 0;
+	CUresult r = mps__fwd_ctx(&cur, true);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.exec = x->handle;
+	q.node = n->handle;
+	q.slot = slot;
+	q.seq = seq;
+	r = mps__call(MPS_OP_EXEC_HOST_NODE, cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	mps__call_end(&call);
+	return r;
+}
+
+/* Makes host node `node` run p's function in exec alone, as the driver
+ * does, from exec's next launch on: in a slot of its own that exec's copy
+ * of the node is pointed at (EXEC_HOST_NODE), a slot no launch made
+ * before still has to run. The graph and other executable graphs keep
+ * theirs. Under exec_lock. */
+static CUresult exec_host_set(struct mps_gobj *x, struct mps_gobj *n, const CUDA_HOST_NODE_PARAMS *p)
+{
+	struct exec_hosts *eh = x->data;
+	struct exec_slot *k = NULL, *was;
+	uint32_t i, slot, seq;
 	CUresult r;
 
-	if (!p || !p->fn || !x || x->type != MPS_H_EXEC || !n || host_slot(node) < 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	eh = x->data;
-	if (eh && eh->magic != EXEC_HOSTS_MAGIC)
-		return CUDA_ERROR_INVALID_VALUE;
-	for (uint32_t i = 0; eh && i < eh->n; i++)
-		if (eh->at[i].node == n->handle)
-			return mps__hostfn_params(eh->at[i].slot, NULL, p);
+	for (i = 0; eh && i < eh->n && eh->at[i].node != n->handle; i++)
+		;
+	if (eh && i < eh->n) {
+		was = &eh->at[i].ring[eh->at[i].cur];
+		if (exec_slot_done(was))
+			return mps__hostfn_params(was->slot, NULL, p);
+		for (uint32_t j = 0; j < eh->at[i].nslots && !k; j++)
+			if (j != eh->at[i].cur && exec_slot_done(&eh->at[i].ring[j]))
+				k = &eh->at[i].ring[j];
+		if (!k && eh->at[i].nslots == EXEC_RING)   /* every slot has launches to come */
+			return mps__hostfn_params(was->slot, NULL, p);
+		if (k) {
+			r = mps__hostfn_params(k->slot, NULL, p);
+			if (r == CUDA_SUCCESS)
+				r = exec_point(x, n, k->slot, k->seq);
+			if (r != CUDA_SUCCESS)
+				return r;
+		} else {
+			r = mps__hostfn_keep(p->fn, p->userData, &slot, &seq);
+			if (r == CUDA_SUCCESS && (r = exec_point(x, n, slot, seq)) != CUDA_SUCCESS)
+				mps__hostfn_unkeep(slot);
+			if (r != CUDA_SUCCESS)
+				return r;
+			k = &eh->at[i].ring[eh->at[i].nslots++];
+			k->slot = slot;
+			k->seq = seq;
+		}
+		eh->at[i].cur = (uint32_t)(k - eh->at[i].ring);
+		k->launched = 0;
+		k->base = mps__hostfn_runs(k->slot);
+		return CUDA_SUCCESS;
+	}
 	if (!eh || eh->n == eh->cap) {
 		uint32_t cap = eh ? 2 * eh->cap : 4;
 		struct exec_hosts *v = realloc(eh, sizeof(*v) + cap * sizeof(v->at[0]));
@@ -703,35 +769,62 @@ static CUresult exec_host_node_set(CUgraphExec exec, CUgraphNode node, const CUD
 		v->cap = cap;
 		x->data = eh = v;
 	}
-	r = mps__fwd_ctx(&cur, true);
-	if (r != CUDA_SUCCESS)
-		return r;
 	r = mps__hostfn_keep(p->fn, p->userData, &slot, &seq);
 	if (r != CUDA_SUCCESS)
 		return r;
-	q.exec = x->handle;
-	q.node = n->handle;
-	q.slot = slot;
-	q.seq = seq;
-	r = mps__call(MPS_OP_EXEC_HOST_NODE, cur, &q.hdr, sizeof(q), NULL, 0, &call);
-	mps__call_end(&call);
+	r = exec_point(x, n, slot, seq);
 	if (r != CUDA_SUCCESS) {
 		mps__hostfn_unkeep(slot);
 		return r;
 	}
 	eh->at[eh->n].node = n->handle;
-	eh->at[eh->n].slot = slot;
+	eh->at[eh->n].nslots = 1;
+	eh->at[eh->n].cur = 0;
+	eh->at[eh->n].ring[0] = (struct exec_slot){ .slot = slot, .seq = seq, .base = mps__hostfn_runs(slot) };
 	eh->n++;
 	return CUDA_SUCCESS;
+}
+
+static CUresult exec_host_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_HOST_NODE_PARAMS *p)
+{
+	struct mps_gobj *x = mps__obj(exec, MPS_MAGIC_GOBJ), *n = mps__obj(node, MPS_MAGIC_GOBJ);
+	CUresult r;
+
+	if (!p || !p->fn || !x || x->type != MPS_H_EXEC || !n || host_slot(node) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&exec_lock);
+	if (x->data && ((struct exec_hosts *)x->data)->magic != EXEC_HOSTS_MAGIC)
+		r = CUDA_ERROR_INVALID_VALUE;
+	else
+		r = exec_host_set(x, n, p);
+	pthread_mutex_unlock(&exec_lock);
+	return r;
 }
 
 void mps__exec_hosts_forget(CUgraphExec exec)
 {
 	struct mps_gobj *x = mps__obj(exec, MPS_MAGIC_GOBJ);
-	struct exec_hosts *eh = x ? x->data : NULL;
+	struct exec_hosts *eh;
 
+	pthread_mutex_lock(&exec_lock);
+	eh = x ? x->data : NULL;
 	if (eh && eh->magic == EXEC_HOSTS_MAGIC)
 		eh->n = 0;
+	pthread_mutex_unlock(&exec_lock);
+}
+
+void mps__exec_hosts_launched(CUgraphExec exec)
+{
+	struct mps_gobj *x = mps__obj(exec, MPS_MAGIC_GOBJ);
+	struct exec_hosts *eh;
+
+	if (!x)
+		return;
+	pthread_mutex_lock(&exec_lock);
+	eh = x->data;
+	for (uint32_t i = 0; eh && eh->magic == EXEC_HOSTS_MAGIC && i < eh->n; i++)
+		eh->at[i].ring[eh->at[i].cur].launched++;
+	pthread_mutex_unlock(&exec_lock);
 }
 
 /* A host node's parameters as the generic calls carry them. */

@@ -408,7 +408,10 @@ static CUresult launch(CUgraphExec exec, CUstream s, bool pt)
 	if (r != CUDA_SUCCESS)
 		return r;
 	mps__hostfn_release();   /* its host functions see what the program wrote */
-	return pt ? mps__fwd_cuGraphLaunch_ptsz(exec, s) : mps__fwd_cuGraphLaunch(exec, s);
+	r = pt ? mps__fwd_cuGraphLaunch_ptsz(exec, s) : mps__fwd_cuGraphLaunch(exec, s);
+	if (r == CUDA_SUCCESS)
+		mps__exec_hosts_launched(exec);
+	return r;
 }
 
 static CUresult graph_launch(CUgraphExec exec, CUstream s) { return launch(exec, s, false); }

@@ -44,6 +44,7 @@ struct slot {
 	bool pinned;                /* kept for good (a staging buffer's, gstage.c) */
 	bool callback;              /* cuStreamAddCallback's form */
 	uint32_t seq;               /* the last sequence number given out */
+	uint64_t runs;              /* a kept slot's: its function's runs that have returned */
 	CUhostFn fn;
 	CUstreamCallback cb;
 	CUstream stream;            /* as the program named it, for the callback */
@@ -181,6 +182,9 @@ static void *runner(void *arg)
 			/* A graph's word counts its runs in flight (server's
 			 * ops_hostfn.c): this one is done. The graph runs it
 			 * again; its next launch waits anew. */
+			pthread_mutex_lock(&hf.lock);
+			hf.slot[n.slot].runs++;
+			pthread_mutex_unlock(&hf.lock);
 			mps_fetch_sub(&hf.words[n.slot], 1);
 			continue;
 		}
@@ -279,6 +283,7 @@ static CUresult take(bool kept, bool callback, CUhostFn fn, CUstreamCallback cb,
 	hf.slot[i].cb = cb;
 	hf.slot[i].stream = stream;
 	hf.slot[i].data = data;
+	hf.slot[i].runs = 0;
 	if (!++hf.slot[i].seq)
 		hf.slot[i].seq = 1;
 	*slot = i;
@@ -353,6 +358,17 @@ void mps__hostfn_unkeep(uint32_t slot)
 	if (slot < MPS_HOSTFN_SLOTS && hf.slot[slot].busy)
 		give(slot);
 	pthread_mutex_unlock(&hf.lock);
+}
+
+uint64_t mps__hostfn_runs(uint32_t slot)
+{
+	uint64_t n = 0;
+
+	pthread_mutex_lock(&hf.lock);
+	if (slot < MPS_HOSTFN_SLOTS)
+		n = hf.slot[slot].runs;
+	pthread_mutex_unlock(&hf.lock);
+	return n;
 }
 
 CUresult mps__hostfn_params(uint32_t slot, CUDA_HOST_NODE_PARAMS *get, const CUDA_HOST_NODE_PARAMS *set)

@@ -547,6 +547,51 @@ static void exec_params(CUstream s)
 	REQUIRE_CU(cuGraphDestroy(graph));
 }
 
+/* Settings while launches wait: each launch runs the function set when it
+ * was launched, as natively, though none has reached the node when the
+ * next setting comes (the stream waits on a word the program writes last). */
+static void exec_params_queued(CUstream s)
+{
+	struct tally a = { 0 }, b = { 0 }, c = { 0 };
+	CUDA_HOST_NODE_PARAMS hp = { .fn = tally_one, .userData = &a };
+	volatile uint32_t *gate;
+	CUdeviceptr dgate;
+	CUgraphExec e;
+	CUgraphNode h;
+	CUgraph graph;
+
+	REQUIRE_CU(cuGraphCreate(&graph, 0));
+	REQUIRE_CU(cuGraphAddHostNode(&h, graph, NULL, 0, &hp));
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&e, graph, 0));
+	REQUIRE_CU(cuMemHostAlloc((void **)&gate, 4, CU_MEMHOSTALLOC_DEVICEMAP));
+	*gate = 0;
+	REQUIRE_CU(cuMemHostGetDevicePointer(&dgate, (void *)gate, 0));
+	for (int round = 0; round < 2; round++) {
+		REQUIRE_CU(cuStreamWaitValue32(s, dgate, (uint32_t)round + 1, CU_STREAM_WAIT_VALUE_GEQ));
+		hp.fn = tally_one;
+		hp.userData = &b;
+		REQUIRE_CU(cuGraphExecHostNodeSetParams(e, h, &hp));
+		REQUIRE_CU(cuGraphLaunch(e, s));
+		hp.userData = &c;
+		REQUIRE_CU(cuGraphExecHostNodeSetParams(e, h, &hp));
+		REQUIRE_CU(cuGraphLaunch(e, s));
+		hp.fn = tally_hundred;
+		hp.userData = &a;
+		REQUIRE_CU(cuGraphExecHostNodeSetParams(e, h, &hp));
+		REQUIRE_CU(cuGraphLaunch(e, s));
+		CHECK(ran(&a) == 100 * round && ran(&b) == round && ran(&c) == round,
+		      "round %d: a launch ran before the stream was let go", round);
+		__atomic_store_n(gate, (uint32_t)round + 1, __ATOMIC_RELEASE);
+		REQUIRE_CU(cuStreamSynchronize(s));
+		CHECK(ran(&a) == 100 * (round + 1) && ran(&b) == round + 1 && ran(&c) == round + 1,
+		      "round %d: three launches, each after a new setting: %d / %d / %d runs (want %d / %d / %d)", round,
+		      ran(&a), ran(&b), ran(&c), 100 * (round + 1), round + 1, round + 1);
+	}
+	REQUIRE_CU(cuGraphExecDestroy(e));
+	REQUIRE_CU(cuGraphDestroy(graph));
+	REQUIRE_CU(cuMemFreeHost((void *)gate));
+}
+
 struct late {
 	int runs, finished;
 	volatile float *flag;   /* pinned, mapped: what the kernel after the function reads */
@@ -646,6 +691,7 @@ int main(int argc, char **argv)
 	callbacks_and_defaults(s);
 	graphs(s);
 	exec_params(s);
+	exec_params_queued(s);
 	shared_host_node();
 	many_captures(s);
 	REQUIRE_CU(cuStreamDestroy(s));
