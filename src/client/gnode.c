@@ -722,14 +722,30 @@ static CUresult exec_point(struct mps_gobj *x, struct mps_gobj *n, uint32_t slot
 static CUresult exec_host_set(struct mps_gobj *x, struct mps_gobj *n, const CUDA_HOST_NODE_PARAMS *p)
 {
 	struct exec_hosts *eh = x->data;
-	struct exec_slot *k = NULL, *was;
+	struct exec_slot *k = NULL;
 	uint32_t i, slot, seq;
 	CUresult r;
 
 	for (i = 0; eh && i < eh->n && eh->at[i].node != n->handle; i++)
 		;
-	if (eh && i < eh->n) {
-		was = &eh->at[i].ring[eh->at[i].cur];
+	if (!eh || i == eh->n) {   /* its first setting: an entry with no slot yet */
+		if (!eh || eh->n == eh->cap) {
+			uint32_t cap = eh ? 2 * eh->cap : 4;
+			struct exec_hosts *v = realloc(eh, sizeof(*v) + cap * sizeof(v->at[0]));
+
+			if (!v)
+				return CUDA_ERROR_OUT_OF_MEMORY;
+			if (!eh)
+				v->magic = EXEC_HOSTS_MAGIC, v->n = 0;
+			v->cap = cap;
+			x->data = eh = v;
+		}
+		eh->at[i].node = n->handle;
+		eh->at[i].nslots = 0;
+		eh->at[i].cur = 0;
+	} else {
+		struct exec_slot *was = &eh->at[i].ring[eh->at[i].cur];
+
 		if (exec_slot_done(was))
 			return mps__hostfn_params(was->slot, NULL, p);
 		for (uint32_t j = 0; j < eh->at[i].nslots && !k; j++)
@@ -737,51 +753,28 @@ static CUresult exec_host_set(struct mps_gobj *x, struct mps_gobj *n, const CUDA
 				k = &eh->at[i].ring[j];
 		if (!k && eh->at[i].nslots == EXEC_RING)   /* every slot has launches to come */
 			return mps__hostfn_params(was->slot, NULL, p);
-		if (k) {
-			r = mps__hostfn_params(k->slot, NULL, p);
-			if (r == CUDA_SUCCESS)
-				r = exec_point(x, n, k->slot, k->seq);
-			if (r != CUDA_SUCCESS)
-				return r;
-		} else {
-			r = mps__hostfn_keep(p->fn, p->userData, &slot, &seq);
-			if (r == CUDA_SUCCESS && (r = exec_point(x, n, slot, seq)) != CUDA_SUCCESS)
-				mps__hostfn_unkeep(slot);
-			if (r != CUDA_SUCCESS)
-				return r;
-			k = &eh->at[i].ring[eh->at[i].nslots++];
-			k->slot = slot;
-			k->seq = seq;
-		}
-		eh->at[i].cur = (uint32_t)(k - eh->at[i].ring);
-		k->launched = 0;
-		k->base = mps__hostfn_runs(k->slot);
-		return CUDA_SUCCESS;
 	}
-	if (!eh || eh->n == eh->cap) {
-		uint32_t cap = eh ? 2 * eh->cap : 4;
-		struct exec_hosts *v = realloc(eh, sizeof(*v) + cap * sizeof(v->at[0]));
-
-		if (!v)
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		if (!eh)
-			v->magic = EXEC_HOSTS_MAGIC, v->n = 0;
-		v->cap = cap;
-		x->data = eh = v;
+	if (k) {
+		r = mps__hostfn_params(k->slot, NULL, p);
+		if (r == CUDA_SUCCESS)
+			r = exec_point(x, n, k->slot, k->seq);
+		if (r != CUDA_SUCCESS)
+			return r;
+	} else {
+		r = mps__hostfn_keep(p->fn, p->userData, &slot, &seq);
+		if (r == CUDA_SUCCESS && (r = exec_point(x, n, slot, seq)) != CUDA_SUCCESS)
+			mps__hostfn_unkeep(slot);
+		if (r != CUDA_SUCCESS)
+			return r;
+		k = &eh->at[i].ring[eh->at[i].nslots++];
+		k->slot = slot;
+		k->seq = seq;
 	}
-	r = mps__hostfn_keep(p->fn, p->userData, &slot, &seq);
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = exec_point(x, n, slot, seq);
-	if (r != CUDA_SUCCESS) {
-		mps__hostfn_unkeep(slot);
-		return r;
-	}
-	eh->at[eh->n].node = n->handle;
-	eh->at[eh->n].nslots = 1;
-	eh->at[eh->n].cur = 0;
-	eh->at[eh->n].ring[0] = (struct exec_slot){ .slot = slot, .seq = seq, .base = mps__hostfn_runs(slot) };
-	eh->n++;
+	if (i == eh->n)
+		eh->n++;
+	eh->at[i].cur = (uint32_t)(k - eh->at[i].ring);
+	k->launched = 0;
+	k->base = mps__hostfn_runs(k->slot);
 	return CUDA_SUCCESS;
 }
 
