@@ -3,13 +3,14 @@
 #
 # tests/gpu/samples.sh [SAMPLESDIR]
 #
-# A subset of NVIDIA's CUDA samples (github.com/NVIDIA/cuda-samples, tag
-# v13.0), built with nvcc and run natively and under openmps side by side,
-# their outputs compared. SAMPLESDIR (default .samples in the repository,
+# NVIDIA's CUDA samples (github.com/NVIDIA/cuda-samples, tag v13.0), built
+# and run natively and under openmps side by side, their outputs compared:
+# a subset (below), or with SAMPLES_ALL=1 every sample that builds here
+# (build_all). SAMPLESDIR (default .samples in the repository,
 # which git ignores: the samples are NVIDIA's code, under NVIDIA's licence,
 # and are not part of this repository) holds them as NVIDIA lays them out:
 # its LICENSE, Common/ (the helper headers) and Samples/CATEGORY/NAME/ with
-# each sample's data files. They were picked for the driver calls they make:
+# each sample's data files. The subset's were picked for the calls they make:
 # managed memory (cudaMallocManaged, cudaStreamAttachMemAsync,
 # cudaMemPrefetchAsync), CUDA arrays, textures and surfaces (2D, layered,
 # cubemap, pitch-linear, and the driver API's cuArrayCreate and
@@ -28,7 +29,8 @@
 # files: twice on the real driver (an empty pipe directory, so it meets no
 # daemon) and once as a client of an openmps daemon this script starts in
 # private directories under /tmp, with OPENMPS_TRACE_ERRORS=1. The samples
-# run one after another, each run limited to SAMPLE_TIMEOUT seconds. Their
+# run one after another (SAMPLES_PAR at a time), each run limited to
+# SAMPLE_TIMEOUT seconds. Their
 # exit statuses are compared (0 passed, 2 waived), and their outputs after
 # normalising: the numbers on lines about time, rates and bandwidth are
 # masked, and so are the few lines per sample that change from run to run
@@ -49,7 +51,10 @@
 # OPENMPS_NATIVE_LIB (default /usr/local/nvidia/lib64), SAMPLE_TIMEOUT
 # (seconds for each run, default 120), PYTHON (default python3),
 # SAMPLES_KEEP=1 (keep the work directory), OUT (the build and run logs,
-# the per-sample report and the table are copied to $OUT/samples when set).
+# the per-sample report, the table, the server's log and tarballs of the
+# build logs and of the failing runs' logs go to $OUT/samples when set),
+# SAMPLES_ALL=1 (every sample of the checkout that builds here, not the
+# subset; see build_all), SAMPLES_PAR (samples run at once).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ $# -le 1 ] || { echo "usage: $0 [SAMPLESDIR]" >&2; exit 2; }
@@ -158,15 +163,18 @@ selected() {
 	return 1
 }
 
-# build DIR: the sample in $SAMPLES/Samples/DIR built into $WORK/bin/NAME/
-# (NAME: DIR's last part), with what it reads beside it; the nvcc commands
-# and their output in $WORK/bin/NAME.log, "ok" or "FAIL" in
-# $WORK/bin/NAME.status.
+# bin DIR: where the build of the sample in $SAMPLES/Samples/DIR goes
+# ($WORK/bin/CATEGORY_NAME), beside it its .log and .status.
+bin() { echo "$WORK/bin/${1//\//_}"; }
+
+# build DIR: the sample in $SAMPLES/Samples/DIR built into $(bin DIR)/ with
+# what it reads beside it; the nvcc commands and their output in
+# $(bin DIR).log, "ok" or "FAIL" in $(bin DIR).status.
 build() {
 	local dir=$1 name src out srcs=() libs=() flags=() st=ok
 	name=$(basename "$dir")
 	src=$SAMPLES/Samples/$dir
-	out=$WORK/bin/$name
+	out=$(bin "$dir")
 	mkdir -p "$out"
 	case $name in
 	UnifiedMemoryStreams) srcs=(UnifiedMemoryStreams.cu); flags=(-Xcompiler -fopenmp); libs=(-lcublas -lgomp) ;;
@@ -201,183 +209,151 @@ build() {
 		nv -std=c++17 -O2 -lineinfo -rdc=true --extended-lambda -Wno-deprecated-gpu-targets -arch="$ARCH" \
 			-I"$SAMPLES/Common" "${flags[@]}" -o "$name" "${srcs[@]/#/$src/}" "${libs[@]}" \
 			-Xlinker --enable-new-dtags -Xlinker -rpath -Xlinker "$CUDA_HOME/lib64"
-	) >"$WORK/bin/$name.log" 2>&1 || st=FAIL
-	echo "$st" >"$WORK/bin/$name.status"
+	) >"$out.log" 2>&1 || st=FAIL
+	echo "$st" >"$out.status"
 	echo "build $name: $st"
 }
 
-# The comparison: normalises and compares the logs of one test's runs and
-# adds its row to the table, or prints the table.
-cat >"$WORK/compare.py" <<'EOF'
-import difflib
-import os
-import re
-import sys
-
-# Lines about time, rates or bandwidth: their numbers are masked.
-TIMEISH = re.compile(r"(?i)(time|elapsed|msec|usec|walltime|\d\s*(ms|us|µs|s|sec|seconds)\b|/s(ec)?\b|bandwidth"
-                     r"|throughput|flops|gflop|rate\b|latency|speed)")
-NUM = re.compile(r"[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?")
-ADDR = re.compile(r"0x[0-9a-fA-F]{6,}")
-# openmps's log lines: [YYYY-MM-DD HH:MM:SS.mmm Role PID] message
-OMLOG = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \w+ +\d+\] ")
-PROBES = re.compile(r"openmps: (cuGetProcAddress\w*|cuGetExportTable) returned an error")
-# sample: (lines whose numbers are masked, lines left out) -- output that
-# changes from run to run on the driver alone.
-RULES = {
-    # Task sizes drawn from a clock-seeded generator, handed to OpenMP threads in no set order.
-    "UnifiedMemoryStreams": (None, r"^Task \[\d+\], thread \[\d+\] executing on"),
-    # A table of timings.
-    "UnifiedMemoryPerf": (r".", None),
-    # Timings without a unit: "memcopy:  0.35", "4 streams:  1.20".
-    "simpleStreams": (r"^(memcopy|kernel|non-streamed|\d+ streams):", None),
-    # Residuals from reductions whose order the GPU picks (atomics, cuSPARSE).
-    "conjugateGradientUM": (r"residual|Error amount", None),
-    "conjugateGradientMultiBlockCG": (r"residual|Error amount", None),
-    "jacobiCudaGraphs": (r"^GPU error", None),
+# build_all: every sample of $SAMPLES/Samples that its CMake file builds
+# here (a sample whose CMake file finds no OpenGL, Vulkan, MPI, FreeImage,
+# NvSci or Windows skips itself, and one whose configuration fails for a
+# library the toolkit lacks is left out; both listed in $WORK/skipped.txt),
+# each for the sample's -arch only, built with CMake from a copy of the
+# samples whose CMake files ask for that architecture instead of their nine.
+# Every executable a sample's build leaves becomes a test (its name, or its
+# name+DIRNAME where two samples make one name), in ALL_TESTS; the
+# sample's build output goes to $(bin DIR) as build() leaves it.
+build_all() {
+	local src=$WORK/src cm=$WORK/cmake arch dirs=() d f bad exe out st n
+	arch=$ARCH
+	if [ "$arch" = native ]; then
+		arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')
+		[ -n "$arch" ] || arch=90
+	fi
+	arch=${arch#sm_}
+	mkdir -p "$src" "$cm"
+	cp -r "$SAMPLES/Samples" "$SAMPLES/Common" "$src/" || return 1
+	[ -d "$SAMPLES/cmake" ] && cp -r "$SAMPLES/cmake" "$src/"
+	find "$src/Samples" -name CMakeLists.txt -exec \
+		sed -i -E "s/^([[:space:]]*set\(CMAKE_CUDA_ARCHITECTURES)[[:space:]][^)]*\)/\1 $arch)/" {} +
+	# Every sample's directory; libNVVM's samples only through their own top.
+	while IFS= read -r f; do
+		d=${f#"$src/Samples/"}
+		d=${d%/CMakeLists.txt}
+		case $d in 7_libNVVM/*|8_Platform_Specific/*) continue ;; esac
+		dirs+=("$d")
+	done < <(find "$src/Samples" -mindepth 3 -maxdepth 3 -name CMakeLists.txt | sort)
+	[ -f "$src/Samples/7_libNVVM/CMakeLists.txt" ] && dirs+=(7_libNVVM)
+	: >"$WORK/skipped.txt"
+	for _ in 1 2 3 4 5; do
+		{
+			echo "cmake_minimum_required(VERSION 3.20)"
+			echo "project(openmps-samples LANGUAGES C CXX CUDA)"
+			echo "find_package(CUDAToolkit REQUIRED)"
+			for d in "${dirs[@]}"; do echo "add_subdirectory($src/Samples/$d Samples/$d)"; done
+		} >"$cm/CMakeLists.txt"
+		rm -rf "$cm/b"
+		if cmake -S "$cm" -B "$cm/b" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
+			-DCMAKE_CUDA_ARCHITECTURES="$arch" >"$cm/configure.log" 2>&1; then
+			break
+		fi
+		# Leave out the samples whose configuration failed, and try again.
+		# (an error names a sample's CMakeLists.txt, or a target "in directory" of it)
+		bad=$(grep -oE "(CMake Error at|in directory) $src/Samples/[^: ]+" "$cm/configure.log" |
+			sed -E "s#^(CMake Error at|in directory) $src/Samples/##; s#/CMakeLists.txt\$##" |
+			while read -r f; do
+				for d in "${dirs[@]}"; do
+					case $f in "$d" | "$d"/*) echo "$d" ;; esac
+				done
+			done | sort -u)
+		[ -n "$bad" ] || { tail -n 30 "$cm/configure.log"; return 1; }
+		for d in $bad; do
+			echo "$d: configuration failed ($(grep -E -A3 "(CMake Error at|in directory) $src/Samples/$d/" \
+				"$cm/configure.log" | grep -oE 'CUDA::[A-Za-z_0-9]+|[A-Za-z_0-9]+-NOTFOUND' |
+				sort -u | tr '\n' ' '))" >>"$WORK/skipped.txt"
+		done
+		n=${#dirs[@]}
+		mapfile -t dirs < <(printf '%s\n' "${dirs[@]}" | grep -vxF -f <(printf '%s\n' "$bad"))
+		[ ${#dirs[@]} -lt "$n" ] || { tail -n 30 "$cm/configure.log"; return 1; }
+	done
+	grep -E "will not build|skipping|Skipping" "$cm/configure.log" | sed 's/^-- //' >>"$WORK/skipped.txt"
+	echo "configured ${#dirs[@]} sample directories; building with $JOBS jobs"
+	# With SAMPLES_ONLY, only the targets of those names (those there are).
+	local targets=()
+	if [ -n "${SAMPLES_ONLY:-}" ]; then
+		cmake --build "$cm/b" --target help >"$cm/targets.txt" 2>/dev/null
+		for n in $SAMPLES_ONLY; do
+			grep -qx "\.\.\. ${n%%+*}" "$cm/targets.txt" && targets+=(--target "${n%%+*}")
+		done
+	fi
+	cmake --build "$cm/b" -j "$JOBS" "${targets[@]}" -- -k >"$cm/build.log" 2>&1
+	# Each sample directory with targets of its own: its executables.
+	declare -A seen=()
+	ALL_TESTS=()
+	while IFS= read -r f; do
+		d=${f#"$cm/b/Samples/"}
+		d=${d%/CMakeFiles}
+		compgen -G "$f/*.dir" >/dev/null || continue
+		out=$(bin "$d")
+		mkdir -p "$out"
+		st=FAIL
+		for exe in $(find "$cm/b/Samples/$d" -maxdepth 1 -type f -perm -u+x ! -name '*.so*' -printf '%f\n' | sort); do
+			cp "$cm/b/Samples/$d/$exe" "$out/" && st=ok
+			n=$exe
+			[ -n "${seen[$n]:-}" ] && n="$exe+$(basename "$d")"
+			seen[$n]=1
+			ALL_TESTS+=("$n $d")
+		done
+		# What the build put beside the programs (data files, libraries, PTX).
+		find "$cm/b/Samples/$d" -maxdepth 1 -type f ! -perm -u+x ! -name Makefile ! -name '*.cmake' \
+			-exec cp {} "$out/" \;
+		find "$cm/b/Samples/$d" -maxdepth 1 -type f -name '*.so*' -exec cp {} "$out/" \;
+		grep -E "^make.*(Error|\*\*\*).*Samples/$d/" "$cm/build.log" | head -n 3 >"$out.log"
+		echo "$st" >"$out.status"
+		[ "$st" = ok ] || ALL_TESTS+=("$(basename "$d") $d")
+	done < <(find "$cm/b/Samples" -type d -name CMakeFiles | sort)
+	echo "${#ALL_TESTS[@]} programs from the samples' builds"
 }
 
-
-def status(rc):
-    if rc is None:
-        return "no run"
-    if rc == 0:
-        return "pass"
-    if rc == 2:
-        return "waived"
-    if rc in (124, 137):
-        return "timeout"
-    if rc > 128:
-        return f"signal {rc - 128}"
-    return f"fail {rc}"
-
-
-def read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def run(logdir, test, mode, sample, rundir, work):
-    """(exit status or None, normalised output lines, openmps log lines) of one run."""
-    base = os.path.join(logdir, f"{test}.{mode}")
-    rc = read(base + ".rc")
-    if rc is None:
-        return None, None, []
-    mask, drop = RULES.get(sample, (None, None))
-    out, log = [], []
-    for part in ("out", "err"):
-        out.append(f"--- std{part}")
-        for line in (read(f"{base}.{part}") or "").splitlines():
-            line = line.replace(rundir, "<rundir>").replace(work, "<work>")
-            if OMLOG.match(line):
-                log.append(OMLOG.sub("", line))
-                continue
-            if drop and re.search(drop, line):
-                continue
-            line = ADDR.sub("0x<addr>", line)
-            if TIMEISH.search(line) or (mask and re.search(mask, line)):
-                # Masked numbers of other widths leave other padding:
-                # the spacing of such a line is not compared either.
-                line = " ".join(NUM.sub("<n>", line).split())
-            out.append(line.rstrip())
-    return int(rc.strip() or -1), out, log
-
-
-def one(test, sample, logdir, rundirs, work, table):
-    n1 = run(logdir, test, "native", sample, f"{rundirs}/{test}.native", work)
-    n2 = run(logdir, test, "native2", sample, f"{rundirs}/{test}.native2", work)
-    om = run(logdir, test, "openmps", sample, f"{rundirs}/{test}.openmps", work)
-    s1, s2, so = status(n1[0]), status(n2[0]), status(om[0])
-    native = s1 if n2[0] is None or s2 == s1 else f"{s1}/{s2}"
-    if n1[1] is None or om[1] is None:
-        same = "-"
-    elif om[1] == n1[1] or (n2[1] is not None and om[1] == n2[1]):
-        same = "same"
-    elif n2[1] is not None and n2[1] != n1[1]:
-        same = "varies"
-    else:
-        same = "DIFFERS"
-    counted = s1 == "pass" and s2 in ("pass", "no run")
-    if not counted:
-        verdict = "-"
-    elif so != "pass" or same == "DIFFERS":
-        verdict = "FAIL"
-    else:
-        verdict = "ok"
-    took = [(read(os.path.join(logdir, f"{test}.{m}.time")) or "?").strip() for m in ("native", "openmps")]
-    print(f"{test:32} native {native:10} openmps {so:10} output {same:8} {verdict:4}"
-          f"  ({took[0]} s native, {took[1]} s openmps)", flush=True)
-    if same in ("DIFFERS", "varies") or verdict == "FAIL":
-        diff = list(difflib.unified_diff(n1[1] or [], om[1] or [], "native", "openmps", lineterm="", n=1))
-        for line in diff[:40]:
-            print("      " + line)
-        if len(diff) > 40:
-            print(f"      ... {len(diff) - 40} more diff lines")
-    # Not the counts of failed lookups: the runtime probes for functions.
-    shown = [line for line in om[2] if not PROBES.search(line)]
-    for line in shown[:12]:
-        print("      openmps log: " + line)
-    if len(shown) > 12:
-        print(f"      ... {len(shown) - 12} more openmps log lines")
-    with open(table, "a") as f:
-        f.write("\t".join((test, "ok", native, so, same, verdict)) + "\n")
-
-
-def summary(table):
-    rows = []
-    with open(table) as f:
-        for line in f:
-            rows.append(line.rstrip("\n").split("\t"))
-    head = ("sample", "build", "native", "openmps", "same output", "")
-    width = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    for r in [head] + rows:
-        print(" | ".join(c.ljust(w) for c, w in zip(r, width)).rstrip())
-    built = sum(1 for r in rows if r[1] == "ok")
-    passed = [r for r in rows if r[5] in ("ok", "FAIL")]
-    lost = [r for r in passed if r[5] == "FAIL"]
-    ok = built == len(rows) and passed and not lost
-    print(("PASS" if ok else "FAIL") + f"  samples: {built} of {len(rows)} built, {len(passed)} passed natively,"
-          f" {len(lost)} of them not under openmps or with other output")
-    return 0 if ok else 1
-
-
-if sys.argv[1] == "one":
-    one(*sys.argv[2:8])
-else:
-    sys.exit(summary(sys.argv[2]))
-EOF
-
 # Build every directory the selected tests use, SAMPLES_JOBS at a time.
-echo "building with $NVCC -arch=$ARCH from $SAMPLES into $WORK/bin"
 declare -A DIRS=()
+if [ "${SAMPLES_ALL:-0}" = 1 ]; then
+	echo "building every sample with CMake for $ARCH from $SAMPLES into $WORK/bin"
+	build_all || { echo "the samples' CMake configuration failed"; exit 1; }
+	TESTS=("${ALL_TESTS[@]}")
+	echo "--- not built here, by the samples' own CMake files:"
+	cat "$WORK/skipped.txt"
+else
+	echo "building with $NVCC -arch=$ARCH from $SAMPLES into $WORK/bin"
+fi
 for t in "${TESTS[@]}"; do
 	read -r name dir _ <<<"$t"
 	selected "$name" && DIRS[$dir]=1
 done
 [ ${#DIRS[@]} -gt 0 ] || { echo "SAMPLES_ONLY=${SAMPLES_ONLY:-} names no test" >&2; exit 2; }
-for dir in "${!DIRS[@]}"; do
-	while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
-	build "$dir" &
-done
-wait
+if [ "${SAMPLES_ALL:-0}" != 1 ]; then
+	for dir in "${!DIRS[@]}"; do
+		while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+		build "$dir" &
+	done
+	wait
+fi
 nfail=0
 for dir in "${!DIRS[@]}"; do
-	name=$(basename "$dir")
-	if [ "$(cat "$WORK/bin/$name.status" 2>/dev/null)" != ok ]; then
+	if [ "$(cat "$(bin "$dir").status" 2>/dev/null)" != ok ]; then
 		nfail=$((nfail + 1))
-		echo "--- build of $name failed; the end of its log:"
-		tail -n 25 "$WORK/bin/$name.log"
+		echo "--- build of $dir failed; the end of its log:"
+		tail -n 25 "$(bin "$dir").log"
 	fi
 done
 if [ -n "${OUT:-}" ]; then
-	mkdir -p "$OUT/samples"
+	mkdir -p "$OUT/samples" "$WORK/buildlogs"
 	for dir in "${!DIRS[@]}"; do
-		name=$(basename "$dir")
-		cp "$WORK/bin/$name.log" "$OUT/samples/$name.build.log" 2>/dev/null
+		cp "$(bin "$dir").log" "$WORK/buildlogs/${dir//\//_}.build.log" 2>/dev/null
 	done
+	[ "${SAMPLES_ALL:-0}" = 1 ] && cp "$WORK/skipped.txt" "$WORK/cmake/configure.log" "$WORK/cmake/build.log" \
+		"$WORK/buildlogs/"
+	tar -czf "$OUT/samples/build-logs.tar.gz" -C "$WORK" buildlogs
 fi
 if [ "${SAMPLES_BUILD_ONLY:-0}" = 1 ]; then
 	echo "$(( ${#DIRS[@]} - nfail )) of ${#DIRS[@]} samples built"
@@ -387,12 +363,12 @@ fi
 
 start_openmps || exit 1
 
-# run_one MODE TEST DIR [ARG...]: one run of TEST's sample, from a fresh
-# copy of its directory and build, $WORK/run/TEST.MODE; its stdout, stderr,
-# exit status and seconds taken go to $WORK/log/TEST.MODE.{out,err,rc,time}.
+# run_one MODE TEST DIR [ARG...]: one run of TEST's sample (the program
+# named as TEST before any '+'), from a fresh copy of its directory and
+# build, $WORK/run/TEST.MODE; its stdout, stderr, exit status and seconds
+# taken go to $WORK/log/TEST.MODE.{out,err,rc,time}.
 run_one() {
-	local mode=$1 test=$2 dir=$3 name rd log envv t0 rc; shift 3
-	name=$(basename "$dir")
+	local mode=$1 test=$2 dir=$3 rd log envv t0 rc; shift 3
 	rd=$WORK/run/$test.$mode
 	log=$WORK/log/$test.$mode
 	if [ "$mode" = openmps ]; then
@@ -401,43 +377,93 @@ run_one() {
 		envv=(CUDA_MPS_PIPE_DIRECTORY="$WORK/none" LD_LIBRARY_PATH="$NATIVE_LIB")
 	fi
 	rm -rf "$rd"
-	if ! cp -r "$SAMPLES/Samples/$dir" "$rd" || ! cp -r "$WORK/bin/$name/." "$rd/"; then
+	if ! cp -r "$SAMPLES/Samples/$dir" "$rd" || ! cp -r "$(bin "$dir")/." "$rd/"; then
 		echo 125 >"$log.rc"
 		return
 	fi
 	t0=$(date +%s.%N)
-	(cd "$rd" && env "${envv[@]}" timeout -k 10 "$TIMEOUT" "./$name" "$@" </dev/null >"$log.out" 2>"$log.err")
+	(cd "$rd" && env "${envv[@]}" timeout -k 10 "$TIMEOUT" "./${test%%+*}" "$@" </dev/null >"$log.out" 2>"$log.err")
 	rc=$?
 	echo "$t0 $(date +%s.%N)" | awk '{ printf "%.1f\n", $2 - $1 }' >"$log.time"
 	echo "$rc" >"$log.rc"
+	rm -rf "$rd"
 }
 
+# run_test TEST DIR [ARG...]: TEST twice natively and once under openmps at
+# the same time, then compared; what the comparison prints goes to
+# $WORK/rep/TEST.txt, and a failing test's logs to $WORK/faillogs (to
+# $OUT/samples/fail-logs.tar.gz at the end).
+run_test() {
+	local test=$1 dir=$2; shift 2
+	run_one native "$test" "$dir" "$@" &
+	run_one native2 "$test" "$dir" "$@" &
+	run_one openmps "$test" "$dir" "$@" &
+	wait
+	"$PYTHON" "$ROOT/tests/gpu/samples_compare.py" one "$test" "${test%%+*}" "$WORK/log" "$WORK/run" "$WORK" \
+		"$TABLE" >"$WORK/rep/$test.txt" 2>&1
+	if grep -q ' FAIL ' "$WORK/rep/$test.txt"; then
+		cp "$WORK/log/$test".* "$WORK/faillogs/" 2>/dev/null
+	fi
+}
+
+# SAMPLES_PAR tests at a time (default 1; 3 with SAMPLES_ALL=1), each
+# test's report printed whole as it ends. A sample that faults its context
+# on purpose runs alone: one server's clients share a context, and a fault
+# ends every client of it (as under NVIDIA MPS; docs/CONTROL.md).
+SOLO=" simpleAssert simpleAssert_nvrtc "
+PAR=${SAMPLES_PAR:-1}
+[ "${SAMPLES_ALL:-0}" = 1 ] && PAR=${SAMPLES_PAR:-3}
 TABLE=$WORK/table.tsv
 : >"$TABLE"
+mkdir -p "$WORK/rep" "$WORK/faillogs"
+declare -A RUNNING=()
+# reap: prints and forgets the reports of the tests that have ended.
+reap() {
+	local pid
+	for pid in "${!RUNNING[@]}"; do
+		kill -0 "$pid" 2>/dev/null && continue
+		wait "$pid" 2>/dev/null
+		tee -a "$WORK/report.txt" <"$WORK/rep/${RUNNING[$pid]}.txt"
+		unset "RUNNING[$pid]"
+	done
+}
 for t in "${TESTS[@]}"; do
 	read -r tname dir args <<<"$t"
 	selected "$tname" || continue
-	name=$(basename "$dir")
-	if [ "$(cat "$WORK/bin/$name.status" 2>/dev/null)" != ok ]; then
-		printf '%-32s not built\n' "$tname"
-		printf '%s\tFAIL\t-\t-\t-\tFAIL\n' "$tname" >>"$TABLE"
+	if [ "$(cat "$(bin "$dir").status" 2>/dev/null)" != ok ]; then
+		printf '%-32s not built\n' "$tname" | tee -a "$WORK/report.txt"
+		# Every sample of the subset must build; of all, those that build here.
+		b=FAIL
+		[ "${SAMPLES_ALL:-0}" = 1 ] && b=no
+		printf '%s\t%s\t-\t-\t-\t-\n' "$tname" "$b" >>"$TABLE"
 		continue
 	fi
+	limit=$PAR
+	case $SOLO in *" $tname "*) limit=1 ;; esac
+	while [ ${#RUNNING[@]} -ge "$limit" ]; do
+		sleep 0.2
+		reap
+	done
 	# shellcheck disable=SC2086 # args is a list of words
-	{
-		run_one native "$tname" "$dir" $args &
-		run_one native2 "$tname" "$dir" $args &
-		run_one openmps "$tname" "$dir" $args &
-		wait
-	}
-	"$PYTHON" "$WORK/compare.py" one "$tname" "$name" "$WORK/log" "$WORK/run" "$WORK" "$TABLE" |
-		tee -a "$WORK/report.txt"
+	run_test "$tname" "$dir" $args &
+	RUNNING[$!]=$tname
+	case $SOLO in *" $tname "*)
+		while [ ${#RUNNING[@]} -gt 0 ]; do
+			sleep 0.2
+			reap
+		done ;;
+	esac
+done
+while [ ${#RUNNING[@]} -gt 0 ]; do
+	sleep 0.2
+	reap
 done
 
 stop_openmps
 if [ -n "${OUT:-}" ]; then
-	cp "$WORK"/log/* "$WORK/report.txt" "$OUT/samples/" 2>/dev/null
-	"$PYTHON" "$WORK/compare.py" table "$TABLE" >"$OUT/samples/table.txt"
+	cp "$WORK/report.txt" "$WORK/om-log/server.log" "$OUT/samples/" 2>/dev/null
+	tar -czf "$OUT/samples/fail-logs.tar.gz" -C "$WORK" faillogs
+	"$PYTHON" "$ROOT/tests/gpu/samples_compare.py" table "$TABLE" >"$OUT/samples/table.txt"
 fi
 echo
-"$PYTHON" "$WORK/compare.py" table "$TABLE"
+"$PYTHON" "$ROOT/tests/gpu/samples_compare.py" table "$TABLE"
