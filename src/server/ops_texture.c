@@ -4,7 +4,8 @@
  * mipmapped array of its own (its handle, which the server turns into the
  * driver's) or device memory it owns (linear, or pitched 2D: every byte of
  * the rows must be the client's); anything else is refused before the
- * driver sees it. The object the driver makes is the client's object too
+ * driver sees it; a linear one sized past the end of the client's
+ * allocation ends there. The object the driver makes is the client's object too
  * (destroyed with it), and its value goes back to the client, which passes
  * it to kernels by value; destroying one checks it is the client's.
  */
@@ -38,6 +39,7 @@ static uint64_t format_bytes(CUarray_format f)
 /* The resource with the driver's handles and checked memory, in *res. */
 static CUresult resource(struct mps_client *c, const struct mps_msg_texobj *q, bool surface, CUDA_RESOURCE_DESC *res)
 {
+	const struct mps_mrange *m;
 	uint64_t elem, row, span;
 	void *real;
 	CUresult r;
@@ -57,9 +59,22 @@ static CUresult resource(struct mps_client *c, const struct mps_msg_texobj *q, b
 		res->res.mipmap.hMipmappedArray = real;
 		return CUDA_SUCCESS;
 	case CU_RESOURCE_TYPE_LINEAR:
-		if (surface || !res->res.linear.sizeInBytes ||
-		    mps_memacct_check(&c->mem, res->res.linear.devPtr, res->res.linear.sizeInBytes) < 0)
+		elem = format_bytes(res->res.linear.format) * res->res.linear.numChannels;
+		if (surface || !elem || !res->res.linear.sizeInBytes)
 			return CUDA_ERROR_INVALID_VALUE;
+		if (mps_memacct_check(&c->mem, res->res.linear.devPtr, res->res.linear.sizeInBytes) == 0)
+			return CUDA_SUCCESS;
+		/* The driver takes a size past the allocation's end (programs
+		 * pad it: NVIDIA's convolutionFFT2D); the texture here ends
+		 * where the client's memory does, whole elements, and fetches
+		 * past it read zero instead of whatever lies beyond. */
+		m = mps_memacct_find(&c->mem, res->res.linear.devPtr);
+		if (!m)
+			return CUDA_ERROR_INVALID_VALUE;
+		span = (m->base + m->size - res->res.linear.devPtr) / elem * elem;
+		if (!span)
+			return CUDA_ERROR_INVALID_VALUE;
+		res->res.linear.sizeInBytes = span;
 		return CUDA_SUCCESS;
 	case CU_RESOURCE_TYPE_PITCH2D:
 		elem = format_bytes(res->res.pitch2D.format) * res->res.pitch2D.numChannels;

@@ -322,6 +322,23 @@ static void test_textures(void)
 	      "the texture's resource read back");
 	REQUIRE_CU(cuTexObjectGetTextureDesc(&tback, t));
 	CHECK(tback.filterMode == CU_TR_FILTER_MODE_POINT, "the texture's filter mode read back");
+	REQUIRE_CU(cuTexObjectDestroy(t));
+
+	/* Sized past the allocation's end, as programs that pad do: the
+	 * driver takes it, and reads inside the allocation are the same. */
+	rd.res.linear.sizeInBytes = N * 4 + 65536;
+	REQUIRE_CU(cuMemsetD32Async(o, 0, N, stream));
+	REQUIRE_CU(cuTexObjectCreate(&t, &rd, &td, NULL));
+	{
+		void *args[] = { &t, &o, &n };
+
+		REQUIRE_CU(t_launch(fetch, (N + 255) / 256, 256, stream, args));
+	}
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpyDtoH(out, o, N * 4));
+	CMP_F32(out, want, N, 0, 0, "a kernel's reads of a linear texture sized past its allocation");
+	REQUIRE_CU(cuTexObjectGetResourceDesc(&back, t));
+	CHECK(back.res.linear.sizeInBytes == N * 4 + 65536, "the padded texture's size read back as given");
 
 	/* Over an array (and a surface over the same), a mipmapped array and
 	 * pitched memory. */

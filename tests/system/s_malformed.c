@@ -253,6 +253,19 @@ static void attack_array(uint32_t ctx, uint64_t theirs)
 	m.tx.res.res.linear.devPtr = mine;
 	m.tx.res.res.linear.sizeInBytes = 256;
 	CHECK_CU(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
+	/* A linear texture from its own memory far past the end (ending
+	 * there) is made; one of no element size is not. */
+	m.tx.hdr.flags = MPS_TEX_CREATE;
+	m.tx.res.res.linear.sizeInBytes = 1ull << 40;
+	REQUIRE_CU(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), &s));
+	m.tx.object = s->val[0];
+	m.tx.hdr.flags = MPS_TEX_DESTROY;
+	REQUIRE_CU(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL));
+	m.tx.hdr.flags = MPS_TEX_CREATE;
+	m.tx.res.res.linear.numChannels = 0;
+	CHECK_CU(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.tx.res.res.linear.numChannels = 1;
+	m.tx.hdr.flags = MPS_SURF_CREATE;
 	m.tx.hdr.flags = MPS_TEX_DESTROY;
 	m.tx.object = 0x1234;
 	CHECK_CU(call(MPS_OP_TEXOBJ, ctx, &m, sizeof(m.tx), NULL), CUDA_ERROR_INVALID_VALUE);
