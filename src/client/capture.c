@@ -33,6 +33,7 @@ struct capture {
 	CUstreamCaptureMode mode;
 	pthread_t thread;         /* that began it */
 	bool invalidated;         /* by an unsafe call elsewhere, or one not captured */
+	bool to_graph;            /* into a graph the program has (cuStreamBeginCaptureToGraph) */
 	struct capture *next;
 };
 
@@ -179,6 +180,7 @@ static CUresult begin(CUstream s, CUstreamCaptureMode mode, bool pt, CUgraph gra
 	}
 	k->stream = q.stream;
 	k->mode = mode;
+	k->to_graph = graph != NULL;
 	k->thread = pthread_self();
 	pthread_mutex_lock(&lock);
 	k->next = captures;
@@ -200,10 +202,10 @@ static CUresult end(CUstream s, CUgraph *graph, bool pt)
 	struct capture *k;
 	struct mps_call call;
 	uint32_t ctx, gh = 0;
+	bool to_graph = false;
+	CUgraph none;
 	CUresult r;
 
-	if (!graph)
-		return CUDA_ERROR_INVALID_VALUE;
 	r = mps__stream_resolve(s, pt, &q.handle, &ctx);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -216,6 +218,11 @@ static CUresult end(CUstream s, CUgraph *graph, bool pt)
 		return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
 	}
 	pthread_mutex_unlock(&lock);
+	/* The program need not take the graph (NVIDIA's graphConditionalNodes
+	 * passes NULL, capturing into a graph of its own): the capture ends
+	 * all the same, and a new graph nobody can name is destroyed. */
+	if (!graph)
+		graph = &none;
 	*graph = NULL;
 	r = mps__call(MPS_OP_CAPTURE_END, ctx, &q.hdr, sizeof(q), NULL, 0, &call);
 	if (call.s)
@@ -235,10 +242,14 @@ static CUresult end(CUstream s, CUgraph *graph, bool pt)
 		r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 		gh = 0;
 	}
-	if (k)
+	if (k) {
+		to_graph = k->to_graph;
 		forget(k);
+	}
 	if (r == CUDA_SUCCESS && gh)
 		r = mps__fwd_obj(MPS_H_GRAPH, gh, 0, (void **)graph);
+	if (r == CUDA_SUCCESS && graph == &none && none && !to_graph)
+		mps__fwd_cuGraphDestroy(none);
 	return r;
 }
 

@@ -136,7 +136,9 @@ void mps__op_capture_end(struct mps_client *c, const struct mps_msg *m)
 		st->capture_origin = false;
 		c->captures--;
 	}
-	if (r == CUDA_SUCCESS && graph)
+	/* Captured into a graph of the client's (cuStreamBeginCaptureToGraph):
+	 * that graph, by the handle it has; else a new graph, the client's. */
+	if (r == CUDA_SUCCESS && graph && !(s->val[0] = mps_obj_find(c, MPS_H_GRAPH, graph)))
 		r = mps__fwd_new(c, MPS_H_GRAPH, graph, 0, &s->val[0]);
 out:
 	mps__reply(c, m->slot, r);

@@ -322,6 +322,65 @@ static void explicit_graph(void)
 	free(out);
 }
 
+/* The end of a capture need not take the graph (the driver ends the
+ * capture all the same); captured into a graph the program made
+ * (cuStreamBeginCaptureToGraph, which NVIDIA's graphConditionalNodes ends
+ * with NULL), asked for, the end gives that same graph, holding the work. */
+static void capture_to_graph(void)
+{
+	unsigned mul = 40503u, add = 7u, *in = malloc(2 * N * 4), *out = malloc(N * 4);
+	CUdeviceptr x[2];
+	CUstream s;
+	CUgraph g, back = NULL;
+	CUgraphExec ge;
+	size_t nn = 0;
+	int n = N;
+	void *kp[4];
+
+	REQUIRE(in && out, "out of memory");
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuGraphCreate(&g, 0));
+	REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	REQUIRE_CU(cuStreamEndCapture(s, NULL));
+	CHECK_CU(cuStreamEndCapture(s, &back), CUDA_ERROR_ILLEGAL_STATE);   /* it ended */
+	/* Two captures into it, each a kernel on a buffer of its own. */
+	for (int round = 0; round < 2; round++) {
+		REQUIRE_CU(cuMemAlloc(&x[round], N * 4));
+		REQUIRE_CU(cuStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
+		affine_params(kp, &x[round], &mul, &add, &n);
+		REQUIRE_CU(t_launch(affine, N / 256, 256, s, kp));
+		if (round == 0) {
+			REQUIRE_CU(cuStreamEndCapture(s, NULL));
+		} else {
+			back = NULL;
+			REQUIRE_CU(cuStreamEndCapture(s, &back));
+			CHECK(back == g, "the end of a capture into a graph gave %p, not that graph %p", (void *)back,
+			      (void *)g);
+		}
+	}
+	REQUIRE_CU(cuGraphGetNodes(g, NULL, &nn));
+	CHECK(nn == 2, "the graph captured into twice has %zu nodes, want 2", nn);
+	REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
+	t_fill_bytes(in, 2 * N * 4, &rng);
+	REQUIRE_CU(cuMemcpyHtoD(x[0], in, N * 4));
+	REQUIRE_CU(cuMemcpyHtoD(x[1], in + N, N * 4));
+	REQUIRE_CU(cuGraphLaunch(ge, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	for (int round = 0; round < 2; round++) {
+		REQUIRE_CU(cuMemcpyDtoH(out, x[round], N * 4));
+		for (int i = 0; i < N; i++)
+			if (!CHECK(out[i] == in[round * N + i] * mul + add, "capture %d: x[%d] = %#x, want %#x", round,
+				   i, out[i], in[round * N + i] * mul + add))
+				break;
+		REQUIRE_CU(cuMemFree(x[round]));
+	}
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
+	REQUIRE_CU(cuStreamDestroy(s));
+	free(in);
+	free(out);
+}
+
 int main(int argc, char **argv)
 {
 	CUcontext ctx;
@@ -334,6 +393,7 @@ int main(int argc, char **argv)
 	iota = t_func(mod, "iota_u32");
 	rng = t_rng(1);
 	capture_graph(ctx);
+	capture_to_graph();
 	explicit_graph();
 	REQUIRE_CU(cuModuleUnload(mod));
 	return check_failures() ? T_FAIL : T_PASS;

@@ -272,10 +272,10 @@ CU_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 	bool unjoined = false;
 	CUresult rc;
 
+	CUgraph none;
+
 	if (!mps__initialized())
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!phGraph)
-		return CUDA_ERROR_INVALID_VALUE;
 	mps__lock();
 	rc = mps__stream_enter(hStream, &ctx, &s);
 	if (rc != CUDA_SUCCESS)
@@ -287,6 +287,10 @@ CU_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 	rc = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
 	if (cap->origin != s)
 		goto out;
+	/* The graph need not be taken (the driver ends the capture all the
+	 * same); a new one nobody takes is freed. */
+	if (!phGraph)
+		phGraph = &none;
 	/* Every stream leaves the capture; any forked one not joined back
 	 * spoils it. */
 	for (struct si_list *l = ctx->streams.next; l != &ctx->streams; l = l->next) {
@@ -324,6 +328,8 @@ CU_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 		}
 		if (rc == CUDA_SUCCESS)
 			*phGraph = (CUgraph)cap->graph->handle;
+		if (rc == CUDA_SUCCESS && phGraph == &none && !cap->to_graph)
+			mps__graph_free(cap->graph);
 	}
 	free(cap);
 out:
