@@ -117,6 +117,14 @@ def base_type(ty):
     return t
 
 
+def value_size(a):
+    """The bytes an in/out argument points to: its type's, or the one its
+    role names for a void *."""
+    if base_type(a["type"]) == "void":
+        return "sizeof(%s)" % a["base"]
+    return "sizeof(*%s)" % a["name"]
+
+
 def infer(ent, args):
     """Gives each argument a role dict: kind of role and its details."""
     out = []
@@ -137,7 +145,9 @@ def infer(ent, args):
                 if cnt not in names:
                     fail("%s: count %s of %s is not an argument" % (ent["sym"], cnt, name))
                 r["count"] = cnt
-            if kind:
+            if kind and r["role"] in ("in", "out", "inout") and bt == "void":
+                r["base"] = kind   # a void * of one known type: in:T / out:T
+            elif kind:
                 r["kind"] = kind
             if owner:
                 r["owner"] = owner
@@ -373,13 +383,13 @@ class Gen:
             elif r == "in":
                 if a["nullable"]:
                     L.append("\tif (%s) {" % n)
-                    L.append("\t\tmemcpy(q.a%d, %s, sizeof(*%s));" % (i, n, n))
+                    L.append("\t\tmemcpy(q.a%d, %s, %s);" % (i, n, value_size(a)))
                     L.append("\t\tq.present |= 1ull << %d;" % i)
                     L.append("\t}")
                 else:
                     L.append("\tif (!%s)" % n)
                     L.append("\t\treturn CUDA_ERROR_INVALID_VALUE;")
-                    L.append("\tmemcpy(q.a%d, %s, sizeof(*%s));" % (i, n, n))
+                    L.append("\tmemcpy(q.a%d, %s, %s);" % (i, n, value_size(a)))
                     L.append("\tq.present |= 1ull << %d;" % i)
             elif r in ("out", "new", "get"):
                 if a["nullable"]:
@@ -393,7 +403,7 @@ class Gen:
                 L.append("\tif (!%s)" % n)
                 L.append("\t\treturn CUDA_ERROR_INVALID_VALUE;")
                 L.append("\tq.present |= 1ull << %d;" % i)
-                L.append("\tmemcpy(q.a%d, %s, sizeof(*%s));" % (i, n, n))
+                L.append("\tmemcpy(q.a%d, %s, %s);" % (i, n, value_size(a)))
             elif r == "count":
                 L.append("\tif (!%s)" % n)
                 L.append("\t\treturn CUDA_ERROR_INVALID_VALUE;")
@@ -486,9 +496,9 @@ class Gen:
             elif r in ("out", "inout"):
                 if a["nullable"]:
                     L.append(ind2 + "if (%s)" % n)
-                    L.append(ind2 + "\tmemcpy(%s, o->o%d, sizeof(*%s));" % (n, i, n))
+                    L.append(ind2 + "\tmemcpy(%s, o->o%d, %s);" % (n, i, value_size(a)))
                 else:
-                    L.append(ind2 + "memcpy(%s, o->o%d, sizeof(*%s));" % (n, i, n))
+                    L.append(ind2 + "memcpy(%s, o->o%d, %s);" % (n, i, value_size(a)))
         if outs:
             cnt_arg = self.arg_by_name(args, outs[0][1]["count"])
             L.append(ind2 + "size_t n = o->count > want ? want : (size_t)o->count;")

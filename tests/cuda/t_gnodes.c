@@ -362,6 +362,23 @@ static void alloc_nodes(CUdevice dev, CUstream s)
 	REQUIRE_CU(cuMemcpyDtoH(h, out, n));
 	CHECK_FILL(h, n, 0xC3, "the graph allocation's bytes, copied out");
 	run(ge, s);   /* allocated and freed again */
+
+	/* The device's graph memory: at least this graph's at its most; only
+	 * the high marks may be set, and only back to the current figures. */
+	{
+		cuuint64_t v = 0, zero = 0, five = 5;
+
+		REQUIRE_CU(cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, &v));
+		CHECK(v >= n, "the graph memory reserved at most: %llu bytes, want at least %zu", (unsigned long long)v, n);
+		REQUIRE_CU(cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &v));
+		CHECK(v >= n, "the graph memory used at most: %llu bytes, want at least %zu", (unsigned long long)v, n);
+		REQUIRE_CU(cuDeviceSetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero));
+		CHECK_CU(cuDeviceSetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &five),
+			 CUDA_ERROR_INVALID_VALUE);
+		CHECK_CU(cuDeviceSetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero),
+			 CUDA_ERROR_INVALID_VALUE);
+		CHECK_CU(cuDeviceGetGraphMemAttribute(dev, (CUgraphMem_attribute)99, &v), CUDA_ERROR_INVALID_VALUE);
+	}
 	REQUIRE_CU(cuGraphExecDestroy(ge));
 	REQUIRE_CU(cuGraphDestroy(g));
 	REQUIRE_CU(cuMemFree(out));

@@ -416,6 +416,10 @@ static void seed_vmm(struct seq *s)
 						       .present = 1 };
 	struct mps_msg_pool_attr pa = { .hdr = HDR(MPS_OP_POOL_ATTR, 2, CTX), .pool = H(2),
 					.attr = CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, .set = 1, .value = ~0ull };
+	struct mps_fwd_cuDeviceGetGraphMemAttribute ga = { .hdr = HDR(MPS_OP_FWD_cuDeviceGetGraphMemAttribute, 3, CTX),
+							   .present = 4, .a1 = CU_GRAPH_MEM_ATTR_USED_MEM_HIGH };
+	struct mps_fwd_cuDeviceSetGraphMemAttribute gs = { .hdr = HDR(MPS_OP_FWD_cuDeviceSetGraphMemAttribute, 3, CTX),
+							   .present = 4, .a1 = CU_GRAPH_MEM_ATTR_USED_MEM_HIGH };
 	struct mps_msg_vmm v = { .hdr = HDR(MPS_OP_VMM_CREATE, 3, CTX), .size = 2u << 20,
 				 .prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
 					   .loc_type = CU_MEM_LOCATION_TYPE_DEVICE } };
@@ -427,6 +431,8 @@ static void seed_vmm(struct seq *s)
 	pa.set = 0;
 	pa.attr = CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC;
 	put(s, &pa, sizeof(pa));
+	put(s, &ga, sizeof(ga));                                            /* the device's graph memory */
+	put(s, &gs, sizeof(gs));
 	mem_async(s, MPS_OP_MEM_ALLOC_ASYNC, 4, CTX, 0, 8192);              /* range 0 */
 	put(s, &v, sizeof(v));                                              /* allocation H(3) */
 	v.hdr.op = MPS_OP_VMM_RESERVE;

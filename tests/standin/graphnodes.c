@@ -151,6 +151,66 @@ CU_API CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3
 	return rc;
 }
 
+/* The device's graph memory, as far as the stand-in keeps it: what its
+ * allocation nodes were given (held from the node's making, never given
+ * back), each figure per device, with the most it has been. */
+static uint64_t graph_mem[SI_MAX_DEVICES], graph_mem_high[SI_MAX_DEVICES][2];
+
+static void graph_mem_add(int device, uint64_t bytes)
+{
+	graph_mem[device] += bytes;
+	for (int i = 0; i < 2; i++)
+		if (graph_mem_high[device][i] < graph_mem[device])
+			graph_mem_high[device][i] = graph_mem[device];
+}
+
+CU_API CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (device < 0 || device >= mps__ndevices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	switch (attr) {
+	case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+	case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+		*(cuuint64_t *)value = graph_mem[device];
+		break;
+	case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+		*(cuuint64_t *)value = graph_mem_high[device][0];
+		break;
+	case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+		*(cuuint64_t *)value = graph_mem_high[device][1];
+		break;
+	default:
+		rc = CUDA_ERROR_INVALID_VALUE;
+		break;
+	}
+	mps__unlock();
+	return rc;
+}
+
+/* Only the high marks may be set, and only to 0 (back to the current). */
+CU_API CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+	int i = attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH ? 0 : attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH ? 1 : -1;
+
+	if (!mps__initialized())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (device < 0 || device >= mps__ndevices)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (i < 0 || !value || *(cuuint64_t *)value != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	mps__lock();
+	graph_mem_high[device][i] = graph_mem[device];
+	mps__unlock();
+	return CUDA_SUCCESS;
+}
+
 CU_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				       size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
@@ -175,6 +235,7 @@ CU_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 			n->dptr = (CUdeviceptr)r->base;
 			n->bytes = nodeParams->bytesize;
 			nodeParams->dptr = n->dptr;
+			graph_mem_add(ctx->device, n->bytes);
 		} else {
 			mps__gnode_free(n);
 		}

@@ -290,6 +290,8 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 		struct mps_msg_pool_attr pa;
 		struct mps_msg_vmm v;
 		struct mps_fwd_cuDeviceGetDefaultMemPool dp;
+		struct mps_fwd_cuDeviceGetGraphMemAttribute ga;
+		struct mps_fwd_cuDeviceSetGraphMemAttribute gs;
 		struct mps_fwd_cuMemPoolCreate pc;
 		struct mps_fwd_cuMemPoolDestroy pd;
 		struct mps_fwd_cuMemSetAccess sa;
@@ -312,6 +314,25 @@ static void attack_memory(uint32_t ctx, uint64_t theirs)
 	REQUIRE(pool, "no default pool");
 	m.dp.a1 = 77;   /* no such device */
 	CHECK_CU(call(MPS_OP_FWD_cuDeviceGetDefaultMemPool, ctx, &m, sizeof(m.dp), NULL), CUDA_ERROR_INVALID_DEVICE);
+
+	/* The device's graph memory: no such device, no value, a value set
+	 * that only a reset may be, an attribute of no kind. */
+	memset(&m, 0, sizeof(m));
+	m.ga.present = 0x4;
+	m.ga.a0 = 77;
+	CHECK_CU(call(MPS_OP_FWD_cuDeviceGetGraphMemAttribute, ctx, &m, sizeof(m.ga), NULL),
+		 CUDA_ERROR_INVALID_DEVICE);
+	m.ga.a0 = 0;
+	m.ga.a1 = 99;
+	CHECK_CU(call(MPS_OP_FWD_cuDeviceGetGraphMemAttribute, ctx, &m, sizeof(m.ga), NULL), CUDA_ERROR_INVALID_VALUE);
+	m.ga.present = 0;
+	m.ga.a1 = CU_GRAPH_MEM_ATTR_USED_MEM_HIGH;
+	CHECK_CU(call(MPS_OP_FWD_cuDeviceGetGraphMemAttribute, ctx, &m, sizeof(m.ga), NULL), CUDA_ERROR_INVALID_VALUE);
+	memset(&m, 0, sizeof(m));
+	m.gs.present = 0x4;
+	m.gs.a1 = CU_GRAPH_MEM_ATTR_USED_MEM_HIGH;
+	memcpy(m.gs.a2, &(cuuint64_t){ 1ull << 40 }, sizeof(cuuint64_t));
+	CHECK_CU(call(MPS_OP_FWD_cuDeviceSetGraphMemAttribute, ctx, &m, sizeof(m.gs), NULL), CUDA_ERROR_INVALID_VALUE);
 	memset(&m, 0, sizeof(m));
 	m.pa.pool = ctx;   /* a context, not a pool */
 	m.pa.attr = CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;

@@ -2221,6 +2221,64 @@ CUresult mps__fwd_cuDeviceGraphMemTrim(CUdevice device)
 	return r;
 }
 
+CUresult mps__fwd_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+	struct mps_fwd_cuDeviceGetGraphMemAttribute q;
+	struct mps_fwd_cuDeviceGetGraphMemAttribute_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_device(device, &q.a0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)attr;
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	q.present |= 1ull << 2;
+	r = mps__call(MPS_OP_FWD_cuDeviceGetGraphMemAttribute, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuDeviceGetGraphMemAttribute_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+		memcpy(value, o->o2, sizeof(cuuint64_t));
+	}
+	mps__call_end(&call);
+	return r;
+}
+
+CUresult mps__fwd_cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+	struct mps_fwd_cuDeviceSetGraphMemAttribute q;
+	struct mps_fwd_cuDeviceSetGraphMemAttribute_out *o;
+	struct mps_call call;
+	uint32_t cur = 0, sctx = 0;
+	CUresult r;
+
+	memset(&q, 0, sizeof(q));
+	q.hdr.flags = 0;
+	r = mps__fwd_ctx(&cur, true);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = mps__fwd_device(device, &q.a0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	q.a1 = (uint64_t)attr;
+	if (!value)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(q.a2, value, sizeof(cuuint64_t));
+	q.present |= 1ull << 2;
+	r = mps__call(MPS_OP_FWD_cuDeviceSetGraphMemAttribute, sctx ? sctx : cur, &q.hdr, sizeof(q), NULL, 0, &call);
+	o = call.s ? (struct mps_fwd_cuDeviceSetGraphMemAttribute_out *)call.s->data : NULL;
+	if (r == CUDA_SUCCESS && o) {
+	}
+	mps__call_end(&call);
+	return r;
+}
+
 CUresult mps__fwd_cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
 {
 	struct mps_fwd_cuGraphExecUpdate_v2 q;
@@ -3466,6 +3524,8 @@ const struct mps_impl mps__forward_api[] = {
 	MPS_IMPL(cuGraphExecEventWaitNodeSetEvent, mps__fwd_cuGraphExecEventWaitNodeSetEvent),
 	MPS_IMPL(cuGraphExecMemsetNodeSetParams, mps__fwd_cuGraphExecMemsetNodeSetParams),
 	MPS_IMPL(cuDeviceGraphMemTrim, mps__fwd_cuDeviceGraphMemTrim),
+	MPS_IMPL(cuDeviceGetGraphMemAttribute, mps__fwd_cuDeviceGetGraphMemAttribute),
+	MPS_IMPL(cuDeviceSetGraphMemAttribute, mps__fwd_cuDeviceSetGraphMemAttribute),
 	MPS_IMPL(cuStreamUpdateCaptureDependencies_v2, mps__fwd_cuStreamUpdateCaptureDependencies_v2),
 	MPS_IMPL_AS(cuStreamUpdateCaptureDependencies_v2_ptsz, cuStreamUpdateCaptureDependencies_v2, mps__fwd_cuStreamUpdateCaptureDependencies_v2_ptsz),
 	MPS_IMPL(cuDeviceGetDefaultMemPool, mps__fwd_cuDeviceGetDefaultMemPool),

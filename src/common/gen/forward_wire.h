@@ -757,6 +757,34 @@ struct mps_fwd_cuDeviceGraphMemTrim_out {
 };
 _Static_assert(sizeof(struct mps_fwd_cuDeviceGraphMemTrim_out) <= MPS_SLOT_DATA, "fits a slot");
 
+struct mps_fwd_cuDeviceGetGraphMemAttribute {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* device (h) */
+	uint64_t a1;   /* attr (val) */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceGetGraphMemAttribute) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuDeviceGetGraphMemAttribute_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+	uint8_t o2[MPS_FWD_ROUND(sizeof(cuuint64_t))];   /* value */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceGetGraphMemAttribute_out) <= MPS_SLOT_DATA, "fits a slot");
+
+struct mps_fwd_cuDeviceSetGraphMemAttribute {
+	struct mps_msg hdr;
+	uint64_t present;
+	uint64_t off;      /* output arrays: the first element wanted */
+	uint64_t a0;   /* device (h) */
+	uint64_t a1;   /* attr (val) */
+	uint8_t a2[MPS_FWD_ROUND(sizeof(cuuint64_t))];   /* value */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceSetGraphMemAttribute) % 8 == 0, "8-byte fields");
+struct mps_fwd_cuDeviceSetGraphMemAttribute_out {
+	uint64_t count;    /* output arrays: elements the driver gave */
+};
+_Static_assert(sizeof(struct mps_fwd_cuDeviceSetGraphMemAttribute_out) <= MPS_SLOT_DATA, "fits a slot");
+
 struct mps_fwd_cuGraphExecUpdate_v2 {
 	struct mps_msg hdr;
 	uint64_t present;
@@ -1237,6 +1265,8 @@ _Static_assert(sizeof(struct mps_fwd_cuTensorMapReplaceAddress_out) <= MPS_SLOT_
 	X(FWD_cuGraphExecEventWaitNodeSetEvent, fwd_cuGraphExecEventWaitNodeSetEvent, mps_fwd_cuGraphExecEventWaitNodeSetEvent, MPS_SYNC) \
 	X(FWD_cuGraphExecMemsetNodeSetParams, fwd_cuGraphExecMemsetNodeSetParams, mps_fwd_cuGraphExecMemsetNodeSetParams, MPS_SYNC) \
 	X(FWD_cuDeviceGraphMemTrim, fwd_cuDeviceGraphMemTrim, mps_fwd_cuDeviceGraphMemTrim, MPS_SYNC) \
+	X(FWD_cuDeviceGetGraphMemAttribute, fwd_cuDeviceGetGraphMemAttribute, mps_fwd_cuDeviceGetGraphMemAttribute, MPS_SYNC) \
+	X(FWD_cuDeviceSetGraphMemAttribute, fwd_cuDeviceSetGraphMemAttribute, mps_fwd_cuDeviceSetGraphMemAttribute, MPS_SYNC) \
 	X(FWD_cuGraphExecUpdate_v2, fwd_cuGraphExecUpdate_v2, mps_fwd_cuGraphExecUpdate_v2, MPS_SYNC) \
 	X(FWD_cuStreamUpdateCaptureDependencies_v2, fwd_cuStreamUpdateCaptureDependencies_v2, mps_fwd_cuStreamUpdateCaptureDependencies_v2, MPS_SYNC) \
 	X(FWD_cuDeviceGetDefaultMemPool, fwd_cuDeviceGetDefaultMemPool, mps_fwd_cuDeviceGetDefaultMemPool, MPS_SYNC) \

@@ -1969,6 +1969,64 @@ out:
 	mps__reply(c, m->slot, r);
 }
 
+void mps__op_fwd_cuDeviceGetGraphMemAttribute(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuDeviceGetGraphMemAttribute *q = (const void *)m;
+	struct mps_fwd_cuDeviceGetGraphMemAttribute_out *o = (void *)mps__slot(c, m->slot)->data;
+	CUdevice device = 0;
+	CUgraphMem_attribute attr;
+	cuuint64_t value_v;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	if ((q->present & 0x4ull) != 0x4ull) {
+		r = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	r = mps__fwd_device(c, q->a0, &device);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	attr = (CUgraphMem_attribute)q->a1;
+	memset(&value_v, 0, sizeof(value_v));
+	if (!mps_drv.cuDeviceGetGraphMemAttribute) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuDeviceGetGraphMemAttribute(device, attr, &value_v);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	memcpy(o->o2, &value_v, sizeof(value_v));
+out:
+	mps__reply(c, m->slot, r);
+}
+
+void mps__op_fwd_cuDeviceSetGraphMemAttribute(struct mps_client *c, const struct mps_msg *m)
+{
+	const struct mps_fwd_cuDeviceSetGraphMemAttribute *q = (const void *)m;
+	CUdevice device = 0;
+	CUgraphMem_attribute attr;
+	cuuint64_t value_v;
+	CUresult r;
+
+	r = mps__fwd_begin(c, m, true);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	r = mps__fwd_device(c, q->a0, &device);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	attr = (CUgraphMem_attribute)q->a1;
+	memcpy(&value_v, q->a2, sizeof(value_v));
+	if (!mps_drv.cuDeviceSetGraphMemAttribute) {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
+	r = mps_drv.cuDeviceSetGraphMemAttribute(device, attr, &value_v);
+out:
+	mps__reply(c, m->slot, r);
+}
+
 void mps__op_fwd_cuGraphExecUpdate_v2(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_fwd_cuGraphExecUpdate_v2 *q = (const void *)m;

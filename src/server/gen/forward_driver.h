@@ -63,6 +63,8 @@
 	X(cuGraphExecEventWaitNodeSetEvent) \
 	X(cuGraphExecMemsetNodeSetParams) \
 	X(cuDeviceGraphMemTrim) \
+	X(cuDeviceGetGraphMemAttribute) \
+	X(cuDeviceSetGraphMemAttribute) \
 	X(cuGraphExecUpdate_v2) \
 	X(cuStreamUpdateCaptureDependencies_v2) \
 	X(cuDeviceGetDefaultMemPool) \
