@@ -18,7 +18,8 @@ include tests/fuzz/module.mk
 # the mechanical house rules hold (docs/HACKING.md).
 TEST_SCRIPTS += tests/check_forward.sh tests/check_rules.sh
 
-TEST_DEPS := $(ALL_TARGETS) $(TEST_BINS) $(TESTS_CUDA) $(TEST_DEPS_EXTRA) $(KERNELS_PTX) $(STANDIN_LIB) $(STANDIN_TEST)
+TEST_DEPS := $(ALL_TARGETS) $(TEST_BINS) $(TESTS_CUDA) $(TEST_DEPS_EXTRA) $(KERNELS_PTX) $(PRINTF_PTX) $(STANDIN_LIB) \
+             $(STANDIN_TEST)
 
 .PHONY: test check-build
 check-build: $(TEST_DEPS)

@@ -316,6 +316,12 @@ void mps__mvar_forget(const void *owner);
 CUresult mps__mvar_send(uint32_t stream, uint32_t ctx);
 CUresult mps__mvar_fetch(uint32_t stream, uint32_t ctx);
 
+/* What kernels print (devout.c): an image loaded in context ctx looked at
+ * for printf and assert; after a synchronizing call on stream (0: the
+ * context ctx), what they printed written to stdout and stderr. */
+void mps__devout_scan(const void *image, size_t size, uint32_t ctx);
+void mps__devout_take(uint32_t stream, uint32_t ctx);
+
 /* The program has waited for work on stream (0: all of ctx's) and found it
  * done (stream.c): host functions' writes are seen here (hostfn.c), and
  * __managed__ variables hold what the work left (mvar.c). */

@@ -90,6 +90,7 @@ static CUresult server_destroy(struct mps_ctx *ctx)
 
 	if (!h)
 		return CUDA_SUCCESS;
+	mps__devout_take(0, h);   /* the driver empties its printf buffer when a context ends */
 	mps__cls_context_destroyed((CUcontext)ctx);
 	r = mps__call_handle(MPS_OP_CTX_DESTROY, h, 0);
 	mps_store_release(&ctx->handle, 0);
@@ -322,6 +323,8 @@ static CUresult sync_ctx(struct mps_ctx *ctx)
 	r = mps__ctx_handle(ctx, &h);
 	if (r == CUDA_SUCCESS)
 		r = mps__call_handle(MPS_OP_CTX_SYNC, h, 0);
+	if (r == CUDA_SUCCESS)
+		mps__devout_take(0, h);
 	return r == CUDA_SUCCESS ? mps__waited(0, h) : r;
 }
 

@@ -458,8 +458,10 @@ static CUresult copy(enum dir d, uint64_t dst, uint64_t src, size_t n, CUstream 
 		r = d2d(dst, src, n, stream, ctx, async);
 		break;
 	}
-	if (!async && r == CUDA_SUCCESS)
+	if (!async && r == CUDA_SUCCESS) {
+		mps__devout_take(stream, ctx);   /* a blocking copy empties the driver's printf buffer */
 		r = mps__mvar_fetch(stream, ctx);
+	}
 	return r;
 }
 

@@ -165,6 +165,8 @@ static CUresult ask(uint16_t op, CUevent e)
 	if (r != CUDA_SUCCESS)
 		return r;
 	mps__cur_handle(&h);
+	if (op == MPS_OP_EVENT_SYNC)
+		mps__devout_take(0, h);
 	return mps__waited(0, h);
 }
 

@@ -139,6 +139,7 @@ static CUresult upload_and_load(int kind, const void *image, CUmodule *out_mod, 
 	if (r != CUDA_SUCCESS)
 		return r;
 	dump_image(kind, image, size);
+	mps__devout_scan(image, size, h);
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -284,6 +284,8 @@ static CUresult sync_or_query(uint16_t op, CUstream s, bool pt)
 			mps__stream_idle(stream, ctx, call.seq);
 		mps__call_end(&call);
 	}
+	if (r == CUDA_SUCCESS && op == MPS_OP_STREAM_SYNC)
+		mps__devout_take(stream, ctx);
 	return r == CUDA_SUCCESS ? mps__waited(stream, ctx) : r;
 }
 

@@ -30,7 +30,7 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        15
+#define MPS_WIRE_VERSION        16
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
@@ -220,7 +220,8 @@ enum mps_op_sync {
 	X(TEXOBJ, texobj, mps_msg_texobj, MPS_SYNC)                       /* create: val[0] = the object */ \
 	X(HOSTFN_DEAD, hostfn_dead, mps_msg_hostfn_dead, MPS_SYNC)        /* pairs follow; data = the bitmap */ \
 	X(EXEC_HOST_NODE, exec_host_node, mps_msg_exec_host_node, MPS_SYNC) /* a host node's function in one executable graph */ \
-	X(STREAM_FENCE, stream_fence, mps_msg_handle, MPS_ASYNC)         /* a synchronize the client answered: streams.h */
+	X(STREAM_FENCE, stream_fence, mps_msg_handle, MPS_ASYNC)         /* a synchronize the client answered: streams.h */ \
+	X(DEVOUT, devout, mps_msg_devout, MPS_SYNC)                       /* what kernels printed: val[0], val[1] = bytes of data */
 
 /* The types of the server's handles (32 bits with a generation; the server
  * checks each against its table): the same numbers on both sides. */
@@ -887,6 +888,21 @@ struct mps_msg_texobj {
 	CUDA_RESOURCE_VIEW_DESC view_desc;
 };
 
+/* MPS_OP_DEVOUT: what kernels print (device printf, failed device
+ * asserts), which the driver writes to the server's stdout and stderr
+ * (server/devout.c). MPS_DEVOUT_ENABLE: the client's modules print, so
+ * such output is kept for it. MPS_DEVOUT_TAKE: after a synchronizing call
+ * of the client's on `stream` (0: its context), the driver's printf buffer
+ * emptied and up to a slot's worth handed over: val[0] bytes for stdout,
+ * then val[1] for stderr, in data; val[2] 1 when more is left. */
+enum { MPS_DEVOUT_ENABLE = 1, MPS_DEVOUT_TAKE };
+
+struct mps_msg_devout {
+	struct mps_msg hdr;
+	uint32_t stream;
+	uint32_t pad;
+};
+
 /* MPS_OP_MEMCPY_NODE: a copy node added or given new parameters (flags:
  * enum mps_kernel_node_what); ndeps node handles (add only) follow,
  * padded to 8 bytes. ctx: the copy's context (0: the message's). */
@@ -1025,6 +1041,7 @@ MPS_WIRE_ASSERT_SIZE(mps_msg_memcpy_node);
 MPS_WIRE_ASSERT_SIZE(mps_msg_alloc_node);
 MPS_WIRE_ASSERT_SIZE(mps_msg_cond_node);
 MPS_WIRE_ASSERT_SIZE(mps_msg_client_limits);
+MPS_WIRE_ASSERT_SIZE(mps_msg_devout);
 _Static_assert(sizeof(struct mps_kernel_node_out) == 32, "kernel node reply layout");
 _Static_assert(sizeof(struct mps_launch_attr) == 72, "launch attribute is CUlaunchAttribute-sized");
 _Static_assert(offsetof(struct mps_msg_copy, host_offset) == 32, "copy layout");

@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "server/crash.h"
+#include "server/devout.h"
 
 #define ALT_STACK (64 * 1024)
 
@@ -77,6 +78,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	put(fd, "\n");
 	n = backtrace(frames, 64);
 	backtrace_symbols_fd(frames, n, fd);
+	mps_devout_crash(fd);   /* what went to stderr just before (an abort's message) */
 	signal(sig, SIG_DFL);
 	raise(sig);
 }

@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "server/control.h"
+#include "server/devout.h"
 #include "server/driver.h"
 #include "server/fault.h"
 #include "server/server.h"
@@ -193,6 +194,7 @@ void mps_fault_finish(void)
 		snprintf(who, sizeof(who), "no client had work running");
 	}
 	snprintf(m.text, sizeof(m.text), "GPU fault on device %d (%s); %s", fault_dev, mps_driver_errname(err), who);
+	mps_devout_fault();   /* a failed assert's message, and what was printed before it */
 	/* Which GPU, for the daemon's count of failures by device. */
 	if (fault_dev >= 0 && fault_dev < mps_srv.ndev)
 		mps_control_device_uuid(fault_dev, m.comm, sizeof(m.comm));

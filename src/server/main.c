@@ -33,6 +33,7 @@
 #include "server/control.h"
 #include "server/crash.h"
 #include "server/device.h"
+#include "server/devout.h"
 #include "server/driver.h"
 #include "server/fault.h"
 #include "server/main.h"
@@ -198,6 +199,7 @@ int main(int argc, char **argv)
 	mps_gputime_init();
 	mps_replay_init();
 	host_limits();
+	mps_devout_init();   /* before the driver: what it prints for kernels goes to the clients */
 
 	if (mps_driver_load() < 0) {
 		report_failed(getenv("OPENMPS_DRIVER") ? "cannot load the CUDA driver OPENMPS_DRIVER names"

@@ -222,6 +222,7 @@ struct mps_client {
 	uint32_t pool_default[MPS_MAX_DEVICES];   /* its own default pool per device, made on first use */
 	uint32_t pool_current[MPS_MAX_DEVICES];   /* cuDeviceSetMemPool's choice; 0: the default (ops_pool.c) */
 	uint32_t graph_mem_devs;        /* devices it made graph allocation nodes on (ops_gnode.c) */
+	bool devout;                    /* its modules print: what kernels print is kept for it (devout.c) */
 	struct mps_hostfn *hostfn;      /* its host functions' pipe and words (ops_hostfn.c) */
 	struct mps_memwaits *memwaits;  /* its last stream waits on memory (ops_memop.c) */
 	struct mps_vmm vmm;             /* address reservations and mappings (vmm.h) */

@@ -22,6 +22,7 @@
 #include "server/bounce.h"
 #include "server/control.h"
 #include "server/crash.h"
+#include "server/devout.h"
 #include "server/driver.h"
 #include "server/fault.h"
 #include "server/ipc.h"
@@ -287,6 +288,7 @@ const char *mps__client_setup(struct mps_client *c)
  * then free everything it held, in dependency order. */
 void mps__client_teardown(struct mps_client *c)
 {
+	mps_devout_client_gone(c);     /* what its kernels printed and it did not take: to the log */
 	mps_comp_shutdown(c);
 	mps_replay_free(c);            /* what it held, and its graph */
 	mps__hostfn_release(c);        /* its streams no longer wait for its callbacks */

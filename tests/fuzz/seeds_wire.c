@@ -493,6 +493,19 @@ static void seed_streams(struct seq *s)
 	with_handle(s, MPS_OP_STREAM_QUERY, 3, CTX, H(2));
 	with_handle(s, MPS_OP_STREAM_SYNC, 4, CTX, H(3));
 	with_handle(s, MPS_OP_STREAM_SYNC, 5, CTX, 0);
+	{
+		/* What kernels print: kept for this client, then taken after a
+		 * synchronize of a stream and of the context. */
+		struct mps_msg_devout dv = { .hdr = HDR(MPS_OP_DEVOUT, 6, CTX) };
+
+		dv.hdr.flags = MPS_DEVOUT_ENABLE;
+		put(s, &dv, sizeof(dv));
+		dv.hdr.flags = MPS_DEVOUT_TAKE;
+		dv.stream = H(2);
+		put(s, &dv, sizeof(dv));
+		dv.stream = 0;
+		put(s, &dv, sizeof(dv));
+	}
 	put(s, &el, sizeof(el));
 	with_handle(s, MPS_OP_EVENT_DESTROY, NO, CTX, H(5));
 	with_handle(s, MPS_OP_STREAM_DESTROY, NO, CTX, H(3));

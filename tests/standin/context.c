@@ -230,6 +230,7 @@ CU_API CUresult cuCtxSynchronize(void)
 		rc = ctx->state == SI_CTX_ACTIVE ? ctx->sticky : CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	}
 	mps__unlock();
+	mps__printf_flush();
 	return rc;
 }
 

@@ -279,6 +279,7 @@ CU_API CUresult cuEventSynchronize(CUevent hEvent)
 		rc = ctx->sticky;
 out_unlock:
 	mps__unlock();
+	mps__printf_flush();
 	return rc;
 }
 

@@ -7,11 +7,13 @@
 #
 #   STANDIN_LIB   the library, for tests that start a server on it
 #   KERNELS_PTX   tests/kernels/kernels.cu as PTX, for tests that load it
+#   PRINTF_PTX    tests/kernels/printf.cu as PTX (a kernel that prints), beside it
 
 STANDIN_SRCS := $(filter-out tests/standin/test_standin.c,$(wildcard tests/standin/*.c))
 STANDIN_OBJS := $(STANDIN_SRCS:%.c=$(BUILD)/obj/%.o)
 STANDIN_LIB  := $(BUILD)/lib/standin/libcuda.so.1
 KERNELS_PTX  := $(BUILD)/tests/kernels.ptx
+PRINTF_PTX   := $(BUILD)/tests/printf.ptx
 STANDIN_TEST := $(BUILD)/tests/standin/test_standin
 # It times copies and waits against the clock: it runs alone (tests/module.mk).
 TESTS_SERIAL += test_standin
@@ -34,6 +36,10 @@ $(STANDIN_LIB): $(STANDIN_OBJS)
 	$(CC) $(LDFLAGS) $(STANDIN_LDFLAGS) -o $@ $^ -lpthread -lm
 
 $(KERNELS_PTX): tests/kernels/kernels.cu tests/kernels/long_name.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -ptx -arch=compute_90 -o $@ $<
+
+$(PRINTF_PTX): tests/kernels/printf.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -ptx -arch=compute_90 -o $@ $<
 

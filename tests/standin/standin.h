@@ -521,6 +521,10 @@ struct si_launch {                      /* what a twin sees */
 	unsigned npinned;
 };
 
+/* What printf_u32 kernels printed, written to stdout: at a synchronize
+ * (twins.c). */
+void mps__printf_flush(void);
+
 struct si_twin {
 	const char *name;
 	unsigned nparams;

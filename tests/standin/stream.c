@@ -449,6 +449,7 @@ CU_API CUresult cuStreamSynchronize(CUstream hStream)
 		rc = CUDA_ERROR_INVALID_HANDLE;
 	}
 	mps__unlock();
+	mps__printf_flush();
 	return rc;
 }
 

@@ -17,6 +17,9 @@
  * (CUDA_ERROR_NOT_SUPPORTED at launch) instead of misread.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -304,6 +307,52 @@ static CUresult tma_tile(struct si_launch *l)
 	return CUDA_SUCCESS;
 }
 
+/* Device printf: what the kernel prints waits in the context's printf
+ * buffer (one for the stand-in) until a synchronize writes it to stdout,
+ * as the driver does (mps__printf_flush). */
+static pthread_mutex_t printf_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *printf_buf;
+static size_t printf_len, printf_cap;
+
+static CUresult printf_u32(struct si_launch *l)
+{
+	uint32_t v = u32_param(l, 0);
+	uint64_t threads = (uint64_t)l->grid[0] * l->block[0];
+
+	pthread_mutex_lock(&printf_lock);
+	for (uint64_t r = repeats(l); r; r--)
+		for (uint64_t i = 0; i < threads; i++) {
+			char line[64];
+			int n = snprintf(line, sizeof(line), "openmps printf %u thread %u\n", v,
+					 (unsigned)(i % l->block[0]));
+
+			if (printf_len + (size_t)n > printf_cap) {
+				size_t cap = printf_cap ? printf_cap * 2 : 4096;
+				char *nb = realloc(printf_buf, cap);
+
+				if (!nb)
+					break;
+				printf_buf = nb;
+				printf_cap = cap;
+			}
+			memcpy(printf_buf + printf_len, line, (size_t)n);
+			printf_len += (size_t)n;
+		}
+	pthread_mutex_unlock(&printf_lock);
+	return CUDA_SUCCESS;
+}
+
+void mps__printf_flush(void)
+{
+	pthread_mutex_lock(&printf_lock);
+	if (printf_len) {
+		fwrite(printf_buf, 1, printf_len, stdout);
+		fflush(stdout);
+		printf_len = 0;
+	}
+	pthread_mutex_unlock(&printf_lock);
+}
+
 static CUresult empty(struct si_launch *l)
 {
 	(void)l;
@@ -325,6 +374,7 @@ static const struct si_twin twins[] = {
 	{ "store_at",        2, { 8, 4 },       store_at },
 	{ "tex_fetch",       3, { 8, 8, 4 },    tex_fetch },
 	{ "empty",           0, { 0 },          empty },
+	{ "printf_u32",      1, { 4 },          printf_u32 },
 	{ "tma_tile",        4, { 128, 8, 4, 4 }, tma_tile },
 };
 

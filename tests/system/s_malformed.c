@@ -587,6 +587,36 @@ static void attack_wake(uint32_t ctx)
 	REQUIRE_CU(call(MPS_OP_CTX_SYNC, ctx, w_p, 16, NULL));
 }
 
+/* What kernels print: an ask of no kind, a take before the client said it
+ * prints (nothing), one for a stream that is not the client's, then a
+ * take that works (nothing printed, nothing given). */
+static void attack_devout(uint32_t ctx)
+{
+	union {
+		struct mps_msg_devout q;
+		uint8_t raw[64];   /* room for the rounding up */
+	} u;
+	struct mps_msg_devout *const qp = &u.q;
+	struct mps_slot *s;
+
+	memset(&u, 0, sizeof(u));
+	qp->hdr.flags = 77;
+	CHECK_CU(call(MPS_OP_DEVOUT, ctx, qp, sizeof(*qp), NULL), CUDA_ERROR_INVALID_VALUE);
+	qp->hdr.flags = MPS_DEVOUT_TAKE;
+	REQUIRE_CU(call(MPS_OP_DEVOUT, ctx, qp, sizeof(*qp), &s));
+	CHECK(s->val[0] == 0 && s->val[1] == 0, "a take before the client prints gave %llu bytes",
+	      (unsigned long long)(s->val[0] + s->val[1]));
+	qp->hdr.flags = MPS_DEVOUT_ENABLE;
+	REQUIRE_CU(call(MPS_OP_DEVOUT, ctx, qp, sizeof(*qp), NULL));
+	qp->hdr.flags = MPS_DEVOUT_TAKE;
+	qp->stream = 0x7777701;
+	CHECK_CU(call(MPS_OP_DEVOUT, ctx, qp, sizeof(*qp), NULL), CUDA_ERROR_INVALID_HANDLE);
+	qp->stream = 0;
+	REQUIRE_CU(call(MPS_OP_DEVOUT, ctx, qp, sizeof(*qp), &s));
+	CHECK(s->val[0] + s->val[1] <= MPS_SLOT_DATA && s->val[2] == 0, "a take gave %llu + %llu bytes, more %llu",
+	      (unsigned long long)s->val[0], (unsigned long long)s->val[1], (unsigned long long)s->val[2]);
+}
+
 /* A link message q sent from u, which has room for its rounding up. */
 static CUresult link_call(void *u, const struct mps_msg_link *q, uint16_t op, uint32_t ctx, struct mps_slot **out)
 {
@@ -1570,6 +1600,7 @@ int main(int argc, char **argv)
 		attack_memory(ctx, theirs);
 		attack_hostfn(ctx);
 		attack_wake(ctx);
+		attack_devout(ctx);
 		attack_link(ctx);
 		attack_array(ctx, theirs);
 	}
