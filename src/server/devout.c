@@ -177,7 +177,8 @@ int mps_devout_init(void)
 	for (i = 0; i < STREAMS; i++) {
 		if (dup2(p[i][1], 1 + i) < 0)
 			goto fail_running;
-		close(p[i][1]);
+		if (p[i][1] != 1 + i)   /* a server started with stdout closed got it as the pipe */
+			close(p[i][1]);
 	}
 	on = true;
 	return 0;

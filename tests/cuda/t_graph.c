@@ -362,8 +362,10 @@ static void capture_to_graph(void)
 	CHECK(nn == 2, "the graph captured into twice has %zu nodes, want 2", nn);
 	REQUIRE_CU(cuGraphInstantiateWithFlags(&ge, g, 0));
 	t_fill_bytes(in, 2 * N * 4, &rng);
-	REQUIRE_CU(cuMemcpyHtoD(x[0], in, N * 4));
-	REQUIRE_CU(cuMemcpyHtoD(x[1], in + N, N * 4));
+	/* On the graph's stream: a synchronous copy from pageable memory may
+	 * return before its bytes land, and the stream is non-blocking. */
+	REQUIRE_CU(cuMemcpyHtoDAsync(x[0], in, N * 4, s));
+	REQUIRE_CU(cuMemcpyHtoDAsync(x[1], in + N, N * 4, s));
 	REQUIRE_CU(cuGraphLaunch(ge, s));
 	REQUIRE_CU(cuStreamSynchronize(s));
 	for (int round = 0; round < 2; round++) {

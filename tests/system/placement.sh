@@ -51,16 +51,30 @@ for t in s_ipc; do
 done
 # Every driver-API test placed; in a sanitizer's build, where each takes
 # many times as long, those that allocate, copy, map, pool, query and
-# launch.
+# launch, two at a time (each with a daemon of its own) so that the
+# slowest, t_memory, overlaps the rest.
 tests=$(ls "$build"/tests/cuda/t_*)
+par=1
 if nm "$srv" 2>/dev/null | grep -q -e __tsan_init -e __asan_init; then
 	tests=$(for t in t_memory t_launch t_stream t_graph t_gnodes t_vmm t_pool t_peer t_array t_memops t_replay \
 		t_context t_queries t_managed; do echo "$build/tests/cuda/$t"; done)
+	par=2
 fi
+out=$(mktemp -d /tmp/openmps-placed.XXXXXX)
+n=0
 for t in $tests; do
 	[ -x "$t" ] || continue
-	"$here/with-openmps.sh" "$build" "$t" || { echo "placement: $(basename "$t") failed"; rc=1; }
+	{
+		"$here/with-openmps.sh" "$build" "$t" >"$out/$(basename "$t")" 2>&1 ||
+			echo "placement: $(basename "$t") failed" >>"$out/$(basename "$t")"
+	} &
+	n=$((n + 1))
+	[ $((n % par)) -eq 0 ] && wait
 done
+wait
+cat "$out"/*
+grep -q '^placement: .* failed$' "$out"/* && rc=1
+rm -rf "$out"
 # A device short of memory: chunks get no spare granules. Of a 64 MiB
 # device, a client holding 16 granules (32 MiB) in chunks gets one granule
 # for its 17th 2 MiB allocation, not a chunk of 16 with 15 spare, so a
