@@ -17,7 +17,8 @@ TEST_DEPS_EXTRA += $(BUILD)/tests/system/s_passthrough
 # replies_server (run t_event).
 TESTS_SERIAL += s_fair s_soak sched replies replies_server
 TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh tests/system/sched.sh \
-                tests/system/replies.sh tests/system/replies_server.sh tests/system/placement.sh tests/system/migrate.sh \
+                tests/system/replies.sh tests/system/replies_server.sh tests/system/placement.sh tests/system/placed.sh \
+                tests/system/migrate.sh \
                 tests/system/staged_sync.sh
 
 # The control daemon's tests (openmps-control): scripts that start their own

@@ -11,11 +11,9 @@
 # allocation between two clients of the server (a handle the server makes)
 # and frees it under the importer; on a device short of memory a client's
 # chunks get no spare granules, so another client's allocation still
-# fits, and a client's spare granules stay within its memory limit; every
-# driver-API test (tests/cuda; in a sanitizer's build, those
-# that allocate, map and query) runs as it does with the driver's
-# placement. A value the server cannot read is said in its log and
-# placement stays off.
+# fits, and a client's spare granules stay within its memory limit. A
+# value the server cannot read is said in its log and placement stays off.
+# (placed.sh runs every driver-API test placed.)
 #
 #   usage: placement.sh BUILD_DIR
 
@@ -49,32 +47,6 @@ rm -f "$S_PLACE_METRICS" "$S_PLACE_METRICS.go"
 for t in s_ipc; do
 	"$here/with-openmps.sh" "$build" "$build/tests/system/$t" || rc=1
 done
-# Every driver-API test placed; in a sanitizer's build, where each takes
-# many times as long, those that allocate, copy, map, pool, query and
-# launch, two at a time (each with a daemon of its own) so that the
-# slowest, t_memory, overlaps the rest.
-tests=$(ls "$build"/tests/cuda/t_*)
-par=1
-if nm "$srv" 2>/dev/null | grep -q -e __tsan_init -e __asan_init; then
-	tests=$(for t in t_memory t_launch t_stream t_graph t_gnodes t_vmm t_pool t_peer t_array t_memops t_replay \
-		t_context t_queries t_managed; do echo "$build/tests/cuda/$t"; done)
-	par=2
-fi
-out=$(mktemp -d /tmp/openmps-placed.XXXXXX)
-n=0
-for t in $tests; do
-	[ -x "$t" ] || continue
-	{
-		"$here/with-openmps.sh" "$build" "$t" >"$out/$(basename "$t")" 2>&1 ||
-			echo "placement: $(basename "$t") failed" >>"$out/$(basename "$t")"
-	} &
-	n=$((n + 1))
-	[ $((n % par)) -eq 0 ] && wait
-done
-wait
-cat "$out"/*
-grep -q '^placement: .* failed$' "$out"/* && rc=1
-rm -rf "$out"
 # A device short of memory: chunks get no spare granules. Of a 64 MiB
 # device, a client holding 16 granules (32 MiB) in chunks gets one granule
 # for its 17th 2 MiB allocation, not a chunk of 16 with 15 spare, so a
