@@ -5,7 +5,7 @@
 # (OPENMPS_PLACEMENT=random in a 64 GiB range per device, as placement.sh)
 # runs as it does with the driver's placement. In a sanitizer's build,
 # where each takes many times as long, those that allocate, copy, map,
-# pool, query and launch, two at a time (each with a daemon of its own) so
+# pool, query and launch, three at a time (each with a daemon of its own) so
 # that the slowest, t_memory, overlaps the rest. Apart from placement.sh so
 # that each stays well inside the runner's time limit under a sanitizer.
 #
@@ -21,7 +21,7 @@ par=1
 if nm "$srv" 2>/dev/null | grep -q -e __tsan_init -e __asan_init; then
 	tests=$(for t in t_memory t_launch t_stream t_graph t_gnodes t_vmm t_pool t_peer t_array t_memops t_replay \
 		t_context t_queries t_managed; do echo "$build/tests/cuda/$t"; done)
-	par=2
+	par=3
 fi
 out=$(mktemp -d /tmp/openmps-placed.XXXXXX)
 n=0
