@@ -18,19 +18,6 @@
 
 #define ALT_STACK (64 * 1024)
 
-/* Under a sanitizer, its runtime owns the fatal signals and every thread's
- * signal stack, and reports crashes better than we would: stand aside. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 static __thread pid_t thread_client;
 
 static void put(int fd, const char *s)
@@ -89,6 +76,9 @@ void mps_crash_install(void)
 	struct sigaction sa;
 	void *warm[1];
 
+	/* Under a sanitizer, its runtime owns the fatal signals and every
+	 * thread's signal stack, and reports crashes better than we would:
+	 * stand aside. */
 	if (SANITIZED)
 		return;
 	backtrace(warm, 1);   /* loads the unwinder now, not inside the handler */

@@ -10,6 +10,19 @@
 
 #include <sys/types.h>
 
+/* 1 in a build under AddressSanitizer or ThreadSanitizer, whose runtime
+ * owns the fatal signals and writes its reports to stderr. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
 /* Installs the handlers (once, in main). */
 void mps_crash_install(void);
 

@@ -34,23 +34,16 @@
 
 #include "common/env.h"
 #include "common/log.h"
+#include "server/crash.h"
 #include "server/devout.h"
 #include "server/driver.h"
 #include "server/server.h"
 #include "server/streams.h"
 
-/* A sanitizer's report goes to stderr just before the process ends, too
- * late for the thread: in such a build stderr stays the log. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define STREAMS 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define STREAMS 1
-#endif
-#endif
-#ifndef STREAMS
-#define STREAMS 2   /* stdout and stderr */
-#endif
+/* stdout and stderr; a sanitizer's report goes to stderr just before the
+ * process ends, too late for the thread: in such a build stderr stays the
+ * log. */
+#define STREAMS (SANITIZED ? 1 : 2)
 
 #define PIPE_BYTES (1 << 20)   /* asked of each pipe, so the driver rarely waits for the thread */
 #define KEEP_BYTES (8u << 20)  /* kept per queue for the clients; more is dropped and counted */
@@ -206,9 +199,8 @@ void mps_devout_client_gone(struct mps_client *c)
 		return;
 	pthread_mutex_lock(&lock);
 	c->devout = false;
-	if (--listeners == 0) {
+	if (--listeners == 0)
 		drain();   /* and, with no one left to take it, to the log */
-	}
 	pthread_mutex_unlock(&lock);
 }
 

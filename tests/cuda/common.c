@@ -113,9 +113,9 @@ const char *t_ptx_path(void)
 	return "build/tests/kernels.ptx";
 }
 
-char *t_ptx(void)
+/* The PTX at path, as a NUL-terminated string. */
+static char *read_ptx(const char *path)
 {
-	const char *path = t_ptx_path();
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
 	size_t len = 0, cap = 0, got;
@@ -139,6 +139,25 @@ char *t_ptx(void)
 	buf[len] = '\0';
 	REQUIRE(strstr(buf, ".entry") != NULL, "%s holds no kernel entry: not PTX?", path);
 	return buf;
+}
+
+char *t_ptx(void)
+{
+	return read_ptx(t_ptx_path());
+}
+
+char *t_ptx_beside(const char *name)
+{
+	const char *kernels = t_ptx_path(), *slash = strrchr(kernels, '/');
+	size_t dir = slash ? (size_t)(slash - kernels) + 1 : 0;
+	char *path = malloc(dir + strlen(name) + 1), *text;
+
+	REQUIRE(path, "out of host memory");
+	memcpy(path, kernels, dir);
+	strcpy(path + dir, name);
+	text = read_ptx(path);
+	free(path);
+	return text;
 }
 
 CUmodule t_module(void)

@@ -63,6 +63,8 @@ CUcontext t_primary(CUdevice dev);
 char *t_ptx(void);
 /* The path t_ptx() reads. */
 const char *t_ptx_path(void);
+/* Another PTX file built beside the kernels' (e.g. "printf.ptx"), as t_ptx. */
+char *t_ptx_beside(const char *name);
 
 /* Loads the kernels into the current context. */
 CUmodule t_module(void);

@@ -24,30 +24,6 @@
 static FILE *out;      /* where stdout goes while the kernels print */
 static int saved = -1; /* the test's own stdout */
 
-static char *printf_ptx(void)
-{
-	const char *kernels = t_ptx_path(), *slash = strrchr(kernels, '/');
-	size_t dir = slash ? (size_t)(slash - kernels) + 1 : 0;
-	char *path = malloc(dir + sizeof("printf.ptx")), *text;
-	FILE *f;
-	long n;
-
-	REQUIRE(path, "out of memory");
-	memcpy(path, kernels, dir);
-	strcpy(path + dir, "printf.ptx");
-	f = fopen(path, "rb");
-	REQUIRE(f, "cannot open %s (built with the kernels' PTX)", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	text = malloc((size_t)n + 1);
-	REQUIRE(text && fread(text, 1, (size_t)n, f) == (size_t)n, "cannot read %s", path);
-	text[n] = '\0';
-	fclose(f);
-	free(path);
-	return text;
-}
-
 /* The kernels of rounds [0, rounds) printed, every line once, and nothing
  * else: 0, or the count of lines wrong. */
 static int printed(int rounds, const char *when)
@@ -102,7 +78,7 @@ int main(int argc, char **argv)
 
 	t_init(argc, argv);
 	t_primary(t_device());
-	ptx = printf_ptx();
+	ptx = t_ptx_beside("printf.ptx");
 	REQUIRE_CU(cuModuleLoadData(&mod, ptx));
 	free(ptx);
 	f = t_func(mod, "printf_u32");
