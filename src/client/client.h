@@ -321,6 +321,8 @@ CUresult mps__mvar_fetch(uint32_t stream, uint32_t ctx);
  * context ctx), what they printed written to stdout and stderr. */
 void mps__devout_scan(const void *image, size_t size, uint32_t ctx);
 void mps__devout_take(uint32_t stream, uint32_t ctx);
+/* Bytes the server sent for the process's stdout (1) or stderr (2). */
+void mps__devout_write(uint32_t stream, const void *bytes, size_t n);
 
 /* The program has waited for work on stream (0: all of ctx's) and found it
  * done (stream.c): host functions' writes are seen here (hostfn.c), and

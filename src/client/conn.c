@@ -54,6 +54,7 @@
 #include "common/slice.h"
 #include "common/sock.h"
 
+#define FAULT_HANGUP_MS 2000   /* how long a GPU fault's error waits for the server to end */
 #define SLEEP_NS (100ull * 1000 * 1000)  /* longest sleep between liveness checks */
 #define NAP_SLACK_NS 1000                /* how late a nap may end */
 
@@ -281,6 +282,8 @@ static bool take_refusal(struct mps_refuse *why, ssize_t n)
 /* After a bounded wait: is the server still there? */
 static bool server_gone(void)
 {
+	static struct mps_devout_piece pieces;   /* once, as the connection ends */
+	struct mps_devout_piece *piece = &pieces;
 	struct mps_refuse why;
 
 	if (mps_load_acquire(&mps_conn.dead))
@@ -289,9 +292,21 @@ static bool server_gone(void)
 		return false;
 	if (mps_xchg(&mps_conn.dead, 1))
 		return true;
-	if (!take_refusal(&why, mps_sock_recv(mps_conn.sock, &why, sizeof(why), NULL)))
-		mps_log_warn("openmps: lost the connection to the server");
-	return true;
+	/* At a GPU fault, what this process's kernels printed (an assert's
+	 * message) comes first, for its stdout and stderr. */
+	for (;;) {
+		ssize_t n = mps_sock_recv(mps_conn.sock, piece, sizeof(*piece), NULL);
+
+		if (n >= (ssize_t)offsetof(struct mps_devout_piece, data) && piece->magic == MPS_DEVOUT_MAGIC &&
+		    piece->len == (size_t)n - offsetof(struct mps_devout_piece, data)) {
+			mps__devout_write(piece->stream, piece->data, piece->len);
+			continue;
+		}
+		memcpy(&why, piece, sizeof(why));
+		if (!take_refusal(&why, n > (ssize_t)sizeof(why) ? -1 : n))
+			mps_log_warn("openmps: lost the connection to the server");
+		return true;
+	}
 }
 
 /* How long a wait spins before it sleeps: what the server advises (long
@@ -559,6 +574,12 @@ static CUresult call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len,
 		return r;
 	}
 	r = (CUresult)c->s->result;
+	/* A GPU fault's error ends the server: what the fault printed (an
+	 * assert's message) comes ahead of its hangup, and is written out
+	 * (server_gone) before the call returns, as the driver writes it
+	 * during the synchronize. */
+	if (mps_wire_fault_result(r))
+		(void)mps_sock_peer_gone_within(mps_conn.sock, FAULT_HANGUP_MS);
 	/* A call that failed because the server was ending this client (its
 	 * answer could not be sent, say) fails as the client ends: with what
 	 * the server said, not the failure it caused. */

@@ -13,7 +13,9 @@
  * not seen: such a module's output goes to the server's log, unless
  * another module of the process prints too. A failed device assert's
  * message is printed at the GPU fault it causes, which ends every client
- * of the server: it goes to the server's log with the fault's report.
+ * of the server: the server sends it, with what else was printed just
+ * before, to the clients whose work was running, ahead of the refusal
+ * that ends them (mps__devout_write, from conn.c).
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -42,6 +44,16 @@ void mps__devout_scan(const void *image, size_t size, uint32_t ctx)
 	if (mps__call(MPS_OP_DEVOUT, ctx, &q.hdr, sizeof(q), NULL, 0, &call) != CUDA_SUCCESS)
 		mps_log_debug("openmps: the server keeps no kernel output for this process");
 	mps__call_end(&call);
+}
+
+void mps__devout_write(uint32_t stream, const void *bytes, size_t n)
+{
+	FILE *f = stream == 1 ? stdout : stream == 2 ? stderr : NULL;
+
+	if (f && n) {
+		fwrite(bytes, 1, n, f);
+		fflush(f);
+	}
 }
 
 void mps__devout_take(uint32_t stream, uint32_t ctx)

@@ -179,6 +179,15 @@ int mps_sock_set_timeout(int fd, int ms)
 	return 0;
 }
 
+int mps_sock_peer_gone_within(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	if (poll(&p, 1, ms) < 0)
+		return 0;
+	return (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) != 0;
+}
+
 int mps_sock_peer_gone(int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };

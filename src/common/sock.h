@@ -42,5 +42,7 @@ int mps_sock_set_timeout(int fd, int ms);
 
 /* True once the peer has closed its end. */
 int mps_sock_peer_gone(int fd);
+/* The same, waiting up to ms for the peer to hang up. */
+int mps_sock_peer_gone_within(int fd, int ms);
 
 #endif

@@ -30,12 +30,13 @@
 #include "common/gen/forward_wire.h"
 #include "common/region.h"
 
-#define MPS_WIRE_VERSION        16
+#define MPS_WIRE_VERSION        17
 #define MPS_HELLO_MAGIC         0x4f4c4c48u /* "HLLO" */
 #define MPS_WELCOME_MAGIC       0x4d4f4357u /* "WCOM" */
 #define MPS_REFUSE_MAGIC        0x55464552u /* "REFU" */
 #define MPS_FDMSG_MAGIC         0x4d474446u /* "FDGM" */
 #define MPS_WAIT_MAGIC          0x54494157u /* "WAIT" */
+#define MPS_DEVOUT_MAGIC        0x54554f44u /* "DOUT" */
 
 #define MPS_MAX_DEVICES         16
 #define MPS_MAX_VDEVICES        16   /* virtual devices a server offers */
@@ -71,6 +72,39 @@ struct mps_refuse {
 	uint32_t magic;
 	int32_t result;   /* the CUresult the client's calls return */
 	char text[248];
+};
+
+/* The errors of a GPU fault, which kill the server's context: the server
+ * then ends every client (a refusal with the error) and exits. */
+static inline bool mps_wire_fault_result(int r)
+{
+	switch (r) {
+	case CUDA_ERROR_ECC_UNCORRECTABLE:
+	case CUDA_ERROR_ILLEGAL_ADDRESS:
+	case CUDA_ERROR_LAUNCH_TIMEOUT:
+	case CUDA_ERROR_ASSERT:
+	case CUDA_ERROR_HARDWARE_STACK_ERROR:
+	case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+	case CUDA_ERROR_MISALIGNED_ADDRESS:
+	case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+	case CUDA_ERROR_INVALID_PC:
+	case CUDA_ERROR_LAUNCH_FAILED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* server -> client, before the refusal that ends it at a GPU fault: what
+ * kernels printed up to the fault (a failed assert's message), for a client
+ * whose modules print and whose work was running; a packet per piece. */
+#define MPS_DEVOUT_PIECE 4096
+struct mps_devout_piece {
+	uint32_t magic;
+	uint32_t stream;  /* 1: stdout, 2: stderr */
+	uint32_t len;     /* bytes of data used */
+	uint32_t pad;
+	uint8_t data[MPS_DEVOUT_PIECE];
 };
 
 struct mps_wire_device {

@@ -136,6 +136,7 @@ int mps_devices_init(char *why, size_t size)
 		start_host_function_thread(i);
 		mps_drv.cuCtxSetCurrent(mps_srv.dev[i].primary);
 		mps_limits_read(i);
+		mps_limits_preset(i);
 		mps_sm_init(i);
 	}
 	enable_peers();

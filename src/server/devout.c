@@ -19,19 +19,25 @@
  * clients printing at once, each synchronize takes what is there. While no
  * connected client prints, whatever arrives (the driver's own complaints
  * too) goes to the server's log, and so does everything at a GPU fault
- * (a failed assert's message: the fault ends every client, fault.h). The server's log stays what it was: its
- * descriptor moves off fd 2 before the pipe takes its place.
+ * (a failed assert's message: the fault ends every client, fault.h);
+ * the clients whose work was running get it first, with the refusal that
+ * ends them, so that a program's assert message reaches its stderr as it
+ * would natively. The server's log stays what it was: its descriptor
+ * moves off fd 2 before the pipe takes its place.
  * OPENMPS_DEVICE_OUTPUT=0 leaves stdout and stderr alone.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "server/crash.h"
@@ -47,6 +53,8 @@
 
 #define PIPE_BYTES (1 << 20)   /* asked of each pipe, so the driver rarely waits for the thread */
 #define KEEP_BYTES (8u << 20)  /* kept per queue for the clients; more is dropped and counted */
+#define FAULT_BYTES (64u << 10) /* sent per queue to a client at a fault */
+#define TAIL_NS (1000ull * 1000 * 1000)
 
 struct queue {
 	uint8_t *buf;
@@ -54,8 +62,18 @@ struct queue {
 	uint64_t dropped;
 };
 
+/* The latest burst that went to the log: what a fault's clients get if it
+ * came just before the fault (an assert's message, logged by the thread
+ * while no client took output). */
+struct tail {
+	uint8_t buf[FAULT_BYTES];
+	size_t len;
+	uint64_t ns;   /* when it was last added to */
+};
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct queue queues[2];   /* stdout, stderr */
+static struct tail tails[2];
 static int readers[2] = { -1, -1 };
 static int listeners;            /* clients whose modules print; under the lock */
 static bool on;
@@ -84,6 +102,28 @@ static void keep(struct queue *q, const uint8_t *p, size_t n)
 	}
 }
 
+/* Under the lock: the end of q's bytes kept as the latest burst, which
+ * starts afresh after a second without output. */
+static void to_tail(struct tail *t, const struct queue *q)
+{
+	uint64_t now = mps_now_ns();
+	size_t n = q->len < FAULT_BYTES ? q->len : FAULT_BYTES;
+
+	if (!n)
+		return;
+	if (now - t->ns > TAIL_NS)
+		t->len = 0;
+	if (t->len + n > FAULT_BYTES) {
+		size_t cut = t->len + n - FAULT_BYTES;
+
+		memmove(t->buf, t->buf + cut, t->len - cut);
+		t->len -= cut;
+	}
+	memcpy(t->buf + t->len, q->buf + q->len - n, n);
+	t->len += n;
+	t->ns = now;
+}
+
 /* Under the lock: everything the queues hold, to the log, line by line. */
 static void to_log(void)
 {
@@ -91,6 +131,7 @@ static void to_log(void)
 		struct queue *q = &queues[i];
 		size_t at = 0;
 
+		to_tail(&tails[i], q);
 		while (at < q->len) {
 			const uint8_t *nl = memchr(q->buf + at, '\n', q->len - at);
 			size_t n = nl ? (size_t)(nl - (q->buf + at)) : q->len - at;
@@ -210,6 +251,53 @@ void mps_devout_fault(void)
 		return;
 	pthread_mutex_lock(&lock);
 	drain();
+	pthread_mutex_unlock(&lock);
+}
+
+/* bytes [0, len) to c's socket in pieces of stream (1, 2); false once one
+ * cannot be sent at once. */
+static bool send_pieces(struct mps_client *c, struct mps_devout_piece *p, uint32_t stream, const uint8_t *bytes,
+			size_t len)
+{
+	for (size_t at = 0; at < len; at += p->len) {
+		p->stream = stream;
+		p->len = (uint32_t)(len - at < MPS_DEVOUT_PIECE ? len - at : MPS_DEVOUT_PIECE);
+		memcpy(p->data, bytes + at, p->len);
+		if (send(c->sock, p, offsetof(struct mps_devout_piece, data) + p->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+			return false;
+	}
+	return true;
+}
+
+void mps_devout_fault_send(struct mps_client *c, uint64_t since_ns)
+{
+	struct mps_devout_piece *p;
+
+	if (!on || !(p = calloc(1, sizeof(*p))))
+		return;
+	p->magic = MPS_DEVOUT_MAGIC;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < 2; i++) {
+		const struct tail *t = &tails[i];
+		const struct queue *q = &queues[i];
+		size_t n = q->len < FAULT_BYTES ? q->len : FAULT_BYTES;
+
+		/* The burst logged just before, then the end of what is
+		 * queued: the fault's own message is last. */
+		if (t->len && t->ns >= since_ns && !send_pieces(c, p, (uint32_t)i + 1, t->buf, t->len))
+			break;
+		if (!send_pieces(c, p, (uint32_t)i + 1, q->buf + q->len - n, n))
+			break;
+	}
+	pthread_mutex_unlock(&lock);
+	free(p);
+}
+
+void mps_devout_fault_log(void)
+{
+	if (!on)
+		return;
+	pthread_mutex_lock(&lock);
 	to_log();
 	pthread_mutex_unlock(&lock);
 }

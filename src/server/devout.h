@@ -19,8 +19,14 @@ int mps_devout_init(void);
 void mps_devout_client_gone(struct mps_client *c);
 
 /* A GPU fault ends every client: what the kernels printed up to it (a
- * failed assert's message among it) goes to the log, before the report. */
+ * failed assert's message among it) is gathered (mps_devout_fault), sent
+ * to each client whose work was running, ahead of the refusal that ends it
+ * (mps_devout_fault_send, on its socket, never waiting: what is queued,
+ * after what went to the log since since_ns), then written to the log
+ * (mps_devout_fault_log). */
 void mps_devout_fault(void);
+void mps_devout_fault_send(struct mps_client *c, uint64_t since_ns);
+void mps_devout_fault_log(void);
 
 /* From a fatal signal's handler: what the pipes still hold, raw, to fd
  * (only read(2) and write(2)). */

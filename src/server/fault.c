@@ -29,6 +29,7 @@
 #include "server/server.h"
 
 #define RECENT_NS (2ull * 1000 * 1000 * 1000)
+#define TAIL_BEFORE_NS (200ull * 1000 * 1000)   /* device output this close before the fault is its message */
 
 static int wake_fd = -1;
 static int fault_err;          /* atomic: the sticky error, 0 until the fault */
@@ -201,12 +202,16 @@ void mps_fault_finish(void)
 	mps_log_error("%s. Every client of this server gets %s; the server exits and the next client gets a "
 		      "fresh one", m.text, mps_driver_errname(err));
 	memcpy(rf.text, m.text, sizeof(rf.text) - 1);   /* cut to fit; rf.text ends in 0 */
-	/* Tell each client why before it sees the hangup; never wait for one
-	 * that does not read. */
+	/* What its kernels printed (an assert's message), then why, to each
+	 * client before it sees the hangup; never wait for one that does not
+	 * read. */
+	for (int i = 0; i < n; i++)
+		mps_devout_fault_send(running[i], fault_ns > TAIL_BEFORE_NS ? fault_ns - TAIL_BEFORE_NS : 0);
 	for (struct mps_client *c = mps_srv.clients; c; c = c->next)
 		if (send(c->sock, &rf, sizeof(rf), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 			mps_log_debug("client %d: could not say why: %s", (int)c->pid, strerror(errno));
 	pthread_mutex_unlock(&mps_srv.lock);
+	mps_devout_fault_log();
 	/* The daemon hears of it before any client sees the hangup (the exit
 	 * below), with no lock held: a send to a daemon that is slow to read
 	 * holds up no other thread. */

@@ -24,27 +24,15 @@
 
 #include <cuda.h>
 
+#include "common/wire.h"
+
 struct mps_client;
 struct mps_sfunc;
 
-/* Whether r is one of the errors that kill a context. */
+/* Whether r is one of the errors that kill a context (wire.h). */
 static inline bool mps_fault_sticky(CUresult r)
 {
-	switch ((int)r) {
-	case CUDA_ERROR_ECC_UNCORRECTABLE:
-	case CUDA_ERROR_ILLEGAL_ADDRESS:
-	case CUDA_ERROR_LAUNCH_TIMEOUT:
-	case CUDA_ERROR_ASSERT:
-	case CUDA_ERROR_HARDWARE_STACK_ERROR:
-	case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-	case CUDA_ERROR_MISALIGNED_ADDRESS:
-	case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-	case CUDA_ERROR_INVALID_PC:
-	case CUDA_ERROR_LAUNCH_FAILED:
-		return true;
-	default:
-		return false;
-	}
+	return mps_wire_fault_result((int)r);
 }
 
 /* Sets up the wake-up the main thread waits on: 0, or -1. Its fd. */

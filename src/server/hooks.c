@@ -11,6 +11,7 @@
 
 #include "server/driver.h"
 #include "server/forward.h"
+#include "server/galloc.h"
 #include "server/server.h"
 #include "server/streams.h"
 
@@ -66,7 +67,7 @@ static int memset_ok(struct mps_client *c, const CUDA_MEMSET_NODE_PARAMS *p)
 	row = (uint64_t)p->width * p->elementSize;
 	if (p->height > 1 && (p->pitch < row || (p->height - 1) > (UINT64_MAX - row) / p->pitch))
 		return -EINVAL;
-	return mps_memacct_check(&c->mem, p->dst, (uint64_t)(p->height - 1) * p->pitch + row);
+	return mps_galloc_check(c, p->dst, (uint64_t)(p->height - 1) * p->pitch + row);
 }
 
 CUresult mps__hook_cuGraphAddMemsetNode(struct mps_client *c, CUgraphNode *phGraphNode, CUgraph hGraph,
@@ -106,16 +107,24 @@ CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGr
 	const struct mps_mrange *rg = mps_memacct_find(&c->mem, dptr);
 	CUresult r;
 
-	/* Only memory of the client's own may be freed by its graph. */
-	if (!rg || rg->base != dptr || rg->kind != MPS_MEM_DEVICE)
+	/* Only memory of the client's own may be freed by its graph: an
+	 * allocation it holds, or one of its graphs' allocations, freed for
+	 * now, that the graph's next launch brings back. */
+	if ((!rg || rg->base != dptr || rg->kind != MPS_MEM_DEVICE) && !mps_galloc_known(c, dptr))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!mps_drv.cuGraphAddMemFreeNode)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	r = mps_drv.cuGraphAddMemFreeNode(phGraphNode, hGraph, dependencies, numDependencies, dptr);
 	/* Freed by the graph from now on, as a captured cuMemFreeAsync is
-	 * (ops_mem.c): no longer the client's to name or hold. */
-	if (r == CUDA_SUCCESS)
+	 * (ops_mem.c): no longer the client's to name or hold, and the
+	 * driver may give the address to the graph's next allocation. The
+	 * launches of executable graphs made from it keep the account
+	 * (galloc.h). */
+	if (r == CUDA_SUCCESS && rg && rg->base == dptr) {
+		if (rg->device >= 0 && rg->device < MPS_MAX_DEVICES)
+			c->graph_mem_devs |= 1u << rg->device;
 		mps_memacct_remove(&c->mem, dptr, MPS_MEM_DEVICE, NULL);
+	}
 	return r;
 }
 
@@ -175,8 +184,20 @@ CUresult mps__hook_cuGraphInstantiateWithFlags(struct mps_client *c, CUgraphExec
 		return CUDA_ERROR_NOT_SUPPORTED;
 	r = mps_drv.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
 	if (r == CUDA_SUCCESS)
+		r = mps_galloc_exec_adds(c, *phGraphExec, hGraph);
+	if (r == CUDA_SUCCESS)
 		mps__hostfn_exec_adds(c, *phGraphExec, hGraph);
+	else if (*phGraphExec)
+		mps_drv.cuGraphExecDestroy(*phGraphExec);
 	return r;
+}
+
+/* Graph allocations freed since the last launch come back (galloc.h). */
+CUresult mps__hook_cuGraphLaunch(struct mps_client *c, CUgraphExec hGraphExec, struct mps_sstream *hStream)
+{
+	if (!mps_drv.cuGraphLaunch)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return mps_galloc_launch(c, hGraphExec, hStream);
 }
 
 CUresult mps__hook_cuGraphExecDestroy(struct mps_client *c, CUgraphExec hGraphExec)
@@ -186,8 +207,10 @@ CUresult mps__hook_cuGraphExecDestroy(struct mps_client *c, CUgraphExec hGraphEx
 	if (!mps_drv.cuGraphExecDestroy)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	r = mps_drv.cuGraphExecDestroy(hGraphExec);
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS) {
 		mps__hostfn_exec_gone(c, hGraphExec);
+		mps_galloc_exec_gone(c, hGraphExec);
+	}
 	return r;
 }
 

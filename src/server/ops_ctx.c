@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/atomics.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "server/control.h"
 #include "server/driver.h"
@@ -156,6 +157,8 @@ void mps__op_ctx_sync(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, r);
 }
 
+#define DEVICE_HEAP_MB 256
+
 _Static_assert(CU_LIMIT_MAX <= MPS_REGION_LIMITS, "every limit has a word in the region");
 
 void mps_limits_read(int dev)
@@ -168,6 +171,27 @@ void mps_limits_read(int dev)
 			w = v;
 		mps_store_relaxed(&mps_srv.dev[dev].limit[l], w);
 	}
+}
+
+/* The device heap (device malloc's) is the context's, and the driver fixes
+ * its size for good once any kernel that calls malloc has run there: in a
+ * context every client shares, a client asking for a larger heap after
+ * another's such kernel would be refused, as no process is natively. So the
+ * heap is sized up front (OPENMPS_DEVICE_HEAP_MB, default 256), and any
+ * request up to that succeeds whenever it comes; the driver takes the
+ * memory only when such a kernel first runs. Clients are shown the
+ * driver's default, read before, until they set their own. */
+void mps_limits_preset(int dev)
+{
+	long mb = mps_env_long("OPENMPS_DEVICE_HEAP_MB", DEVICE_HEAP_MB, 0, 1L << 20);
+	size_t cur = 0, want = (size_t)mb << 20;
+	CUresult r;
+
+	if (!mb || mps_drv.cuCtxGetLimit(&cur, CU_LIMIT_MALLOC_HEAP_SIZE) != CUDA_SUCCESS || cur >= want)
+		return;
+	r = mps_drv.cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, want);
+	if (r != CUDA_SUCCESS)
+		mps_log_warn("device %d: the device heap not sized to %ld MiB: %s", dev, mb, mps_driver_errname(r));
 }
 
 /* Under mps_srv.lock, as every change is: a change either finds the
@@ -227,7 +251,11 @@ void mps__op_ctx_limit(struct mps_client *c, const struct mps_msg *m)
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuCtxGetLimit(&cur, (CUlimit)q->limit);
 	if (r != CUDA_SUCCESS || !q->set) {
-		s->val[0] = (x->limits_set & (1u << q->limit)) ? x->limit[q->limit] : cur;
+		uint64_t shown = mps_load_relaxed(&mps_srv.dev[x->device].limit[q->limit]);
+
+		s->val[0] = (x->limits_set & (1u << q->limit)) ? x->limit[q->limit]
+			    : shown != MPS_LIMIT_UNKNOWN      ? shown
+							      : cur;
 		mps__reply(c, m->slot, r);
 		return;
 	}

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "server/driver.h"
 #include "server/forward.h"
+#include "server/galloc.h"
 #include "server/server.h"
 
 /* Fills one side of the driver's parameters from the wire's: CUDA_SUCCESS
@@ -49,7 +50,7 @@ static CUresult side_in(struct mps_client *c, const struct mps_copy3d_side *s, c
 	if (span == UINT64_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!s->region) {
-		if (span && mps_memacct_check(&c->mem, s->addr + start, span) < 0)
+		if (span && mps_galloc_check(c, s->addr + start, span) < 0)
 			return CUDA_ERROR_INVALID_VALUE;
 		*type = CU_MEMORYTYPE_DEVICE;
 		*dev = (CUdeviceptr)s->addr;

@@ -25,6 +25,7 @@
 
 struct slink {
 	CUlinkState st;
+	unsigned inputs;      /* added so far */
 	struct mps_jit jit;   /* the driver writes into it while the link lives */
 };
 
@@ -109,6 +110,8 @@ void mps__op_link_add(struct mps_client *c, const struct mps_msg *m)
 	r = mps_drv.cuLinkAddData_v2(l->st, (CUjitInputType)q->type, data, (size_t)q->size, name[0] ? name : NULL,
 				     (unsigned int)n, n ? opt : NULL, n ? val : NULL);
 	free(data);   /* the driver keeps no reference to an input */
+	if (r == CUDA_SUCCESS)
+		l->inputs++;
 	mps_jit_answer(c, m->slot, &l->jit, r);
 }
 
@@ -125,6 +128,15 @@ void mps__op_link_complete(struct mps_client *c, const struct mps_msg *m)
 
 	if (!l) {
 		mps_jit_answer(c, m->slot, NULL, CUDA_ERROR_INVALID_HANDLE);
+		return;
+	}
+	/* A link of nothing is not asked of the driver: on an H200 (driver
+	 * 580) completing one in the server, with its log buffers, was
+	 * followed by an abort inside the JIT compiler at the server's next
+	 * cuLinkCreate, which ends every client. (A process of its own
+	 * making the same calls without log buffers did not abort.) */
+	if (!l->inputs) {
+		mps_jit_answer(c, m->slot, &l->jit, CUDA_ERROR_INVALID_IMAGE);
 		return;
 	}
 	mps_jit_step(&l->jit);

@@ -327,8 +327,16 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 	}
 	uint64_t base = 0, size = 0;
 
+	unsigned int managed = 0;
+
 	if (rg && span_of(c, rg, q->ptr, &base, &size) < 0)
 		rg = NULL;   /* reserved, but nothing mapped there */
+	/* A module's __managed__ variable: managed memory, which the program's
+	 * CPU reaches at the same address (the client keeps it there,
+	 * client/mvar.c). */
+	if (rg && rg->kind == MPS_MEM_GLOBAL && mps__bind_device(c, rg->device) == CUDA_SUCCESS &&
+	    mps_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)q->ptr) != CUDA_SUCCESS)
+		managed = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct mps_attr_value *v = &out[i];
 		uint64_t big = 0;
@@ -350,8 +358,10 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 			v->value = q->ptr;
 			break;
 		case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-			/* Device memory has none; for host memory the client knows its own address. */
-			v->result = rg->kind == MPS_MEM_HOST ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+			/* Device memory has none; for host memory the client knows
+			 * its own address; managed memory's is its own. */
+			v->value = managed ? q->ptr : 0;
+			v->result = rg->kind == MPS_MEM_HOST || managed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 			break;
 		case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: {
 			int ord = mps__client_ordinal(c, rg->device);
@@ -367,7 +377,7 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 			v->value = size;
 			break;
 		case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-			v->value = 0;
+			v->value = managed;
 			break;
 		case CU_POINTER_ATTRIBUTE_MAPPED:
 			v->value = 1;

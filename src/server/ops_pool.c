@@ -112,6 +112,8 @@ CUresult mps__pool_alloc(struct mps_client *c, struct mps_sstream *st, struct mp
 		mps_memacct_uncharge(&c->mem, dev, size);
 		return r;
 	}
+	if (graph)
+		c->graph_mem_devs |= 1u << dev;   /* a node of the captured graph (galloc.h) */
 	*out = p;
 	return CUDA_SUCCESS;
 }

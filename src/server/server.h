@@ -221,7 +221,8 @@ struct mps_client {
 	unsigned int captures;          /* stream captures it has begun and not ended (ops_capture.c) */
 	uint32_t pool_default[MPS_MAX_DEVICES];   /* its own default pool per device, made on first use */
 	uint32_t pool_current[MPS_MAX_DEVICES];   /* cuDeviceSetMemPool's choice; 0: the default (ops_pool.c) */
-	uint32_t graph_mem_devs;        /* devices it made graph allocation nodes on (ops_gnode.c) */
+	uint32_t graph_mem_devs;        /* devices it made graph allocations on (ops_gnode.c, ops_pool.c) */
+	struct mps_gallocs *gallocs;    /* its executable graphs' allocation and free nodes (galloc.h) */
 	bool devout;                    /* its modules print: what kernels print is kept for it (devout.c) */
 	struct mps_hostfn *hostfn;      /* its host functions' pipe and words (ops_hostfn.c) */
 	struct mps_memwaits *memwaits;  /* its last stream waits on memory (ops_memop.c) */
@@ -316,6 +317,8 @@ int mps__cur_device(void);
 /* Context limits (ops_ctx.c): reads device dev's primary context's limits
  * (that context current); copies them into a client's new region. */
 void mps_limits_read(int dev);
+/* The device heap sized up front, after mps_limits_read (ops_ctx.c). */
+void mps_limits_preset(int dev);
 void mps_limits_publish(struct mps_client *c);
 
 /* Records an asynchronous failure to be reported at the next synchronising call. */

@@ -25,6 +25,7 @@
 #include "server/devout.h"
 #include "server/driver.h"
 #include "server/fault.h"
+#include "server/galloc.h"
 #include "server/ipc.h"
 #include "server/replay.h"
 #include "server/sched.h"
@@ -301,6 +302,7 @@ void mps__client_teardown(struct mps_client *c)
 	mps__hostfn_free(c);
 	mps__vmm_release_all(c);       /* mappings, then address reservations */
 	mps_obj_release_all(c);        /* executable graphs, graphs, pools, physical allocations */
+	mps_galloc_free(c);            /* what those executable graphs allocate */
 	mps__modules_release_all(c);   /* functions, modules, libraries */
 	mps__host_release_all(c);      /* pinned host regions */
 	/* Device memory: whatever the client did not free. */

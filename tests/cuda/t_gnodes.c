@@ -385,6 +385,149 @@ static void alloc_nodes(CUdevice dev, CUstream s)
 	free(h);
 }
 
+/* The allocation's bytes, after the stream's work: all v. */
+static void check_words(CUdeviceptr d, uint32_t *h, size_t n, uint32_t v, CUstream s, const char *when)
+{
+	size_t bad = 0;
+
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuMemcpyDtoH(h, d, n * 4));
+	for (size_t i = 0; i < n; i++)
+		bad += h[i] != v;
+	CHECK(bad == 0, "%s: %zu of %zu words not %#x (first %#x)", when, bad, n, v, h[0]);
+}
+
+/* A graph allocation outlives the graph it was made in and each of its
+ * frees: every launch of the executable graph brings it back at its
+ * address, and it may be freed outside the graph each time (by
+ * cuMemFreeAsync, by cuMemFree, by a free node of another graph made while
+ * it is freed), as NVIDIA's graphMemoryNodes sample does; the same for an
+ * allocation captured from cuMemAllocAsync. */
+static void allocs_relaunched(CUdevice dev, CUstream s)
+{
+	const size_t n = 64 << 10;
+	CUDA_MEM_ALLOC_NODE_PARAMS ap;
+	CUDA_MEMSET_NODE_PARAMS mp;
+	CUgraphNode na, nm, nf;
+	CUgraphExec ge, gf = NULL;
+	CUgraph g, gfree;
+	CUcontext cur;
+	CUdeviceptr p, q = 0;
+	uint32_t *h = malloc(n * 4), v;
+
+	REQUIRE(h, "out of memory");
+	REQUIRE_CU(cuGraphCreate(&g, 0));
+	memset(&ap, 0, sizeof(ap));
+	ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	ap.poolProps.location.id = dev;
+	ap.bytesize = n * 4;
+	REQUIRE_CU(cuGraphAddMemAllocNode(&na, g, NULL, 0, &ap));
+	p = ap.dptr;
+	memset(&mp, 0, sizeof(mp));
+	mp.dst = p;
+	mp.elementSize = 4;
+	mp.width = n;
+	mp.height = 1;
+	mp.pitch = n * 4;
+	mp.value = 0x11110000u;
+	REQUIRE_CU(cuCtxGetCurrent(&cur));
+	REQUIRE_CU(cuGraphAddMemsetNode(&nm, g, &na, 1, &mp, cur));
+	ge = instantiate(g);   /* g stays: its memset node is set below */
+
+	for (int round = 0; round < 3; round++) {
+		v = 0x11110000u + (uint32_t)(t_rand(&rng) & 0xffff) + 1;
+		mp.value = v;
+		if (round == 2) {
+			/* Made while the allocation is freed, as the sample does. */
+			REQUIRE_CU(cuGraphCreate(&gfree, 0));
+			REQUIRE_CU(cuGraphAddMemFreeNode(&nf, gfree, NULL, 0, p));
+			gf = instantiate(gfree);
+			REQUIRE_CU(cuGraphDestroy(gfree));
+		}
+		/* While freed, the node's parameters may still be set. */
+		REQUIRE_CU(cuGraphExecMemsetNodeSetParams(ge, nm, &mp, cur));
+		REQUIRE_CU(cuGraphLaunch(ge, s));
+		check_words(p, h, n, v, s, round == 0 ? "first launch" : "launched again after a free outside");
+		if (round == 0) {
+			REQUIRE_CU(cuMemFreeAsync(p, s));
+		} else if (round == 1) {
+			REQUIRE_CU(cuMemFree(p));
+		} else {
+			REQUIRE_CU(cuGraphLaunch(gf, s));
+			REQUIRE_CU(cuStreamSynchronize(s));
+			REQUIRE_CU(cuGraphExecDestroy(gf));
+		}
+	}
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+	REQUIRE_CU(cuGraphDestroy(g));
+
+	/* Captured: the allocation and a memset, freed outside each time; the
+	 * executable graph keeps the address once the graph is gone. */
+	REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	REQUIRE_CU(cuMemAllocAsync(&q, n * 4, s));
+	v = 0x22220000u + (uint32_t)(t_rand(&rng) & 0xffff);
+	REQUIRE_CU(cuMemsetD32Async(q, v, n, s));
+	REQUIRE_CU(cuStreamEndCapture(s, &g));
+	ge = instantiate(g);
+	REQUIRE_CU(cuGraphDestroy(g));
+	for (int round = 0; round < 3; round++) {
+		REQUIRE_CU(cuGraphLaunch(ge, s));
+		check_words(q, h, n, v, s, "a captured allocation, launched");
+		REQUIRE_CU(cuMemFreeAsync(q, s));
+	}
+	REQUIRE_CU(cuStreamSynchronize(s));
+
+	/* Captured with its free: launched again and again, nothing to free. */
+	REQUIRE_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	REQUIRE_CU(cuMemAllocAsync(&q, n * 4, s));
+	REQUIRE_CU(cuMemsetD32Async(q, v + 1, n, s));
+	REQUIRE_CU(cuMemFreeAsync(q, s));
+	REQUIRE_CU(cuStreamEndCapture(s, &g));
+	gf = instantiate(g);
+	REQUIRE_CU(cuGraphDestroy(g));
+	for (int round = 0; round < 3; round++)
+		REQUIRE_CU(cuGraphLaunch(gf, s));
+	REQUIRE_CU(cuStreamSynchronize(s));
+	REQUIRE_CU(cuGraphExecDestroy(gf));
+	REQUIRE_CU(cuGraphExecDestroy(ge));
+
+	/* Freed and allocated again inside one graph (the driver may give the
+	 * second allocation the first one's address): the second is what the
+	 * launch leaves, freed outside each time. */
+	{
+		CUgraphNode a1, m1, f1, a2, m2;
+		CUdeviceptr first;
+
+		REQUIRE_CU(cuGraphCreate(&g, 0));
+		REQUIRE_CU(cuGraphAddMemAllocNode(&a1, g, NULL, 0, &ap));
+		first = ap.dptr;
+		mp.dst = first;
+		mp.value = 0x33330000u;
+		REQUIRE_CU(cuGraphAddMemsetNode(&m1, g, &a1, 1, &mp, cur));
+		REQUIRE_CU(cuGraphAddMemFreeNode(&f1, g, &m1, 1, first));
+		REQUIRE_CU(cuGraphAddMemAllocNode(&a2, g, &f1, 1, &ap));
+		q = ap.dptr;
+		v = 0x44440000u + (uint32_t)(t_rand(&rng) & 0xffff);
+		mp.dst = q;
+		mp.value = v;
+		REQUIRE_CU(cuGraphAddMemsetNode(&m2, g, &a2, 1, &mp, cur));
+		printf("t_gnodes: a graph's second allocation %s the first one's address\n",
+		       q == first ? "takes" : "does not take");
+		ge = instantiate(g);
+		REQUIRE_CU(cuGraphDestroy(g));
+		for (int round = 0; round < 3; round++) {
+			REQUIRE_CU(cuGraphLaunch(ge, s));
+			check_words(q, h, n, v, s, "a graph's second allocation, launched");
+			REQUIRE_CU(cuMemFreeAsync(q, s));
+		}
+		REQUIRE_CU(cuStreamSynchronize(s));
+		REQUIRE_CU(cuGraphExecDestroy(ge));
+	}
+	free(h);
+}
+
 /* A conditional node of a type with `bodies` bodies after nothing, its
  * handle's default value v; each body gets a memset of buf to its index+1. */
 static CUgraph cond_graph(CUcontext ctx, CUgraphConditionalNodeType type, unsigned bodies, unsigned v, CUdeviceptr buf,
@@ -687,6 +830,7 @@ int main(int argc, char **argv)
 	shared_pages(s);
 	generic_nodes(s);
 	alloc_nodes(dev, s);
+	allocs_relaunched(dev, s);
 	conditional_nodes(ctx, s);
 	REQUIRE_CU(cuStreamDestroy(s));
 	return check_failures() ? T_FAIL : T_PASS;

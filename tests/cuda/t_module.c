@@ -401,6 +401,18 @@ static void test_managed_variable(const char *ptx)
 	REQUIRE_CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
 	m = (volatile unsigned int *)(uintptr_t)p;
 	CHECK(*m == 0, "m_counter starts at %u", *m);
+	/* Managed memory, as the pointer's attributes say (libNVVM's uvmlite
+	 * sample takes the host pointer from them). */
+	{
+		unsigned int managed = 0;
+		void *host = NULL;
+
+		REQUIRE_CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p));
+		CHECK(managed == 1, "CU_POINTER_ATTRIBUTE_IS_MANAGED of a __managed__ variable is %u", managed);
+		REQUIRE_CU(cuPointerGetAttribute(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER, p));
+		CHECK(host == (void *)(uintptr_t)p, "the host pointer of a __managed__ variable is %p, want %#llx", host,
+		      (unsigned long long)p);
+	}
 	for (int round = 0; round < 30; round++) {
 		unsigned int start = (unsigned int)t_rand(&rng), by = (unsigned int)t_rand(&rng);
 		void *args[] = { &by };

@@ -265,7 +265,7 @@ step_openmps() {
 step_system() {
 	local t d=$NATIVE_LIB/libcuda.so.1
 	make -s -j16 check-build >>"$LOGDIR/build.log" 2>&1 || { result FAIL "build" "make check-build"; return; }
-	for t in s_clients s_kill s_malformed s_ipc s_poolshare; do
+	for t in s_clients s_kill s_malformed s_ipc s_poolshare s_fault; do
 		run_check "$t" "$LOGDIR/system-$t.log" "$TEST_TIMEOUT" plain \
 			env OPENMPS_DRIVER="$d" OPENMPS_TEST_PTX="$PTX" tests/system/with-openmps.sh "$BUILD" "$BUILD/tests/system/$t"
 	done

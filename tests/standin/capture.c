@@ -138,6 +138,26 @@ void mps__capture_op(struct si_stream *s, struct si_op *op)
 		s->cap_unjoined = true;
 }
 
+CUresult mps__capture_mem(struct si_stream *s, CUgraphNodeType type, CUdeviceptr dptr, size_t bytes)
+{
+	struct si_capture *cap = s->cap;
+	struct si_gnode *n;
+
+	n = cap->invalidated ? NULL : mps__gnode_add(cap->graph, type, s->cap_deps, s->ncap_deps);
+	if (!n) {
+		cap->invalidated = true;
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	}
+	n->dptr = dptr;
+	n->bytes = bytes;
+	if (set_deps(s, &n, 1) < 0)
+		cap->invalidated = true;
+	s->cap_ops++;
+	if (s != cap->origin)
+		s->cap_unjoined = true;
+	return CUDA_SUCCESS;
+}
+
 CUresult mps__capture_refuse(struct si_stream *s)
 {
 	s->cap->invalidated = true;

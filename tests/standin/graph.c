@@ -31,6 +31,8 @@ void mps__gnode_free(struct si_gnode *n)
 		mps__op_free(n->op);
 	if (n->child)
 		mps__graph_free(n->child);
+	if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		mps__graph_range_release(n->dptr);
 	for (unsigned i = 0; i < n->nbodies; i++)
 		if (n->bodies[i])
 			mps__graph_free(n->bodies[i]);

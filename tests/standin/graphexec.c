@@ -19,6 +19,7 @@ struct step {
 	uintptr_t top;                  /* the executable graph's own node it is part of */
 	struct si_op *op;               /* kernel, copy, memset */
 	CUevent event;                  /* event record / wait */
+	CUdeviceptr dptr;               /* mem alloc / free */
 	bool disabled;
 };
 
@@ -31,9 +32,12 @@ struct si_gexec {
 
 static void exec_free(struct si_gexec *x)
 {
-	for (unsigned i = 0; i < x->nsteps; i++)
+	for (unsigned i = 0; i < x->nsteps; i++) {
 		if (x->steps[i].op)
 			mps__op_free(x->steps[i].op);
+		if (x->steps[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+			mps__graph_range_release(x->steps[i].dptr);
+	}
 	if (x->handle)
 		mps__handle_remove(x->handle);
 	free(x->steps);
@@ -59,8 +63,11 @@ static CUresult step_add(struct si_gexec *x, const struct si_gnode *n, uintptr_t
 	st->node = n->handle;
 	st->top = top;
 	st->event = n->event;
+	st->dptr = n->dptr;
 	if (n->op && !(st->op = mps__op_clone(n->op)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		mps__graph_range_hold(n->dptr);
 	x->nsteps++;
 	return CUDA_SUCCESS;
 }
@@ -251,9 +258,16 @@ static CUresult launch(CUgraphExec hGraphExec, CUstream hStream, bool upload_onl
 			}
 			op = mps__event_wait_op(st->event, &rc);
 			break;
-		case CU_GRAPH_NODE_TYPE_EMPTY:
 		case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-		case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		case CU_GRAPH_NODE_TYPE_MEM_FREE: {
+			/* The memory itself stays; only its state changes. */
+			struct si_range *r = mps__range_find((uintptr_t)st->dptr);
+
+			if (r && r->graph && r->base == (uintptr_t)st->dptr)
+				r->freed = st->type == CU_GRAPH_NODE_TYPE_MEM_FREE;
+			continue;
+		}
+		case CU_GRAPH_NODE_TYPE_EMPTY:
 			continue;
 		default:
 			op = mps__op_clone(st->op);

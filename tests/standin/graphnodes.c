@@ -6,8 +6,10 @@
  * side at its own pitch, between device memory, registered host memory or
  * (as the driver allows in a node) pageable memory. The parameters are kept
  * as given, for reading back. An allocation node allocates its memory when
- * it is made; the memory lives until cuMemFree, as graph memory does until
- * it is freed. A conditional node owns its body graphs; it can be made,
+ * it is made and keeps it: a free (cuMemFree, cuMemFreeAsync, a free node's
+ * launch) marks it freed, a launch of the allocation node brings it back,
+ * and a second free before that is refused, as the driver's graph memory
+ * behaves (the stand-in does not refuse use while it is freed). A conditional node owns its body graphs; it can be made,
  * filled, cloned and destroyed, but a graph holding one is not
  * instantiated (the stand-in runs no device code that could set its
  * condition). All under the stand-in lock.
@@ -211,6 +213,26 @@ CU_API CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribu
 	return CUDA_SUCCESS;
 }
 
+void mps__graph_range_hold(CUdeviceptr dptr)
+{
+	struct si_range *r = mps__range_find((uintptr_t)dptr);
+
+	if (r && r->graph && r->base == (uintptr_t)dptr)
+		r->graph_refs++;
+}
+
+void mps__graph_range_release(CUdeviceptr dptr)
+{
+	struct si_range *r = mps__range_find((uintptr_t)dptr);
+
+	if (!r || !r->graph || r->base != (uintptr_t)dptr || --r->graph_refs)
+		return;
+	if (r->freed)
+		mps__range_remove(r);
+	else
+		r->graph = false;
+}
+
 CU_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				       size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
@@ -232,6 +254,8 @@ CU_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 	if (rc == CUDA_SUCCESS) {
 		rc = mps__range_alloc(ctx, nodeParams->bytesize, SI_RANGE_DEVICE, &r);
 		if (rc == CUDA_SUCCESS) {
+			r->graph = true;
+			r->graph_refs = 1;
 			n->dptr = (CUdeviceptr)r->base;
 			n->bytes = nodeParams->bytesize;
 			nodeParams->dptr = n->dptr;
@@ -311,7 +335,7 @@ CU_API CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
 
 	mps__lock();
 	r = mps__range_find((uintptr_t)dptr);
-	if (r && r->base == (uintptr_t)dptr && r->kind == SI_RANGE_DEVICE)
+	if (r && r->base == (uintptr_t)dptr && r->kind == SI_RANGE_DEVICE && r->graph)
 		rc = mps__graph_add_node(phGraphNode, hGraph, dependencies, numDependencies, CU_GRAPH_NODE_TYPE_MEM_FREE,
 					 &n);
 	if (rc == CUDA_SUCCESS)

@@ -84,7 +84,13 @@ static int remove_synchronized(uintptr_t addr, enum si_range_kind kind)
 		if (!r || r->buffer_id != id)
 			return -1;
 	}
-	if (kind == SI_RANGE_HOST) {
+	if (r->graph) {
+		/* Its address stays the graph's; the next launch of an
+		 * executable graph made from it brings it back. */
+		if (r->freed)
+			return -1;
+		r->freed = true;
+	} else if (kind == SI_RANGE_HOST) {
 		/* The caller may free the memory as soon as we return: wait
 		 * for operations that pinned it before it left the table.
 		 * Our own pin keeps the struct alive meanwhile. */

@@ -148,6 +148,8 @@ CUresult mps__module_load(struct si_context *ctx, const char *text, struct si_li
 		goto out_free;
 	for (unsigned i = 0; i < m->img.nglobals; i++) {
 		rc = mps__range_alloc(ctx, m->img.globals[i].size, SI_RANGE_GLOBAL, &m->globals[i]);
+		if (rc == CUDA_SUCCESS)
+			m->globals[i]->managed = m->img.globals[i].managed;
 		if (rc != CUDA_SUCCESS)
 			goto out_free;
 	}

@@ -82,7 +82,7 @@ static CUresult attr_value(const struct si_range *r, int a, uintptr_t ptr, void 
 		put64(data, ptr);
 		break;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-		if (!host)
+		if (!host && !r->managed)   /* managed memory's is its own address */
 			return CUDA_ERROR_INVALID_VALUE;
 		put64(data, ptr);
 		break;
@@ -113,7 +113,10 @@ static CUresult attr_value(const struct si_range *r, int a, uintptr_t ptr, void 
 	case ATTR_MEMPOOL_HANDLE:
 		put64(data, mps__pool_handle(r->pool));
 		break;
-	default:        /* IS_MANAGED, SYNC_MEMOPS, handle types, RDMA, decompression */
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		put32(data, r->managed);
+		break;
+	default:        /* SYNC_MEMOPS, handle types, RDMA, decompression */
 		put32(data, 0);
 		break;
 	}

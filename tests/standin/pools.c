@@ -233,6 +233,7 @@ static CUresult stream_ok(CUstream s)
 static CUresult pool_alloc(CUdeviceptr *dptr, size_t bytes, struct si_pool *p, CUstream s)
 {
 	struct si_context *ctx;
+	struct si_stream *st = NULL;
 	struct si_range *r;
 	CUresult rc;
 
@@ -241,6 +242,21 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t bytes, struct si_pool *p, C
 		rc = stream_ok(s);
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	if (!p && mps__stream_enter(s, &ctx, &st) == CUDA_SUCCESS && st && st->cap) {
+		/* Captured: a node of the graph, its memory the graph's. */
+		rc = mps__range_alloc(ctx, bytes, SI_RANGE_DEVICE, &r);
+		if (rc != CUDA_SUCCESS)
+			return rc;
+		r->graph = true;
+		r->graph_refs = 1;
+		rc = mps__capture_mem(st, CU_GRAPH_NODE_TYPE_MEM_ALLOC, (CUdeviceptr)r->base, bytes);
+		if (rc != CUDA_SUCCESS) {
+			mps__range_remove(r);
+			return rc;
+		}
+		*dptr = (CUdeviceptr)r->base;
+		return CUDA_SUCCESS;
+	}
 	if (!p && !(p = current_of(ctx->device)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (p->max && p->used + bytes > p->max)
@@ -301,12 +317,24 @@ CU_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUme
  * correct form of a stream-ordered free. */
 CU_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
+	struct si_context *ctx;
+	struct si_stream *st = NULL;
+	struct si_range *r;
 	CUresult rc;
 
 	if (!mps__initialized())
 		return CUDA_ERROR_NOT_INITIALIZED;
 	mps__lock();
 	rc = stream_ok(hStream);
+	if (rc == CUDA_SUCCESS && mps__stream_enter(hStream, &ctx, &st) == CUDA_SUCCESS && st && st->cap) {
+		/* Captured: a free node, of graph memory only. */
+		r = mps__range_find((uintptr_t)dptr);
+		rc = r && r->base == (uintptr_t)dptr && r->graph
+			     ? mps__capture_mem(st, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr, 0)
+			     : CUDA_ERROR_INVALID_VALUE;
+		mps__unlock();
+		return rc;
+	}
 	mps__unlock();
 	return rc == CUDA_SUCCESS ? cuMemFree_v2(dptr) : rc;
 }

@@ -207,6 +207,10 @@ struct si_range {
 	size_t charged;                 /* bytes counted against the device; 0 once removed */
 	unsigned pins;                  /* operations running on it */
 	bool removed;                   /* out of the table; freed when unpinned */
+	bool graph;                     /* an allocation node's: freeing keeps it for the next launch */
+	bool freed;                     /* such, freed until its graph runs again */
+	unsigned graph_refs;            /* such: its node and executable graphs' steps */
+	bool managed;                   /* a __managed__ variable's (managed memory) */
 	unsigned flags;                 /* cuMemHostRegister flags; a mapping's access */
 	struct si_pool *pool;           /* the pool it came from (pools.c), or NULL */
 };
@@ -644,6 +648,14 @@ CUresult mps__graph_submit(struct si_graph *g, struct si_context *ctx, struct si
 /* Puts an operation submitted to a capturing stream into the capture
  * graph instead (capture.c). Takes ownership of op. Under the lock. */
 void mps__capture_op(struct si_stream *s, struct si_op *op);
+/* An allocation node's range referred to by one node or step more, or one
+ * fewer: with none left it is freed if the graph freed it, else it is plain
+ * device memory from then on (graphnodes.c). Under the lock. */
+void mps__graph_range_hold(CUdeviceptr dptr);
+void mps__graph_range_release(CUdeviceptr dptr);
+/* cuMemAllocAsync / cuMemFreeAsync on a capturing stream: an allocation or
+ * free node of the capture graph at dptr (capture.c). Under the lock. */
+CUresult mps__capture_mem(struct si_stream *s, CUgraphNodeType type, CUdeviceptr dptr, size_t bytes);
 /* A synchronizing call on a capturing stream: invalidates its capture and
  * returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. Under the lock. */
 CUresult mps__capture_refuse(struct si_stream *s);

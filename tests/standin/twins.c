@@ -353,6 +353,19 @@ void mps__printf_flush(void)
 	pthread_mutex_unlock(&printf_lock);
 }
 
+/* A failed device assert: the driver's message on the process's stderr,
+ * and the context's end. */
+static CUresult assert_u32(struct si_launch *l)
+{
+	if (u32_param(l, 0) == 0)
+		return CUDA_SUCCESS;
+	mps__printf_flush();
+	fprintf(stderr, "printf.cu:20: void assert_u32(unsigned int): block: [0,0,0], thread: [0,0,0] "
+			"Assertion `v == 0u || threadIdx.x != 0` failed.\n");
+	fflush(stderr);
+	return CUDA_ERROR_ASSERT;
+}
+
 static CUresult empty(struct si_launch *l)
 {
 	(void)l;
@@ -375,6 +388,7 @@ static const struct si_twin twins[] = {
 	{ "tex_fetch",       3, { 8, 8, 4 },    tex_fetch },
 	{ "empty",           0, { 0 },          empty },
 	{ "printf_u32",      1, { 4 },          printf_u32 },
+	{ "assert_u32",      1, { 4 },          assert_u32 },
 	{ "tma_tile",        4, { 128, 8, 4, 4 }, tma_tile },
 };
 

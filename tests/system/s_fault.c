@@ -13,7 +13,9 @@
  * Round 2: the culprit alone: the control log names it the culprit, with
  * the kernel's name. Round 3: two fault domains (OPENMPS_FAULT_DOMAIN):
  * the culprit faults in its own domain while the bystander, in another,
- * goes on with correct results to the end.
+ * goes on with correct results to the end. Round 4: a kernel's failed
+ * device assert: CUDA_ERROR_ASSERT, and the assert's message on the
+ * culprit's own stderr by the time its synchronize returns.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "../cuda/common.h"
+#include "server/crash.h"   /* SANITIZED: such a server keeps stderr for its reports */
 
 #define WORDS 4096
 
@@ -125,6 +128,39 @@ static double newcomer(void)
 		return -1;
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+/* A kernel's failed device assert, stderr to the file at path: the
+ * synchronize says so, and the assert's message is on stderr when it
+ * returns (the driver writes it there during the synchronize). */
+static int asserter(const char *path)
+{
+	unsigned int v = 1;
+	void *args[] = { &v };
+	char *ptx, text[4096];
+	CUmodule mod;
+	CUfunction f;
+	CUresult r;
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	REQUIRE(fd >= 0 && dup2(fd, 2) == 2, "stderr to %s", path);
+	t_primary(t_device());
+	ptx = t_ptx_beside("printf.ptx");
+	REQUIRE_CU(cuModuleLoadData(&mod, ptx));
+	free(ptx);
+	REQUIRE_CU(cuModuleGetFunction(&f, mod, "assert_u32"));
+	r = t_launch(f, 1, 32, NULL, args);
+	if (r == CUDA_SUCCESS)
+		r = cuCtxSynchronize();
+	n = pread(fd, text, sizeof(text) - 1, 0);
+	text[n > 0 ? n : 0] = 0;
+	printf("s_fault: the asserting kernel: %s; its stderr: %s\n", t_errname(r), text);
+	CHECK(r == CUDA_ERROR_ASSERT, "the asserting kernel: %s", t_errname(r));
+	CHECK(SANITIZED || strstr(text, "Assertion `v == 0u || threadIdx.x != 0` failed"),
+	      "the assert's message is not on the program's stderr when its synchronize returns");
+	return check_failures() ? T_FAIL : T_PASS;
 }
 
 static pid_t spawn_culprit(const char *domain)
@@ -238,6 +274,22 @@ int main(int argc, char **argv)
 	bs = round_with_bystander("work", "own", &c);
 	CHECK(bs == BYSTANDER_CLEAN, "round 3: the bystander in another domain ended with %d", bs);
 	CHECK(newcomer() >= 0, "round 3: a new client did not work after the fault");
+
+	/* Round 4: a failed device assert, its message the culprit's. */
+	{
+		char path[] = "/tmp/s_fault.XXXXXX";
+		int fd = mkstemp(path);
+
+		REQUIRE(fd >= 0, "mkstemp");
+		close(fd);
+		usleep(500 * 1000);
+		c = fork();
+		if (c == 0)
+			_exit(asserter(path));
+		CHECK(status_of(c) == T_PASS, "round 4: the asserting client ended badly");
+		unlink(path);
+		CHECK(newcomer() >= 0, "round 4: a new client did not work after the fault");
+	}
 
 	return check_finish("s_fault");
 }

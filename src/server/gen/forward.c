@@ -1725,11 +1725,7 @@ void mps__op_fwd_cuGraphLaunch(struct mps_client *c, const struct mps_msg *m)
 	hStream_s = mps__fwd_stream(c, m, (uint32_t)q->a1, true, &r);
 	if (!hStream_s)
 		goto out;
-	if (!mps_drv.cuGraphLaunch) {
-		r = CUDA_ERROR_NOT_SUPPORTED;
-		goto out;
-	}
-	r = mps_drv.cuGraphLaunch(hGraphExec, hStream_s->s);
+	r = mps__hook_cuGraphLaunch(c, hGraphExec, hStream_s);
 out:
 	mps__defer_error(c, r, "cuGraphLaunch");
 }

@@ -27,6 +27,7 @@ CUresult mps__hook_cuGraphAddMemFreeNode(struct mps_client *c, CUgraphNode *phGr
 CUresult mps__hook_cuGraphKernelNodeSetAttribute(struct mps_client *c, CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value);
 CUresult mps__hook_cuGraphInstantiateWithFlags(struct mps_client *c, CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
 CUresult mps__hook_cuGraphExecDestroy(struct mps_client *c, CUgraphExec hGraphExec);
+CUresult mps__hook_cuGraphLaunch(struct mps_client *c, CUgraphExec hGraphExec, struct mps_sstream *hStream);
 CUresult mps__hook_cuGraphExecChildGraphNodeSetParams(struct mps_client *c, CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph);
 CUresult mps__hook_cuGraphExecMemsetNodeSetParams(struct mps_client *c, CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx);
 CUresult mps__hook_cuGraphExecUpdate_v2(struct mps_client *c, CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo);

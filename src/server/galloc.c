@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Graph allocations across launches. An allocation node's address is fixed
+ * for as long as its graph, or an executable graph made from it, lives; the
+ * memory behind it exists from each launch until it is freed, by a free
+ * node or by cuMemFree / cuMemFreeAsync outside the graph, and the next
+ * launch brings it back at the same address. Inside one graph the driver
+ * gives a later allocation the address of one freed before it. The
+ * client's account (memacct.h) holds a range only while the memory is the
+ * client's, so a free takes the range away at once, as any free does; here
+ * each executable graph keeps its allocation and free nodes, read from the
+ * driver's graph when it is made and put in an order that keeps every
+ * dependency, so that its launch leaves the account as the graph leaves
+ * memory: what it allocates and does not free is the client's again
+ * (charged against its limit first: a launch past the limit is refused),
+ * what it frees is not. A free node in another graph may name an
+ * allocation freed for the moment: the address is the client's while an
+ * executable graph of its own brings it back.
+ * Owned by the client's service thread, like the account.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "server/driver.h"
+#include "server/forward.h"
+#include "server/galloc.h"
+#include "server/server.h"
+#include "server/streams.h"
+
+struct galloc {
+	CUgraphExec exec;
+	uint64_t base;
+	uint64_t size;       /* 0: a free node's */
+	int device;
+};
+
+#define FINALS_MAX 256   /* addresses of one executable graph's allocations tracked at a launch */
+
+struct mps_gallocs {
+	struct galloc *v;
+	size_t n, cap;
+};
+
+static int note(struct mps_client *c, CUgraphExec exec, uint64_t base, uint64_t size, int device)
+{
+	struct mps_gallocs *ga = c->gallocs;
+
+	if (!ga && !(ga = c->gallocs = calloc(1, sizeof(*ga))))
+		return -1;
+	if (ga->n == ga->cap) {
+		size_t cap = ga->cap ? 2 * ga->cap : 8;
+		struct galloc *v = realloc(ga->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		ga->v = v;
+		ga->cap = cap;
+	}
+	ga->v[ga->n++] = (struct galloc){ exec, base, size, device };
+	return 0;
+}
+
+struct order {
+	CUgraphNode node;
+	size_t index;
+};
+
+static int by_node(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)((const struct order *)a)->node, y = (uintptr_t)((const struct order *)b)->node;
+
+	return x < y ? -1 : x > y;
+}
+
+static size_t index_of(const struct order *sorted, size_t n, CUgraphNode node)
+{
+	struct order key = { node, 0 };
+	const struct order *o = bsearch(&key, sorted, n, sizeof(*sorted), by_node);
+
+	return o ? o->index : SIZE_MAX;
+}
+
+static CUresult note_node(struct mps_client *c, CUgraphExec exec, CUgraphNode node, int depth);
+
+/* The allocation and free nodes of g and of the graphs inside it, in an
+ * order that keeps every dependency: the driver gives a graph's later
+ * allocation the address of one it freed before, so the order says which
+ * of them holds the address when the graph has run. */
+static CUresult walk(struct mps_client *c, CUgraphExec exec, CUgraph g, int depth)
+{
+	CUgraphNode *nodes = NULL, *from = NULL, *to = NULL;
+	size_t n = 0, ne = 0, *indeg = NULL, *queue = NULL, head = 0, tail = 0;
+	struct order *sorted = NULL;
+	CUresult r;
+
+	if (depth > 16)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = mps_drv.cuGraphGetNodes(g, NULL, &n);
+	if (r == CUDA_SUCCESS)
+		r = mps_drv.cuGraphGetEdges_v2(g, NULL, NULL, NULL, &ne);
+	if (r != CUDA_SUCCESS || n == 0)
+		return r;
+	nodes = malloc(n * sizeof(*nodes));
+	sorted = malloc(n * sizeof(*sorted));
+	indeg = calloc(n, sizeof(*indeg));
+	queue = malloc(n * sizeof(*queue));
+	from = malloc((ne ? ne : 1) * sizeof(*from));
+	to = malloc((ne ? ne : 1) * sizeof(*to));
+	if (!nodes || !sorted || !indeg || !queue || !from || !to) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	r = mps_drv.cuGraphGetNodes(g, nodes, &n);
+	if (r == CUDA_SUCCESS && ne)
+		r = mps_drv.cuGraphGetEdges_v2(g, from, to, NULL, &ne);
+	if (r != CUDA_SUCCESS)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = (struct order){ nodes[i], i };
+	qsort(sorted, n, sizeof(*sorted), by_node);
+	for (size_t e = 0; e < ne; e++) {
+		size_t t = index_of(sorted, n, to[e]);
+
+		if (t == SIZE_MAX || index_of(sorted, n, from[e]) == SIZE_MAX) {
+			r = CUDA_ERROR_INVALID_VALUE;
+			goto out;
+		}
+		indeg[t]++;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!indeg[i])
+			queue[tail++] = i;
+	while (head < tail && r == CUDA_SUCCESS) {
+		size_t i = queue[head++];
+
+		r = note_node(c, exec, nodes[i], depth);
+		for (size_t e = 0; e < ne; e++)
+			if (from[e] == nodes[i]) {
+				size_t t = index_of(sorted, n, to[e]);
+
+				if (--indeg[t] == 0)
+					queue[tail++] = t;
+			}
+	}
+	if (r == CUDA_SUCCESS && tail != n)
+		r = CUDA_ERROR_INVALID_VALUE;   /* a cycle: the driver would not have instantiated it */
+out:
+	free(nodes);
+	free(sorted);
+	free(indeg);
+	free(queue);
+	free(from);
+	free(to);
+	return r;
+}
+
+static CUresult note_node(struct mps_client *c, CUgraphExec exec, CUgraphNode node, int depth)
+{
+	CUDA_MEM_ALLOC_NODE_PARAMS p;
+	CUgraphNodeType type;
+	CUdeviceptr freed;
+	CUgraph sub;
+	CUresult r = mps_drv.cuGraphNodeGetType(node, &type);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	switch (type) {
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		memset(&p, 0, sizeof(p));
+		r = mps_drv.cuGraphMemAllocNodeGetParams(node, &p);
+		if (r == CUDA_SUCCESS &&
+		    note(c, exec, p.dptr, p.bytesize, mps__device_index(p.poolProps.location.id)) < 0)
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		return r;
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		r = mps_drv.cuGraphMemFreeNodeGetParams(node, &freed);
+		if (r == CUDA_SUCCESS && note(c, exec, freed, 0, -1) < 0)
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		return r;
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		r = mps_drv.cuGraphChildGraphNodeGetGraph(node, &sub);
+		return r == CUDA_SUCCESS ? walk(c, exec, sub, depth + 1) : r;
+	default:
+		return CUDA_SUCCESS;
+	}
+}
+
+CUresult mps_galloc_exec_adds(struct mps_client *c, CUgraphExec exec, CUgraph g)
+{
+	CUresult r;
+
+	if (!c->graph_mem_devs)
+		return CUDA_SUCCESS;   /* it never made a graph allocation */
+	if (!mps_drv.cuGraphGetNodes || !mps_drv.cuGraphGetEdges_v2 || !mps_drv.cuGraphNodeGetType ||
+	    !mps_drv.cuGraphMemAllocNodeGetParams || !mps_drv.cuGraphMemFreeNodeGetParams ||
+	    !mps_drv.cuGraphChildGraphNodeGetGraph)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	r = walk(c, exec, g, 0);
+	if (r != CUDA_SUCCESS)
+		mps_galloc_exec_gone(c, exec);
+	return r;
+}
+
+void mps_galloc_exec_gone(struct mps_client *c, CUgraphExec exec)
+{
+	struct mps_gallocs *ga = c->gallocs;
+	size_t k = 0;
+
+	if (!ga)
+		return;
+	for (size_t i = 0; i < ga->n; i++)
+		if (ga->v[i].exec != exec)
+			ga->v[k++] = ga->v[i];
+	ga->n = k;
+}
+
+/* What exec's launch leaves at each address its nodes name: live (an
+ * allocation of size bytes, on device) or freed, its nodes taken in order. */
+struct final {
+	uint64_t base, size;
+	int device;
+	bool live;
+	bool held;   /* the client's account holds the address before the launch */
+};
+
+static size_t finals_of(struct mps_client *c, CUgraphExec exec, struct final *f, size_t max)
+{
+	struct mps_gallocs *ga = c->gallocs;
+	size_t n = 0, k;
+
+	for (size_t i = 0; i < ga->n; i++) {
+		const struct galloc *a = &ga->v[i];
+		const struct mps_mrange *rg;
+
+		if (a->exec != exec)
+			continue;
+		for (k = 0; k < n && f[k].base != a->base; k++)
+			;
+		if (k == n) {
+			if (n == max)
+				continue;   /* more addresses than the launch keeps track of */
+			rg = mps_memacct_find(&c->mem, a->base);
+			f[n++] = (struct final){ .base = a->base, .held = rg && rg->base == a->base };
+		}
+		f[k].live = a->size != 0;
+		if (a->size) {
+			f[k].size = a->size;
+			f[k].device = a->device;
+		}
+	}
+	return n;
+}
+
+CUresult mps_galloc_launch(struct mps_client *c, CUgraphExec exec, struct mps_sstream *st)
+{
+	struct final fin[FINALS_MAX];
+	size_t n, i;
+	CUresult r;
+
+	if (!c->gallocs || !c->gallocs->n)
+		return mps_drv.cuGraphLaunch(exec, st->s);
+	n = finals_of(c, exec, fin, FINALS_MAX);
+	/* What the launch leaves allocated is charged first, against the
+	 * client's limit: a launch the limit refuses does not run. */
+	for (i = 0; i < n; i++)
+		if (fin[i].live && !fin[i].held && mps_memacct_charge(&c->mem, fin[i].device, fin[i].size) < 0) {
+			mps_log_info("client %d: graph launch refused: its allocation of %llu bytes is past its memory limit",
+				     (int)c->pid, (unsigned long long)fin[i].size);
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+			goto uncharge;
+		}
+	r = mps_drv.cuGraphLaunch(exec, st->s);
+	if (r != CUDA_SUCCESS)
+		goto uncharge;
+	for (i = 0; i < n; i++) {
+		if (fin[i].live && !fin[i].held &&
+		    mps_memacct_add(&c->mem, fin[i].base, fin[i].size, MPS_MEM_DEVICE, fin[i].device, st->ctx->handle) < 0) {
+			mps_memacct_uncharge(&c->mem, fin[i].device, fin[i].size);
+			mps_log_warn("client %d: graph allocation at %#llx not recorded", (int)c->pid,
+				     (unsigned long long)fin[i].base);
+		} else if (!fin[i].live && fin[i].held) {
+			mps_memacct_remove(&c->mem, fin[i].base, MPS_MEM_DEVICE, NULL);
+		}
+	}
+	return CUDA_SUCCESS;
+uncharge:
+	while (i-- > 0)
+		if (fin[i].live && !fin[i].held)
+			mps_memacct_uncharge(&c->mem, fin[i].device, fin[i].size);
+	return r;
+}
+
+int mps_galloc_check(struct mps_client *c, uint64_t addr, uint64_t size)
+{
+	struct mps_gallocs *ga = c->gallocs;
+
+	if (mps_memacct_check(&c->mem, addr, size) == 0)
+		return 0;
+	for (size_t i = 0; ga && i < ga->n; i++) {
+		const struct galloc *a = &ga->v[i];
+
+		if (a->size && addr >= a->base && addr - a->base <= a->size && size <= a->size - (addr - a->base))
+			return 0;
+	}
+	return -1;
+}
+
+bool mps_galloc_known(struct mps_client *c, uint64_t base)
+{
+	struct mps_gallocs *ga = c->gallocs;
+
+	for (size_t i = 0; ga && i < ga->n; i++)
+		if (ga->v[i].base == base && ga->v[i].size)
+			return true;
+	return false;
+}
+
+void mps_galloc_free(struct mps_client *c)
+{
+	if (c->gallocs)
+		free(c->gallocs->v);
+	free(c->gallocs);
+	c->gallocs = NULL;
+}
