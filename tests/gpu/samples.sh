@@ -409,8 +409,11 @@ run_test() {
 # SAMPLES_PAR tests at a time (default 1; 3 with SAMPLES_ALL=1), each
 # test's report printed whole as it ends. A sample that faults its context
 # on purpose runs alone: one server's clients share a context, and a fault
-# ends every client of it (as under NVIDIA MPS; docs/CONTROL.md).
-SOLO=" simpleAssert simpleAssert_nvrtc "
+# ends every client of it (as under NVIDIA MPS; docs/CONTROL.md). So does
+# one whose kernels print: what kernels print is the shared context's, and
+# two clients printing at once may each take the other's lines
+# (docs/ARCHITECTURE.md, "What kernels print").
+SOLO=" simpleAssert simpleAssert_nvrtc simplePrintf cdpSimplePrint simpleCooperativeGroups graphConditionalNodes dsl "
 PAR=${SAMPLES_PAR:-1}
 [ "${SAMPLES_ALL:-0}" = 1 ] && PAR=${SAMPLES_PAR:-3}
 TABLE=$WORK/table.tsv

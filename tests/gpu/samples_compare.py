@@ -20,7 +20,7 @@ import re
 import sys
 
 # Lines about time, rates or bandwidth: their numbers are masked.
-TIMEISH = re.compile(r"(?i)(time|elapsed|msec|usec|walltime|\d\s*(ms|us|µs|s|sec|seconds)\b|/s(ec)?\b|bandwidth"
+TIMEISH = re.compile(r"(?i)(time|elapsed|msec|usec|walltime|\d\s*(ms|us|µs|s|sec|seconds)\b|/s(ec)?\b|per second|bandwidth"
                      r"|throughput|flops|gflop|rate\b|latency|speed)")
 NUM = re.compile(r"[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?")
 ADDR = re.compile(r"0x[0-9a-fA-F]{6,}")
