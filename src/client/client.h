@@ -392,6 +392,12 @@ bool mps__hostmem_overlaps(const void *p, size_t len);
 CUresult mps__hostmem_add_registered(void *addr, size_t size, uint32_t handle, unsigned int flags, uint64_t devptr,
 				     void *user);
 bool mps__hostmem_take_registered(const void *user, uint32_t *handle);
+/* Pages of the calling thread's own stack moved into the sealed memfd fd
+ * (sized len) mapped over them, with nothing written to memory between
+ * the copy and the mapping; and moved back into private memory
+ * (stackmove.c). 0, or -errno (-ENOTSUP where it cannot be done). */
+int mps__stack_move(int fd, void *start, size_t len);
+int mps__stack_restore(void *start, size_t len);
 
 /* Shared memory of the client's own making: the sealed memfd fd, mapped
  * here over [start, start + len), pinned in the server as adopted memory

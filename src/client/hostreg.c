@@ -24,11 +24,12 @@
  *
  * The range is taken whole pages at a time, and only private read-write
  * memory (heap, stack, anonymous or private file mappings) is moved: a
- * shared mapping would lose what it shares; nor the calling thread's own
- * stack, which the functions running on it write while it moves
- * (CUDA_ERROR_NOT_SUPPORTED, said in the log). A write by another thread
- * into the range while it is being moved may be lost; the driver's own
- * registration has no such window.
+ * shared mapping would lose what it shares. The calling thread's own
+ * stack, which the functions running on it write while it moves, is moved
+ * by stackmove.c with nothing written between the copy and the mapping,
+ * and moved back into private memory when it is unregistered. A write by
+ * another thread into the range while it is being moved may be lost; the
+ * driver's own registration has no such window.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,8 +51,9 @@
 #define KNOWN_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | \
 		     CU_MEMHOSTREGISTER_READ_ONLY)
 
-/* Whether [start, end) is all mapped private and read-write. */
-static bool private_rw(uintptr_t start, uintptr_t end)
+/* Whether [start, end) is all mapped read-write, private ('p') or shared
+ * ('s'). */
+static bool mapped_rw(uintptr_t start, uintptr_t end, char kind)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
 	char line[512], perms[8];
@@ -63,7 +65,7 @@ static bool private_rw(uintptr_t start, uintptr_t end)
 	while (at < end && fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= at)
 			continue;
-		if (lo > at || perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p')
+		if (lo > at || perms[0] != 'r' || perms[1] != 'w' || perms[3] != kind)
 			break;   /* a hole, or memory that cannot move */
 		at = hi;
 	}
@@ -72,8 +74,9 @@ static bool private_rw(uintptr_t start, uintptr_t end)
 }
 
 /* Whether [start, end) meets the calling thread's own stack: its pages
- * cannot be moved while the functions running on them write there (the
- * move would put back what they held when it began). */
+ * cannot be moved by copies and a mapping from C while the functions
+ * running on them write there (the move would put back what they held when
+ * it began): stackmove.c moves them. */
 static bool own_stack(uintptr_t start, uintptr_t end)
 {
 	pthread_attr_t a;
@@ -181,6 +184,80 @@ CUresult mps__host_pin_shared(void *start, size_t len, int fd, uint64_t *devptr)
 	return send_pinned((uintptr_t)start, len, fd, 0, NULL, devptr);
 }
 
+/* Registrations on the registering thread's own stack: moved back into
+ * private memory when unregistered. */
+#define STACK_MOVES 64
+
+static struct {
+	pthread_mutex_t lock;
+	struct stack_move {
+		const void *user;
+		void *start;
+		size_t len;
+	} v[STACK_MOVES];
+	unsigned n;
+} stacks = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The pages [start, start + len) of the calling thread's own stack moved
+ * into a new sealed memfd mapped over them and noted for their
+ * unregistering; its fd, or -1 (and *r). */
+static int move_stack(uint8_t *start, size_t len, const void *user, CUresult *r)
+{
+	int fd = memfd_create("openmps-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING), e;
+
+	*r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)len) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail;
+	pthread_mutex_lock(&stacks.lock);
+	if (stacks.n == STACK_MOVES) {
+		pthread_mutex_unlock(&stacks.lock);
+		mps_log_warn("openmps: more than %d registrations on threads' own stacks at once: not registered",
+			     STACK_MOVES);
+		*r = CUDA_ERROR_NOT_SUPPORTED;
+		goto fail;
+	}
+	e = mps__stack_move(fd, start, len);
+	if (e == 0)
+		stacks.v[stacks.n++] = (struct stack_move){ user, start, len };
+	pthread_mutex_unlock(&stacks.lock);
+	if (e == 0)
+		return fd;
+	mps_log_warn("openmps: host memory at %p (%zu bytes) is on the calling thread's stack, which could not be "
+		     "moved in place (%s): not registered",
+		     user, len, strerror(-e));
+	*r = CUDA_ERROR_NOT_SUPPORTED;
+fail:
+	close(fd);
+	return -1;
+}
+
+/* A registration on a thread's own stack ends: its pages back in private
+ * memory (a fork then copies them, as any stack). */
+static void unmove_stack(const void *user)
+{
+	struct stack_move m = { 0 };
+	int e;
+
+	pthread_mutex_lock(&stacks.lock);
+	for (unsigned i = 0; i < stacks.n; i++)
+		if (stacks.v[i].user == user) {
+			m = stacks.v[i];
+			stacks.v[i] = stacks.v[--stacks.n];
+			break;
+		}
+	pthread_mutex_unlock(&stacks.lock);
+	if (!m.start)
+		return;
+	/* Still there (a thread that ended took its stack with it). */
+	if (!mapped_rw((uintptr_t)m.start, (uintptr_t)m.start + m.len, 's'))
+		return;
+	e = mps__stack_restore(m.start, m.len);
+	if (e < 0)
+		mps_log_warn("openmps: stack pages at %p left in shared memory: %s", m.start, strerror(-e));
+}
+
 /* The pages holding [p, p + bytesize) moved and pinned in the server, and
  * entered in the table (user: the program's pointer, NULL if adopted). */
 static CUresult pin_pages(const void *p, size_t bytesize, unsigned int flags, void *user)
@@ -194,16 +271,20 @@ static CUresult pin_pages(const void *p, size_t bytesize, unsigned int flags, vo
 	end = ((uintptr_t)p + bytesize + page - 1) & ~(page - 1);
 	if (mps__hostmem_overlaps((void *)start, end - start))
 		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-	if (!private_rw(start, end)) {
+	if (!mapped_rw(start, end, 'p')) {
 		mps_log_warn("openmps: host memory at %p (%zu bytes): only private read-write memory can be pinned",
 			     p, bytesize);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	if (own_stack(start, end)) {
-		mps_log_warn("openmps: host memory at %p (%zu bytes) is on the calling thread's stack, which cannot be "
-			     "pinned in place: not registered",
-			     p, bytesize);
-		return CUDA_ERROR_NOT_SUPPORTED;
+		fd = move_stack((uint8_t *)start, end - start, user ? user : p, &r);
+		if (fd < 0)
+			return r;
+		r = send_pinned(start, end - start, fd, flags, user, &devptr);
+		close(fd);
+		if (r != CUDA_SUCCESS)
+			unmove_stack(user ? user : p);
+		return r;
 	}
 	fd = move_pages((uint8_t *)start, end - start, p, bytesize);
 	if (fd < 0)
@@ -253,12 +334,15 @@ CUresult mps__host_unpin_shared(void *start)
 static CUresult host_unregister(void *p)
 {
 	uint32_t handle;
+	CUresult r;
 
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!mps__hostmem_take_registered(p, &handle))
 		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-	return unpin(handle);
+	r = unpin(handle);
+	unmove_stack(p);   /* no-op unless it was on a thread's own stack */
+	return r;
 }
 
 const struct mps_impl mps__hostreg_api[] = {

@@ -7,39 +7,63 @@
  * sees the kernel's writes; registering it twice, or unregistering what is
  * not registered, gets the driver's errors; after unregistering, the data
  * is still there and free() takes the buffer back. A local array of the
- * calling function registered (or, under openmps, refused) with the
- * function's locals intact.
+ * calling function registered, used in place by a kernel, and given back
+ * to the process's own stack.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 
 #define WORDS (64 * 1024)
 
-/* A local array of the calling function registered: natively that works;
- * openmps refuses it (CUDA_ERROR_NOT_SUPPORTED: its pages cannot move
- * under a running function). Either way the function's other locals and
- * the array keep what they held, and a registered array is copied right. */
-static __attribute__((noinline)) void stack_array(CUdeviceptr d, uint64_t *rng)
+/* A local array of the calling function registered, as NPP registers its
+ * caller's stack: it must work (natively it does). The function's other
+ * locals and the array keep what they held; a kernel given the array's
+ * device pointer writes it in place and the function sees it; copies to
+ * and from it are right; after unregistering, the stack is the process's
+ * own again: a child forked then writes its copy of the array without
+ * changing this one. */
+static __attribute__((noinline)) void stack_array(CUfunction affine, CUdeviceptr d, uint64_t *rng)
 {
 	volatile uint64_t guard = 0x5eed5eed5eed5eedull;
-	uint32_t local[256], back[256];
-	CUresult r;
+	uint32_t local[256], back[256], mul = (uint32_t)t_rand(rng) | 1, add = (uint32_t)t_rand(rng);
+	int n = 256, st = 0;
+	CUdeviceptr mapped;
+	pid_t child;
 
 	t_fill_u32(local, 256, rng);
 	memcpy(back, local, sizeof(local));
-	r = cuMemHostRegister(local, sizeof(local), 0);
-	CHECK(r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_SUPPORTED, "registering a local array: %d", (int)r);
+	REQUIRE_CU(cuMemHostRegister(local, sizeof(local), CU_MEMHOSTREGISTER_DEVICEMAP));
 	CHECK(guard == 0x5eed5eed5eed5eedull && !memcmp(local, back, sizeof(local)),
 	      "registering a local array changed the function's locals");
-	if (r == CUDA_SUCCESS) {
-		REQUIRE_CU(cuMemcpyHtoD(d, local, sizeof(local)));
-		memset(local, 0, sizeof(local));
-		REQUIRE_CU(cuMemcpyDtoH(local, d, sizeof(local)));
-		CHECK(!memcmp(local, back, sizeof(local)), "a registered local array copied wrong");
-		REQUIRE_CU(cuMemHostUnregister(local));
+	REQUIRE_CU(cuMemHostGetDevicePointer(&mapped, local, 0));
+	{
+		void *args[] = { &mapped, &mul, &add, &n };
+
+		REQUIRE_CU(t_launch(affine, 1, 256, NULL, args));
+		REQUIRE_CU(cuCtxSynchronize());
 	}
+	for (int i = 0; i < 256; i++)
+		back[i] = back[i] * mul + add;
+	CMP_U32(local, back, 256, "a kernel's writes to a registered local array, seen by the function");
+	REQUIRE_CU(cuMemcpyHtoD(d, local, sizeof(local)));
+	memset(local, 0, sizeof(local));
+	REQUIRE_CU(cuMemcpyDtoH(local, d, sizeof(local)));
+	CMP_U32(local, back, 256, "a registered local array copied out and back");
+	REQUIRE_CU(cuMemHostUnregister(local));
+	CMP_U32(local, back, 256, "a local array after unregistering it");
+	CHECK(guard == 0x5eed5eed5eed5eedull, "a local beside the array changed");
+	child = fork();
+	if (child == 0) {
+		memset(local, 0xee, sizeof(local));
+		_exit(local[7] == 0xeeeeeeeeu ? 0 : 1);
+	}
+	REQUIRE(child > 0 && waitpid(child, &st, 0) == child, "fork");
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's own stack");
+	CMP_U32(local, back, 256, "the local array after a child wrote its copy (the stack is shared with it)");
 }
 
 /* A registration of more than a megabyte at an odd address and length,
@@ -143,7 +167,7 @@ int main(int argc, char **argv)
 	CHECK_CU(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 	CMP_U32(buf, want, 2 * WORDS, "the buffer's contents after unregistering it");
 	buf[0] ^= 1;   /* still the program's memory */
-	stack_array(d, &rng);
+	stack_array(affine, d, &rng);
 	large_unaligned(affine, &rng);
 	REQUIRE_CU(cuMemFree(d));
 	REQUIRE_CU(cuStreamDestroy(s));
