@@ -91,7 +91,8 @@ static CUresult note_node(struct mps_client *c, CUgraphExec exec, CUgraphNode no
 static CUresult walk(struct mps_client *c, CUgraphExec exec, CUgraph g, int depth)
 {
 	CUgraphNode *nodes = NULL, *from = NULL, *to = NULL;
-	size_t n = 0, ne = 0, *indeg = NULL, *queue = NULL, head = 0, tail = 0;
+	size_t n = 0, ne = 0, head = 0, tail = 0;
+	size_t *indeg = NULL, *queue = NULL, *first = NULL, *fill = NULL, *succ = NULL, *src = NULL, *dst = NULL;
 	struct order *sorted = NULL;
 	CUresult r;
 
@@ -106,9 +107,14 @@ static CUresult walk(struct mps_client *c, CUgraphExec exec, CUgraph g, int dept
 	sorted = malloc(n * sizeof(*sorted));
 	indeg = calloc(n, sizeof(*indeg));
 	queue = malloc(n * sizeof(*queue));
+	first = calloc(n + 1, sizeof(*first));
+	fill = malloc(n * sizeof(*fill));
 	from = malloc((ne ? ne : 1) * sizeof(*from));
 	to = malloc((ne ? ne : 1) * sizeof(*to));
-	if (!nodes || !sorted || !indeg || !queue || !from || !to) {
+	succ = malloc((ne ? ne : 1) * sizeof(*succ));
+	src = malloc((ne ? ne : 1) * sizeof(*src));
+	dst = malloc((ne ? ne : 1) * sizeof(*dst));
+	if (!nodes || !sorted || !indeg || !queue || !first || !fill || !from || !to || !succ || !src || !dst) {
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
@@ -120,15 +126,23 @@ static CUresult walk(struct mps_client *c, CUgraphExec exec, CUgraph g, int dept
 	for (size_t i = 0; i < n; i++)
 		sorted[i] = (struct order){ nodes[i], i };
 	qsort(sorted, n, sizeof(*sorted), by_node);
+	/* The edges by node index, each node's successors together. */
 	for (size_t e = 0; e < ne; e++) {
-		size_t t = index_of(sorted, n, to[e]);
-
-		if (t == SIZE_MAX || index_of(sorted, n, from[e]) == SIZE_MAX) {
+		src[e] = index_of(sorted, n, from[e]);
+		dst[e] = index_of(sorted, n, to[e]);
+		if (src[e] == SIZE_MAX || dst[e] == SIZE_MAX) {
 			r = CUDA_ERROR_INVALID_VALUE;
 			goto out;
 		}
-		indeg[t]++;
+		first[src[e] + 1]++;
+		indeg[dst[e]]++;
 	}
+	for (size_t i = 0; i < n; i++) {
+		first[i + 1] += first[i];
+		fill[i] = first[i];
+	}
+	for (size_t e = 0; e < ne; e++)
+		succ[fill[src[e]]++] = dst[e];
 	for (size_t i = 0; i < n; i++)
 		if (!indeg[i])
 			queue[tail++] = i;
@@ -136,13 +150,9 @@ static CUresult walk(struct mps_client *c, CUgraphExec exec, CUgraph g, int dept
 		size_t i = queue[head++];
 
 		r = note_node(c, exec, nodes[i], depth);
-		for (size_t e = 0; e < ne; e++)
-			if (from[e] == nodes[i]) {
-				size_t t = index_of(sorted, n, to[e]);
-
-				if (--indeg[t] == 0)
-					queue[tail++] = t;
-			}
+		for (size_t k = first[i]; k < first[i + 1]; k++)
+			if (--indeg[succ[k]] == 0)
+				queue[tail++] = succ[k];
 	}
 	if (r == CUDA_SUCCESS && tail != n)
 		r = CUDA_ERROR_INVALID_VALUE;   /* a cycle: the driver would not have instantiated it */
@@ -151,8 +161,13 @@ out:
 	free(sorted);
 	free(indeg);
 	free(queue);
+	free(first);
+	free(fill);
 	free(from);
 	free(to);
+	free(succ);
+	free(src);
+	free(dst);
 	return r;
 }
 

@@ -496,9 +496,10 @@ static void allocs_relaunched(CUdevice dev, CUstream s)
 	/* Freed and allocated again inside one graph (the driver may give the
 	 * second allocation the first one's address): the second is what the
 	 * launch leaves, freed outside each time. */
+	CUdeviceptr first;
+
 	{
 		CUgraphNode a1, m1, f1, a2, m2;
-		CUdeviceptr first;
 
 		REQUIRE_CU(cuGraphCreate(&g, 0));
 		REQUIRE_CU(cuGraphAddMemAllocNode(&a1, g, NULL, 0, &ap));
@@ -524,6 +525,37 @@ static void allocs_relaunched(CUdevice dev, CUstream s)
 		}
 		REQUIRE_CU(cuStreamSynchronize(s));
 		REQUIRE_CU(cuGraphExecDestroy(ge));
+	}
+
+	/* A graph that frees another graph's allocation and then allocates
+	 * (the driver may give it the freed address): after its launch what
+	 * it allocated is live, what it freed is not. */
+	{
+		CUgraphNode a1, fa, b, mb;
+		CUgraph g2;
+
+		REQUIRE_CU(cuGraphCreate(&g, 0));
+		REQUIRE_CU(cuGraphAddMemAllocNode(&a1, g, NULL, 0, &ap));
+		first = ap.dptr;
+		ge = instantiate(g);
+		REQUIRE_CU(cuGraphLaunch(ge, s));
+		REQUIRE_CU(cuGraphCreate(&g2, 0));
+		REQUIRE_CU(cuGraphAddMemFreeNode(&fa, g2, NULL, 0, first));
+		REQUIRE_CU(cuGraphAddMemAllocNode(&b, g2, &fa, 1, &ap));
+		q = ap.dptr;
+		v = 0x55550000u + (uint32_t)(t_rand(&rng) & 0xffff);
+		mp.dst = q;
+		mp.value = v;
+		REQUIRE_CU(cuGraphAddMemsetNode(&mb, g2, &b, 1, &mp, cur));
+		gf = instantiate(g2);
+		REQUIRE_CU(cuGraphLaunch(gf, s));
+		check_words(q, h, n, v, s, "an allocation after a free of another graph's");
+		REQUIRE_CU(cuMemFreeAsync(q, s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		REQUIRE_CU(cuGraphExecDestroy(gf));
+		REQUIRE_CU(cuGraphExecDestroy(ge));
+		REQUIRE_CU(cuGraphDestroy(g2));
+		REQUIRE_CU(cuGraphDestroy(g));
 	}
 	free(h);
 }

@@ -9,7 +9,9 @@
  * it is made and keeps it: a free (cuMemFree, cuMemFreeAsync, a free node's
  * launch) marks it freed, a launch of the allocation node brings it back,
  * and a second free before that is refused, as the driver's graph memory
- * behaves (the stand-in does not refuse use while it is freed). A conditional node owns its body graphs; it can be made,
+ * behaves (the stand-in does not refuse use while it is freed). An
+ * allocation node made after a free node of the graph takes the freed
+ * allocation's address when it fits, as the driver's does. A conditional node owns its body graphs; it can be made,
  * filled, cloned and destroyed, but a graph holding one is not
  * instantiated (the stand-in runs no device code that could set its
  * condition). All under the stand-in lock.
@@ -233,6 +235,21 @@ void mps__graph_range_release(CUdeviceptr dptr)
 		r->graph = false;
 }
 
+/* A graph allocation's range that one of deps (a free node) frees and that
+ * holds bytes, or NULL. Under the lock. */
+static struct si_range *reusable(const CUgraphNode *deps, size_t ndeps, size_t bytes)
+{
+	for (size_t i = 0; deps && i < ndeps; i++) {
+		struct si_gnode *d = mps__gnode_arg(deps[i]);
+		struct si_range *r = d && d->type == CU_GRAPH_NODE_TYPE_MEM_FREE ? mps__range_find((uintptr_t)d->dptr)
+										 : NULL;
+
+		if (r && r->graph && r->base == (uintptr_t)d->dptr && r->size >= bytes)
+			return r;
+	}
+	return NULL;
+}
+
 CU_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				       size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
@@ -251,7 +268,14 @@ CU_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 	if (rc == CUDA_SUCCESS)
 		rc = mps__graph_add_node(phGraphNode, hGraph, dependencies, numDependencies,
 					 CU_GRAPH_NODE_TYPE_MEM_ALLOC, &n);
-	if (rc == CUDA_SUCCESS) {
+	if (rc == CUDA_SUCCESS && (r = reusable(dependencies, numDependencies, nodeParams->bytesize))) {
+		/* As the driver does: the address of an allocation the graph
+		 * freed just before. */
+		r->graph_refs++;
+		n->dptr = (CUdeviceptr)r->base;
+		n->bytes = nodeParams->bytesize;
+		nodeParams->dptr = n->dptr;
+	} else if (rc == CUDA_SUCCESS) {
 		rc = mps__range_alloc(ctx, nodeParams->bytesize, SI_RANGE_DEVICE, &r);
 		if (rc == CUDA_SUCCESS) {
 			r->graph = true;
