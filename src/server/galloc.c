@@ -10,8 +10,9 @@
  * client's, so a free takes the range away at once, as any free does; here
  * each executable graph keeps its allocation and free nodes, read from the
  * driver's graph when it is made and put in an order that keeps every
- * dependency, so that its launch leaves the account as the graph leaves
- * memory: what it allocates and does not free is the client's again
+ * dependency, and works out then what the graph leaves at each address
+ * (the last node there decides), so that its launch leaves the account as
+ * the graph leaves memory: what it allocates and does not free is the client's again
  * (charged against its limit first: a launch past the limit is refused),
  * what it frees is not. A free node in another graph may name an
  * allocation freed for the moment: the address is the client's while an
@@ -29,14 +30,16 @@
 #include "server/server.h"
 #include "server/streams.h"
 
+/* An address an executable graph's allocation or free nodes name: as the
+ * walk notes each node, then, once the walk is done, one per address with
+ * what the graph leaves there. */
 struct galloc {
 	CUgraphExec exec;
 	uint64_t base;
-	uint64_t size;       /* 0: a free node's */
+	uint64_t size;       /* of its allocation at base; 0: it only frees there */
 	int device;
+	bool live;           /* allocated when the graph has run (the last node there allocates) */
 };
-
-#define FINALS_MAX 256   /* addresses of one executable graph's allocations tracked at a launch */
 
 struct mps_gallocs {
 	struct galloc *v;
@@ -58,8 +61,32 @@ static int note(struct mps_client *c, CUgraphExec exec, uint64_t base, uint64_t 
 		ga->v = v;
 		ga->cap = cap;
 	}
-	ga->v[ga->n++] = (struct galloc){ exec, base, size, device };
+	ga->v[ga->n++] = (struct galloc){ exec, base, size, device, size != 0 };
 	return 0;
+}
+
+/* The nodes noted from [from, ga->n), in the graph's order, made one entry
+ * per address: the last node there decides whether it is live, the
+ * allocation there gives its size. */
+static void settle(struct mps_gallocs *ga, size_t from)
+{
+	size_t w = from;
+
+	for (size_t i = from; i < ga->n; i++) {
+		const struct galloc a = ga->v[i];   /* its slot may be written below */
+		size_t k;
+
+		for (k = from; k < w && ga->v[k].base != a.base; k++)
+			;
+		if (k == w)
+			ga->v[w++] = (struct galloc){ a.exec, a.base, 0, -1, false };
+		ga->v[k].live = a.size != 0;
+		if (a.size) {
+			ga->v[k].size = a.size > ga->v[k].size ? a.size : ga->v[k].size;
+			ga->v[k].device = a.device;
+		}
+	}
+	ga->n = w;
 }
 
 struct order {
@@ -204,6 +231,7 @@ static CUresult note_node(struct mps_client *c, CUgraphExec exec, CUgraphNode no
 
 CUresult mps_galloc_exec_adds(struct mps_client *c, CUgraphExec exec, CUgraph g)
 {
+	size_t from;
 	CUresult r;
 
 	if (!c->graph_mem_devs)
@@ -212,9 +240,12 @@ CUresult mps_galloc_exec_adds(struct mps_client *c, CUgraphExec exec, CUgraph g)
 	    !mps_drv.cuGraphMemAllocNodeGetParams || !mps_drv.cuGraphMemFreeNodeGetParams ||
 	    !mps_drv.cuGraphChildGraphNodeGetGraph)
 		return CUDA_ERROR_NOT_SUPPORTED;
+	from = c->gallocs ? c->gallocs->n : 0;
 	r = walk(c, exec, g, 0);
 	if (r != CUDA_SUCCESS)
 		mps_galloc_exec_gone(c, exec);
+	else if (c->gallocs)
+		settle(c->gallocs, from);
 	return r;
 }
 
@@ -231,79 +262,60 @@ void mps_galloc_exec_gone(struct mps_client *c, CUgraphExec exec)
 	ga->n = k;
 }
 
-/* What exec's launch leaves at each address its nodes name: live (an
- * allocation of size bytes, on device) or freed, its nodes taken in order. */
-struct final {
-	uint64_t base, size;
-	int device;
-	bool live;
-	bool held;   /* the client's account holds the address before the launch */
-};
-
-static size_t finals_of(struct mps_client *c, CUgraphExec exec, struct final *f, size_t max)
+/* Whether the client's account holds a's address as it stands. */
+static bool held(struct mps_client *c, const struct galloc *a)
 {
-	struct mps_gallocs *ga = c->gallocs;
-	size_t n = 0, k;
+	const struct mps_mrange *rg = mps_memacct_find(&c->mem, a->base);
 
-	for (size_t i = 0; i < ga->n; i++) {
-		const struct galloc *a = &ga->v[i];
-		const struct mps_mrange *rg;
-
-		if (a->exec != exec)
-			continue;
-		for (k = 0; k < n && f[k].base != a->base; k++)
-			;
-		if (k == n) {
-			if (n == max)
-				continue;   /* more addresses than the launch keeps track of */
-			rg = mps_memacct_find(&c->mem, a->base);
-			f[n++] = (struct final){ .base = a->base, .held = rg && rg->base == a->base };
-		}
-		f[k].live = a->size != 0;
-		if (a->size) {
-			f[k].size = a->size;
-			f[k].device = a->device;
-		}
-	}
-	return n;
+	return rg && rg->base == a->base;
 }
 
 CUresult mps_galloc_launch(struct mps_client *c, CUgraphExec exec, struct mps_sstream *st)
 {
-	struct final fin[FINALS_MAX];
-	size_t n, i;
+	struct mps_gallocs *ga = c->gallocs;
+	size_t i;
 	CUresult r;
 
-	if (!c->gallocs || !c->gallocs->n)
+	if (!ga || !ga->n)
 		return mps_drv.cuGraphLaunch(exec, st->s);
-	n = finals_of(c, exec, fin, FINALS_MAX);
-	/* What the launch leaves allocated is charged first, against the
-	 * client's limit: a launch the limit refuses does not run. */
-	for (i = 0; i < n; i++)
-		if (fin[i].live && !fin[i].held && mps_memacct_charge(&c->mem, fin[i].device, fin[i].size) < 0) {
+	/* What the launch leaves allocated and the account lacks is charged
+	 * first, against the client's limit: a launch the limit refuses does
+	 * not run. */
+	for (i = 0; i < ga->n; i++) {
+		const struct galloc *a = &ga->v[i];
+
+		if (a->exec == exec && a->live && !held(c, a) && mps_memacct_charge(&c->mem, a->device, a->size) < 0) {
 			mps_log_info("client %d: graph launch refused: its allocation of %llu bytes is past its memory limit",
-				     (int)c->pid, (unsigned long long)fin[i].size);
+				     (int)c->pid, (unsigned long long)a->size);
 			r = CUDA_ERROR_OUT_OF_MEMORY;
 			goto uncharge;
 		}
+	}
 	r = mps_drv.cuGraphLaunch(exec, st->s);
 	if (r != CUDA_SUCCESS)
 		goto uncharge;
-	for (i = 0; i < n; i++) {
-		if (fin[i].live && !fin[i].held &&
-		    mps_memacct_add(&c->mem, fin[i].base, fin[i].size, MPS_MEM_DEVICE, fin[i].device, st->ctx->handle) < 0) {
-			mps_memacct_uncharge(&c->mem, fin[i].device, fin[i].size);
+	for (i = 0; i < ga->n; i++) {
+		const struct galloc *a = &ga->v[i];
+
+		if (a->exec != exec)
+			continue;
+		if (a->live && !held(c, a) &&
+		    mps_memacct_add(&c->mem, a->base, a->size, MPS_MEM_DEVICE, a->device, st->ctx->handle) < 0) {
+			mps_memacct_uncharge(&c->mem, a->device, a->size);
 			mps_log_warn("client %d: graph allocation at %#llx not recorded", (int)c->pid,
-				     (unsigned long long)fin[i].base);
-		} else if (!fin[i].live && fin[i].held) {
-			mps_memacct_remove(&c->mem, fin[i].base, MPS_MEM_DEVICE, NULL);
+				     (unsigned long long)a->base);
+		} else if (!a->live && held(c, a)) {
+			mps_memacct_remove(&c->mem, a->base, MPS_MEM_DEVICE, NULL);
 		}
 	}
 	return CUDA_SUCCESS;
 uncharge:
-	while (i-- > 0)
-		if (fin[i].live && !fin[i].held)
-			mps_memacct_uncharge(&c->mem, fin[i].device, fin[i].size);
+	while (i-- > 0) {
+		const struct galloc *a = &ga->v[i];
+
+		if (a->exec == exec && a->live && !held(c, a))
+			mps_memacct_uncharge(&c->mem, a->device, a->size);
+	}
 	return r;
 }
 
