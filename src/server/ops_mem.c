@@ -326,7 +326,6 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 		return;
 	}
 	uint64_t base = 0, size = 0;
-
 	unsigned int managed = 0;
 
 	if (rg && span_of(c, rg, q->ptr, &base, &size) < 0)
