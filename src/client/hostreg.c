@@ -44,6 +44,7 @@
 #include "client/capture.h"
 #include "client/client.h"
 #include "common/log.h"
+#include "common/shm.h"
 #include "common/sock.h"
 #include "common/wire.h"
 
@@ -122,12 +123,10 @@ static int move_pages(uint8_t *start, size_t len, const uint8_t *user, size_t ul
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	size_t lo = (((uintptr_t)user + page - 1) & ~(page - 1)) - (uintptr_t)start;
 	size_t hi = (((uintptr_t)user + ulen) & ~(page - 1)) - (uintptr_t)start;
-	int fd = memfd_create("openmps-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = mps_shm_create("openmps-registered", len);
 
 	if (fd < 0)
 		return -1;
-	if (ftruncate(fd, (off_t)len) < 0)
-		goto fail;
 	if (hi > lo && hi - lo >= PARALLEL_MIN) {
 		if (mps__pwrite_parallel(fd, start + lo, (off_t)lo, hi - lo) < 0)
 			goto fail;
@@ -135,8 +134,6 @@ static int move_pages(uint8_t *start, size_t len, const uint8_t *user, size_t ul
 		lo = hi = 0;
 	}
 	if (write_pages(fd, start, 0, lo) < 0 || write_pages(fd, start, hi > lo ? hi : 0, len) < 0)
-		goto fail;
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		goto fail;
 	if (mmap(start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != start)
 		goto fail;   /* MAP_FIXED fails before it unmaps anything */
@@ -203,13 +200,11 @@ static struct {
  * unregistering; its fd, or -1 (and *r). */
 static int move_stack(uint8_t *start, size_t len, const void *user, CUresult *r)
 {
-	int fd = memfd_create("openmps-registered", MFD_CLOEXEC | MFD_ALLOW_SEALING), e;
+	int fd = mps_shm_create("openmps-registered", len), e;
 
 	*r = CUDA_ERROR_OUT_OF_MEMORY;
 	if (fd < 0)
 		return -1;
-	if (ftruncate(fd, (off_t)len) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-		goto fail;
 	pthread_mutex_lock(&stacks.lock);
 	if (stacks.n == STACK_MOVES) {
 		pthread_mutex_unlock(&stacks.lock);

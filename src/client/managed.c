@@ -42,6 +42,7 @@
 #include "client/api.h"
 #include "client/client.h"
 #include "common/log.h"
+#include "common/shm.h"
 #include "common/wire.h"
 
 #define ATTACH_FLAGS (CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST | CU_MEM_ATTACH_SINGLE)
@@ -97,17 +98,16 @@ static void *shared_map(size_t len, void *hint, int *fd)
 {
 	void *p;
 
-	*fd = memfd_create("openmps-managed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (*fd < 0)
+	*fd = mps_shm_create("openmps-managed", len);
+	if (*fd < 0) {
+		*fd = -1;
 		return NULL;
-	if (ftruncate(*fd, (off_t)len) < 0 || fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-		goto fail;
+	}
 	p = mmap(hint, len, PROT_READ | PROT_WRITE, MAP_SHARED | (hint ? MAP_FIXED_NOREPLACE : 0), *fd, 0);
 	if (p == MAP_FAILED && hint)
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
 	if (p != MAP_FAILED)
 		return p;
-fail:
 	close(*fd);
 	*fd = -1;
 	return NULL;

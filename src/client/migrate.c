@@ -61,6 +61,7 @@
 #include "client/client.h"
 #include "common/atomics.h"
 #include "common/log.h"
+#include "common/shm.h"
 
 #define BLOCK (2ull << 20)   /* a block's size, at least */
 #define MAX_BLOCKS 4096       /* an allocation's blocks, at most: each may be a mapping of its own */
@@ -464,16 +465,9 @@ static CUresult own_stream(uint32_t ctx, uint32_t *out)
 /* Sealed shared memory of len bytes, for the copy. */
 static int shared_fd(size_t len)
 {
-	int fd = memfd_create("openmps-managed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = mps_shm_create("openmps-managed", len);
 
-	if (fd < 0)
-		return -1;
-	if (ftruncate(fd, (off_t)len) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return fd < 0 ? -1 : fd;
 }
 
 CUresult mps__migrate_alloc(size_t bytesize, unsigned int flags, uint32_t ctx, CUdeviceptr *dptr)
