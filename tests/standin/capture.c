@@ -96,6 +96,26 @@ void mps__capture_leave(struct si_stream *s)
 	s->ncap_deps = 0;
 }
 
+/* A node of type after the stream's dependencies in its capture graph,
+ * which the stream then depends on; NULL (the capture invalidated) when it
+ * cannot be added. */
+static struct si_gnode *capture_node(struct si_stream *s, CUgraphNodeType type)
+{
+	struct si_capture *cap = s->cap;
+	struct si_gnode *n = cap->invalidated ? NULL : mps__gnode_add(cap->graph, type, s->cap_deps, s->ncap_deps);
+
+	if (!n) {
+		cap->invalidated = true;
+		return NULL;
+	}
+	if (set_deps(s, &n, 1) < 0)
+		cap->invalidated = true;
+	s->cap_ops++;
+	if (s != cap->origin)
+		s->cap_unjoined = true;
+	return n;
+}
+
 void mps__capture_op(struct si_stream *s, struct si_op *op)
 {
 	static const CUgraphNodeType types[] = {
@@ -103,7 +123,6 @@ void mps__capture_op(struct si_stream *s, struct si_op *op)
 		[SI_OP_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
 		[SI_OP_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL,
 	};
-	struct si_capture *cap = s->cap;
 	struct si_gnode *n;
 
 	if (op->kind == SI_OP_MARKER) {
@@ -113,13 +132,12 @@ void mps__capture_op(struct si_stream *s, struct si_op *op)
 	if (op->kind != SI_OP_COPY && op->kind != SI_OP_MEMSET && op->kind != SI_OP_KERNEL) {
 		/* Records and waits come through mps__capture_record/wait. */
 		mps__op_free(op);
-		cap->invalidated = true;
+		s->cap->invalidated = true;
 		return;
 	}
-	n = cap->invalidated ? NULL : mps__gnode_add(cap->graph, types[op->kind], s->cap_deps, s->ncap_deps);
+	n = capture_node(s, types[op->kind]);
 	if (!n) {
 		mps__op_free(op);
-		cap->invalidated = true;
 		return;
 	}
 	n->op = op;
@@ -131,30 +149,16 @@ void mps__capture_op(struct si_stream *s, struct si_op *op)
 		op->kernel.sm_first = s->sm_count ? s->sm_first : 0;
 		op->kernel.sm_count = s->sm_count ? s->sm_count : SI_SM_COUNT;
 	}
-	if (set_deps(s, &n, 1) < 0)
-		cap->invalidated = true;
-	s->cap_ops++;
-	if (s != cap->origin)
-		s->cap_unjoined = true;
 }
 
 CUresult mps__capture_mem(struct si_stream *s, CUgraphNodeType type, CUdeviceptr dptr, size_t bytes)
 {
-	struct si_capture *cap = s->cap;
-	struct si_gnode *n;
+	struct si_gnode *n = capture_node(s, type);
 
-	n = cap->invalidated ? NULL : mps__gnode_add(cap->graph, type, s->cap_deps, s->ncap_deps);
-	if (!n) {
-		cap->invalidated = true;
+	if (!n)
 		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-	}
 	n->dptr = dptr;
 	n->bytes = bytes;
-	if (set_deps(s, &n, 1) < 0)
-		cap->invalidated = true;
-	s->cap_ops++;
-	if (s != cap->origin)
-		s->cap_unjoined = true;
 	return CUDA_SUCCESS;
 }
 
