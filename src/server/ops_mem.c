@@ -332,10 +332,16 @@ void mps__op_pointer_attr(struct mps_client *c, const struct mps_msg *m)
 		rg = NULL;   /* reserved, but nothing mapped there */
 	/* A module's __managed__ variable: managed memory, which the program's
 	 * CPU reaches at the same address (the client keeps it there,
-	 * client/mvar.c). */
-	if (rg && rg->kind == MPS_MEM_GLOBAL && mps__bind_device(c, rg->device) == CUDA_SUCCESS &&
-	    mps_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)q->ptr) != CUDA_SUCCESS)
-		managed = 0;
+	 * client/mvar.c). Asked of the driver only where an answer needs it. */
+	for (uint32_t i = 0; rg && rg->kind == MPS_MEM_GLOBAL && i < n; i++) {
+		if (q->attr[i] != CU_POINTER_ATTRIBUTE_IS_MANAGED && q->attr[i] != CU_POINTER_ATTRIBUTE_HOST_POINTER)
+			continue;
+		if (mps__bind_device(c, rg->device) != CUDA_SUCCESS ||
+		    mps_drv.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)q->ptr) !=
+			    CUDA_SUCCESS)
+			managed = 0;
+		break;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct mps_attr_value *v = &out[i];
 		uint64_t big = 0;
