@@ -10,7 +10,8 @@
 #                                   jumps through mps__dispatch[index]
 #   src/client/gen/procaddr_table.c what the real driver's cuGetProcAddress resolves, per API name
 #
-# The exported set is exactly the defined text symbols of the toolkit's stub libcuda.so. The
+# The exported set is the defined text symbols of the toolkit's stub libcuda.so, and the graphics
+# interop functions the real driver exports besides (see INTEROP_HEADERS below). The
 # cuGetProcAddress table comes from the PFN_<name>_v<version>[_ptsz|_ptds] typedefs of the
 # *Typedefs.h headers, mapped onto the exported symbols by these rules:
 #
@@ -25,8 +26,16 @@
 #      that is reported, not used: cuGraphInstantiate is defined as another function,
 #      cuGraphInstantiateWithFlags, and cuStreamGetCtx stays on its first generation in
 #      source while the lookup moves to cuStreamGetCtx_v2 (the driver agrees with the typedefs).
-#   4. Typedefs inside "#ifdef _WIN32" describe Windows-only functions and are skipped; names
-#      the stub library does not export (the GL, EGL and VDPAU interop functions) are left out.
+#   4. Typedefs inside "#ifdef _WIN32" describe Windows-only functions and are skipped; other
+#      names the stub library does not export are left out.
+#
+# The stub library lacks the GL, EGL and VDPAU interop functions, which the real driver exports
+# and which libraries look up by name: NVIDIA's video library (libnvcuvid, under nvJPEG) takes
+# cuGLGetDevices_v2 and its siblings with dlsym and stops for good when one is missing. Their
+# symbols are derived from the interop headers' typedefs by rules 1 and 2 (name, name_v2, ...
+# by generation; a per-thread twin is its generation's symbol plus the suffix), which gives the
+# names the real driver exports; they are exported like the rest, and the client answers them
+# as any function it does not implement (the real driver's in pass-through).
 #
 # The build does not run this script; `make regen-symbols` does, and its outputs are committed.
 # Same inputs give byte-identical outputs. Python 3 standard library only.
@@ -45,6 +54,15 @@ TYPEDEF_HEADERS = [
     "cudaEGLTypedefs.h",
     "cudaVDPAUTypedefs.h",
 ]
+
+# Headers whose typedefs name exported functions the stub library lacks ...
+INTEROP_HEADERS = [
+    "cudaGLTypedefs.h",
+    "cudaEGLTypedefs.h",
+    "cudaVDPAUTypedefs.h",
+]
+# ... but for these, which the real driver (580) does not export either.
+INTEROP_NOT_EXPORTED = {"cuEventCreateFromEGLSync"}
 
 PFN_RE = re.compile(r"\bPFN_(\w+?)_v(\d+)(_ptsz|_ptds)?\)")
 DEFINE_RE = re.compile(
@@ -100,10 +118,10 @@ def active_lines(text):
             yield line
 
 
-def read_typedefs(include):
+def read_typedefs(include, headers=TYPEDEF_HEADERS):
     """{api name: {"legacy": set(versions), "ptds": {version: suffix}}} from the PFN typedefs."""
     apis = defaultdict(lambda: {"legacy": set(), "ptds": {}})
-    for header in TYPEDEF_HEADERS:
+    for header in headers:
         path = os.path.join(include, header)
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
@@ -143,6 +161,24 @@ def read_cuda_h(include):
         # Both branches of cuda.h's per-thread #if are read: they define different names.
         defines.setdefault(name, target)
     return int(m.group(1)), defines
+
+
+def interop_exports(include, exports):
+    """The symbols of the interop headers' functions the stub library does not export, by
+    rules 1 and 2: one per typedef generation, and each per-thread twin."""
+    have = set(exports)
+    extra = set()
+    for name, api in read_typedefs(include, INTEROP_HEADERS).items():
+        if name in have or name in INTEROP_NOT_EXPORTED:
+            continue
+        legacy = sorted(api["legacy"])
+        gens = [name] + ["%s_v%d" % (name, n) for n in range(2, len(legacy) + 1)]
+        extra.update(gens)
+        for v, suffix in api["ptds"].items():
+            current = [sym for lv, sym in zip(legacy, gens) if lv <= v]
+            if current:
+                extra.add(current[-1] + suffix)
+    return sorted(extra)
 
 
 def generation_symbols(name, exports):
@@ -344,6 +380,8 @@ def main():
     stub = args.stub or os.path.join(args.cuda_home, "lib64", "stubs", "libcuda.so")
 
     exports = read_exports(stub)
+    interop = interop_exports(include, exports)
+    exports = sorted(set(exports) | set(interop))
     if len(exports) >= 0xffff:
         fail("%d exports do not fit the 16-bit indices" % len(exports))
     apis = read_typedefs(include)
@@ -366,8 +404,8 @@ def main():
         changed = write_if_changed(os.path.join(args.out, fname), outputs[fname])
         print("gen-symbols: %s %s" % (fname, "written" if changed else "unchanged"))
     nvariants = sum(len(v) for _, v in table)
-    print("gen-symbols: CUDA %d: %d exported functions, %d cuGetProcAddress names, %d variants"
-          % (cuda_version, len(exports), len(table), nvariants))
+    print("gen-symbols: CUDA %d: %d exported functions (%d of them interop), %d cuGetProcAddress names, "
+          "%d variants" % (cuda_version, len(exports), len(interop), len(table), nvariants))
     for note in notes:
         print("gen-symbols: note: " + note)
 

@@ -6,8 +6,13 @@
  * against the PCI attributes, the device found by that string against the
  * device asked). Then the error paths a client library must reproduce
  * exactly: calls before cuInit, a bad ordinal, a bad attribute, NULL output
- * pointers, and the error-string functions.
+ * pointers, and the error-string functions. Last, the graphics interop
+ * functions, which the driver exports though the toolkit's stub library
+ * does not, and which NVIDIA's video library looks up by name (it stops
+ * for good when one is missing): found by dlsym and by cuGetProcAddress;
+ * a client of openmps answers them CUDA_ERROR_NOT_SUPPORTED.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -160,6 +165,38 @@ static void check_errors(int count, CUdevice dev)
 	CHECK(s == NULL, "string of an unknown code is \"%s\", expected NULL", s ? s : "");
 }
 
+static void check_interop(void)
+{
+	static const char *const names[] = {
+		"cuGLGetDevices", "cuGLGetDevices_v2", "cuGLCtxCreate_v2", "cuGLInit", "cuGraphicsGLRegisterBuffer",
+		"cuGraphicsGLRegisterImage", "cuGLMapBufferObject_v2_ptds", "cuGLMapBufferObjectAsync_v2_ptsz",
+		"cuVDPAUGetDevice", "cuVDPAUCtxCreate_v2", "cuGraphicsVDPAURegisterVideoSurface",
+		"cuEGLStreamConsumerConnect", "cuGraphicsEGLRegisterImage", "cuGraphicsResourceGetMappedEglFrame",
+	};
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	int (*mode)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openmps_client_mode");
+	CUresult (*get_devices)(unsigned int *, CUdevice *, unsigned int, int) = NULL;
+	CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	void *fn = NULL;
+
+	if (!CHECK(lib != NULL, "libcuda.so.1 is not loaded: %s", dlerror()))
+		return;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		CHECK(dlsym(lib, names[i]) != NULL, "libcuda.so.1 does not export %s", names[i]);
+	CHECK_CU(cuGetProcAddress("cuGLGetDevices", &fn, 6050, CU_GET_PROC_ADDRESS_DEFAULT, &q), CUDA_SUCCESS);
+	CHECK(q == CU_GET_PROC_ADDRESS_SUCCESS && fn == dlsym(lib, "cuGLGetDevices_v2"),
+	      "cuGetProcAddress(cuGLGetDevices, 6050) gave %p (status %d), not cuGLGetDevices_v2", fn, (int)q);
+	/* Served: no GL context can reach the server's. */
+	get_devices = (CUresult (*)(unsigned int *, CUdevice *, unsigned int, int))dlsym(lib, "cuGLGetDevices_v2");
+	if (mode && mode() == 2 && get_devices) {
+		unsigned int n = 7;
+		CUdevice devs[4];
+
+		CHECK_CU(get_devices(&n, devs, 4, 1), CUDA_ERROR_NOT_SUPPORTED);
+	}
+	dlclose(lib);
+}
+
 int main(int argc, char **argv)
 {
 	int version = 0, count = -1, version2 = 0;
@@ -223,5 +260,6 @@ int main(int argc, char **argv)
 		check_pci(dev);
 	}
 	check_errors(count, 0);
+	check_interop();
 	return t_finish();
 }

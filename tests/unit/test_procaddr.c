@@ -126,6 +126,17 @@ static void known_answers(void)
 	expect("cuCtxSynchronize", 12090, 0, "cuCtxSynchronize");
 	expect("cuProfilerStart", 4000, 0, "cuProfilerStart");
 	expect("cuInit", 2000, 0, "cuInit");
+	// The graphics interop functions, which the stub library lacks and the driver exports
+	// (libnvcuvid looks them up by name): generations and per-thread twins as the driver's.
+	expect("cuGLGetDevices", 6050, 0, "cuGLGetDevices_v2");
+	expect("cuGLGetDevices", 4010, 0, "cuGLGetDevices");
+	expect("cuGLCtxCreate", 3020, 0, "cuGLCtxCreate_v2");
+	expect("cuGLMapBufferObject", 7000, PTDS, "cuGLMapBufferObject_v2_ptds");
+	expect("cuGLMapBufferObjectAsync", 7000, PTDS, "cuGLMapBufferObjectAsync_v2_ptsz");
+	expect("cuGLMapBufferObjectAsync", 3020, 0, "cuGLMapBufferObjectAsync_v2");
+	expect("cuGraphicsGLRegisterBuffer", 3000, 0, "cuGraphicsGLRegisterBuffer");
+	expect("cuVDPAUCtxCreate", 3020, 0, "cuVDPAUCtxCreate_v2");
+	expect("cuEGLStreamConsumerConnect", 7000, 0, "cuEGLStreamConsumerConnect");
 
 	expect_status("cuNoSuchFunction", 13000, 0, NOT_FOUND);
 	expect_status("", 13000, 0, NOT_FOUND);

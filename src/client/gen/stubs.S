@@ -921,11 +921,92 @@ cuDriverGetVersion:
 	jmp *(%r11,%rax,8)
 	.size cuDriverGetVersion, .-cuDriverGetVersion
 
+	.globl cuEGLStreamConsumerAcquireFrame
+	.type cuEGLStreamConsumerAcquireFrame,@function
+	.p2align 4
+cuEGLStreamConsumerAcquireFrame:
+	movl $101, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuEGLStreamConsumerAcquireFrame, .-cuEGLStreamConsumerAcquireFrame
+
+	.globl cuEGLStreamConsumerConnect
+	.type cuEGLStreamConsumerConnect,@function
+	.p2align 4
+cuEGLStreamConsumerConnect:
+	movl $102, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuEGLStreamConsumerConnect, .-cuEGLStreamConsumerConnect
+
+	.globl cuEGLStreamConsumerConnectWithFlags
+	.type cuEGLStreamConsumerConnectWithFlags,@function
+	.p2align 4
+cuEGLStreamConsumerConnectWithFlags:
+	movl $103, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuEGLStreamConsumerConnectWithFlags, .-cuEGLStreamConsumerConnectWithFlags
+
+	.globl cuEGLStreamConsumerDisconnect
+	.type cuEGLStreamConsumerDisconnect,@function
+	.p2align 4
+cuEGLStreamConsumerDisconnect:
+	movl $104, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuEGLStreamConsumerDisconnect, .-cuEGLStreamConsumerDisconnect
+
+	.globl cuEGLStreamConsumerReleaseFrame
+	.type cuEGLStreamConsumerReleaseFrame,@function
+	.p2align 4
+cuEGLStreamConsumerReleaseFrame:
+	movl $105, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuEGLStreamConsumerReleaseFrame, .-cuEGLStreamConsumerReleaseFrame
+
+	.globl cuEGLStreamProducerConnect
+	.type cuEGLStreamProducerConnect,@function
+	.p2align 4
+cuEGLStreamProducerConnect:
+	movl $106, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuEGLStreamProducerConnect, .-cuEGLStreamProducerConnect
+
+	.globl cuEGLStreamProducerDisconnect
+	.type cuEGLStreamProducerDisconnect,@function
+	.p2align 4
+cuEGLStreamProducerDisconnect:
+	movl $107, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuEGLStreamProducerDisconnect, .-cuEGLStreamProducerDisconnect
+
+	.globl cuEGLStreamProducerPresentFrame
+	.type cuEGLStreamProducerPresentFrame,@function
+	.p2align 4
+cuEGLStreamProducerPresentFrame:
+	movl $108, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuEGLStreamProducerPresentFrame, .-cuEGLStreamProducerPresentFrame
+
+	.globl cuEGLStreamProducerReturnFrame
+	.type cuEGLStreamProducerReturnFrame,@function
+	.p2align 4
+cuEGLStreamProducerReturnFrame:
+	movl $109, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuEGLStreamProducerReturnFrame, .-cuEGLStreamProducerReturnFrame
+
 	.globl cuEventCreate
 	.type cuEventCreate,@function
 	.p2align 4
 cuEventCreate:
-	movl $101, %eax
+	movl $110, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventCreate, .-cuEventCreate
@@ -934,7 +1015,7 @@ cuEventCreate:
 	.type cuEventDestroy,@function
 	.p2align 4
 cuEventDestroy:
-	movl $102, %eax
+	movl $111, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventDestroy, .-cuEventDestroy
@@ -943,7 +1024,7 @@ cuEventDestroy:
 	.type cuEventDestroy_v2,@function
 	.p2align 4
 cuEventDestroy_v2:
-	movl $103, %eax
+	movl $112, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventDestroy_v2, .-cuEventDestroy_v2
@@ -952,7 +1033,7 @@ cuEventDestroy_v2:
 	.type cuEventElapsedTime,@function
 	.p2align 4
 cuEventElapsedTime:
-	movl $104, %eax
+	movl $113, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventElapsedTime, .-cuEventElapsedTime
@@ -961,7 +1042,7 @@ cuEventElapsedTime:
 	.type cuEventElapsedTime_v2,@function
 	.p2align 4
 cuEventElapsedTime_v2:
-	movl $105, %eax
+	movl $114, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventElapsedTime_v2, .-cuEventElapsedTime_v2
@@ -970,7 +1051,7 @@ cuEventElapsedTime_v2:
 	.type cuEventQuery,@function
 	.p2align 4
 cuEventQuery:
-	movl $106, %eax
+	movl $115, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventQuery, .-cuEventQuery
@@ -979,7 +1060,7 @@ cuEventQuery:
 	.type cuEventRecord,@function
 	.p2align 4
 cuEventRecord:
-	movl $107, %eax
+	movl $116, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventRecord, .-cuEventRecord
@@ -988,7 +1069,7 @@ cuEventRecord:
 	.type cuEventRecordWithFlags,@function
 	.p2align 4
 cuEventRecordWithFlags:
-	movl $108, %eax
+	movl $117, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventRecordWithFlags, .-cuEventRecordWithFlags
@@ -997,7 +1078,7 @@ cuEventRecordWithFlags:
 	.type cuEventRecordWithFlags_ptsz,@function
 	.p2align 4
 cuEventRecordWithFlags_ptsz:
-	movl $109, %eax
+	movl $118, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventRecordWithFlags_ptsz, .-cuEventRecordWithFlags_ptsz
@@ -1006,7 +1087,7 @@ cuEventRecordWithFlags_ptsz:
 	.type cuEventRecord_ptsz,@function
 	.p2align 4
 cuEventRecord_ptsz:
-	movl $110, %eax
+	movl $119, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventRecord_ptsz, .-cuEventRecord_ptsz
@@ -1015,7 +1096,7 @@ cuEventRecord_ptsz:
 	.type cuEventSynchronize,@function
 	.p2align 4
 cuEventSynchronize:
-	movl $111, %eax
+	movl $120, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuEventSynchronize, .-cuEventSynchronize
@@ -1024,7 +1105,7 @@ cuEventSynchronize:
 	.type cuExternalMemoryGetMappedBuffer,@function
 	.p2align 4
 cuExternalMemoryGetMappedBuffer:
-	movl $112, %eax
+	movl $121, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuExternalMemoryGetMappedBuffer, .-cuExternalMemoryGetMappedBuffer
@@ -1033,7 +1114,7 @@ cuExternalMemoryGetMappedBuffer:
 	.type cuExternalMemoryGetMappedMipmappedArray,@function
 	.p2align 4
 cuExternalMemoryGetMappedMipmappedArray:
-	movl $113, %eax
+	movl $122, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuExternalMemoryGetMappedMipmappedArray, .-cuExternalMemoryGetMappedMipmappedArray
@@ -1042,7 +1123,7 @@ cuExternalMemoryGetMappedMipmappedArray:
 	.type cuFlushGPUDirectRDMAWrites,@function
 	.p2align 4
 cuFlushGPUDirectRDMAWrites:
-	movl $114, %eax
+	movl $123, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFlushGPUDirectRDMAWrites, .-cuFlushGPUDirectRDMAWrites
@@ -1051,7 +1132,7 @@ cuFlushGPUDirectRDMAWrites:
 	.type cuFuncGetAttribute,@function
 	.p2align 4
 cuFuncGetAttribute:
-	movl $115, %eax
+	movl $124, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncGetAttribute, .-cuFuncGetAttribute
@@ -1060,7 +1141,7 @@ cuFuncGetAttribute:
 	.type cuFuncGetModule,@function
 	.p2align 4
 cuFuncGetModule:
-	movl $116, %eax
+	movl $125, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncGetModule, .-cuFuncGetModule
@@ -1069,7 +1150,7 @@ cuFuncGetModule:
 	.type cuFuncGetName,@function
 	.p2align 4
 cuFuncGetName:
-	movl $117, %eax
+	movl $126, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncGetName, .-cuFuncGetName
@@ -1078,7 +1159,7 @@ cuFuncGetName:
 	.type cuFuncGetParamInfo,@function
 	.p2align 4
 cuFuncGetParamInfo:
-	movl $118, %eax
+	movl $127, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncGetParamInfo, .-cuFuncGetParamInfo
@@ -1087,7 +1168,7 @@ cuFuncGetParamInfo:
 	.type cuFuncIsLoaded,@function
 	.p2align 4
 cuFuncIsLoaded:
-	movl $119, %eax
+	movl $128, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncIsLoaded, .-cuFuncIsLoaded
@@ -1096,7 +1177,7 @@ cuFuncIsLoaded:
 	.type cuFuncLoad,@function
 	.p2align 4
 cuFuncLoad:
-	movl $120, %eax
+	movl $129, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncLoad, .-cuFuncLoad
@@ -1105,7 +1186,7 @@ cuFuncLoad:
 	.type cuFuncSetAttribute,@function
 	.p2align 4
 cuFuncSetAttribute:
-	movl $121, %eax
+	movl $130, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncSetAttribute, .-cuFuncSetAttribute
@@ -1114,7 +1195,7 @@ cuFuncSetAttribute:
 	.type cuFuncSetBlockShape,@function
 	.p2align 4
 cuFuncSetBlockShape:
-	movl $122, %eax
+	movl $131, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncSetBlockShape, .-cuFuncSetBlockShape
@@ -1123,7 +1204,7 @@ cuFuncSetBlockShape:
 	.type cuFuncSetCacheConfig,@function
 	.p2align 4
 cuFuncSetCacheConfig:
-	movl $123, %eax
+	movl $132, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncSetCacheConfig, .-cuFuncSetCacheConfig
@@ -1132,7 +1213,7 @@ cuFuncSetCacheConfig:
 	.type cuFuncSetSharedMemConfig,@function
 	.p2align 4
 cuFuncSetSharedMemConfig:
-	movl $124, %eax
+	movl $133, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncSetSharedMemConfig, .-cuFuncSetSharedMemConfig
@@ -1141,16 +1222,160 @@ cuFuncSetSharedMemConfig:
 	.type cuFuncSetSharedSize,@function
 	.p2align 4
 cuFuncSetSharedSize:
-	movl $125, %eax
+	movl $134, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuFuncSetSharedSize, .-cuFuncSetSharedSize
+
+	.globl cuGLCtxCreate
+	.type cuGLCtxCreate,@function
+	.p2align 4
+cuGLCtxCreate:
+	movl $135, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLCtxCreate, .-cuGLCtxCreate
+
+	.globl cuGLCtxCreate_v2
+	.type cuGLCtxCreate_v2,@function
+	.p2align 4
+cuGLCtxCreate_v2:
+	movl $136, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLCtxCreate_v2, .-cuGLCtxCreate_v2
+
+	.globl cuGLGetDevices
+	.type cuGLGetDevices,@function
+	.p2align 4
+cuGLGetDevices:
+	movl $137, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLGetDevices, .-cuGLGetDevices
+
+	.globl cuGLGetDevices_v2
+	.type cuGLGetDevices_v2,@function
+	.p2align 4
+cuGLGetDevices_v2:
+	movl $138, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLGetDevices_v2, .-cuGLGetDevices_v2
+
+	.globl cuGLInit
+	.type cuGLInit,@function
+	.p2align 4
+cuGLInit:
+	movl $139, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLInit, .-cuGLInit
+
+	.globl cuGLMapBufferObject
+	.type cuGLMapBufferObject,@function
+	.p2align 4
+cuGLMapBufferObject:
+	movl $140, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLMapBufferObject, .-cuGLMapBufferObject
+
+	.globl cuGLMapBufferObjectAsync
+	.type cuGLMapBufferObjectAsync,@function
+	.p2align 4
+cuGLMapBufferObjectAsync:
+	movl $141, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLMapBufferObjectAsync, .-cuGLMapBufferObjectAsync
+
+	.globl cuGLMapBufferObjectAsync_v2
+	.type cuGLMapBufferObjectAsync_v2,@function
+	.p2align 4
+cuGLMapBufferObjectAsync_v2:
+	movl $142, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLMapBufferObjectAsync_v2, .-cuGLMapBufferObjectAsync_v2
+
+	.globl cuGLMapBufferObjectAsync_v2_ptsz
+	.type cuGLMapBufferObjectAsync_v2_ptsz,@function
+	.p2align 4
+cuGLMapBufferObjectAsync_v2_ptsz:
+	movl $143, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLMapBufferObjectAsync_v2_ptsz, .-cuGLMapBufferObjectAsync_v2_ptsz
+
+	.globl cuGLMapBufferObject_v2
+	.type cuGLMapBufferObject_v2,@function
+	.p2align 4
+cuGLMapBufferObject_v2:
+	movl $144, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLMapBufferObject_v2, .-cuGLMapBufferObject_v2
+
+	.globl cuGLMapBufferObject_v2_ptds
+	.type cuGLMapBufferObject_v2_ptds,@function
+	.p2align 4
+cuGLMapBufferObject_v2_ptds:
+	movl $145, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLMapBufferObject_v2_ptds, .-cuGLMapBufferObject_v2_ptds
+
+	.globl cuGLRegisterBufferObject
+	.type cuGLRegisterBufferObject,@function
+	.p2align 4
+cuGLRegisterBufferObject:
+	movl $146, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLRegisterBufferObject, .-cuGLRegisterBufferObject
+
+	.globl cuGLSetBufferObjectMapFlags
+	.type cuGLSetBufferObjectMapFlags,@function
+	.p2align 4
+cuGLSetBufferObjectMapFlags:
+	movl $147, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLSetBufferObjectMapFlags, .-cuGLSetBufferObjectMapFlags
+
+	.globl cuGLUnmapBufferObject
+	.type cuGLUnmapBufferObject,@function
+	.p2align 4
+cuGLUnmapBufferObject:
+	movl $148, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLUnmapBufferObject, .-cuGLUnmapBufferObject
+
+	.globl cuGLUnmapBufferObjectAsync
+	.type cuGLUnmapBufferObjectAsync,@function
+	.p2align 4
+cuGLUnmapBufferObjectAsync:
+	movl $149, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLUnmapBufferObjectAsync, .-cuGLUnmapBufferObjectAsync
+
+	.globl cuGLUnregisterBufferObject
+	.type cuGLUnregisterBufferObject,@function
+	.p2align 4
+cuGLUnregisterBufferObject:
+	movl $150, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGLUnregisterBufferObject, .-cuGLUnregisterBufferObject
 
 	.globl cuGetErrorName
 	.type cuGetErrorName,@function
 	.p2align 4
 cuGetErrorName:
-	movl $126, %eax
+	movl $151, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGetErrorName, .-cuGetErrorName
@@ -1159,7 +1384,7 @@ cuGetErrorName:
 	.type cuGetErrorString,@function
 	.p2align 4
 cuGetErrorString:
-	movl $127, %eax
+	movl $152, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGetErrorString, .-cuGetErrorString
@@ -1168,7 +1393,7 @@ cuGetErrorString:
 	.type cuGetExportTable,@function
 	.p2align 4
 cuGetExportTable:
-	movl $128, %eax
+	movl $153, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGetExportTable, .-cuGetExportTable
@@ -1177,7 +1402,7 @@ cuGetExportTable:
 	.type cuGetProcAddress,@function
 	.p2align 4
 cuGetProcAddress:
-	movl $129, %eax
+	movl $154, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGetProcAddress, .-cuGetProcAddress
@@ -1186,7 +1411,7 @@ cuGetProcAddress:
 	.type cuGetProcAddress_v2,@function
 	.p2align 4
 cuGetProcAddress_v2:
-	movl $130, %eax
+	movl $155, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGetProcAddress_v2, .-cuGetProcAddress_v2
@@ -1195,7 +1420,7 @@ cuGetProcAddress_v2:
 	.type cuGraphAddBatchMemOpNode,@function
 	.p2align 4
 cuGraphAddBatchMemOpNode:
-	movl $131, %eax
+	movl $156, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddBatchMemOpNode, .-cuGraphAddBatchMemOpNode
@@ -1204,7 +1429,7 @@ cuGraphAddBatchMemOpNode:
 	.type cuGraphAddChildGraphNode,@function
 	.p2align 4
 cuGraphAddChildGraphNode:
-	movl $132, %eax
+	movl $157, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddChildGraphNode, .-cuGraphAddChildGraphNode
@@ -1213,7 +1438,7 @@ cuGraphAddChildGraphNode:
 	.type cuGraphAddDependencies,@function
 	.p2align 4
 cuGraphAddDependencies:
-	movl $133, %eax
+	movl $158, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddDependencies, .-cuGraphAddDependencies
@@ -1222,7 +1447,7 @@ cuGraphAddDependencies:
 	.type cuGraphAddDependencies_v2,@function
 	.p2align 4
 cuGraphAddDependencies_v2:
-	movl $134, %eax
+	movl $159, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddDependencies_v2, .-cuGraphAddDependencies_v2
@@ -1231,7 +1456,7 @@ cuGraphAddDependencies_v2:
 	.type cuGraphAddEmptyNode,@function
 	.p2align 4
 cuGraphAddEmptyNode:
-	movl $135, %eax
+	movl $160, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddEmptyNode, .-cuGraphAddEmptyNode
@@ -1240,7 +1465,7 @@ cuGraphAddEmptyNode:
 	.type cuGraphAddEventRecordNode,@function
 	.p2align 4
 cuGraphAddEventRecordNode:
-	movl $136, %eax
+	movl $161, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddEventRecordNode, .-cuGraphAddEventRecordNode
@@ -1249,7 +1474,7 @@ cuGraphAddEventRecordNode:
 	.type cuGraphAddEventWaitNode,@function
 	.p2align 4
 cuGraphAddEventWaitNode:
-	movl $137, %eax
+	movl $162, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddEventWaitNode, .-cuGraphAddEventWaitNode
@@ -1258,7 +1483,7 @@ cuGraphAddEventWaitNode:
 	.type cuGraphAddExternalSemaphoresSignalNode,@function
 	.p2align 4
 cuGraphAddExternalSemaphoresSignalNode:
-	movl $138, %eax
+	movl $163, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddExternalSemaphoresSignalNode, .-cuGraphAddExternalSemaphoresSignalNode
@@ -1267,7 +1492,7 @@ cuGraphAddExternalSemaphoresSignalNode:
 	.type cuGraphAddExternalSemaphoresWaitNode,@function
 	.p2align 4
 cuGraphAddExternalSemaphoresWaitNode:
-	movl $139, %eax
+	movl $164, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddExternalSemaphoresWaitNode, .-cuGraphAddExternalSemaphoresWaitNode
@@ -1276,7 +1501,7 @@ cuGraphAddExternalSemaphoresWaitNode:
 	.type cuGraphAddHostNode,@function
 	.p2align 4
 cuGraphAddHostNode:
-	movl $140, %eax
+	movl $165, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddHostNode, .-cuGraphAddHostNode
@@ -1285,7 +1510,7 @@ cuGraphAddHostNode:
 	.type cuGraphAddKernelNode,@function
 	.p2align 4
 cuGraphAddKernelNode:
-	movl $141, %eax
+	movl $166, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddKernelNode, .-cuGraphAddKernelNode
@@ -1294,7 +1519,7 @@ cuGraphAddKernelNode:
 	.type cuGraphAddKernelNode_v2,@function
 	.p2align 4
 cuGraphAddKernelNode_v2:
-	movl $142, %eax
+	movl $167, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddKernelNode_v2, .-cuGraphAddKernelNode_v2
@@ -1303,7 +1528,7 @@ cuGraphAddKernelNode_v2:
 	.type cuGraphAddMemAllocNode,@function
 	.p2align 4
 cuGraphAddMemAllocNode:
-	movl $143, %eax
+	movl $168, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddMemAllocNode, .-cuGraphAddMemAllocNode
@@ -1312,7 +1537,7 @@ cuGraphAddMemAllocNode:
 	.type cuGraphAddMemFreeNode,@function
 	.p2align 4
 cuGraphAddMemFreeNode:
-	movl $144, %eax
+	movl $169, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddMemFreeNode, .-cuGraphAddMemFreeNode
@@ -1321,7 +1546,7 @@ cuGraphAddMemFreeNode:
 	.type cuGraphAddMemcpyNode,@function
 	.p2align 4
 cuGraphAddMemcpyNode:
-	movl $145, %eax
+	movl $170, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddMemcpyNode, .-cuGraphAddMemcpyNode
@@ -1330,7 +1555,7 @@ cuGraphAddMemcpyNode:
 	.type cuGraphAddMemsetNode,@function
 	.p2align 4
 cuGraphAddMemsetNode:
-	movl $146, %eax
+	movl $171, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddMemsetNode, .-cuGraphAddMemsetNode
@@ -1339,7 +1564,7 @@ cuGraphAddMemsetNode:
 	.type cuGraphAddNode,@function
 	.p2align 4
 cuGraphAddNode:
-	movl $147, %eax
+	movl $172, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddNode, .-cuGraphAddNode
@@ -1348,7 +1573,7 @@ cuGraphAddNode:
 	.type cuGraphAddNode_v2,@function
 	.p2align 4
 cuGraphAddNode_v2:
-	movl $148, %eax
+	movl $173, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphAddNode_v2, .-cuGraphAddNode_v2
@@ -1357,7 +1582,7 @@ cuGraphAddNode_v2:
 	.type cuGraphBatchMemOpNodeGetParams,@function
 	.p2align 4
 cuGraphBatchMemOpNodeGetParams:
-	movl $149, %eax
+	movl $174, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphBatchMemOpNodeGetParams, .-cuGraphBatchMemOpNodeGetParams
@@ -1366,7 +1591,7 @@ cuGraphBatchMemOpNodeGetParams:
 	.type cuGraphBatchMemOpNodeSetParams,@function
 	.p2align 4
 cuGraphBatchMemOpNodeSetParams:
-	movl $150, %eax
+	movl $175, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphBatchMemOpNodeSetParams, .-cuGraphBatchMemOpNodeSetParams
@@ -1375,7 +1600,7 @@ cuGraphBatchMemOpNodeSetParams:
 	.type cuGraphChildGraphNodeGetGraph,@function
 	.p2align 4
 cuGraphChildGraphNodeGetGraph:
-	movl $151, %eax
+	movl $176, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphChildGraphNodeGetGraph, .-cuGraphChildGraphNodeGetGraph
@@ -1384,7 +1609,7 @@ cuGraphChildGraphNodeGetGraph:
 	.type cuGraphClone,@function
 	.p2align 4
 cuGraphClone:
-	movl $152, %eax
+	movl $177, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphClone, .-cuGraphClone
@@ -1393,7 +1618,7 @@ cuGraphClone:
 	.type cuGraphConditionalHandleCreate,@function
 	.p2align 4
 cuGraphConditionalHandleCreate:
-	movl $153, %eax
+	movl $178, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphConditionalHandleCreate, .-cuGraphConditionalHandleCreate
@@ -1402,7 +1627,7 @@ cuGraphConditionalHandleCreate:
 	.type cuGraphCreate,@function
 	.p2align 4
 cuGraphCreate:
-	movl $154, %eax
+	movl $179, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphCreate, .-cuGraphCreate
@@ -1411,7 +1636,7 @@ cuGraphCreate:
 	.type cuGraphDebugDotPrint,@function
 	.p2align 4
 cuGraphDebugDotPrint:
-	movl $155, %eax
+	movl $180, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphDebugDotPrint, .-cuGraphDebugDotPrint
@@ -1420,7 +1645,7 @@ cuGraphDebugDotPrint:
 	.type cuGraphDestroy,@function
 	.p2align 4
 cuGraphDestroy:
-	movl $156, %eax
+	movl $181, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphDestroy, .-cuGraphDestroy
@@ -1429,7 +1654,7 @@ cuGraphDestroy:
 	.type cuGraphDestroyNode,@function
 	.p2align 4
 cuGraphDestroyNode:
-	movl $157, %eax
+	movl $182, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphDestroyNode, .-cuGraphDestroyNode
@@ -1438,7 +1663,7 @@ cuGraphDestroyNode:
 	.type cuGraphEventRecordNodeGetEvent,@function
 	.p2align 4
 cuGraphEventRecordNodeGetEvent:
-	movl $158, %eax
+	movl $183, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphEventRecordNodeGetEvent, .-cuGraphEventRecordNodeGetEvent
@@ -1447,7 +1672,7 @@ cuGraphEventRecordNodeGetEvent:
 	.type cuGraphEventRecordNodeSetEvent,@function
 	.p2align 4
 cuGraphEventRecordNodeSetEvent:
-	movl $159, %eax
+	movl $184, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphEventRecordNodeSetEvent, .-cuGraphEventRecordNodeSetEvent
@@ -1456,7 +1681,7 @@ cuGraphEventRecordNodeSetEvent:
 	.type cuGraphEventWaitNodeGetEvent,@function
 	.p2align 4
 cuGraphEventWaitNodeGetEvent:
-	movl $160, %eax
+	movl $185, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphEventWaitNodeGetEvent, .-cuGraphEventWaitNodeGetEvent
@@ -1465,7 +1690,7 @@ cuGraphEventWaitNodeGetEvent:
 	.type cuGraphEventWaitNodeSetEvent,@function
 	.p2align 4
 cuGraphEventWaitNodeSetEvent:
-	movl $161, %eax
+	movl $186, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphEventWaitNodeSetEvent, .-cuGraphEventWaitNodeSetEvent
@@ -1474,7 +1699,7 @@ cuGraphEventWaitNodeSetEvent:
 	.type cuGraphExecBatchMemOpNodeSetParams,@function
 	.p2align 4
 cuGraphExecBatchMemOpNodeSetParams:
-	movl $162, %eax
+	movl $187, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecBatchMemOpNodeSetParams, .-cuGraphExecBatchMemOpNodeSetParams
@@ -1483,7 +1708,7 @@ cuGraphExecBatchMemOpNodeSetParams:
 	.type cuGraphExecChildGraphNodeSetParams,@function
 	.p2align 4
 cuGraphExecChildGraphNodeSetParams:
-	movl $163, %eax
+	movl $188, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecChildGraphNodeSetParams, .-cuGraphExecChildGraphNodeSetParams
@@ -1492,7 +1717,7 @@ cuGraphExecChildGraphNodeSetParams:
 	.type cuGraphExecDestroy,@function
 	.p2align 4
 cuGraphExecDestroy:
-	movl $164, %eax
+	movl $189, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecDestroy, .-cuGraphExecDestroy
@@ -1501,7 +1726,7 @@ cuGraphExecDestroy:
 	.type cuGraphExecEventRecordNodeSetEvent,@function
 	.p2align 4
 cuGraphExecEventRecordNodeSetEvent:
-	movl $165, %eax
+	movl $190, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecEventRecordNodeSetEvent, .-cuGraphExecEventRecordNodeSetEvent
@@ -1510,7 +1735,7 @@ cuGraphExecEventRecordNodeSetEvent:
 	.type cuGraphExecEventWaitNodeSetEvent,@function
 	.p2align 4
 cuGraphExecEventWaitNodeSetEvent:
-	movl $166, %eax
+	movl $191, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecEventWaitNodeSetEvent, .-cuGraphExecEventWaitNodeSetEvent
@@ -1519,7 +1744,7 @@ cuGraphExecEventWaitNodeSetEvent:
 	.type cuGraphExecExternalSemaphoresSignalNodeSetParams,@function
 	.p2align 4
 cuGraphExecExternalSemaphoresSignalNodeSetParams:
-	movl $167, %eax
+	movl $192, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecExternalSemaphoresSignalNodeSetParams, .-cuGraphExecExternalSemaphoresSignalNodeSetParams
@@ -1528,7 +1753,7 @@ cuGraphExecExternalSemaphoresSignalNodeSetParams:
 	.type cuGraphExecExternalSemaphoresWaitNodeSetParams,@function
 	.p2align 4
 cuGraphExecExternalSemaphoresWaitNodeSetParams:
-	movl $168, %eax
+	movl $193, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecExternalSemaphoresWaitNodeSetParams, .-cuGraphExecExternalSemaphoresWaitNodeSetParams
@@ -1537,7 +1762,7 @@ cuGraphExecExternalSemaphoresWaitNodeSetParams:
 	.type cuGraphExecGetFlags,@function
 	.p2align 4
 cuGraphExecGetFlags:
-	movl $169, %eax
+	movl $194, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecGetFlags, .-cuGraphExecGetFlags
@@ -1546,7 +1771,7 @@ cuGraphExecGetFlags:
 	.type cuGraphExecHostNodeSetParams,@function
 	.p2align 4
 cuGraphExecHostNodeSetParams:
-	movl $170, %eax
+	movl $195, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecHostNodeSetParams, .-cuGraphExecHostNodeSetParams
@@ -1555,7 +1780,7 @@ cuGraphExecHostNodeSetParams:
 	.type cuGraphExecKernelNodeSetParams,@function
 	.p2align 4
 cuGraphExecKernelNodeSetParams:
-	movl $171, %eax
+	movl $196, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecKernelNodeSetParams, .-cuGraphExecKernelNodeSetParams
@@ -1564,7 +1789,7 @@ cuGraphExecKernelNodeSetParams:
 	.type cuGraphExecKernelNodeSetParams_v2,@function
 	.p2align 4
 cuGraphExecKernelNodeSetParams_v2:
-	movl $172, %eax
+	movl $197, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecKernelNodeSetParams_v2, .-cuGraphExecKernelNodeSetParams_v2
@@ -1573,7 +1798,7 @@ cuGraphExecKernelNodeSetParams_v2:
 	.type cuGraphExecMemcpyNodeSetParams,@function
 	.p2align 4
 cuGraphExecMemcpyNodeSetParams:
-	movl $173, %eax
+	movl $198, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecMemcpyNodeSetParams, .-cuGraphExecMemcpyNodeSetParams
@@ -1582,7 +1807,7 @@ cuGraphExecMemcpyNodeSetParams:
 	.type cuGraphExecMemsetNodeSetParams,@function
 	.p2align 4
 cuGraphExecMemsetNodeSetParams:
-	movl $174, %eax
+	movl $199, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecMemsetNodeSetParams, .-cuGraphExecMemsetNodeSetParams
@@ -1591,7 +1816,7 @@ cuGraphExecMemsetNodeSetParams:
 	.type cuGraphExecNodeSetParams,@function
 	.p2align 4
 cuGraphExecNodeSetParams:
-	movl $175, %eax
+	movl $200, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecNodeSetParams, .-cuGraphExecNodeSetParams
@@ -1600,7 +1825,7 @@ cuGraphExecNodeSetParams:
 	.type cuGraphExecUpdate,@function
 	.p2align 4
 cuGraphExecUpdate:
-	movl $176, %eax
+	movl $201, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecUpdate, .-cuGraphExecUpdate
@@ -1609,7 +1834,7 @@ cuGraphExecUpdate:
 	.type cuGraphExecUpdate_v2,@function
 	.p2align 4
 cuGraphExecUpdate_v2:
-	movl $177, %eax
+	movl $202, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExecUpdate_v2, .-cuGraphExecUpdate_v2
@@ -1618,7 +1843,7 @@ cuGraphExecUpdate_v2:
 	.type cuGraphExternalSemaphoresSignalNodeGetParams,@function
 	.p2align 4
 cuGraphExternalSemaphoresSignalNodeGetParams:
-	movl $178, %eax
+	movl $203, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExternalSemaphoresSignalNodeGetParams, .-cuGraphExternalSemaphoresSignalNodeGetParams
@@ -1627,7 +1852,7 @@ cuGraphExternalSemaphoresSignalNodeGetParams:
 	.type cuGraphExternalSemaphoresSignalNodeSetParams,@function
 	.p2align 4
 cuGraphExternalSemaphoresSignalNodeSetParams:
-	movl $179, %eax
+	movl $204, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExternalSemaphoresSignalNodeSetParams, .-cuGraphExternalSemaphoresSignalNodeSetParams
@@ -1636,7 +1861,7 @@ cuGraphExternalSemaphoresSignalNodeSetParams:
 	.type cuGraphExternalSemaphoresWaitNodeGetParams,@function
 	.p2align 4
 cuGraphExternalSemaphoresWaitNodeGetParams:
-	movl $180, %eax
+	movl $205, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExternalSemaphoresWaitNodeGetParams, .-cuGraphExternalSemaphoresWaitNodeGetParams
@@ -1645,7 +1870,7 @@ cuGraphExternalSemaphoresWaitNodeGetParams:
 	.type cuGraphExternalSemaphoresWaitNodeSetParams,@function
 	.p2align 4
 cuGraphExternalSemaphoresWaitNodeSetParams:
-	movl $181, %eax
+	movl $206, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphExternalSemaphoresWaitNodeSetParams, .-cuGraphExternalSemaphoresWaitNodeSetParams
@@ -1654,7 +1879,7 @@ cuGraphExternalSemaphoresWaitNodeSetParams:
 	.type cuGraphGetEdges,@function
 	.p2align 4
 cuGraphGetEdges:
-	movl $182, %eax
+	movl $207, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphGetEdges, .-cuGraphGetEdges
@@ -1663,7 +1888,7 @@ cuGraphGetEdges:
 	.type cuGraphGetEdges_v2,@function
 	.p2align 4
 cuGraphGetEdges_v2:
-	movl $183, %eax
+	movl $208, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphGetEdges_v2, .-cuGraphGetEdges_v2
@@ -1672,7 +1897,7 @@ cuGraphGetEdges_v2:
 	.type cuGraphGetNodes,@function
 	.p2align 4
 cuGraphGetNodes:
-	movl $184, %eax
+	movl $209, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphGetNodes, .-cuGraphGetNodes
@@ -1681,7 +1906,7 @@ cuGraphGetNodes:
 	.type cuGraphGetRootNodes,@function
 	.p2align 4
 cuGraphGetRootNodes:
-	movl $185, %eax
+	movl $210, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphGetRootNodes, .-cuGraphGetRootNodes
@@ -1690,7 +1915,7 @@ cuGraphGetRootNodes:
 	.type cuGraphHostNodeGetParams,@function
 	.p2align 4
 cuGraphHostNodeGetParams:
-	movl $186, %eax
+	movl $211, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphHostNodeGetParams, .-cuGraphHostNodeGetParams
@@ -1699,7 +1924,7 @@ cuGraphHostNodeGetParams:
 	.type cuGraphHostNodeSetParams,@function
 	.p2align 4
 cuGraphHostNodeSetParams:
-	movl $187, %eax
+	movl $212, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphHostNodeSetParams, .-cuGraphHostNodeSetParams
@@ -1708,7 +1933,7 @@ cuGraphHostNodeSetParams:
 	.type cuGraphInstantiate,@function
 	.p2align 4
 cuGraphInstantiate:
-	movl $188, %eax
+	movl $213, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphInstantiate, .-cuGraphInstantiate
@@ -1717,7 +1942,7 @@ cuGraphInstantiate:
 	.type cuGraphInstantiateWithFlags,@function
 	.p2align 4
 cuGraphInstantiateWithFlags:
-	movl $189, %eax
+	movl $214, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphInstantiateWithFlags, .-cuGraphInstantiateWithFlags
@@ -1726,7 +1951,7 @@ cuGraphInstantiateWithFlags:
 	.type cuGraphInstantiateWithParams,@function
 	.p2align 4
 cuGraphInstantiateWithParams:
-	movl $190, %eax
+	movl $215, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphInstantiateWithParams, .-cuGraphInstantiateWithParams
@@ -1735,7 +1960,7 @@ cuGraphInstantiateWithParams:
 	.type cuGraphInstantiateWithParams_ptsz,@function
 	.p2align 4
 cuGraphInstantiateWithParams_ptsz:
-	movl $191, %eax
+	movl $216, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphInstantiateWithParams_ptsz, .-cuGraphInstantiateWithParams_ptsz
@@ -1744,7 +1969,7 @@ cuGraphInstantiateWithParams_ptsz:
 	.type cuGraphInstantiate_v2,@function
 	.p2align 4
 cuGraphInstantiate_v2:
-	movl $192, %eax
+	movl $217, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphInstantiate_v2, .-cuGraphInstantiate_v2
@@ -1753,7 +1978,7 @@ cuGraphInstantiate_v2:
 	.type cuGraphKernelNodeCopyAttributes,@function
 	.p2align 4
 cuGraphKernelNodeCopyAttributes:
-	movl $193, %eax
+	movl $218, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphKernelNodeCopyAttributes, .-cuGraphKernelNodeCopyAttributes
@@ -1762,7 +1987,7 @@ cuGraphKernelNodeCopyAttributes:
 	.type cuGraphKernelNodeGetAttribute,@function
 	.p2align 4
 cuGraphKernelNodeGetAttribute:
-	movl $194, %eax
+	movl $219, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphKernelNodeGetAttribute, .-cuGraphKernelNodeGetAttribute
@@ -1771,7 +1996,7 @@ cuGraphKernelNodeGetAttribute:
 	.type cuGraphKernelNodeGetParams,@function
 	.p2align 4
 cuGraphKernelNodeGetParams:
-	movl $195, %eax
+	movl $220, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphKernelNodeGetParams, .-cuGraphKernelNodeGetParams
@@ -1780,7 +2005,7 @@ cuGraphKernelNodeGetParams:
 	.type cuGraphKernelNodeGetParams_v2,@function
 	.p2align 4
 cuGraphKernelNodeGetParams_v2:
-	movl $196, %eax
+	movl $221, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphKernelNodeGetParams_v2, .-cuGraphKernelNodeGetParams_v2
@@ -1789,7 +2014,7 @@ cuGraphKernelNodeGetParams_v2:
 	.type cuGraphKernelNodeSetAttribute,@function
 	.p2align 4
 cuGraphKernelNodeSetAttribute:
-	movl $197, %eax
+	movl $222, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphKernelNodeSetAttribute, .-cuGraphKernelNodeSetAttribute
@@ -1798,7 +2023,7 @@ cuGraphKernelNodeSetAttribute:
 	.type cuGraphKernelNodeSetParams,@function
 	.p2align 4
 cuGraphKernelNodeSetParams:
-	movl $198, %eax
+	movl $223, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphKernelNodeSetParams, .-cuGraphKernelNodeSetParams
@@ -1807,7 +2032,7 @@ cuGraphKernelNodeSetParams:
 	.type cuGraphKernelNodeSetParams_v2,@function
 	.p2align 4
 cuGraphKernelNodeSetParams_v2:
-	movl $199, %eax
+	movl $224, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphKernelNodeSetParams_v2, .-cuGraphKernelNodeSetParams_v2
@@ -1816,7 +2041,7 @@ cuGraphKernelNodeSetParams_v2:
 	.type cuGraphLaunch,@function
 	.p2align 4
 cuGraphLaunch:
-	movl $200, %eax
+	movl $225, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphLaunch, .-cuGraphLaunch
@@ -1825,7 +2050,7 @@ cuGraphLaunch:
 	.type cuGraphLaunch_ptsz,@function
 	.p2align 4
 cuGraphLaunch_ptsz:
-	movl $201, %eax
+	movl $226, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphLaunch_ptsz, .-cuGraphLaunch_ptsz
@@ -1834,7 +2059,7 @@ cuGraphLaunch_ptsz:
 	.type cuGraphMemAllocNodeGetParams,@function
 	.p2align 4
 cuGraphMemAllocNodeGetParams:
-	movl $202, %eax
+	movl $227, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphMemAllocNodeGetParams, .-cuGraphMemAllocNodeGetParams
@@ -1843,7 +2068,7 @@ cuGraphMemAllocNodeGetParams:
 	.type cuGraphMemFreeNodeGetParams,@function
 	.p2align 4
 cuGraphMemFreeNodeGetParams:
-	movl $203, %eax
+	movl $228, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphMemFreeNodeGetParams, .-cuGraphMemFreeNodeGetParams
@@ -1852,7 +2077,7 @@ cuGraphMemFreeNodeGetParams:
 	.type cuGraphMemcpyNodeGetParams,@function
 	.p2align 4
 cuGraphMemcpyNodeGetParams:
-	movl $204, %eax
+	movl $229, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphMemcpyNodeGetParams, .-cuGraphMemcpyNodeGetParams
@@ -1861,7 +2086,7 @@ cuGraphMemcpyNodeGetParams:
 	.type cuGraphMemcpyNodeSetParams,@function
 	.p2align 4
 cuGraphMemcpyNodeSetParams:
-	movl $205, %eax
+	movl $230, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphMemcpyNodeSetParams, .-cuGraphMemcpyNodeSetParams
@@ -1870,7 +2095,7 @@ cuGraphMemcpyNodeSetParams:
 	.type cuGraphMemsetNodeGetParams,@function
 	.p2align 4
 cuGraphMemsetNodeGetParams:
-	movl $206, %eax
+	movl $231, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphMemsetNodeGetParams, .-cuGraphMemsetNodeGetParams
@@ -1879,7 +2104,7 @@ cuGraphMemsetNodeGetParams:
 	.type cuGraphMemsetNodeSetParams,@function
 	.p2align 4
 cuGraphMemsetNodeSetParams:
-	movl $207, %eax
+	movl $232, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphMemsetNodeSetParams, .-cuGraphMemsetNodeSetParams
@@ -1888,7 +2113,7 @@ cuGraphMemsetNodeSetParams:
 	.type cuGraphNodeFindInClone,@function
 	.p2align 4
 cuGraphNodeFindInClone:
-	movl $208, %eax
+	movl $233, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphNodeFindInClone, .-cuGraphNodeFindInClone
@@ -1897,7 +2122,7 @@ cuGraphNodeFindInClone:
 	.type cuGraphNodeGetDependencies,@function
 	.p2align 4
 cuGraphNodeGetDependencies:
-	movl $209, %eax
+	movl $234, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphNodeGetDependencies, .-cuGraphNodeGetDependencies
@@ -1906,7 +2131,7 @@ cuGraphNodeGetDependencies:
 	.type cuGraphNodeGetDependencies_v2,@function
 	.p2align 4
 cuGraphNodeGetDependencies_v2:
-	movl $210, %eax
+	movl $235, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphNodeGetDependencies_v2, .-cuGraphNodeGetDependencies_v2
@@ -1915,7 +2140,7 @@ cuGraphNodeGetDependencies_v2:
 	.type cuGraphNodeGetDependentNodes,@function
 	.p2align 4
 cuGraphNodeGetDependentNodes:
-	movl $211, %eax
+	movl $236, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphNodeGetDependentNodes, .-cuGraphNodeGetDependentNodes
@@ -1924,7 +2149,7 @@ cuGraphNodeGetDependentNodes:
 	.type cuGraphNodeGetDependentNodes_v2,@function
 	.p2align 4
 cuGraphNodeGetDependentNodes_v2:
-	movl $212, %eax
+	movl $237, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphNodeGetDependentNodes_v2, .-cuGraphNodeGetDependentNodes_v2
@@ -1933,7 +2158,7 @@ cuGraphNodeGetDependentNodes_v2:
 	.type cuGraphNodeGetEnabled,@function
 	.p2align 4
 cuGraphNodeGetEnabled:
-	movl $213, %eax
+	movl $238, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphNodeGetEnabled, .-cuGraphNodeGetEnabled
@@ -1942,7 +2167,7 @@ cuGraphNodeGetEnabled:
 	.type cuGraphNodeGetType,@function
 	.p2align 4
 cuGraphNodeGetType:
-	movl $214, %eax
+	movl $239, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphNodeGetType, .-cuGraphNodeGetType
@@ -1951,7 +2176,7 @@ cuGraphNodeGetType:
 	.type cuGraphNodeSetEnabled,@function
 	.p2align 4
 cuGraphNodeSetEnabled:
-	movl $215, %eax
+	movl $240, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphNodeSetEnabled, .-cuGraphNodeSetEnabled
@@ -1960,7 +2185,7 @@ cuGraphNodeSetEnabled:
 	.type cuGraphNodeSetParams,@function
 	.p2align 4
 cuGraphNodeSetParams:
-	movl $216, %eax
+	movl $241, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphNodeSetParams, .-cuGraphNodeSetParams
@@ -1969,7 +2194,7 @@ cuGraphNodeSetParams:
 	.type cuGraphReleaseUserObject,@function
 	.p2align 4
 cuGraphReleaseUserObject:
-	movl $217, %eax
+	movl $242, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphReleaseUserObject, .-cuGraphReleaseUserObject
@@ -1978,7 +2203,7 @@ cuGraphReleaseUserObject:
 	.type cuGraphRemoveDependencies,@function
 	.p2align 4
 cuGraphRemoveDependencies:
-	movl $218, %eax
+	movl $243, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphRemoveDependencies, .-cuGraphRemoveDependencies
@@ -1987,7 +2212,7 @@ cuGraphRemoveDependencies:
 	.type cuGraphRemoveDependencies_v2,@function
 	.p2align 4
 cuGraphRemoveDependencies_v2:
-	movl $219, %eax
+	movl $244, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphRemoveDependencies_v2, .-cuGraphRemoveDependencies_v2
@@ -1996,7 +2221,7 @@ cuGraphRemoveDependencies_v2:
 	.type cuGraphRetainUserObject,@function
 	.p2align 4
 cuGraphRetainUserObject:
-	movl $220, %eax
+	movl $245, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphRetainUserObject, .-cuGraphRetainUserObject
@@ -2005,7 +2230,7 @@ cuGraphRetainUserObject:
 	.type cuGraphUpload,@function
 	.p2align 4
 cuGraphUpload:
-	movl $221, %eax
+	movl $246, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphUpload, .-cuGraphUpload
@@ -2014,16 +2239,43 @@ cuGraphUpload:
 	.type cuGraphUpload_ptsz,@function
 	.p2align 4
 cuGraphUpload_ptsz:
-	movl $222, %eax
+	movl $247, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphUpload_ptsz, .-cuGraphUpload_ptsz
+
+	.globl cuGraphicsEGLRegisterImage
+	.type cuGraphicsEGLRegisterImage,@function
+	.p2align 4
+cuGraphicsEGLRegisterImage:
+	movl $248, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGraphicsEGLRegisterImage, .-cuGraphicsEGLRegisterImage
+
+	.globl cuGraphicsGLRegisterBuffer
+	.type cuGraphicsGLRegisterBuffer,@function
+	.p2align 4
+cuGraphicsGLRegisterBuffer:
+	movl $249, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGraphicsGLRegisterBuffer, .-cuGraphicsGLRegisterBuffer
+
+	.globl cuGraphicsGLRegisterImage
+	.type cuGraphicsGLRegisterImage,@function
+	.p2align 4
+cuGraphicsGLRegisterImage:
+	movl $250, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGraphicsGLRegisterImage, .-cuGraphicsGLRegisterImage
 
 	.globl cuGraphicsMapResources
 	.type cuGraphicsMapResources,@function
 	.p2align 4
 cuGraphicsMapResources:
-	movl $223, %eax
+	movl $251, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsMapResources, .-cuGraphicsMapResources
@@ -2032,16 +2284,25 @@ cuGraphicsMapResources:
 	.type cuGraphicsMapResources_ptsz,@function
 	.p2align 4
 cuGraphicsMapResources_ptsz:
-	movl $224, %eax
+	movl $252, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsMapResources_ptsz, .-cuGraphicsMapResources_ptsz
+
+	.globl cuGraphicsResourceGetMappedEglFrame
+	.type cuGraphicsResourceGetMappedEglFrame,@function
+	.p2align 4
+cuGraphicsResourceGetMappedEglFrame:
+	movl $253, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGraphicsResourceGetMappedEglFrame, .-cuGraphicsResourceGetMappedEglFrame
 
 	.globl cuGraphicsResourceGetMappedMipmappedArray
 	.type cuGraphicsResourceGetMappedMipmappedArray,@function
 	.p2align 4
 cuGraphicsResourceGetMappedMipmappedArray:
-	movl $225, %eax
+	movl $254, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsResourceGetMappedMipmappedArray, .-cuGraphicsResourceGetMappedMipmappedArray
@@ -2050,7 +2311,7 @@ cuGraphicsResourceGetMappedMipmappedArray:
 	.type cuGraphicsResourceGetMappedPointer,@function
 	.p2align 4
 cuGraphicsResourceGetMappedPointer:
-	movl $226, %eax
+	movl $255, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsResourceGetMappedPointer, .-cuGraphicsResourceGetMappedPointer
@@ -2059,7 +2320,7 @@ cuGraphicsResourceGetMappedPointer:
 	.type cuGraphicsResourceGetMappedPointer_v2,@function
 	.p2align 4
 cuGraphicsResourceGetMappedPointer_v2:
-	movl $227, %eax
+	movl $256, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsResourceGetMappedPointer_v2, .-cuGraphicsResourceGetMappedPointer_v2
@@ -2068,7 +2329,7 @@ cuGraphicsResourceGetMappedPointer_v2:
 	.type cuGraphicsResourceSetMapFlags,@function
 	.p2align 4
 cuGraphicsResourceSetMapFlags:
-	movl $228, %eax
+	movl $257, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsResourceSetMapFlags, .-cuGraphicsResourceSetMapFlags
@@ -2077,7 +2338,7 @@ cuGraphicsResourceSetMapFlags:
 	.type cuGraphicsResourceSetMapFlags_v2,@function
 	.p2align 4
 cuGraphicsResourceSetMapFlags_v2:
-	movl $229, %eax
+	movl $258, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsResourceSetMapFlags_v2, .-cuGraphicsResourceSetMapFlags_v2
@@ -2086,7 +2347,7 @@ cuGraphicsResourceSetMapFlags_v2:
 	.type cuGraphicsSubResourceGetMappedArray,@function
 	.p2align 4
 cuGraphicsSubResourceGetMappedArray:
-	movl $230, %eax
+	movl $259, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsSubResourceGetMappedArray, .-cuGraphicsSubResourceGetMappedArray
@@ -2095,7 +2356,7 @@ cuGraphicsSubResourceGetMappedArray:
 	.type cuGraphicsUnmapResources,@function
 	.p2align 4
 cuGraphicsUnmapResources:
-	movl $231, %eax
+	movl $260, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsUnmapResources, .-cuGraphicsUnmapResources
@@ -2104,7 +2365,7 @@ cuGraphicsUnmapResources:
 	.type cuGraphicsUnmapResources_ptsz,@function
 	.p2align 4
 cuGraphicsUnmapResources_ptsz:
-	movl $232, %eax
+	movl $261, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsUnmapResources_ptsz, .-cuGraphicsUnmapResources_ptsz
@@ -2113,16 +2374,34 @@ cuGraphicsUnmapResources_ptsz:
 	.type cuGraphicsUnregisterResource,@function
 	.p2align 4
 cuGraphicsUnregisterResource:
-	movl $233, %eax
+	movl $262, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGraphicsUnregisterResource, .-cuGraphicsUnregisterResource
+
+	.globl cuGraphicsVDPAURegisterOutputSurface
+	.type cuGraphicsVDPAURegisterOutputSurface,@function
+	.p2align 4
+cuGraphicsVDPAURegisterOutputSurface:
+	movl $263, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGraphicsVDPAURegisterOutputSurface, .-cuGraphicsVDPAURegisterOutputSurface
+
+	.globl cuGraphicsVDPAURegisterVideoSurface
+	.type cuGraphicsVDPAURegisterVideoSurface,@function
+	.p2align 4
+cuGraphicsVDPAURegisterVideoSurface:
+	movl $264, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuGraphicsVDPAURegisterVideoSurface, .-cuGraphicsVDPAURegisterVideoSurface
 
 	.globl cuGreenCtxCreate
 	.type cuGreenCtxCreate,@function
 	.p2align 4
 cuGreenCtxCreate:
-	movl $234, %eax
+	movl $265, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGreenCtxCreate, .-cuGreenCtxCreate
@@ -2131,7 +2410,7 @@ cuGreenCtxCreate:
 	.type cuGreenCtxDestroy,@function
 	.p2align 4
 cuGreenCtxDestroy:
-	movl $235, %eax
+	movl $266, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGreenCtxDestroy, .-cuGreenCtxDestroy
@@ -2140,7 +2419,7 @@ cuGreenCtxDestroy:
 	.type cuGreenCtxGetDevResource,@function
 	.p2align 4
 cuGreenCtxGetDevResource:
-	movl $236, %eax
+	movl $267, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGreenCtxGetDevResource, .-cuGreenCtxGetDevResource
@@ -2149,7 +2428,7 @@ cuGreenCtxGetDevResource:
 	.type cuGreenCtxGetId,@function
 	.p2align 4
 cuGreenCtxGetId:
-	movl $237, %eax
+	movl $268, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGreenCtxGetId, .-cuGreenCtxGetId
@@ -2158,7 +2437,7 @@ cuGreenCtxGetId:
 	.type cuGreenCtxRecordEvent,@function
 	.p2align 4
 cuGreenCtxRecordEvent:
-	movl $238, %eax
+	movl $269, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGreenCtxRecordEvent, .-cuGreenCtxRecordEvent
@@ -2167,7 +2446,7 @@ cuGreenCtxRecordEvent:
 	.type cuGreenCtxStreamCreate,@function
 	.p2align 4
 cuGreenCtxStreamCreate:
-	movl $239, %eax
+	movl $270, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGreenCtxStreamCreate, .-cuGreenCtxStreamCreate
@@ -2176,7 +2455,7 @@ cuGreenCtxStreamCreate:
 	.type cuGreenCtxWaitEvent,@function
 	.p2align 4
 cuGreenCtxWaitEvent:
-	movl $240, %eax
+	movl $271, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuGreenCtxWaitEvent, .-cuGreenCtxWaitEvent
@@ -2185,7 +2464,7 @@ cuGreenCtxWaitEvent:
 	.type cuImportExternalMemory,@function
 	.p2align 4
 cuImportExternalMemory:
-	movl $241, %eax
+	movl $272, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuImportExternalMemory, .-cuImportExternalMemory
@@ -2194,7 +2473,7 @@ cuImportExternalMemory:
 	.type cuImportExternalSemaphore,@function
 	.p2align 4
 cuImportExternalSemaphore:
-	movl $242, %eax
+	movl $273, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuImportExternalSemaphore, .-cuImportExternalSemaphore
@@ -2203,7 +2482,7 @@ cuImportExternalSemaphore:
 	.type cuInit,@function
 	.p2align 4
 cuInit:
-	movl $243, %eax
+	movl $274, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuInit, .-cuInit
@@ -2212,7 +2491,7 @@ cuInit:
 	.type cuIpcCloseMemHandle,@function
 	.p2align 4
 cuIpcCloseMemHandle:
-	movl $244, %eax
+	movl $275, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuIpcCloseMemHandle, .-cuIpcCloseMemHandle
@@ -2221,7 +2500,7 @@ cuIpcCloseMemHandle:
 	.type cuIpcGetEventHandle,@function
 	.p2align 4
 cuIpcGetEventHandle:
-	movl $245, %eax
+	movl $276, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuIpcGetEventHandle, .-cuIpcGetEventHandle
@@ -2230,7 +2509,7 @@ cuIpcGetEventHandle:
 	.type cuIpcGetMemHandle,@function
 	.p2align 4
 cuIpcGetMemHandle:
-	movl $246, %eax
+	movl $277, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuIpcGetMemHandle, .-cuIpcGetMemHandle
@@ -2239,7 +2518,7 @@ cuIpcGetMemHandle:
 	.type cuIpcOpenEventHandle,@function
 	.p2align 4
 cuIpcOpenEventHandle:
-	movl $247, %eax
+	movl $278, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuIpcOpenEventHandle, .-cuIpcOpenEventHandle
@@ -2248,7 +2527,7 @@ cuIpcOpenEventHandle:
 	.type cuIpcOpenMemHandle,@function
 	.p2align 4
 cuIpcOpenMemHandle:
-	movl $248, %eax
+	movl $279, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuIpcOpenMemHandle, .-cuIpcOpenMemHandle
@@ -2257,7 +2536,7 @@ cuIpcOpenMemHandle:
 	.type cuIpcOpenMemHandle_v2,@function
 	.p2align 4
 cuIpcOpenMemHandle_v2:
-	movl $249, %eax
+	movl $280, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuIpcOpenMemHandle_v2, .-cuIpcOpenMemHandle_v2
@@ -2266,7 +2545,7 @@ cuIpcOpenMemHandle_v2:
 	.type cuKernelGetAttribute,@function
 	.p2align 4
 cuKernelGetAttribute:
-	movl $250, %eax
+	movl $281, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuKernelGetAttribute, .-cuKernelGetAttribute
@@ -2275,7 +2554,7 @@ cuKernelGetAttribute:
 	.type cuKernelGetFunction,@function
 	.p2align 4
 cuKernelGetFunction:
-	movl $251, %eax
+	movl $282, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuKernelGetFunction, .-cuKernelGetFunction
@@ -2284,7 +2563,7 @@ cuKernelGetFunction:
 	.type cuKernelGetLibrary,@function
 	.p2align 4
 cuKernelGetLibrary:
-	movl $252, %eax
+	movl $283, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuKernelGetLibrary, .-cuKernelGetLibrary
@@ -2293,7 +2572,7 @@ cuKernelGetLibrary:
 	.type cuKernelGetName,@function
 	.p2align 4
 cuKernelGetName:
-	movl $253, %eax
+	movl $284, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuKernelGetName, .-cuKernelGetName
@@ -2302,7 +2581,7 @@ cuKernelGetName:
 	.type cuKernelGetParamInfo,@function
 	.p2align 4
 cuKernelGetParamInfo:
-	movl $254, %eax
+	movl $285, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuKernelGetParamInfo, .-cuKernelGetParamInfo
@@ -2311,7 +2590,7 @@ cuKernelGetParamInfo:
 	.type cuKernelSetAttribute,@function
 	.p2align 4
 cuKernelSetAttribute:
-	movl $255, %eax
+	movl $286, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuKernelSetAttribute, .-cuKernelSetAttribute
@@ -2320,7 +2599,7 @@ cuKernelSetAttribute:
 	.type cuKernelSetCacheConfig,@function
 	.p2align 4
 cuKernelSetCacheConfig:
-	movl $256, %eax
+	movl $287, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuKernelSetCacheConfig, .-cuKernelSetCacheConfig
@@ -2329,7 +2608,7 @@ cuKernelSetCacheConfig:
 	.type cuLaunch,@function
 	.p2align 4
 cuLaunch:
-	movl $257, %eax
+	movl $288, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunch, .-cuLaunch
@@ -2338,7 +2617,7 @@ cuLaunch:
 	.type cuLaunchCooperativeKernel,@function
 	.p2align 4
 cuLaunchCooperativeKernel:
-	movl $258, %eax
+	movl $289, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchCooperativeKernel, .-cuLaunchCooperativeKernel
@@ -2347,7 +2626,7 @@ cuLaunchCooperativeKernel:
 	.type cuLaunchCooperativeKernelMultiDevice,@function
 	.p2align 4
 cuLaunchCooperativeKernelMultiDevice:
-	movl $259, %eax
+	movl $290, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchCooperativeKernelMultiDevice, .-cuLaunchCooperativeKernelMultiDevice
@@ -2356,7 +2635,7 @@ cuLaunchCooperativeKernelMultiDevice:
 	.type cuLaunchCooperativeKernel_ptsz,@function
 	.p2align 4
 cuLaunchCooperativeKernel_ptsz:
-	movl $260, %eax
+	movl $291, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchCooperativeKernel_ptsz, .-cuLaunchCooperativeKernel_ptsz
@@ -2365,7 +2644,7 @@ cuLaunchCooperativeKernel_ptsz:
 	.type cuLaunchGrid,@function
 	.p2align 4
 cuLaunchGrid:
-	movl $261, %eax
+	movl $292, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchGrid, .-cuLaunchGrid
@@ -2374,7 +2653,7 @@ cuLaunchGrid:
 	.type cuLaunchGridAsync,@function
 	.p2align 4
 cuLaunchGridAsync:
-	movl $262, %eax
+	movl $293, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchGridAsync, .-cuLaunchGridAsync
@@ -2383,7 +2662,7 @@ cuLaunchGridAsync:
 	.type cuLaunchHostFunc,@function
 	.p2align 4
 cuLaunchHostFunc:
-	movl $263, %eax
+	movl $294, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchHostFunc, .-cuLaunchHostFunc
@@ -2392,7 +2671,7 @@ cuLaunchHostFunc:
 	.type cuLaunchHostFunc_ptsz,@function
 	.p2align 4
 cuLaunchHostFunc_ptsz:
-	movl $264, %eax
+	movl $295, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchHostFunc_ptsz, .-cuLaunchHostFunc_ptsz
@@ -2401,7 +2680,7 @@ cuLaunchHostFunc_ptsz:
 	.type cuLaunchKernel,@function
 	.p2align 4
 cuLaunchKernel:
-	movl $265, %eax
+	movl $296, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchKernel, .-cuLaunchKernel
@@ -2410,7 +2689,7 @@ cuLaunchKernel:
 	.type cuLaunchKernelEx,@function
 	.p2align 4
 cuLaunchKernelEx:
-	movl $266, %eax
+	movl $297, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchKernelEx, .-cuLaunchKernelEx
@@ -2419,7 +2698,7 @@ cuLaunchKernelEx:
 	.type cuLaunchKernelEx_ptsz,@function
 	.p2align 4
 cuLaunchKernelEx_ptsz:
-	movl $267, %eax
+	movl $298, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchKernelEx_ptsz, .-cuLaunchKernelEx_ptsz
@@ -2428,7 +2707,7 @@ cuLaunchKernelEx_ptsz:
 	.type cuLaunchKernel_ptsz,@function
 	.p2align 4
 cuLaunchKernel_ptsz:
-	movl $268, %eax
+	movl $299, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLaunchKernel_ptsz, .-cuLaunchKernel_ptsz
@@ -2437,7 +2716,7 @@ cuLaunchKernel_ptsz:
 	.type cuLibraryEnumerateKernels,@function
 	.p2align 4
 cuLibraryEnumerateKernels:
-	movl $269, %eax
+	movl $300, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryEnumerateKernels, .-cuLibraryEnumerateKernels
@@ -2446,7 +2725,7 @@ cuLibraryEnumerateKernels:
 	.type cuLibraryGetGlobal,@function
 	.p2align 4
 cuLibraryGetGlobal:
-	movl $270, %eax
+	movl $301, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryGetGlobal, .-cuLibraryGetGlobal
@@ -2455,7 +2734,7 @@ cuLibraryGetGlobal:
 	.type cuLibraryGetKernel,@function
 	.p2align 4
 cuLibraryGetKernel:
-	movl $271, %eax
+	movl $302, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryGetKernel, .-cuLibraryGetKernel
@@ -2464,7 +2743,7 @@ cuLibraryGetKernel:
 	.type cuLibraryGetKernelCount,@function
 	.p2align 4
 cuLibraryGetKernelCount:
-	movl $272, %eax
+	movl $303, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryGetKernelCount, .-cuLibraryGetKernelCount
@@ -2473,7 +2752,7 @@ cuLibraryGetKernelCount:
 	.type cuLibraryGetManaged,@function
 	.p2align 4
 cuLibraryGetManaged:
-	movl $273, %eax
+	movl $304, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryGetManaged, .-cuLibraryGetManaged
@@ -2482,7 +2761,7 @@ cuLibraryGetManaged:
 	.type cuLibraryGetModule,@function
 	.p2align 4
 cuLibraryGetModule:
-	movl $274, %eax
+	movl $305, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryGetModule, .-cuLibraryGetModule
@@ -2491,7 +2770,7 @@ cuLibraryGetModule:
 	.type cuLibraryGetUnifiedFunction,@function
 	.p2align 4
 cuLibraryGetUnifiedFunction:
-	movl $275, %eax
+	movl $306, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryGetUnifiedFunction, .-cuLibraryGetUnifiedFunction
@@ -2500,7 +2779,7 @@ cuLibraryGetUnifiedFunction:
 	.type cuLibraryLoadData,@function
 	.p2align 4
 cuLibraryLoadData:
-	movl $276, %eax
+	movl $307, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryLoadData, .-cuLibraryLoadData
@@ -2509,7 +2788,7 @@ cuLibraryLoadData:
 	.type cuLibraryLoadFromFile,@function
 	.p2align 4
 cuLibraryLoadFromFile:
-	movl $277, %eax
+	movl $308, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryLoadFromFile, .-cuLibraryLoadFromFile
@@ -2518,7 +2797,7 @@ cuLibraryLoadFromFile:
 	.type cuLibraryUnload,@function
 	.p2align 4
 cuLibraryUnload:
-	movl $278, %eax
+	movl $309, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLibraryUnload, .-cuLibraryUnload
@@ -2527,7 +2806,7 @@ cuLibraryUnload:
 	.type cuLinkAddData,@function
 	.p2align 4
 cuLinkAddData:
-	movl $279, %eax
+	movl $310, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLinkAddData, .-cuLinkAddData
@@ -2536,7 +2815,7 @@ cuLinkAddData:
 	.type cuLinkAddData_v2,@function
 	.p2align 4
 cuLinkAddData_v2:
-	movl $280, %eax
+	movl $311, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLinkAddData_v2, .-cuLinkAddData_v2
@@ -2545,7 +2824,7 @@ cuLinkAddData_v2:
 	.type cuLinkAddFile,@function
 	.p2align 4
 cuLinkAddFile:
-	movl $281, %eax
+	movl $312, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLinkAddFile, .-cuLinkAddFile
@@ -2554,7 +2833,7 @@ cuLinkAddFile:
 	.type cuLinkAddFile_v2,@function
 	.p2align 4
 cuLinkAddFile_v2:
-	movl $282, %eax
+	movl $313, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLinkAddFile_v2, .-cuLinkAddFile_v2
@@ -2563,7 +2842,7 @@ cuLinkAddFile_v2:
 	.type cuLinkComplete,@function
 	.p2align 4
 cuLinkComplete:
-	movl $283, %eax
+	movl $314, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLinkComplete, .-cuLinkComplete
@@ -2572,7 +2851,7 @@ cuLinkComplete:
 	.type cuLinkCreate,@function
 	.p2align 4
 cuLinkCreate:
-	movl $284, %eax
+	movl $315, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLinkCreate, .-cuLinkCreate
@@ -2581,7 +2860,7 @@ cuLinkCreate:
 	.type cuLinkCreate_v2,@function
 	.p2align 4
 cuLinkCreate_v2:
-	movl $285, %eax
+	movl $316, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLinkCreate_v2, .-cuLinkCreate_v2
@@ -2590,7 +2869,7 @@ cuLinkCreate_v2:
 	.type cuLinkDestroy,@function
 	.p2align 4
 cuLinkDestroy:
-	movl $286, %eax
+	movl $317, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLinkDestroy, .-cuLinkDestroy
@@ -2599,7 +2878,7 @@ cuLinkDestroy:
 	.type cuLogsCurrent,@function
 	.p2align 4
 cuLogsCurrent:
-	movl $287, %eax
+	movl $318, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLogsCurrent, .-cuLogsCurrent
@@ -2608,7 +2887,7 @@ cuLogsCurrent:
 	.type cuLogsDumpToFile,@function
 	.p2align 4
 cuLogsDumpToFile:
-	movl $288, %eax
+	movl $319, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLogsDumpToFile, .-cuLogsDumpToFile
@@ -2617,7 +2896,7 @@ cuLogsDumpToFile:
 	.type cuLogsDumpToMemory,@function
 	.p2align 4
 cuLogsDumpToMemory:
-	movl $289, %eax
+	movl $320, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLogsDumpToMemory, .-cuLogsDumpToMemory
@@ -2626,7 +2905,7 @@ cuLogsDumpToMemory:
 	.type cuLogsRegisterCallback,@function
 	.p2align 4
 cuLogsRegisterCallback:
-	movl $290, %eax
+	movl $321, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLogsRegisterCallback, .-cuLogsRegisterCallback
@@ -2635,7 +2914,7 @@ cuLogsRegisterCallback:
 	.type cuLogsUnregisterCallback,@function
 	.p2align 4
 cuLogsUnregisterCallback:
-	movl $291, %eax
+	movl $322, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuLogsUnregisterCallback, .-cuLogsUnregisterCallback
@@ -2644,7 +2923,7 @@ cuLogsUnregisterCallback:
 	.type cuMemAddressFree,@function
 	.p2align 4
 cuMemAddressFree:
-	movl $292, %eax
+	movl $323, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAddressFree, .-cuMemAddressFree
@@ -2653,7 +2932,7 @@ cuMemAddressFree:
 	.type cuMemAddressReserve,@function
 	.p2align 4
 cuMemAddressReserve:
-	movl $293, %eax
+	movl $324, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAddressReserve, .-cuMemAddressReserve
@@ -2662,7 +2941,7 @@ cuMemAddressReserve:
 	.type cuMemAdvise,@function
 	.p2align 4
 cuMemAdvise:
-	movl $294, %eax
+	movl $325, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAdvise, .-cuMemAdvise
@@ -2671,7 +2950,7 @@ cuMemAdvise:
 	.type cuMemAdvise_v2,@function
 	.p2align 4
 cuMemAdvise_v2:
-	movl $295, %eax
+	movl $326, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAdvise_v2, .-cuMemAdvise_v2
@@ -2680,7 +2959,7 @@ cuMemAdvise_v2:
 	.type cuMemAlloc,@function
 	.p2align 4
 cuMemAlloc:
-	movl $296, %eax
+	movl $327, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAlloc, .-cuMemAlloc
@@ -2689,7 +2968,7 @@ cuMemAlloc:
 	.type cuMemAllocAsync,@function
 	.p2align 4
 cuMemAllocAsync:
-	movl $297, %eax
+	movl $328, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAllocAsync, .-cuMemAllocAsync
@@ -2698,7 +2977,7 @@ cuMemAllocAsync:
 	.type cuMemAllocAsync_ptsz,@function
 	.p2align 4
 cuMemAllocAsync_ptsz:
-	movl $298, %eax
+	movl $329, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAllocAsync_ptsz, .-cuMemAllocAsync_ptsz
@@ -2707,7 +2986,7 @@ cuMemAllocAsync_ptsz:
 	.type cuMemAllocFromPoolAsync,@function
 	.p2align 4
 cuMemAllocFromPoolAsync:
-	movl $299, %eax
+	movl $330, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAllocFromPoolAsync, .-cuMemAllocFromPoolAsync
@@ -2716,7 +2995,7 @@ cuMemAllocFromPoolAsync:
 	.type cuMemAllocFromPoolAsync_ptsz,@function
 	.p2align 4
 cuMemAllocFromPoolAsync_ptsz:
-	movl $300, %eax
+	movl $331, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAllocFromPoolAsync_ptsz, .-cuMemAllocFromPoolAsync_ptsz
@@ -2725,7 +3004,7 @@ cuMemAllocFromPoolAsync_ptsz:
 	.type cuMemAllocHost,@function
 	.p2align 4
 cuMemAllocHost:
-	movl $301, %eax
+	movl $332, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAllocHost, .-cuMemAllocHost
@@ -2734,7 +3013,7 @@ cuMemAllocHost:
 	.type cuMemAllocHost_v2,@function
 	.p2align 4
 cuMemAllocHost_v2:
-	movl $302, %eax
+	movl $333, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAllocHost_v2, .-cuMemAllocHost_v2
@@ -2743,7 +3022,7 @@ cuMemAllocHost_v2:
 	.type cuMemAllocManaged,@function
 	.p2align 4
 cuMemAllocManaged:
-	movl $303, %eax
+	movl $334, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAllocManaged, .-cuMemAllocManaged
@@ -2752,7 +3031,7 @@ cuMemAllocManaged:
 	.type cuMemAllocPitch,@function
 	.p2align 4
 cuMemAllocPitch:
-	movl $304, %eax
+	movl $335, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAllocPitch, .-cuMemAllocPitch
@@ -2761,7 +3040,7 @@ cuMemAllocPitch:
 	.type cuMemAllocPitch_v2,@function
 	.p2align 4
 cuMemAllocPitch_v2:
-	movl $305, %eax
+	movl $336, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAllocPitch_v2, .-cuMemAllocPitch_v2
@@ -2770,7 +3049,7 @@ cuMemAllocPitch_v2:
 	.type cuMemAlloc_v2,@function
 	.p2align 4
 cuMemAlloc_v2:
-	movl $306, %eax
+	movl $337, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemAlloc_v2, .-cuMemAlloc_v2
@@ -2779,7 +3058,7 @@ cuMemAlloc_v2:
 	.type cuMemBatchDecompressAsync,@function
 	.p2align 4
 cuMemBatchDecompressAsync:
-	movl $307, %eax
+	movl $338, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemBatchDecompressAsync, .-cuMemBatchDecompressAsync
@@ -2788,7 +3067,7 @@ cuMemBatchDecompressAsync:
 	.type cuMemBatchDecompressAsync_ptsz,@function
 	.p2align 4
 cuMemBatchDecompressAsync_ptsz:
-	movl $308, %eax
+	movl $339, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemBatchDecompressAsync_ptsz, .-cuMemBatchDecompressAsync_ptsz
@@ -2797,7 +3076,7 @@ cuMemBatchDecompressAsync_ptsz:
 	.type cuMemCreate,@function
 	.p2align 4
 cuMemCreate:
-	movl $309, %eax
+	movl $340, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemCreate, .-cuMemCreate
@@ -2806,7 +3085,7 @@ cuMemCreate:
 	.type cuMemDiscardAndPrefetchBatchAsync,@function
 	.p2align 4
 cuMemDiscardAndPrefetchBatchAsync:
-	movl $310, %eax
+	movl $341, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemDiscardAndPrefetchBatchAsync, .-cuMemDiscardAndPrefetchBatchAsync
@@ -2815,7 +3094,7 @@ cuMemDiscardAndPrefetchBatchAsync:
 	.type cuMemDiscardAndPrefetchBatchAsync_ptsz,@function
 	.p2align 4
 cuMemDiscardAndPrefetchBatchAsync_ptsz:
-	movl $311, %eax
+	movl $342, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemDiscardAndPrefetchBatchAsync_ptsz, .-cuMemDiscardAndPrefetchBatchAsync_ptsz
@@ -2824,7 +3103,7 @@ cuMemDiscardAndPrefetchBatchAsync_ptsz:
 	.type cuMemDiscardBatchAsync,@function
 	.p2align 4
 cuMemDiscardBatchAsync:
-	movl $312, %eax
+	movl $343, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemDiscardBatchAsync, .-cuMemDiscardBatchAsync
@@ -2833,7 +3112,7 @@ cuMemDiscardBatchAsync:
 	.type cuMemDiscardBatchAsync_ptsz,@function
 	.p2align 4
 cuMemDiscardBatchAsync_ptsz:
-	movl $313, %eax
+	movl $344, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemDiscardBatchAsync_ptsz, .-cuMemDiscardBatchAsync_ptsz
@@ -2842,7 +3121,7 @@ cuMemDiscardBatchAsync_ptsz:
 	.type cuMemExportToShareableHandle,@function
 	.p2align 4
 cuMemExportToShareableHandle:
-	movl $314, %eax
+	movl $345, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemExportToShareableHandle, .-cuMemExportToShareableHandle
@@ -2851,7 +3130,7 @@ cuMemExportToShareableHandle:
 	.type cuMemFree,@function
 	.p2align 4
 cuMemFree:
-	movl $315, %eax
+	movl $346, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemFree, .-cuMemFree
@@ -2860,7 +3139,7 @@ cuMemFree:
 	.type cuMemFreeAsync,@function
 	.p2align 4
 cuMemFreeAsync:
-	movl $316, %eax
+	movl $347, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemFreeAsync, .-cuMemFreeAsync
@@ -2869,7 +3148,7 @@ cuMemFreeAsync:
 	.type cuMemFreeAsync_ptsz,@function
 	.p2align 4
 cuMemFreeAsync_ptsz:
-	movl $317, %eax
+	movl $348, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemFreeAsync_ptsz, .-cuMemFreeAsync_ptsz
@@ -2878,7 +3157,7 @@ cuMemFreeAsync_ptsz:
 	.type cuMemFreeHost,@function
 	.p2align 4
 cuMemFreeHost:
-	movl $318, %eax
+	movl $349, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemFreeHost, .-cuMemFreeHost
@@ -2887,7 +3166,7 @@ cuMemFreeHost:
 	.type cuMemFree_v2,@function
 	.p2align 4
 cuMemFree_v2:
-	movl $319, %eax
+	movl $350, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemFree_v2, .-cuMemFree_v2
@@ -2896,7 +3175,7 @@ cuMemFree_v2:
 	.type cuMemGetAccess,@function
 	.p2align 4
 cuMemGetAccess:
-	movl $320, %eax
+	movl $351, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetAccess, .-cuMemGetAccess
@@ -2905,7 +3184,7 @@ cuMemGetAccess:
 	.type cuMemGetAddressRange,@function
 	.p2align 4
 cuMemGetAddressRange:
-	movl $321, %eax
+	movl $352, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetAddressRange, .-cuMemGetAddressRange
@@ -2914,7 +3193,7 @@ cuMemGetAddressRange:
 	.type cuMemGetAddressRange_v2,@function
 	.p2align 4
 cuMemGetAddressRange_v2:
-	movl $322, %eax
+	movl $353, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetAddressRange_v2, .-cuMemGetAddressRange_v2
@@ -2923,7 +3202,7 @@ cuMemGetAddressRange_v2:
 	.type cuMemGetAllocationGranularity,@function
 	.p2align 4
 cuMemGetAllocationGranularity:
-	movl $323, %eax
+	movl $354, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetAllocationGranularity, .-cuMemGetAllocationGranularity
@@ -2932,7 +3211,7 @@ cuMemGetAllocationGranularity:
 	.type cuMemGetAllocationPropertiesFromHandle,@function
 	.p2align 4
 cuMemGetAllocationPropertiesFromHandle:
-	movl $324, %eax
+	movl $355, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetAllocationPropertiesFromHandle, .-cuMemGetAllocationPropertiesFromHandle
@@ -2941,7 +3220,7 @@ cuMemGetAllocationPropertiesFromHandle:
 	.type cuMemGetDefaultMemPool,@function
 	.p2align 4
 cuMemGetDefaultMemPool:
-	movl $325, %eax
+	movl $356, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetDefaultMemPool, .-cuMemGetDefaultMemPool
@@ -2950,7 +3229,7 @@ cuMemGetDefaultMemPool:
 	.type cuMemGetHandleForAddressRange,@function
 	.p2align 4
 cuMemGetHandleForAddressRange:
-	movl $326, %eax
+	movl $357, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetHandleForAddressRange, .-cuMemGetHandleForAddressRange
@@ -2959,7 +3238,7 @@ cuMemGetHandleForAddressRange:
 	.type cuMemGetInfo,@function
 	.p2align 4
 cuMemGetInfo:
-	movl $327, %eax
+	movl $358, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetInfo, .-cuMemGetInfo
@@ -2968,7 +3247,7 @@ cuMemGetInfo:
 	.type cuMemGetInfo_v2,@function
 	.p2align 4
 cuMemGetInfo_v2:
-	movl $328, %eax
+	movl $359, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetInfo_v2, .-cuMemGetInfo_v2
@@ -2977,7 +3256,7 @@ cuMemGetInfo_v2:
 	.type cuMemGetMemPool,@function
 	.p2align 4
 cuMemGetMemPool:
-	movl $329, %eax
+	movl $360, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemGetMemPool, .-cuMemGetMemPool
@@ -2986,7 +3265,7 @@ cuMemGetMemPool:
 	.type cuMemHostAlloc,@function
 	.p2align 4
 cuMemHostAlloc:
-	movl $330, %eax
+	movl $361, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemHostAlloc, .-cuMemHostAlloc
@@ -2995,7 +3274,7 @@ cuMemHostAlloc:
 	.type cuMemHostGetDevicePointer,@function
 	.p2align 4
 cuMemHostGetDevicePointer:
-	movl $331, %eax
+	movl $362, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemHostGetDevicePointer, .-cuMemHostGetDevicePointer
@@ -3004,7 +3283,7 @@ cuMemHostGetDevicePointer:
 	.type cuMemHostGetDevicePointer_v2,@function
 	.p2align 4
 cuMemHostGetDevicePointer_v2:
-	movl $332, %eax
+	movl $363, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemHostGetDevicePointer_v2, .-cuMemHostGetDevicePointer_v2
@@ -3013,7 +3292,7 @@ cuMemHostGetDevicePointer_v2:
 	.type cuMemHostGetFlags,@function
 	.p2align 4
 cuMemHostGetFlags:
-	movl $333, %eax
+	movl $364, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemHostGetFlags, .-cuMemHostGetFlags
@@ -3022,7 +3301,7 @@ cuMemHostGetFlags:
 	.type cuMemHostRegister,@function
 	.p2align 4
 cuMemHostRegister:
-	movl $334, %eax
+	movl $365, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemHostRegister, .-cuMemHostRegister
@@ -3031,7 +3310,7 @@ cuMemHostRegister:
 	.type cuMemHostRegister_v2,@function
 	.p2align 4
 cuMemHostRegister_v2:
-	movl $335, %eax
+	movl $366, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemHostRegister_v2, .-cuMemHostRegister_v2
@@ -3040,7 +3319,7 @@ cuMemHostRegister_v2:
 	.type cuMemHostUnregister,@function
 	.p2align 4
 cuMemHostUnregister:
-	movl $336, %eax
+	movl $367, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemHostUnregister, .-cuMemHostUnregister
@@ -3049,7 +3328,7 @@ cuMemHostUnregister:
 	.type cuMemImportFromShareableHandle,@function
 	.p2align 4
 cuMemImportFromShareableHandle:
-	movl $337, %eax
+	movl $368, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemImportFromShareableHandle, .-cuMemImportFromShareableHandle
@@ -3058,7 +3337,7 @@ cuMemImportFromShareableHandle:
 	.type cuMemMap,@function
 	.p2align 4
 cuMemMap:
-	movl $338, %eax
+	movl $369, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemMap, .-cuMemMap
@@ -3067,7 +3346,7 @@ cuMemMap:
 	.type cuMemMapArrayAsync,@function
 	.p2align 4
 cuMemMapArrayAsync:
-	movl $339, %eax
+	movl $370, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemMapArrayAsync, .-cuMemMapArrayAsync
@@ -3076,7 +3355,7 @@ cuMemMapArrayAsync:
 	.type cuMemMapArrayAsync_ptsz,@function
 	.p2align 4
 cuMemMapArrayAsync_ptsz:
-	movl $340, %eax
+	movl $371, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemMapArrayAsync_ptsz, .-cuMemMapArrayAsync_ptsz
@@ -3085,7 +3364,7 @@ cuMemMapArrayAsync_ptsz:
 	.type cuMemPoolCreate,@function
 	.p2align 4
 cuMemPoolCreate:
-	movl $341, %eax
+	movl $372, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolCreate, .-cuMemPoolCreate
@@ -3094,7 +3373,7 @@ cuMemPoolCreate:
 	.type cuMemPoolDestroy,@function
 	.p2align 4
 cuMemPoolDestroy:
-	movl $342, %eax
+	movl $373, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolDestroy, .-cuMemPoolDestroy
@@ -3103,7 +3382,7 @@ cuMemPoolDestroy:
 	.type cuMemPoolExportPointer,@function
 	.p2align 4
 cuMemPoolExportPointer:
-	movl $343, %eax
+	movl $374, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolExportPointer, .-cuMemPoolExportPointer
@@ -3112,7 +3391,7 @@ cuMemPoolExportPointer:
 	.type cuMemPoolExportToShareableHandle,@function
 	.p2align 4
 cuMemPoolExportToShareableHandle:
-	movl $344, %eax
+	movl $375, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolExportToShareableHandle, .-cuMemPoolExportToShareableHandle
@@ -3121,7 +3400,7 @@ cuMemPoolExportToShareableHandle:
 	.type cuMemPoolGetAccess,@function
 	.p2align 4
 cuMemPoolGetAccess:
-	movl $345, %eax
+	movl $376, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolGetAccess, .-cuMemPoolGetAccess
@@ -3130,7 +3409,7 @@ cuMemPoolGetAccess:
 	.type cuMemPoolGetAttribute,@function
 	.p2align 4
 cuMemPoolGetAttribute:
-	movl $346, %eax
+	movl $377, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolGetAttribute, .-cuMemPoolGetAttribute
@@ -3139,7 +3418,7 @@ cuMemPoolGetAttribute:
 	.type cuMemPoolImportFromShareableHandle,@function
 	.p2align 4
 cuMemPoolImportFromShareableHandle:
-	movl $347, %eax
+	movl $378, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolImportFromShareableHandle, .-cuMemPoolImportFromShareableHandle
@@ -3148,7 +3427,7 @@ cuMemPoolImportFromShareableHandle:
 	.type cuMemPoolImportPointer,@function
 	.p2align 4
 cuMemPoolImportPointer:
-	movl $348, %eax
+	movl $379, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolImportPointer, .-cuMemPoolImportPointer
@@ -3157,7 +3436,7 @@ cuMemPoolImportPointer:
 	.type cuMemPoolSetAccess,@function
 	.p2align 4
 cuMemPoolSetAccess:
-	movl $349, %eax
+	movl $380, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolSetAccess, .-cuMemPoolSetAccess
@@ -3166,7 +3445,7 @@ cuMemPoolSetAccess:
 	.type cuMemPoolSetAttribute,@function
 	.p2align 4
 cuMemPoolSetAttribute:
-	movl $350, %eax
+	movl $381, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolSetAttribute, .-cuMemPoolSetAttribute
@@ -3175,7 +3454,7 @@ cuMemPoolSetAttribute:
 	.type cuMemPoolTrimTo,@function
 	.p2align 4
 cuMemPoolTrimTo:
-	movl $351, %eax
+	movl $382, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPoolTrimTo, .-cuMemPoolTrimTo
@@ -3184,7 +3463,7 @@ cuMemPoolTrimTo:
 	.type cuMemPrefetchAsync,@function
 	.p2align 4
 cuMemPrefetchAsync:
-	movl $352, %eax
+	movl $383, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPrefetchAsync, .-cuMemPrefetchAsync
@@ -3193,7 +3472,7 @@ cuMemPrefetchAsync:
 	.type cuMemPrefetchAsync_ptsz,@function
 	.p2align 4
 cuMemPrefetchAsync_ptsz:
-	movl $353, %eax
+	movl $384, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPrefetchAsync_ptsz, .-cuMemPrefetchAsync_ptsz
@@ -3202,7 +3481,7 @@ cuMemPrefetchAsync_ptsz:
 	.type cuMemPrefetchAsync_v2,@function
 	.p2align 4
 cuMemPrefetchAsync_v2:
-	movl $354, %eax
+	movl $385, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPrefetchAsync_v2, .-cuMemPrefetchAsync_v2
@@ -3211,7 +3490,7 @@ cuMemPrefetchAsync_v2:
 	.type cuMemPrefetchAsync_v2_ptsz,@function
 	.p2align 4
 cuMemPrefetchAsync_v2_ptsz:
-	movl $355, %eax
+	movl $386, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPrefetchAsync_v2_ptsz, .-cuMemPrefetchAsync_v2_ptsz
@@ -3220,7 +3499,7 @@ cuMemPrefetchAsync_v2_ptsz:
 	.type cuMemPrefetchBatchAsync,@function
 	.p2align 4
 cuMemPrefetchBatchAsync:
-	movl $356, %eax
+	movl $387, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPrefetchBatchAsync, .-cuMemPrefetchBatchAsync
@@ -3229,7 +3508,7 @@ cuMemPrefetchBatchAsync:
 	.type cuMemPrefetchBatchAsync_ptsz,@function
 	.p2align 4
 cuMemPrefetchBatchAsync_ptsz:
-	movl $357, %eax
+	movl $388, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemPrefetchBatchAsync_ptsz, .-cuMemPrefetchBatchAsync_ptsz
@@ -3238,7 +3517,7 @@ cuMemPrefetchBatchAsync_ptsz:
 	.type cuMemRangeGetAttribute,@function
 	.p2align 4
 cuMemRangeGetAttribute:
-	movl $358, %eax
+	movl $389, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemRangeGetAttribute, .-cuMemRangeGetAttribute
@@ -3247,7 +3526,7 @@ cuMemRangeGetAttribute:
 	.type cuMemRangeGetAttributes,@function
 	.p2align 4
 cuMemRangeGetAttributes:
-	movl $359, %eax
+	movl $390, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemRangeGetAttributes, .-cuMemRangeGetAttributes
@@ -3256,7 +3535,7 @@ cuMemRangeGetAttributes:
 	.type cuMemRelease,@function
 	.p2align 4
 cuMemRelease:
-	movl $360, %eax
+	movl $391, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemRelease, .-cuMemRelease
@@ -3265,7 +3544,7 @@ cuMemRelease:
 	.type cuMemRetainAllocationHandle,@function
 	.p2align 4
 cuMemRetainAllocationHandle:
-	movl $361, %eax
+	movl $392, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemRetainAllocationHandle, .-cuMemRetainAllocationHandle
@@ -3274,7 +3553,7 @@ cuMemRetainAllocationHandle:
 	.type cuMemSetAccess,@function
 	.p2align 4
 cuMemSetAccess:
-	movl $362, %eax
+	movl $393, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemSetAccess, .-cuMemSetAccess
@@ -3283,7 +3562,7 @@ cuMemSetAccess:
 	.type cuMemSetMemPool,@function
 	.p2align 4
 cuMemSetMemPool:
-	movl $363, %eax
+	movl $394, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemSetMemPool, .-cuMemSetMemPool
@@ -3292,7 +3571,7 @@ cuMemSetMemPool:
 	.type cuMemUnmap,@function
 	.p2align 4
 cuMemUnmap:
-	movl $364, %eax
+	movl $395, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemUnmap, .-cuMemUnmap
@@ -3301,7 +3580,7 @@ cuMemUnmap:
 	.type cuMemcpy,@function
 	.p2align 4
 cuMemcpy:
-	movl $365, %eax
+	movl $396, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy, .-cuMemcpy
@@ -3310,7 +3589,7 @@ cuMemcpy:
 	.type cuMemcpy2D,@function
 	.p2align 4
 cuMemcpy2D:
-	movl $366, %eax
+	movl $397, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy2D, .-cuMemcpy2D
@@ -3319,7 +3598,7 @@ cuMemcpy2D:
 	.type cuMemcpy2DAsync,@function
 	.p2align 4
 cuMemcpy2DAsync:
-	movl $367, %eax
+	movl $398, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy2DAsync, .-cuMemcpy2DAsync
@@ -3328,7 +3607,7 @@ cuMemcpy2DAsync:
 	.type cuMemcpy2DAsync_v2,@function
 	.p2align 4
 cuMemcpy2DAsync_v2:
-	movl $368, %eax
+	movl $399, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy2DAsync_v2, .-cuMemcpy2DAsync_v2
@@ -3337,7 +3616,7 @@ cuMemcpy2DAsync_v2:
 	.type cuMemcpy2DAsync_v2_ptsz,@function
 	.p2align 4
 cuMemcpy2DAsync_v2_ptsz:
-	movl $369, %eax
+	movl $400, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy2DAsync_v2_ptsz, .-cuMemcpy2DAsync_v2_ptsz
@@ -3346,7 +3625,7 @@ cuMemcpy2DAsync_v2_ptsz:
 	.type cuMemcpy2DUnaligned,@function
 	.p2align 4
 cuMemcpy2DUnaligned:
-	movl $370, %eax
+	movl $401, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy2DUnaligned, .-cuMemcpy2DUnaligned
@@ -3355,7 +3634,7 @@ cuMemcpy2DUnaligned:
 	.type cuMemcpy2DUnaligned_v2,@function
 	.p2align 4
 cuMemcpy2DUnaligned_v2:
-	movl $371, %eax
+	movl $402, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy2DUnaligned_v2, .-cuMemcpy2DUnaligned_v2
@@ -3364,7 +3643,7 @@ cuMemcpy2DUnaligned_v2:
 	.type cuMemcpy2DUnaligned_v2_ptds,@function
 	.p2align 4
 cuMemcpy2DUnaligned_v2_ptds:
-	movl $372, %eax
+	movl $403, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy2DUnaligned_v2_ptds, .-cuMemcpy2DUnaligned_v2_ptds
@@ -3373,7 +3652,7 @@ cuMemcpy2DUnaligned_v2_ptds:
 	.type cuMemcpy2D_v2,@function
 	.p2align 4
 cuMemcpy2D_v2:
-	movl $373, %eax
+	movl $404, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy2D_v2, .-cuMemcpy2D_v2
@@ -3382,7 +3661,7 @@ cuMemcpy2D_v2:
 	.type cuMemcpy2D_v2_ptds,@function
 	.p2align 4
 cuMemcpy2D_v2_ptds:
-	movl $374, %eax
+	movl $405, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy2D_v2_ptds, .-cuMemcpy2D_v2_ptds
@@ -3391,7 +3670,7 @@ cuMemcpy2D_v2_ptds:
 	.type cuMemcpy3D,@function
 	.p2align 4
 cuMemcpy3D:
-	movl $375, %eax
+	movl $406, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3D, .-cuMemcpy3D
@@ -3400,7 +3679,7 @@ cuMemcpy3D:
 	.type cuMemcpy3DAsync,@function
 	.p2align 4
 cuMemcpy3DAsync:
-	movl $376, %eax
+	movl $407, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DAsync, .-cuMemcpy3DAsync
@@ -3409,7 +3688,7 @@ cuMemcpy3DAsync:
 	.type cuMemcpy3DAsync_v2,@function
 	.p2align 4
 cuMemcpy3DAsync_v2:
-	movl $377, %eax
+	movl $408, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DAsync_v2, .-cuMemcpy3DAsync_v2
@@ -3418,7 +3697,7 @@ cuMemcpy3DAsync_v2:
 	.type cuMemcpy3DAsync_v2_ptsz,@function
 	.p2align 4
 cuMemcpy3DAsync_v2_ptsz:
-	movl $378, %eax
+	movl $409, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DAsync_v2_ptsz, .-cuMemcpy3DAsync_v2_ptsz
@@ -3427,7 +3706,7 @@ cuMemcpy3DAsync_v2_ptsz:
 	.type cuMemcpy3DBatchAsync,@function
 	.p2align 4
 cuMemcpy3DBatchAsync:
-	movl $379, %eax
+	movl $410, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DBatchAsync, .-cuMemcpy3DBatchAsync
@@ -3436,7 +3715,7 @@ cuMemcpy3DBatchAsync:
 	.type cuMemcpy3DBatchAsync_ptsz,@function
 	.p2align 4
 cuMemcpy3DBatchAsync_ptsz:
-	movl $380, %eax
+	movl $411, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DBatchAsync_ptsz, .-cuMemcpy3DBatchAsync_ptsz
@@ -3445,7 +3724,7 @@ cuMemcpy3DBatchAsync_ptsz:
 	.type cuMemcpy3DBatchAsync_v2,@function
 	.p2align 4
 cuMemcpy3DBatchAsync_v2:
-	movl $381, %eax
+	movl $412, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DBatchAsync_v2, .-cuMemcpy3DBatchAsync_v2
@@ -3454,7 +3733,7 @@ cuMemcpy3DBatchAsync_v2:
 	.type cuMemcpy3DBatchAsync_v2_ptsz,@function
 	.p2align 4
 cuMemcpy3DBatchAsync_v2_ptsz:
-	movl $382, %eax
+	movl $413, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DBatchAsync_v2_ptsz, .-cuMemcpy3DBatchAsync_v2_ptsz
@@ -3463,7 +3742,7 @@ cuMemcpy3DBatchAsync_v2_ptsz:
 	.type cuMemcpy3DPeer,@function
 	.p2align 4
 cuMemcpy3DPeer:
-	movl $383, %eax
+	movl $414, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DPeer, .-cuMemcpy3DPeer
@@ -3472,7 +3751,7 @@ cuMemcpy3DPeer:
 	.type cuMemcpy3DPeerAsync,@function
 	.p2align 4
 cuMemcpy3DPeerAsync:
-	movl $384, %eax
+	movl $415, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DPeerAsync, .-cuMemcpy3DPeerAsync
@@ -3481,7 +3760,7 @@ cuMemcpy3DPeerAsync:
 	.type cuMemcpy3DPeerAsync_ptsz,@function
 	.p2align 4
 cuMemcpy3DPeerAsync_ptsz:
-	movl $385, %eax
+	movl $416, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DPeerAsync_ptsz, .-cuMemcpy3DPeerAsync_ptsz
@@ -3490,7 +3769,7 @@ cuMemcpy3DPeerAsync_ptsz:
 	.type cuMemcpy3DPeer_ptds,@function
 	.p2align 4
 cuMemcpy3DPeer_ptds:
-	movl $386, %eax
+	movl $417, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3DPeer_ptds, .-cuMemcpy3DPeer_ptds
@@ -3499,7 +3778,7 @@ cuMemcpy3DPeer_ptds:
 	.type cuMemcpy3D_v2,@function
 	.p2align 4
 cuMemcpy3D_v2:
-	movl $387, %eax
+	movl $418, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3D_v2, .-cuMemcpy3D_v2
@@ -3508,7 +3787,7 @@ cuMemcpy3D_v2:
 	.type cuMemcpy3D_v2_ptds,@function
 	.p2align 4
 cuMemcpy3D_v2_ptds:
-	movl $388, %eax
+	movl $419, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy3D_v2_ptds, .-cuMemcpy3D_v2_ptds
@@ -3517,7 +3796,7 @@ cuMemcpy3D_v2_ptds:
 	.type cuMemcpyAsync,@function
 	.p2align 4
 cuMemcpyAsync:
-	movl $389, %eax
+	movl $420, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAsync, .-cuMemcpyAsync
@@ -3526,7 +3805,7 @@ cuMemcpyAsync:
 	.type cuMemcpyAsync_ptsz,@function
 	.p2align 4
 cuMemcpyAsync_ptsz:
-	movl $390, %eax
+	movl $421, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAsync_ptsz, .-cuMemcpyAsync_ptsz
@@ -3535,7 +3814,7 @@ cuMemcpyAsync_ptsz:
 	.type cuMemcpyAtoA,@function
 	.p2align 4
 cuMemcpyAtoA:
-	movl $391, %eax
+	movl $422, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoA, .-cuMemcpyAtoA
@@ -3544,7 +3823,7 @@ cuMemcpyAtoA:
 	.type cuMemcpyAtoA_v2,@function
 	.p2align 4
 cuMemcpyAtoA_v2:
-	movl $392, %eax
+	movl $423, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoA_v2, .-cuMemcpyAtoA_v2
@@ -3553,7 +3832,7 @@ cuMemcpyAtoA_v2:
 	.type cuMemcpyAtoA_v2_ptds,@function
 	.p2align 4
 cuMemcpyAtoA_v2_ptds:
-	movl $393, %eax
+	movl $424, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoA_v2_ptds, .-cuMemcpyAtoA_v2_ptds
@@ -3562,7 +3841,7 @@ cuMemcpyAtoA_v2_ptds:
 	.type cuMemcpyAtoD,@function
 	.p2align 4
 cuMemcpyAtoD:
-	movl $394, %eax
+	movl $425, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoD, .-cuMemcpyAtoD
@@ -3571,7 +3850,7 @@ cuMemcpyAtoD:
 	.type cuMemcpyAtoD_v2,@function
 	.p2align 4
 cuMemcpyAtoD_v2:
-	movl $395, %eax
+	movl $426, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoD_v2, .-cuMemcpyAtoD_v2
@@ -3580,7 +3859,7 @@ cuMemcpyAtoD_v2:
 	.type cuMemcpyAtoD_v2_ptds,@function
 	.p2align 4
 cuMemcpyAtoD_v2_ptds:
-	movl $396, %eax
+	movl $427, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoD_v2_ptds, .-cuMemcpyAtoD_v2_ptds
@@ -3589,7 +3868,7 @@ cuMemcpyAtoD_v2_ptds:
 	.type cuMemcpyAtoH,@function
 	.p2align 4
 cuMemcpyAtoH:
-	movl $397, %eax
+	movl $428, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoH, .-cuMemcpyAtoH
@@ -3598,7 +3877,7 @@ cuMemcpyAtoH:
 	.type cuMemcpyAtoHAsync,@function
 	.p2align 4
 cuMemcpyAtoHAsync:
-	movl $398, %eax
+	movl $429, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoHAsync, .-cuMemcpyAtoHAsync
@@ -3607,7 +3886,7 @@ cuMemcpyAtoHAsync:
 	.type cuMemcpyAtoHAsync_v2,@function
 	.p2align 4
 cuMemcpyAtoHAsync_v2:
-	movl $399, %eax
+	movl $430, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoHAsync_v2, .-cuMemcpyAtoHAsync_v2
@@ -3616,7 +3895,7 @@ cuMemcpyAtoHAsync_v2:
 	.type cuMemcpyAtoHAsync_v2_ptsz,@function
 	.p2align 4
 cuMemcpyAtoHAsync_v2_ptsz:
-	movl $400, %eax
+	movl $431, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoHAsync_v2_ptsz, .-cuMemcpyAtoHAsync_v2_ptsz
@@ -3625,7 +3904,7 @@ cuMemcpyAtoHAsync_v2_ptsz:
 	.type cuMemcpyAtoH_v2,@function
 	.p2align 4
 cuMemcpyAtoH_v2:
-	movl $401, %eax
+	movl $432, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoH_v2, .-cuMemcpyAtoH_v2
@@ -3634,7 +3913,7 @@ cuMemcpyAtoH_v2:
 	.type cuMemcpyAtoH_v2_ptds,@function
 	.p2align 4
 cuMemcpyAtoH_v2_ptds:
-	movl $402, %eax
+	movl $433, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyAtoH_v2_ptds, .-cuMemcpyAtoH_v2_ptds
@@ -3643,7 +3922,7 @@ cuMemcpyAtoH_v2_ptds:
 	.type cuMemcpyBatchAsync,@function
 	.p2align 4
 cuMemcpyBatchAsync:
-	movl $403, %eax
+	movl $434, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyBatchAsync, .-cuMemcpyBatchAsync
@@ -3652,7 +3931,7 @@ cuMemcpyBatchAsync:
 	.type cuMemcpyBatchAsync_ptsz,@function
 	.p2align 4
 cuMemcpyBatchAsync_ptsz:
-	movl $404, %eax
+	movl $435, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyBatchAsync_ptsz, .-cuMemcpyBatchAsync_ptsz
@@ -3661,7 +3940,7 @@ cuMemcpyBatchAsync_ptsz:
 	.type cuMemcpyBatchAsync_v2,@function
 	.p2align 4
 cuMemcpyBatchAsync_v2:
-	movl $405, %eax
+	movl $436, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyBatchAsync_v2, .-cuMemcpyBatchAsync_v2
@@ -3670,7 +3949,7 @@ cuMemcpyBatchAsync_v2:
 	.type cuMemcpyBatchAsync_v2_ptsz,@function
 	.p2align 4
 cuMemcpyBatchAsync_v2_ptsz:
-	movl $406, %eax
+	movl $437, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyBatchAsync_v2_ptsz, .-cuMemcpyBatchAsync_v2_ptsz
@@ -3679,7 +3958,7 @@ cuMemcpyBatchAsync_v2_ptsz:
 	.type cuMemcpyDtoA,@function
 	.p2align 4
 cuMemcpyDtoA:
-	movl $407, %eax
+	movl $438, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoA, .-cuMemcpyDtoA
@@ -3688,7 +3967,7 @@ cuMemcpyDtoA:
 	.type cuMemcpyDtoA_v2,@function
 	.p2align 4
 cuMemcpyDtoA_v2:
-	movl $408, %eax
+	movl $439, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoA_v2, .-cuMemcpyDtoA_v2
@@ -3697,7 +3976,7 @@ cuMemcpyDtoA_v2:
 	.type cuMemcpyDtoA_v2_ptds,@function
 	.p2align 4
 cuMemcpyDtoA_v2_ptds:
-	movl $409, %eax
+	movl $440, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoA_v2_ptds, .-cuMemcpyDtoA_v2_ptds
@@ -3706,7 +3985,7 @@ cuMemcpyDtoA_v2_ptds:
 	.type cuMemcpyDtoD,@function
 	.p2align 4
 cuMemcpyDtoD:
-	movl $410, %eax
+	movl $441, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoD, .-cuMemcpyDtoD
@@ -3715,7 +3994,7 @@ cuMemcpyDtoD:
 	.type cuMemcpyDtoDAsync,@function
 	.p2align 4
 cuMemcpyDtoDAsync:
-	movl $411, %eax
+	movl $442, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoDAsync, .-cuMemcpyDtoDAsync
@@ -3724,7 +4003,7 @@ cuMemcpyDtoDAsync:
 	.type cuMemcpyDtoDAsync_v2,@function
 	.p2align 4
 cuMemcpyDtoDAsync_v2:
-	movl $412, %eax
+	movl $443, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoDAsync_v2, .-cuMemcpyDtoDAsync_v2
@@ -3733,7 +4012,7 @@ cuMemcpyDtoDAsync_v2:
 	.type cuMemcpyDtoDAsync_v2_ptsz,@function
 	.p2align 4
 cuMemcpyDtoDAsync_v2_ptsz:
-	movl $413, %eax
+	movl $444, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoDAsync_v2_ptsz, .-cuMemcpyDtoDAsync_v2_ptsz
@@ -3742,7 +4021,7 @@ cuMemcpyDtoDAsync_v2_ptsz:
 	.type cuMemcpyDtoD_v2,@function
 	.p2align 4
 cuMemcpyDtoD_v2:
-	movl $414, %eax
+	movl $445, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoD_v2, .-cuMemcpyDtoD_v2
@@ -3751,7 +4030,7 @@ cuMemcpyDtoD_v2:
 	.type cuMemcpyDtoD_v2_ptds,@function
 	.p2align 4
 cuMemcpyDtoD_v2_ptds:
-	movl $415, %eax
+	movl $446, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoD_v2_ptds, .-cuMemcpyDtoD_v2_ptds
@@ -3760,7 +4039,7 @@ cuMemcpyDtoD_v2_ptds:
 	.type cuMemcpyDtoH,@function
 	.p2align 4
 cuMemcpyDtoH:
-	movl $416, %eax
+	movl $447, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoH, .-cuMemcpyDtoH
@@ -3769,7 +4048,7 @@ cuMemcpyDtoH:
 	.type cuMemcpyDtoHAsync,@function
 	.p2align 4
 cuMemcpyDtoHAsync:
-	movl $417, %eax
+	movl $448, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoHAsync, .-cuMemcpyDtoHAsync
@@ -3778,7 +4057,7 @@ cuMemcpyDtoHAsync:
 	.type cuMemcpyDtoHAsync_v2,@function
 	.p2align 4
 cuMemcpyDtoHAsync_v2:
-	movl $418, %eax
+	movl $449, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoHAsync_v2, .-cuMemcpyDtoHAsync_v2
@@ -3787,7 +4066,7 @@ cuMemcpyDtoHAsync_v2:
 	.type cuMemcpyDtoHAsync_v2_ptsz,@function
 	.p2align 4
 cuMemcpyDtoHAsync_v2_ptsz:
-	movl $419, %eax
+	movl $450, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoHAsync_v2_ptsz, .-cuMemcpyDtoHAsync_v2_ptsz
@@ -3796,7 +4075,7 @@ cuMemcpyDtoHAsync_v2_ptsz:
 	.type cuMemcpyDtoH_v2,@function
 	.p2align 4
 cuMemcpyDtoH_v2:
-	movl $420, %eax
+	movl $451, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoH_v2, .-cuMemcpyDtoH_v2
@@ -3805,7 +4084,7 @@ cuMemcpyDtoH_v2:
 	.type cuMemcpyDtoH_v2_ptds,@function
 	.p2align 4
 cuMemcpyDtoH_v2_ptds:
-	movl $421, %eax
+	movl $452, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyDtoH_v2_ptds, .-cuMemcpyDtoH_v2_ptds
@@ -3814,7 +4093,7 @@ cuMemcpyDtoH_v2_ptds:
 	.type cuMemcpyHtoA,@function
 	.p2align 4
 cuMemcpyHtoA:
-	movl $422, %eax
+	movl $453, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoA, .-cuMemcpyHtoA
@@ -3823,7 +4102,7 @@ cuMemcpyHtoA:
 	.type cuMemcpyHtoAAsync,@function
 	.p2align 4
 cuMemcpyHtoAAsync:
-	movl $423, %eax
+	movl $454, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoAAsync, .-cuMemcpyHtoAAsync
@@ -3832,7 +4111,7 @@ cuMemcpyHtoAAsync:
 	.type cuMemcpyHtoAAsync_v2,@function
 	.p2align 4
 cuMemcpyHtoAAsync_v2:
-	movl $424, %eax
+	movl $455, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoAAsync_v2, .-cuMemcpyHtoAAsync_v2
@@ -3841,7 +4120,7 @@ cuMemcpyHtoAAsync_v2:
 	.type cuMemcpyHtoAAsync_v2_ptsz,@function
 	.p2align 4
 cuMemcpyHtoAAsync_v2_ptsz:
-	movl $425, %eax
+	movl $456, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoAAsync_v2_ptsz, .-cuMemcpyHtoAAsync_v2_ptsz
@@ -3850,7 +4129,7 @@ cuMemcpyHtoAAsync_v2_ptsz:
 	.type cuMemcpyHtoA_v2,@function
 	.p2align 4
 cuMemcpyHtoA_v2:
-	movl $426, %eax
+	movl $457, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoA_v2, .-cuMemcpyHtoA_v2
@@ -3859,7 +4138,7 @@ cuMemcpyHtoA_v2:
 	.type cuMemcpyHtoA_v2_ptds,@function
 	.p2align 4
 cuMemcpyHtoA_v2_ptds:
-	movl $427, %eax
+	movl $458, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoA_v2_ptds, .-cuMemcpyHtoA_v2_ptds
@@ -3868,7 +4147,7 @@ cuMemcpyHtoA_v2_ptds:
 	.type cuMemcpyHtoD,@function
 	.p2align 4
 cuMemcpyHtoD:
-	movl $428, %eax
+	movl $459, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoD, .-cuMemcpyHtoD
@@ -3877,7 +4156,7 @@ cuMemcpyHtoD:
 	.type cuMemcpyHtoDAsync,@function
 	.p2align 4
 cuMemcpyHtoDAsync:
-	movl $429, %eax
+	movl $460, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoDAsync, .-cuMemcpyHtoDAsync
@@ -3886,7 +4165,7 @@ cuMemcpyHtoDAsync:
 	.type cuMemcpyHtoDAsync_v2,@function
 	.p2align 4
 cuMemcpyHtoDAsync_v2:
-	movl $430, %eax
+	movl $461, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoDAsync_v2, .-cuMemcpyHtoDAsync_v2
@@ -3895,7 +4174,7 @@ cuMemcpyHtoDAsync_v2:
 	.type cuMemcpyHtoDAsync_v2_ptsz,@function
 	.p2align 4
 cuMemcpyHtoDAsync_v2_ptsz:
-	movl $431, %eax
+	movl $462, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoDAsync_v2_ptsz, .-cuMemcpyHtoDAsync_v2_ptsz
@@ -3904,7 +4183,7 @@ cuMemcpyHtoDAsync_v2_ptsz:
 	.type cuMemcpyHtoD_v2,@function
 	.p2align 4
 cuMemcpyHtoD_v2:
-	movl $432, %eax
+	movl $463, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoD_v2, .-cuMemcpyHtoD_v2
@@ -3913,7 +4192,7 @@ cuMemcpyHtoD_v2:
 	.type cuMemcpyHtoD_v2_ptds,@function
 	.p2align 4
 cuMemcpyHtoD_v2_ptds:
-	movl $433, %eax
+	movl $464, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyHtoD_v2_ptds, .-cuMemcpyHtoD_v2_ptds
@@ -3922,7 +4201,7 @@ cuMemcpyHtoD_v2_ptds:
 	.type cuMemcpyPeer,@function
 	.p2align 4
 cuMemcpyPeer:
-	movl $434, %eax
+	movl $465, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyPeer, .-cuMemcpyPeer
@@ -3931,7 +4210,7 @@ cuMemcpyPeer:
 	.type cuMemcpyPeerAsync,@function
 	.p2align 4
 cuMemcpyPeerAsync:
-	movl $435, %eax
+	movl $466, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyPeerAsync, .-cuMemcpyPeerAsync
@@ -3940,7 +4219,7 @@ cuMemcpyPeerAsync:
 	.type cuMemcpyPeerAsync_ptsz,@function
 	.p2align 4
 cuMemcpyPeerAsync_ptsz:
-	movl $436, %eax
+	movl $467, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyPeerAsync_ptsz, .-cuMemcpyPeerAsync_ptsz
@@ -3949,7 +4228,7 @@ cuMemcpyPeerAsync_ptsz:
 	.type cuMemcpyPeer_ptds,@function
 	.p2align 4
 cuMemcpyPeer_ptds:
-	movl $437, %eax
+	movl $468, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpyPeer_ptds, .-cuMemcpyPeer_ptds
@@ -3958,7 +4237,7 @@ cuMemcpyPeer_ptds:
 	.type cuMemcpy_ptds,@function
 	.p2align 4
 cuMemcpy_ptds:
-	movl $438, %eax
+	movl $469, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemcpy_ptds, .-cuMemcpy_ptds
@@ -3967,7 +4246,7 @@ cuMemcpy_ptds:
 	.type cuMemsetD16,@function
 	.p2align 4
 cuMemsetD16:
-	movl $439, %eax
+	movl $470, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD16, .-cuMemsetD16
@@ -3976,7 +4255,7 @@ cuMemsetD16:
 	.type cuMemsetD16Async,@function
 	.p2align 4
 cuMemsetD16Async:
-	movl $440, %eax
+	movl $471, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD16Async, .-cuMemsetD16Async
@@ -3985,7 +4264,7 @@ cuMemsetD16Async:
 	.type cuMemsetD16Async_ptsz,@function
 	.p2align 4
 cuMemsetD16Async_ptsz:
-	movl $441, %eax
+	movl $472, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD16Async_ptsz, .-cuMemsetD16Async_ptsz
@@ -3994,7 +4273,7 @@ cuMemsetD16Async_ptsz:
 	.type cuMemsetD16_v2,@function
 	.p2align 4
 cuMemsetD16_v2:
-	movl $442, %eax
+	movl $473, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD16_v2, .-cuMemsetD16_v2
@@ -4003,7 +4282,7 @@ cuMemsetD16_v2:
 	.type cuMemsetD16_v2_ptds,@function
 	.p2align 4
 cuMemsetD16_v2_ptds:
-	movl $443, %eax
+	movl $474, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD16_v2_ptds, .-cuMemsetD16_v2_ptds
@@ -4012,7 +4291,7 @@ cuMemsetD16_v2_ptds:
 	.type cuMemsetD2D16,@function
 	.p2align 4
 cuMemsetD2D16:
-	movl $444, %eax
+	movl $475, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D16, .-cuMemsetD2D16
@@ -4021,7 +4300,7 @@ cuMemsetD2D16:
 	.type cuMemsetD2D16Async,@function
 	.p2align 4
 cuMemsetD2D16Async:
-	movl $445, %eax
+	movl $476, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D16Async, .-cuMemsetD2D16Async
@@ -4030,7 +4309,7 @@ cuMemsetD2D16Async:
 	.type cuMemsetD2D16Async_ptsz,@function
 	.p2align 4
 cuMemsetD2D16Async_ptsz:
-	movl $446, %eax
+	movl $477, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D16Async_ptsz, .-cuMemsetD2D16Async_ptsz
@@ -4039,7 +4318,7 @@ cuMemsetD2D16Async_ptsz:
 	.type cuMemsetD2D16_v2,@function
 	.p2align 4
 cuMemsetD2D16_v2:
-	movl $447, %eax
+	movl $478, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D16_v2, .-cuMemsetD2D16_v2
@@ -4048,7 +4327,7 @@ cuMemsetD2D16_v2:
 	.type cuMemsetD2D16_v2_ptds,@function
 	.p2align 4
 cuMemsetD2D16_v2_ptds:
-	movl $448, %eax
+	movl $479, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D16_v2_ptds, .-cuMemsetD2D16_v2_ptds
@@ -4057,7 +4336,7 @@ cuMemsetD2D16_v2_ptds:
 	.type cuMemsetD2D32,@function
 	.p2align 4
 cuMemsetD2D32:
-	movl $449, %eax
+	movl $480, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D32, .-cuMemsetD2D32
@@ -4066,7 +4345,7 @@ cuMemsetD2D32:
 	.type cuMemsetD2D32Async,@function
 	.p2align 4
 cuMemsetD2D32Async:
-	movl $450, %eax
+	movl $481, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D32Async, .-cuMemsetD2D32Async
@@ -4075,7 +4354,7 @@ cuMemsetD2D32Async:
 	.type cuMemsetD2D32Async_ptsz,@function
 	.p2align 4
 cuMemsetD2D32Async_ptsz:
-	movl $451, %eax
+	movl $482, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D32Async_ptsz, .-cuMemsetD2D32Async_ptsz
@@ -4084,7 +4363,7 @@ cuMemsetD2D32Async_ptsz:
 	.type cuMemsetD2D32_v2,@function
 	.p2align 4
 cuMemsetD2D32_v2:
-	movl $452, %eax
+	movl $483, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D32_v2, .-cuMemsetD2D32_v2
@@ -4093,7 +4372,7 @@ cuMemsetD2D32_v2:
 	.type cuMemsetD2D32_v2_ptds,@function
 	.p2align 4
 cuMemsetD2D32_v2_ptds:
-	movl $453, %eax
+	movl $484, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D32_v2_ptds, .-cuMemsetD2D32_v2_ptds
@@ -4102,7 +4381,7 @@ cuMemsetD2D32_v2_ptds:
 	.type cuMemsetD2D8,@function
 	.p2align 4
 cuMemsetD2D8:
-	movl $454, %eax
+	movl $485, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D8, .-cuMemsetD2D8
@@ -4111,7 +4390,7 @@ cuMemsetD2D8:
 	.type cuMemsetD2D8Async,@function
 	.p2align 4
 cuMemsetD2D8Async:
-	movl $455, %eax
+	movl $486, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D8Async, .-cuMemsetD2D8Async
@@ -4120,7 +4399,7 @@ cuMemsetD2D8Async:
 	.type cuMemsetD2D8Async_ptsz,@function
 	.p2align 4
 cuMemsetD2D8Async_ptsz:
-	movl $456, %eax
+	movl $487, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D8Async_ptsz, .-cuMemsetD2D8Async_ptsz
@@ -4129,7 +4408,7 @@ cuMemsetD2D8Async_ptsz:
 	.type cuMemsetD2D8_v2,@function
 	.p2align 4
 cuMemsetD2D8_v2:
-	movl $457, %eax
+	movl $488, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D8_v2, .-cuMemsetD2D8_v2
@@ -4138,7 +4417,7 @@ cuMemsetD2D8_v2:
 	.type cuMemsetD2D8_v2_ptds,@function
 	.p2align 4
 cuMemsetD2D8_v2_ptds:
-	movl $458, %eax
+	movl $489, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD2D8_v2_ptds, .-cuMemsetD2D8_v2_ptds
@@ -4147,7 +4426,7 @@ cuMemsetD2D8_v2_ptds:
 	.type cuMemsetD32,@function
 	.p2align 4
 cuMemsetD32:
-	movl $459, %eax
+	movl $490, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD32, .-cuMemsetD32
@@ -4156,7 +4435,7 @@ cuMemsetD32:
 	.type cuMemsetD32Async,@function
 	.p2align 4
 cuMemsetD32Async:
-	movl $460, %eax
+	movl $491, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD32Async, .-cuMemsetD32Async
@@ -4165,7 +4444,7 @@ cuMemsetD32Async:
 	.type cuMemsetD32Async_ptsz,@function
 	.p2align 4
 cuMemsetD32Async_ptsz:
-	movl $461, %eax
+	movl $492, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD32Async_ptsz, .-cuMemsetD32Async_ptsz
@@ -4174,7 +4453,7 @@ cuMemsetD32Async_ptsz:
 	.type cuMemsetD32_v2,@function
 	.p2align 4
 cuMemsetD32_v2:
-	movl $462, %eax
+	movl $493, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD32_v2, .-cuMemsetD32_v2
@@ -4183,7 +4462,7 @@ cuMemsetD32_v2:
 	.type cuMemsetD32_v2_ptds,@function
 	.p2align 4
 cuMemsetD32_v2_ptds:
-	movl $463, %eax
+	movl $494, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD32_v2_ptds, .-cuMemsetD32_v2_ptds
@@ -4192,7 +4471,7 @@ cuMemsetD32_v2_ptds:
 	.type cuMemsetD8,@function
 	.p2align 4
 cuMemsetD8:
-	movl $464, %eax
+	movl $495, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD8, .-cuMemsetD8
@@ -4201,7 +4480,7 @@ cuMemsetD8:
 	.type cuMemsetD8Async,@function
 	.p2align 4
 cuMemsetD8Async:
-	movl $465, %eax
+	movl $496, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD8Async, .-cuMemsetD8Async
@@ -4210,7 +4489,7 @@ cuMemsetD8Async:
 	.type cuMemsetD8Async_ptsz,@function
 	.p2align 4
 cuMemsetD8Async_ptsz:
-	movl $466, %eax
+	movl $497, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD8Async_ptsz, .-cuMemsetD8Async_ptsz
@@ -4219,7 +4498,7 @@ cuMemsetD8Async_ptsz:
 	.type cuMemsetD8_v2,@function
 	.p2align 4
 cuMemsetD8_v2:
-	movl $467, %eax
+	movl $498, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD8_v2, .-cuMemsetD8_v2
@@ -4228,7 +4507,7 @@ cuMemsetD8_v2:
 	.type cuMemsetD8_v2_ptds,@function
 	.p2align 4
 cuMemsetD8_v2_ptds:
-	movl $468, %eax
+	movl $499, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMemsetD8_v2_ptds, .-cuMemsetD8_v2_ptds
@@ -4237,7 +4516,7 @@ cuMemsetD8_v2_ptds:
 	.type cuMipmappedArrayCreate,@function
 	.p2align 4
 cuMipmappedArrayCreate:
-	movl $469, %eax
+	movl $500, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMipmappedArrayCreate, .-cuMipmappedArrayCreate
@@ -4246,7 +4525,7 @@ cuMipmappedArrayCreate:
 	.type cuMipmappedArrayDestroy,@function
 	.p2align 4
 cuMipmappedArrayDestroy:
-	movl $470, %eax
+	movl $501, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMipmappedArrayDestroy, .-cuMipmappedArrayDestroy
@@ -4255,7 +4534,7 @@ cuMipmappedArrayDestroy:
 	.type cuMipmappedArrayGetLevel,@function
 	.p2align 4
 cuMipmappedArrayGetLevel:
-	movl $471, %eax
+	movl $502, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMipmappedArrayGetLevel, .-cuMipmappedArrayGetLevel
@@ -4264,7 +4543,7 @@ cuMipmappedArrayGetLevel:
 	.type cuMipmappedArrayGetMemoryRequirements,@function
 	.p2align 4
 cuMipmappedArrayGetMemoryRequirements:
-	movl $472, %eax
+	movl $503, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMipmappedArrayGetMemoryRequirements, .-cuMipmappedArrayGetMemoryRequirements
@@ -4273,7 +4552,7 @@ cuMipmappedArrayGetMemoryRequirements:
 	.type cuMipmappedArrayGetSparseProperties,@function
 	.p2align 4
 cuMipmappedArrayGetSparseProperties:
-	movl $473, %eax
+	movl $504, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMipmappedArrayGetSparseProperties, .-cuMipmappedArrayGetSparseProperties
@@ -4282,7 +4561,7 @@ cuMipmappedArrayGetSparseProperties:
 	.type cuModuleEnumerateFunctions,@function
 	.p2align 4
 cuModuleEnumerateFunctions:
-	movl $474, %eax
+	movl $505, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleEnumerateFunctions, .-cuModuleEnumerateFunctions
@@ -4291,7 +4570,7 @@ cuModuleEnumerateFunctions:
 	.type cuModuleGetFunction,@function
 	.p2align 4
 cuModuleGetFunction:
-	movl $475, %eax
+	movl $506, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleGetFunction, .-cuModuleGetFunction
@@ -4300,7 +4579,7 @@ cuModuleGetFunction:
 	.type cuModuleGetFunctionCount,@function
 	.p2align 4
 cuModuleGetFunctionCount:
-	movl $476, %eax
+	movl $507, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleGetFunctionCount, .-cuModuleGetFunctionCount
@@ -4309,7 +4588,7 @@ cuModuleGetFunctionCount:
 	.type cuModuleGetGlobal,@function
 	.p2align 4
 cuModuleGetGlobal:
-	movl $477, %eax
+	movl $508, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleGetGlobal, .-cuModuleGetGlobal
@@ -4318,7 +4597,7 @@ cuModuleGetGlobal:
 	.type cuModuleGetGlobal_v2,@function
 	.p2align 4
 cuModuleGetGlobal_v2:
-	movl $478, %eax
+	movl $509, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleGetGlobal_v2, .-cuModuleGetGlobal_v2
@@ -4327,7 +4606,7 @@ cuModuleGetGlobal_v2:
 	.type cuModuleGetLoadingMode,@function
 	.p2align 4
 cuModuleGetLoadingMode:
-	movl $479, %eax
+	movl $510, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleGetLoadingMode, .-cuModuleGetLoadingMode
@@ -4336,7 +4615,7 @@ cuModuleGetLoadingMode:
 	.type cuModuleGetSurfRef,@function
 	.p2align 4
 cuModuleGetSurfRef:
-	movl $480, %eax
+	movl $511, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleGetSurfRef, .-cuModuleGetSurfRef
@@ -4345,7 +4624,7 @@ cuModuleGetSurfRef:
 	.type cuModuleGetTexRef,@function
 	.p2align 4
 cuModuleGetTexRef:
-	movl $481, %eax
+	movl $512, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleGetTexRef, .-cuModuleGetTexRef
@@ -4354,7 +4633,7 @@ cuModuleGetTexRef:
 	.type cuModuleLoad,@function
 	.p2align 4
 cuModuleLoad:
-	movl $482, %eax
+	movl $513, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleLoad, .-cuModuleLoad
@@ -4363,7 +4642,7 @@ cuModuleLoad:
 	.type cuModuleLoadData,@function
 	.p2align 4
 cuModuleLoadData:
-	movl $483, %eax
+	movl $514, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleLoadData, .-cuModuleLoadData
@@ -4372,7 +4651,7 @@ cuModuleLoadData:
 	.type cuModuleLoadDataEx,@function
 	.p2align 4
 cuModuleLoadDataEx:
-	movl $484, %eax
+	movl $515, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleLoadDataEx, .-cuModuleLoadDataEx
@@ -4381,7 +4660,7 @@ cuModuleLoadDataEx:
 	.type cuModuleLoadFatBinary,@function
 	.p2align 4
 cuModuleLoadFatBinary:
-	movl $485, %eax
+	movl $516, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleLoadFatBinary, .-cuModuleLoadFatBinary
@@ -4390,7 +4669,7 @@ cuModuleLoadFatBinary:
 	.type cuModuleUnload,@function
 	.p2align 4
 cuModuleUnload:
-	movl $486, %eax
+	movl $517, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuModuleUnload, .-cuModuleUnload
@@ -4399,7 +4678,7 @@ cuModuleUnload:
 	.type cuMulticastAddDevice,@function
 	.p2align 4
 cuMulticastAddDevice:
-	movl $487, %eax
+	movl $518, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMulticastAddDevice, .-cuMulticastAddDevice
@@ -4408,7 +4687,7 @@ cuMulticastAddDevice:
 	.type cuMulticastBindAddr,@function
 	.p2align 4
 cuMulticastBindAddr:
-	movl $488, %eax
+	movl $519, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMulticastBindAddr, .-cuMulticastBindAddr
@@ -4417,7 +4696,7 @@ cuMulticastBindAddr:
 	.type cuMulticastBindMem,@function
 	.p2align 4
 cuMulticastBindMem:
-	movl $489, %eax
+	movl $520, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMulticastBindMem, .-cuMulticastBindMem
@@ -4426,7 +4705,7 @@ cuMulticastBindMem:
 	.type cuMulticastCreate,@function
 	.p2align 4
 cuMulticastCreate:
-	movl $490, %eax
+	movl $521, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMulticastCreate, .-cuMulticastCreate
@@ -4435,7 +4714,7 @@ cuMulticastCreate:
 	.type cuMulticastGetGranularity,@function
 	.p2align 4
 cuMulticastGetGranularity:
-	movl $491, %eax
+	movl $522, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMulticastGetGranularity, .-cuMulticastGetGranularity
@@ -4444,7 +4723,7 @@ cuMulticastGetGranularity:
 	.type cuMulticastUnbind,@function
 	.p2align 4
 cuMulticastUnbind:
-	movl $492, %eax
+	movl $523, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuMulticastUnbind, .-cuMulticastUnbind
@@ -4453,7 +4732,7 @@ cuMulticastUnbind:
 	.type cuOccupancyAvailableDynamicSMemPerBlock,@function
 	.p2align 4
 cuOccupancyAvailableDynamicSMemPerBlock:
-	movl $493, %eax
+	movl $524, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuOccupancyAvailableDynamicSMemPerBlock, .-cuOccupancyAvailableDynamicSMemPerBlock
@@ -4462,7 +4741,7 @@ cuOccupancyAvailableDynamicSMemPerBlock:
 	.type cuOccupancyMaxActiveBlocksPerMultiprocessor,@function
 	.p2align 4
 cuOccupancyMaxActiveBlocksPerMultiprocessor:
-	movl $494, %eax
+	movl $525, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuOccupancyMaxActiveBlocksPerMultiprocessor, .-cuOccupancyMaxActiveBlocksPerMultiprocessor
@@ -4471,7 +4750,7 @@ cuOccupancyMaxActiveBlocksPerMultiprocessor:
 	.type cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,@function
 	.p2align 4
 cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags:
-	movl $495, %eax
+	movl $526, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, .-cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags
@@ -4480,7 +4759,7 @@ cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags:
 	.type cuOccupancyMaxActiveClusters,@function
 	.p2align 4
 cuOccupancyMaxActiveClusters:
-	movl $496, %eax
+	movl $527, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuOccupancyMaxActiveClusters, .-cuOccupancyMaxActiveClusters
@@ -4489,7 +4768,7 @@ cuOccupancyMaxActiveClusters:
 	.type cuOccupancyMaxPotentialBlockSize,@function
 	.p2align 4
 cuOccupancyMaxPotentialBlockSize:
-	movl $497, %eax
+	movl $528, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuOccupancyMaxPotentialBlockSize, .-cuOccupancyMaxPotentialBlockSize
@@ -4498,7 +4777,7 @@ cuOccupancyMaxPotentialBlockSize:
 	.type cuOccupancyMaxPotentialBlockSizeWithFlags,@function
 	.p2align 4
 cuOccupancyMaxPotentialBlockSizeWithFlags:
-	movl $498, %eax
+	movl $529, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuOccupancyMaxPotentialBlockSizeWithFlags, .-cuOccupancyMaxPotentialBlockSizeWithFlags
@@ -4507,7 +4786,7 @@ cuOccupancyMaxPotentialBlockSizeWithFlags:
 	.type cuOccupancyMaxPotentialClusterSize,@function
 	.p2align 4
 cuOccupancyMaxPotentialClusterSize:
-	movl $499, %eax
+	movl $530, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuOccupancyMaxPotentialClusterSize, .-cuOccupancyMaxPotentialClusterSize
@@ -4516,7 +4795,7 @@ cuOccupancyMaxPotentialClusterSize:
 	.type cuParamSetSize,@function
 	.p2align 4
 cuParamSetSize:
-	movl $500, %eax
+	movl $531, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuParamSetSize, .-cuParamSetSize
@@ -4525,7 +4804,7 @@ cuParamSetSize:
 	.type cuParamSetTexRef,@function
 	.p2align 4
 cuParamSetTexRef:
-	movl $501, %eax
+	movl $532, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuParamSetTexRef, .-cuParamSetTexRef
@@ -4534,7 +4813,7 @@ cuParamSetTexRef:
 	.type cuParamSetf,@function
 	.p2align 4
 cuParamSetf:
-	movl $502, %eax
+	movl $533, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuParamSetf, .-cuParamSetf
@@ -4543,7 +4822,7 @@ cuParamSetf:
 	.type cuParamSeti,@function
 	.p2align 4
 cuParamSeti:
-	movl $503, %eax
+	movl $534, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuParamSeti, .-cuParamSeti
@@ -4552,7 +4831,7 @@ cuParamSeti:
 	.type cuParamSetv,@function
 	.p2align 4
 cuParamSetv:
-	movl $504, %eax
+	movl $535, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuParamSetv, .-cuParamSetv
@@ -4561,7 +4840,7 @@ cuParamSetv:
 	.type cuPointerGetAttribute,@function
 	.p2align 4
 cuPointerGetAttribute:
-	movl $505, %eax
+	movl $536, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuPointerGetAttribute, .-cuPointerGetAttribute
@@ -4570,7 +4849,7 @@ cuPointerGetAttribute:
 	.type cuPointerGetAttributes,@function
 	.p2align 4
 cuPointerGetAttributes:
-	movl $506, %eax
+	movl $537, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuPointerGetAttributes, .-cuPointerGetAttributes
@@ -4579,7 +4858,7 @@ cuPointerGetAttributes:
 	.type cuPointerSetAttribute,@function
 	.p2align 4
 cuPointerSetAttribute:
-	movl $507, %eax
+	movl $538, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuPointerSetAttribute, .-cuPointerSetAttribute
@@ -4588,7 +4867,7 @@ cuPointerSetAttribute:
 	.type cuProfilerInitialize,@function
 	.p2align 4
 cuProfilerInitialize:
-	movl $508, %eax
+	movl $539, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuProfilerInitialize, .-cuProfilerInitialize
@@ -4597,7 +4876,7 @@ cuProfilerInitialize:
 	.type cuProfilerStart,@function
 	.p2align 4
 cuProfilerStart:
-	movl $509, %eax
+	movl $540, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuProfilerStart, .-cuProfilerStart
@@ -4606,7 +4885,7 @@ cuProfilerStart:
 	.type cuProfilerStop,@function
 	.p2align 4
 cuProfilerStop:
-	movl $510, %eax
+	movl $541, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuProfilerStop, .-cuProfilerStop
@@ -4615,7 +4894,7 @@ cuProfilerStop:
 	.type cuSignalExternalSemaphoresAsync,@function
 	.p2align 4
 cuSignalExternalSemaphoresAsync:
-	movl $511, %eax
+	movl $542, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuSignalExternalSemaphoresAsync, .-cuSignalExternalSemaphoresAsync
@@ -4624,7 +4903,7 @@ cuSignalExternalSemaphoresAsync:
 	.type cuSignalExternalSemaphoresAsync_ptsz,@function
 	.p2align 4
 cuSignalExternalSemaphoresAsync_ptsz:
-	movl $512, %eax
+	movl $543, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuSignalExternalSemaphoresAsync_ptsz, .-cuSignalExternalSemaphoresAsync_ptsz
@@ -4633,7 +4912,7 @@ cuSignalExternalSemaphoresAsync_ptsz:
 	.type cuStreamAddCallback,@function
 	.p2align 4
 cuStreamAddCallback:
-	movl $513, %eax
+	movl $544, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamAddCallback, .-cuStreamAddCallback
@@ -4642,7 +4921,7 @@ cuStreamAddCallback:
 	.type cuStreamAddCallback_ptsz,@function
 	.p2align 4
 cuStreamAddCallback_ptsz:
-	movl $514, %eax
+	movl $545, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamAddCallback_ptsz, .-cuStreamAddCallback_ptsz
@@ -4651,7 +4930,7 @@ cuStreamAddCallback_ptsz:
 	.type cuStreamAttachMemAsync,@function
 	.p2align 4
 cuStreamAttachMemAsync:
-	movl $515, %eax
+	movl $546, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamAttachMemAsync, .-cuStreamAttachMemAsync
@@ -4660,7 +4939,7 @@ cuStreamAttachMemAsync:
 	.type cuStreamAttachMemAsync_ptsz,@function
 	.p2align 4
 cuStreamAttachMemAsync_ptsz:
-	movl $516, %eax
+	movl $547, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamAttachMemAsync_ptsz, .-cuStreamAttachMemAsync_ptsz
@@ -4669,7 +4948,7 @@ cuStreamAttachMemAsync_ptsz:
 	.type cuStreamBatchMemOp,@function
 	.p2align 4
 cuStreamBatchMemOp:
-	movl $517, %eax
+	movl $548, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBatchMemOp, .-cuStreamBatchMemOp
@@ -4678,7 +4957,7 @@ cuStreamBatchMemOp:
 	.type cuStreamBatchMemOp_ptsz,@function
 	.p2align 4
 cuStreamBatchMemOp_ptsz:
-	movl $518, %eax
+	movl $549, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBatchMemOp_ptsz, .-cuStreamBatchMemOp_ptsz
@@ -4687,7 +4966,7 @@ cuStreamBatchMemOp_ptsz:
 	.type cuStreamBatchMemOp_v2,@function
 	.p2align 4
 cuStreamBatchMemOp_v2:
-	movl $519, %eax
+	movl $550, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBatchMemOp_v2, .-cuStreamBatchMemOp_v2
@@ -4696,7 +4975,7 @@ cuStreamBatchMemOp_v2:
 	.type cuStreamBatchMemOp_v2_ptsz,@function
 	.p2align 4
 cuStreamBatchMemOp_v2_ptsz:
-	movl $520, %eax
+	movl $551, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBatchMemOp_v2_ptsz, .-cuStreamBatchMemOp_v2_ptsz
@@ -4705,7 +4984,7 @@ cuStreamBatchMemOp_v2_ptsz:
 	.type cuStreamBeginCapture,@function
 	.p2align 4
 cuStreamBeginCapture:
-	movl $521, %eax
+	movl $552, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBeginCapture, .-cuStreamBeginCapture
@@ -4714,7 +4993,7 @@ cuStreamBeginCapture:
 	.type cuStreamBeginCaptureToGraph,@function
 	.p2align 4
 cuStreamBeginCaptureToGraph:
-	movl $522, %eax
+	movl $553, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBeginCaptureToGraph, .-cuStreamBeginCaptureToGraph
@@ -4723,7 +5002,7 @@ cuStreamBeginCaptureToGraph:
 	.type cuStreamBeginCaptureToGraph_ptsz,@function
 	.p2align 4
 cuStreamBeginCaptureToGraph_ptsz:
-	movl $523, %eax
+	movl $554, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBeginCaptureToGraph_ptsz, .-cuStreamBeginCaptureToGraph_ptsz
@@ -4732,7 +5011,7 @@ cuStreamBeginCaptureToGraph_ptsz:
 	.type cuStreamBeginCapture_ptsz,@function
 	.p2align 4
 cuStreamBeginCapture_ptsz:
-	movl $524, %eax
+	movl $555, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBeginCapture_ptsz, .-cuStreamBeginCapture_ptsz
@@ -4741,7 +5020,7 @@ cuStreamBeginCapture_ptsz:
 	.type cuStreamBeginCapture_v2,@function
 	.p2align 4
 cuStreamBeginCapture_v2:
-	movl $525, %eax
+	movl $556, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBeginCapture_v2, .-cuStreamBeginCapture_v2
@@ -4750,7 +5029,7 @@ cuStreamBeginCapture_v2:
 	.type cuStreamBeginCapture_v2_ptsz,@function
 	.p2align 4
 cuStreamBeginCapture_v2_ptsz:
-	movl $526, %eax
+	movl $557, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamBeginCapture_v2_ptsz, .-cuStreamBeginCapture_v2_ptsz
@@ -4759,7 +5038,7 @@ cuStreamBeginCapture_v2_ptsz:
 	.type cuStreamCopyAttributes,@function
 	.p2align 4
 cuStreamCopyAttributes:
-	movl $527, %eax
+	movl $558, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamCopyAttributes, .-cuStreamCopyAttributes
@@ -4768,7 +5047,7 @@ cuStreamCopyAttributes:
 	.type cuStreamCopyAttributes_ptsz,@function
 	.p2align 4
 cuStreamCopyAttributes_ptsz:
-	movl $528, %eax
+	movl $559, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamCopyAttributes_ptsz, .-cuStreamCopyAttributes_ptsz
@@ -4777,7 +5056,7 @@ cuStreamCopyAttributes_ptsz:
 	.type cuStreamCreate,@function
 	.p2align 4
 cuStreamCreate:
-	movl $529, %eax
+	movl $560, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamCreate, .-cuStreamCreate
@@ -4786,7 +5065,7 @@ cuStreamCreate:
 	.type cuStreamCreateWithPriority,@function
 	.p2align 4
 cuStreamCreateWithPriority:
-	movl $530, %eax
+	movl $561, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamCreateWithPriority, .-cuStreamCreateWithPriority
@@ -4795,7 +5074,7 @@ cuStreamCreateWithPriority:
 	.type cuStreamDestroy,@function
 	.p2align 4
 cuStreamDestroy:
-	movl $531, %eax
+	movl $562, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamDestroy, .-cuStreamDestroy
@@ -4804,7 +5083,7 @@ cuStreamDestroy:
 	.type cuStreamDestroy_v2,@function
 	.p2align 4
 cuStreamDestroy_v2:
-	movl $532, %eax
+	movl $563, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamDestroy_v2, .-cuStreamDestroy_v2
@@ -4813,7 +5092,7 @@ cuStreamDestroy_v2:
 	.type cuStreamEndCapture,@function
 	.p2align 4
 cuStreamEndCapture:
-	movl $533, %eax
+	movl $564, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamEndCapture, .-cuStreamEndCapture
@@ -4822,7 +5101,7 @@ cuStreamEndCapture:
 	.type cuStreamEndCapture_ptsz,@function
 	.p2align 4
 cuStreamEndCapture_ptsz:
-	movl $534, %eax
+	movl $565, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamEndCapture_ptsz, .-cuStreamEndCapture_ptsz
@@ -4831,7 +5110,7 @@ cuStreamEndCapture_ptsz:
 	.type cuStreamGetAttribute,@function
 	.p2align 4
 cuStreamGetAttribute:
-	movl $535, %eax
+	movl $566, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetAttribute, .-cuStreamGetAttribute
@@ -4840,7 +5119,7 @@ cuStreamGetAttribute:
 	.type cuStreamGetAttribute_ptsz,@function
 	.p2align 4
 cuStreamGetAttribute_ptsz:
-	movl $536, %eax
+	movl $567, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetAttribute_ptsz, .-cuStreamGetAttribute_ptsz
@@ -4849,7 +5128,7 @@ cuStreamGetAttribute_ptsz:
 	.type cuStreamGetCaptureInfo,@function
 	.p2align 4
 cuStreamGetCaptureInfo:
-	movl $537, %eax
+	movl $568, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCaptureInfo, .-cuStreamGetCaptureInfo
@@ -4858,7 +5137,7 @@ cuStreamGetCaptureInfo:
 	.type cuStreamGetCaptureInfo_ptsz,@function
 	.p2align 4
 cuStreamGetCaptureInfo_ptsz:
-	movl $538, %eax
+	movl $569, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCaptureInfo_ptsz, .-cuStreamGetCaptureInfo_ptsz
@@ -4867,7 +5146,7 @@ cuStreamGetCaptureInfo_ptsz:
 	.type cuStreamGetCaptureInfo_v2,@function
 	.p2align 4
 cuStreamGetCaptureInfo_v2:
-	movl $539, %eax
+	movl $570, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCaptureInfo_v2, .-cuStreamGetCaptureInfo_v2
@@ -4876,7 +5155,7 @@ cuStreamGetCaptureInfo_v2:
 	.type cuStreamGetCaptureInfo_v2_ptsz,@function
 	.p2align 4
 cuStreamGetCaptureInfo_v2_ptsz:
-	movl $540, %eax
+	movl $571, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCaptureInfo_v2_ptsz, .-cuStreamGetCaptureInfo_v2_ptsz
@@ -4885,7 +5164,7 @@ cuStreamGetCaptureInfo_v2_ptsz:
 	.type cuStreamGetCaptureInfo_v3,@function
 	.p2align 4
 cuStreamGetCaptureInfo_v3:
-	movl $541, %eax
+	movl $572, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCaptureInfo_v3, .-cuStreamGetCaptureInfo_v3
@@ -4894,7 +5173,7 @@ cuStreamGetCaptureInfo_v3:
 	.type cuStreamGetCaptureInfo_v3_ptsz,@function
 	.p2align 4
 cuStreamGetCaptureInfo_v3_ptsz:
-	movl $542, %eax
+	movl $573, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCaptureInfo_v3_ptsz, .-cuStreamGetCaptureInfo_v3_ptsz
@@ -4903,7 +5182,7 @@ cuStreamGetCaptureInfo_v3_ptsz:
 	.type cuStreamGetCtx,@function
 	.p2align 4
 cuStreamGetCtx:
-	movl $543, %eax
+	movl $574, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCtx, .-cuStreamGetCtx
@@ -4912,7 +5191,7 @@ cuStreamGetCtx:
 	.type cuStreamGetCtx_ptsz,@function
 	.p2align 4
 cuStreamGetCtx_ptsz:
-	movl $544, %eax
+	movl $575, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCtx_ptsz, .-cuStreamGetCtx_ptsz
@@ -4921,7 +5200,7 @@ cuStreamGetCtx_ptsz:
 	.type cuStreamGetCtx_v2,@function
 	.p2align 4
 cuStreamGetCtx_v2:
-	movl $545, %eax
+	movl $576, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCtx_v2, .-cuStreamGetCtx_v2
@@ -4930,7 +5209,7 @@ cuStreamGetCtx_v2:
 	.type cuStreamGetCtx_v2_ptsz,@function
 	.p2align 4
 cuStreamGetCtx_v2_ptsz:
-	movl $546, %eax
+	movl $577, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetCtx_v2_ptsz, .-cuStreamGetCtx_v2_ptsz
@@ -4939,7 +5218,7 @@ cuStreamGetCtx_v2_ptsz:
 	.type cuStreamGetDevice,@function
 	.p2align 4
 cuStreamGetDevice:
-	movl $547, %eax
+	movl $578, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetDevice, .-cuStreamGetDevice
@@ -4948,7 +5227,7 @@ cuStreamGetDevice:
 	.type cuStreamGetDevice_ptsz,@function
 	.p2align 4
 cuStreamGetDevice_ptsz:
-	movl $548, %eax
+	movl $579, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetDevice_ptsz, .-cuStreamGetDevice_ptsz
@@ -4957,7 +5236,7 @@ cuStreamGetDevice_ptsz:
 	.type cuStreamGetFlags,@function
 	.p2align 4
 cuStreamGetFlags:
-	movl $549, %eax
+	movl $580, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetFlags, .-cuStreamGetFlags
@@ -4966,7 +5245,7 @@ cuStreamGetFlags:
 	.type cuStreamGetFlags_ptsz,@function
 	.p2align 4
 cuStreamGetFlags_ptsz:
-	movl $550, %eax
+	movl $581, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetFlags_ptsz, .-cuStreamGetFlags_ptsz
@@ -4975,7 +5254,7 @@ cuStreamGetFlags_ptsz:
 	.type cuStreamGetGreenCtx,@function
 	.p2align 4
 cuStreamGetGreenCtx:
-	movl $551, %eax
+	movl $582, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetGreenCtx, .-cuStreamGetGreenCtx
@@ -4984,7 +5263,7 @@ cuStreamGetGreenCtx:
 	.type cuStreamGetId,@function
 	.p2align 4
 cuStreamGetId:
-	movl $552, %eax
+	movl $583, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetId, .-cuStreamGetId
@@ -4993,7 +5272,7 @@ cuStreamGetId:
 	.type cuStreamGetId_ptsz,@function
 	.p2align 4
 cuStreamGetId_ptsz:
-	movl $553, %eax
+	movl $584, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetId_ptsz, .-cuStreamGetId_ptsz
@@ -5002,7 +5281,7 @@ cuStreamGetId_ptsz:
 	.type cuStreamGetPriority,@function
 	.p2align 4
 cuStreamGetPriority:
-	movl $554, %eax
+	movl $585, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetPriority, .-cuStreamGetPriority
@@ -5011,7 +5290,7 @@ cuStreamGetPriority:
 	.type cuStreamGetPriority_ptsz,@function
 	.p2align 4
 cuStreamGetPriority_ptsz:
-	movl $555, %eax
+	movl $586, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamGetPriority_ptsz, .-cuStreamGetPriority_ptsz
@@ -5020,7 +5299,7 @@ cuStreamGetPriority_ptsz:
 	.type cuStreamIsCapturing,@function
 	.p2align 4
 cuStreamIsCapturing:
-	movl $556, %eax
+	movl $587, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamIsCapturing, .-cuStreamIsCapturing
@@ -5029,7 +5308,7 @@ cuStreamIsCapturing:
 	.type cuStreamIsCapturing_ptsz,@function
 	.p2align 4
 cuStreamIsCapturing_ptsz:
-	movl $557, %eax
+	movl $588, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamIsCapturing_ptsz, .-cuStreamIsCapturing_ptsz
@@ -5038,7 +5317,7 @@ cuStreamIsCapturing_ptsz:
 	.type cuStreamQuery,@function
 	.p2align 4
 cuStreamQuery:
-	movl $558, %eax
+	movl $589, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamQuery, .-cuStreamQuery
@@ -5047,7 +5326,7 @@ cuStreamQuery:
 	.type cuStreamQuery_ptsz,@function
 	.p2align 4
 cuStreamQuery_ptsz:
-	movl $559, %eax
+	movl $590, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamQuery_ptsz, .-cuStreamQuery_ptsz
@@ -5056,7 +5335,7 @@ cuStreamQuery_ptsz:
 	.type cuStreamSetAttribute,@function
 	.p2align 4
 cuStreamSetAttribute:
-	movl $560, %eax
+	movl $591, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamSetAttribute, .-cuStreamSetAttribute
@@ -5065,7 +5344,7 @@ cuStreamSetAttribute:
 	.type cuStreamSetAttribute_ptsz,@function
 	.p2align 4
 cuStreamSetAttribute_ptsz:
-	movl $561, %eax
+	movl $592, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamSetAttribute_ptsz, .-cuStreamSetAttribute_ptsz
@@ -5074,7 +5353,7 @@ cuStreamSetAttribute_ptsz:
 	.type cuStreamSynchronize,@function
 	.p2align 4
 cuStreamSynchronize:
-	movl $562, %eax
+	movl $593, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamSynchronize, .-cuStreamSynchronize
@@ -5083,7 +5362,7 @@ cuStreamSynchronize:
 	.type cuStreamSynchronize_ptsz,@function
 	.p2align 4
 cuStreamSynchronize_ptsz:
-	movl $563, %eax
+	movl $594, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamSynchronize_ptsz, .-cuStreamSynchronize_ptsz
@@ -5092,7 +5371,7 @@ cuStreamSynchronize_ptsz:
 	.type cuStreamUpdateCaptureDependencies,@function
 	.p2align 4
 cuStreamUpdateCaptureDependencies:
-	movl $564, %eax
+	movl $595, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamUpdateCaptureDependencies, .-cuStreamUpdateCaptureDependencies
@@ -5101,7 +5380,7 @@ cuStreamUpdateCaptureDependencies:
 	.type cuStreamUpdateCaptureDependencies_ptsz,@function
 	.p2align 4
 cuStreamUpdateCaptureDependencies_ptsz:
-	movl $565, %eax
+	movl $596, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamUpdateCaptureDependencies_ptsz, .-cuStreamUpdateCaptureDependencies_ptsz
@@ -5110,7 +5389,7 @@ cuStreamUpdateCaptureDependencies_ptsz:
 	.type cuStreamUpdateCaptureDependencies_v2,@function
 	.p2align 4
 cuStreamUpdateCaptureDependencies_v2:
-	movl $566, %eax
+	movl $597, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamUpdateCaptureDependencies_v2, .-cuStreamUpdateCaptureDependencies_v2
@@ -5119,7 +5398,7 @@ cuStreamUpdateCaptureDependencies_v2:
 	.type cuStreamUpdateCaptureDependencies_v2_ptsz,@function
 	.p2align 4
 cuStreamUpdateCaptureDependencies_v2_ptsz:
-	movl $567, %eax
+	movl $598, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamUpdateCaptureDependencies_v2_ptsz, .-cuStreamUpdateCaptureDependencies_v2_ptsz
@@ -5128,7 +5407,7 @@ cuStreamUpdateCaptureDependencies_v2_ptsz:
 	.type cuStreamWaitEvent,@function
 	.p2align 4
 cuStreamWaitEvent:
-	movl $568, %eax
+	movl $599, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitEvent, .-cuStreamWaitEvent
@@ -5137,7 +5416,7 @@ cuStreamWaitEvent:
 	.type cuStreamWaitEvent_ptsz,@function
 	.p2align 4
 cuStreamWaitEvent_ptsz:
-	movl $569, %eax
+	movl $600, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitEvent_ptsz, .-cuStreamWaitEvent_ptsz
@@ -5146,7 +5425,7 @@ cuStreamWaitEvent_ptsz:
 	.type cuStreamWaitValue32,@function
 	.p2align 4
 cuStreamWaitValue32:
-	movl $570, %eax
+	movl $601, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitValue32, .-cuStreamWaitValue32
@@ -5155,7 +5434,7 @@ cuStreamWaitValue32:
 	.type cuStreamWaitValue32_ptsz,@function
 	.p2align 4
 cuStreamWaitValue32_ptsz:
-	movl $571, %eax
+	movl $602, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitValue32_ptsz, .-cuStreamWaitValue32_ptsz
@@ -5164,7 +5443,7 @@ cuStreamWaitValue32_ptsz:
 	.type cuStreamWaitValue32_v2,@function
 	.p2align 4
 cuStreamWaitValue32_v2:
-	movl $572, %eax
+	movl $603, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitValue32_v2, .-cuStreamWaitValue32_v2
@@ -5173,7 +5452,7 @@ cuStreamWaitValue32_v2:
 	.type cuStreamWaitValue32_v2_ptsz,@function
 	.p2align 4
 cuStreamWaitValue32_v2_ptsz:
-	movl $573, %eax
+	movl $604, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitValue32_v2_ptsz, .-cuStreamWaitValue32_v2_ptsz
@@ -5182,7 +5461,7 @@ cuStreamWaitValue32_v2_ptsz:
 	.type cuStreamWaitValue64,@function
 	.p2align 4
 cuStreamWaitValue64:
-	movl $574, %eax
+	movl $605, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitValue64, .-cuStreamWaitValue64
@@ -5191,7 +5470,7 @@ cuStreamWaitValue64:
 	.type cuStreamWaitValue64_ptsz,@function
 	.p2align 4
 cuStreamWaitValue64_ptsz:
-	movl $575, %eax
+	movl $606, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitValue64_ptsz, .-cuStreamWaitValue64_ptsz
@@ -5200,7 +5479,7 @@ cuStreamWaitValue64_ptsz:
 	.type cuStreamWaitValue64_v2,@function
 	.p2align 4
 cuStreamWaitValue64_v2:
-	movl $576, %eax
+	movl $607, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitValue64_v2, .-cuStreamWaitValue64_v2
@@ -5209,7 +5488,7 @@ cuStreamWaitValue64_v2:
 	.type cuStreamWaitValue64_v2_ptsz,@function
 	.p2align 4
 cuStreamWaitValue64_v2_ptsz:
-	movl $577, %eax
+	movl $608, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWaitValue64_v2_ptsz, .-cuStreamWaitValue64_v2_ptsz
@@ -5218,7 +5497,7 @@ cuStreamWaitValue64_v2_ptsz:
 	.type cuStreamWriteValue32,@function
 	.p2align 4
 cuStreamWriteValue32:
-	movl $578, %eax
+	movl $609, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWriteValue32, .-cuStreamWriteValue32
@@ -5227,7 +5506,7 @@ cuStreamWriteValue32:
 	.type cuStreamWriteValue32_ptsz,@function
 	.p2align 4
 cuStreamWriteValue32_ptsz:
-	movl $579, %eax
+	movl $610, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWriteValue32_ptsz, .-cuStreamWriteValue32_ptsz
@@ -5236,7 +5515,7 @@ cuStreamWriteValue32_ptsz:
 	.type cuStreamWriteValue32_v2,@function
 	.p2align 4
 cuStreamWriteValue32_v2:
-	movl $580, %eax
+	movl $611, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWriteValue32_v2, .-cuStreamWriteValue32_v2
@@ -5245,7 +5524,7 @@ cuStreamWriteValue32_v2:
 	.type cuStreamWriteValue32_v2_ptsz,@function
 	.p2align 4
 cuStreamWriteValue32_v2_ptsz:
-	movl $581, %eax
+	movl $612, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWriteValue32_v2_ptsz, .-cuStreamWriteValue32_v2_ptsz
@@ -5254,7 +5533,7 @@ cuStreamWriteValue32_v2_ptsz:
 	.type cuStreamWriteValue64,@function
 	.p2align 4
 cuStreamWriteValue64:
-	movl $582, %eax
+	movl $613, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWriteValue64, .-cuStreamWriteValue64
@@ -5263,7 +5542,7 @@ cuStreamWriteValue64:
 	.type cuStreamWriteValue64_ptsz,@function
 	.p2align 4
 cuStreamWriteValue64_ptsz:
-	movl $583, %eax
+	movl $614, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWriteValue64_ptsz, .-cuStreamWriteValue64_ptsz
@@ -5272,7 +5551,7 @@ cuStreamWriteValue64_ptsz:
 	.type cuStreamWriteValue64_v2,@function
 	.p2align 4
 cuStreamWriteValue64_v2:
-	movl $584, %eax
+	movl $615, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWriteValue64_v2, .-cuStreamWriteValue64_v2
@@ -5281,7 +5560,7 @@ cuStreamWriteValue64_v2:
 	.type cuStreamWriteValue64_v2_ptsz,@function
 	.p2align 4
 cuStreamWriteValue64_v2_ptsz:
-	movl $585, %eax
+	movl $616, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuStreamWriteValue64_v2_ptsz, .-cuStreamWriteValue64_v2_ptsz
@@ -5290,7 +5569,7 @@ cuStreamWriteValue64_v2_ptsz:
 	.type cuSurfObjectCreate,@function
 	.p2align 4
 cuSurfObjectCreate:
-	movl $586, %eax
+	movl $617, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuSurfObjectCreate, .-cuSurfObjectCreate
@@ -5299,7 +5578,7 @@ cuSurfObjectCreate:
 	.type cuSurfObjectDestroy,@function
 	.p2align 4
 cuSurfObjectDestroy:
-	movl $587, %eax
+	movl $618, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuSurfObjectDestroy, .-cuSurfObjectDestroy
@@ -5308,7 +5587,7 @@ cuSurfObjectDestroy:
 	.type cuSurfObjectGetResourceDesc,@function
 	.p2align 4
 cuSurfObjectGetResourceDesc:
-	movl $588, %eax
+	movl $619, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuSurfObjectGetResourceDesc, .-cuSurfObjectGetResourceDesc
@@ -5317,7 +5596,7 @@ cuSurfObjectGetResourceDesc:
 	.type cuSurfRefGetArray,@function
 	.p2align 4
 cuSurfRefGetArray:
-	movl $589, %eax
+	movl $620, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuSurfRefGetArray, .-cuSurfRefGetArray
@@ -5326,7 +5605,7 @@ cuSurfRefGetArray:
 	.type cuSurfRefSetArray,@function
 	.p2align 4
 cuSurfRefSetArray:
-	movl $590, %eax
+	movl $621, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuSurfRefSetArray, .-cuSurfRefSetArray
@@ -5335,7 +5614,7 @@ cuSurfRefSetArray:
 	.type cuTensorMapEncodeIm2col,@function
 	.p2align 4
 cuTensorMapEncodeIm2col:
-	movl $591, %eax
+	movl $622, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTensorMapEncodeIm2col, .-cuTensorMapEncodeIm2col
@@ -5344,7 +5623,7 @@ cuTensorMapEncodeIm2col:
 	.type cuTensorMapEncodeIm2colWide,@function
 	.p2align 4
 cuTensorMapEncodeIm2colWide:
-	movl $592, %eax
+	movl $623, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTensorMapEncodeIm2colWide, .-cuTensorMapEncodeIm2colWide
@@ -5353,7 +5632,7 @@ cuTensorMapEncodeIm2colWide:
 	.type cuTensorMapEncodeTiled,@function
 	.p2align 4
 cuTensorMapEncodeTiled:
-	movl $593, %eax
+	movl $624, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTensorMapEncodeTiled, .-cuTensorMapEncodeTiled
@@ -5362,7 +5641,7 @@ cuTensorMapEncodeTiled:
 	.type cuTensorMapReplaceAddress,@function
 	.p2align 4
 cuTensorMapReplaceAddress:
-	movl $594, %eax
+	movl $625, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTensorMapReplaceAddress, .-cuTensorMapReplaceAddress
@@ -5371,7 +5650,7 @@ cuTensorMapReplaceAddress:
 	.type cuTexObjectCreate,@function
 	.p2align 4
 cuTexObjectCreate:
-	movl $595, %eax
+	movl $626, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexObjectCreate, .-cuTexObjectCreate
@@ -5380,7 +5659,7 @@ cuTexObjectCreate:
 	.type cuTexObjectDestroy,@function
 	.p2align 4
 cuTexObjectDestroy:
-	movl $596, %eax
+	movl $627, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexObjectDestroy, .-cuTexObjectDestroy
@@ -5389,7 +5668,7 @@ cuTexObjectDestroy:
 	.type cuTexObjectGetResourceDesc,@function
 	.p2align 4
 cuTexObjectGetResourceDesc:
-	movl $597, %eax
+	movl $628, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexObjectGetResourceDesc, .-cuTexObjectGetResourceDesc
@@ -5398,7 +5677,7 @@ cuTexObjectGetResourceDesc:
 	.type cuTexObjectGetResourceViewDesc,@function
 	.p2align 4
 cuTexObjectGetResourceViewDesc:
-	movl $598, %eax
+	movl $629, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexObjectGetResourceViewDesc, .-cuTexObjectGetResourceViewDesc
@@ -5407,7 +5686,7 @@ cuTexObjectGetResourceViewDesc:
 	.type cuTexObjectGetTextureDesc,@function
 	.p2align 4
 cuTexObjectGetTextureDesc:
-	movl $599, %eax
+	movl $630, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexObjectGetTextureDesc, .-cuTexObjectGetTextureDesc
@@ -5416,7 +5695,7 @@ cuTexObjectGetTextureDesc:
 	.type cuTexRefCreate,@function
 	.p2align 4
 cuTexRefCreate:
-	movl $600, %eax
+	movl $631, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefCreate, .-cuTexRefCreate
@@ -5425,7 +5704,7 @@ cuTexRefCreate:
 	.type cuTexRefDestroy,@function
 	.p2align 4
 cuTexRefDestroy:
-	movl $601, %eax
+	movl $632, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefDestroy, .-cuTexRefDestroy
@@ -5434,7 +5713,7 @@ cuTexRefDestroy:
 	.type cuTexRefGetAddress,@function
 	.p2align 4
 cuTexRefGetAddress:
-	movl $602, %eax
+	movl $633, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetAddress, .-cuTexRefGetAddress
@@ -5443,7 +5722,7 @@ cuTexRefGetAddress:
 	.type cuTexRefGetAddressMode,@function
 	.p2align 4
 cuTexRefGetAddressMode:
-	movl $603, %eax
+	movl $634, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetAddressMode, .-cuTexRefGetAddressMode
@@ -5452,7 +5731,7 @@ cuTexRefGetAddressMode:
 	.type cuTexRefGetAddress_v2,@function
 	.p2align 4
 cuTexRefGetAddress_v2:
-	movl $604, %eax
+	movl $635, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetAddress_v2, .-cuTexRefGetAddress_v2
@@ -5461,7 +5740,7 @@ cuTexRefGetAddress_v2:
 	.type cuTexRefGetArray,@function
 	.p2align 4
 cuTexRefGetArray:
-	movl $605, %eax
+	movl $636, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetArray, .-cuTexRefGetArray
@@ -5470,7 +5749,7 @@ cuTexRefGetArray:
 	.type cuTexRefGetBorderColor,@function
 	.p2align 4
 cuTexRefGetBorderColor:
-	movl $606, %eax
+	movl $637, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetBorderColor, .-cuTexRefGetBorderColor
@@ -5479,7 +5758,7 @@ cuTexRefGetBorderColor:
 	.type cuTexRefGetFilterMode,@function
 	.p2align 4
 cuTexRefGetFilterMode:
-	movl $607, %eax
+	movl $638, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetFilterMode, .-cuTexRefGetFilterMode
@@ -5488,7 +5767,7 @@ cuTexRefGetFilterMode:
 	.type cuTexRefGetFlags,@function
 	.p2align 4
 cuTexRefGetFlags:
-	movl $608, %eax
+	movl $639, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetFlags, .-cuTexRefGetFlags
@@ -5497,7 +5776,7 @@ cuTexRefGetFlags:
 	.type cuTexRefGetFormat,@function
 	.p2align 4
 cuTexRefGetFormat:
-	movl $609, %eax
+	movl $640, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetFormat, .-cuTexRefGetFormat
@@ -5506,7 +5785,7 @@ cuTexRefGetFormat:
 	.type cuTexRefGetMaxAnisotropy,@function
 	.p2align 4
 cuTexRefGetMaxAnisotropy:
-	movl $610, %eax
+	movl $641, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetMaxAnisotropy, .-cuTexRefGetMaxAnisotropy
@@ -5515,7 +5794,7 @@ cuTexRefGetMaxAnisotropy:
 	.type cuTexRefGetMipmapFilterMode,@function
 	.p2align 4
 cuTexRefGetMipmapFilterMode:
-	movl $611, %eax
+	movl $642, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetMipmapFilterMode, .-cuTexRefGetMipmapFilterMode
@@ -5524,7 +5803,7 @@ cuTexRefGetMipmapFilterMode:
 	.type cuTexRefGetMipmapLevelBias,@function
 	.p2align 4
 cuTexRefGetMipmapLevelBias:
-	movl $612, %eax
+	movl $643, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetMipmapLevelBias, .-cuTexRefGetMipmapLevelBias
@@ -5533,7 +5812,7 @@ cuTexRefGetMipmapLevelBias:
 	.type cuTexRefGetMipmapLevelClamp,@function
 	.p2align 4
 cuTexRefGetMipmapLevelClamp:
-	movl $613, %eax
+	movl $644, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetMipmapLevelClamp, .-cuTexRefGetMipmapLevelClamp
@@ -5542,7 +5821,7 @@ cuTexRefGetMipmapLevelClamp:
 	.type cuTexRefGetMipmappedArray,@function
 	.p2align 4
 cuTexRefGetMipmappedArray:
-	movl $614, %eax
+	movl $645, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefGetMipmappedArray, .-cuTexRefGetMipmappedArray
@@ -5551,7 +5830,7 @@ cuTexRefGetMipmappedArray:
 	.type cuTexRefSetAddress,@function
 	.p2align 4
 cuTexRefSetAddress:
-	movl $615, %eax
+	movl $646, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetAddress, .-cuTexRefSetAddress
@@ -5560,7 +5839,7 @@ cuTexRefSetAddress:
 	.type cuTexRefSetAddress2D,@function
 	.p2align 4
 cuTexRefSetAddress2D:
-	movl $616, %eax
+	movl $647, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetAddress2D, .-cuTexRefSetAddress2D
@@ -5569,7 +5848,7 @@ cuTexRefSetAddress2D:
 	.type cuTexRefSetAddress2D_v2,@function
 	.p2align 4
 cuTexRefSetAddress2D_v2:
-	movl $617, %eax
+	movl $648, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetAddress2D_v2, .-cuTexRefSetAddress2D_v2
@@ -5578,7 +5857,7 @@ cuTexRefSetAddress2D_v2:
 	.type cuTexRefSetAddress2D_v3,@function
 	.p2align 4
 cuTexRefSetAddress2D_v3:
-	movl $618, %eax
+	movl $649, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetAddress2D_v3, .-cuTexRefSetAddress2D_v3
@@ -5587,7 +5866,7 @@ cuTexRefSetAddress2D_v3:
 	.type cuTexRefSetAddressMode,@function
 	.p2align 4
 cuTexRefSetAddressMode:
-	movl $619, %eax
+	movl $650, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetAddressMode, .-cuTexRefSetAddressMode
@@ -5596,7 +5875,7 @@ cuTexRefSetAddressMode:
 	.type cuTexRefSetAddress_v2,@function
 	.p2align 4
 cuTexRefSetAddress_v2:
-	movl $620, %eax
+	movl $651, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetAddress_v2, .-cuTexRefSetAddress_v2
@@ -5605,7 +5884,7 @@ cuTexRefSetAddress_v2:
 	.type cuTexRefSetArray,@function
 	.p2align 4
 cuTexRefSetArray:
-	movl $621, %eax
+	movl $652, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetArray, .-cuTexRefSetArray
@@ -5614,7 +5893,7 @@ cuTexRefSetArray:
 	.type cuTexRefSetBorderColor,@function
 	.p2align 4
 cuTexRefSetBorderColor:
-	movl $622, %eax
+	movl $653, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetBorderColor, .-cuTexRefSetBorderColor
@@ -5623,7 +5902,7 @@ cuTexRefSetBorderColor:
 	.type cuTexRefSetFilterMode,@function
 	.p2align 4
 cuTexRefSetFilterMode:
-	movl $623, %eax
+	movl $654, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetFilterMode, .-cuTexRefSetFilterMode
@@ -5632,7 +5911,7 @@ cuTexRefSetFilterMode:
 	.type cuTexRefSetFlags,@function
 	.p2align 4
 cuTexRefSetFlags:
-	movl $624, %eax
+	movl $655, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetFlags, .-cuTexRefSetFlags
@@ -5641,7 +5920,7 @@ cuTexRefSetFlags:
 	.type cuTexRefSetFormat,@function
 	.p2align 4
 cuTexRefSetFormat:
-	movl $625, %eax
+	movl $656, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetFormat, .-cuTexRefSetFormat
@@ -5650,7 +5929,7 @@ cuTexRefSetFormat:
 	.type cuTexRefSetMaxAnisotropy,@function
 	.p2align 4
 cuTexRefSetMaxAnisotropy:
-	movl $626, %eax
+	movl $657, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetMaxAnisotropy, .-cuTexRefSetMaxAnisotropy
@@ -5659,7 +5938,7 @@ cuTexRefSetMaxAnisotropy:
 	.type cuTexRefSetMipmapFilterMode,@function
 	.p2align 4
 cuTexRefSetMipmapFilterMode:
-	movl $627, %eax
+	movl $658, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetMipmapFilterMode, .-cuTexRefSetMipmapFilterMode
@@ -5668,7 +5947,7 @@ cuTexRefSetMipmapFilterMode:
 	.type cuTexRefSetMipmapLevelBias,@function
 	.p2align 4
 cuTexRefSetMipmapLevelBias:
-	movl $628, %eax
+	movl $659, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetMipmapLevelBias, .-cuTexRefSetMipmapLevelBias
@@ -5677,7 +5956,7 @@ cuTexRefSetMipmapLevelBias:
 	.type cuTexRefSetMipmapLevelClamp,@function
 	.p2align 4
 cuTexRefSetMipmapLevelClamp:
-	movl $629, %eax
+	movl $660, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetMipmapLevelClamp, .-cuTexRefSetMipmapLevelClamp
@@ -5686,7 +5965,7 @@ cuTexRefSetMipmapLevelClamp:
 	.type cuTexRefSetMipmappedArray,@function
 	.p2align 4
 cuTexRefSetMipmappedArray:
-	movl $630, %eax
+	movl $661, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuTexRefSetMipmappedArray, .-cuTexRefSetMipmappedArray
@@ -5695,7 +5974,7 @@ cuTexRefSetMipmappedArray:
 	.type cuThreadExchangeStreamCaptureMode,@function
 	.p2align 4
 cuThreadExchangeStreamCaptureMode:
-	movl $631, %eax
+	movl $662, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuThreadExchangeStreamCaptureMode, .-cuThreadExchangeStreamCaptureMode
@@ -5704,7 +5983,7 @@ cuThreadExchangeStreamCaptureMode:
 	.type cuUserObjectCreate,@function
 	.p2align 4
 cuUserObjectCreate:
-	movl $632, %eax
+	movl $663, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuUserObjectCreate, .-cuUserObjectCreate
@@ -5713,7 +5992,7 @@ cuUserObjectCreate:
 	.type cuUserObjectRelease,@function
 	.p2align 4
 cuUserObjectRelease:
-	movl $633, %eax
+	movl $664, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuUserObjectRelease, .-cuUserObjectRelease
@@ -5722,16 +6001,43 @@ cuUserObjectRelease:
 	.type cuUserObjectRetain,@function
 	.p2align 4
 cuUserObjectRetain:
-	movl $634, %eax
+	movl $665, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuUserObjectRetain, .-cuUserObjectRetain
+
+	.globl cuVDPAUCtxCreate
+	.type cuVDPAUCtxCreate,@function
+	.p2align 4
+cuVDPAUCtxCreate:
+	movl $666, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuVDPAUCtxCreate, .-cuVDPAUCtxCreate
+
+	.globl cuVDPAUCtxCreate_v2
+	.type cuVDPAUCtxCreate_v2,@function
+	.p2align 4
+cuVDPAUCtxCreate_v2:
+	movl $667, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuVDPAUCtxCreate_v2, .-cuVDPAUCtxCreate_v2
+
+	.globl cuVDPAUGetDevice
+	.type cuVDPAUGetDevice,@function
+	.p2align 4
+cuVDPAUGetDevice:
+	movl $668, %eax
+	leaq mps__dispatch(%rip), %r11
+	jmp *(%r11,%rax,8)
+	.size cuVDPAUGetDevice, .-cuVDPAUGetDevice
 
 	.globl cuWaitExternalSemaphoresAsync
 	.type cuWaitExternalSemaphoresAsync,@function
 	.p2align 4
 cuWaitExternalSemaphoresAsync:
-	movl $635, %eax
+	movl $669, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuWaitExternalSemaphoresAsync, .-cuWaitExternalSemaphoresAsync
@@ -5740,7 +6046,7 @@ cuWaitExternalSemaphoresAsync:
 	.type cuWaitExternalSemaphoresAsync_ptsz,@function
 	.p2align 4
 cuWaitExternalSemaphoresAsync_ptsz:
-	movl $636, %eax
+	movl $670, %eax
 	leaq mps__dispatch(%rip), %r11
 	jmp *(%r11,%rax,8)
 	.size cuWaitExternalSemaphoresAsync_ptsz, .-cuWaitExternalSemaphoresAsync_ptsz

@@ -121,6 +121,15 @@ enum mps_sym {
 	MPS_SYM_cuDeviceTotalMem_v2,
 	MPS_SYM_cuDeviceUnregisterAsyncNotification,
 	MPS_SYM_cuDriverGetVersion,
+	MPS_SYM_cuEGLStreamConsumerAcquireFrame,
+	MPS_SYM_cuEGLStreamConsumerConnect,
+	MPS_SYM_cuEGLStreamConsumerConnectWithFlags,
+	MPS_SYM_cuEGLStreamConsumerDisconnect,
+	MPS_SYM_cuEGLStreamConsumerReleaseFrame,
+	MPS_SYM_cuEGLStreamProducerConnect,
+	MPS_SYM_cuEGLStreamProducerDisconnect,
+	MPS_SYM_cuEGLStreamProducerPresentFrame,
+	MPS_SYM_cuEGLStreamProducerReturnFrame,
 	MPS_SYM_cuEventCreate,
 	MPS_SYM_cuEventDestroy,
 	MPS_SYM_cuEventDestroy_v2,
@@ -146,6 +155,22 @@ enum mps_sym {
 	MPS_SYM_cuFuncSetCacheConfig,
 	MPS_SYM_cuFuncSetSharedMemConfig,
 	MPS_SYM_cuFuncSetSharedSize,
+	MPS_SYM_cuGLCtxCreate,
+	MPS_SYM_cuGLCtxCreate_v2,
+	MPS_SYM_cuGLGetDevices,
+	MPS_SYM_cuGLGetDevices_v2,
+	MPS_SYM_cuGLInit,
+	MPS_SYM_cuGLMapBufferObject,
+	MPS_SYM_cuGLMapBufferObjectAsync,
+	MPS_SYM_cuGLMapBufferObjectAsync_v2,
+	MPS_SYM_cuGLMapBufferObjectAsync_v2_ptsz,
+	MPS_SYM_cuGLMapBufferObject_v2,
+	MPS_SYM_cuGLMapBufferObject_v2_ptds,
+	MPS_SYM_cuGLRegisterBufferObject,
+	MPS_SYM_cuGLSetBufferObjectMapFlags,
+	MPS_SYM_cuGLUnmapBufferObject,
+	MPS_SYM_cuGLUnmapBufferObjectAsync,
+	MPS_SYM_cuGLUnregisterBufferObject,
 	MPS_SYM_cuGetErrorName,
 	MPS_SYM_cuGetErrorString,
 	MPS_SYM_cuGetExportTable,
@@ -243,8 +268,12 @@ enum mps_sym {
 	MPS_SYM_cuGraphRetainUserObject,
 	MPS_SYM_cuGraphUpload,
 	MPS_SYM_cuGraphUpload_ptsz,
+	MPS_SYM_cuGraphicsEGLRegisterImage,
+	MPS_SYM_cuGraphicsGLRegisterBuffer,
+	MPS_SYM_cuGraphicsGLRegisterImage,
 	MPS_SYM_cuGraphicsMapResources,
 	MPS_SYM_cuGraphicsMapResources_ptsz,
+	MPS_SYM_cuGraphicsResourceGetMappedEglFrame,
 	MPS_SYM_cuGraphicsResourceGetMappedMipmappedArray,
 	MPS_SYM_cuGraphicsResourceGetMappedPointer,
 	MPS_SYM_cuGraphicsResourceGetMappedPointer_v2,
@@ -254,6 +283,8 @@ enum mps_sym {
 	MPS_SYM_cuGraphicsUnmapResources,
 	MPS_SYM_cuGraphicsUnmapResources_ptsz,
 	MPS_SYM_cuGraphicsUnregisterResource,
+	MPS_SYM_cuGraphicsVDPAURegisterOutputSurface,
+	MPS_SYM_cuGraphicsVDPAURegisterVideoSurface,
 	MPS_SYM_cuGreenCtxCreate,
 	MPS_SYM_cuGreenCtxDestroy,
 	MPS_SYM_cuGreenCtxGetDevResource,
@@ -655,6 +686,9 @@ enum mps_sym {
 	MPS_SYM_cuUserObjectCreate,
 	MPS_SYM_cuUserObjectRelease,
 	MPS_SYM_cuUserObjectRetain,
+	MPS_SYM_cuVDPAUCtxCreate,
+	MPS_SYM_cuVDPAUCtxCreate_v2,
+	MPS_SYM_cuVDPAUGetDevice,
 	MPS_SYM_cuWaitExternalSemaphoresAsync,
 	MPS_SYM_cuWaitExternalSemaphoresAsync_ptsz,
 	MPS_NSYMS
@@ -676,8 +710,8 @@ struct mps_procaddr_name {
 	uint16_t count;
 };
 
-#define MPS_PROCADDR_NNAMES 450
-#define MPS_PROCADDR_NVARIANTS 587
+#define MPS_PROCADDR_NNAMES 477
+#define MPS_PROCADDR_NVARIANTS 621
 
 extern const struct mps_procaddr_name mps__procaddr_names[MPS_PROCADDR_NNAMES];
 extern const struct mps_procaddr_variant mps__procaddr_variants[MPS_PROCADDR_NVARIANTS];
