@@ -23,6 +23,20 @@
  * reads them all (common/visible.h, mps_visible_select_given). No device
  * node: a container reaches the GPU only through openmps.
  *
+ * cdiVersion is 0.6.0 unless the daemon is told 0.5.0 (OPENMPS_CDI_VERSION,
+ * or cdi_spec's second argument) for engines that read no later version:
+ * podman before 4.7 (Debian 12's 4.3), containerd before 1.7.12, CRI-O
+ * before 1.28 (each vendors CDI's Go library 0.5.x, which refuses a spec
+ * of a version it does not know). 0.6.0 adds annotations, and each device
+ * carries what the daemon knows of it, for device plugins and people to
+ * read without asking the daemon: openmps.io/uuid (what the container's
+ * client sees), openmps.io/memory-bytes (a GPU's total, a virtual device's
+ * share), and for a virtual device openmps.io/gpu (its GPU's UUID) and
+ * openmps.io/sms (its SMs, whole groups as the server gives them) where the
+ * daemon knows its GPU's layout. No SM count for a GPU: the servers tell
+ * the daemon its shares' groups, not its SMs. A 0.5.0 spec is the same
+ * without the annotations, which that version does not have.
+ *
  * The file is written whole to a temporary file beside it and renamed over
  * the old one, mode 0644, so an engine reading the directory never sees half
  * a spec; the temporary's name does not end in .json, which engines skip.
@@ -43,10 +57,9 @@
 #include "common/visible.h"
 #include "control/control.h"
 
-/* The oldest version with every feature the spec uses: engines read the
- * versions up to their own, and podman 4.3 (Debian 12) reads none past
- * 0.5.0. */
-#define CDI_VERSION "0.5.0"
+/* The versions the spec may say: MPS_CDI_VERSION (control.h), with the
+ * annotations, or the oldest with every other feature it uses. */
+#define CDI_VERSION_PLAIN "0.5.0"
 #define CDI_KIND "openmps.io/gpu"
 #define SMI_PATH "/usr/bin/nvidia-smi"   /* openmps's nvidia-smi in the container */
 
@@ -96,10 +109,27 @@ static int find_libdir(char *out, size_t len)
 	return -ENOENT;
 }
 
-/* One device: its name, and the edits it makes, its own variable. */
-static void device_entry(FILE *f, bool *first, const char *name, const char *uuid)
+/* What a device's annotations tell of it: figures the daemon has, 0 or
+ * NULL where it has none. */
+struct facts {
+	const char *gpu;            /* a virtual device's GPU's UUID; NULL for a GPU */
+	uint64_t mem;               /* bytes */
+	int sms;
+};
+
+static void annotation(FILE *f, bool *first, const char *key, const char *value)
 {
-	char env[128], text[MPS_UUID_TEXT];
+	fprintf(f, "%s\n        \"openmps.io/%s\": ", *first ? "" : ",", key);
+	json_str(f, value);
+	*first = false;
+}
+
+/* One device: its name, its annotations (facts NULL: none, a 0.5.0 spec),
+ * and the edits it makes, its own variable. */
+static void device_entry(FILE *f, bool *first, const char *name, const char *uuid, const struct facts *facts)
+{
+	char env[128], text[MPS_UUID_TEXT], id[MPS_UUID_TEXT + 4], num[24];
+	bool first_note = true;
 	uint8_t u[16];
 	int k;
 
@@ -109,9 +139,25 @@ static void device_entry(FILE *f, bool *first, const char *name, const char *uui
 	for (int i = 0; i < 16; i++)
 		k += snprintf(env + k, sizeof(env) - (size_t)k, "%02X", u[i]);
 	mps_uuid_text(text, u);
-	snprintf(env + k, sizeof(env) - (size_t)k, "=GPU-%s", text);
+	snprintf(id, sizeof(id), "GPU-%s", text);
+	snprintf(env + k, sizeof(env) - (size_t)k, "=%s", id);
 	fprintf(f, "%s\n    {\n      \"name\": ", *first ? "" : ",");
 	json_str(f, name);
+	if (facts) {
+		fprintf(f, ",\n      \"annotations\": {");
+		annotation(f, &first_note, "uuid", id);
+		if (facts->gpu)
+			annotation(f, &first_note, "gpu", facts->gpu);
+		if (facts->sms > 0) {
+			snprintf(num, sizeof(num), "%d", facts->sms);
+			annotation(f, &first_note, "sms", num);
+		}
+		if (facts->mem) {
+			snprintf(num, sizeof(num), "%llu", (unsigned long long)facts->mem);
+			annotation(f, &first_note, "memory-bytes", num);
+		}
+		fprintf(f, "\n      }");
+	}
 	fprintf(f, ",\n      \"containerEdits\": {\n        \"env\": [");
 	json_str(f, env);
 	fprintf(f, "]\n      }\n    }");
@@ -132,12 +178,13 @@ static void mount_entry(FILE *f, const char *path, const char *options, bool las
 	mount_at(f, path, path, options, last);
 }
 
-/* The spec's text (malloc'ed, in *out). 0, or -errno with why. */
-static int render(char **out, char *why, size_t len)
+/* The spec's text (malloc'ed, in *out), saying version (one that
+ * mps_cdi_version_check takes). 0, or -errno with why. */
+static int render(char **out, const char *version, char *why, size_t len)
 {
 	char pipe[PATH_MAX], libdir[PATH_MAX], env[2 * PATH_MAX + 96], smi[PATH_MAX + 32];
 	size_t size = 0;
-	bool first = true, has_smi;
+	bool first = true, has_smi, notes = strcmp(version, CDI_VERSION_PLAIN) != 0;
 	FILE *f;
 
 	if (!realpath(mps_daemon.pipe_dir, pipe)) {
@@ -154,7 +201,9 @@ static int render(char **out, char *why, size_t len)
 		snprintf(why, len, "out of memory");
 		return -ENOMEM;
 	}
-	fprintf(f, "{\n  \"cdiVersion\": \"" CDI_VERSION "\",\n  \"kind\": \"" CDI_KIND "\",\n");
+	fprintf(f, "{\n  \"cdiVersion\": ");
+	json_str(f, version);
+	fprintf(f, ",\n  \"kind\": \"" CDI_KIND "\",\n");
 	fprintf(f, "  \"containerEdits\": {\n    \"env\": [\n      ");
 	snprintf(env, sizeof(env), "CUDA_MPS_PIPE_DIRECTORY=%s", pipe);
 	json_str(f, env);
@@ -172,17 +221,22 @@ static int render(char **out, char *why, size_t len)
 		mount_at(f, smi, SMI_PATH, "\"ro\", \"nosuid\", \"nodev\", \"bind\"", true);
 	fprintf(f, "    ]\n  },\n  \"devices\": [");
 	for (int i = 0; i < mps_daemon.ndev; i++) {
+		struct facts gpu = { .mem = mps_daemon.dev[i].total_mem };
 		char ord[16];
 
 		snprintf(ord, sizeof(ord), "%d", i);
-		device_entry(f, &first, ord, mps_daemon.dev[i].uuid);
-		device_entry(f, &first, mps_daemon.dev[i].uuid, mps_daemon.dev[i].uuid);
+		device_entry(f, &first, ord, mps_daemon.dev[i].uuid, notes ? &gpu : NULL);
+		device_entry(f, &first, mps_daemon.dev[i].uuid, mps_daemon.dev[i].uuid, notes ? &gpu : NULL);
 	}
 	for (int i = 0; i < mps_daemon.nvdev; i++) {
+		const struct mps_vdevice *v = &mps_daemon.vdev[i];
+		int ord = mps_device_ordinal(v->dev);
+		struct facts slice = { .gpu = ord >= 0 && ord < mps_daemon.ndev ? mps_daemon.dev[ord].uuid : NULL,
+				       .mem = mps_vdevice_mem(v), .sms = mps_vdevice_sms(v) };
 		char uuid[48];
 
-		mps_vdevice_uuid(&mps_daemon.vdev[i], uuid, sizeof(uuid));
-		device_entry(f, &first, mps_daemon.vdev[i].name, uuid);
+		mps_vdevice_uuid(v, uuid, sizeof(uuid));
+		device_entry(f, &first, v->name, uuid, notes ? &slice : NULL);
 	}
 	fprintf(f, "\n  ]\n}\n");
 	if (first) {
@@ -221,7 +275,17 @@ int mps_cdi_path_check(const char *path, char *why, size_t len)
 	return 0;
 }
 
-int mps_cdi_write(const char *path, char *why, size_t len)
+int mps_cdi_version_check(const char *version, char *why, size_t len)
+{
+	if (!strcmp(version, MPS_CDI_VERSION) || !strcmp(version, CDI_VERSION_PLAIN))
+		return 0;
+	snprintf(why, len, "the CDI spec's version must be " MPS_CDI_VERSION " (the default) or " CDI_VERSION_PLAIN
+			   " (engines that read none later: podman before 4.7, containerd before 1.7.12, CRI-O "
+			   "before 1.28), not '%s'", version);
+	return -EINVAL;
+}
+
+int mps_cdi_write(const char *path, const char *version, char *why, size_t len)
 {
 	char tmp[sizeof(mps_daemon.cdi_path) + 8], dir[sizeof(mps_daemon.cdi_path)];
 	char *text = NULL, *slash;
@@ -229,9 +293,11 @@ int mps_cdi_write(const char *path, char *why, size_t len)
 	int fd, r;
 
 	r = mps_cdi_path_check(path, why, len);
+	if (r == 0)
+		r = mps_cdi_version_check(version, why, len);
 	if (r < 0)
 		return r;
-	r = render(&text, why, len);
+	r = render(&text, version, why, len);
 	if (r < 0)
 		return r;
 	/* The directory engines read may not be there yet (/var/run/cdi). */
@@ -297,9 +363,9 @@ void mps_cdi_refresh(void)
 
 	if (!mps_daemon.cdi_path[0] || !mps_daemon.devices_known)
 		return;
-	if (mps_cdi_write(mps_daemon.cdi_path, why, sizeof(why)) < 0)
+	if (mps_cdi_write(mps_daemon.cdi_path, mps_daemon.cdi_version, why, sizeof(why)) < 0)
 		mps_log_error("%s", why);
 	else
-		mps_log_info("CDI spec written to %s (%d devices, %d virtual devices)", mps_daemon.cdi_path,
-			     mps_daemon.ndev, mps_daemon.nvdev);
+		mps_log_info("CDI spec %s written to %s (%d devices, %d virtual devices)", mps_daemon.cdi_version,
+			     mps_daemon.cdi_path, mps_daemon.ndev, mps_daemon.nvdev);
 }

@@ -1261,26 +1261,30 @@ static void cmd_device_query(struct mps_cmd *cmd, int argc, char **argv)
 	cmd->done = devices_done;
 }
 
-/* cdi_spec [PATH|off]: writes the CDI spec (to PATH, else where the daemon
- * keeps one, else /var/run/cdi/openmps.json) and keeps it up to date from
- * then on; off: no longer. Waits for the devices if no server has told them. */
+/* cdi_spec [PATH|off] [VERSION]: writes the CDI spec (to PATH, else where
+ * the daemon keeps one, else /var/run/cdi/openmps.json), saying VERSION
+ * (else the daemon's, OPENMPS_CDI_VERSION's), and keeps both from then on;
+ * off: no longer. Waits for the devices if no server has told them. */
 #define CDI_DEFAULT_PATH "/var/run/cdi/openmps.json"
 static void cmd_cdi_spec(struct mps_cmd *cmd, int argc, char **argv)
 {
 	char why[MPS_CMD_MAX + 256];
-	const char *path;
+	const char *path, *version = mps_daemon.cdi_version;
 	int r;
 
-	if (argc > 2) {
-		USAGE(cmd);
-		return;
-	}
 	if (argc == 2 && !strcmp(argv[1], "off")) {
 		mps_daemon.cdi_path[0] = 0;
 		return;
 	}
+	/* A version after a path, or alone: told from a path by its digit. */
+	if (argc == 3 || (argc == 2 && isdigit((unsigned char)argv[1][0])))
+		version = argv[--argc];
+	if (argc > 2) {
+		USAGE(cmd);
+		return;
+	}
 	path = argc == 2 ? argv[1] : mps_daemon.cdi_path[0] ? mps_daemon.cdi_path : CDI_DEFAULT_PATH;
-	if (mps_cdi_path_check(path, why, sizeof(why)) < 0) {
+	if (mps_cdi_path_check(path, why, sizeof(why)) < 0 || mps_cdi_version_check(version, why, sizeof(why)) < 0) {
 		mps_err(cmd, "Error: %s\n", why);
 		return;
 	}
@@ -1300,13 +1304,15 @@ static void cmd_cdi_spec(struct mps_cmd *cmd, int argc, char **argv)
 		cmd->done = rerun_done;
 		return;
 	}
-	if (mps_cdi_write(path, why, sizeof(why)) < 0) {
+	if (mps_cdi_write(path, version, why, sizeof(why)) < 0) {
 		mps_err(cmd, "Error: %s\n", why);
 		return;
 	}
 	if (path != mps_daemon.cdi_path)
 		snprintf(mps_daemon.cdi_path, sizeof(mps_daemon.cdi_path), "%s", path);
-	mps_log_info("CDI spec written to %s; kept up to date", path);
+	if (version != mps_daemon.cdi_version)
+		snprintf(mps_daemon.cdi_version, sizeof(mps_daemon.cdi_version), "%s", version);
+	mps_log_info("CDI spec %s written to %s; kept up to date", version, path);
 	mps_out(cmd, "%s\n", path);
 }
 
@@ -1386,7 +1392,7 @@ static const struct {
 	{ "vdevice", cmd_vdevice, ANYONE,
 	  "vdevice add <name> <device> <SMs> <memory> | vdevice split <device> <count> | vdevice rm <name> | vdevice list" },
 	{ "cdi_spec", cmd_cdi_spec, ADMIN,
-	  "cdi_spec [<path>|off]" },
+	  "cdi_spec [<path>|off] [0.6.0|0.5.0]" },
 };
 
 void mps_command(const char *line, struct mps_cmd *cmd)

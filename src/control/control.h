@@ -176,6 +176,7 @@ struct mps_daemon {
 	char server_exe[4096];
 	int server_log_fd;          /* server.log, inherited as the servers' stderr */
 	char cdi_path[4096];        /* the CDI spec the daemon keeps up to date ("": none; cdi.c) */
+	char cdi_version[8];        /* its cdiVersion (OPENMPS_CDI_VERSION, cdi_spec; MPS_CDI_VERSION) */
 	uint64_t server_failures;   /* servers that reported a GPU fault, or ended while not asked to stop */
 };
 
@@ -314,6 +315,11 @@ int mps_layout_check_split(const char *dev, int n, char *why, size_t len);
 int mps_vdevice_remove(const char *name);
 /* A virtual device's UUID as "GPU-…", if the daemon knows its GPU's; else "-". */
 void mps_vdevice_uuid(const struct mps_vdevice *v, char *out, size_t len);
+/* A virtual device's SMs (whole groups) and memory (all its GPU's where it
+ * names none or more) as its server gives them; 0 where the daemon does not
+ * know its GPU's layout (SMs) or memory. */
+int mps_vdevice_sms(const struct mps_vdevice *v);
+uint64_t mps_vdevice_mem(const struct mps_vdevice *v);
 void mps_vdevice_send(struct mps_server_rec *srv, const struct mps_vdevice *v, bool remove);
 /* True if a partition or a virtual device has that name. */
 bool mps_partition_name_used(const char *name);
@@ -325,9 +331,15 @@ void mps_settings_send_memlimit(struct mps_server_rec *srv, const char *dev, uin
  * Whether path may hold one (absolute, ending in .json, not too long): 0, or
  * -errno with why. */
 int mps_cdi_path_check(const char *path, char *why, size_t len);
-/* Writes the spec to path, atomically, mode 0644 (the devices must be
- * known). 0, or -errno with why. */
-int mps_cdi_write(const char *path, char *why, size_t len);
+/* The cdiVersion the daemon writes unless told otherwise; the other it
+ * takes is 0.5.0 (no annotations), for engines that read none later.
+ * mps_cdi_version_check: whether version is one of the two: 0, or -EINVAL
+ * with why. */
+#define MPS_CDI_VERSION "0.6.0"
+int mps_cdi_version_check(const char *version, char *why, size_t len);
+/* Writes the spec to path, saying version, atomically, mode 0644 (the
+ * devices must be known). 0, or -errno with why. */
+int mps_cdi_write(const char *path, const char *version, char *why, size_t len);
 /* Writes it again where the daemon keeps one (mps_daemon.cdi_path), once the
  * devices are known; a failure goes to control.log. */
 void mps_cdi_refresh(void);

@@ -46,6 +46,7 @@ struct mps_daemon mps_daemon = {
 	.server_log_fd = -1,
 	.waiting_tail = &mps_daemon.waiting,
 	.next_req = 1,
+	.cdi_version = MPS_CDI_VERSION,
 };
 
 /* epoll tags that are not servers or connections. */

@@ -116,6 +116,15 @@ int main(int argc, char **argv)
 		}
 		snprintf(mps_daemon.cdi_path, sizeof(mps_daemon.cdi_path), "%s", getenv("OPENMPS_CDI_SPEC"));
 	}
+	if (getenv("OPENMPS_CDI_VERSION") && *getenv("OPENMPS_CDI_VERSION")) {
+		char why[256];
+
+		if (mps_cdi_version_check(getenv("OPENMPS_CDI_VERSION"), why, sizeof(why)) < 0) {
+			fprintf(stderr, "openmps-control: OPENMPS_CDI_VERSION: %s\n", why);
+			return 1;
+		}
+		snprintf(mps_daemon.cdi_version, sizeof(mps_daemon.cdi_version), "%s", getenv("OPENMPS_CDI_VERSION"));
+	}
 	if (mps_daemon.multiuser && geteuid() != 0) {
 		fprintf(stderr, "openmps-control: -multiuser-server needs the daemon to run as root "
 				"(its server serves every user)\n");

@@ -445,6 +445,25 @@ void mps_vdevice_uuid(const struct mps_vdevice *v, char *out, size_t len)
 	snprintf(out, len, "GPU-%s", text);
 }
 
+int mps_vdevice_sms(const struct mps_vdevice *v)
+{
+	int ord = known_layout(v->dev);
+
+	return ord < 0 ? 0 : groups_of(&mps_daemon.dev[ord], v->sms, v->parts) * mps_daemon.dev[ord].group_sms;
+}
+
+uint64_t mps_vdevice_mem(const struct mps_vdevice *v)
+{
+	int ord = mps_device_ordinal(v->dev);
+	uint64_t total, mem;
+
+	if (!mps_daemon.devices_known || ord < 0 || ord >= mps_daemon.ndev)
+		return 0;
+	total = mps_daemon.dev[ord].total_mem;
+	mem = v->parts > 0 ? total / (uint64_t)v->parts : v->mem;
+	return !mem || mem > total ? total : mem;
+}
+
 int mps_vdevice_remove(const char *name)
 {
 	for (int i = 0; i < mps_daemon.nvdev; i++) {

@@ -181,9 +181,20 @@ int mps_cdi_path_check(const char *path, char *why, size_t len)
 	return 0;
 }
 
-int mps_cdi_write(const char *path, char *why, size_t len)
+int mps_cdi_version_check(const char *version, char *why, size_t len)
 {
-	return mps_cdi_path_check(path, why, len);
+	if (strcmp(version, MPS_CDI_VERSION) && strcmp(version, "0.5.0")) {
+		snprintf(why, len, "not 0.6.0 or 0.5.0");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int mps_cdi_write(const char *path, const char *version, char *why, size_t len)
+{
+	int r = mps_cdi_path_check(path, why, len);
+
+	return r < 0 ? r : mps_cdi_version_check(version, why, len);
 }
 
 void mps_cdi_refresh(void)
@@ -211,6 +222,7 @@ static void reset_daemon(unsigned int opts)
 	mps_daemon.epfd = mps_daemon.spare_fd = mps_daemon.server_log_fd = -1;
 	mps_daemon.waiting_tail = &mps_daemon.waiting;
 	mps_daemon.next_req = 1;
+	snprintf(mps_daemon.cdi_version, sizeof(mps_daemon.cdi_version), "%s", MPS_CDI_VERSION);
 	mps_settings_init(&mps_daemon.defaults);
 	mps_daemon.multiuser = opts & OPT_MULTIUSER;
 	mps_daemon.exclusive = opts & OPT_EXCLUSIVE;

@@ -29,10 +29,12 @@
 # removed by name on every way out) and the folders go whatever happens.
 # No network: --network=none, and --rootfs needs no image.
 #
-# The spec says cdiVersion 0.5.0, all podman 4.3 (Debian 12) reads;
-# OPENMPS_CDI_VERSION rewrites it in the copy to try another. In a sandbox
-# without CAP_SYS_RESOURCE the default rlimits cannot be set, hence the
-# lowered --ulimit; crun there refuses a hybrid cgroup set-up, hence runc.
+# The daemon starts with OPENMPS_CDI_VERSION=0.5.0 unless the environment
+# names another (0.6.0 for podman 4.7 or later): podman before 4.7, such as
+# Debian 12's 4.3, reads no spec past 0.5.0 and resolves no device from one
+# that says 0.6.0. In a sandbox without CAP_SYS_RESOURCE the default rlimits
+# cannot be set, hence the lowered --ulimit; crun there refuses a hybrid
+# cgroup set-up, hence runc.
 #
 #   usage: podman_cdi.sh BUILD_DIR
 
@@ -106,15 +108,17 @@ done
 other=$(grep -l 'openmps\.io/gpu' "$cdi"/*.json "$cdi"/*.yaml 2>/dev/null | head -n 1)
 [ -z "$other" ] || skip "$other already defines openmps.io/gpu devices, which a second spec there would hide from podman"
 
-export OPENMPS_CDI_SPEC="$dir/cdi/openmps.json"
+cdi_version=${OPENMPS_CDI_VERSION:-0.5.0}
+export OPENMPS_CDI_SPEC="$dir/cdi/openmps.json" OPENMPS_CDI_VERSION="$cdi_version"
 # shellcheck disable=SC2119 # no options: the daemon as it starts by default
 start_daemon
-unset OPENMPS_CDI_SPEC
+unset OPENMPS_CDI_SPEC OPENMPS_CDI_VERSION
 ui "vdevice split 0 2" >"$dir/split.out" || fail "vdevice split 0 2: $(cat "$dir/split.out")"
 wait_for "$dir/cdi/openmps.json" '"vgpu0-1"' || fail "the daemon's spec names no vgpu0-1"
+grep -q "^  \"cdiVersion\": \"$cdi_version\",\$" "$dir/cdi/openmps.json" ||
+	fail "the daemon's spec does not say cdiVersion $cdi_version: $(grep cdiVersion "$dir/cdi/openmps.json")"
 [ -d "$cdi" ] || { mkdir -p "$cdi" && made_cdi=1; }
-sed "s/\"cdiVersion\": \"[0-9.]*\"/\"cdiVersion\": \"${OPENMPS_CDI_VERSION:-0.5.0}\"/" \
-	"$dir/cdi/openmps.json" >"$copy" || fail "cannot write $copy"
+cp "$dir/cdi/openmps.json" "$copy" || fail "cannot write $copy"
 u1=$(hex "$(ui device_query | awk '$1 == "1" { print $2 }')")
 v0=$(hex "$(awk '$1 == "vgpu0-0" { print $2 }' "$dir/split.out")")
 v1=$(hex "$(awk '$1 == "vgpu0-1" { print $2 }' "$dir/split.out")")
