@@ -9,9 +9,10 @@
 #     same order as c_client's), names, compute capability, PCI bus IDs,
 #     handles found again by UUID;
 #   - a container given one slice (its OPENMPS_CDI_DEVICE_ variable) sees
-#     one device: the slice's UUID and its 512 MiB as the total; a memory
-#     limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) is the total a process sees,
-#     and what it allocates shows as used;
+#     one device: the slice's UUID and its 512 MiB as the total (c_nvml
+#     basic, which podman_cdi.sh runs in a container, the same lines); a
+#     memory limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT) is the total a process
+#     sees, and what it allocates shows as used;
 #   - calls before nvmlInit and after the last nvmlShutdown are
 #     NVML_ERROR_UNINITIALIZED; a bad handle, a short buffer, an unknown
 #     UUID, a NULL answer and a wrong structure version get NVML's errors;
@@ -62,6 +63,12 @@ run_nvml NVIDIA_VISIBLE_DEVICES=void "OPENMPS_CDI_DEVICE_$hex=$v1" >"$dir/slice.
 grep -q "^count 1$" "$dir/slice.out" || fail "a slice's count: $(cat "$dir/slice.out")"
 grep -q "^dev 0 $v1 $((512 * 1048576)) " "$dir/slice.out" || fail "the slice: $(grep '^dev' "$dir/slice.out")"
 grep -q "^v2 0 $((512 * 1048576)) " "$dir/slice.out" || fail "the slice, v2: $(grep '^v2' "$dir/slice.out")"
+# c_nvml basic (podman_cdi.sh's, in a container): the same lines, nothing more.
+env OPENMPS_NVML_ROOT="$dir/none" NVIDIA_VISIBLE_DEVICES=void "OPENMPS_CDI_DEVICE_$hex=$v1" \
+	LD_LIBRARY_PATH="$nvml_lib:$build/lib" "$build/tests/system/c_nvml" basic >"$dir/basic.out" 2>&1 ||
+	fail "c_nvml basic: $(cat "$dir/basic.out")"
+[ "$(cat "$dir/basic.out")" = "$(grep -E '^(before|count|dev|v2) ' "$dir/slice.out")" ] ||
+	fail "c_nvml basic: $(cat "$dir/basic.out"), expected the slice's before, count, dev and v2 lines"
 
 # A memory limit is the total a process sees.
 run_nvml CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=100M >"$dir/limit.out" 2>&1 || fail "c_nvml (limit): $(cat "$dir/limit.out")"

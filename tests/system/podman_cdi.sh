@@ -5,9 +5,10 @@
 # test`. A daemon on the stand-in (two devices of 16 SMs and 1 GiB) writes
 # its spec, `vdevice split 0 2` makes vgpu0-0 and vgpu0-1 (8 SMs and 512
 # MiB each), and the spec is copied into /var/run/cdi, where podman reads
-# it. podman (with runc) runs c_client in a minimal root filesystem (the
-# host's c_client, true and the libraries they load, nothing of openmps's:
-# the spec brings the library and the pipe directory) with --device
+# it. podman (with runc) runs c_client and c_nvml in a minimal root
+# filesystem (the host's c_client, c_nvml, true and the libraries they,
+# openmps's nvidia-smi and its NVML load, nothing of openmps's: the spec
+# brings the libraries, nvidia-smi and the pipe directory) with --device
 # openmps.io/gpu=NAME:
 #   - the container sees exactly the devices asked for: vgpu0-1 alone, or
 #     GPU 1 and vgpu0-0;
@@ -18,7 +19,12 @@
 #     under its host PID (podman inspect's, in another PID namespace): its
 #     virtual device, memory, memory limit and SMs; so does vdevice list;
 #   - it cannot open /dev/nvidiactl or /dev/nvidia0 (ENOENT): the spec
-#     brings no device node.
+#     brings no device node;
+#   - in a container given vgpu0-1, openmps's nvidia-smi, where the spec
+#     mounts it (/usr/bin/nvidia-smi), lists with -L exactly one GPU, the
+#     slice's UUID; and NVML (c_nvml basic: what pynvml asks) counts one
+#     device with the slice's UUID, 512 MiB in all, and the name
+#     nvidia-smi gives.
 #
 # Skipped (77) without root, podman or runc, or where podman cannot start
 # even a trivial container from the same root filesystem (true), and where
@@ -58,7 +64,7 @@ cdi=/var/run/cdi
 copy=$cdi/openmps-test-$$.json
 made_cdi=""
 rootfs="$dir/rootfs"
-containers="openmps-test-$$-probe openmps-test-$$-two openmps-test-$$-slice"
+containers="openmps-test-$$-probe openmps-test-$$-two openmps-test-$$-slice openmps-test-$$-smi openmps-test-$$-nvml"
 
 # Whatever the way out (finish, a skip, a signal): the containers (their
 # own --rm may not have run: a podman run killed), the copy.
@@ -84,12 +90,14 @@ pod() {
 field() { awk -v s="$2" -v n="$3" -v w="${4:-1}" '$1 == s && ++k == w { print $n }' "$dir/$1.out"; }
 hex() { echo "$1" | sed 's/^GPU-//; s/-//g'; }
 
-# The root filesystem: c_client and true with the libraries they load,
-# openmps's own (libcuda, its NVML) excepted.
+# The root filesystem: c_client, c_nvml and true with the libraries they
+# load, and those openmps's nvidia-smi and NVML load, openmps's own
+# (libcuda, its NVML, nvidia-smi: the spec brings them) excepted.
 mkdir -p "$rootfs/usr/bin" "$rootfs/proc" "$rootfs/dev" "$rootfs/sys" "$rootfs/tmp" "$rootfs/sig" "$dir/sig"
 truebin=$(command -v true | grep /) || truebin=/bin/true
-cp "$build/tests/system/c_client" "$truebin" "$rootfs/usr/bin/"
-for l in $(LD_LIBRARY_PATH="$build/lib" ldd "$build/tests/system/c_client" "$truebin" |
+cp "$build/tests/system/c_client" "$build/tests/system/c_nvml" "$truebin" "$rootfs/usr/bin/"
+for l in $(LD_LIBRARY_PATH="$build/lib" ldd "$build/tests/system/c_client" "$build/tests/system/c_nvml" "$truebin" \
+		"$build/lib/nvml/nvidia-smi" "$build/lib/nvml/libnvidia-ml.so.1" |
 	   awk '$3 ~ /^\// { print $3 } $1 ~ /^\/.*ld-linux/ { print $1 }' | grep -v -e '/libcuda\.' -e '/libnvidia-ml\.' | sort -u); do
 	mkdir -p "$rootfs$(dirname "$l")"; cp -L "$l" "$rootfs$l"
 done
@@ -121,7 +129,8 @@ grep -q "^  \"cdiVersion\": \"$cdi_version\",\$" "$dir/cdi/openmps.json" ||
 cp "$dir/cdi/openmps.json" "$copy" || fail "cannot write $copy"
 u1=$(hex "$(ui device_query | awk '$1 == "1" { print $2 }')")
 v0=$(hex "$(awk '$1 == "vgpu0-0" { print $2 }' "$dir/split.out")")
-v1=$(hex "$(awk '$1 == "vgpu0-1" { print $2 }' "$dir/split.out")")
+v1_uuid=$(awk '$1 == "vgpu0-1" { print $2 }' "$dir/split.out")
+v1=$(hex "$v1_uuid")
 
 # Two devices: exactly those, the GPU first.
 pod two --device openmps.io/gpu=1 --device openmps.io/gpu=vgpu0-0 --rootfs "$rootfs" \
@@ -172,6 +181,22 @@ grep -q "^list CUDA_SUCCESS 1 $v1 " "$dir/slice.out" || fail "vgpu0-1: $(grep '^
 [ "$(field slice meminfo 4)" = $((512 * MiB)) ] ||
 	fail "the container's client has $(field slice meminfo 4) bytes in all, expected vgpu0-1's 512 MiB"
 [ "$(field slice alloc 3)" = CUDA_SUCCESS ] || fail "alloc:1 in the container: $(field slice alloc 3)"
+
+# nvidia-smi and NVML in a container given vgpu0-1: the slice alone.
+pod smi --device openmps.io/gpu=vgpu0-1 --rootfs "$rootfs" /usr/bin/nvidia-smi -L >"$dir/smi.out" 2>&1 ||
+	fail "nvidia-smi -L in the container exited $?: $(cat "$dir/smi.out")"
+smi_name=$(sed -n 's/^GPU 0: \(.*\) (UUID: \(GPU-[0-9a-f-]*\))$/\1 \2/p' "$dir/smi.out")
+[ "$(wc -l <"$dir/smi.out") ${smi_name##* }" = "1 $v1_uuid" ] ||
+	fail "nvidia-smi -L in the container: '$(cat "$dir/smi.out")', expected one line, GPU 0 with UUID $v1_uuid"
+smi_name=${smi_name% *}
+pod nvml --device openmps.io/gpu=vgpu0-1 --rootfs "$rootfs" /usr/bin/c_nvml basic >"$dir/nvml.out" 2>&1 ||
+	fail "c_nvml basic in the container exited $?: $(cat "$dir/nvml.out")"
+[ "$(field nvml count 2)" = 1 ] || fail "NVML in the container counts '$(field nvml count 2)' devices, expected 1"
+[ "$(field nvml dev 3)" = "$v1_uuid" ] || fail "NVML in the container: device 0 is '$(field nvml dev 3)', expected $v1_uuid"
+[ "$(field nvml dev 4)" = $((512 * MiB)) ] ||
+	fail "NVML in the container: $(field nvml dev 4) bytes in all, expected vgpu0-1's 512 MiB"
+nvml_name=$(awk '$1 == "dev" { $1 = $2 = $3 = $4 = $5 = $6 = $7 = $8 = ""; sub(/^ */, ""); print }' "$dir/nvml.out")
+[ "${nvml_name:-none}" = "$smi_name" ] || fail "NVML's name in the container: '$nvml_name', nvidia-smi's '$smi_name'"
 
 stop_daemon
 finish
