@@ -64,6 +64,23 @@ static bool env_on(const char *name)
 	return v && *v && strcmp(v, "0");
 }
 
+
+/* A setting from the environment, checked, into dst: 0 (also when unset or
+ * empty), or -1 after saying why it was refused. */
+static int env_checked(const char *name, int (*check)(const char *, char *, size_t), char *dst, size_t len)
+{
+	const char *v = getenv(name);
+	char why[4200];
+
+	if (!v || !*v)
+		return 0;
+	if (check(v, why, sizeof(why)) < 0) {
+		fprintf(stderr, "openmps-control: %s: %s\n", name, why);
+		return -1;
+	}
+	snprintf(dst, len, "%s", v);
+	return 0;
+}
 int main(int argc, char **argv)
 {
 	int mode = 0;   /* 'd', 'f' or 0 */
@@ -107,24 +124,10 @@ int main(int argc, char **argv)
 		mps_daemon.exclusive = true;
 	if (env_on("OPENMPS_SHARE_NAMESPACES"))
 		mps_daemon.share_namespaces = true;
-	if (getenv("OPENMPS_CDI_SPEC") && *getenv("OPENMPS_CDI_SPEC")) {
-		char why[4200];
-
-		if (mps_cdi_path_check(getenv("OPENMPS_CDI_SPEC"), why, sizeof(why)) < 0) {
-			fprintf(stderr, "openmps-control: OPENMPS_CDI_SPEC: %s\n", why);
-			return 1;
-		}
-		snprintf(mps_daemon.cdi_path, sizeof(mps_daemon.cdi_path), "%s", getenv("OPENMPS_CDI_SPEC"));
-	}
-	if (getenv("OPENMPS_CDI_VERSION") && *getenv("OPENMPS_CDI_VERSION")) {
-		char why[256];
-
-		if (mps_cdi_version_check(getenv("OPENMPS_CDI_VERSION"), why, sizeof(why)) < 0) {
-			fprintf(stderr, "openmps-control: OPENMPS_CDI_VERSION: %s\n", why);
-			return 1;
-		}
-		snprintf(mps_daemon.cdi_version, sizeof(mps_daemon.cdi_version), "%s", getenv("OPENMPS_CDI_VERSION"));
-	}
+	if (env_checked("OPENMPS_CDI_SPEC", mps_cdi_path_check, mps_daemon.cdi_path, sizeof(mps_daemon.cdi_path)) < 0 ||
+	    env_checked("OPENMPS_CDI_VERSION", mps_cdi_version_check, mps_daemon.cdi_version,
+			sizeof(mps_daemon.cdi_version)) < 0)
+		return 1;
 	if (mps_daemon.multiuser && geteuid() != 0) {
 		fprintf(stderr, "openmps-control: -multiuser-server needs the daemon to run as root "
 				"(its server serves every user)\n");
