@@ -24,9 +24,11 @@ TEST_DEPS := $(ALL_TARGETS) $(TEST_BINS) $(TESTS_CUDA) $(TEST_DEPS_EXTRA) $(KERN
 .PHONY: test check-build
 check-build: $(TEST_DEPS)
 
-# The build under it runs on every CPU unless -j was given.
+# The build under it runs on every CPU unless -j was given. A sanitizer
+# slows every test many times over: there each gets twice the runner's
+# limit (240 s; a hang still ends), unless TEST_TIMEOUT says otherwise.
 test:
 	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) check-build
-	@TEST_SERIAL="$(sort $(TESTS_SERIAL))" tests/run-tests.sh $(TEST_BINS) $(STANDIN_TEST) \
+	@TEST_TIMEOUT="$${TEST_TIMEOUT:-$(if $(SANITIZE),240,120)}" TEST_SERIAL="$(sort $(TESTS_SERIAL))" tests/run-tests.sh $(TEST_BINS) $(STANDIN_TEST) \
 		$(foreach t,$(TESTS_CUDA),"tests/system/with-openmps.sh $(BUILD) $(t)") \
 		$(foreach t,$(TEST_SCRIPTS),"$(t) $(BUILD)")

@@ -18,7 +18,7 @@ TEST_DEPS_EXTRA += $(BUILD)/tests/system/s_passthrough
 TESTS_SERIAL += s_fair s_soak sched replies replies_server
 TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh tests/system/sched.sh \
                 tests/system/replies.sh tests/system/replies_server.sh tests/system/placement.sh tests/system/placed.sh \
-                tests/system/migrate.sh \
+                tests/system/migrate.sh tests/system/migrate_memory.sh \
                 tests/system/staged_sync.sh
 
 # The control daemon's tests (openmps-control): scripts that start their own
