@@ -20,7 +20,9 @@
 # with --seed); any exception is a failure. One line per workload as it
 # finishes, then one table: workload | native | openmps. Under openmps the
 # clients run with OPENMPS_TRACE_ERRORS=1, and a failure lists the driver
-# calls that were unsupported or failed. The results go to $OUT/compat.json
+# calls that were unsupported or failed; after the table, every driver call,
+# export table and table slot openmps refused in any workload, passed or
+# not (what the driver serves natively). The results go to $OUT/compat.json
 # when OUT is set. Exits 0 when every workload that passed natively also
 # passed under openmps (with one mode only: when none failed). The whole run
 # keeps to --budget seconds (COMPAT_BUDGET, default 540, for a device command
@@ -1315,10 +1317,17 @@ RUNNING = set()   # worker processes under way, ended if this script is interrup
 RUNNING_LOCK = threading.Lock()
 
 TRACE_RE = re.compile(r"openmps: (cu\w+) (is not supported yet|returned (?:an error \d+ times? \(the last )?(\w+))")
+# What the client logs, traced or not, of the private tables: a slot it
+# does not implement, and a table it does not provide.
+SLOT_RE = re.compile(r"openmps: export table ([0-9a-f]{8})[0-9a-f-]* slot (\d+), called from ([^ ]+?)(?:\+0x[0-9a-f]+)?, "
+                     r"is not implemented")
+TABLE_RE = re.compile(r"openmps: export table ([0-9a-f]{8})[0-9a-f-]*, asked for by .*?, is not provided")
 
 
 def driver_calls(text):
-    """Unsupported and failing driver calls that OPENMPS_TRACE_ERRORS logged."""
+    """Unsupported and failing driver calls that OPENMPS_TRACE_ERRORS logged,
+    the unimplemented export table slots and unprovided tables among the
+    unsupported."""
     unsupported, failing = [], {}
     for m in TRACE_RE.finditer(text):
         fn = m.group(1)
@@ -1327,6 +1336,14 @@ def driver_calls(text):
                 unsupported.append(fn)
         elif fn not in failing and fn not in unsupported:
             failing[fn] = m.group(3)
+    for m in SLOT_RE.finditer(text):
+        what = f"export table {m.group(1)} slot {m.group(2)} ({m.group(3)})"
+        if what not in unsupported:
+            unsupported.append(what)
+    for m in TABLE_RE.finditer(text):
+        what = f"export table {m.group(1)}"
+        if what not in unsupported:
+            unsupported.append(what)
     return unsupported, [f"{fn} {err}" for fn, err in failing.items() if fn not in unsupported]
 
 
@@ -1580,6 +1597,17 @@ def main():
     if not_run:
         print(f"compat: {len(not_run)} workloads not run (time budget or interruption): {', '.join(not_run)}")
     rc = 1 if bad or not_run or not served_ok or interrupted else 0
+    # What openmps refused even where the workload passed (the driver
+    # serves it natively): each refused call, table or slot, with where.
+    refused = {}
+    for w in selected:
+        for what in results[w.name].get("openmps", {}).get("unsupported") or []:
+            refused.setdefault(what, []).append(w.name)
+    for what, names in refused.items():
+        print(f"compat: openmps refused {what} in {len(names)} workloads: {', '.join(names[:4])}"
+              f"{', ...' if len(names) > 4 else ''}")
+    if "openmps" in modes and not refused:
+        print("compat: openmps refused no driver call, export table or slot")
     if len(modes) == 2:
         print(f"compat: {len(both)} of {len(selected)} workloads pass natively and under openmps; "
               f"{len(bad)} pass natively but not under openmps{': ' + ', '.join(bad) if bad else ''}")
@@ -1590,7 +1618,7 @@ def main():
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         report = {"modes": modes, "versions": info, "driver": driver, "seconds": round(time.monotonic() - t_start, 1),
-                  "exit": rc, "regressions": bad, "not_run": not_run,
+                  "exit": rc, "regressions": bad, "not_run": not_run, "refused": refused,
                   "daemon_served": daemon.served if daemon else None,
                   "daemon_note": daemon_note,
                   "workloads": [dict(name=w.name, env=w.env, **results[w.name]) for w in selected]}
