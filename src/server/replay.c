@@ -133,6 +133,7 @@ struct mps_replay {
 	unsigned int builds;        /* graphs it may build now (a token bucket) */
 	uint64_t built_ns;          /* when the bucket was last filled */
 	struct mps_memacct *mem;    /* the client's memory account */
+	unsigned int told;          /* node updates described in the log (tell_update) */
 };
 
 void mps_replay_init(void)
@@ -466,6 +467,38 @@ static bool node_differs(const struct launch *l, const uint8_t *args, const uint
 	return (size && memcmp(l->args, args, size) != 0) || memcmp(l->grid, grid, sizeof(l->grid)) != 0;
 }
 
+/* At debug level, the first UPDATES_TOLD node updates of a client, with
+ * what changed: which kernels' arguments differ from one run of a chunk to
+ * the next, so that replay must set nodes at every launch. */
+#define UPDATES_TOLD 64
+
+static void tell_update(const struct mps_client *c, struct mps_replay *rp, unsigned int i, const struct launch *now,
+			const uint8_t *had, const uint32_t *grid)
+{
+	const struct mps_sfunc *f = now->f;
+	uint32_t first = UINT32_MAX, n = 0, param = 0;
+
+	if (rp->told >= UPDATES_TOLD || !mps_log_enabled(MPS_LOG_DEBUG))
+		return;
+	rp->told++;
+	for (uint32_t b = 0; b < f->arg_size; b++)
+		if (now->args[b] != had[b]) {
+			if (first == UINT32_MAX)
+				first = b;
+			n++;
+		}
+	for (uint32_t k = 0; first != UINT32_MAX && f->param && k < f->nparams; k++)
+		if (f->param[2 * k] <= first && first < (uint32_t)f->param[2 * k] + f->param[2 * k + 1])
+			param = k;
+	if (n)
+		mps_log_debug("client %d: replay sets node %u (%s): %u of %u argument bytes differ, the first at %u "
+			      "(parameter %u, from 0)%s", (int)c->pid, i, f->name ? f->name : "?", n, f->arg_size, first, param,
+			      memcmp(now->grid, grid, sizeof(now->grid)) ? "; its grid too" : "");
+	else
+		mps_log_debug("client %d: replay sets node %u (%s): its grid differs", (int)c->pid, i,
+			      f->name ? f->name : "?");
+}
+
 /* The nodes of g's executable graph v whose arguments or grid differ from
  * the chunk's. */
 static unsigned int var_diff(struct mps_replay *rp, struct seg *g, unsigned int v)
@@ -537,6 +570,7 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg
 	uint64_t t0 = mps_now_ns(), t1;
 	CUresult r = mps__bind_device(c, rp->st->ctx->device);
 	unsigned int updates = 0, v = 0, best = var_diff(rp, g, 0);
+	bool fresh = false;   /* a new executable graph: every node is set */
 	CUgraphExec exec;
 	int timed;
 
@@ -554,6 +588,7 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg
 		if (k) {
 			v = k;
 			best = g->n;
+			fresh = true;
 		}
 	}
 	exec = v ? g->alt[v - 1].exec : g->exec;
@@ -566,6 +601,8 @@ static void launch_graph(struct mps_client *c, struct mps_replay *rp, struct seg
 		off += now->f->arg_size;
 		if (!node_differs(now, had, grid))
 			continue;
+		if (!fresh)
+			tell_update(c, rp, i, now, had, grid);
 		node_params(now, rp->st, kp, &p);
 		r = mps_drv.cuGraphExecKernelNodeSetParams_v2(exec, g->node[i], &p);
 		if (r == CUDA_SUCCESS) {
