@@ -276,6 +276,13 @@ static int groups_of(const struct mps_device_info *d, int sms, int parts)
 	return k < 1 ? 1 : k;
 }
 
+/* The memory a virtual device asks of device d: a 1/parts slice's share,
+ * or what it names (0: none of its own). */
+static uint64_t mem_of(const struct mps_device_info *d, const struct mps_vdevice *v)
+{
+	return v->parts > 0 ? d->total_mem / (uint64_t)v->parts : v->mem;
+}
+
 /* What the definitions on one device take, leaving out the names a skip
  * function says to (a definition being redefined), and their names for a
  * message: all of them (SMs), the virtual devices' (memory). */
@@ -312,7 +319,7 @@ static void taken(int ord, bool (*skip)(const char *name, const void *arg), cons
 		if (mps_device_ordinal(v->dev) != ord || skip(v->name, arg))
 			continue;
 		t->groups += groups_of(d, v->sms, v->parts);
-		t->mem += v->parts > 0 ? d->total_mem / (uint64_t)v->parts : v->mem;
+		t->mem += mem_of(d, v);
 		add_name(t->names, sizeof(t->names), v->name);
 		add_name(t->vnames, sizeof(t->vnames), v->name);
 	}
@@ -460,7 +467,7 @@ uint64_t mps_vdevice_mem(const struct mps_vdevice *v)
 	if (!mps_daemon.devices_known || ord < 0 || ord >= mps_daemon.ndev)
 		return 0;
 	total = mps_daemon.dev[ord].total_mem;
-	mem = v->parts > 0 ? total / (uint64_t)v->parts : v->mem;
+	mem = mem_of(&mps_daemon.dev[ord], v);
 	return !mem || mem > total ? total : mem;
 }
 
