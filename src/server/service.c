@@ -82,7 +82,7 @@ void mps__defer_error(struct mps_client *c, CUresult r, const char *what)
 	if (r == CUDA_SUCCESS)
 		return;
 	mps_fault_check(r);
-	mps_store_relaxed(&c->stats.errors, c->stats.errors + 1);
+	mps_fetch_add(&c->stats.errors, 1);
 	mps_log_debug("client %d: %s failed asynchronously: %s", (int)c->pid, what, mps_driver_errname(r));
 	/* The first error wins, as CUDA reports the first failure. */
 	mps_cas(&c->deferred, &none, (int)r);
@@ -104,7 +104,7 @@ void mps__reply(struct mps_client *c, uint32_t slot, CUresult r)
 
 	mps_fault_check(r);
 	if (r != CUDA_SUCCESS)
-		mps_store_relaxed(&c->stats.errors, c->stats.errors + 1);
+		mps_fetch_add(&c->stats.errors, 1);
 	/* Atomic: the thread answering this slot's previous call may not be
 	 * this one, and what orders the two goes through the client. */
 	mps_store_relaxed(&s->result, (int32_t)r);
