@@ -39,6 +39,7 @@ extern const struct mps_impl mps__device_api[], mps__context_api[], mps__memory_
 	mps__module_api[], mps__funcattr_api[], mps__launch_api[], mps__stream_api[], mps__event_api[], mps__dispatch_api[],
 	mps__forward_api[], mps__capture_api[], mps__graph_api[], mps__gnode_api[], mps__pool_api[], mps__vmm_api[],
 	mps__peer_api[], mps__ipc_api[], mps__hostfn_api[], mps__hostreg_api[], mps__managed_api[],
-	mps__link_api[], mps__array_api[], mps__texture_api[], mps__tensormap_api[], mps__occupancy_api[];
+	mps__link_api[], mps__array_api[], mps__texture_api[], mps__tensormap_api[], mps__occupancy_api[],
+	mps__logs_api[];
 
 #endif

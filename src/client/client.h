@@ -14,6 +14,7 @@
 #define MPS_CLIENT_CLIENT_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -536,13 +537,23 @@ void mps__unsupported(const char *name);
 /* The name of a CUresult ("CUDA_ERROR_INVALID_VALUE"), or "an unknown code". */
 const char *mps__error_name(CUresult r);
 
-/* Whether calls are entered through mps__trace_entry: OPENMPS_TRACE_ERRORS
- * or OPENMPS_CALL_STATS is set (trace.c). */
+/* Whether calls are entered through mps__trace_entry: OPENMPS_TRACE_ERRORS,
+ * OPENMPS_CALL_STATS or CUDA_LOG_FILE is set (trace.c). */
 bool mps__tracing(void);
 
 /* The outermost driver call the calling thread is in (enum mps_sym), or -1
  * when none or when calls are not traced (trace.c). */
 int mps__trace_current(void);
+
+/* The driver's error log (logs.c): a message from `source` ("CUDA" if
+ * NULL) at `level`, kept, written to CUDA_LOG_FILE and handed to the
+ * registered callbacks; "Returning N (NAME) from FUNCTION" for function
+ * sym; whether CUDA_LOG_FILE is set (every failed served call is logged). */
+void mps__logs_vadd(const char *source, CUlogLevel level, const char *fmt, va_list ap);
+void mps__logs_add(const char *source, CUlogLevel level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void mps__logs_returning(int sym, CUresult r);
+bool mps__logs_to_file(void);
 
 /* OPENMPS_CALL_STATS (callstats.c): whether it is set; a traced call of
  * function idx; a message sent to the server; a wait for a reply. */

@@ -68,7 +68,7 @@ static const struct mps_impl *const api_tables[] = {
 	mps__launch_api, mps__stream_api, mps__event_api, mps__dispatch_api, mps__forward_api,
 	mps__capture_api, mps__graph_api, mps__gnode_api, mps__pool_api, mps__vmm_api, mps__peer_api, mps__ipc_api,
 	mps__hostfn_api, mps__hostreg_api, mps__managed_api, mps__link_api, mps__array_api,
-	mps__texture_api, mps__tensormap_api, mps__occupancy_api,
+	mps__texture_api, mps__tensormap_api, mps__occupancy_api, mps__logs_api,
 };
 
 static void set_entry(int i, void *fn)
@@ -196,8 +196,11 @@ void *mps__resolve(int idx)
 __attribute__((visibility("hidden"))) int mps__unsupported_call(int idx);
 int mps__unsupported_call(int idx)
 {
-	if (idx >= 0 && idx < MPS_NSYMS)
+	if (idx >= 0 && idx < MPS_NSYMS) {
 		mps__unsupported(mps__sym_names[idx]);
+		mps__logs_add("CUDA", CU_LOG_LEVEL_ERROR, "%s is not served by openmps", mps__sym_names[idx]);
+		mps__logs_returning(idx, CUDA_ERROR_NOT_SUPPORTED);
+	}
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 

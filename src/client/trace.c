@@ -16,6 +16,10 @@
  * lookups programs make to probe (cuGetProcAddress, cuGetExportTable) are
  * counted, not logged one by one.
  *
+ * CUDA_LOG_FILE set: every served call the program makes that fails is
+ * also logged in the driver's error log (logs.c) as the driver logs it,
+ * "Returning N (NAME) from FUNCTION".
+ *
  * Each thread knows the outermost driver call it is in (a function that
  * calls another through its exported name stays the caller), so that
  * callstats.c can charge the messages sent to the call the program made.
@@ -68,7 +72,7 @@ static bool errors_on(void)
 
 bool mps__tracing(void)
 {
-	return errors_on() || mps__stats_on();
+	return errors_on() || mps__stats_on() || mps__logs_to_file();
 }
 
 int mps__trace_current(void)
@@ -80,6 +84,13 @@ static bool quiet(int idx, CUresult r)
 {
 	return r == CUDA_ERROR_NOT_READY || idx == MPS_SYM_cuGetProcAddress || idx == MPS_SYM_cuGetProcAddress_v2 ||
 	       idx == MPS_SYM_cuGetExportTable;
+}
+
+/* Functions that write their own error log lines (logs.c). */
+static bool self_logged(int idx)
+{
+	return idx == MPS_SYM_cuLogsCurrent || idx == MPS_SYM_cuLogsDumpToFile || idx == MPS_SYM_cuLogsDumpToMemory ||
+	       idx == MPS_SYM_cuLogsRegisterCallback || idx == MPS_SYM_cuLogsUnregisterCallback;
 }
 
 static void trace_error(int idx, int result)
@@ -120,5 +131,10 @@ int mps__trace_leave(int idx, int prev, int result)
 	current = prev;
 	if (result != CUDA_SUCCESS && errors_on())
 		trace_error(idx, result);
+	/* As the driver logs a failed call: the program's, not the ones it
+	 * makes inside; cuLogs* say their own. */
+	if (result != CUDA_SUCCESS && prev < 0 && !quiet(idx, (CUresult)result) && !self_logged(idx) &&
+	    mps__logs_to_file())
+		mps__logs_returning(idx, (CUresult)result);
 	return result;
 }

@@ -13,7 +13,8 @@
  *
  * Before the driver is initialised the CUDA_MPS_* variables are removed from
  * our own environment, so NVIDIA's driver in this process never tries to
- * become a client of an NVIDIA MPS daemon.
+ * become a client of an NVIDIA MPS daemon, and so is CUDA_LOG_FILE, which
+ * names a client's error log.
  */
 #include <errno.h>
 #include <signal.h>
@@ -92,6 +93,10 @@ static void scrub_environment(void)
 			break;
 		unsetenv(name);
 	}
+	/* CUDA_LOG_FILE is a client's: each logs its own calls (the client
+	 * library's error log). The server's driver would write its own
+	 * probing and every client's refused calls into that file. */
+	unsetenv("CUDA_LOG_FILE");
 	/* Each client stream gets its own hardware queue where possible, or
 	 * kernels of different clients serialise behind each other. */
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);

@@ -11,7 +11,7 @@
 
 TESTS_CUDA_NAMES := t_device t_context t_memory t_module t_launch t_stream t_event \
                     t_threads t_multictx t_graph t_gnodes t_hostfn t_hostreg t_memops t_exports t_vmm t_pool t_peer \
-                    t_managed t_migrate t_link t_array t_queries t_tensormap t_replay t_printf
+                    t_managed t_migrate t_link t_array t_queries t_tensormap t_replay t_printf t_logs
 TESTS_CUDA_BINS  := $(addprefix $(BUILD)/tests/cuda/,$(TESTS_CUDA_NAMES))
 TESTS_CUDA_LIBS  := -L$(CUDA_HOME)/lib64/stubs -lcuda -lm
 

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -156,6 +157,17 @@ CUresult mps__server_tpc_maps(uint8_t **a, uint8_t **b)
 	return CUDA_SUCCESS;
 }
 
+/* The error log (logs.c): the last message f8cff951 [1] gave it. */
+static char logged_source[32], logged_msg[128];
+static int logged_level = -1;
+
+void mps__logs_vadd(const char *source, CUlogLevel level, const char *fmt, va_list ap)
+{
+	snprintf(logged_source, sizeof(logged_source), "%s", source ? source : "(null)");
+	vsnprintf(logged_msg, sizeof(logged_msg), fmt, ap);
+	logged_level = (int)level;
+}
+
 /* One device of 132 SMs, for the zeroed maps. */
 CUresult cuCtxGetDevice(CUdevice *dev)
 {
@@ -243,7 +255,7 @@ static const struct served {
 	{ &id_cls, MPS_ETBL_CLS, "c693336e-1121-df11-a8c3-68f355d89593", 0, { 0, 1, 2 }, 3 },
 	{ &id_checks, MPS_ETBL_CHECKS, "263e8860-7cd2-6143-92f6-bbd5006dfa7e", 120, { 2, 3 }, 2 },
 	{ &id_integrity, MPS_ETBL_INTEGRITY, "d4082055-bde6-704b-8d34-ba123c66e1f2", 24, { 1, 2 }, 2 },
-	{ &id_f8cf, MPS_ETBL_F8CFF951, "f8cff951-2146-8b4e-b9e2-fb469e7c0dd9", 24, { 0 }, 0 },
+	{ &id_f8cf, MPS_ETBL_F8CFF951, "f8cff951-2146-8b4e-b9e2-fb469e7c0dd9", 24, { 1 }, 1 },
 	{ &id_tools_context, MPS_ETBL_TOOLS_CONTEXT, "21318c60-9714-3248-8ca6-41ff7324c8f2", 744, { 4, 39, 51 }, 3 },
 	{ &id_6e16, MPS_ETBL_6E163FBE, "6e163fbe-b958-444d-835c-e182aff1991e", 792, { 7 }, 1 },
 	{ &id_1734, MPS_ETBL_1734DC26, "1734dc26-800d-4745-8726-c0f1e7dd8bca", 136, { 4, 13 }, 2 },
@@ -410,8 +422,8 @@ static void test_stubs(void)
 	nstubs = stub_failures = 0;
 	text = stderr_of(call_every_stub_twice);
 	CHECK(stub_failures == 0, "%d stub calls did not return CUDA_ERROR_NOT_SUPPORTED", stub_failures);
-	// 6 + 0 + 0 + 1 + 12 + 0 + 2 + 89 + 97 + 14 + 29 + 1 with the fake driver.
-	CHECK(nstubs == 251, "%d stubs, expected 251", nstubs);
+	// 6 + 0 + 0 + 1 + 12 + 0 + 1 + 89 + 97 + 14 + 29 + 1 with the fake driver.
+	CHECK(nstubs == 250, "%d stubs, expected 250", nstubs);
 	CHECK(count_in(text, "is not implemented") == nstubs, "%d stubs logged %d lines (once each)", nstubs,
 	      count_in(text, "is not implemented"));
 	// A line names the table, the slot and the code that called.
@@ -419,6 +431,38 @@ static void test_stubs(void)
 		      1, "no line names 1734dc26[16] and its caller");
 	free(text);
 	CHECK(stderr_count(call_every_stub_twice, "is not implemented") == 0, "stubs logged again");
+}
+
+// f8cff951 [1]: cudart's messages into the error log, (source, level,
+// format, va_list, va_list); level 0 an error, any other a warning.
+typedef CUresult (*log_slot)(const char *, uint64_t, const char *, va_list, va_list);
+
+static CUresult slot_log(log_slot fn, const char *source, uint64_t level, const char *fmt, ...)
+{
+	va_list ap, copy;
+	CUresult r;
+
+	va_start(ap, fmt);
+	va_copy(copy, ap);
+	r = fn(source, level, fmt, ap, copy);
+	va_end(copy);
+	va_end(ap);
+	return r;
+}
+
+static void test_f8cf_log(void)
+{
+	const void *const *t = table(&id_f8cf);
+	log_slot fn = (log_slot)(uintptr_t)t[1];
+
+	CHECK(slot_log(fn, "CUDART", 0, "kernel \"%s\" twice, %d", "k", 2) == CUDA_SUCCESS, "slot 1 failed");
+	CHECK(!strcmp(logged_source, "CUDART") && !strcmp(logged_msg, "kernel \"k\" twice, 2") &&
+		      logged_level == CU_LOG_LEVEL_ERROR, "logged [%s] %d %s", logged_source, logged_level, logged_msg);
+	CHECK(slot_log(fn, "CUDA", 1, "%s", "a warning") == CUDA_SUCCESS, "slot 1 failed");
+	CHECK(logged_level == CU_LOG_LEVEL_WARNING && !strcmp(logged_msg, "a warning"), "logged %d %s", logged_level,
+	      logged_msg);
+	CHECK(slot_log(fn, "CUDA", 7, "x") == CUDA_SUCCESS && logged_level == CU_LOG_LEVEL_WARNING,
+	      "level 7 logged as %d", logged_level);
 }
 
 // ---------------------------------------------------------------------------
@@ -1229,6 +1273,7 @@ int main(void)
 	test_lookup();
 	test_rejects();
 	test_stubs();
+	test_f8cf_log();
 	test_integrity();
 	test_cudart_interface();
 	test_hooks_and_checks();

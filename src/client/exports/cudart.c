@@ -13,8 +13,10 @@
 // CUDART_INTERFACE, of INTEGRITY_CHECK and of its check function, cudart
 // hashes the ones it was handed, and the two must agree every time it asks.
 #include <fatbinary_section.h>
+#include <stdarg.h>
 #include <stdint.h>
 
+#include "client/client.h"
 #include "client/exports/cls.h"
 #include "client/exports/etbl.h"
 #include "client/exports/exports.h"
@@ -278,13 +280,23 @@ const void *const mps__etbl_integrity[10] = {
 
 // ---------------------------------------------------------------------------
 // f8cff951-2146-8b4e-b9e2-fb469e7c0dd9, 3 slots (24 bytes). Every cudart
-// asks for it first thing; on the real driver no slot of it was seen called,
-// by any library. Served so that cudart finds it as on the driver; both
-// slots are stubs.
+// asks for it first thing. Slot 1 puts a message of cudart's into the
+// driver's error log (cuLogs*): (source, level, printf format, the
+// arguments as a va_list, a copy of it), level 0 an error and any other a
+// warning; cuDNN's cudart logs "Duplicate entry kernels named ..." through
+// it. Slot 2 was not seen called; it stays a stub.
+
+static CUresult f8cff951_log(const char *source, uint64_t level, const char *fmt, va_list ap, va_list copy)
+{
+	(void)copy;
+	mps__logs_vadd(source, level ? CU_LOG_LEVEL_WARNING : CU_LOG_LEVEL_ERROR, fmt, ap);
+	return CUDA_SUCCESS;
+}
 
 MPS_ETBL_1_9(MPS_ETBL_STUB, MPS_ETBL_F8CFF951)
 
 const void *const mps__etbl_f8cff951[10] = {
 	MPS_ETBL_1_9(MPS_ETBL_STUB_SLOT, MPS_ETBL_F8CFF951)
 	[0] = MPS_ETBL_SIZE(3),
+	[1] = (const void *)f8cff951_log,
 };
