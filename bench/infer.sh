@@ -61,7 +61,10 @@
 # INFER_REPEAT (default 1; R: each model's columns run R times in turn,
 # native, MPS, openmps, native, ..., and each cell is the median of its R
 # passes, every pass listed below the table: runs of one setting on one
-# machine differ by 10-15%, more than many of the differences measured).
+# machine differ by 10-15%, more than many of the differences measured),
+# INFER_KEEP_LOGS (default 0; 1: the openmps daemon's and servers' logs
+# are copied into $OUT/openmps-logs at the end, whole: with
+# OPENMPS_LOG_LEVEL=debug in the environment, what the servers said).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
@@ -263,6 +266,9 @@ cleanup() {
 	RUNNING=()
 	stop_mps
 	stop_openmps
+	if [ "${INFER_KEEP_LOGS:-0}" = 1 ] && [ -d "$WORK/om-log" ]; then
+		mkdir -p "$OUTDIR/openmps-logs" && cp -p "$WORK"/om-log/* "$OUTDIR/openmps-logs/" 2>/dev/null
+	fi
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
