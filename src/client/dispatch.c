@@ -198,8 +198,10 @@ int mps__unsupported_call(int idx)
 {
 	if (idx >= 0 && idx < MPS_NSYMS) {
 		mps__unsupported(mps__sym_names[idx]);
-		mps__logs_add("CUDA", CU_LOG_LEVEL_ERROR, "%s is not served by openmps", mps__sym_names[idx]);
-		mps__logs_returning(idx, CUDA_ERROR_NOT_SUPPORTED);
+		if (mode == MPS_MODE_SERVER) {   /* else the driver lacks it: not ours to say */
+			mps__logs_add("CUDA", CU_LOG_LEVEL_ERROR, "%s is not served by openmps", mps__sym_names[idx]);
+			mps__logs_returning(idx, CUDA_ERROR_NOT_SUPPORTED);
+		}
 	}
 	return CUDA_ERROR_NOT_SUPPORTED;
 }

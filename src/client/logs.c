@@ -85,6 +85,30 @@ static struct {
 };
 
 static __thread bool in_callback;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* A child made by fork() may log (its calls fail, and say so): the lock
+ * is taken across the fork so the child never inherits it held. */
+static void fork_lock(void)
+{
+	pthread_mutex_lock(&logs.lock);
+}
+
+static void fork_unlock(void)
+{
+	pthread_mutex_unlock(&logs.lock);
+}
+
+static void at_fork(void)
+{
+	pthread_atfork(fork_lock, fork_unlock, fork_unlock);
+}
+
+static void lock(void)
+{
+	pthread_once(&fork_once, at_fork);
+	pthread_mutex_lock(&logs.lock);
+}
 
 /* CUDA_LOG_FILE, opened at the first message. Under logs.lock. */
 static void open_file(void)
@@ -137,13 +161,32 @@ static void keep(char *text, uint32_t len)
 	logs.bytes += len;
 }
 
+/* Seconds east of UTC at t, looked up at most once an hour: localtime_r
+ * takes the C library's time-zone lock, which a child forked while a
+ * thread logs could inherit held; this lock it cannot (at_fork). Under
+ * logs.lock. */
+static long utc_offset(time_t t)
+{
+	static time_t at;
+	static long off;
+	static bool known;
+	struct tm tm;
+
+	if ((!known || t < at || t - at >= 3600) && localtime_r(&t, &tm)) {
+		off = tm.tm_gmtoff;
+		at = t;
+		known = true;
+	}
+	return off;
+}
+
 void mps__logs_vadd(const char *source, CUlogLevel level, const char *fmt, va_list ap)
 {
 	struct mps_logs_cb cbs[CALLBACKS];
 	unsigned int ncb = 0;
 	char msg[MSG_MAX], *line;
 	struct timespec now;
-	struct tm tm;
+	long day;
 	int n, len;
 
 	if (!fmt)
@@ -154,13 +197,15 @@ void mps__logs_vadd(const char *source, CUlogLevel level, const char *fmt, va_li
 	if ((size_t)n >= sizeof(msg))
 		n = (int)sizeof(msg) - 1;
 	clock_gettime(CLOCK_REALTIME, &now);
-	localtime_r(&now.tv_sec, &tm);
-	len = asprintf(&line, "[%02d:%02d:%02d.%03ld][%lu][%s][%c] %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
+	lock();
+	day = (long)((now.tv_sec + utc_offset(now.tv_sec)) % 86400 + 86400) % 86400;
+	len = asprintf(&line, "[%02ld:%02ld:%02ld.%03ld][%lu][%s][%c] %s\n", day / 3600, day / 60 % 60, day % 60,
 		       now.tv_nsec / 1000000, (unsigned long)pthread_self(), source ? source : "CUDA",
 		       level == CU_LOG_LEVEL_ERROR ? 'E' : 'W', msg);
-	if (len < 0)
+	if (len < 0) {
+		pthread_mutex_unlock(&logs.lock);
 		return;
-	pthread_mutex_lock(&logs.lock);
+	}
 	open_file();
 	if (logs.fd >= 0 && write(logs.fd, line, (size_t)len) < 0) {
 		/* a log that cannot be written is not the program's error */
@@ -219,7 +264,7 @@ static CUresult logs_register(CUlogsCallback fn, void *data, CUlogsCallbackHandl
 	if (!cb)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*cb = (struct mps_logs_cb){ .fn = fn, .data = data };
-	pthread_mutex_lock(&logs.lock);
+	lock();
 	if (logs.ncb == CALLBACKS) {
 		pthread_mutex_unlock(&logs.lock);
 		free(cb);
@@ -238,7 +283,7 @@ static CUresult logs_unregister(CUlogsCallbackHandle h)
 
 	if (!h)
 		return refuse(MPS_SYM_cuLogsUnregisterCallback, "Callback handle cannot be NULL");
-	pthread_mutex_lock(&logs.lock);
+	lock();
 	for (unsigned int i = 0; i < logs.ncb; i++) {
 		if (logs.cb[i] != cb)
 			continue;
@@ -257,7 +302,7 @@ static CUresult logs_current(CUlogIterator *it, unsigned int flags)
 	(void)flags;   /* reserved; the driver takes any */
 	if (!it)
 		return refuse(MPS_SYM_cuLogsCurrent, "Iterator cannot be NULL");
-	pthread_mutex_lock(&logs.lock);
+	lock();
 	*it = logs.next;
 	pthread_mutex_unlock(&logs.lock);
 	return CUDA_SUCCESS;
@@ -294,7 +339,7 @@ static CUresult logs_dump_memory(CUlogIterator *it, char *buf, size_t *size, uns
 		return refuse(MPS_SYM_cuLogsDumpToMemory, "buffer cannot be NULL");
 	if (!size)
 		return refuse(MPS_SYM_cuLogsDumpToMemory, "size cannot be NULL");
-	pthread_mutex_lock(&logs.lock);
+	lock();
 	from = first_of(it, &lost);
 	if (lost)
 		head = sizeof(OVERWRITTEN) - 1;
@@ -344,7 +389,7 @@ static CUresult logs_dump_file(CUlogIterator *it, const char *path, unsigned int
 	f = fopen(path, "we");   /* replaced, as the driver does */
 	if (!f)
 		return refuse(MPS_SYM_cuLogsDumpToFile, "Unable to open file at %s for dumping logs", path);
-	pthread_mutex_lock(&logs.lock);
+	lock();
 	from = first_of(it, &lost);
 	if (lost)
 		fputs(OVERWRITTEN, f);
