@@ -94,14 +94,14 @@ static void fork_lock(void)
 	pthread_mutex_lock(&logs.lock);
 }
 
-static void fork_unlock(void)
+static void unlock(void)
 {
 	pthread_mutex_unlock(&logs.lock);
 }
 
 static void at_fork(void)
 {
-	pthread_atfork(fork_lock, fork_unlock, fork_unlock);
+	pthread_atfork(fork_lock, unlock, unlock);
 }
 
 static void lock(void)
@@ -203,7 +203,7 @@ void mps__logs_vadd(const char *source, CUlogLevel level, const char *fmt, va_li
 		       now.tv_nsec / 1000000, (unsigned long)pthread_self(), source ? source : "CUDA",
 		       level == CU_LOG_LEVEL_ERROR ? 'E' : 'W', msg);
 	if (len < 0) {
-		pthread_mutex_unlock(&logs.lock);
+		unlock();
 		return;
 	}
 	open_file();
@@ -218,7 +218,7 @@ void mps__logs_vadd(const char *source, CUlogLevel level, const char *fmt, va_li
 	if (!in_callback)
 		for (unsigned int i = 0; i < logs.ncb; i++)
 			cbs[ncb++] = *logs.cb[i];
-	pthread_mutex_unlock(&logs.lock);
+	unlock();
 	if (!ncb)
 		return;
 	in_callback = true;
@@ -266,12 +266,12 @@ static CUresult logs_register(CUlogsCallback fn, void *data, CUlogsCallbackHandl
 	*cb = (struct mps_logs_cb){ .fn = fn, .data = data };
 	lock();
 	if (logs.ncb == CALLBACKS) {
-		pthread_mutex_unlock(&logs.lock);
+		unlock();
 		free(cb);
 		return refuse(MPS_SYM_cuLogsRegisterCallback, "No more than %d callbacks can be registered", CALLBACKS);
 	}
 	logs.cb[logs.ncb++] = cb;
-	pthread_mutex_unlock(&logs.lock);
+	unlock();
 	if (out)
 		*out = (CUlogsCallbackHandle)cb;
 	return CUDA_SUCCESS;
@@ -289,11 +289,11 @@ static CUresult logs_unregister(CUlogsCallbackHandle h)
 			continue;
 		memmove(&logs.cb[i], &logs.cb[i + 1], (logs.ncb - i - 1) * sizeof(logs.cb[0]));
 		logs.ncb--;
-		pthread_mutex_unlock(&logs.lock);
+		unlock();
 		free(cb);
 		return CUDA_SUCCESS;
 	}
-	pthread_mutex_unlock(&logs.lock);
+	unlock();
 	return refuse(MPS_SYM_cuLogsUnregisterCallback, "Callback handle is not registered");
 }
 
@@ -304,7 +304,7 @@ static CUresult logs_current(CUlogIterator *it, unsigned int flags)
 		return refuse(MPS_SYM_cuLogsCurrent, "Iterator cannot be NULL");
 	lock();
 	*it = logs.next;
-	pthread_mutex_unlock(&logs.lock);
+	unlock();
 	return CUDA_SUCCESS;
 }
 
@@ -345,16 +345,16 @@ static CUresult logs_dump_memory(CUlogIterator *it, char *buf, size_t *size, uns
 		head = sizeof(OVERWRITTEN) - 1;
 	for (i = from; i < logs.count; i++)
 		total += line_at(i)->len;
-	if (head + total + 1 > *size && !total)
+	if (head + total + 1 > *size && !total) {
 		head = 0;   /* nothing to dump: an empty buffer says it */
-	if (head + total + 1 > *size && total) {
+	} else if (head + total + 1 > *size) {
 		/* The newest that fit after the line saying some are missing. */
 		head = sizeof(TOO_SMALL) - 1;
 		total = 0;
 		for (i = logs.count; i > from && head + total + line_at(i - 1)->len + 1 <= *size; i--)
 			total += line_at(i - 1)->len;
 		if (!total) {
-			pthread_mutex_unlock(&logs.lock);
+			unlock();
 			*size = 0;
 			return refuse(MPS_SYM_cuLogsDumpToMemory, "Provided buffer is not large enough to write any logs to");
 		}
@@ -373,7 +373,7 @@ static CUresult logs_dump_memory(CUlogIterator *it, char *buf, size_t *size, uns
 	*size = at;
 	if (it)
 		*it = logs.next;
-	pthread_mutex_unlock(&logs.lock);
+	unlock();
 	return CUDA_SUCCESS;
 }
 
@@ -397,7 +397,7 @@ static CUresult logs_dump_file(CUlogIterator *it, const char *path, unsigned int
 		fwrite(line_at(i)->text, 1, line_at(i)->len, f);
 	if (it)
 		*it = logs.next;
-	pthread_mutex_unlock(&logs.lock);
+	unlock();
 	if (fclose(f) != 0)
 		return refuse(MPS_SYM_cuLogsDumpToFile, "Unable to write the logs to %s", path);
 	return CUDA_SUCCESS;

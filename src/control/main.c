@@ -64,7 +64,6 @@ static bool env_on(const char *name)
 	return v && *v && strcmp(v, "0");
 }
 
-
 /* A setting from the environment, checked, into dst: 0 (also when unset or
  * empty), or -1 after saying why it was refused. */
 static int env_checked(const char *name, int (*check)(const char *, char *, size_t), char *dst, size_t len)
@@ -81,6 +80,7 @@ static int env_checked(const char *name, int (*check)(const char *, char *, size
 	snprintf(dst, len, "%s", v);
 	return 0;
 }
+
 int main(int argc, char **argv)
 {
 	int mode = 0;   /* 'd', 'f' or 0 */
