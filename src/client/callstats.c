@@ -12,6 +12,8 @@
  * Messages are charged to the outermost driver call the sending thread is
  * in (trace.c knows it); messages sent outside any (from the private
  * export tables, or the library's own threads) go on a line of their own.
+ * A last line counts the naps taken through waits for the GPU (conn.c),
+ * how many of them ended after the GPU's store, and their time.
  * openmps_call_stats_mark() writes the table at points of the program's
  * choosing as well. bench/calltable.py reads these files. With the
  * variable unset nothing is counted and the dispatch table points straight
@@ -35,6 +37,7 @@ static uint64_t calls[MPS_NSYMS + 1];
 static uint64_t messages[MPS_NSYMS + 1];
 static uint64_t trips[MPS_NSYMS + 1];
 static uint64_t waited_ns[MPS_NSYMS + 1];
+static uint64_t naps, naps_over, nap_ns;   /* conn.c's naps through GPU waits */
 
 /* Writes the table to PATH.<pid>, or PATH.<pid>.<label>. */
 static void write_table_as(const char *label)
@@ -64,6 +67,8 @@ static void write_table_as(const char *label)
 	}
 	fprintf(f, "# total: %llu messages, %llu round trips\n", (unsigned long long)total_m,
 		(unsigned long long)total_t);
+	fprintf(f, "# naps: %llu, %llu overslept, %llu us\n", (unsigned long long)mps_load_relaxed(&naps),
+		(unsigned long long)mps_load_relaxed(&naps_over), (unsigned long long)mps_load_relaxed(&nap_ns) / 1000);
 	fclose(f);
 }
 
@@ -143,4 +148,13 @@ void mps__stats_waited(uint64_t start)
 
 	if (i >= 0)
 		mps_fetch_add(&waited_ns[i], mps_now_ns() - start);
+}
+
+void mps__stats_nap(uint64_t ns, bool overslept)
+{
+	if (mps_load_relaxed(&on) != 1)
+		return;
+	mps_fetch_add(&naps, 1);
+	mps_fetch_add(&naps_over, overslept);
+	mps_fetch_add(&nap_ns, ns);
 }

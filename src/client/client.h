@@ -47,10 +47,12 @@ struct mps_conn {
 	int forked;                 /* this is a child of the process that connected */
 	uint64_t spin_ns;           /* OPENMPS_CLIENT_SPIN_US, when spin_fixed */
 	uint64_t yield_ns;          /* OPENMPS_CLIENT_YIELD_US: how long a reply the server owes is polled */
+	uint64_t busy_yield_ns;     /* OPENMPS_CLIENT_BUSY_YIELD_US: ... giving the CPU away this often */
 	uint64_t gpu_spin_ns;       /* OPENMPS_CLIENT_GPU_SPIN_US: how long one the GPU stores is watched */
 	uint64_t gpu_yield_ns;      /* OPENMPS_CLIENT_GPU_YIELD_US: while CPUs are busy, how often it yields then */
 	uint64_t gpu_busy_spin_ns;  /* OPENMPS_CLIENT_GPU_BUSY_SPIN_US: the same while CPUs are busy (no spin advised) */
 	uint64_t nap_ns;            /* OPENMPS_CLIENT_NAP_US: sleep this long instead of yielding (0: yield) */
+	bool gpu_nap;               /* OPENMPS_CLIENT_GPU_NAP: while CPUs are busy, sleep through most of a GPU wait */
 	bool spin_fixed;            /* else the server's advice in the region */
 	pthread_mutex_t fd_lock;    /* serialises calls that receive an fd */
 	struct mps_welcome *welcome;     /* its devices renumbered as this process sees them */
@@ -157,8 +159,16 @@ CUresult mps__fd_import(enum mps_op op, struct mps_msg_vmm *q, void *os_handle, 
  * region.h) says DONE: spins while the server advises it, then gives the
  * CPU away between looks for up to OPENMPS_CLIENT_YIELD_US, then sleeps —
  * after asking the server (MPS_OP_SLOT_WAKE, number `wake`) to wake it if
- * the GPU is to store the word. */
-CUresult mps__wait_reply(uint32_t *word, uint32_t wake);
+ * the GPU is to store the word. `kind` tells waits apart for the naps of
+ * napwait.c: the message's op, or MPS_WAIT_STAGE for a staging chunk. */
+#define MPS_WAIT_STAGE 0x10000u
+CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind);
+
+/* The naps of a wait for the GPU (napwait.c), per thread: how long after
+ * its start a wait of this kind may sleep (0: not at all), and how long one
+ * lasted (a lower bound: the last time it saw its word not yet stored). */
+uint64_t mps__nap_until(uint32_t kind);
+void mps__nap_record(uint32_t kind, uint64_t ns);
 
 /* ------------------------------------------------------------------ */
 /* Objects */
@@ -556,11 +566,14 @@ void mps__logs_returning(int sym, CUresult r);
 bool mps__logs_to_file(void);
 
 /* OPENMPS_CALL_STATS (callstats.c): whether it is set; a traced call of
- * function idx; a message sent to the server; a wait for a reply. */
+ * function idx; a message sent to the server; a wait for a reply; a nap
+ * through a GPU wait (how long; whether the GPU had stored the word by its
+ * end). */
 bool mps__stats_on(void);
 void mps__stats_call(int idx);
 void mps__stats_message(void);
 void mps__stats_round_trip(void);
 void mps__stats_waited(uint64_t start);
+void mps__stats_nap(uint64_t ns, bool overslept);
 
 #endif

@@ -13,16 +13,19 @@
  * scheduler tick). A reply the server has handed to the GPU (the GPU stores
  * it) needs no server thread: it is watched without system calls for up to
  * OPENMPS_CLIENT_GPU_SPIN_US (2 ms), as CUDA's own waits spin, except that
- * while no spin is advised the wait gives the CPU away every
+ * while no spin is advised the wait first naps on a timer for most of as
+ * long as its kind of wait lately took (napwait.c; OPENMPS_CLIENT_GPU_NAP=0
+ * turns this off), then gives the CPU away every
  * OPENMPS_CLIENT_GPU_YIELD_US (50 µs) and sleeps after
  * OPENMPS_CLIENT_GPU_BUSY_SPIN_US (800 µs): with more runnable threads than
  * CPUs, waiters that spin through long GPU waits take turns with the
  * server's threads, and whoever shares a CPU with one is served late; a
  * sleeper flags its word, and a service thread that sees the GPU's store
  * wakes it (server/gpuwake.c). One the server has yet to answer is
- * looked for giving the CPU away between looks (for
- * OPENMPS_CLIENT_YIELD_US), so the server's threads get the CPU. Giving
- * the CPU away is a yield, or with OPENMPS_CLIENT_NAP_US a nap that long.
+ * looked for giving the CPU away every OPENMPS_CLIENT_BUSY_YIELD_US (10 µs;
+ * for up to OPENMPS_CLIENT_YIELD_US), so the server's threads get the CPU.
+ * Giving the CPU away is a yield, or with OPENMPS_CLIENT_NAP_US a nap that
+ * long.
  * Then the wait sleeps on a futex — for a reply or a staging chunk the GPU
  * stores itself (region.h), once it has asked the server to wake it. Every
  * sleep is bounded so the waiter notices a server that died without
@@ -57,6 +60,7 @@
 #define FAULT_HANGUP_MS 2000   /* how long a GPU fault's error waits for the server to end */
 #define SLEEP_NS (100ull * 1000 * 1000)  /* longest sleep between liveness checks */
 #define NAP_SLACK_NS 1000                /* how late a nap may end */
+#define NAP_MIN_NS (50ull * 1000)        /* a GPU wait's nap shorter than this is not taken */
 
 struct mps_conn mps_conn = {
 	.sock = -1,
@@ -222,6 +226,8 @@ int mps__connect(CUresult *refusal)
 	if (mps_conn.gpu_busy_spin_ns > mps_conn.gpu_spin_ns)
 		mps_conn.gpu_busy_spin_ns = mps_conn.gpu_spin_ns;
 	mps_conn.nap_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_NAP_US", 0, 0, 1000000000) * 1000;
+	mps_conn.gpu_nap = mps_env_long("OPENMPS_CLIENT_GPU_NAP", 1, 0, 1) != 0;
+	mps_conn.busy_yield_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_BUSY_YIELD_US", 10, 0, 1000000) * 1000;
 	slice_us = mps_env_long("OPENMPS_CLIENT_SLICE_US", 0, 0, 1000000000);
 	if (slice_us > 0 && mps_set_slice((uint64_t)slice_us * 1000) < 0)
 		mps_log_warn("openmps: the kernel takes no scheduler slice of its own");
@@ -349,29 +355,72 @@ static void unflag(uint32_t wake, bool flagged)
 		mps_fetch_and(&mps_conn.region->gpu_sleepers, ~(1ull << wake));
 }
 
-CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
+/* Sleeps while *word says the GPU is to store it, until `ns` have passed:
+ * a nap through most of a GPU wait (napwait.c), on a timer, since nothing
+ * wakes a word the GPU stores; with the timer slack narrowed, as for
+ * give_cpu's nap. */
+static void nap_gpu(uint32_t *word, uint64_t ns)
 {
-	uint64_t start = mps_now_ns(), yielded = 0;
+	int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+
+	if (slack > NAP_SLACK_NS)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)NAP_SLACK_NS, 0, 0, 0);
+	(void)mps_futex_wait(word, MPS_SLOT_GPU, ns);
+	if (slack > NAP_SLACK_NS)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+}
+
+/* The thread's message count when its last wait for a reply ended. */
+static __thread uint32_t posted_at_wait;
+
+CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
+{
+	uint64_t start = mps_now_ns(), from = start, seen = start, yielded = 0, busy_yielded = 0;
 	unsigned int spins = 0;
-	bool asked = false, flagged = false;
+	bool asked = false, flagged = false, napped = false;
+	uint32_t since = mps__posted() - posted_at_wait;
+	CUresult r = CUDA_SUCCESS;
+
+	/* Waits of one kind are one call after as many messages since the
+	 * last wait: in a loop that copies two results back, the copy after
+	 * the whole request's work and the one after its last kernel are two
+	 * kinds, however alike the calls. */
+	kind ^= (since < 255 ? since : 255) << 20;
 
 	for (;;) {
 		uint32_t st = mps_load_acquire(word);
-		uint64_t waited;
+		uint64_t now, waited;
 
 		if (st == MPS_SLOT_DONE) {
-			unflag(wake, flagged);
+			mps__nap_record(kind, seen - start);
 			mps__stats_waited(start);
-			return CUDA_SUCCESS;
+			break;
 		}
 		if (++spins < 64) {
 			mps_cpu_relax();
 			continue;
 		}
-		waited = mps_now_ns() - start;
-		if (waited < spin_budget()) {
+		now = mps_now_ns();
+		seen = now;
+		waited = now - from;
+		if (now - start < spin_budget()) {
 			mps_cpu_relax();
 			continue;
+		}
+		if (st == MPS_SLOT_GPU && !napped && mps_conn.gpu_nap && !spin_budget()) {
+			/* CPUs are busy: sleep through most of the wait, as long
+			 * as the GPU has lately taken for such a wait; then look
+			 * as below, from the nap's end. */
+			uint64_t until = mps__nap_until(kind);
+
+			napped = true;
+			if (until > now - start + NAP_MIN_NS) {
+				nap_gpu(word, until - (now - start));
+				from = mps_now_ns();
+				yielded = 0;
+				mps__stats_nap(from - now, mps_load_acquire(word) == MPS_SLOT_DONE);
+				continue;
+			}
 		}
 		if (st == MPS_SLOT_GPU && waited < (spin_budget() ? mps_conn.gpu_spin_ns : mps_conn.gpu_busy_spin_ns)) {
 			/* The answer is the GPU's to store: no thread of the server's
@@ -389,9 +438,18 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 		if (st == MPS_SLOT_BUSY || st == MPS_SLOT_GPU) {
 			uint32_t exp = st, sleeping = st == MPS_SLOT_BUSY ? MPS_SLOT_SLEEPING : MPS_SLOT_GPU_SLEEPING;
 
-			if (st == MPS_SLOT_BUSY && waited < mps_conn.yield_ns) {
-				/* The server's thread must run to answer: let it have the CPU. */
-				give_cpu();
+			if (st == MPS_SLOT_BUSY && now - start < mps_conn.yield_ns) {
+				/* The server's thread must run to answer: let it have
+				 * the CPU, every few microseconds rather than at every
+				 * look (a yield with nothing else to run returns at
+				 * once: a system call a microsecond, 4-6% of sixteen
+				 * CPUs' time in system calls at sixteen clients). */
+				if (now - busy_yielded >= mps_conn.busy_yield_ns) {
+					busy_yielded = now;
+					give_cpu();
+				} else {
+					mps_cpu_relax();
+				}
 				continue;
 			}
 			if (st == MPS_SLOT_GPU && !flagged) {
@@ -409,15 +467,18 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake)
 
 			asked = true;
 			if (mps__post(MPS_OP_SLOT_WAKE, 0, &q.hdr, sizeof(q), NULL, 0) != CUDA_SUCCESS && server_gone()) {
-				unflag(wake, flagged);
-				return dead_result();
+				r = dead_result();
+				break;
 			}
 		}
 		if (mps_futex_wait(word, st, SLEEP_NS) == -ETIMEDOUT && server_gone()) {
-			unflag(wake, flagged);
-			return dead_result();
+			r = dead_result();
+			break;
 		}
 	}
+	unflag(wake, flagged);
+	posted_at_wait = mps__posted();
+	return r;
 }
 
 /* A free reply slot's index, or -1 (none) once the server is gone. */
@@ -567,7 +628,7 @@ static CUresult call(uint16_t op, uint32_t ctx, struct mps_msg *hdr, size_t len,
 	}
 	c->seq = last_seq;
 	mps__stats_round_trip();
-	r = mps__wait_reply(&c->s->state, (uint32_t)c->slot);
+	r = mps__wait_reply(&c->s->state, (uint32_t)c->slot, op);
 	if (r != CUDA_SUCCESS) {
 		/* The server is gone; the slot stays taken. */
 		c->slot = -1;

@@ -160,7 +160,7 @@ static CUresult chunk_reclaim(unsigned int k)
 	if (mps_load_acquire(st) == MPS_STAGE_IDLE)
 		return CUDA_SUCCESS;
 	mps__stats_round_trip();
-	r = mps__wait_reply(st, MPS_WAKE_STAGE(k));
+	r = mps__wait_reply(st, MPS_WAKE_STAGE(k), MPS_WAIT_STAGE);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = (CUresult)mps_conn.region->stage_result[k];

@@ -137,6 +137,42 @@ static void test_query(void)
 	REQUIRE_CU(cuStreamDestroy(s));
 }
 
+/* A serving loop's waits: the same synchronize, then the same small copy
+ * back, again and again, each after a kernel that takes a few
+ * milliseconds — then much shorter kernels, so that a wait that napped as
+ * long as the earlier ones lasted (OPENMPS_CLIENT_SPIN_US=0 makes openmps's
+ * client nap: tests/system/replies.sh) wakes after the store and must
+ * still see it, and a kernel's store must never be missed or taken from an
+ * earlier round. */
+static void test_repeated_waits(void)
+{
+	CUstream s;
+	CUevent e;
+
+	REQUIRE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	for (int round = 0; round < 24; round++) {
+		uint32_t v = (uint32_t)t_rand(&rng) | 1u, got = 0;
+		long long cycles = round < 12 ? 3 * T_SPIN_1MS : T_SPIN_1MS / 8;
+
+		launch_spin_store(s, cycles, v);
+		if (round % 3 == 2) {
+			REQUIRE_CU(cuEventRecord(e, s));
+			REQUIRE_CU(cuEventSynchronize(e));
+		} else {
+			REQUIRE_CU(cuStreamSynchronize(s));
+		}
+		CHECK_CU(cuStreamQuery(s), CUDA_SUCCESS);
+		launch_spin_store(s, cycles, v ^ 0x5a5a5a5au);
+		REQUIRE_CU(cuMemcpyDtoHAsync(&got, flag, 4, s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		CHECK(got == (v ^ 0x5a5a5a5au), "round %d: flag 0x%x after the copy back, expected 0x%x", round, got,
+		      v ^ 0x5a5a5a5au);
+	}
+	REQUIRE_CU(cuEventDestroy(e));
+	REQUIRE_CU(cuStreamDestroy(s));
+}
+
 /* B waits for an event recorded on A after the slow store. */
 static void test_wait_event(void)
 {
@@ -396,6 +432,7 @@ int main(int argc, char **argv)
 	test_create();
 	test_order();
 	test_query();
+	test_repeated_waits();
 	test_wait_event();
 	test_legacy();
 	test_per_thread_and_nonblocking();

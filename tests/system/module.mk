@@ -19,7 +19,7 @@ TESTS_SERIAL += s_fair s_soak sched replies replies_server
 TEST_SCRIPTS += tests/system/passthrough.sh tests/system/peercred.sh tests/system/sched.sh \
                 tests/system/replies.sh tests/system/replies_server.sh tests/system/placement.sh tests/system/placed.sh \
                 tests/system/migrate.sh tests/system/migrate_memory.sh \
-                tests/system/staged_sync.sh
+                tests/system/staged_sync.sh tests/system/naps.sh
 
 # The control daemon's tests (openmps-control): scripts that start their own
 # daemons, with two helper programs: c_client, a CUDA client driven step by

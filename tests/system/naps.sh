@@ -1,0 +1,30 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Naps through waits for the GPU (src/client/napwait.c). With
+# OPENMPS_CLIENT_SPIN_US=0 the client is never advised to spin, so a wait
+# whose reply the GPU stores sleeps on a timer for most of as long as the
+# same kind of wait lately took. t_stream's repeated waits (a few
+# milliseconds each, then far shorter, so that naps end after the store)
+# and the other tests that wait in every way must pass so, and the client's
+# call stats must show naps taken.
+#
+#   usage: naps.sh BUILD_DIR
+
+build=$1
+rc=0
+dir=$(mktemp -d /tmp/openmps-naps.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+for t in t_stream t_event t_memops t_threads; do
+	OPENMPS_CLIENT_SPIN_US=0 OPENMPS_CALL_STATS="$dir/$t" \
+		"$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/$t" || rc=1
+done
+naps=$(cat "$dir"/t_stream.* 2>/dev/null | sed -n 's/^# naps: \([0-9]*\),.*/\1/p' | sort -n | tail -n 1)
+if [ "${naps:-0}" -ge 1 ]; then
+	echo "naps: t_stream napped $naps times: $(grep -h '^# naps' "$dir"/t_stream.* | tr '\n' ' ')"
+else
+	echo "naps: t_stream's repeated waits took no nap"
+	cat "$dir"/t_stream.* 2>/dev/null
+	rc=1
+fi
+exit $rc
