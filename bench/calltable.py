@@ -54,10 +54,16 @@ def read_cudatrace(path):
     return out
 
 
+# The key under which read_stats keeps a table's naps through GPU waits:
+# [naps, overslept, 0, µs napped] (newer tables only).
+NAPS = "(naps)"
+
+
 def read_stats(path):
     """{function: [calls, messages, round_trips, wait_us]} and the totals
     from an OPENMPS_CALL_STATS table (rows "calls messages round_trips
-    wait_us name"; older tables have no wait_us)."""
+    wait_us name"; older tables have no wait_us), with NAPS when the
+    table counts naps."""
     out, total = {}, [0, 0]
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -70,6 +76,9 @@ def read_stats(path):
             m = re.match(r"# total: (\d+) messages, (\d+) round trips", line)
             if m:
                 total = [int(m.group(1)), int(m.group(2))]
+            m = re.match(r"# naps: (\d+), (\d+) overslept, (\d+) us", line)
+            if m:
+                out[NAPS] = [int(m.group(1)), int(m.group(2)), 0, int(m.group(3))]
     return out, total
 
 
@@ -93,7 +102,7 @@ def fmt(v):
 
 def table(workload, nat1, nat2, r1, r2, om_warm, om_done, r):
     (w, wt), (d, dt) = om_warm, om_done
-    names = set(nat2) | set(nat1) | set(d)
+    names = (set(nat2) | set(nat1) | set(d)) - {NAPS}
     rows = []
     for n in names:
         nat = per_request(nat1.get(n, 0), nat2.get(n, 0), r2 - r1)
@@ -120,10 +129,10 @@ def table(workload, nat1, nat2, r1, r2, om_warm, om_done, r):
     return "\n".join(lines) + "\n", summary, rows
 
 
-def window_rows(prefix):
-    """Per-request averages over the processes of one infer.py window (see
-    the top of the file): rows (function, calls, messages, round trips, µs
-    waited), most waited first, and the processes read."""
+def window_sums(prefix):
+    """{function: [calls, messages, round trips, µs waited]} for one request
+    of an infer.py window (see the top of the file), averaged over the
+    processes, and how many processes were read."""
     import glob
     sums, procs = {}, 0
     for warm in sorted(glob.glob(glob.escape(prefix) + ".*.warm")):
@@ -140,9 +149,26 @@ def window_rows(prefix):
             for i in range(4):
                 row[i] += (y[i] - x[i]) / k
         procs += 1
-    rows = sorted(((n, *(v / procs for v in r)) for n, r in sums.items() if procs and any(r)),
+    return {n: [v / procs for v in r] for n, r in sums.items()} if procs else {}, procs
+
+
+def window_rows(prefix):
+    """Per-request averages over the processes of one infer.py window:
+    rows (function, calls, messages, round trips, µs waited), most waited
+    first, and the processes read."""
+    sums, procs = window_sums(prefix)
+    rows = sorted(((n, *r) for n, r in sums.items() if n != NAPS and any(r)),
                   key=lambda x: (-x[4], -x[2], x[0]))
     return rows, procs
+
+
+def window_naps(prefix):
+    """Naps through GPU waits a request of the window, averaged over its
+    processes: (naps, overslept, µs napped), or None when the tables do
+    not count them."""
+    sums, _procs = window_sums(prefix)
+    n = sums.get(NAPS)
+    return (n[0], n[1], n[3]) if n else None
 
 
 def window(prefix):
@@ -197,14 +223,17 @@ def selftest():
             fails.append(name)
     w("p.7.warm", "# x\n10 10 0 0 cuLaunchKernel\n2 2 2 50 cuStreamSynchronize\n")
     w("p.7.done-4", "# x\n50 50 0 0 cuLaunchKernel\n6 6 6 130 cuStreamSynchronize\n")
-    w("p.8.warm", "# x\n0 0 0 0 cuLaunchKernel\n")
-    w("p.8.done-2", "# x\n20 20 0 0 cuLaunchKernel\n2 2 2 60 cuStreamSynchronize\n")
+    w("p.8.warm", "# x\n0 0 0 0 cuLaunchKernel\n# naps: 1, 0 overslept, 100 us\n")
+    w("p.8.done-2", "# x\n20 20 0 0 cuLaunchKernel\n2 2 2 60 cuStreamSynchronize\n# naps: 5, 1 overslept, 900 us\n")
     wtext, procs = window(os.path.join(d, "p"))
     for name, cond in (
             ("window: processes", procs == 2),
             ("window: per request, averaged", "| cuLaunchKernel | 10.0 | 10.0 | 0 | 0 |" in wtext
              and "| cuStreamSynchronize | 1.0 | 1.0 | 1.0 | 25.0 |" in wtext),
             ("window: totals", "11.0 messages, 1.0 round trips, 25.0 µs waited" in wtext),
+            ("window: naps are no function's", "(naps)" not in wtext),
+            ("window: naps a request", window_naps(os.path.join(d, "p")) == (1.0, 0.25, 200.0)),
+            ("window: no naps counted", window_naps(os.path.join(d, "none")) is None),
     ):
         print(("PASS  " if cond else "FAIL  ") + name)
         if not cond:

@@ -779,14 +779,19 @@ def cmd_run(args):
 def call_waits(prefix):
     """What a request of the window waited for replies, from the client
     library's tables (bench/calltable.py window): the total µs and the
-    functions that waited, most first."""
+    functions that waited, most first, then the naps taken through waits
+    for the GPU (how many a request, the share that ended after the GPU's
+    store, µs napped a request)."""
     import calltable
     rows, procs = calltable.window_rows(prefix)
     if not procs:
         return {}
     waited = [(name, w) for name, _c, _m, _t, w in rows if w > 0]
-    return {"waited_us_per_req": round(sum(w for _n, w in waited), 1),
-            "waits": ", ".join(f"{name} {w:.1f}" for name, w in waited[:4])}
+    waits = ", ".join(f"{name} {w:.1f}" for name, w in waited[:4])
+    naps = calltable.window_naps(prefix)
+    if naps and naps[0] > 0:
+        waits += f"; naps {naps[0]:.2f} ({naps[1] / naps[0]:.0%} overslept), {naps[2]:.0f} µs"
+    return {"waited_us_per_req": round(sum(w for _n, w in waited), 1), "waits": waits}
 
 
 def cmd_once(args):
@@ -1245,6 +1250,13 @@ def cmd_selftest(args):
     w = call_waits(os.path.join(cs, "s.cnn.n16"))
     check("waits from the client's tables", w == {"waited_us_per_req": 173.0,
                                                   "waits": "cuMemcpyDtoHAsync 123.0, cuStreamSynchronize 50.0"})
+    for name, text in (("s.nap.n16.7.warm", "# x\n1 1 1 40 cuStreamSynchronize\n# naps: 2, 0 overslept, 900 us\n"),
+                       ("s.nap.n16.7.done-10", "# x\n11 11 11 9040 cuStreamSynchronize\n"
+                                              "# naps: 10, 2 overslept, 6900 us\n")):
+        with open(os.path.join(cs, name), "w", encoding="utf-8") as f:
+            f.write(text)
+    check("waits and naps", call_waits(os.path.join(cs, "s.nap.n16")) == {
+        "waited_us_per_req": 900.0, "waits": "cuStreamSynchronize 900.0; naps 0.80 (25% overslept), 600 µs"})
     st = serve_table([dict(recs[2], **fig, **w)])
     check("serve table: waits", "| cnn | 16 | 173 | cuMemcpyDtoHAsync 123.0, cuStreamSynchronize 50.0 |" in st)
     c = cpu_table(recs)

@@ -52,7 +52,8 @@
 # (default 1; 0 skips the idle and per-call server-CPU rows),
 # INFER_CALL_STATS (default 0; 1: openmps's clients count their calls and
 # time their waits for replies, OPENMPS_CALL_STATS, and the tables say what
-# a request of each cell waited for, by function; the counting costs a
+# a request of each cell waited for, by function, and the naps its waits
+# for the GPU took; the counting costs a
 # little, so the figures of such a run are not the headline's),
 # INFER_GPU_SPANS (default 0; 1: each request's span on the GPU, between
 # events of its framework recorded before and after it, and the rest of

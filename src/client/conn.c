@@ -409,13 +409,16 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
 		}
 		if (st == MPS_SLOT_GPU && !napped && mps_conn.gpu_nap && !spin_budget()) {
 			/* CPUs are busy: sleep through most of the wait, as long
-			 * as the GPU has lately taken for such a wait; then look
-			 * as below, from the nap's end. */
+			 * as the GPU has lately taken for such a wait (no longer
+			 * than any sleep here, so a server that died is noticed
+			 * as soon); then look as below, from the nap's end. */
 			uint64_t until = mps__nap_until(kind);
 
 			napped = true;
 			if (until > now - start + NAP_MIN_NS) {
-				nap_gpu(word, until - (now - start));
+				uint64_t nap = until - (now - start);
+
+				nap_gpu(word, nap < SLEEP_NS ? nap : SLEEP_NS);
 				from = mps_now_ns();
 				yielded = 0;
 				mps__stats_nap(from - now, mps_load_acquire(word) == MPS_SLOT_DONE);

@@ -17,7 +17,10 @@
  * the wait saw its word not yet stored, so a nap that overslept records
  * where it began, never the oversleep — the prediction can only fall
  * because of a nap, never climb, and a kind whose waits shrink follows them
- * down within one wait.
+ * down within one wait. A wait that ended asleep (past the nap and the
+ * watch after it, conn.c) records where it fell asleep too, so waits much
+ * longer than the watch are learnt a watch at a time: their naps fall
+ * short, never long.
  */
 #include <stdint.h>
 

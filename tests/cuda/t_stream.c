@@ -138,12 +138,13 @@ static void test_query(void)
 }
 
 /* A serving loop's waits: the same synchronize, then the same small copy
- * back, again and again, each after a kernel that takes a few
- * milliseconds — then much shorter kernels, so that a wait that napped as
- * long as the earlier ones lasted (OPENMPS_CLIENT_SPIN_US=0 makes openmps's
- * client nap: tests/system/replies.sh) wakes after the store and must
- * still see it, and a kernel's store must never be missed or taken from an
- * earlier round. */
+ * back, again and again, each after a kernel that takes 20 ms (long enough
+ * that a server slowed by a loaded machine still hands the reply to the
+ * GPU well before the kernel ends) — then much shorter kernels, so that a
+ * wait that napped as long as the earlier ones lasted
+ * (OPENMPS_CLIENT_SPIN_US=0 makes openmps's client nap:
+ * tests/system/naps.sh) wakes after the store and must still see it, and a
+ * kernel's store must never be missed or taken from an earlier round. */
 static void test_repeated_waits(void)
 {
 	CUstream s;
@@ -153,7 +154,7 @@ static void test_repeated_waits(void)
 	REQUIRE_CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
 	for (int round = 0; round < 24; round++) {
 		uint32_t v = (uint32_t)t_rand(&rng) | 1u, got = 0;
-		long long cycles = round < 12 ? 3 * T_SPIN_1MS : T_SPIN_1MS / 8;
+		long long cycles = round < 12 ? 20 * T_SPIN_1MS : T_SPIN_1MS / 8;
 
 		launch_spin_store(s, cycles, v);
 		if (round % 3 == 2) {

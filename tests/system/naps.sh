@@ -4,10 +4,13 @@
 # Naps through waits for the GPU (src/client/napwait.c). With
 # OPENMPS_CLIENT_SPIN_US=0 the client is never advised to spin, so a wait
 # whose reply the GPU stores sleeps on a timer for most of as long as the
-# same kind of wait lately took. t_stream's repeated waits (a few
-# milliseconds each, then far shorter, so that naps end after the store)
-# and the other tests that wait in every way must pass so, and the client's
-# call stats must show naps taken.
+# same kind of wait lately took. t_stream's repeated waits (20 ms each,
+# then far shorter, so that naps end after the store) and the other tests
+# that wait in every way must pass so, and the client's call stats must
+# show naps taken. The waits watch for up to 100 ms instead of sleeping
+# after 800 µs, so that each is learnt whole (one that ends asleep is
+# learnt as long as its watch) and a server slowed by a loaded machine
+# still leaves a nap to take.
 #
 #   usage: naps.sh BUILD_DIR
 
@@ -16,7 +19,8 @@ rc=0
 dir=$(mktemp -d /tmp/openmps-naps.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 for t in t_stream t_event t_memops t_threads; do
-	OPENMPS_CLIENT_SPIN_US=0 OPENMPS_CALL_STATS="$dir/$t" \
+	OPENMPS_CLIENT_SPIN_US=0 OPENMPS_CLIENT_GPU_SPIN_US=100000 OPENMPS_CLIENT_GPU_BUSY_SPIN_US=100000 \
+		OPENMPS_CALL_STATS="$dir/$t" \
 		"$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/$t" || rc=1
 done
 naps=$(cat "$dir"/t_stream.* 2>/dev/null | sed -n 's/^# naps: \([0-9]*\),.*/\1/p' | sort -n | tail -n 1)
