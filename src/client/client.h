@@ -156,11 +156,13 @@ CUresult mps__fd_export(enum mps_op op, struct mps_msg_vmm *q, void *out);
 CUresult mps__fd_import(enum mps_op op, struct mps_msg_vmm *q, void *os_handle, uint64_t *out);
 
 /* Waits until *word (a reply slot's or a staging chunk's state word,
- * region.h) says DONE: spins while the server advises it, then gives the
- * CPU away between looks for up to OPENMPS_CLIENT_YIELD_US, then sleeps —
+ * region.h) says DONE: spins while the server advises it; then, for a word
+ * the GPU is to store, naps as long as napwait.c says (while no spin is
+ * advised) and watches it, and for one the server still owes, gives the
+ * CPU away now and then for up to OPENMPS_CLIENT_YIELD_US; then sleeps —
  * after asking the server (MPS_OP_SLOT_WAKE, number `wake`) to wake it if
- * the GPU is to store the word. `kind` tells waits apart for the naps of
- * napwait.c: the message's op, or MPS_WAIT_STAGE for a staging chunk. */
+ * the GPU is to store the word. `kind` tells waits apart for the naps: the
+ * message's op, or MPS_WAIT_STAGE for a staging chunk. */
 #define MPS_WAIT_STAGE 0x10000u
 CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind);
 
