@@ -12,7 +12,8 @@
 #   native      every tests/cuda program on the real driver
 #   openmps     every tests/cuda program under openmps (one daemon with
 #               private directories under /tmp, restarted after a failure)
-#   system      the multi-process tests and pass-through on the real driver
+#   system      the multi-process tests, the waits with naps forced
+#               (tests/system/naps.sh) and pass-through on the real driver
 #   control     the control daemon with real clients: start, list, ps, quit
 #   cudart      tests/gpu/cudart_sample.cu built with the static and the
 #               shared cudart, and tests/gpu/managed_var.cu (__managed__
@@ -269,6 +270,11 @@ step_system() {
 		run_check "$t" "$LOGDIR/system-$t.log" "$TEST_TIMEOUT" plain \
 			env OPENMPS_DRIVER="$d" OPENMPS_TEST_PTX="$PTX" tests/system/with-openmps.sh "$BUILD" "$BUILD/tests/system/$t"
 	done
+	# The tests that wait in every way, with every wait for the GPU
+	# napping first (src/client/napwait.c), as it does while CPUs are
+	# crowded.
+	run_check "naps" "$LOGDIR/system-naps.log" "$TEST_TIMEOUT" plain \
+		env OPENMPS_DRIVER="$d" OPENMPS_TEST_PTX="$PTX" tests/system/naps.sh "$BUILD"
 	run_check "pass-through, same output" "$LOGDIR/system-passthrough.log" 60 plain \
 		bash -c "d=\$(mktemp -d); export CUDA_MPS_PIPE_DIRECTORY=\$d OPENMPS_TEST_PTX=$PTX; \
 			LD_LIBRARY_PATH=$NATIVE_LIB $BUILD/tests/system/s_passthrough >\$d/a 2>&1 && \
