@@ -152,23 +152,25 @@ def window_sums(prefix):
     return {n: [v / procs for v in r] for n, r in sums.items()} if procs else {}, procs
 
 
-def window_rows(prefix):
-    """Per-request averages over the processes of one infer.py window:
-    rows (function, calls, messages, round trips, µs waited), most waited
-    first, and the processes read."""
-    sums, procs = window_sums(prefix)
-    rows = sorted(((n, *r) for n, r in sums.items() if n != NAPS and any(r)),
+def rows_of(sums):
+    """window_sums' functions as rows (function, calls, messages, round
+    trips, µs waited), most waited first."""
+    return sorted(((n, *r) for n, r in sums.items() if n != NAPS and any(r)),
                   key=lambda x: (-x[4], -x[2], x[0]))
-    return rows, procs
 
 
-def window_naps(prefix):
-    """Naps through GPU waits a request of the window, averaged over its
-    processes: (naps, overslept, µs napped), or None when the tables do
-    not count them."""
-    sums, _procs = window_sums(prefix)
+def naps_of(sums):
+    """window_sums' naps through GPU waits a request: (naps, overslept, µs
+    napped), or None when the tables do not count them."""
     n = sums.get(NAPS)
     return (n[0], n[1], n[3]) if n else None
+
+
+def window_rows(prefix):
+    """Per-request averages over the processes of one infer.py window:
+    rows_of, and the processes read."""
+    sums, procs = window_sums(prefix)
+    return rows_of(sums), procs
 
 
 def window(prefix):
@@ -232,8 +234,8 @@ def selftest():
              and "| cuStreamSynchronize | 1.0 | 1.0 | 1.0 | 25.0 |" in wtext),
             ("window: totals", "11.0 messages, 1.0 round trips, 25.0 µs waited" in wtext),
             ("window: naps are no function's", "(naps)" not in wtext),
-            ("window: naps a request", window_naps(os.path.join(d, "p")) == (1.0, 0.25, 200.0)),
-            ("window: no naps counted", window_naps(os.path.join(d, "none")) is None),
+            ("window: naps a request", naps_of(window_sums(os.path.join(d, "p"))[0]) == (1.0, 0.25, 200.0)),
+            ("window: no naps counted", naps_of(window_sums(os.path.join(d, "none"))[0]) is None),
     ):
         print(("PASS  " if cond else "FAIL  ") + name)
         if not cond:

@@ -783,12 +783,12 @@ def call_waits(prefix):
     for the GPU (how many a request, the share that ended after the GPU's
     store, µs napped a request)."""
     import calltable
-    rows, procs = calltable.window_rows(prefix)
+    sums, procs = calltable.window_sums(prefix)
     if not procs:
         return {}
-    waited = [(name, w) for name, _c, _m, _t, w in rows if w > 0]
+    waited = [(name, w) for name, _c, _m, _t, w in calltable.rows_of(sums) if w > 0]
     waits = ", ".join(f"{name} {w:.1f}" for name, w in waited[:4])
-    naps = calltable.window_naps(prefix)
+    naps = calltable.naps_of(sums)
     if naps and naps[0] > 0:
         waits += f"; naps {naps[0]:.2f} ({naps[1] / naps[0]:.0%} overslept), {naps[2]:.0f} µs"
     return {"waited_us_per_req": round(sum(w for _n, w in waited), 1), "waits": waits}

@@ -325,12 +325,29 @@ static uint64_t spin_budget(void)
 	return mps_load_relaxed(&mps_conn.region->spin_hint_ns);
 }
 
+/* A nap's timer slack: the thread's (50 µs by default) would stretch a
+ * nap, so it is narrowed for the nap only — slack_narrow() before, with
+ * what it returned slack_restore() after. */
+static int slack_narrow(void)
+{
+	int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+
+	if (slack > NAP_SLACK_NS)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)NAP_SLACK_NS, 0, 0, 0);
+	return slack;
+}
+
+static void slack_restore(int slack)
+{
+	if (slack > NAP_SLACK_NS)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+}
+
 /* Lets other threads have the CPU for a moment: a nap of
  * OPENMPS_CLIENT_NAP_US (0: a yield). A yield keeps the thread runnable,
  * so a thread that wakes may still find every CPU taken and wait for a
  * scheduler tick; a nap leaves the CPU free and ends on a timer, with no one
- * to wake it. The thread's timer slack (50 µs by default) would stretch the
- * nap, so it is narrowed for the nap only. */
+ * to wake it. */
 static void give_cpu(void)
 {
 	int slack;
@@ -339,12 +356,9 @@ static void give_cpu(void)
 		sched_yield();
 		return;
 	}
-	slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-	if (slack > NAP_SLACK_NS)
-		prctl(PR_SET_TIMERSLACK, (unsigned long)NAP_SLACK_NS, 0, 0, 0);
+	slack = slack_narrow();
 	nanosleep(&(struct timespec){ .tv_nsec = (long)mps_conn.nap_ns }, NULL);
-	if (slack > NAP_SLACK_NS)
-		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+	slack_restore(slack);
 }
 
 /* The wait on word `wake` is over: its bit in gpu_sleepers, if this
@@ -357,17 +371,13 @@ static void unflag(uint32_t wake, bool flagged)
 
 /* Sleeps while *word says the GPU is to store it, until `ns` have passed:
  * a nap through most of a GPU wait (napwait.c), on a timer, since nothing
- * wakes a word the GPU stores; with the timer slack narrowed, as for
- * give_cpu's nap. */
+ * wakes a word the GPU stores. */
 static void nap_gpu(uint32_t *word, uint64_t ns)
 {
-	int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	int slack = slack_narrow();
 
-	if (slack > NAP_SLACK_NS)
-		prctl(PR_SET_TIMERSLACK, (unsigned long)NAP_SLACK_NS, 0, 0, 0);
 	(void)mps_futex_wait(word, MPS_SLOT_GPU, ns);
-	if (slack > NAP_SLACK_NS)
-		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+	slack_restore(slack);
 }
 
 /* The thread's message count when its last wait for a reply ended. */
