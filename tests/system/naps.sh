@@ -10,7 +10,8 @@
 # show naps taken. The waits watch for up to 100 ms instead of sleeping
 # after 800 µs, so that each is learnt whole (one that ends asleep is
 # learnt as long as its watch) and a server slowed by a loaded machine
-# still leaves a nap to take.
+# still leaves a nap to take. Bad values of the two settings are said and
+# their defaults kept.
 #
 #   usage: naps.sh BUILD_DIR
 
@@ -22,6 +23,14 @@ for t in t_stream t_event t_memops t_threads; do
 	OPENMPS_CLIENT_SPIN_US=0 OPENMPS_CLIENT_GPU_SPIN_US=100000 OPENMPS_CLIENT_GPU_BUSY_SPIN_US=100000 \
 		OPENMPS_CALL_STATS="$dir/$t" \
 		"$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/$t" || rc=1
+done
+# Values out of range are said and the defaults kept.
+OPENMPS_CLIENT_GPU_NAP=2 OPENMPS_CLIENT_BUSY_YIELD_US=-1 \
+	"$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/t_event" >"$dir/bad" 2>&1 || {
+	echo "naps: t_event failed with bad nap settings"; cat "$dir/bad"; rc=1
+}
+for want in "ignoring OPENMPS_CLIENT_GPU_NAP=2 (want 0..1)" "ignoring OPENMPS_CLIENT_BUSY_YIELD_US=-1 (want 0..1000000)"; do
+	grep -qF "$want" "$dir/bad" || { echo "naps: no \"$want\""; rc=1; }
 done
 naps=$(cat "$dir"/t_stream.* 2>/dev/null | sed -n 's/^# naps: \([0-9]*\),.*/\1/p' | sort -n | tail -n 1)
 if [ "${naps:-0}" -ge 1 ]; then
