@@ -1041,7 +1041,7 @@ static void *thread_main(void *arg)
 	pthread_setname_np(pthread_self(), "omps-service");
 	mps_crash_thread(0);
 	while (!mps_load_acquire(&sched.stop)) {
-		struct epoll_event evs[16];
+		struct epoll_event evs[1];
 		struct mps_client *c;
 		bool served = false, committed = false;
 		int n;
@@ -1056,8 +1056,13 @@ static void *thread_main(void *arg)
 			continue;
 		}
 		mps_fetch_add(&sched.sleeping, 1);
-		/* A client queued between the look above and here kicked us. */
-		n = mps_load_relaxed(&sched.rq_len) ? 0 : epoll_wait(sched.epfd, evs, 16, SLEEP_MS);
+		/* A client queued between the look above and here kicked us.
+		 * One event a sleeper: when clients wake together (a burst
+		 * after a quiet spell), the kernel hands the events still
+		 * ready to the other sleepers, where taking them all served
+		 * every client of the burst on this thread, one after
+		 * another. */
+		n = mps_load_relaxed(&sched.rq_len) ? 0 : epoll_wait(sched.epfd, evs, 1, SLEEP_MS);
 		mps_fetch_sub(&sched.sleeping, 1);
 		if (n > 0)
 			mps_store_relaxed(&self->wakeups, self->wakeups + 1);
