@@ -23,7 +23,9 @@
  * A program that cannot call it (a server started by its daemon) is
  * sampled whole when CPUPROF_OUT is set in its environment and its name is
  * CPUPROF_ONLY (when that is set): sampling starts as the library loads and
- * the samples go to CPUPROF_OUT.PID when the program exits.
+ * the samples go to CPUPROF_OUT.PID when the program exits. With
+ * CPUPROF_GATE=PATH too, a sample is kept only while PATH exists (what
+ * another program, say bench/infer.py's INFER_GATE, makes for a window).
  */
 #include <dlfcn.h>
 #include <elf.h>
@@ -91,6 +93,7 @@ unsigned long cpuprof_ioctls(void)
 	return mps_load_relaxed(&ioctls);
 }
 static pid_t main_tid;
+static const char *gate;   /* CPUPROF_GATE: sample only while it exists */
 
 static void on_prof(int sig, siginfo_t *si, void *uc)
 {
@@ -100,6 +103,14 @@ static void on_prof(int sig, siginfo_t *si, void *uc)
 	(void)si;
 	if (!sampling)
 		return;
+	if (gate) {
+		int e = errno;
+		int shut = access(gate, F_OK) != 0;
+
+		errno = e;
+		if (shut)
+			return;
+	}
 	i = mps_fetch_add(&nsamples, 1);
 	if (i < SAMPLES_MAX) {
 		ips[i] = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
@@ -210,6 +221,7 @@ __attribute__((constructor)) static void auto_start(void)
 		return;
 	}
 	whole = 1;
+	gate = getenv("CPUPROF_GATE");
 	cpuprof_start();
 }
 

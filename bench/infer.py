@@ -84,6 +84,22 @@ def is_refusal(text):
     return bool(text) and REFUSED_RE.search(text) is not None
 
 
+def tail_where(children):
+    """Where the slowest 1% of a cell's requests lie: how many processes
+    hold them, the share that came in the first tenth of their process's
+    window (a process still settling in), and the four slowest as
+    [process, request index, ms]."""
+    tagged = [(t, i, k, len(c["lat_ns"])) for i, c in enumerate(children) if c.get("state") == "done"
+              for k, t in enumerate(c["lat_ns"])]
+    if not tagged:
+        return {}
+    tagged.sort(reverse=True)
+    top = tagged[:max(1, len(tagged) // 100)]
+    return {"tail_procs": len({i for _t, i, _k, _m in top}),
+            "tail_early": round(sum(1 for _t, _i, k, m in top if k < max(1, m // 10)) / len(top), 2),
+            "tail_worst": [[i, k, round(t / 1e6, 2)] for t, i, k, _m in top[:4]]}
+
+
 def summarise(mode, model, n, window_s, children, extra=None):
     """One cell's record from its children's outcomes.
 
@@ -166,6 +182,7 @@ def summarise(mode, model, n, window_s, children, extra=None):
         rec["p999_us"] = round(percentile(lats, 0.999) / 1000, 1)
         rec["max_us"] = round(lats[-1] / 1000, 1)
         rec["child_p99_us"] = [round(min(child_p99) / 1000, 1), round(max(child_p99) / 1000, 1)]
+        rec.update(tail_where(children))
     if spans and len(spans) == len(lats):
         # INFER_GPU_SPANS: the GPU's part of each request, and the rest.
         spans.sort()
@@ -633,15 +650,20 @@ def run_cell(args, mp, n):
     log(f"{args.mode} {args.model} N={n}: {len(ready)} of {n} ready after {init_s:.1f} s")
 
     # The window: shortly ahead, so that every child is waiting when it opens.
-    probe = Probe(args.ctl)
+    probe = Probe(args.ctl if os.environ.get("INFER_PROBE", "1") != "0" else "")
     start = time.perf_counter_ns() + 100_000_000
     times[0], times[1] = start, start + int(args.window * 1e9)
     go.set()
     snaps = []
+    gate = os.environ.get("INFER_GATE")
     if ready and args.model != "fake":
         time.sleep(max(0.0, (start - time.perf_counter_ns()) / 1e9))
         snaps.append(probe.snap())
+        if gate:
+            open(gate, "w").close()
         time.sleep(max(0.0, (times[1] - time.perf_counter_ns()) / 1e9))
+        if gate:
+            os.unlink(gate)
         snaps.append(probe.snap())
     pending = {conns[i] for i in ready}
     collect(pending, ("ready",), time.perf_counter() + args.window + 60)
@@ -762,7 +784,8 @@ def cmd_run(args):
         if rec["status"] == "ok":
             log(f"{args.mode} {args.model} N={n}: {rec['rps']} req/s, p50 {rec['p50_us']} µs, "
                 f"p99 {rec['p99_us']} µs (p90 {rec.get('p90_us')}, p99.9 {rec.get('p999_us')}, max {rec.get('max_us')}, "
-                f"p99 per process {rec.get('child_p99_us')}"
+                f"p99 per process {rec.get('child_p99_us')}; slowest 1% on {rec.get('tail_procs')} processes, "
+                f"{rec.get('tail_early')} of it early, worst [process, request, ms] {rec.get('tail_worst')}"
                 + (f"; on the GPU p50/p90/p99 {rec['gpu_span_us']}, off it {rec['off_gpu_us']}" if "gpu_span_us" in rec else "")
                 + ("; its parts " + ", ".join(f"{nm} {v}" for nm, v in zip(
                     rec.get("gpu_part_names") or [f"part {j}" for j in range(len(rec["gpu_parts_us"]))],
@@ -1180,6 +1203,11 @@ def cmd_selftest(args):
     check("clients' CPU per request", r2.get("client_us_per_req") == 300.0 and r2.get("client_sys_us_per_req") == 100.0
           and r2.get("preempted_per_req") == 0.05 and r2.get("slept_per_req") == 1.0)
     check("two children: 100 req/s, p50 20 ms", r["status"] == "ok" and r["rps"] == 100.0 and r["p50_us"] == 20000.0)
+    late = array.array("q", [20_000_000] * 100)
+    late[0], late[70] = 90_000_000, 80_000_000
+    t = summarise("mps", "cnn", 2, 2.0, [ok_child, dict(ok_child, lat_ns=late)])
+    check("the tail's place: process 1, its first request, then its 71st",
+          t.get("tail_procs") == 1 and t.get("tail_early") == 0.5 and t.get("tail_worst", [])[:2] == [[1, 0, 90.0], [1, 70, 80.0]])
     check("no GPU spans unless measured", "gpu_span_us" not in r)
     lat = array.array("q", [1_000_000 * (i + 1) for i in range(100)])   # 1..100 ms
     gpu = array.array("q", [400_000 * (i + 1) for i in range(100)])     # 0.4..40 ms of each on the GPU

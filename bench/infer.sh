@@ -65,7 +65,11 @@
 # machine differ by 10-15%, more than many of the differences measured),
 # INFER_KEEP_LOGS (default 0; 1: the openmps daemon's and servers' logs
 # are copied into $OUT/openmps-logs at the end, whole: with
-# OPENMPS_LOG_LEVEL=debug in the environment, what the servers said).
+# OPENMPS_LOG_LEVEL=debug in the environment, what the servers said),
+# INFER_GATE (a path: it exists while a cell's window is open, for a
+# sampler that keeps only the window, bench/cpuprof.c's CPUPROF_GATE),
+# INFER_PROBE (default 1; 0: the daemons are not asked for their servers
+# and metrics at a window's ends, so the server columns stay empty).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)

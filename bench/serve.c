@@ -19,8 +19,13 @@
  *
  * Prints req_per_s (all processes), p50_us / p99_us (request latency over
  * every request of every process), cpu_us_per_req (the clients' user +
- * system CPU a request) and per_proc_min (the slowest process's share of
- * the mean).
+ * system CPU a request), per_proc_min (the slowest process's share of
+ * the mean), first_us (the slowest of the processes' first requests) and
+ * first_parts_us, that request's upload call / memset and launches /
+ * download and synchronize.
+ * With SERVE_IDLE_MS set, the processes sit idle that long between their
+ * warm-up and the window, all together, as a service does between bursts:
+ * first_us is then a burst's first request after a quiet spell.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -39,6 +44,8 @@ struct report {
 	double reqs;
 	double seconds;
 	double cpu_s;
+	double first;   /* the first request's seconds */
+	double first_parts[3];   /* and its parts (parts[]) */
 	unsigned int nlat;
 };
 
@@ -51,15 +58,22 @@ static double cpu_seconds(void)
 	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+/* Where the request's time went: the upload's call, the memset and the
+ * launches, the download and the synchronize (seconds each). */
+static double parts[3];
+
 static void request(CUfunction saxpy, CUstream s, CUdeviceptr dx, CUdeviceptr dy,
 		    float *in, float *out, int launches, unsigned long k)
 {
 	int n = N_ELEMS;
 	float sum = 0;
+	double t0;
 
 	for (int i = 0; i < n; i++)
 		in[i] = (float)((i + k) % 61);
+	t0 = b_now();
 	B_CHECK(cuMemcpyHtoDAsync(dx, in, n * sizeof(float), s));
+	parts[0] = b_now() - t0;
 	B_CHECK(cuMemsetD32Async(dy, 0, n, s));
 	for (int l = 0; l < launches; l++) {
 		float a = (float)(1 + ((k + l) & 1));
@@ -68,8 +82,10 @@ static void request(CUfunction saxpy, CUstream s, CUdeviceptr dx, CUdeviceptr dy
 		sum += a;
 		B_CHECK(cuLaunchKernel(saxpy, n / 256, 1, 1, 256, 1, 1, 0, s, args, NULL));
 	}
+	parts[1] = b_now() - t0 - parts[0];
 	B_CHECK(cuMemcpyDtoHAsync(out, dy, n * sizeof(float), s));
 	B_CHECK(cuStreamSynchronize(s));
+	parts[2] = b_now() - t0 - parts[0] - parts[1];
 	for (int i = 0; i < n; i++)
 		if (out[i] != sum * in[i])
 			b_die("request %lu: y[%d] = %g, want %g", k, i, out[i], sum * in[i]);
@@ -86,6 +102,7 @@ struct job {
 	int lat_fd;
 	double seconds;
 	int launches;
+	long idle_ms;
 };
 
 static void child(int go, int out, void *arg)
@@ -102,7 +119,7 @@ static void child(int go, int out, void *arg)
 	static double lat[LAT_MAX];
 	struct report r = { 0 };
 	unsigned long k = 0;
-	double t0, t, c0;
+	double t0, t, c0, first_parts[3] = { 0 };
 	char c;
 
 	b_setup(&ctx);
@@ -115,6 +132,8 @@ static void child(int go, int out, void *arg)
 		request(saxpy, s, dx, dy, in, res, launches, k++);
 	if (read(go, &c, 1) != 1)
 		b_die("no start signal");
+	if (job->idle_ms > 0)
+		usleep((useconds_t)(job->idle_ms * 1000));
 	c0 = cpu_seconds();
 	t0 = t = b_now();
 	do {
@@ -122,11 +141,15 @@ static void child(int go, int out, void *arg)
 
 		request(saxpy, s, dx, dy, in, res, launches, k++);
 		t = b_now();
+		if (!r.nlat)
+			memcpy(first_parts, parts, sizeof(parts));
 		if (r.nlat < LAT_MAX)
 			lat[r.nlat++] = t - a;
 		r.reqs++;
 	} while (t - t0 < seconds);
 	r.seconds = t - t0;
+	r.first = lat[0];
+	memcpy(r.first_parts, first_parts, sizeof(first_parts));
 	r.cpu_s = cpu_seconds() - c0;
 	if (write(out, &r, sizeof(r)) != sizeof(r) ||
 	    write(lat_fd, lat, r.nlat * sizeof(double)) != (ssize_t)(r.nlat * sizeof(double)))
@@ -140,7 +163,9 @@ static void child(int go, int out, void *arg)
 int main(int argc, char **argv)
 {
 	int nproc = argc > 1 ? atoi(argv[1]) : 1, res, failed = 0;
-	double seconds = argc > 2 ? atof(argv[2]) : 2.0, rate = 0, min = 0, cpu = 0, reqs = 0;
+	double seconds = argc > 2 ? atof(argv[2]) : 2.0, rate = 0, min = 0, cpu = 0, reqs = 0, first = 0;
+	const char *idle = getenv("SERVE_IDLE_MS");
+	double fparts[3] = { 0 };
 	int launches = argc > 3 ? atoi(argv[3]) : 14;
 	double *all = NULL;
 	size_t nall = 0;
@@ -155,13 +180,17 @@ int main(int argc, char **argv)
 	/* One file for every child's latencies: each write appends whole. */
 	if (fcntl(lat_fd, F_SETFL, O_APPEND) < 0)
 		b_die("fcntl");
-	res = b_start_children(nproc, child, &(struct job){ lat_fd, seconds, launches });
+	res = b_start_children(nproc, child, &(struct job){ lat_fd, seconds, launches, idle ? atol(idle) : 0 });
 	for (int i = 0; i < nproc; i++) {
 		struct report r;
 
 		if (read(res, &r, sizeof(r)) != sizeof(r)) {
 			failed++;
 			continue;
+		}
+		if (r.first > first) {
+			first = r.first;
+			memcpy(fparts, r.first_parts, sizeof(fparts));
 		}
 		rate += r.reqs / r.seconds;
 		reqs += r.reqs;
@@ -182,9 +211,10 @@ int main(int argc, char **argv)
 			b_die("cannot read the latencies");
 		qsort(all, nall, sizeof(double), cmp_double);
 	}
-	printf("req_per_s=%.0f\np50_us=%.1f\np99_us=%.1f\ncpu_us_per_req=%.2f\nper_proc_min=%.2f\n",
+	printf("req_per_s=%.0f\np50_us=%.1f\np99_us=%.1f\ncpu_us_per_req=%.2f\nper_proc_min=%.2f\nfirst_us=%.1f\n",
 	       rate, nall ? all[nall / 2] * 1e6 : 0, nall ? all[nall * 99 / 100] * 1e6 : 0,
-	       reqs ? cpu / reqs * 1e6 : 0, min / (rate / nproc));
+	       reqs ? cpu / reqs * 1e6 : 0, min / (rate / nproc), first * 1e6);
+	printf("first_parts_us=%.1f/%.1f/%.1f\n", fparts[0] * 1e6, fparts[1] * 1e6, fparts[2] * 1e6);
 	free(all);
 	return 0;
 }

@@ -7,7 +7,9 @@
 # 16 32), natively, under NVIDIA MPS and under openmps in one run, and one
 # table: requests/s, p50 / p99 latency, the clients' CPU a request and, for
 # openmps, its service threads' CPU and the server's calls a request
-# (get_metrics before and after). Run after `make all bench` and
+# (get_metrics before and after), and the slowest process's first request
+# (with SERVE_IDLE_MS set: the first after that long idle, bench/serve.c).
+# Run after `make all bench` and
 # `make build/tests/kernels.ptx` on a machine with a GPU.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,12 +48,12 @@ column() {
 		extra=$(awk -v c0="$c0" -v c1="$c1" -v s0="$s0" -v s1="$s1" -v r="$(val req_per_s)" -v t="$SECONDS_EACH" \
 			'BEGIN { q = r * t; if (q < 1) q = 1; printf "%.1f / %.1f", (s1 - s0) * 1e6 / q, (c1 - c0) / q }')
 	fi
-	printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$n" "$(val req_per_s)" "$(val p50_us)" \
-		"$(val p99_us)" "$(val cpu_us_per_req)" "$extra"
+	printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$n" "$(val req_per_s)" "$(val p50_us)" \
+		"$(val p99_us)" "$(val first_us)" "$(val cpu_us_per_req)" "$extra"
 }
 
-echo "| column | N | req/s | p50 µs | p99 µs | client CPU µs/req | server CPU µs/req / calls/req |"
-echo "|---|---:|---:|---:|---:|---:|---|"
+echo "| column | N | req/s | p50 µs | p99 µs | first µs | client CPU µs/req | server CPU µs/req / calls/req |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|"
 for n in $NS; do column native native "$n"; done
 if start_mps >/dev/null; then
 	for n in $NS; do
