@@ -77,6 +77,10 @@ client M1 init dev:1 meminfo
 wait_for "$dir/M1.out" "^meminfo" || fail "M1 did not report its memory"
 free1=$(awk '/^meminfo/ { print $3 }' "$dir/M1.out")
 [ $((free0 - free1)) -ge $((32 << 20)) ] || fail "B's 32M does not show in the free memory ($free0 -> $free1)"
+# M0 and M1 end once they have reported, and the server lets them go on
+# its own time: the listings below, two snapshots compared, are of A and B.
+only_ab() { [ "$(ui "get_client_list $srv")" = "$(printf '%s\n%s' "$a" "$b" | sort -n)" ]; }
+wait_until 20 only_ab || fail "M0 and M1 still listed after they ended: $(ui "get_client_list $srv")"
 # ps -v: the same rows with each client's device memory and its peak (MiB),
 # its SMs on that device, its active thread percentage and priority.
 psv=$(ui "ps -v")
