@@ -41,6 +41,7 @@
 
 import argparse
 import array
+import heapq
 import io
 import json
 import math
@@ -93,8 +94,7 @@ def tail_where(children):
               for k, t in enumerate(c["lat_ns"])]
     if not tagged:
         return {}
-    tagged.sort(reverse=True)
-    top = tagged[:max(1, len(tagged) // 100)]
+    top = heapq.nlargest(max(1, len(tagged) // 100), tagged)
     return {"tail_procs": len({i for _t, i, _k, _m in top}),
             "tail_early": round(sum(1 for _t, _i, k, m in top if k < max(1, m // 10)) / len(top), 2),
             "tail_worst": [[i, k, round(t / 1e6, 2)] for t, i, k, _m in top[:4]]}

@@ -119,7 +119,7 @@ static void child(int go, int out, void *arg)
 	static double lat[LAT_MAX];
 	struct report r = { 0 };
 	unsigned long k = 0;
-	double t0, t, c0, first_parts[3] = { 0 };
+	double t0, t, c0;
 	char c;
 
 	b_setup(&ctx);
@@ -142,14 +142,13 @@ static void child(int go, int out, void *arg)
 		request(saxpy, s, dx, dy, in, res, launches, k++);
 		t = b_now();
 		if (!r.nlat)
-			memcpy(first_parts, parts, sizeof(parts));
+			memcpy(r.first_parts, parts, sizeof(parts));
 		if (r.nlat < LAT_MAX)
 			lat[r.nlat++] = t - a;
 		r.reqs++;
 	} while (t - t0 < seconds);
 	r.seconds = t - t0;
 	r.first = lat[0];
-	memcpy(r.first_parts, first_parts, sizeof(first_parts));
 	r.cpu_s = cpu_seconds() - c0;
 	if (write(out, &r, sizeof(r)) != sizeof(r) ||
 	    write(lat_fd, lat, r.nlat * sizeof(double)) != (ssize_t)(r.nlat * sizeof(double)))

@@ -1041,7 +1041,7 @@ static void *thread_main(void *arg)
 	pthread_setname_np(pthread_self(), "omps-service");
 	mps_crash_thread(0);
 	while (!mps_load_acquire(&sched.stop)) {
-		struct epoll_event evs[1];
+		struct epoll_event ev;
 		struct mps_client *c;
 		bool served = false, committed = false;
 		int n;
@@ -1062,17 +1062,13 @@ static void *thread_main(void *arg)
 		 * ready to the other sleepers, where taking them all served
 		 * every client of the burst on this thread, one after
 		 * another. */
-		n = mps_load_relaxed(&sched.rq_len) ? 0 : epoll_wait(sched.epfd, evs, 1, SLEEP_MS);
+		n = mps_load_relaxed(&sched.rq_len) ? 0 : epoll_wait(sched.epfd, &ev, 1, SLEEP_MS);
 		mps_fetch_sub(&sched.sleeping, 1);
 		if (n > 0)
 			mps_store_relaxed(&self->wakeups, self->wakeups + 1);
 		reap(false);
-		for (int i = 0; i < n; i++) {
-			if (evs[i].data.u64 == UINT64_MAX)
-				continue;
-			if (on_event((uint32_t)evs[i].data.u64, &committed))
-				served = true;
-		}
+		if (n > 0 && ev.data.u64 != UINT64_MAX)
+			served = on_event((uint32_t)ev.data.u64, &committed);
 		if (served) {
 			spin_after(committed);
 		} else if (n == 0 && mps_load_relaxed(&sched.nhot) &&
