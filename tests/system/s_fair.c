@@ -7,24 +7,29 @@
  * a 4-byte copy back, checked). Served in turns, the second client's trips
  * finish while the flood is still going; served "until the ring is empty",
  * they would wait for the whole flood. Which of the two finishes first is
- * what is checked — an order, not a time. Run with OPENMPS_THREADS=1
+ * what is checked — an order, not a time. The flood stops early once the
+ * trips are done, so its length is only a bound: ten times what a loaded
+ * two-CPU machine needs for the trips when served in turns, and the test
+ * stays short where it passes. Run with OPENMPS_THREADS=1 too
  * (tests/system/sched.sh) so that one service thread must share itself.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../cuda/common.h"
 
-#define FLOOD 400000
+#define FLOOD 4000000
 #define TRIPS 200
 
-static int flooder(int started, int order)
+static int flooder(int started, int order, int stop)
 {
 	CUfunction empty;
 	CUmodule mod;
+	char c;
 
 	t_primary(t_device());
 	mod = t_module();
@@ -33,6 +38,8 @@ static int flooder(int started, int order)
 		REQUIRE_CU(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
 		if (i == 4096 && write(started, "s", 1) != 1)
 			return T_FAIL;
+		if (i % 4096 == 4095 && read(stop, &c, 1) == 1)
+			break;
 	}
 	REQUIRE_CU(cuCtxSynchronize());
 	if (write(order, "F", 1) != 1)
@@ -40,7 +47,7 @@ static int flooder(int started, int order)
 	return T_PASS;
 }
 
-static int tripper(int started, int order)
+static int tripper(int started, int order, int stop)
 {
 	CUfunction store;
 	CUdeviceptr d;
@@ -61,7 +68,7 @@ static int tripper(int started, int order)
 		REQUIRE_CU(cuMemcpyDtoH(&got, d, 4));
 		REQUIRE(got == v, "trip %u read %#x, stored %#x", i, got, v);
 	}
-	if (write(order, "T", 1) != 1)
+	if (write(order, "T", 1) != 1 || write(stop, "t", 1) != 1)
 		return T_FAIL;
 	REQUIRE_CU(cuMemFree(d));
 	return T_PASS;
@@ -69,19 +76,19 @@ static int tripper(int started, int order)
 
 int main(int argc, char **argv)
 {
-	int started[2], order[2], status, failed = 0;
+	int started[2], order[2], stop[2], status, failed = 0;
 	char first = 0, second = 0;
 	pid_t a, b;
 
 	t_init(argc, argv);
-	if (pipe(started) < 0 || pipe(order) < 0)
+	if (pipe(started) < 0 || pipe(order) < 0 || pipe2(stop, O_NONBLOCK) < 0)
 		return T_FAIL;
 	a = fork();
 	if (a == 0)
-		_exit(flooder(started[1], order[1]));
+		_exit(flooder(started[1], order[1], stop[0]));
 	b = fork();
 	if (b == 0)
-		_exit(tripper(started[0], order[1]));
+		_exit(tripper(started[0], order[1], stop[1]));
 	close(order[1]);
 	if (read(order[0], &first, 1) != 1 || read(order[0], &second, 1) != 1)
 		failed = 1;
