@@ -456,7 +456,9 @@ static CUresult free_async(CUdeviceptr p, CUstream s, bool per_thread)
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = mps__post(MPS_OP_MEM_FREE_ASYNC, ctx, &q.hdr, sizeof(q), NULL, 0);
-	if (r == CUDA_SUCCESS)
+	/* Captured, the free is a node that frees graph memory when a
+	 * launch reaches it, and refuses any other: the memory stays. */
+	if (r == CUDA_SUCCESS && !mps__capture_on(q.stream))
 		mps__devmem_remove(p);
 	return r;
 }

@@ -10,6 +10,13 @@
  * preferably at the same address, so the one buffer is the program's host
  * memory, the server's DMA source or target, and (through unified
  * addressing) the kernels' zero-copy view, all at once.
+ *
+ * A placed allocation (placement.h) is a mapping the driver knows no
+ * allocation of, so its cuMemFreeAsync is the server's: an event recorded
+ * on the stream, the allocation held (charged, its granules not given
+ * again) until the event has passed, then unmapped — looked at whenever
+ * the client allocates, frees or asks for its memory, waited for where an
+ * allocation would not fit otherwise and when the client goes.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -32,6 +39,14 @@
 
 #define HOST_ALLOC_MAX (1ull << 40)   /* refuse absurd requests outright */
 
+struct mps_held_free {
+	struct mps_held_free *next;
+	CUevent reached;      /* recorded on the stream after the free's place */
+	uint64_t base, charged;
+	int device;           /* the memory's */
+	int stream_device;    /* the stream's, and the event's */
+};
+
 /* Charges an allocation to the client; past its limit, logs and answers
  * the message with CUDA_ERROR_OUT_OF_MEMORY, and returns false. */
 static bool charge(struct mps_client *c, const struct mps_msg *m, int device, uint64_t bytes)
@@ -42,6 +57,12 @@ static bool charge(struct mps_client *c, const struct mps_msg *m, int device, ui
 	 * it) give way to its own memory. */
 	if (mps_replay_shed(c) && mps_memacct_charge(&c->mem, device, bytes) == 0)
 		return true;
+	/* And so do its frees still on their way down its streams. */
+	if (c->held_frees) {
+		mps__held_frees_reap(c, true);
+		if (mps_memacct_charge(&c->mem, device, bytes) == 0)
+			return true;
+	}
 	mps_log_info("client %d: allocation of %llu bytes refused by its memory limit", (int)c->pid,
 		     (unsigned long long)bytes);
 	mps__reply(c, m->slot, CUDA_ERROR_OUT_OF_MEMORY);
@@ -101,11 +122,19 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
+	if (c->held_frees)
+		mps__held_frees_reap(c, false);
 	if (!charge(c, m, x->device, bytes))
 		return;
 	r = mps__bind_device(c, x->device);
 	if (r == CUDA_SUCCESS)
 		r = place(c, x->device, q, bytes, &p, &pitch, &mapped);
+	if (r == CUDA_ERROR_OUT_OF_MEMORY && c->held_frees) {   /* the device is full: they may make room */
+		mps__held_frees_reap(c, true);
+		r = mps__bind_device(c, x->device);
+		if (r == CUDA_SUCCESS)
+			r = place(c, x->device, q, bytes, &p, &pitch, &mapped);
+	}
 	if (r == CUDA_ERROR_NOT_SUPPORTED) {   /* not placed here: the driver places it */
 		if (q->elem)
 			r = mps_drv.cuMemAllocPitch(&p, &pitch, (size_t)q->width, (size_t)q->height, q->elem);
@@ -179,6 +208,8 @@ void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
 	struct mps_mrange r;
 	CUresult cr;
 
+	if (c->held_frees)
+		mps__held_frees_reap(c, false);
 	if (mps__free_pool_ptr(c, q->ptr)) {
 		mps__reply(c, m->slot, CUDA_SUCCESS);
 		return;
@@ -229,6 +260,8 @@ void mps__op_mem_alloc_async(struct mps_client *c, const struct mps_msg *m)
 	mps__reply(c, m->slot, r);
 }
 
+static CUresult hold_free(struct mps_client *c, struct mps_sstream *st, const struct mps_mrange *r);
+
 void mps__op_mem_free_async(struct mps_client *c, const struct mps_msg *m)
 {
 	const struct mps_msg_mem_async *q = (const void *)m;
@@ -237,6 +270,8 @@ void mps__op_mem_free_async(struct mps_client *c, const struct mps_msg *m)
 	struct mps_mrange r;
 	CUresult cr;
 
+	if (c->held_frees)
+		mps__held_frees_reap(c, false);
 	if (mps__free_pool_ptr(c, q->value))
 		return;
 	if (!rg || rg->base != q->value || rg->kind != MPS_MEM_DEVICE) {
@@ -248,11 +283,89 @@ void mps__op_mem_free_async(struct mps_client *c, const struct mps_msg *m)
 		mps__defer_error(c, cr, "cuMemFreeAsync");
 		return;
 	}
+	if (mps_stream_capturing(c, st)) {
+		/* Captured, a free is a graph's free node, of graph memory
+		 * only: the driver's answer, and its effect on the capture;
+		 * memory it refuses (cuMemAlloc's, placed or not) stays the
+		 * client's. */
+		cr = mps__bind_device(c, rg->device);
+		if (cr == CUDA_SUCCESS)
+			cr = mps_drv.cuMemFreeAsync((CUdeviceptr)q->value, st->s);
+		if (cr == CUDA_SUCCESS)
+			mps_memacct_remove(&c->mem, q->value, MPS_MEM_DEVICE, &r);
+		mps__defer_error(c, cr, "cuMemFreeAsync");
+		return;
+	}
 	mps_memacct_remove(&c->mem, q->value, MPS_MEM_DEVICE, &r);
 	cr = mps__bind_device(c, r.device);
-	if (cr == CUDA_SUCCESS && !mps_ipc_orphan_mem(c, r.base))   /* others may have imported it */
+	if (cr != CUDA_SUCCESS || mps_ipc_orphan_mem(c, r.base)) {   /* others may have imported it */
+		mps__defer_error(c, cr, "cuMemFreeAsync");
+		return;
+	}
+	if (mps_place_is((CUdeviceptr)r.base))
+		cr = hold_free(c, st, &r);
+	else
 		cr = mps_drv.cuMemFreeAsync((CUdeviceptr)r.base, st->s);
 	mps__defer_error(c, cr, "cuMemFreeAsync");
+}
+
+/* Placed allocation r (removed from the client's ranges) freed on st in
+ * stream order: held, still charged, until st reaches this point (and so
+ * everything st waits for), since an unmap does not wait for the work
+ * that uses the memory (placement.h) and its granules, given again, would
+ * meet that work. Without an event, the stream is waited for here. */
+static CUresult hold_free(struct mps_client *c, struct mps_sstream *st, const struct mps_mrange *r)
+{
+	struct mps_held_free *h = calloc(1, sizeof(*h));
+	CUresult cr = h ? mps__bind_device(c, st->ctx->device) : CUDA_ERROR_OUT_OF_MEMORY;
+
+	if (cr == CUDA_SUCCESS)
+		cr = mps_drv.cuEventCreate(&h->reached, CU_EVENT_DISABLE_TIMING);
+	if (cr == CUDA_SUCCESS) {
+		cr = mps_drv.cuEventRecord(h->reached, st->s);
+		if (cr != CUDA_SUCCESS)
+			mps_drv.cuEventDestroy(h->reached);
+	}
+	if (cr != CUDA_SUCCESS) {
+		free(h);
+		cr = mps_drv.cuStreamSynchronize(st->s);
+		if (cr == CUDA_SUCCESS)
+			cr = mps__bind_device(c, r->device);
+		return cr == CUDA_SUCCESS ? mps_place_mem_free((CUdeviceptr)r->base, true) : cr;
+	}
+	h->base = r->base;
+	h->device = r->device;
+	h->stream_device = st->ctx->device;
+	/* Charged again (removing the range gave its bytes back): a limit
+	 * lowered meanwhile lets it go uncharged. */
+	h->charged = mps_memacct_charge(&c->mem, r->device, r->charged) == 0 ? r->charged : 0;
+	h->next = c->held_frees;
+	c->held_frees = h;
+	return CUDA_SUCCESS;
+}
+
+void mps__held_frees_reap(struct mps_client *c, bool wait)
+{
+	struct mps_held_free **pp = &c->held_frees, *h;
+
+	while ((h = *pp)) {
+		CUresult r = mps__bind_device(c, h->stream_device);
+
+		if (r == CUDA_SUCCESS)
+			r = wait ? mps_drv.cuEventSynchronize(h->reached) : mps_drv.cuEventQuery(h->reached);
+		if (r == CUDA_ERROR_NOT_READY) {
+			pp = &h->next;
+			continue;
+		}
+		/* Reached; or the device failed, and nothing of the client's
+		 * runs there any more (the unmap then waits for the device). */
+		*pp = h->next;
+		mps_drv.cuEventDestroy(h->reached);
+		if (mps__bind_device(c, h->device) == CUDA_SUCCESS)
+			mps_place_mem_free((CUdeviceptr)h->base, r == CUDA_SUCCESS);
+		mps_memacct_uncharge(&c->mem, h->device, h->charged);
+		free(h);
+	}
 }
 
 void mps__op_mem_info(struct mps_client *c, const struct mps_msg *m)
@@ -266,6 +379,8 @@ void mps__op_mem_info(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_CONTEXT);
 		return;
 	}
+	if (c->held_frees)
+		mps__held_frees_reap(c, false);
 	r = mps__bind_device(c, x->device);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuMemGetInfo(&fr, &total);

@@ -268,6 +268,7 @@ struct mps_client {
 	struct mps_replay *replay;      /* its runs of launches (replay.h); NULL before its first */
 	struct mps_bounce *bounce;      /* its bounce ring (bounce.h); NULL before its first use */
 	uint64_t replay_held_at;        /* atomic: when it last held a launch; 0: holds none */
+	struct mps_held_free *held_frees; /* placed memory freed in stream order, not yet reached (ops_mem.c) */
 };
 
 /* client.c */
@@ -367,6 +368,11 @@ void mps__modules_release_ctx(struct mps_client *c, uint32_t ctx);
 /* An imported pool pointer of the client's at ptr freed (its view
  * closed): false if ptr is none (ops_mem.c). */
 bool mps__free_pool_ptr(struct mps_client *c, uint64_t ptr);
+
+/* Unmaps the client's placed allocations freed by cuMemFreeAsync whose
+ * streams have reached the free; wait: all of them, waiting for those
+ * streams (ops_mem.c). */
+void mps__held_frees_reap(struct mps_client *c, bool wait);
 
 /* The fd the client sent ahead of its import message, or -1 (ops_vmm.c). */
 int mps__take_fd(struct mps_client *c);

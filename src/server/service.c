@@ -305,6 +305,7 @@ void mps__client_teardown(struct mps_client *c)
 	mps_galloc_free(c);            /* what those executable graphs allocate */
 	mps__modules_release_all(c);   /* functions, modules, libraries */
 	mps__host_release_all(c);      /* pinned host regions */
+	mps__held_frees_reap(c, true); /* placed memory freed in stream order (its streams are done) */
 	/* Device memory: whatever the client did not free. */
 	while (c->mem.n) {
 		struct mps_mrange r = c->mem.r[c->mem.n - 1];

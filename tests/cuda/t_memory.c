@@ -12,9 +12,11 @@
  * Every destination is poisoned first and its bytes outside the written
  * range are checked afterwards, so short, long and misplaced copies fail.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 
@@ -747,6 +749,164 @@ checked:
 	free(out);
 }
 
+/* Writes 1 into *word 20 ms after it starts (a thread of the program). */
+struct release {
+	uint32_t *word;
+};
+
+static void *release_later(void *arg)
+{
+	struct release *rel = arg;
+
+	nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+	__atomic_store_n(rel->word, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* cuMemFreeAsync of memory from cuMemAlloc: the free waits in the stream
+ * behind the work queued before it (a copy out of the memory sees what a
+ * memset on the same stream wrote), the memory goes once the stream gets
+ * there (the free memory is back after a synchronize, and the pointer is
+ * no allocation any more), and allocations freed one after another on a
+ * stream, without a wait between, leave no error behind. A slow kernel
+ * goes first, so the frees are queued long before the stream reaches
+ * them. With
+ * OPENMPS_PLACEMENT=random (tests/system/placed.sh) these are placed: a
+ * large one whole granules, a small one carved from a granule. */
+static void test_free_async_alloc(void)
+{
+	enum { BIG = 3 * MiB, SMALL = 4096, LOOPS = 12 };
+	uint32_t *out = xmalloc(BIG);
+	CUdeviceptr big, small, keep, again, d[LOOPS];
+	size_t fr0, fr1, total, size;
+	CUstream other;
+	CUfunction spin = t_func(mod, "spin");
+	long long cycles = T_SPIN_100MS;
+	CUdeviceptr base;
+	void *args[2];
+	CUresult r;
+
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemGetInfo(&fr0, &total));
+	REQUIRE_CU(cuMemAlloc(&big, BIG));
+	REQUIRE_CU(cuMemAlloc(&small, SMALL));
+	memset(out, 0, BIG);
+	args[0] = &cycles;
+	args[1] = &small;
+	REQUIRE_CU(t_launch(spin, 1, 1, stream, args));   /* the rest waits behind it */
+	REQUIRE_CU(cuMemsetD32Async(big, 0x5eed0001u, BIG / 4, stream));
+	REQUIRE_CU(cuMemsetD32Async(small, 0x5eed0002u, SMALL / 4, stream));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out, big, BIG, stream));
+	REQUIRE_CU(cuMemcpyDtoHAsync(out + BIG / 4 - SMALL / 4, small, SMALL, stream));
+	REQUIRE_CU(cuMemFreeAsync(big, stream));
+	REQUIRE_CU(cuMemFreeAsync(small, stream));
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	for (size_t i = 0; i < BIG / 4; i++) {
+		uint32_t want = i < (BIG - SMALL) / 4 ? 0x5eed0001u : 0x5eed0002u;
+
+		if (out[i] != want) {
+			CHECK(0, "word %zu copied before cuMemFreeAsync: 0x%x, want 0x%x", i, out[i], want);
+			break;
+		}
+	}
+	r = cuMemGetAddressRange(&base, &size, big);
+	CHECK(r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_INVALID_VALUE,
+	      "the range of an allocation freed by cuMemFreeAsync -> %s", t_errname(r));
+	CHECK_CU(cuMemFree(small), CUDA_ERROR_INVALID_VALUE);
+
+	/* Memory given back by a free the stream has not reached yet is not
+	 * given again under the work still queued before that free: the
+	 * memset queued behind the slow kernel must land before a new
+	 * allocation (the same bytes, where an allocator hands them back at
+	 * once) is written on another stream, or it overwrites it. */
+	REQUIRE_CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+	REQUIRE_CU(cuMemAlloc(&keep, SMALL));   /* keeps a carved allocation's granule */
+	REQUIRE_CU(cuMemAlloc(&small, SMALL));
+	REQUIRE_CU(t_launch(spin, 1, 1, stream, args));
+	REQUIRE_CU(cuMemsetD32Async(small, 0x5eed0003u, SMALL / 4, stream));
+	REQUIRE_CU(cuMemFreeAsync(small, stream));
+	REQUIRE_CU(cuMemAlloc(&again, SMALL));
+	REQUIRE_CU(cuMemsetD32Async(again, 0x5eed0004u, SMALL / 4, other));
+	REQUIRE_CU(cuStreamSynchronize(other));
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemcpyDtoH(out, again, SMALL));
+	for (size_t i = 0; i < SMALL / 4; i++) {
+		if (out[i] != 0x5eed0004u) {
+			CHECK(0, "word %zu of an allocation made after a queued free%s: 0x%x, want 0x5eed0004", i,
+			      again == small ? " (the same bytes)" : "", out[i]);
+			break;
+		}
+	}
+	REQUIRE_CU(cuMemFree(again));
+	REQUIRE_CU(cuMemFree(keep));
+	REQUIRE_CU(cuStreamDestroy(other));
+
+	/* A free queued behind a stream held back by a word in host memory,
+	 * which a thread of the program writes a little later: the calls
+	 * after it (a copy on another stream) are answered, and the free
+	 * goes once the word lets the stream go. */
+	{
+		struct release rel;
+		uint32_t *word, got = 0;
+		CUdeviceptr mapped;
+		pthread_t t;
+
+		REQUIRE_CU(cuMemAllocHost((void **)&word, 4));
+		REQUIRE_CU(cuMemHostGetDevicePointer(&mapped, word, 0));
+		__atomic_store_n(word, 0, __ATOMIC_RELEASE);
+		REQUIRE_CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+		REQUIRE_CU(cuMemAlloc(&keep, SMALL));
+		REQUIRE_CU(cuMemsetD32(keep, 0x5eed0006u, SMALL / 4));
+		REQUIRE_CU(cuMemAlloc(&big, BIG));
+		REQUIRE_CU(cuStreamWaitValue32(stream, mapped, 1, CU_STREAM_WAIT_VALUE_GEQ));
+		REQUIRE_CU(cuMemsetD32Async(big, 0x5eed0007u, BIG / 4, stream));
+		rel.word = word;
+		REQUIRE(pthread_create(&t, NULL, release_later, &rel) == 0, "pthread_create");
+		REQUIRE_CU(cuMemFreeAsync(big, stream));
+		REQUIRE_CU(cuMemcpyDtoHAsync(&got, keep, 4, other));
+		REQUIRE_CU(cuStreamSynchronize(other));
+		CHECK(got == 0x5eed0006u, "a copy on another stream behind a held free: 0x%x", got);
+		REQUIRE_CU(cuStreamSynchronize(stream));
+		pthread_join(t, NULL);
+		REQUIRE_CU(cuMemFree(keep));
+		REQUIRE_CU(cuStreamDestroy(other));
+		REQUIRE_CU(cuMemFreeHost(word));
+	}
+
+	/* Captured, a free must name graph memory: one of cuMemAlloc's is
+	 * refused (by the free or, where its error comes later, by the end
+	 * of the capture or the next synchronize) and stays the program's. */
+	{
+		CUresult fr, er, sr;
+		CUgraph g = NULL;
+
+		REQUIRE_CU(cuMemAlloc(&small, SMALL));
+		REQUIRE_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+		fr = cuMemFreeAsync(small, stream);
+		er = cuStreamEndCapture(stream, &g);
+		if (g)
+			REQUIRE_CU(cuGraphDestroy(g));
+		sr = cuStreamSynchronize(stream);
+		CHECK(fr != CUDA_SUCCESS || er != CUDA_SUCCESS || sr != CUDA_SUCCESS,
+		      "a captured cuMemFreeAsync of cuMemAlloc memory was not refused");
+		REQUIRE_CU(cuMemsetD32(small, 0x5eed0005u, SMALL / 4));
+		REQUIRE_CU(cuMemcpyDtoH(out, small, 4));
+		CHECK(out[0] == 0x5eed0005u, "memory whose captured free was refused: 0x%x", out[0]);
+		REQUIRE_CU(cuMemFree(small));
+	}
+
+	/* In a row on one stream, each written before it goes. */
+	for (int i = 0; i < LOOPS; i++) {
+		REQUIRE_CU(cuMemAlloc(&d[i], (size_t)(i % 3 == 2 ? SMALL : 8 * MiB)));
+		REQUIRE_CU(cuMemsetD8Async(d[i], (unsigned char)(0x21 + i), i % 3 == 2 ? SMALL : 8 * MiB, stream));
+		REQUIRE_CU(cuMemFreeAsync(d[i], stream));
+	}
+	REQUIRE_CU(cuStreamSynchronize(stream));
+	REQUIRE_CU(cuMemGetInfo(&fr1, &total));
+	CHECK(fr1 + 16 * MiB >= fr0, "free memory after allocations freed by cuMemFreeAsync: %zu -> %zu", fr0, fr1);
+	free(out);
+}
+
 static void test_alloc_async(void)
 {
 	enum { WORDS = 70001 };
@@ -1006,6 +1166,7 @@ int main(int argc, char **argv)
 	test_copy_2d();
 	test_copy_3d();
 	test_alloc_async();
+	test_free_async_alloc();
 
 	REQUIRE_CU(cuStreamDestroy(stream));
 	REQUIRE_CU(cuModuleUnload(mod));
