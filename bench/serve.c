@@ -25,7 +25,11 @@
  * download and synchronize.
  * With SERVE_IDLE_MS set, the processes sit idle that long between their
  * warm-up and the window, all together, as a service does between bursts:
- * first_us is then a burst's first request after a quiet spell.
+ * first_us is then a burst's first request after a quiet spell. With
+ * SERVE_GAP_US set, each process sleeps between its requests, a random
+ * time between half and one and a half that much (its own sequence), as
+ * a lightly loaded service waits for its next request: every request then
+ * comes after a quiet spell, and p50_us / p99_us say what that costs.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -103,6 +107,7 @@ struct job {
 	double seconds;
 	int launches;
 	long idle_ms;
+	long gap_us;
 };
 
 static void child(int go, int out, void *arg)
@@ -119,6 +124,7 @@ static void child(int go, int out, void *arg)
 	static double lat[LAT_MAX];
 	struct report r = { 0 };
 	unsigned long k = 0;
+	unsigned int seed = (unsigned int)getpid();
 	double t0, t, c0;
 	char c;
 
@@ -146,6 +152,10 @@ static void child(int go, int out, void *arg)
 		if (r.nlat < LAT_MAX)
 			lat[r.nlat++] = t - a;
 		r.reqs++;
+		if (job->gap_us > 0) {
+			usleep((useconds_t)(job->gap_us / 2 + rand_r(&seed) % (job->gap_us + 1)));
+			t = b_now();
+		}
 	} while (t - t0 < seconds);
 	r.seconds = t - t0;
 	r.first = lat[0];
@@ -163,7 +173,7 @@ int main(int argc, char **argv)
 {
 	int nproc = argc > 1 ? atoi(argv[1]) : 1, res, failed = 0;
 	double seconds = argc > 2 ? atof(argv[2]) : 2.0, rate = 0, min = 0, cpu = 0, reqs = 0, first = 0;
-	const char *idle = getenv("SERVE_IDLE_MS");
+	const char *idle = getenv("SERVE_IDLE_MS"), *gap = getenv("SERVE_GAP_US");
 	double fparts[3] = { 0 };
 	int launches = argc > 3 ? atoi(argv[3]) : 14;
 	double *all = NULL;
@@ -179,7 +189,8 @@ int main(int argc, char **argv)
 	/* One file for every child's latencies: each write appends whole. */
 	if (fcntl(lat_fd, F_SETFL, O_APPEND) < 0)
 		b_die("fcntl");
-	res = b_start_children(nproc, child, &(struct job){ lat_fd, seconds, launches, idle ? atol(idle) : 0 });
+	res = b_start_children(nproc, child, &(struct job){ lat_fd, seconds, launches, idle ? atol(idle) : 0,
+							 gap ? atol(gap) : 0 });
 	for (int i = 0; i < nproc; i++) {
 		struct report r;
 

@@ -9,6 +9,9 @@
 # openmps, its service threads' CPU and the server's calls a request
 # (get_metrics before and after), and the slowest process's first request
 # (with SERVE_IDLE_MS set: the first after that long idle, bench/serve.c).
+# With SERVE_GAP_US set, each process waits about that long between its
+# requests (a lightly loaded service): the latencies are then those of
+# requests that each come after a quiet spell.
 # Run after `make all bench` and
 # `make build/tests/kernels.ptx` on a machine with a GPU.
 set -u
