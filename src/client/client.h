@@ -52,6 +52,7 @@ struct mps_conn {
 	uint64_t gpu_yield_ns;      /* OPENMPS_CLIENT_GPU_YIELD_US: while CPUs are busy, how often it yields then */
 	uint64_t gpu_busy_spin_ns;  /* OPENMPS_CLIENT_GPU_BUSY_SPIN_US: the same while CPUs are busy (no spin advised) */
 	uint64_t nap_ns;            /* OPENMPS_CLIENT_NAP_US: sleep this long instead of yielding (0: yield) */
+	uint64_t trace_wait_ns;     /* OPENMPS_CLIENT_TRACE_WAITS_US: waits this long are logged (0: none) */
 	bool gpu_nap;               /* OPENMPS_CLIENT_GPU_NAP: while CPUs are busy, sleep through most of a GPU wait */
 	bool spin_fixed;            /* else the server's advice in the region */
 	pthread_mutex_t fd_lock;    /* serialises calls that receive an fd */
@@ -165,6 +166,22 @@ CUresult mps__fd_import(enum mps_op op, struct mps_msg_vmm *q, void *os_handle, 
  * message's op, or MPS_WAIT_STAGE for a staging chunk. */
 #define MPS_WAIT_STAGE 0x10000u
 CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind);
+
+/* One wait for a reply as OPENMPS_CLIENT_TRACE_WAITS_US logs it
+ * (waittrace.c): clock times (ns) its phases began, 0 for those it never
+ * reached. */
+struct mps_wait_trace {
+	uint64_t start;
+	uint64_t gpu;         /* the word first seen handed to the GPU (after the first looks) */
+	uint64_t nap, nap_end;
+	uint64_t flagged;     /* its bit set in gpu_sleepers */
+	uint64_t asked;       /* MPS_OP_SLOT_WAKE sent */
+	uint64_t woken;       /* back from its last sleep */
+	uint32_t st0;         /* the word's state as the wait began */
+	uint32_t hint_ns;     /* the spin it was advised then */
+	uint32_t sleeps, yields;
+};
+void mps__wait_traced(const struct mps_wait_trace *t, uint32_t kind, uint64_t end);
 
 /* The naps of a wait for the GPU (napwait.c), per thread: how long after
  * its start a wait of this kind may sleep (0: not at all), and how long one

@@ -228,6 +228,7 @@ int mps__connect(CUresult *refusal)
 	mps_conn.nap_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_NAP_US", 0, 0, 1000000000) * 1000;
 	mps_conn.gpu_nap = mps_env_long("OPENMPS_CLIENT_GPU_NAP", 1, 0, 1) != 0;
 	mps_conn.busy_yield_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_BUSY_YIELD_US", 10, 0, 1000000) * 1000;
+	mps_conn.trace_wait_ns = (uint64_t)mps_env_long("OPENMPS_CLIENT_TRACE_WAITS_US", 0, 0, 1000000000) * 1000;
 	slice_us = mps_env_long("OPENMPS_CLIENT_SLICE_US", 0, 0, 1000000000);
 	if (slice_us > 0 && mps_set_slice((uint64_t)slice_us * 1000) < 0)
 		mps_log_warn("openmps: the kernel takes no scheduler slice of its own");
@@ -389,6 +390,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
 	unsigned int spins = 0;
 	bool asked = false, flagged = false, napped = false;
 	uint32_t since = mps__posted() - posted_at_wait;
+	struct mps_wait_trace tr = { .start = start };
 	CUresult r = CUDA_SUCCESS;
 
 	/* Waits of one kind are one call after as many messages since the
@@ -396,6 +398,10 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
 	 * the whole request's work and the one after its last kernel are two
 	 * kinds, however alike the calls. */
 	kind ^= (since < 255 ? since : 255) << 20;
+	if (mps_conn.trace_wait_ns) {
+		tr.st0 = mps_load_acquire(word);
+		tr.hint_ns = (uint32_t)spin_budget();
+	}
 
 	for (;;) {
 		uint32_t st = mps_load_acquire(word);
@@ -413,6 +419,8 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
 		now = mps_now_ns();
 		seen = now;
 		waited = now - from;
+		if (st == MPS_SLOT_GPU && !tr.gpu)
+			tr.gpu = now;
 		if (now - start < spin_budget()) {
 			mps_cpu_relax();
 			continue;
@@ -428,8 +436,10 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
 			if (until > now - start + NAP_MIN_NS) {
 				uint64_t nap = until - (now - start);
 
+				tr.nap = now;
 				nap_gpu(word, nap < SLEEP_NS ? nap : SLEEP_NS);
 				from = mps_now_ns();
+				tr.nap_end = from;
 				yielded = 0;
 				mps__stats_nap(from - now, mps_load_acquire(word) == MPS_SLOT_DONE);
 				continue;
@@ -442,6 +452,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
 			 * advised), give the CPU away now and then. */
 			if (!spin_budget() && waited - yielded >= mps_conn.gpu_yield_ns) {
 				yielded = waited;
+				tr.yields++;
 				give_cpu();
 			} else {
 				mps_cpu_relax();
@@ -459,6 +470,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
 				 * CPUs' time in system calls at sixteen clients). */
 				if (now - busy_yielded >= mps_conn.busy_yield_ns) {
 					busy_yielded = now;
+					tr.yields++;
 					give_cpu();
 				} else {
 					mps_cpu_relax();
@@ -470,6 +482,7 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
 				 * the store and the bit wakes us (region.h). */
 				mps_fetch_or(&mps_conn.region->gpu_sleepers, 1ull << wake);
 				flagged = true;
+				tr.flagged = now;
 			}
 			if (!mps_cas(word, &exp, sleeping))
 				continue;   /* it changed: look again */
@@ -479,18 +492,28 @@ CUresult mps__wait_reply(uint32_t *word, uint32_t wake, uint32_t kind)
 			struct mps_msg_handle q = { .handle = wake };
 
 			asked = true;
+			tr.asked = now;
 			if (mps__post(MPS_OP_SLOT_WAKE, 0, &q.hdr, sizeof(q), NULL, 0) != CUDA_SUCCESS && server_gone()) {
 				r = dead_result();
 				break;
 			}
 		}
+		tr.sleeps++;
 		if (mps_futex_wait(word, st, SLEEP_NS) == -ETIMEDOUT && server_gone()) {
 			r = dead_result();
 			break;
 		}
+		if (mps_conn.trace_wait_ns)
+			tr.woken = mps_now_ns();
 	}
 	unflag(wake, flagged);
 	posted_at_wait = mps__posted();
+	if (mps_conn.trace_wait_ns) {
+		uint64_t end = mps_now_ns();
+
+		if (end - start >= mps_conn.trace_wait_ns)
+			mps__wait_traced(&tr, kind, end);
+	}
 	return r;
 }
 

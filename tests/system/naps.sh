@@ -11,7 +11,8 @@
 # after 800 µs, so that each is learnt whole (one that ends asleep is
 # learnt as long as its watch) and a server slowed by a loaded machine
 # still leaves a nap to take. Bad values of the two settings are said and
-# their defaults kept.
+# their defaults kept. With OPENMPS_CLIENT_TRACE_WAITS_US the waits are
+# logged with their phases, and only then.
 #
 #   usage: naps.sh BUILD_DIR
 
@@ -24,6 +25,15 @@ for t in t_stream t_event t_memops t_threads; do
 		OPENMPS_CALL_STATS="$dir/$t" \
 		"$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/$t" || rc=1
 done
+# OPENMPS_CLIENT_TRACE_WAITS_US: t_stream's 20 ms waits are logged with
+# their phases (handed to the GPU, then a nap); without it, nothing is.
+OPENMPS_CLIENT_SPIN_US=0 OPENMPS_CLIENT_GPU_SPIN_US=100000 OPENMPS_CLIENT_GPU_BUSY_SPIN_US=100000 \
+	OPENMPS_CLIENT_TRACE_WAITS_US=5000 \
+	"$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/t_stream" >"$dir/traced" 2>&1 || rc=1
+grep -Eq 'openmps: wait [0-9]+ us, op [0-9]+, [0-9]+ messages? since .*: began [A-Z]+, spin advised 0 us; handed to the GPU [0-9]+; nap [0-9]+-[0-9]+' \
+	"$dir/traced" || { echo "naps: no traced wait with a nap"; grep "openmps: wait" "$dir/traced" | head -5; rc=1; }
+"$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/t_stream" >"$dir/untraced" 2>&1 || rc=1
+! grep -q "openmps: wait" "$dir/untraced" || { echo "naps: waits traced without OPENMPS_CLIENT_TRACE_WAITS_US"; rc=1; }
 # Values out of range are said and the defaults kept.
 OPENMPS_CLIENT_GPU_NAP=2 OPENMPS_CLIENT_BUSY_YIELD_US=-1 \
 	"$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/t_event" >"$dir/bad" 2>&1 || {
