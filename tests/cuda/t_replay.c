@@ -28,7 +28,8 @@
  * tests/system/replay.sh runs it with the server replaying always and
  * checks that it did. T_REPLAY_LOOP_MS=M repeats the first loop for M ms
  * at least, long enough for a server to weigh its clients' launch demand;
- * T_REPLAY_TURNS=1 runs only turns(), T_REPLAY_CHURN=1 only churn().
+ * T_REPLAY_TURNS=1 runs only turns(), T_REPLAY_CHURN=1 only churn(),
+ * T_REPLAY_GROW=1 only grow().
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -179,6 +180,43 @@ static void churn(CUstream s, CUdeviceptr buf)
 	}
 }
 
+/* A growing cache: one step writes the first n elements with a grid of
+ * n / 32 blocks, n growing by 32 each time (a decoder's kernels over
+ * its cache: no grid comes twice). Its arguments stay the same (its
+ * bound is the buffer's), only the grid says how far it goes: a server
+ * that replays the run must give that node each launch's grid, or it
+ * writes too few elements or too many. */
+static void grow(CUstream s, CUdeviceptr a)
+{
+	struct step st[RUN];
+
+	make_steps(st, -1);
+	for (int k = 0; k < GROW_ITERS; k++) {
+		uint32_t in[N], want[N], got[N];
+		unsigned int base = 5000;
+		int n = 32 * (1 + k), bound = N;
+		void *iota_args[] = { &a, &base, &bound };
+		char label[64];
+
+		t_fill_u32(in, N, &rng);
+		memcpy(want, in, sizeof(in));
+		REQUIRE_CU(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
+		for (int i = 0; i < RUN; i++) {
+			if (i == 2) {
+				REQUIRE_CU(cuLaunchKernel(f_iota, (unsigned int)n / 32, 1, 1, 32, 1, 1, 0, s, iota_args, NULL));
+				for (int j = 0; j < n; j++)
+					want[j] = base + (uint32_t)j;
+			}
+			REQUIRE_CU(affine(s, a, st[i].mul, st[i].add, st[i].grid));
+			host_affine(want, st[i].mul, st[i].add);
+		}
+		REQUIRE_CU(cuMemcpyDtoHAsync(got, a, sizeof(got), s));
+		REQUIRE_CU(cuStreamSynchronize(s));
+		snprintf(label, sizeof(label), "a growing cache, %d elements", n);
+		CMP_U32(got, want, N, label);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct step st[RUN];
@@ -208,6 +246,10 @@ int main(int argc, char **argv)
 	}
 	if (getenv("T_REPLAY_CHURN")) {   /* only more chunks than are kept */
 		churn(s, a);
+		goto out;
+	}
+	if (getenv("T_REPLAY_GROW")) {   /* only the growing cache */
+		grow(s, a);
 		goto out;
 	}
 
@@ -242,36 +284,7 @@ int main(int argc, char **argv)
 			REQUIRE_CU(cuMemFree(more[i]));
 	}
 
-	/* A growing cache: one step writes the first n elements with a grid of
-	 * n / 32 blocks, n growing by 32 each time (a decoder's kernels over
-	 * its cache: no grid comes twice). Its arguments stay the same (its
-	 * bound is the buffer's), only the grid says how far it goes: a server
-	 * that replays the run must give that node each launch's grid, or it
-	 * writes too few elements or too many. */
-	for (int k = 0; k < GROW_ITERS; k++) {
-		uint32_t in[N], want[N], got[N];
-		unsigned int base = 5000;
-		int n = 32 * (1 + k), bound = N;
-		void *iota_args[] = { &a, &base, &bound };
-		char label[64];
-
-		t_fill_u32(in, N, &rng);
-		memcpy(want, in, sizeof(in));
-		REQUIRE_CU(cuMemcpyHtoDAsync(a, in, sizeof(in), s));
-		for (int i = 0; i < RUN; i++) {
-			if (i == 2) {
-				REQUIRE_CU(cuLaunchKernel(f_iota, (unsigned int)n / 32, 1, 1, 32, 1, 1, 0, s, iota_args, NULL));
-				for (int j = 0; j < n; j++)
-					want[j] = base + (uint32_t)j;
-			}
-			REQUIRE_CU(affine(s, a, st[i].mul, st[i].add, st[i].grid));
-			host_affine(want, st[i].mul, st[i].add);
-		}
-		REQUIRE_CU(cuMemcpyDtoHAsync(got, a, sizeof(got), s));
-		REQUIRE_CU(cuStreamSynchronize(s));
-		snprintf(label, sizeof(label), "a growing cache, %d elements", n);
-		CMP_U32(got, want, N, label);
-	}
+	grow(s, a);
 
 	/* Runs that leave the learned one part way, each between learned ones. */
 	make_steps(st, -1);

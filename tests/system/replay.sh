@@ -20,6 +20,14 @@
 # (OPENMPS_REPLAY_DEMAND_PCT=1), one client's loop of 0.3 s is replayed.
 # Values it cannot read are said in the log and the defaults kept.
 #
+# The counts depend on the client keeping its CPU: a server that finds a
+# client's ring empty stops watching it and lets what it holds go (counted
+# as holds ended by time), so on a machine busy with other work runs are
+# cut short and fewer replayed (two busy loops on two CPUs: 40-620 of
+# 1,206 kernels, 87-178 holds cut, against 1,196-1,204 and 0-1 alone). A
+# part whose counts fall short is run again, up to three times in all, and
+# fails only if it never reaches them; the holds cut are in its message.
+#
 #   usage: replay.sh BUILD_DIR
 
 name=replay; . "$(dirname "$0")/c_lib.sh"
@@ -35,6 +43,23 @@ run_t_replay() {
 		fail "t_replay, $what: $(tail -n 20 "$dir/$out.out")"
 }
 
+# Holds the server let go because nobody watched the client (or its time
+# ran out).
+cut() { ui get_metrics | sed -n 's/^openmps_server_replay_holds_ended_total{[^}]*why="time"} \([0-9]*\)$/\1/p'; }
+
+# counted PART...: runs PART (a function that starts and stops its own
+# daemon and sets $short to what fell short, empty if nothing) up to
+# three times, until nothing falls short; fails with the last shortfall.
+counted() {
+	for try in 1 2 3; do
+		short=""
+		"$@"
+		[ -z "$short" ] && return 0
+		note "$* (try $try of 3): $short"
+	done
+	fail "$short"
+}
+
 # A long hold, so a client the machine keeps from its CPU mid-run still
 # has its runs replayed (the run cut short waits that long each time).
 # replaying SEGMENT MIN_GRAPH_LAUNCHES MIN_KERNELS_PER_GRAPH_LAUNCH (x10)
@@ -48,17 +73,17 @@ replaying() {
 	replays=$(metric replays_total)
 	kernels=$(metric replayed_kernels_total)
 	[ -n "$replays" ] && [ "$replays" -ge "$2" ] ||
-		fail "segments of $1: $replays graph launches (want at least $2)"
+		short="segments of $1: $replays graph launches (want at least $2), $(cut) holds cut"
 	[ -n "$kernels" ] && [ $((kernels * 10)) -ge $((replays * $3)) ] ||
-		fail "segments of $1: $kernels kernels in $replays graph launches (want $3/10 a launch or more)"
+		short="segments of $1: $kernels kernels in $replays graph launches (want $3/10 a launch or more)"
 	[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "segments of $1: $replays graph launches, $kernels kernels"
 	stop_daemon
 }
 # Runs of 8 or 9 launches, a few of 4 or 7.
-replaying default 60 60
-replaying 4 120 35
-replaying 0 60 70
-replaying 1 480 10
+counted replaying default 60 60
+counted replaying 4 120 35
+counted replaying 0 60 70
+counted replaying 1 480 10
 
 # A decoder's step: seven runs in turn (67 launches a turn), 20 turns;
 # each run's chunks are kept and replayed from the second turn on (a
@@ -67,42 +92,55 @@ replaying 1 480 10
 # first chunk's start. Alone it replays 1,100 or more; a machine busy with
 # other work cuts holds short (960-1,032 seen beside a sanitizer's build),
 # so half of them is the bar.
-OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 start_daemon
-run_t_replay turns "turns" T_REPLAY_TURNS=1
-kernels=$(metric replayed_kernels_total)
-[ -n "$kernels" ] && [ "$kernels" -ge 600 ] || fail "turns: $kernels kernels replayed (want 600 of 1206)"
-[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "turns: $kernels kernels replayed"
-stop_daemon
+turns() {
+	OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 start_daemon
+	run_t_replay turns "turns" T_REPLAY_TURNS=1
+	kernels=$(metric replayed_kernels_total)
+	[ -n "$kernels" ] && [ "$kernels" -ge 600 ] ||
+		short="turns: $kernels kernels replayed (want 600 of 1206), $(cut) holds cut"
+	[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "turns: $kernels kernels replayed"
+	stop_daemon
+}
+counted turns
 
 # More chunks than are kept (128), with 16 executable graphs allowed: the
 # server drops kept chunks and graphs as new ones come, still replays, and
 # every result is exact. (Alone it builds 36 graphs and launches 97; a
 # machine busy with other work cuts holds short: 23 built were seen with 24
 # allowed, so the bar is 16.)
-OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_EXECS=16 start_daemon
-run_t_replay churn "churn" T_REPLAY_CHURN=1
 chunks() { ui get_metrics | sed -n "s/^openmps_server_replay_chunks_total{[^}]*why=\"$1\"} \([0-9]*\)$/\1/p"; }
-replays=$(metric replays_total)
-dropped=$(chunks dropped)
-built=$(chunks built)
-[ -n "$replays" ] && [ "$replays" -ge 20 ] || fail "churn: $replays graph launches (want 20 or more)"
-[ -n "$dropped" ] && [ "$dropped" -gt 0 ] || fail "churn: no kept chunk dropped ($dropped)"
-[ -n "$built" ] && [ "$built" -gt 16 ] || fail "churn: $built chunks built (want more than the 16 graphs kept)"
-[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "churn: $replays graph launches, $built built, $dropped dropped"
-stop_daemon
+churn() {
+	OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_EXECS=16 start_daemon
+	run_t_replay churn "churn" T_REPLAY_CHURN=1
+	replays=$(metric replays_total)
+	dropped=$(chunks dropped)
+	built=$(chunks built)
+	[ -n "$replays" ] && [ "$replays" -ge 20 ] ||
+		short="churn: $replays graph launches (want 20 or more), $(cut) holds cut"
+	[ -n "$dropped" ] && [ "$dropped" -gt 0 ] || short="churn: no kept chunk dropped ($dropped), $(cut) holds cut"
+	[ -n "$built" ] && [ "$built" -gt 16 ] ||
+		short="churn: $built chunks built (want more than the 16 graphs kept), $(cut) holds cut"
+	[ -n "${OPENMPS_TEST_VERBOSE:-}" ] && note "churn: $replays graph launches, $built built, $dropped dropped"
+	stop_daemon
+}
+counted churn
 
 # The growing cache's runs (32 of 9 launches, one kernel's grid changing
-# each time) are replayed only where a node's grid may change.
-OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_GRIDS=0 start_daemon
-run_t_replay grids0 "grids fixed"
-fixed=$(metric replays_total)
-stop_daemon
-OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_GRIDS=1 start_daemon
-run_t_replay grids1 "grids vary"
-varying=$(metric replays_total)
-stop_daemon
-[ -n "$fixed" ] && [ -n "$varying" ] && [ "$varying" -ge $((fixed + 20)) ] ||
-	fail "grids that vary: $varying graph launches against $fixed with grids fixed (want 20 more)"
+# each time, alone: T_REPLAY_GROW) are replayed only where a node's grid
+# may change (alone: 30 graph launches against none).
+grids() {
+	OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_GRIDS=0 start_daemon
+	run_t_replay grids0 "grids fixed" T_REPLAY_GROW=1
+	fixed=$(metric replays_total)
+	stop_daemon
+	OPENMPS_REPLAY=always OPENMPS_REPLAY_HOLD_US=200000 OPENMPS_REPLAY_GRIDS=1 start_daemon
+	run_t_replay grids1 "grids vary" T_REPLAY_GROW=1
+	varying=$(metric replays_total)
+	[ -n "$fixed" ] && [ -n "$varying" ] && [ "$varying" -ge $((fixed + 20)) ] ||
+		short="grids that vary: $varying graph launches against $fixed with grids fixed (want 20 more), $(cut) holds cut"
+	stop_daemon
+}
+counted grids
 # At debug level the server says what it sets in a node, for the first 64
 # of a client: which kernel, how many argument bytes differ and from which
 # parameter, counted from 0 (t_replay's affine_u32 takes its multiplier and
