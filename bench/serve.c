@@ -37,6 +37,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -153,7 +154,9 @@ static void child(int go, int out, void *arg)
 			lat[r.nlat++] = t - a;
 		r.reqs++;
 		if (job->gap_us > 0) {
-			usleep((useconds_t)(job->gap_us / 2 + rand_r(&seed) % (job->gap_us + 1)));
+			long us = job->gap_us / 2 + rand_r(&seed) % (job->gap_us + 1);
+
+			nanosleep(&(struct timespec){ .tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000 }, NULL);
 			t = b_now();
 		}
 	} while (t - t0 < seconds);
