@@ -11,7 +11,10 @@
 # (with SERVE_IDLE_MS set: the first after that long idle, bench/serve.c).
 # With SERVE_GAP_US set, each process waits about that long between its
 # requests (a lightly loaded service): the latencies are then those of
-# requests that each come after a quiet spell.
+# requests that each come after a quiet spell. With
+# OPENMPS_CLIENT_TRACE_WAITS_US set, the openmps clients log their waits
+# that long or longer (src/client/waittrace.c), summed up per N after the
+# table by bench/waits.py.
 # Run after `make all bench` and
 # `make build/tests/kernels.ptx` on a machine with a GPU.
 set -u
@@ -53,6 +56,10 @@ column() {
 	fi
 	printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$n" "$(val req_per_s)" "$(val p50_us)" \
 		"$(val p99_us)" "$(val first_us)" "$(val cpu_us_per_req)" "$extra"
+	if [ "$label" = openmps ] && [ -n "${OPENMPS_CLIENT_TRACE_WAITS_US:-}" ]; then
+		{ printf '\nopenmps, N = %s, waits of %s µs or more:\n\n' "$n" "$OPENMPS_CLIENT_TRACE_WAITS_US"
+		  printf '%s\n' "$out" | python3 "$ROOT/bench/waits.py"; } >>"$WORK/waits.md"
+	fi
 }
 
 echo "| column | N | req/s | p50 µs | p99 µs | first µs | client CPU µs/req | server CPU µs/req / calls/req |"
@@ -69,3 +76,4 @@ if start_openmps >/dev/null; then
 	for n in $NS; do column openmps under_openmps "$n"; done
 	stop_openmps >/dev/null
 fi
+if [ -f "$WORK/waits.md" ]; then cat "$WORK/waits.md"; fi
