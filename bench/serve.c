@@ -96,6 +96,12 @@ static void request(CUfunction saxpy, CUstream s, CUdeviceptr dx, CUdeviceptr dy
 			b_die("request %lu: y[%d] = %g, want %g", k, i, out[i], sum * in[i]);
 }
 
+/* Sleeps us microseconds, however many. */
+static void sleep_us(long us)
+{
+	nanosleep(&(struct timespec){ .tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000 }, NULL);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -140,7 +146,7 @@ static void child(int go, int out, void *arg)
 	if (read(go, &c, 1) != 1)
 		b_die("no start signal");
 	if (job->idle_ms > 0)
-		usleep((useconds_t)(job->idle_ms * 1000));
+		sleep_us(job->idle_ms * 1000);
 	c0 = cpu_seconds();
 	t0 = t = b_now();
 	do {
@@ -154,9 +160,7 @@ static void child(int go, int out, void *arg)
 			lat[r.nlat++] = t - a;
 		r.reqs++;
 		if (job->gap_us > 0) {
-			long us = job->gap_us / 2 + rand_r(&seed) % (job->gap_us + 1);
-
-			nanosleep(&(struct timespec){ .tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000 }, NULL);
+			sleep_us(job->gap_us / 2 + rand_r(&seed) % (job->gap_us + 1));
 			t = b_now();
 		}
 	} while (t - t0 < seconds);

@@ -17,6 +17,7 @@
  * times before the clock is first read, so "handed" is the first look
  * after those. Off (0) by default, when a wait costs nothing more.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -41,49 +42,58 @@ static const char *state_name(uint32_t st)
 	}
 }
 
-/* Appends " WHAT T" (µs after start) to buf at *len, if the phase came. */
-static void phase(char *buf, size_t size, size_t *len, const char *what, uint64_t at, uint64_t start)
+/* The line being written. */
+struct line {
+	char buf[512];
+	size_t len;
+};
+
+/* Appends to the line what fmt says, as much as fits. */
+static void __attribute__((format(printf, 2, 3))) add(struct line *l, const char *fmt, ...)
 {
+	va_list ap;
 	int n;
 
-	if (!at || *len >= size)
+	if (l->len >= sizeof(l->buf))
 		return;
-	n = snprintf(buf + *len, size - *len, "; %s %.0f", what, (double)(at - start) / 1000.0);
+	va_start(ap, fmt);
+	n = vsnprintf(l->buf + l->len, sizeof(l->buf) - l->len, fmt, ap);
+	va_end(ap);
 	if (n > 0)
-		*len += (size_t)n;
+		l->len += (size_t)n;
+}
+
+/* µs from the wait's start to at. */
+static double us(const struct mps_wait_trace *t, uint64_t at)
+{
+	return (double)(at - t->start) / 1000.0;
 }
 
 void mps__wait_traced(const struct mps_wait_trace *t, uint32_t kind, uint64_t end)
 {
-	char buf[512], what[32];
-	size_t len = 0;
-	int n;
+	struct line l = { .len = 0 };
+	char what[32];
 
-	n = snprintf(buf, sizeof(buf), "began %s, spin advised %u us", state_name(t->st0), t->hint_ns / 1000);
-	if (n > 0)
-		len = (size_t)n;
-	phase(buf, sizeof(buf), &len, "handed to the GPU", t->gpu, t->start);
-	if (t->nap && len < sizeof(buf)) {
-		n = snprintf(buf + len, sizeof(buf) - len, "; nap %.0f-%.0f", (double)(t->nap - t->start) / 1000.0,
-			     (double)(t->nap_end - t->start) / 1000.0);
-		if (n > 0)
-			len += (size_t)n;
-	}
-	phase(buf, sizeof(buf), &len, "flagged", t->flagged, t->start);
-	phase(buf, sizeof(buf), &len, "asked", t->asked, t->start);
-	if (t->sleeps && len < sizeof(buf)) {
-		n = snprintf(buf + len, sizeof(buf) - len, "; slept %u", t->sleeps);
-		if (n > 0)
-			len += (size_t)n;
-		phase(buf, sizeof(buf), &len, "woken", t->woken, t->start);
-	}
-	if (t->yields && len < sizeof(buf))
-		snprintf(buf + len, sizeof(buf) - len, "; %u yields", t->yields);
+	add(&l, "began %s, spin advised %u us", state_name(t->st0), t->hint_ns / 1000);
+	if (t->gpu)
+		add(&l, "; handed to the GPU %.0f", us(t, t->gpu));
+	if (t->nap)
+		add(&l, "; nap %.0f-%.0f", us(t, t->nap), us(t, t->nap_end));
+	if (t->flagged)
+		add(&l, "; flagged %.0f", us(t, t->flagged));
+	if (t->asked)
+		add(&l, "; asked %.0f", us(t, t->asked));
+	if (t->sleeps)
+		add(&l, "; slept %u", t->sleeps);
+	if (t->sleeps && t->woken)
+		add(&l, "; woken %.0f", us(t, t->woken));
+	if (t->yields)
+		add(&l, "; %u yields", t->yields);
 	if (kind & MPS_WAIT_STAGE)
 		snprintf(what, sizeof(what), "a staging chunk");
 	else
 		snprintf(what, sizeof(what), "op %u", kind & 0xffffu);
 	mps_log_info("openmps: wait %.0f us, %s, %u message%s since the thread's last wait, pid %d thread %d: %s",
-		     (double)(end - t->start) / 1000.0, what, (kind >> 20) & 0xffu, ((kind >> 20) & 0xffu) == 1 ? "" : "s",
-		     (int)getpid(), (int)gettid(), buf);
+		     us(t, end), what, (kind >> 20) & 0xffu, ((kind >> 20) & 0xffu) == 1 ? "" : "s",
+		     (int)getpid(), (int)gettid(), l.buf);
 }

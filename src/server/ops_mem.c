@@ -122,8 +122,7 @@ void mps__op_mem_alloc(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_VALUE);
 		return;
 	}
-	if (c->held_frees)
-		mps__held_frees_reap(c, false);
+	mps__held_frees_reap(c, false);
 	if (!charge(c, m, x->device, bytes))
 		return;
 	r = mps__bind_device(c, x->device);
@@ -208,8 +207,7 @@ void mps__op_mem_free(struct mps_client *c, const struct mps_msg *m)
 	struct mps_mrange r;
 	CUresult cr;
 
-	if (c->held_frees)
-		mps__held_frees_reap(c, false);
+	mps__held_frees_reap(c, false);
 	if (mps__free_pool_ptr(c, q->ptr)) {
 		mps__reply(c, m->slot, CUDA_SUCCESS);
 		return;
@@ -270,8 +268,7 @@ void mps__op_mem_free_async(struct mps_client *c, const struct mps_msg *m)
 	struct mps_mrange r;
 	CUresult cr;
 
-	if (c->held_frees)
-		mps__held_frees_reap(c, false);
+	mps__held_frees_reap(c, false);
 	if (mps__free_pool_ptr(c, q->value))
 		return;
 	if (!rg || rg->base != q->value || rg->kind != MPS_MEM_DEVICE) {
@@ -379,8 +376,7 @@ void mps__op_mem_info(struct mps_client *c, const struct mps_msg *m)
 		mps__reply(c, m->slot, CUDA_ERROR_INVALID_CONTEXT);
 		return;
 	}
-	if (c->held_frees)
-		mps__held_frees_reap(c, false);
+	mps__held_frees_reap(c, false);
 	r = mps__bind_device(c, x->device);
 	if (r == CUDA_SUCCESS)
 		r = mps_drv.cuMemGetInfo(&fr, &total);

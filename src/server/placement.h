@@ -41,9 +41,9 @@
  * anyway), a client holds up to as much unused in its chunks as it uses
  * (256 granules a device at most), and a free waits for the client's work
  * to end before the memory goes or is given again (cuMemFree's implicit
- * synchronization, made explicit; a cuMemFreeAsync waits for its stream
- * to reach the free, on the service thread, since the driver knows no
- * such allocation to free in stream order).
+ * synchronization, made explicit; a cuMemFreeAsync holds the memory
+ * until its stream has reached the free, ops_mem.c, since the driver
+ * knows no such allocation to free in stream order).
  * Host memory the GPU reaches through its address (a client's pinned
  * allocations, which its managed memory is too; its shared region, whose
  * reply slots the GPU writes; its bounce ring of pageable uploads) is
