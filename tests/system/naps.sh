@@ -12,7 +12,8 @@
 # learnt as long as its watch) and a server slowed by a loaded machine
 # still leaves a nap to take. Bad values of the two settings are said and
 # their defaults kept. With OPENMPS_CLIENT_TRACE_WAITS_US the waits are
-# logged with their phases, and only then.
+# logged with their phases, and only then (a value it cannot read is
+# said, and nothing is logged).
 #
 #   usage: naps.sh BUILD_DIR
 
@@ -35,11 +36,13 @@ grep -Eq 'openmps: wait [0-9]+ us, op [0-9]+, [0-9]+ messages? since .*: began [
 "$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/t_stream" >"$dir/untraced" 2>&1 || rc=1
 ! grep -q "openmps: wait" "$dir/untraced" || { echo "naps: waits traced without OPENMPS_CLIENT_TRACE_WAITS_US"; rc=1; }
 # Values out of range are said and the defaults kept.
-OPENMPS_CLIENT_GPU_NAP=2 OPENMPS_CLIENT_BUSY_YIELD_US=-1 \
+OPENMPS_CLIENT_GPU_NAP=2 OPENMPS_CLIENT_BUSY_YIELD_US=-1 OPENMPS_CLIENT_TRACE_WAITS_US=soon \
 	"$(dirname "$0")/with-openmps.sh" "$build" "$build/tests/cuda/t_event" >"$dir/bad" 2>&1 || {
 	echo "naps: t_event failed with bad nap settings"; cat "$dir/bad"; rc=1
 }
-for want in "ignoring OPENMPS_CLIENT_GPU_NAP=2 (want 0..1)" "ignoring OPENMPS_CLIENT_BUSY_YIELD_US=-1 (want 0..1000000)"; do
+! grep -q "openmps: wait" "$dir/bad" || { echo "naps: waits traced with OPENMPS_CLIENT_TRACE_WAITS_US=soon"; rc=1; }
+for want in "ignoring OPENMPS_CLIENT_GPU_NAP=2 (want 0..1)" "ignoring OPENMPS_CLIENT_BUSY_YIELD_US=-1 (want 0..1000000)" \
+	"ignoring OPENMPS_CLIENT_TRACE_WAITS_US=soon (want 0..1000000000)"; do
 	grep -qF "$want" "$dir/bad" || { echo "naps: no \"$want\""; rc=1; }
 done
 naps=$(cat "$dir"/t_stream.* 2>/dev/null | sed -n 's/^# naps: \([0-9]*\),.*/\1/p' | sort -n | tail -n 1)
